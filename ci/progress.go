@@ -1,0 +1,62 @@
+package ci
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// Source is what the progress printer reads: a running prober.
+type Source interface {
+	Recorder() *prober.Recorder
+	Elapsed() time.Duration
+}
+
+// StartProgress prints one plain line every interval to w until the returned
+// stop function is called: what CI logs and pipes get instead of a live UI.
+func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var lastSent uint64
+		var lastAt time.Duration
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				snap := src.Recorder().Snapshot()
+				now := src.Elapsed()
+				sent := snap.Totals.Sent()
+				rate := 0.0
+				if dt := now - lastAt; dt > 0 {
+					rate = float64(sent-lastSent) / dt.Seconds()
+				}
+				lastSent, lastAt = sent, now
+				fmt.Fprintln(w, ProgressLine(now, snap.Totals, rate))
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// ProgressLine formats one progress line.
+func ProgressLine(elapsed time.Duration, t prober.Totals, rate float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%6.1fs] sent %d  ok %d  failed %d", elapsed.Seconds(), t.Sent(), t.Classes[prober.OK], t.Failed())
+	for _, c := range prober.FailureClasses() {
+		if n := t.Classes[c]; n > 0 {
+			fmt.Fprintf(&b, "  %s %d", c, n)
+		}
+	}
+	fmt.Fprintf(&b, "  %.0f req/s", rate)
+	return b.String()
+}

@@ -1,0 +1,89 @@
+package ci
+
+import (
+	"fmt"
+)
+
+// Budget is how many failures a run may have and still pass.
+type Budget struct {
+	MaxFailures    uint64  // absolute; 0 means any failure fails the run
+	MaxFailureRate float64 // fraction of sent, in [0,1]; 0 disables the check
+}
+
+// MinRateRatio is the share of the target rate the prober must achieve for a
+// clean run to count as proof.
+const MinRateRatio = 0.95
+
+// Facts are the numbers a verdict is judged on.
+type Facts struct {
+	Sent         uint64
+	Failed       uint64 // target failures (local errors excluded)
+	LocalErrors  uint64
+	TargetRate   float64 // 0: closed model, no rate to hold
+	AchievedRate float64
+	Interrupted  bool
+	// RolloutFailed, when set, says why the rollout failed or timed out.
+	RolloutFailed string
+}
+
+// Verdict is the outcome of a run as CI sees it.
+type Verdict struct {
+	Pass     bool     `json:"pass"`
+	ExitCode ExitCode `json:"exit_code"`
+	Reasons  []string `json:"reasons"`
+	// Inconclusive: the run could not prove anything either way.
+	Inconclusive bool `json:"inconclusive"`
+	Interrupted  bool `json:"interrupted"`
+}
+
+// Judge applies the budget. Precedence when several things went wrong: an
+// interruption (130) wins, then a failed rollout (3), then failures above
+// budget (1) — observed drops are real evidence even from a prober that
+// fell behind — then inconclusive (4). Every reason is listed either way.
+func Judge(f Facts, b Budget) Verdict {
+	v := Verdict{Reasons: []string{}}
+	overBudget := f.Failed > b.MaxFailures
+	if b.MaxFailureRate > 0 && f.Sent > 0 {
+		rate := float64(f.Failed) / float64(f.Sent)
+		overBudget = overBudget && rate > b.MaxFailureRate
+		if overBudget {
+			v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d requests failed (%.3f%%), above the budget of %d and %.3f%%",
+				f.Failed, f.Sent, 100*rate, b.MaxFailures, 100*b.MaxFailureRate))
+		}
+	} else if overBudget {
+		v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d requests failed, above the budget of %d", f.Failed, f.Sent, b.MaxFailures))
+	}
+	if f.RolloutFailed != "" {
+		v.Reasons = append(v.Reasons, "rollout failed: "+f.RolloutFailed)
+	}
+	if f.LocalErrors > 0 {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, fmt.Sprintf("%d local errors on the prober's side (descriptors, ports, buffers): it could not send everything it should have", f.LocalErrors))
+	}
+	if f.TargetRate > 0 && f.AchievedRate < MinRateRatio*f.TargetRate {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, fmt.Sprintf("achieved %.1f req/s, below %.0f%% of the target %.1f req/s", f.AchievedRate, 100*MinRateRatio, f.TargetRate))
+	}
+	if f.Sent == 0 && !f.Interrupted {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, "no request was sent")
+	}
+	if f.Interrupted {
+		v.Interrupted = true
+		v.Reasons = append(v.Reasons, "interrupted before the end: the results cover only part of the run")
+	}
+	switch {
+	case f.Interrupted:
+		v.ExitCode = ExitInterrupted
+	case f.RolloutFailed != "":
+		v.ExitCode = ExitRolloutFailed
+	case overBudget:
+		v.ExitCode = ExitFailures
+	case v.Inconclusive:
+		v.ExitCode = ExitInconclusive
+	default:
+		v.ExitCode = ExitOK
+	}
+	v.Pass = v.ExitCode == ExitOK
+	return v
+}

@@ -1,0 +1,132 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+type probeOptions struct {
+	*globalOptions
+	flags      proberFlags
+	reportPath string
+	output     string
+	progress   time.Duration
+
+	target string
+	config prober.Config
+}
+
+func newProbeCommand(g *globalOptions) *cobra.Command {
+	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), output: "text", progress: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "probe URL",
+		Short: "Probe a URL at a fixed rate and classify every failed request",
+		Long: `probe sends requests at URL at a fixed rate (open model, latency measured from each
+request's intended send time) or back to back (closed model), never retries, and
+classifies every failure: refused, connect_timeout, reset, eof, eof_reused,
+truncated, timeout, http_5xx, http_status, dns, tls, local.
+
+Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage
+error, 4 inconclusive (the prober could not hold its rate or hit local errors),
+130 interrupted (the report is still written).`,
+		Example: `  rollprobe probe http://127.0.0.1:8080/ --rate 1000 --duration 30s
+  rollprobe probe http://svc.ns:80/healthz --conn new --backend-header X-Pod-Name --report report.json
+  rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.complete(args); err != nil {
+				return ci.Usage(err)
+			}
+			if err := o.validate(); err != nil {
+				return ci.Usage(err)
+			}
+			cmd.SilenceUsage = true
+			return o.run(cmd.Context())
+		},
+	}
+	o.flags.bind(cmd.Flags())
+	cmd.Flags().StringVar(&o.reportPath, "report", "", "write the JSON report to this file (atomically)")
+	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "summary on stdout: text or json (the full report)")
+	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
+	return cmd
+}
+
+func (o *probeOptions) complete(args []string) error {
+	o.target = args[0]
+	cfg, err := o.flags.config(o.target)
+	o.config = cfg
+	return err
+}
+
+func (o *probeOptions) validate() error {
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("-o %q: want text or json", o.output)
+	}
+	if o.progress < 0 {
+		return fmt.Errorf("--progress %s: must not be negative", o.progress)
+	}
+	return nil
+}
+
+func (o *probeOptions) run(ctx context.Context) error {
+	p, err := prober.New(o.config, "rollprobe/"+version())
+	if err != nil {
+		return ci.Usage(err)
+	}
+	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "run_id", p.RunID())
+
+	stopProgress := func() {}
+	if o.progress > 0 {
+		stopProgress = ci.StartProgress(o.stderr, o.progress, p)
+	}
+	sum, err := p.Run(ctx)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	rep := report.Build(report.ProbeRun{
+		Tool:     report.Tool{Name: "rollprobe", Version: version()},
+		Command:  "probe",
+		RunID:    p.RunID(),
+		Config:   o.config,
+		Budget:   o.flags.budget(),
+		Summary:  sum,
+		Recorder: p.Recorder(),
+	})
+	return o.finish(rep)
+}
+
+// finish writes the report and the summary and returns the verdict's exit
+// code (already explained on stdout, so it is silent).
+func (o *probeOptions) finish(rep *report.Report) error {
+	if o.reportPath != "" {
+		if err := report.WriteFile(o.reportPath, rep); err != nil {
+			// The verdict stands, but CI must not pass without its artifact.
+			fmt.Fprintf(o.stderr, "rollprobe: %v\n", err)
+			return ci.WithCode(ci.ExitUsage, err)
+		}
+	}
+	var err error
+	if o.output == "json" {
+		err = report.Encode(o.stdout, rep)
+	} else {
+		err = report.WriteText(o.stdout, rep)
+		if err == nil && o.reportPath != "" {
+			fmt.Fprintf(o.stdout, "report: %s\n", o.reportPath)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	if rep.Verdict.ExitCode != ci.ExitOK {
+		return ci.Silent{Code: rep.Verdict.ExitCode}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// proberFlags are the load flags shared by probe and run. Fields hold the
+// raw flag values; config() turns them into a validated prober.Config.
+type proberFlags struct {
+	rate           float64
+	duration       time.Duration
+	concurrency    int
+	workers        int
+	maxWorkers     int
+	conn           string
+	method         string
+	headers        []string
+	body           string
+	bodyFile       string
+	timeout        time.Duration
+	connectTimeout time.Duration
+	insecure       bool
+	expectStatus   string
+	backendHeader  string
+	requestID      string
+	keepFailures   int
+	maxFailures    uint64
+	maxFailureRate float64
+}
+
+func defaultProberFlags() proberFlags {
+	d := prober.DefaultConfig()
+	return proberFlags{
+		rate:           d.Rate,
+		duration:       d.Duration,
+		concurrency:    d.Concurrency,
+		workers:        d.Workers,
+		maxWorkers:     d.MaxWorkers,
+		conn:           d.Conn.String(),
+		method:         d.Method,
+		timeout:        d.Timeout,
+		connectTimeout: d.ConnectTimeout,
+		expectStatus:   d.ExpectStatus.String(),
+		requestID:      d.RequestIDHeader,
+		keepFailures:   d.KeepFailures,
+	}
+}
+
+func (f *proberFlags) bind(fs *pflag.FlagSet) {
+	fs.Float64Var(&f.rate, "rate", f.rate, "requests per second at fixed intended send times (open model); 0 for the closed model with --concurrency")
+	fs.DurationVar(&f.duration, "duration", f.duration, "how long to send; 0 sends until interrupted")
+	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): workers sending back to back")
+	fs.IntVar(&f.workers, "workers", f.workers, "open model: workers to start with (more are added when all are busy)")
+	fs.IntVar(&f.maxWorkers, "max-workers", f.maxWorkers, "open model: upper bound on workers (each holds at most one connection)")
+	fs.StringVar(&f.conn, "conn", f.conn, "connections: new (one per request, exercises kube-proxy routing), keepalive (exercises draining) or mixed=F (fraction F new)")
+	fs.StringVarP(&f.method, "method", "X", f.method, "HTTP method")
+	fs.StringArrayVarP(&f.headers, "header", "H", nil, `request header "Name: value" (repeatable)`)
+	fs.StringVar(&f.body, "body", "", "request body")
+	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
+	fs.DurationVar(&f.timeout, "timeout", f.timeout, "a request without a complete response within this time is a timeout")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "a connection attempt without answer within this time is a connect_timeout")
+	fs.BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification")
+	fs.StringVar(&f.expectStatus, "expect-status", f.expectStatus, "statuses that count as ok, like 200-399 or 200,204")
+	fs.StringVar(&f.backendHeader, "backend-header", "", "response header naming the serving backend (e.g. X-Pod-Name); responses are counted per value")
+	fs.StringVar(&f.requestID, "request-id-header", f.requestID, `header carrying a unique ID ("<run>-<seq>") on every request`)
+	fs.IntVar(&f.keepFailures, "keep-failures", f.keepFailures, "failures kept in full in the report; later ones are only counted")
+	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
+	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
+}
+
+// config builds the prober configuration for target.
+func (f *proberFlags) config(target string) (prober.Config, error) {
+	cfg := prober.DefaultConfig()
+	var errs []error
+	u, err := prober.ParseTarget(target)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Target = u
+	cfg.Rate, cfg.Duration = f.rate, f.duration
+	cfg.Concurrency, cfg.Workers, cfg.MaxWorkers = f.concurrency, f.workers, f.maxWorkers
+	if cfg.Conn, err = prober.ParseConnMode(f.conn); err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Method = strings.ToUpper(f.method)
+	cfg.Header = http.Header{}
+	for _, h := range f.headers {
+		name, value, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+			errs = append(errs, fmt.Errorf(`-H %q: want "Name: value"`, h))
+			continue
+		}
+		cfg.Header.Add(name, strings.TrimSpace(value))
+	}
+	switch {
+	case f.body != "" && f.bodyFile != "":
+		errs = append(errs, errors.New("--body and --body-file: give one, not both"))
+	case f.bodyFile != "":
+		b, err := os.ReadFile(f.bodyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--body-file: %w", err))
+		}
+		cfg.Body = b
+	case f.body != "":
+		cfg.Body = []byte(f.body)
+	}
+	cfg.Timeout, cfg.ConnectTimeout, cfg.Insecure = f.timeout, f.connectTimeout, f.insecure
+	if cfg.ExpectStatus, err = prober.ParseStatusSet(f.expectStatus); err != nil {
+		errs = append(errs, err)
+	}
+	cfg.BackendHeader, cfg.RequestIDHeader, cfg.KeepFailures = f.backendHeader, f.requestID, f.keepFailures
+	if f.maxFailureRate < 0 || f.maxFailureRate > 1 {
+		errs = append(errs, fmt.Errorf("--max-failure-rate %g: want a fraction from 0 to 1", f.maxFailureRate))
+	}
+	if len(errs) == 0 {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func (f *proberFlags) budget() ci.Budget {
+	return ci.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate}
+}

@@ -1,0 +1,90 @@
+// Package cmd holds rollprobe's cobra commands. Each command turns flags into
+// an options struct, then Complete -> Validate -> Run; domain packages never
+// see flags.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollprobe/rollprobe/ci"
+)
+
+// Version is set at build time with -ldflags "-X github.com/rollprobe/rollprobe/cmd.Version=...".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	verbosity int
+	stdout    io.Writer
+	stderr    io.Writer
+	log       *slog.Logger
+}
+
+// NewRootCommand builds the command tree writing to the given streams.
+func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "rollprobe",
+		Short: "Prove that a Kubernetes rollout drops no requests",
+		Long: `rollprobe sends a steady, high rate of HTTP requests at a service, records every
+failed request with its exact cause, and gives a verdict a CI gate can use.`,
+		Version:       version(),
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			level := slog.LevelWarn
+			switch {
+			case g.verbosity >= 2:
+				level = slog.LevelDebug
+			case g.verbosity == 1:
+				level = slog.LevelInfo
+			}
+			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
+	root.AddCommand(newProbeCommand(g))
+	return root
+}
+
+// Execute runs the command line and returns the process exit code. SIGINT
+// and SIGTERM cancel the command's context: commands stop cleanly, write
+// their reports and return an interruption (exit 130).
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := NewRootCommand(os.Stdout, os.Stderr)
+	err := root.ExecuteContext(ctx)
+	return exitCode(err, os.Stderr)
+}
+
+// exitCode prints err (unless it was already reported) and resolves the exit code.
+func exitCode(err error, stderr io.Writer) int {
+	code := ci.CodeOf(err)
+	var silent ci.Silent
+	if err != nil && !errors.As(err, &silent) {
+		fmt.Fprintf(stderr, "rollprobe: %v\n", err)
+	}
+	return int(code)
+}

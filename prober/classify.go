@@ -1,0 +1,90 @@
+package prober
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"syscall"
+)
+
+// classify maps a failed attempt to its outcome class. phase is where the
+// error surfaced; reused says the connection had carried a request before.
+//
+// The order matters: resource exhaustion on the prober's side is checked
+// first so that it is never blamed on the target, and a clean close before
+// any response byte is told apart by whether the connection was reused (the
+// keep-alive race) or fresh.
+func classify(err error, phase Phase, reused bool) Class {
+	switch {
+	case isLocalResourceError(err):
+		return Local
+	case phase == PhaseTLS:
+		// Whatever broke the handshake (a bad certificate, garbage from a
+		// plain-HTTP port, a reset or a stall), no request was sent.
+		return TLS
+	case errors.Is(err, errNoResponse):
+		if reused {
+			return EOFReused
+		}
+		return EOF
+	case isDNSError(err):
+		return DNS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return Refused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED):
+		return Reset
+	case isTimeout(err):
+		if phase == PhaseDial {
+			return ConnectTimeout
+		}
+		return Timeout
+	case phase == PhaseDial:
+		// EHOSTUNREACH, ENETUNREACH: nobody answered the connection attempt
+		// (typically ARP for a vanished pod IP failed). The error text is kept.
+		return ConnectTimeout
+	case isTLSError(err):
+		return TLS
+	case errors.Is(err, errTruncated):
+		return Truncated
+	}
+	// Anything else broke the exchange after the connection was up: the
+	// connection went away under the request.
+	return Reset
+}
+
+// isLocalResourceError reports errors caused by the prober's own host running
+// out of something: descriptors, ephemeral ports, buffers, memory.
+func isLocalResourceError(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM)
+}
+
+func isDNSError(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr)
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ETIMEDOUT) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isTLSError(err error) bool {
+	var (
+		recordErr  tls.RecordHeaderError
+		alertErr   tls.AlertError
+		certErr    *tls.CertificateVerificationError
+		unknownErr x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+	)
+	return errors.As(err, &recordErr) || errors.As(err, &alertErr) || errors.As(err, &certErr) ||
+		errors.As(err, &unknownErr) || errors.As(err, &hostErr)
+}

@@ -1,0 +1,213 @@
+package prober
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// readBufferSize is the per-connection read buffer; one response's headers
+// must fit in it.
+const readBufferSize = 16 << 10
+
+// conn is one client connection, owned by a single worker.
+type conn struct {
+	raw      net.Conn // the TCP connection, for liveness checks
+	rw       net.Conn // raw, or the TLS connection over it
+	br       *bufio.Reader
+	born     time.Duration // run offset at which it was established
+	served   uint32        // requests completed on it
+	idleFrom time.Duration // run offset at which its last response ended
+
+	// Liveness: with a closeWatcher, peerGone is set when the server closes
+	// the connection; without one, peerClosed peeks at the socket.
+	watcher    *closeWatcher
+	watchToken uint64
+	peerGone   atomic.Bool
+	sys        syscall.RawConn
+	peek       func(fd uintptr) bool
+	peekBuf    [1]byte
+	peekClosed bool
+}
+
+// newConn wraps an established connection. reusable connections are
+// registered with the close watcher (when there is one).
+func newConn(raw, rw net.Conn, born time.Duration, watcher *closeWatcher, reusable bool) *conn {
+	c := &conn{raw: raw, rw: rw, born: born, br: bufio.NewReaderSize(rw, readBufferSize)}
+	sc, ok := raw.(syscall.Conn)
+	if !ok || !reusable {
+		return c
+	}
+	sys, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	c.sys = sys
+	if watcher != nil {
+		_ = sys.Control(func(fd uintptr) { c.watchToken = watcher.watch(int(fd), &c.peerGone) })
+		if c.watchToken != 0 {
+			c.watcher = watcher
+			return c
+		}
+	}
+	c.peek = c.peekFn
+	return c
+}
+
+func (c *conn) close() {
+	if c.watcher != nil {
+		c.watcher.unwatch(c.watchToken)
+	}
+	_ = c.rw.Close()
+}
+
+// idleCheckAfter: without a close watcher, a kept-alive connection idle for
+// longer than this is peeked at before reuse (one recvfrom(2)). Closes that
+// land within this window, or while the request is in flight, are the
+// keep-alive race and are reported as eof_reused; no client can avoid those
+// without retrying.
+const idleCheckAfter = time.Millisecond
+
+// reusable reports whether c can carry another request: the server has not
+// closed it (or sent something unsolicited) while it sat idle since idleFrom.
+func (c *conn) reusable(now time.Duration) bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	if c.watcher != nil {
+		return !c.peerGone.Load()
+	}
+	if c.peek == nil || now-c.idleFrom <= idleCheckAfter {
+		return true
+	}
+	c.peekClosed = false
+	if err := c.sys.Read(c.peek); err != nil {
+		return false
+	}
+	return !c.peekClosed
+}
+
+// peekFn is a non-blocking MSG_PEEK; made once per connection so the check
+// allocates nothing.
+func (c *conn) peekFn(fd uintptr) bool {
+	n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	// n == 0 with no error is EOF; data (n > 0) on an idle connection is
+	// unsolicited (a 408, say): either way the connection is not reusable.
+	c.peekClosed = err == nil || (err != syscall.EAGAIN && err != syscall.EINTR)
+	_ = n
+	return true
+}
+
+// requestTemplate holds the bytes of a request around the per-request ID, so
+// building a request is two appends and a number.
+type requestTemplate struct {
+	keepAlive []byte // request line and headers up to the ID header's value
+	close     []byte // the same with Connection: close
+	suffix    []byte // CRLF after the ID, end of headers, body
+	idPrefix  string // run ID and dash
+	isHead    bool
+}
+
+func newRequestTemplate(cfg *Config, runID, userAgent string) *requestTemplate {
+	u := cfg.Target
+	path := u.RequestURI()
+	var head strings.Builder
+	head.WriteString(cfg.Method + " " + path + " HTTP/1.1\r\n")
+	host := u.Host
+	if h := cfg.Header.Get("Host"); h != "" {
+		host = h
+	}
+	head.WriteString("Host: " + host + "\r\n")
+	if cfg.Header.Get("User-Agent") == "" {
+		head.WriteString("User-Agent: " + userAgent + "\r\n")
+	}
+	for name, values := range cfg.Header {
+		if strings.EqualFold(name, "Host") || strings.EqualFold(name, cfg.RequestIDHeader) {
+			continue
+		}
+		for _, v := range values {
+			head.WriteString(name + ": " + v + "\r\n")
+		}
+	}
+	if len(cfg.Body) > 0 || cfg.Method == "POST" || cfg.Method == "PUT" || cfg.Method == "PATCH" {
+		head.WriteString("Content-Length: " + strconv.Itoa(len(cfg.Body)) + "\r\n")
+	}
+	base := head.String()
+	idHeader := cfg.RequestIDHeader + ": "
+	return &requestTemplate{
+		keepAlive: []byte(base + idHeader),
+		close:     []byte(base + "Connection: close\r\n" + idHeader),
+		suffix:    append([]byte("\r\n\r\n"), cfg.Body...),
+		idPrefix:  runID + "-",
+		isHead:    cfg.Method == "HEAD",
+	}
+}
+
+// build appends the request with sequence number seq to dst.
+func (t *requestTemplate) build(dst []byte, seq uint64, closeConn bool) []byte {
+	if closeConn {
+		dst = append(dst, t.close...)
+	} else {
+		dst = append(dst, t.keepAlive...)
+	}
+	dst = append(dst, t.idPrefix...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	return append(dst, t.suffix...)
+}
+
+// dialer opens connections to the target.
+type dialer struct {
+	address string // host:port
+	tls     *tls.Config
+	net     net.Dialer
+}
+
+func newDialer(cfg *Config) *dialer {
+	u := cfg.Target
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	d := &dialer{address: net.JoinHostPort(u.Hostname(), port)}
+	// No TCP keepalive probes: they would only add traffic; the request
+	// deadline bounds every wait.
+	d.net.KeepAlive = -1
+	if u.Scheme == "https" {
+		d.tls = &tls.Config{
+			ServerName:         u.Hostname(),
+			InsecureSkipVerify: cfg.Insecure, //nolint:gosec // the user asked for it with --insecure
+			NextProtos:         []string{"http/1.1"},
+		}
+	}
+	return d
+}
+
+// dial connects within deadline and, for https, completes the handshake. The
+// returned phase says which step failed.
+func (d *dialer) dial(ctx context.Context, deadline time.Time) (net.Conn, net.Conn, Phase, error) {
+	dialCtx, cancel := context.WithDeadline(ctx, deadline)
+	raw, err := d.net.DialContext(dialCtx, "tcp", d.address)
+	cancel()
+	if err != nil {
+		return nil, nil, PhaseDial, err
+	}
+	if d.tls == nil {
+		return raw, raw, PhaseNone, nil
+	}
+	tc := tls.Client(raw, d.tls)
+	_ = raw.SetDeadline(deadline)
+	if err := tc.Handshake(); err != nil {
+		_ = raw.Close()
+		return nil, nil, PhaseTLS, err
+	}
+	return raw, tc, PhaseNone, nil
+}

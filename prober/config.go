@@ -1,0 +1,209 @@
+package prober
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ConnMode says how requests use connections.
+type ConnMode struct {
+	// FreshFraction is the fraction of requests sent on a new connection
+	// (with Connection: close); the rest reuse a kept-alive connection.
+	// 1 is "new", 0 is "keepalive".
+	FreshFraction float64
+}
+
+// ParseConnMode parses "new", "keepalive" or "mixed=F" (0 <= F <= 1).
+func ParseConnMode(s string) (ConnMode, error) {
+	switch {
+	case s == "new":
+		return ConnMode{FreshFraction: 1}, nil
+	case s == "keepalive":
+		return ConnMode{FreshFraction: 0}, nil
+	case strings.HasPrefix(s, "mixed="):
+		f, err := strconv.ParseFloat(strings.TrimPrefix(s, "mixed="), 64)
+		if err != nil || f < 0 || f > 1 {
+			return ConnMode{}, fmt.Errorf("--conn %q: the fraction of fresh connections must be a number from 0 to 1", s)
+		}
+		return ConnMode{FreshFraction: f}, nil
+	}
+	return ConnMode{}, fmt.Errorf("--conn %q: want new, keepalive or mixed=F", s)
+}
+
+func (m ConnMode) String() string {
+	switch m.FreshFraction {
+	case 1:
+		return "new"
+	case 0:
+		return "keepalive"
+	}
+	return "mixed=" + strconv.FormatFloat(m.FreshFraction, 'g', -1, 64)
+}
+
+// StatusSet is a set of HTTP status codes given as ranges.
+type StatusSet []StatusRange
+
+// StatusRange is an inclusive range of status codes.
+type StatusRange struct{ Lo, Hi int }
+
+// ParseStatusSet parses "200-399", "200,204" or "200-299,304".
+func ParseStatusSet(s string) (StatusSet, error) {
+	var set StatusSet
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(lo)
+		b := a
+		var errB error
+		if isRange {
+			b, errB = strconv.Atoi(hi)
+		}
+		if errA != nil || errB != nil || a < 100 || b > 999 || a > b {
+			return nil, fmt.Errorf("expected status %q: want codes or ranges from 100 to 999, like 200-399 or 200,204", s)
+		}
+		set = append(set, StatusRange{a, b})
+	}
+	return set, nil
+}
+
+// Contains reports whether code is in the set.
+func (s StatusSet) Contains(code int) bool {
+	for _, r := range s {
+		if code >= r.Lo && code <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+func (s StatusSet) String() string {
+	parts := make([]string, len(s))
+	for i, r := range s {
+		if r.Lo == r.Hi {
+			parts[i] = strconv.Itoa(r.Lo)
+		} else {
+			parts[i] = fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Config is everything a probe run needs. The zero value is not valid; start
+// from DefaultConfig.
+type Config struct {
+	Target *url.URL
+	Method string
+	Header http.Header
+	Body   []byte
+
+	// Rate > 0: open model, Rate requests per second at intended times.
+	// Rate == 0: closed model, Concurrency workers back to back.
+	Rate        float64
+	Duration    time.Duration // 0: until the context is cancelled
+	Concurrency int           // closed model workers
+	Workers     int           // open model: workers to start with
+	MaxWorkers  int           // open model: upper bound when falling behind
+
+	Conn           ConnMode
+	Timeout        time.Duration // whole request, connect included
+	ConnectTimeout time.Duration
+	Insecure       bool // skip TLS certificate verification
+
+	ExpectStatus    StatusSet
+	BackendHeader   string // response header identifying the serving backend
+	RequestIDHeader string
+
+	// KeepFailures is how many failures are kept in full; later ones are
+	// only counted, so memory stays flat on long runs.
+	KeepFailures int
+}
+
+// Defaults. A 5 s request timeout: during a rollout a request that takes
+// longer than that has been dropped for any user that matters.
+const (
+	DefaultRate            = 200
+	DefaultTimeout         = 5 * time.Second
+	DefaultConnectTimeout  = 2 * time.Second
+	DefaultWorkers         = 10
+	DefaultMaxWorkers      = 2000
+	DefaultConcurrency     = 10
+	DefaultKeepFailures    = 10000
+	DefaultRequestIDHeader = "X-Request-Id"
+	DefaultExpectStatus    = "200-399"
+)
+
+// DefaultConfig returns a Config with every default filled in but no target.
+func DefaultConfig() Config {
+	expect, _ := ParseStatusSet(DefaultExpectStatus)
+	return Config{
+		Method:          http.MethodGet,
+		Header:          http.Header{},
+		Rate:            DefaultRate,
+		Duration:        10 * time.Second,
+		Concurrency:     DefaultConcurrency,
+		Workers:         DefaultWorkers,
+		MaxWorkers:      DefaultMaxWorkers,
+		Conn:            ConnMode{FreshFraction: 0},
+		Timeout:         DefaultTimeout,
+		ConnectTimeout:  DefaultConnectTimeout,
+		ExpectStatus:    expect,
+		RequestIDHeader: DefaultRequestIDHeader,
+		KeepFailures:    DefaultKeepFailures,
+	}
+}
+
+// ParseTarget checks that raw is an absolute http or https URL.
+func ParseTarget(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("target %q: want an http:// or https:// URL", raw)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("target %q: no host", raw)
+	}
+	return u, nil
+}
+
+// Validate reports the first problem with c, phrased for the flag a user set.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Target == nil {
+		errs = append(errs, errors.New("no target URL"))
+	}
+	if c.Rate < 0 {
+		errs = append(errs, fmt.Errorf("--rate %g: must be 0 (closed model) or more", c.Rate))
+	}
+	if c.Rate == 0 && c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--concurrency %d: the closed model (--rate 0) needs at least 1 worker", c.Concurrency))
+	}
+	if c.Rate > 0 && (c.Workers < 1 || c.MaxWorkers < c.Workers) {
+		errs = append(errs, fmt.Errorf("--workers %d / --max-workers %d: need 1 <= workers <= max-workers", c.Workers, c.MaxWorkers))
+	}
+	if c.Duration < 0 {
+		errs = append(errs, fmt.Errorf("--duration %s: must not be negative", c.Duration))
+	}
+	if c.Timeout <= 0 || c.ConnectTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s / --connect-timeout %s: both must be positive", c.Timeout, c.ConnectTimeout))
+	}
+	if len(c.ExpectStatus) == 0 {
+		errs = append(errs, errors.New("--expect-status: empty set"))
+	}
+	if c.KeepFailures < 0 {
+		errs = append(errs, fmt.Errorf("--keep-failures %d: must not be negative", c.KeepFailures))
+	}
+	for name := range c.Header {
+		if strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Connection") ||
+			strings.EqualFold(name, "Transfer-Encoding") {
+			errs = append(errs, fmt.Errorf("-H %s: set by the prober itself (see --conn and --body)", name))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,402 @@
+package prober
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// growAfterLag: a request claimed this late means every worker was busy at
+// its intended time; the engine then adds a worker (up to MaxWorkers).
+// Scheduling jitter below this does not grow the pool.
+const growAfterLag = time.Millisecond
+
+// maxSleep bounds one sleep of an idle worker, and so how long a stopped
+// run waits for idle workers to notice.
+const maxSleep = 50 * time.Millisecond
+
+// sampleEvery is how often Run folds finished seconds into the series.
+const sampleEvery = 200 * time.Millisecond
+
+// Prober runs one probe. Build it with New, start it with Run; Snapshot and
+// Recorder may be read concurrently while it runs.
+type Prober struct {
+	cfg       Config
+	pacer     Pacer
+	rec       *Recorder
+	dialer    *dialer
+	template  *requestTemplate
+	runID     string
+	userAgent string
+	// backendHeader is cfg.BackendHeader in lower case, as the response
+	// reader compares it.
+	backendHeader string
+
+	start   time.Time
+	seq     atomic.Uint64
+	workers atomic.Int64
+	stopped atomic.Bool
+
+	watcher *closeWatcher // nil where unsupported: connections are peeked instead
+
+	mu      sync.Mutex
+	all     []*worker
+	wg      sync.WaitGroup
+	running context.Context
+}
+
+// New validates cfg and prepares a prober. userAgent identifies the client.
+func New(cfg Config, userAgent string) (*Prober, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var id [4]byte
+	_, _ = crand.Read(id[:])
+	p := &Prober{
+		cfg:           cfg,
+		rec:           NewRecorder(4*runtime.GOMAXPROCS(0), cfg.KeepFailures),
+		dialer:        newDialer(&cfg),
+		runID:         hex.EncodeToString(id[:]),
+		userAgent:     userAgent,
+		backendHeader: strings.ToLower(cfg.BackendHeader),
+	}
+	if cfg.Rate > 0 {
+		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
+	}
+	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
+	return p, nil
+}
+
+// RunID is the prefix of every request ID this prober sends ("<run>-<seq>").
+func (p *Prober) RunID() string { return p.runID }
+
+// Recorder gives access to the live results.
+func (p *Prober) Recorder() *Recorder { return p.rec }
+
+// Config returns the validated configuration.
+func (p *Prober) Config() Config { return p.cfg }
+
+// Start is the wall-clock time the run started (zero before Run).
+func (p *Prober) Start() time.Time { return p.start }
+
+// Elapsed is the time since the run started on the monotonic clock.
+func (p *Prober) Elapsed() time.Duration { return time.Since(p.start) }
+
+// Workers is the current number of workers.
+func (p *Prober) Workers() int { return int(p.workers.Load()) }
+
+// Summary is what a finished run hands to reporters.
+type Summary struct {
+	Start    time.Time
+	Elapsed  time.Duration // from start to the last worker's exit
+	Sending  time.Duration // from start to the end of the send window
+	Target   float64       // requests per second asked for (0: closed model)
+	Workers  int           // workers at the end (the high-water mark)
+	Canceled bool          // stopped by the context, not by the duration
+}
+
+// Run probes until the duration ends or ctx is cancelled, then waits for
+// in-flight requests to finish (within their timeout) and returns. When ctx
+// is cancelled, in-flight requests are cut and counted as canceled rather
+// than as failures: the stop is ours, not the target's.
+func (p *Prober) Run(ctx context.Context) (Summary, error) {
+	if p.running != nil {
+		return Summary{}, errors.New("prober: Run called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.running = ctx
+	p.start = time.Now()
+	if p.cfg.Conn.FreshFraction < 1 {
+		p.watcher = newCloseWatcher()
+		if p.watcher != nil {
+			defer p.watcher.close()
+		}
+	}
+
+	initial := p.cfg.Workers
+	if p.pacer == nil {
+		initial = p.cfg.Concurrency
+	}
+	for range initial {
+		p.spawn()
+	}
+
+	// Stop at the end of the send window even when no worker is awake to
+	// notice (all blocked on slow requests).
+	var sendEnd time.Duration
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	var timer <-chan time.Time
+	if p.cfg.Duration > 0 {
+		t := time.NewTimer(p.cfg.Duration)
+		defer t.Stop()
+		timer = t.C
+	}
+	// The sampler tick folds finished seconds into the series, so live
+	// views and the final report read closed rows.
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	canceled := false
+wait:
+	for {
+		select {
+		case <-tick.C:
+			p.rec.Tick(p.Elapsed())
+		case <-done:
+			sendEnd = p.Elapsed()
+			break wait
+		case <-timer:
+			sendEnd = p.cfg.Duration
+			p.stopped.Store(true)
+			timer = nil
+		case <-ctx.Done():
+			sendEnd = p.Elapsed()
+			canceled = true
+			p.stopped.Store(true)
+			p.abortInFlight()
+			<-done
+			break wait
+		}
+	}
+	if sendEnd > p.cfg.Duration && p.cfg.Duration > 0 {
+		sendEnd = p.cfg.Duration
+	}
+	p.rec.Tick(time.Duration(1 << 62))
+	return Summary{
+		Start:    p.start,
+		Elapsed:  p.Elapsed(),
+		Sending:  sendEnd,
+		Target:   p.cfg.Rate,
+		Workers:  p.Workers(),
+		Canceled: canceled,
+	}, nil
+}
+
+func (p *Prober) spawn() bool {
+	n := p.workers.Add(1)
+	limit := int64(p.cfg.MaxWorkers)
+	if p.pacer == nil {
+		limit = int64(p.cfg.Concurrency)
+	}
+	if n > limit {
+		p.workers.Add(-1)
+		return false
+	}
+	w := &worker{p: p, id: int(n - 1)}
+	w.rng = rand.New(rand.NewPCG(uint64(n), uint64(p.start.UnixNano())))
+	p.mu.Lock()
+	p.all = append(p.all, w)
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go w.loop()
+	return true
+}
+
+// abortInFlight cuts every in-flight request by expiring its connection's
+// deadline. Deadlines are safe to set from another goroutine.
+func (p *Prober) abortInFlight() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.all {
+		if c := w.inflight.Load(); c != nil {
+			_ = c.rw.SetDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+// next claims the next request. For the open model it waits until the
+// request's intended time; ok is false when the run is over.
+func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
+	p := w.p
+	if p.stopped.Load() {
+		return 0, 0, false
+	}
+	seq = p.seq.Add(1) - 1
+	now := p.Elapsed()
+	if p.cfg.Duration > 0 && now >= p.cfg.Duration {
+		p.stopped.Store(true)
+		return 0, 0, false
+	}
+	if p.pacer == nil {
+		return seq, now, true
+	}
+	intended, ok = p.pacer.Offset(seq)
+	if !ok {
+		return 0, 0, false
+	}
+	wait := intended - now
+	if wait < -growAfterLag {
+		p.spawn()
+	}
+	// Plain sleeps (no timer channel, no select: cheaper per request), cut
+	// into slices so that a stopped run is noticed within maxSleep.
+	for wait > 0 {
+		time.Sleep(min(wait, maxSleep))
+		if p.stopped.Load() {
+			return 0, 0, false
+		}
+		wait = intended - p.Elapsed()
+	}
+	return seq, intended, true
+}
+
+type worker struct {
+	p        *Prober
+	id       int
+	c        *conn
+	inflight atomic.Pointer[conn]
+	rng      *rand.Rand
+	buf      []byte
+	scratch  []byte
+	backend  string // last backend value, reused while it repeats
+}
+
+func (w *worker) loop() {
+	defer w.p.wg.Done()
+	defer func() {
+		if w.c != nil {
+			w.c.close()
+		}
+	}()
+	var res Result
+	for {
+		seq, intended, ok := w.next()
+		if !ok {
+			return
+		}
+		res = Result{Seq: seq, Intended: intended}
+		w.do(&res)
+		w.p.rec.Record(w.id, &res)
+	}
+}
+
+// do performs one attempt and fills res. It never retries.
+func (w *worker) do(res *Result) {
+	p := w.p
+	cfg := &p.cfg
+	fresh := cfg.Conn.FreshFraction >= 1 || (cfg.Conn.FreshFraction > 0 && w.rng.Float64() < cfg.Conn.FreshFraction)
+
+	res.Start = p.Elapsed()
+	deadline := p.start.Add(res.Start + cfg.Timeout)
+	if w.c != nil && (fresh || !w.c.reusable(res.Start)) {
+		// Fresh requests never reuse; an idle connection the server
+		// closed is dropped here, before anything is sent on it.
+		w.c.close()
+		w.c = nil
+	}
+	if w.c == nil {
+		connectDeadline := p.start.Add(res.Start + min(cfg.ConnectTimeout, cfg.Timeout))
+		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline)
+		if err != nil {
+			w.fail(res, phase, err, false)
+			return
+		}
+		w.c = newConn(raw, rw, p.Elapsed(), p.watcher, !fresh)
+		res.Fresh = true
+	}
+	c := w.c
+	reused := c.served > 0
+	res.ConnReqs = c.served
+	res.ConnAge = res.Start - c.born
+	if res.ConnAge < 0 {
+		res.ConnAge = 0
+	}
+
+	w.inflight.Store(c)
+	defer w.inflight.Store(nil)
+	if p.running.Err() != nil {
+		// Stopped between claiming the request and publishing the
+		// connection: abortInFlight may have missed it.
+		w.fail(res, PhaseWrite, p.running.Err(), reused)
+		return
+	}
+	_ = c.rw.SetDeadline(deadline)
+	w.buf = p.template.build(w.buf[:0], res.Seq, fresh)
+	if _, err := c.rw.Write(w.buf); err != nil {
+		w.fail(res, PhaseWrite, err, reused)
+		return
+	}
+	resp, got, err := readResponse(c.br, p.template.isHead, p.backendHeader, w.scratch)
+	res.End = p.Elapsed()
+	if resp.backend != nil {
+		w.scratch = resp.backend[:0]
+		if string(resp.backend) != w.backend {
+			w.backend = string(resp.backend)
+		}
+		res.Backend = w.backend
+	}
+	if err != nil {
+		phase := PhaseReadHeaders
+		if got && resp.status != 0 {
+			phase = PhaseReadBody
+			res.Status = resp.status
+		}
+		w.fail(res, phase, err, reused)
+		return
+	}
+	res.Status = resp.status
+	switch {
+	case cfg.ExpectStatus.Contains(resp.status):
+		res.Class = OK
+	case resp.status >= 500 && resp.status <= 599:
+		res.Class = HTTP5xx
+	default:
+		res.Class = HTTPStatus
+	}
+	c.served++
+	c.idleFrom = res.End
+	if fresh || resp.close {
+		w.retire(fresh)
+	}
+}
+
+// fail records a failed attempt and drops the connection it was on.
+func (w *worker) fail(res *Result, phase Phase, err error, reused bool) {
+	if res.End == 0 {
+		res.End = w.p.Elapsed()
+	}
+	res.Phase = phase
+	res.Err = err
+	if w.p.running.Err() != nil {
+		// Our own stop cut it short (abortInFlight, or the dial context).
+		res.canceled = true
+	} else {
+		res.Class = classify(err, phase, reused)
+	}
+	if w.c != nil {
+		w.c.close()
+		w.c = nil
+	}
+}
+
+// retire closes the connection after a response that ends it. After a
+// request sent with Connection: close, it first waits briefly for the
+// server's FIN so that the server, not the prober, holds the TIME_WAIT
+// state: at thousands of fresh connections a second the prober would
+// otherwise run out of ephemeral ports (EADDRNOTAVAIL).
+func (w *worker) retire(waitForClose bool) {
+	c := w.c
+	w.c = nil
+	if waitForClose {
+		_ = c.rw.SetReadDeadline(time.Now().Add(retireWait))
+		var b [1]byte
+		_, _ = c.br.Read(b[:])
+	}
+	c.close()
+}
+
+// retireWait bounds the wait for the server's FIN after Connection: close.
+const retireWait = 100 * time.Millisecond
+
+func (p *Prober) String() string {
+	return fmt.Sprintf("prober %s -> %s", p.runID, p.cfg.Target)
+}

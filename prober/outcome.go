@@ -1,0 +1,99 @@
+package prober
+
+import "fmt"
+
+// Class is the outcome of one request. Every attempt ends in exactly one
+// class; the names are part of the report's contract (DESIGN.md) and must not
+// change.
+type Class uint8
+
+const (
+	OK Class = iota
+	Refused
+	ConnectTimeout
+	Reset
+	EOF
+	EOFReused
+	Truncated
+	Timeout
+	HTTP5xx
+	HTTPStatus
+	DNS
+	TLS
+	Local
+	numClasses
+)
+
+// NumClasses is the number of outcomes, OK included; Class values are dense in
+// [0, NumClasses) so counters can be arrays indexed by Class.
+const NumClasses = int(numClasses)
+
+var classNames = [numClasses]string{
+	OK:             "ok",
+	Refused:        "refused",
+	ConnectTimeout: "connect_timeout",
+	Reset:          "reset",
+	EOF:            "eof",
+	EOFReused:      "eof_reused",
+	Truncated:      "truncated",
+	Timeout:        "timeout",
+	HTTP5xx:        "http_5xx",
+	HTTPStatus:     "http_status",
+	DNS:            "dns",
+	TLS:            "tls",
+	Local:          "local",
+}
+
+func (c Class) String() string {
+	if c < numClasses {
+		return classNames[c]
+	}
+	return fmt.Sprintf("class(%d)", c)
+}
+
+// Failed reports whether the class is a failure attributable to the target.
+// Local errors are the prober's own fault: they are failures of the run (they
+// make it inconclusive) but never of the target.
+func (c Class) Failed() bool { return c != OK && c != Local }
+
+// FailureClasses lists every class except OK, in report order.
+func FailureClasses() []Class {
+	out := make([]Class, 0, NumClasses-1)
+	for c := Class(1); c < numClasses; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
+// ParseClass is the inverse of Class.String.
+func ParseClass(s string) (Class, error) {
+	for c, n := range classNames {
+		if n == s {
+			return Class(c), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown outcome class %q", s)
+}
+
+// Phase is where in the request a failure happened.
+type Phase uint8
+
+const (
+	PhaseNone Phase = iota // the request completed
+	PhaseDNS
+	PhaseDial
+	PhaseTLS
+	PhaseWrite
+	PhaseReadHeaders
+	PhaseReadBody
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"", "dns", "dial", "tls", "write", "read_headers", "read_body"}
+
+func (p Phase) String() string {
+	if p < numPhases {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", p)
+}

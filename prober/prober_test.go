@@ -1,0 +1,211 @@
+package prober
+
+import (
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/faultserver"
+)
+
+// probe runs a short bounded probe against target and returns the totals.
+func probe(t *testing.T, target string, mutate func(*Config)) (*Prober, Snapshot) {
+	t.Helper()
+	cfg := DefaultConfig()
+	u, err := ParseTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Target = u
+	cfg.Rate = 200
+	cfg.Duration = 500 * time.Millisecond
+	cfg.Timeout = 2 * time.Second
+	cfg.BackendHeader = "X-Pod-Name"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := New(cfg, "rollprobe-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p, p.Recorder().Snapshot()
+}
+
+func keepalive(c *Config) { c.Conn = ConnMode{FreshFraction: 0} }
+func fresh(c *Config)     { c.Conn = ConnMode{FreshFraction: 1} }
+
+// TestClassesMatchServerCounts drives the real engine against a server that
+// fails on purpose and checks that every class the prober reports equals
+// what the server itself did: nothing retried, nothing lost, nothing
+// misattributed.
+func TestClassesMatchServerCounts(t *testing.T) {
+	tests := []struct {
+		name  string
+		path  string
+		mode  func(*Config)
+		class Class
+		// server is the server-side count that must equal the class count.
+		server func(faultserver.Counts) int64
+	}{
+		{"ok keepalive", "/ok", keepalive, OK, func(c faultserver.Counts) int64 { return c.Answered }},
+		{"ok fresh", "/ok", fresh, OK, func(c faultserver.Counts) int64 { return c.Answered }},
+		{"5xx", "/status/503", keepalive, HTTP5xx, func(c faultserver.Counts) int64 { return c.Answered }},
+		{"unexpected status", "/status/404", keepalive, HTTPStatus, func(c faultserver.Counts) int64 { return c.Answered }},
+		{"reset", "/reset", fresh, Reset, func(c faultserver.Counts) int64 { return c.Reset }},
+		{"close before response, fresh", "/close", fresh, EOF, func(c faultserver.Counts) int64 { return c.Closed }},
+		{"short body", "/short", fresh, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
+		{"broken chunking", "/badchunk", keepalive, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := faultserver.Start("pod-a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			_, snap := probe(t, srv.URL(tt.path), tt.mode)
+			srv.Close()
+			got := srv.Counts()
+			sent := snap.Totals.Sent()
+			if sent < 50 {
+				t.Fatalf("sent %d requests, want about 100", sent)
+			}
+			if n := snap.Totals.Classes[tt.class]; n != sent {
+				t.Errorf("%s = %d of %d sent; by class %v", tt.class, n, sent, snap.Totals.Classes)
+			}
+			if want := tt.server(got); uint64(want) != sent {
+				t.Errorf("server count %d != prober's %d (server %+v)", want, sent, got)
+			}
+			if uint64(got.Requests) != sent {
+				t.Errorf("server read %d requests, prober sent %d: a retry or a lost request", got.Requests, sent)
+			}
+		})
+	}
+}
+
+// TestNoSilentRetryOnReusedConnection is the keep-alive race: the server
+// closes a kept-alive connection when the next request arrives. net/http
+// would replay such a request; the prober must report it as eof_reused and
+// the server must see exactly as many requests as the prober sent.
+func TestNoSilentRetryOnReusedConnection(t *testing.T) {
+	srv, err := faultserver.Start("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	_, snap := probe(t, srv.URL("/close-reused"), keepalive)
+	srv.Close()
+	got := srv.Counts()
+	sent := snap.Totals.Sent()
+	if uint64(got.Requests) != sent {
+		t.Fatalf("server saw %d requests, prober sent %d", got.Requests, sent)
+	}
+	if snap.Totals.Classes[EOFReused] == 0 || snap.Totals.Classes[EOFReused] != uint64(got.Closed) {
+		t.Fatalf("eof_reused = %d, server closed %d reused connections (classes %v)",
+			snap.Totals.Classes[EOFReused], got.Closed, snap.Totals.Classes)
+	}
+	if snap.Totals.Classes[OK] != uint64(got.Answered) {
+		t.Fatalf("ok = %d, server answered %d", snap.Totals.Classes[OK], got.Answered)
+	}
+}
+
+func TestRefusedWhenNothingListens(t *testing.T) {
+	srv, err := faultserver.Start("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.StopListening()
+	defer srv.Close()
+	_, snap := probe(t, srv.URL("/ok"), fresh)
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Refused] != sent {
+		t.Fatalf("refused = %d of %d", snap.Totals.Classes[Refused], sent)
+	}
+	if c := srv.Counts(); c.Requests != 0 {
+		t.Fatalf("server read %d requests through a closed listener", c.Requests)
+	}
+}
+
+func TestTimeoutWhenServerStalls(t *testing.T) {
+	srv, err := faultserver.Start("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	_, snap := probe(t, srv.URL("/stall?ms=3000"), func(c *Config) {
+		c.Rate, c.Duration, c.Timeout = 20, 300*time.Millisecond, 200*time.Millisecond
+	})
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Timeout] != sent {
+		t.Fatalf("timeout = %d of %d (%v)", snap.Totals.Classes[Timeout], sent, snap.Totals.Classes)
+	}
+}
+
+// TestConnectTimeout fills a listener's accept queue (it never accepts), so
+// the kernel drops further SYNs and connection attempts get no answer.
+func TestConnectTimeout(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := syscall.Getsockname(fd)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*syscall.SockaddrInet4).Port}
+	// Fill the accept queue.
+	for i := 0; i < 4; i++ {
+		c, err := net.DialTimeout("tcp", addr.String(), 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		defer c.Close()
+	}
+	_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
+		fresh(c)
+		c.Rate, c.Duration, c.ConnectTimeout = 20, 200*time.Millisecond, 100*time.Millisecond
+	})
+	sent := snap.Totals.Sent()
+	if sent == 0 || snap.Totals.Classes[ConnectTimeout] != sent {
+		t.Fatalf("connect_timeout = %d of %d (%v)", snap.Totals.Classes[ConnectTimeout], sent, snap.Totals.Classes)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pod-Name", "tls-pod")
+	}))
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer ts.Close()
+	// Self-signed certificate, not trusted: a TLS failure, every time.
+	_, snap := probe(t, ts.URL, func(c *Config) { c.Rate, c.Duration = 50, 200*time.Millisecond })
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+		t.Fatalf("tls = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+	}
+	// Trusted on request: every request succeeds and names its backend.
+	_, snap = probe(t, ts.URL, func(c *Config) { c.Rate, c.Duration, c.Insecure = 50, 200*time.Millisecond, true })
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || snap.Totals.Backends["tls-pod"] != sent {
+		t.Fatalf("ok = %d of %d, backends %v", snap.Totals.Classes[OK], sent, snap.Totals.Backends)
+	}
+	// Plain HTTP server behind an https URL: the handshake reads garbage.
+	srv, err := faultserver.Start("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	_, snap = probe(t, "https://"+srv.Addr()+"/ok", func(c *Config) { c.Rate, c.Duration = 50, 200*time.Millisecond })
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+		t.Fatalf("tls against plain HTTP = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+	}
+}

@@ -1,0 +1,36 @@
+package prober
+
+import "time"
+
+// Result is one request attempt. Times are offsets from the run's start on
+// the monotonic clock; Summary.Start anchors them to wall time.
+type Result struct {
+	Seq      uint64
+	Intended time.Duration // when the pacer meant it to be sent
+	Start    time.Duration // when the worker began it (dial or write)
+	End      time.Duration // when it completed or failed
+	Class    Class
+	Phase    Phase // where it failed; PhaseNone when a response was read
+	Status   int   // 0 when no response status was read
+	Fresh    bool  // sent on a connection opened for it
+	ConnReqs uint32
+	ConnAge  time.Duration // age of the connection when the request began
+	Backend  string        // value of the backend header, if configured and present
+	Err      error
+	// canceled: cut short because the run was stopped (Ctrl-C); such an
+	// attempt has no outcome and is counted apart, never as a failure.
+	canceled bool
+}
+
+// Latency is the time from the intended send to completion: what a user
+// arriving on schedule would have waited (corrected for coordinated omission).
+func (r *Result) Latency() time.Duration { return r.End - r.Intended }
+
+// ServiceTime is the time from the actual send to completion.
+func (r *Result) ServiceTime() time.Duration { return r.End - r.Start }
+
+// Lag is how late the request started against its intended time.
+func (r *Result) Lag() time.Duration { return r.Start - r.Intended }
+
+// HasResponse reports whether a complete response was read (any status).
+func (r *Result) HasResponse() bool { return r.Phase == PhaseNone && r.Status != 0 }

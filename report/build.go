@@ -1,0 +1,181 @@
+package report
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// ProbeRun is everything Build needs from a finished (or interrupted) probe.
+type ProbeRun struct {
+	Tool     Tool
+	Command  string
+	RunID    string
+	Config   prober.Config
+	Budget   ci.Budget
+	Summary  prober.Summary
+	Recorder *prober.Recorder
+}
+
+// Build assembles the report and judges the verdict.
+func Build(run ProbeRun) *Report {
+	cfg := run.Config
+	sum := run.Summary
+	snap := run.Recorder.Snapshot()
+	latency, service := run.Recorder.Latencies()
+	tot := snap.Totals
+
+	r := &Report{
+		Schema:      Schema,
+		Tool:        run.Tool,
+		Command:     run.Command,
+		Target:      cfg.Target.String(),
+		StartedAt:   sum.Start.UTC(),
+		EndedAt:     sum.Start.Add(sum.Elapsed).UTC(),
+		DurationS:   seconds(sum.Elapsed),
+		Interrupted: sum.Canceled,
+		Config: Config{
+			RunID:            run.RunID,
+			Method:           cfg.Method,
+			Conn:             cfg.Conn.String(),
+			Model:            "open",
+			Rate:             cfg.Rate,
+			DurationS:        seconds(cfg.Duration),
+			TimeoutMS:        ms(cfg.Timeout),
+			ConnectTimeoutMS: ms(cfg.ConnectTimeout),
+			ExpectStatus:     cfg.ExpectStatus.String(),
+			BackendHeader:    cfg.BackendHeader,
+			RequestIDHeader:  cfg.RequestIDHeader,
+			MaxFailures:      run.Budget.MaxFailures,
+			MaxFailureRate:   run.Budget.MaxFailureRate,
+		},
+		Totals: Totals{
+			Sent:              tot.Sent(),
+			OK:                tot.Classes[prober.OK],
+			Failed:            tot.Failed(),
+			ByClass:           map[string]uint64{},
+			ByStatus:          map[string]uint64{},
+			ByBackend:         map[string]uint64{},
+			FreshConnections:  tot.Fresh,
+			ReusedConnections: tot.Reused,
+		},
+		LatencyMS: quantiles(latency),
+		ServiceMS: quantiles(service),
+		Series:    []SeriesRow{},
+		Failures:  []Failure{},
+	}
+	if cfg.Rate == 0 {
+		r.Config.Model = "closed"
+		r.Config.Concurrency = cfg.Concurrency
+	}
+	for c := prober.Class(0); int(c) < prober.NumClasses; c++ {
+		r.Totals.ByClass[c.String()] = tot.Classes[c]
+	}
+	for code, n := range tot.Status {
+		r.Totals.ByStatus[strconv.Itoa(code)] = n
+	}
+	for b, n := range tot.Backends {
+		r.Totals.ByBackend[b] = n
+	}
+
+	achieved := 0.0
+	if sum.Sending > 0 {
+		achieved = float64(r.Totals.Sent) / sum.Sending.Seconds()
+	}
+	r.Prober = ProberStats{
+		TargetRate:       cfg.Rate,
+		AchievedRate:     round(achieved, 2),
+		MaxScheduleLagMS: ms(tot.MaxLag),
+		Workers:          sum.Workers,
+		LocalErrors:      tot.Classes[prober.Local],
+		Canceled:         tot.Canceled,
+		SendingS:         seconds(sum.Sending),
+	}
+
+	for _, row := range snap.Rows {
+		sr := SeriesRow{
+			T: row.Second, Sent: row.Sent, OK: row.OK(), Failed: row.Failed(),
+			P50MS: ms(row.P50), P99MS: ms(row.P99), MaxLagMS: ms(row.MaxLag),
+		}
+		for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
+			if n := row.Classes[c]; n > 0 {
+				if sr.ByClass == nil {
+					sr.ByClass = map[string]uint64{}
+				}
+				sr.ByClass[c.String()] = n
+			}
+		}
+		if len(row.Backends) > 0 {
+			sr.Backends = row.Backends
+		}
+		r.Series = append(r.Series, sr)
+	}
+
+	kept := run.Recorder.Failures()
+	for i := range kept {
+		r.Failures = append(r.Failures, failure(&kept[i], sum.Start, run.RunID))
+	}
+	r.FailureInfo = FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
+
+	r.Verdict = ci.Judge(ci.Facts{
+		Sent:         r.Totals.Sent,
+		Failed:       r.Totals.Failed,
+		LocalErrors:  r.Prober.LocalErrors,
+		TargetRate:   cfg.Rate,
+		AchievedRate: achieved,
+		Interrupted:  sum.Canceled,
+	}, run.Budget)
+	return r
+}
+
+func failure(res *prober.Result, start time.Time, runID string) Failure {
+	f := Failure{
+		Seq:          res.Seq,
+		RequestID:    runID + "-" + strconv.FormatUint(res.Seq, 10),
+		Class:        res.Class.String(),
+		Phase:        res.Phase.String(),
+		Intended:     start.Add(res.Intended).UTC(),
+		Start:        start.Add(res.Start).UTC(),
+		End:          start.Add(res.End).UTC(),
+		AtMS:         ms(res.Intended),
+		LatencyMS:    ms(res.Latency()),
+		Status:       res.Status,
+		Fresh:        res.Fresh,
+		ConnRequests: res.ConnReqs,
+		ConnAgeMS:    ms(res.ConnAge),
+		Backend:      res.Backend,
+	}
+	if res.Err != nil {
+		f.Error = res.Err.Error()
+	}
+	return f
+}
+
+func quantiles(h *hdr.Histogram) Quantiles {
+	if h.TotalCount() == 0 {
+		return Quantiles{}
+	}
+	us := func(v int64) float64 { return round(float64(v)/1000, 3) }
+	return Quantiles{
+		Count: uint64(h.TotalCount()),
+		P50:   us(h.ValueAtQuantile(50)),
+		P90:   us(h.ValueAtQuantile(90)),
+		P99:   us(h.ValueAtQuantile(99)),
+		P999:  us(h.ValueAtQuantile(99.9)),
+		Max:   us(h.Max()),
+		Mean:  round(h.Mean()/1000, 3),
+	}
+}
+
+func ms(d time.Duration) float64      { return round(float64(d)/float64(time.Millisecond), 3) }
+func seconds(d time.Duration) float64 { return round(d.Seconds(), 3) }
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}

@@ -1,0 +1,139 @@
+// Package report is the model of rollprobe's JSON report (schema
+// rollprobe.report/v1, documented in report.schema.json) and the code that
+// builds it from a prober run, writes it atomically and renders it for
+// people. The field names are a contract with CI gates and other tools.
+package report
+
+import (
+	"time"
+
+	"github.com/rollprobe/rollprobe/ci"
+)
+
+// Schema identifies this version of the report format.
+const Schema = "rollprobe.report/v1"
+
+// Report is the JSON report. probe fills the core; run adds the rollout
+// sections (omitted when empty).
+type Report struct {
+	Schema      string      `json:"schema"`
+	Tool        Tool        `json:"tool"`
+	Command     string      `json:"command"`
+	Target      string      `json:"target"`
+	StartedAt   time.Time   `json:"started_at"`
+	EndedAt     time.Time   `json:"ended_at"`
+	DurationS   float64     `json:"duration_s"`
+	Interrupted bool        `json:"interrupted"`
+	Config      Config      `json:"config"`
+	Totals      Totals      `json:"totals"`
+	LatencyMS   Quantiles   `json:"latency_ms"`
+	ServiceMS   Quantiles   `json:"service_time_ms"`
+	Prober      ProberStats `json:"prober"`
+	Series      []SeriesRow `json:"series"`
+	Failures    []Failure   `json:"failures"`
+	FailureInfo FailureInfo `json:"failures_info"`
+	Verdict     ci.Verdict  `json:"verdict"`
+}
+
+// Tool names the program that wrote the report.
+type Tool struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Config is the probe configuration the report was made with.
+type Config struct {
+	RunID            string  `json:"run_id"`
+	Method           string  `json:"method"`
+	Conn             string  `json:"conn"`
+	Model            string  `json:"model"` // "open" (paced) or "closed"
+	Rate             float64 `json:"rate"`
+	Concurrency      int     `json:"concurrency,omitempty"`
+	DurationS        float64 `json:"duration_s"`
+	TimeoutMS        float64 `json:"timeout_ms"`
+	ConnectTimeoutMS float64 `json:"connect_timeout_ms"`
+	ExpectStatus     string  `json:"expect_status"`
+	BackendHeader    string  `json:"backend_header,omitempty"`
+	RequestIDHeader  string  `json:"request_id_header"`
+	MaxFailures      uint64  `json:"max_failures"`
+	MaxFailureRate   float64 `json:"max_failure_rate"`
+}
+
+// Totals count every attempt that had an outcome.
+type Totals struct {
+	Sent   uint64 `json:"sent"`
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"` // target failures; local errors are in prober.local_errors
+	// ByClass has every class name as a key, zero counts included.
+	ByClass  map[string]uint64 `json:"by_class"`
+	ByStatus map[string]uint64 `json:"by_status"`
+	// ByBackend counts responses by the backend header's value.
+	ByBackend         map[string]uint64 `json:"by_backend"`
+	FreshConnections  uint64            `json:"fresh_connections"`
+	ReusedConnections uint64            `json:"reused_connections"`
+}
+
+// Quantiles of a latency distribution in milliseconds, over requests that
+// received a complete response (any status).
+type Quantiles struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// ProberStats say whether the prober itself kept up.
+type ProberStats struct {
+	TargetRate       float64 `json:"target_rate"`
+	AchievedRate     float64 `json:"achieved_rate"`
+	MaxScheduleLagMS float64 `json:"max_schedule_lag_ms"`
+	Workers          int     `json:"workers"`
+	LocalErrors      uint64  `json:"local_errors"`
+	// Canceled: in-flight attempts cut by an interruption; no outcome.
+	Canceled uint64  `json:"canceled"`
+	SendingS float64 `json:"sending_s"`
+}
+
+// SeriesRow is one second of the run: Sent counts requests begun in it,
+// the rest requests completed in it.
+type SeriesRow struct {
+	T        int64             `json:"t"`
+	Sent     uint64            `json:"sent"`
+	OK       uint64            `json:"ok"`
+	Failed   uint64            `json:"failed"`
+	ByClass  map[string]uint64 `json:"by_class,omitempty"` // failures only, non-zero only
+	P50MS    float64           `json:"p50_ms"`
+	P99MS    float64           `json:"p99_ms"`
+	MaxLagMS float64           `json:"max_lag_ms"`
+	Backends map[string]uint64 `json:"backends,omitempty"`
+}
+
+// Failure is one failed attempt in full.
+type Failure struct {
+	Seq       uint64    `json:"seq"`
+	RequestID string    `json:"request_id"`
+	Class     string    `json:"class"`
+	Phase     string    `json:"phase"`
+	Intended  time.Time `json:"intended"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	// AtMS is the intended send time as milliseconds since the run started.
+	AtMS         float64 `json:"at_ms"`
+	LatencyMS    float64 `json:"latency_ms"`
+	Status       int     `json:"status,omitempty"`
+	Fresh        bool    `json:"fresh"`
+	ConnRequests uint32  `json:"conn_requests"`
+	ConnAgeMS    float64 `json:"conn_age_ms"`
+	Backend      string  `json:"backend,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// FailureInfo says how complete Failures is.
+type FailureInfo struct {
+	Total uint64 `json:"total"` // failed attempts, local errors included
+	Kept  int    `json:"kept"`
+	Limit int    `json:"limit"`
+}

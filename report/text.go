@@ -1,0 +1,115 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// WriteText renders the human summary of r.
+func WriteText(w io.Writer, r *Report) error {
+	var b strings.Builder
+	model := fmt.Sprintf("%g req/s", r.Config.Rate)
+	if r.Config.Model == "closed" {
+		model = fmt.Sprintf("closed model, %d workers", r.Config.Concurrency)
+	}
+	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, r.Target, model, r.Config.Conn, r.DurationS)
+	if r.Interrupted {
+		b.WriteString(", interrupted")
+	}
+	b.WriteString(")\n")
+
+	t := r.Totals
+	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)\n", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
+	if t.Failed > 0 || r.Prober.LocalErrors > 0 {
+		var parts []string
+		for _, c := range prober.FailureClasses() {
+			if n := t.ByClass[c.String()]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", c, n))
+			}
+		}
+		fmt.Fprintf(&b, "  failures  %s\n", strings.Join(parts, "  "))
+	}
+	if codes := sortedKeys(t.ByStatus); len(codes) > 0 {
+		parts := make([]string, len(codes))
+		for i, code := range codes {
+			parts[i] = fmt.Sprintf("%s×%d", code, t.ByStatus[code])
+		}
+		fmt.Fprintf(&b, "  status    %s\n", strings.Join(parts, "  "))
+	}
+	l := r.LatencyMS
+	fmt.Fprintf(&b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (from intended send time)\n",
+		msText(l.P50), msText(l.P90), msText(l.P99), msText(l.P999), msText(l.Max))
+	s := r.ServiceMS
+	fmt.Fprintf(&b, "  service   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (from actual send)\n",
+		msText(s.P50), msText(s.P90), msText(s.P99), msText(s.P999), msText(s.Max))
+	p := r.Prober
+	if p.TargetRate > 0 {
+		fmt.Fprintf(&b, "  prober    %.1f of %g req/s, max schedule lag %s, %d workers, %d local errors\n",
+			p.AchievedRate, p.TargetRate, msText(p.MaxScheduleLagMS), p.Workers, p.LocalErrors)
+	} else {
+		fmt.Fprintf(&b, "  prober    %.1f req/s, %d workers, %d local errors\n", p.AchievedRate, p.Workers, p.LocalErrors)
+	}
+	fmt.Fprintf(&b, "  conns     %d fresh, %d reused\n", t.FreshConnections, t.ReusedConnections)
+	if backends := sortedKeys(t.ByBackend); len(backends) > 0 {
+		parts := make([]string, 0, len(backends))
+		for _, name := range backends {
+			parts = append(parts, fmt.Sprintf("%s %d", name, t.ByBackend[name]))
+		}
+		fmt.Fprintf(&b, "  backends  %s\n", strings.Join(parts, "  "))
+	}
+	if len(r.Failures) > 0 {
+		first, last := r.Failures[0], r.Failures[len(r.Failures)-1]
+		fmt.Fprintf(&b, "  failed    from %+.3fs to %+.3fs; first: %s (%s) %s\n",
+			first.AtMS/1000, last.AtMS/1000, first.Class, first.Phase, first.Error)
+	}
+	verdict := "PASS"
+	if !r.Verdict.Pass {
+		verdict = "FAIL"
+		if r.Verdict.Inconclusive && r.Verdict.ExitCode == 4 {
+			verdict = "INCONCLUSIVE"
+		}
+		if r.Verdict.Interrupted {
+			verdict = "INTERRUPTED"
+		}
+	}
+	fmt.Fprintf(&b, "verdict: %s (exit %d)", verdict, r.Verdict.ExitCode)
+	if len(r.Verdict.Reasons) > 0 {
+		fmt.Fprintf(&b, ": %s", strings.Join(r.Verdict.Reasons, "; "))
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func percent(n, of uint64) string {
+	if of == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.3g%%", 100*float64(n)/float64(of))
+}
+
+// msText formats milliseconds with a unit that keeps three significant digits.
+func msText(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 1:
+		return fmt.Sprintf("%.0fµs", v*1000)
+	case v < 1000:
+		return fmt.Sprintf("%.3gms", v)
+	}
+	return fmt.Sprintf("%.3gs", v/1000)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
