@@ -49,9 +49,9 @@ type Server struct {
 	conns, requests, answered, reset, closed, truncated atomic.Int64
 	firstStall                                          atomic.Bool
 
-	mu    sync.Mutex
-	open  map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu   sync.Mutex
+	open map[net.Conn]struct{}
+	wg   sync.WaitGroup
 }
 
 // Start listens on a loopback port and serves until Close.
