@@ -141,6 +141,11 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
+	if bytes.IndexByte(line, '\r') >= 0 {
+		// A bare CR is invalid in HTTP/1.1 (RFC 9112 §2.2); accepting it
+		// would let one header smuggle a line into another value.
+		return line, fmt.Errorf("%w: bare CR in %q", errTruncated, truncateForError(line))
+	}
 	return line, nil
 }
 

@@ -83,9 +83,11 @@ func Build(run ProbeRun) *Report {
 		r.Totals.ByBackend[b] = n
 	}
 
+	// Attempts cut by an interruption were sent all the same: they count
+	// toward the rate the prober held.
 	achieved := 0.0
 	if sum.Sending > 0 {
-		achieved = float64(r.Totals.Sent) / sum.Sending.Seconds()
+		achieved = float64(r.Totals.Sent+tot.Canceled) / sum.Sending.Seconds()
 	}
 	r.Prober = ProberStats{
 		TargetRate:       cfg.Rate,

@@ -63,8 +63,11 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	if len(r.Failures) > 0 {
 		first, last := r.Failures[0], r.Failures[len(r.Failures)-1]
-		fmt.Fprintf(&b, "  failed    from %+.3fs to %+.3fs; first: %s (%s) %s\n",
-			first.AtMS/1000, last.AtMS/1000, first.Class, first.Phase, first.Error)
+		span := fmt.Sprintf("from %+.3fs to %+.3fs", first.AtMS/1000, last.AtMS/1000)
+		if r.FailureInfo.Total > uint64(r.FailureInfo.Kept) {
+			span = fmt.Sprintf("from %+.3fs (the first %d of %d kept in full)", first.AtMS/1000, r.FailureInfo.Kept, r.FailureInfo.Total)
+		}
+		fmt.Fprintf(&b, "  failed    %s; first: %s (%s) %s\n", span, first.Class, first.Phase, first.Error)
 	}
 	verdict := "PASS"
 	if !r.Verdict.Pass {

@@ -1,0 +1,223 @@
+package cmd_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+var binary string
+
+// TestMain builds the real rollprobe binary once; every test runs it as a
+// user or a CI job would and checks its exit code and outputs.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rollprobe-cmd-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "rollprobe")
+	build := exec.Command("go", "build", "-o", binary, "..")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building rollprobe: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCmd(t, exec.Command(binary, args...))
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", cmd.Args, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func server(t *testing.T) *faultserver.Server {
+	t.Helper()
+	srv, err := faultserver.Start("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestExitCodes(t *testing.T) {
+	srv := server(t)
+	short := []string{"--rate", "100", "--duration", "500ms", "--progress", "0"}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string // substring of stdout+stderr
+	}{
+		{"pass", append([]string{"probe", srv.URL("/ok")}, short...), 0, "verdict: PASS (exit 0)"},
+		{"failures", append([]string{"probe", srv.URL("/reset"), "--conn", "new"}, short...), 1, "reset 50"},
+		{"failures within budget", append([]string{"probe", srv.URL("/status/503"), "--max-failures", "1000"}, short...), 0, "http_5xx 50"},
+		{"no url", []string{"probe"}, 2, "accepts 1 arg"},
+		{"bad conn mode", []string{"probe", srv.URL("/ok"), "--conn", "sometimes"}, 2, "want new, keepalive or mixed=F"},
+		{"bad url", []string{"probe", "ftp://x/"}, 2, "want an http:// or https:// URL"},
+		{"bad header", []string{"probe", srv.URL("/ok"), "-H", "novalue"}, 2, `want "Name: value"`},
+		{"bad flag", []string{"probe", srv.URL("/ok"), "--frobnicate"}, 2, "unknown flag"},
+		{"cannot hold the rate", []string{"probe", srv.URL("/stall?ms=100"), "--rate", "100", "--duration", "1s",
+			"--workers", "1", "--max-workers", "1", "--progress", "0"}, 4, "INCONCLUSIVE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout+r.stderr, tt.out) {
+				t.Fatalf("output lacks %q\nstdout: %s\nstderr: %s", tt.out, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestUsageErrorWritesNothing: a bad invocation changes nothing, not even
+// the report file.
+func TestUsageErrorWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	r := run(t, "probe", "http://127.0.0.1:1/", "--rate", "-5", "--report", path)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2", r.code)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("report written on a usage error: %v", err)
+	}
+}
+
+// TestLocalErrorsAreInconclusive: with 16 file descriptors the prober runs
+// out of its own (EMFILE). That is its fault, not the target's: exit 4 and
+// no failure counted against the target.
+func TestLocalErrorsAreInconclusive(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	srv := server(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	r := runCmd(t, exec.Command("prlimit", "--nofile=16:16", "--", binary, "probe", srv.URL("/stall?ms=300"),
+		"--conn", "new", "--rate", "200", "--duration", "500ms", "--progress", "0", "--report", path))
+	if r.code != 4 {
+		t.Fatalf("exit %d, want 4\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	rep, err := report.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Prober.LocalErrors == 0 || rep.Totals.ByClass["local"] != rep.Prober.LocalErrors {
+		t.Fatalf("local errors %d, by_class %v", rep.Prober.LocalErrors, rep.Totals.ByClass)
+	}
+	if rep.Totals.Failed != 0 {
+		t.Fatalf("%d failures blamed on the target for the prober's own EMFILE", rep.Totals.Failed)
+	}
+}
+
+// TestInterruptWritesReport: SIGINT mid-run stops probing, writes the report
+// marked interrupted and exits 130.
+func TestInterruptWritesReport(t *testing.T) {
+	srv := server(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(binary, "probe", srv.URL("/stall?ms=50"), "--rate", "100", "--duration", "60s",
+		"--progress", "0", "--report", path)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for srv.Counts().Requests < 50 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Fatalf("wait: %v, want exit 130\n%s", err, stdout.String())
+	}
+	rep, err := report.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted || !rep.Verdict.Interrupted || rep.Verdict.ExitCode != 130 || rep.Totals.Sent+rep.Prober.Canceled < 50 {
+		t.Fatalf("report interrupted=%v verdict %+v sent %d canceled %d", rep.Interrupted, rep.Verdict, rep.Totals.Sent, rep.Prober.Canceled)
+	}
+	if rep.Totals.Failed != 0 {
+		t.Fatalf("requests cut by Ctrl-C counted as failures: %v", rep.Totals.ByClass)
+	}
+	if !strings.Contains(stdout.String(), "INTERRUPTED") {
+		t.Fatalf("summary lacks the interruption:\n%s", stdout.String())
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	srv := server(t)
+	r := run(t, "probe", srv.URL("/close-reused"), "-o", "json", "--rate", "100", "--duration", "500ms",
+		"--backend-header", "X-Pod-Name", "--progress", "0")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (eof_reused)\n%s", r.code, r.stderr)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.stdout)
+	}
+	c := srv.Counts()
+	if rep.Totals.Sent != uint64(c.Requests) || rep.Totals.ByClass["eof_reused"] != uint64(c.Closed) {
+		t.Fatalf("report sent %d eof_reused %d; server saw %d requests, closed %d",
+			rep.Totals.Sent, rep.Totals.ByClass["eof_reused"], c.Requests, c.Closed)
+	}
+	if rep.Totals.ByBackend["pod-a"] != rep.Totals.OK {
+		t.Fatalf("by_backend %v, ok %d", rep.Totals.ByBackend, rep.Totals.OK)
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	srv := server(t)
+	r := run(t, "probe", srv.URL("/ok"), "--rate", "50", "--duration", "1200ms", "--progress", "500ms")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Count(r.stderr, "req/s")
+	if lines < 1 || !strings.Contains(r.stderr, "sent ") {
+		t.Fatalf("want plain progress lines on stderr, got:\n%s", r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, "--version")
+	if r.code != 0 || !strings.Contains(r.stdout, "rollprobe version") {
+		t.Fatalf("exit %d: %s", r.code, r.stdout)
+	}
+}

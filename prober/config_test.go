@@ -1,0 +1,89 @@
+package prober
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConnMode(t *testing.T) {
+	for in, want := range map[string]float64{"new": 1, "keepalive": 0, "mixed=0.25": 0.25, "mixed=1": 1} {
+		m, err := ParseConnMode(in)
+		if err != nil || m.FreshFraction != want {
+			t.Errorf("ParseConnMode(%q) = %v, %v", in, m, err)
+		}
+	}
+	for _, bad := range []string{"", "fresh", "mixed=", "mixed=1.5", "mixed=-0.1", "mixed=x"} {
+		if _, err := ParseConnMode(bad); err == nil {
+			t.Errorf("ParseConnMode(%q): want an error", bad)
+		}
+	}
+}
+
+func TestParseStatusSet(t *testing.T) {
+	for _, bad := range []string{"", "abc", "99", "200-", "300-200", "200-1000", "200,,204"} {
+		if _, err := ParseStatusSet(bad); err == nil {
+			t.Errorf("ParseStatusSet(%q): want an error", bad)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	target, _ := ParseTarget("http://127.0.0.1:1/")
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // substring of the error; "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"closed model", func(c *Config) { c.Rate = 0 }, ""},
+		{"negative rate", func(c *Config) { c.Rate = -1 }, "--rate"},
+		{"closed without workers", func(c *Config) { c.Rate, c.Concurrency = 0, 0 }, "--concurrency"},
+		{"max below initial", func(c *Config) { c.Workers, c.MaxWorkers = 10, 5 }, "--max-workers"},
+		{"zero timeout", func(c *Config) { c.Timeout = 0 }, "--timeout"},
+		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "--duration"},
+		{"reserved header", func(c *Config) { c.Header = http.Header{"Connection": {"close"}} }, "-H Connection"},
+		{"no target", func(c *Config) { c.Target = nil }, "no target"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Target = target
+			tt.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{"127.0.0.1:80", "ftp://x/", "http://", "://x"} {
+		if _, err := ParseTarget(bad); err == nil {
+			t.Errorf("ParseTarget(%q): want an error", bad)
+		}
+	}
+}
+
+func TestRequestTemplate(t *testing.T) {
+	c := DefaultConfig()
+	c.Target, _ = ParseTarget("http://svc.ns:8080/healthz?x=1")
+	c.Method = "POST"
+	c.Body = []byte("{}")
+	c.Header = http.Header{"X-Team": {"sre"}}
+	tpl := newRequestTemplate(&c, "abcd", "rollprobe/test")
+	got := string(tpl.build(nil, 42, true))
+	for _, want := range []string{
+		"POST /healthz?x=1 HTTP/1.1\r\n", "Host: svc.ns:8080\r\n", "User-Agent: rollprobe/test\r\n",
+		"X-Team: sre\r\n", "Content-Length: 2\r\n", "Connection: close\r\n", "X-Request-Id: abcd-42\r\n\r\n{}",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("request lacks %q:\n%s", want, got)
+		}
+	}
+	if ka := string(tpl.build(nil, 43, false)); strings.Contains(ka, "Connection:") {
+		t.Errorf("kept-alive request must not ask to close:\n%s", ka)
+	}
+}
