@@ -155,7 +155,7 @@ wait:
 			sendEnd = p.Elapsed()
 			break wait
 		case <-timer:
-			sendEnd = p.cfg.Duration
+			// The send window is over; in-flight requests may finish.
 			p.stopped.Store(true)
 			timer = nil
 		case <-ctx.Done():
@@ -167,6 +167,8 @@ wait:
 			break wait
 		}
 	}
+	// The sending window ends at the duration even when in-flight requests
+	// complete after it.
 	if sendEnd > p.cfg.Duration && p.cfg.Duration > 0 {
 		sendEnd = p.cfg.Duration
 	}

@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-func read(raw string, isHead bool) (response, bool, error, string) {
+func read(raw string, isHead bool) (response, bool, string, error) {
 	br := bufio.NewReaderSize(strings.NewReader(raw), readBufferSize)
 	resp, got, err := readResponse(br, isHead, "x-pod-name", nil)
 	rest, _ := io.ReadAll(br)
-	return resp, got, err, string(rest)
+	return resp, got, string(rest), err
 }
 
 func TestReadResponse(t *testing.T) {
@@ -55,7 +55,7 @@ func TestReadResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, _, err, rest := read(tt.raw, tt.head)
+			resp, _, rest, err := read(tt.raw, tt.head)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("err = %v, want %v", err, tt.err)

@@ -1,0 +1,48 @@
+# rollprobe — see README.md. Heavy builds (the lab's Kubernetes components,
+# reference tools for benchmarks) are cached under $(CACHE), outside the repo.
+SHELL := /bin/bash
+CACHE ?= $(HOME)/.cache/rollprobe
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/rollprobe/rollprobe/cmd.Version=$(VERSION)
+TOOLS := $(CACHE)/tools
+STATICCHECK := $(TOOLS)/staticcheck
+
+.PHONY: all build demo test test-short lint fuzz bench bench-go lab-bins clean
+
+all: build
+
+build: ## build bin/rollprobe and bin/demoapp
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/rollprobe .
+	go build -trimpath -ldflags '-s -w' -o bin/demoapp ./lab/demoapp
+
+demo: build ## the newcomer's demo: probe a local app through a naive restart
+	bash lab/demo-probe.sh
+
+test: ## every test (what CI runs)
+	go test -race -count=1 ./...
+
+test-short: ## unit tests only
+	go test -count=1 -short ./...
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS) GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: $(STATICCHECK) ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	$(STATICCHECK) ./...
+
+fuzz: ## run the response parser fuzzer for a minute
+	go test ./prober -run XXX -fuzz FuzzReadResponse -fuzztime 60s
+
+bench-go: ## Go micro-benchmarks (parser, recorder)
+	go test ./prober -run XXX -bench . -benchmem
+
+bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
+	bash bench/bench.sh
+
+lab-bins: ## build etcd and the Kubernetes components into $(CACHE)/lab-bins
+	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh
+
+clean:
+	rm -rf bin

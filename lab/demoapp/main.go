@@ -1,0 +1,180 @@
+// Command demoapp is the lab's sample workload: an HTTP server that names
+// its pod in every response and shuts down in one of the ways real apps do,
+// so that rollouts drop (or don't drop) requests exactly as in production.
+//
+// Shutdown modes (--shutdown, or $SHUTDOWN), on SIGTERM:
+//
+//	immediate  exit at once: the listener vanishes, connections are cut
+//	close      http.Server.Close: kept-alive and in-flight connections cut
+//	graceful   http.Server.Shutdown: stop accepting, finish in-flight, close idle
+//	drain=D    keep serving for D (answering with Connection: close), then Shutdown
+//	ignore     ignore SIGTERM; only SIGKILL ends it
+//
+// GET /readyz fails with 503 after SIGTERM when --unready-on-term is set, and
+// before --ready-delay has passed since start. GET /stats returns counters.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	listen        string
+	name          string
+	shutdown      string
+	drain         time.Duration
+	startupDelay  time.Duration
+	readyDelay    time.Duration
+	unreadyOnTerm bool
+	work          time.Duration
+}
+
+func main() {
+	o := options{}
+	flag.StringVar(&o.listen, "listen", envOr("LISTEN", ":8080"), "address to listen on ($LISTEN)")
+	flag.StringVar(&o.name, "name", envOr("POD_NAME", hostname()), "name sent in X-Pod-Name ($POD_NAME)")
+	flag.StringVar(&o.shutdown, "shutdown", envOr("SHUTDOWN", "graceful"), "on SIGTERM: immediate, close, graceful, drain=D or ignore ($SHUTDOWN)")
+	flag.DurationVar(&o.startupDelay, "startup-delay", envDuration("STARTUP_DELAY"), "wait this long before listening ($STARTUP_DELAY)")
+	flag.DurationVar(&o.readyDelay, "ready-delay", envDuration("READY_DELAY"), "/readyz fails until this long after listening ($READY_DELAY)")
+	flag.BoolVar(&o.unreadyOnTerm, "unready-on-term", os.Getenv("UNREADY_ON_TERM") == "true", "/readyz fails once SIGTERM arrived ($UNREADY_ON_TERM=true)")
+	flag.DurationVar(&o.work, "work", envDuration("WORK"), "time each request takes to serve ($WORK)")
+	flag.Parse()
+	mode, drain, err := parseShutdown(o.shutdown)
+	if err != nil {
+		log.Fatal(err)
+	}
+	o.shutdown, o.drain = mode, drain
+	if err := run(o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func parseShutdown(s string) (mode string, drain time.Duration, err error) {
+	switch {
+	case s == "immediate" || s == "close" || s == "graceful" || s == "ignore":
+		return s, 0, nil
+	case strings.HasPrefix(s, "drain="):
+		d, err := time.ParseDuration(strings.TrimPrefix(s, "drain="))
+		if err != nil || d < 0 {
+			return "", 0, fmt.Errorf("--shutdown %q: want drain=DURATION, like drain=5s", s)
+		}
+		return "drain", d, nil
+	}
+	return "", 0, fmt.Errorf("--shutdown %q: want immediate, close, graceful, drain=D or ignore", s)
+}
+
+func run(o options) error {
+	// Signals first: a SIGTERM during the startup delay must not kill us
+	// before the chosen shutdown mode applies.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if o.shutdown == "ignore" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	log.SetPrefix(o.name + " ")
+	if o.startupDelay > 0 {
+		log.Printf("starting in %s", o.startupDelay)
+		time.Sleep(o.startupDelay)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	var served, afterTerm atomic.Int64
+	var terminating, closeConns atomic.Bool
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pod-Name", o.name)
+		if time.Since(started) < o.readyDelay || (o.unreadyOnTerm && terminating.Load()) {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "name=%s served=%d served_after_sigterm=%d terminating=%v\n", o.name, served.Load(), afterTerm.Load(), terminating.Load())
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if o.work > 0 {
+			time.Sleep(o.work)
+		}
+		served.Add(1)
+		if terminating.Load() {
+			afterTerm.Add(1)
+		}
+		w.Header().Set("X-Pod-Name", o.name)
+		if closeConns.Load() {
+			// Draining: tell kept-alive clients to go elsewhere.
+			w.Header().Set("Connection", "close")
+		}
+		fmt.Fprintf(w, "hello from %s\n", o.name)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Printf("listening on %s (shutdown %s)", ln.Addr(), o.shutdown)
+
+	for {
+		select {
+		case err := <-errc:
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM && o.shutdown == "ignore" {
+				continue
+			}
+			terminating.Store(true)
+			log.Printf("%s: shutting down (%s), served %d", sig, o.shutdown, served.Load())
+			switch o.shutdown {
+			case "immediate":
+				os.Exit(0)
+			case "close":
+				_ = srv.Close()
+			case "drain":
+				closeConns.Store(true)
+				time.Sleep(o.drain)
+				fallthrough
+			case "graceful", "ignore":
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_ = srv.Shutdown(ctx)
+				cancel()
+			}
+			log.Printf("stopped, served %d (%d after SIGTERM)", served.Load(), afterTerm.Load())
+			return nil
+		}
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(key))
+	return d
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
