@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks of rollprobe against wrk, hey and fortio on a local
+# nginx (one worker, returning 200), run in one go on this machine, written to
+# bench/RESULTS.md. Runs alternate between tools and medians are reported,
+# because a shared 2-core machine is noisy.
+#
+# Usage: make bench            (REPS=3 DURATION=10s LONG=300 by default)
+#        REPS=5 make bench     (more repetitions)
+#        LONG=0 make bench     (skip the 5-minute RSS run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=${REPS:-3}
+DUR=${DURATION:-10}
+LONG=${LONG:-300}
+CACHE=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
+RP=bin/rollprobe
+PORT=18090
+URL=http://127.0.0.1:$PORT/
+work=$(mktemp -d /tmp/rollprobe-bench.XXXXXX)
+nginx_pid=
+cleanup() {
+  if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; wait "$nginx_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+# --- tools ---------------------------------------------------------------
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v hey >/dev/null || need+=(hey)
+command -v nginx >/dev/null || need+=(nginx-light)
+[ -x /usr/bin/time ] || need+=(time)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+FORTIO=$CACHE/bench-bin/fortio
+if [ ! -x "$FORTIO" ]; then
+  log "installing fortio v1.66.5 into $CACHE/bench-bin"
+  GOBIN=$CACHE/bench-bin GOFLAGS= go install fortio.org/fortio@v1.66.5
+fi
+[ -x "$RP" ] || { echo "bench: run make build first" >&2; exit 1; }
+
+# --- target: nginx, one worker, 200 on loopback -------------------------------
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  server {
+    listen 127.0.0.1:$PORT backlog=8192;
+    location / { return 200 "ok\n"; }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work" &
+nginx_pid=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+jsonfield() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
+
+# --- 1. keep-alive max throughput, 32 connections -----------------------------
+log "1/4 keep-alive max throughput (${REPS}x ${DUR}s each)"
+: >"$work/tp"
+for i in $(seq "$REPS"); do
+  for threads in 2 1; do
+    w=$(wrk -t"$threads" -c32 -d"${DUR}s" "$URL" | awk '/Requests\/sec/ {print $2}')
+    echo "wrk-t$threads $w" >>"$work/tp"
+    GOMAXPROCS=$threads "$RP" probe "$URL" --rate 0 --concurrency 32 --duration "${DUR}s" --progress 0 -o json >"$work/rp.json" || true
+    echo "rollprobe-p$threads $(jsonfield "$work/rp.json" "d['prober']['achieved_rate']")" >>"$work/tp"
+  done
+  h=$(hey -c 32 -z "${DUR}s" "$URL" | awk '/Requests\/sec/ {print $2}')
+  echo "hey $h" >>"$work/tp"
+  log "  rep $i: $(tail -5 "$work/tp" | tr '\n' ' ')"
+done
+tp() { awk -v k="$1" '$1==k {print $2}' "$work/tp" | median; }
+wrk2=$(tp wrk-t2); rp2=$(tp rollprobe-p2); wrk1=$(tp wrk-t1); rp1=$(tp rollprobe-p1); hey=$(tp hey)
+
+# --- 2. CPU per request at a fixed 10,000 req/s --------------------------------
+log "2/4 CPU per request at 10,000 req/s (${REPS}x ${DUR}s each)"
+: >"$work/cpu"
+cpu_us() { awk -v n="$2" '{printf "%.2f\n", ($1+$2)/n*1e6}' "$1"; }
+for i in $(seq "$REPS"); do
+  /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
+  n=$(awk '/All done/ {print $3}' "$work/f.out")
+  echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/cpu"
+  /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -uniform -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
+  n=$(awk '/All done/ {print $3}' "$work/f.out")
+  echo "fortio-uniform $(cpu_us "$work/t" "$n")" >>"$work/cpu"
+  /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --rate 10000 --duration "${DUR}s" --progress 0 -o json >"$work/rp.json" || true
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/cpu"
+  log "  rep $i: $(tail -3 "$work/cpu" | tr '\n' ' ')"
+done
+cpu() { awk -v k="$1" '$1==k {print $2}' "$work/cpu" | median; }
+cf=$(cpu fortio); cfu=$(cpu fortio-uniform); crp=$(cpu rollprobe)
+
+# --- 3. fresh connections: 2,000 req/s for 60 s ---------------------------------
+log "3/4 --conn new at 2,000 req/s for 60s"
+"$RP" probe "$URL" --conn new --rate 2000 --duration 60s --progress 0 -o json >"$work/new.json" || true
+new_sent=$(jsonfield "$work/new.json" "d['totals']['sent']")
+new_local=$(jsonfield "$work/new.json" "d['prober']['local_errors']")
+new_failed=$(jsonfield "$work/new.json" "d['totals']['failed']")
+new_rate=$(jsonfield "$work/new.json" "d['prober']['achieved_rate']")
+
+# --- 4. memory: 20,000 req/s for LONG seconds -----------------------------------
+if [ "$LONG" -gt 0 ]; then
+  log "4/4 RSS at 20,000 req/s for ${LONG}s"
+  /usr/bin/time -f "%M" -o "$work/rss" "$RP" probe "$URL" --rate 20000 --duration "${LONG}s" --progress 0 -o json >"$work/long.json" || true
+  rss_mb=$(awk '{printf "%.1f", $1/1024}' "$work/rss")
+  long_rate=$(jsonfield "$work/long.json" "d['prober']['achieved_rate']")
+  long_sent=$(jsonfield "$work/long.json" "d['totals']['sent']")
+else
+  rss_mb="not run (LONG=0)"; long_rate="-"; long_sent="-"
+fi
+
+ratio() { python3 -c "print(f'{float(\"$1\")/float(\"$2\"):.2f}')"; }
+cat >bench/RESULTS.md <<MD
+# Benchmarks
+
+Generated by \`make bench\` (bench/bench.sh) on $(date -u +%Y-%m-%d), one run, tools side by side.
+Machine: $(nproc) cores, $(uname -r), $(go version | awk '{print $3}'); target: Debian nginx-light
+$(nginx -v 2>&1 | awk -F/ '{print $2}'), one worker, \`return 200\` on loopback; the target shares the 2 cores.
+Figures are medians of ${REPS} alternating repetitions of ${DUR} s each.
+
+Reproduce: \`make build && make bench\` (\`REPS=5 make bench\` for more repetitions).
+
+## Keep-alive maximum throughput, 32 connections (closed model)
+
+| client | req/s | rollprobe ÷ reference |
+|---|---|---|
+| wrk -t2 -c32 (2 threads) | $wrk2 | |
+| rollprobe --rate 0 --concurrency 32 (GOMAXPROCS=2) | $rp2 | **$(ratio "$rp2" "$wrk2")** × wrk -t2 |
+| wrk -t1 -c32 (1 thread) | $wrk1 | |
+| rollprobe, GOMAXPROCS=1 | $rp1 | **$(ratio "$rp1" "$wrk1")** × wrk -t1 |
+| hey -c 32 | $hey | rollprobe (2 procs) = $(ratio "$rp2" "$hey") × hey |
+
+## CPU per request at a fixed 10,000 req/s (user+sys, µs per request)
+
+| client | µs/request | rollprobe ÷ reference |
+|---|---|---|
+| fortio load -qps 10000 -c 32 (default: its 32 threads wake in phase, in bursts) | $cf | $(ratio "$crp" "$cf") |
+| fortio load -uniform (threads staggered: evenly spaced sends) | $cfu | $(ratio "$crp" "$cfu") |
+| rollprobe --rate 10000 (evenly spaced intended times, every request classified and recorded) | $crp | |
+
+rollprobe paces every request at its own intended time; fortio's default sends in phase-aligned
+bursts of 32, which costs fewer scheduler wake-ups. \`-uniform\` is fortio's like-for-like mode.
+
+## Fresh connections: --conn new at 2,000 req/s for 60 s
+
+sent $new_sent at $new_rate req/s: **$new_local local errors**, $new_failed failures.
+The prober waits for the server's FIN after \`Connection: close\`, so TIME_WAIT stays on the
+server side and the prober does not exhaust its ephemeral ports.
+
+## Memory: 20,000 req/s for ${LONG} s (keep-alive)
+
+Peak RSS **$rss_mb MB** over the whole run ($long_sent requests at $long_rate req/s).
+MD
+log "wrote bench/RESULTS.md"
+cat bench/RESULTS.md
