@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/rollprobe/rollprobe/cmd.Version=$(VERSION)
 TOOLS := $(CACHE)/tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test test-short lint fuzz bench bench-go lab-bins clean
+.PHONY: all build demo test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -41,8 +41,19 @@ bench-go: ## Go micro-benchmarks (parser, recorder)
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
 
-lab-bins: ## build etcd and the Kubernetes components into $(CACHE)/lab-bins
+lab-deps: ## Debian packages the lab needs (iproute2, nftables), installed when missing
+	@command -v ip >/dev/null && command -v nft >/dev/null || { \
+	  echo "lab-deps: installing iproute2 nftables"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null; }
+
+lab-bins: lab-deps ## build etcd and the Kubernetes components into $(CACHE)/lab-bins (~8 min cold, cached)
 	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh
+
+lab-up: build lab-bins ## bring the lab up (root)
+	bin/rollprobe lab up --bins "$$(ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh 2>/dev/null)"
+
+lab-down: ## take the lab down (root)
+	bin/rollprobe lab down
 
 clean:
 	rm -rf bin

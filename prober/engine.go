@@ -296,6 +296,7 @@ func (w *worker) do(res *Result) {
 		w.c = nil
 	}
 	if w.c == nil {
+		res.Fresh = true // counted as fresh whether or not the dial succeeds
 		connectDeadline := p.start.Add(res.Start + min(cfg.ConnectTimeout, cfg.Timeout))
 		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline)
 		if err != nil {
@@ -303,7 +304,6 @@ func (w *worker) do(res *Result) {
 			return
 		}
 		w.c = newConn(raw, rw, p.Elapsed(), p.watcher, !fresh)
-		res.Fresh = true
 	}
 	c := w.c
 	reused := c.served > 0

@@ -1,0 +1,159 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Client talks to the lab's apiserver from outside the lab namespace.
+type Client struct {
+	Kube   kubernetes.Interface
+	Config *rest.Config
+}
+
+// NewClient builds an admin client whose connections are made inside the
+// lab namespace.
+func NewClient(stateDir string) (*Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", Config{StateDir: stateDir}.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("lab kubeconfig: %w (is the lab up?)", err)
+	}
+	cfg.Dial = DialContextIn(LabNetNS)
+	cfg.QPS, cfg.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Kube: kube, Config: cfg}, nil
+}
+
+func (c *Client) waitNodeReady(ctx context.Context, limit time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return n.Spec.PodCIDR != "", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s not Ready: %w (see the node-agent log)", NodeName, err)
+	}
+	return nil
+}
+
+func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// Apply creates or updates every Deployment and Service in the YAML stream
+// (the samples' kinds) in namespace ns unless the object names its own.
+// It returns the names of what it applied ("deployment/naive", ...).
+func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, error) {
+	objs, err := decodeManifests(r)
+	if err != nil {
+		return nil, err
+	}
+	var applied []string
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			if o.Namespace == "" {
+				o.Namespace = ns
+			}
+			api := c.Kube.AppsV1().Deployments(o.Namespace)
+			cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				_, err = api.Create(ctx, o, metav1.CreateOptions{})
+			case err == nil:
+				o.ResourceVersion = cur.ResourceVersion
+				_, err = api.Update(ctx, o, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				return applied, fmt.Errorf("deployment %s: %w", o.Name, err)
+			}
+			applied = append(applied, "deployment/"+o.Name)
+		case *corev1.Service:
+			if o.Namespace == "" {
+				o.Namespace = ns
+			}
+			api := c.Kube.CoreV1().Services(o.Namespace)
+			cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				_, err = api.Create(ctx, o, metav1.CreateOptions{})
+			case err == nil:
+				o.ResourceVersion = cur.ResourceVersion
+				o.Spec.ClusterIP, o.Spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+				_, err = api.Update(ctx, o, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				return applied, fmt.Errorf("service %s: %w", o.Name, err)
+			}
+			applied = append(applied, "service/"+o.Name)
+		default:
+			return applied, fmt.Errorf("lab apply handles Deployments and Services, not %T", obj)
+		}
+	}
+	return applied, nil
+}
+
+// decodeManifests parses a multi-document YAML stream into typed objects.
+func decodeManifests(r io.Reader) ([]runtime.Object, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	decode := scheme.Codecs.UniversalDeserializer().Decode
+	var objs []runtime.Object
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// ApplyFile applies a manifest file.
+func (c *Client) ApplyFile(ctx context.Context, path, ns string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return c.Apply(ctx, f, ns)
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "demoapp-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "demoapp")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type app struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func start(t *testing.T, args ...string) *app {
+	t.Helper()
+	a := &app{addr: freeAddr(t), done: make(chan error, 1)}
+	a.cmd = exec.Command(binary, append([]string{"--listen", a.addr, "--name", "pod-x"}, args...)...)
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.done <- a.cmd.Wait() }()
+	t.Cleanup(func() { _ = a.cmd.Process.Kill(); <-a.done })
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", a.addr); err == nil {
+			c.Close()
+			return a
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("demoapp did not listen")
+	return nil
+}
+
+func (a *app) exited(within time.Duration) bool {
+	select {
+	case err := <-a.done:
+		a.done <- err
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+// keptAlive opens a connection and completes one request on it.
+func keptAlive(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("X-Pod-Name") != "pod-x" {
+		t.Fatalf("X-Pod-Name %q", resp.Header.Get("X-Pod-Name"))
+	}
+	return c, br
+}
+
+func TestImmediateExitsOnSIGTERM(t *testing.T) {
+	a := start(t, "--shutdown", "immediate")
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if !a.exited(2 * time.Second) {
+		t.Fatal("still running after SIGTERM")
+	}
+	if _, err := net.Dial("tcp", a.addr); err == nil {
+		t.Fatal("still accepting connections")
+	}
+}
+
+func TestCloseCutsKeptAliveConnections(t *testing.T) {
+	a := start(t, "--shutdown", "close")
+	c, br := keptAlive(t, a.addr)
+	defer c.Close()
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("kept-alive connection still open after Close")
+	}
+	if !a.exited(2 * time.Second) {
+		t.Fatal("still running")
+	}
+}
+
+func TestDrainKeepsServingWithConnectionClose(t *testing.T) {
+	a := start(t, "--shutdown", "drain=1s", "--unready-on-term")
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(100 * time.Millisecond)
+	resp, err := http.Get("http://" + a.addr + "/")
+	if err != nil {
+		t.Fatalf("not serving during the drain: %v", err)
+	}
+	resp.Body.Close()
+	if !resp.Close {
+		t.Error("responses during the drain must carry Connection: close")
+	}
+	ready, err := http.Get("http://" + a.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready.Body.Close()
+	if ready.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d during the drain, want 503", ready.StatusCode)
+	}
+	if !a.exited(5 * time.Second) {
+		t.Fatal("still running after the drain")
+	}
+}
+
+func TestIgnoreSurvivesSIGTERM(t *testing.T) {
+	a := start(t, "--shutdown", "ignore")
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if a.exited(500 * time.Millisecond) {
+		t.Fatal("exited on SIGTERM")
+	}
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	if !a.exited(2 * time.Second) {
+		t.Fatal("survived SIGKILL")
+	}
+}
+
+func TestReadyDelay(t *testing.T) {
+	a := start(t, "--ready-delay", "1h")
+	resp, err := http.Get("http://" + a.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d before the ready delay, want 503", resp.StatusCode)
+	}
+	stats, err := http.Get("http://" + a.addr + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(stats.Body)
+	stats.Body.Close()
+	if !strings.Contains(string(b), "name=pod-x") {
+		t.Fatalf("/stats: %s", b)
+	}
+}
+
+func TestBadShutdownMode(t *testing.T) {
+	for _, bad := range []string{"sometimes", "drain=", "drain=-1s"} {
+		if _, _, err := parseShutdown(bad); err == nil {
+			t.Errorf("parseShutdown(%q) accepted", bad)
+		}
+	}
+}

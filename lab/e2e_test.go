@@ -1,0 +1,355 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// The lab end-to-end test brings up the real control plane, rolls the
+// samples while a prober hits their ClusterIP from inside the lab, and takes
+// it all down again. It needs root and the binaries of make lab-bins; it is
+// skipped without them unless ROLLPROBE_REQUIRE_LAB=1 (CI), where a skip
+// would hide a broken lab.
+
+var (
+	binDir   string // rollprobe and demoapp, built for the test
+	stateDir string
+)
+
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("ROLLPROBE_REQUIRE_LAB") == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func rollprobe(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), append([]string{}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the lab test takes minutes")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "the lab needs root")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		skipOrFail(t, "the lab needs nft (apt-get install nftables)")
+	}
+	names, _ := exec.Command("ip", "netns", "list").Output()
+	if strings.Contains(string(names), lab.LabNetNS) {
+		skipOrFail(t, "a lab is already up (network namespace %s): take it down first", lab.LabNetNS)
+	}
+	binDir = t.TempDir()
+	for _, b := range [][]string{{"rollprobe", ".."}, {"demoapp", "./demoapp"}} {
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, b[0]), b[1])
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", b[0], err, out)
+		}
+	}
+	stateDir = filepath.Join(t.TempDir(), "lab")
+
+	start := time.Now()
+	out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir)
+	if strings.Contains(out, "no lab binaries") {
+		skipOrFail(t, "%s", out)
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(stateDir); err == nil {
+			out, _ := rollprobe(t, "lab", "down", "--state-dir", stateDir)
+			t.Logf("cleanup: %s", out)
+		}
+	})
+	if err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	t.Logf("lab up in %s", time.Since(start).Round(time.Second))
+	client, err := lab.NewClient(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Idempotent: a second up leaves the healthy lab alone.
+	if out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir); err != nil || !strings.Contains(out, "already up") {
+		t.Fatalf("second lab up: %v\n%s", err, out)
+	}
+
+	t.Run("no route out of the lab", func(t *testing.T) {
+		// A route lookup sends nothing; it must find no way out.
+		out, err := exec.Command("ip", "netns", "exec", lab.LabNetNS, "ip", "route", "get", "192.0.2.1").CombinedOutput()
+		if err == nil {
+			t.Fatalf("the lab has a route out: %s", out)
+		}
+		if !strings.Contains(string(out), "unreachable") {
+			t.Fatalf("unexpected route error: %s", out)
+		}
+	})
+
+	t.Run("naive drops requests", func(t *testing.T) {
+		rep, exit := rollUnderLoad(t, ctx, client, "naive")
+		if exit != 1 || rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d, %d failed of %d: the naive rollout must drop requests (%v)", exit, rep.Totals.Failed, rep.Totals.Sent, rep.Totals.ByClass)
+		}
+		t.Logf("naive: %d of %d failed: %v", rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass))
+	})
+
+	t.Run("graceful drops none", func(t *testing.T) {
+		rep, exit := rollUnderLoad(t, ctx, client, "graceful")
+		if exit != 0 || rep.Totals.Failed != 0 {
+			t.Fatalf("exit %d, %d failed of %d: %v", exit, rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass))
+		}
+		if len(rep.Totals.ByBackend) < 6 {
+			t.Fatalf("traffic reached %d pods, want the 3 old and the 3 new: %v", len(rep.Totals.ByBackend), rep.Totals.ByBackend)
+		}
+	})
+
+	t.Run("short grace is SIGKILLed", func(t *testing.T) {
+		apply(t, "short-grace")
+		waitRollout(t, ctx, client, "short-grace")
+		w, err := client.Kube.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=short-grace"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		restart(t, ctx, client, "short-grace")
+		deadline := time.After(60 * time.Second)
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				for _, cs := range pod.Status.ContainerStatuses {
+					if term := cs.State.Terminated; term != nil && term.ExitCode == 137 {
+						t.Logf("%s: exit %d (%s)", pod.Name, term.ExitCode, term.Reason)
+						waitRollout(t, ctx, client, "short-grace")
+						return
+					}
+				}
+			case <-deadline:
+				t.Fatal("no container ended with exit code 137")
+			}
+		}
+	})
+
+	t.Run("proxy lag delays kube-proxy", func(t *testing.T) {
+		// Another lag means another lab: up takes the old one down first.
+		const lag = 3 * time.Second
+		if out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir, "--proxy-lag", lag.String()); err != nil {
+			t.Fatalf("lab up --proxy-lag: %v\n%s", err, out)
+		}
+		lagged, err := lab.NewClient(stateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client = lagged
+		apply(t, "graceful")
+		waitRollout(t, ctx, lagged, "graceful")
+		// The endpoints are in the API now; kube-proxy hears of them only
+		// through the delay line, so the ClusterIP cannot answer sooner.
+		ready := time.Now()
+		svc, err := lagged.Kube.CoreV1().Services("default").Get(ctx, "graceful", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitServing(t, ctx, svc.Spec.ClusterIP)
+		if took := time.Since(ready); took < lag-500*time.Millisecond {
+			t.Fatalf("the service answered %s after its endpoints were ready, want at least the %s lag", took, lag)
+		} else {
+			t.Logf("service answered %s after its endpoints were ready (lag %s)", took.Round(100*time.Millisecond), lag)
+		}
+	})
+
+	t.Run("down leaves nothing behind", func(t *testing.T) {
+		var pids []int
+		files, _ := filepath.Glob(filepath.Join(stateDir, "pids", "*.pid"))
+		podFiles, _ := filepath.Glob(filepath.Join(stateDir, "pods", "*", "*.pid"))
+		for _, f := range append(files, podFiles...) {
+			b, _ := os.ReadFile(f)
+			var pid int
+			fmt.Sscanf(string(b), "%d", &pid)
+			pids = append(pids, pid)
+		}
+		if len(pids) < 5 {
+			t.Fatalf("only %d PID files before down", len(pids))
+		}
+		if out, err := rollprobe(t, "lab", "down", "--state-dir", stateDir); err != nil {
+			t.Fatalf("lab down: %v\n%s", err, out)
+		}
+		for _, pid := range pids {
+			if running(pid) {
+				t.Errorf("process %d survived lab down", pid)
+			}
+		}
+		names, _ := exec.Command("ip", "netns", "list").Output()
+		if strings.Contains(string(names), "rollprobe-") {
+			t.Errorf("namespaces left: %s", names)
+		}
+		tables, _ := exec.Command("nft", "list", "tables").Output()
+		if strings.Contains(string(tables), "kube-proxy") {
+			t.Errorf("nft tables left: %s", tables)
+		}
+		if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
+			t.Errorf("state directory left: %v", err)
+		}
+	})
+	t.Logf("lab test took %s", time.Since(start).Round(time.Second))
+}
+
+// running reports whether pid is a live process (zombies awaiting their
+// reaper are dead).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func apply(t *testing.T, sample string) {
+	t.Helper()
+	if out, err := rollprobe(t, "lab", "apply", "--state-dir", stateDir, "-f", filepath.Join("manifests", sample+".yaml")); err != nil {
+		t.Fatalf("apply %s: %v\n%s", sample, err, out)
+	}
+}
+
+// restart does what kubectl rollout restart does.
+func restart(t *testing.T, ctx context.Context, c *lab.Client, name string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+	if _, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("restart %s: %v", name, err)
+	}
+}
+
+// waitRollout waits until kubectl rollout status would call the rollout
+// complete and every old pod object is gone.
+func waitRollout(t *testing.T, ctx context.Context, c *lab.Client, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if !deploymentComplete(d) {
+			return false, nil
+		}
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		return err == nil && len(pods.Items) == int(*d.Spec.Replicas), nil
+	})
+	if err != nil {
+		t.Fatalf("rollout of %s did not complete: %v", name, err)
+	}
+}
+
+// deploymentComplete mirrors kubectl's DeploymentStatusViewer.
+func deploymentComplete(d *appsv1.Deployment) bool {
+	s := d.Status
+	return d.Generation <= s.ObservedGeneration && s.UpdatedReplicas == *d.Spec.Replicas &&
+		s.Replicas == s.UpdatedReplicas && s.AvailableReplicas == s.UpdatedReplicas
+}
+
+// rollUnderLoad applies a sample, then restarts it while rollprobe probes
+// its ClusterIP from inside the lab with fresh connections at 200 req/s.
+func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string) (*report.Report, int) {
+	t.Helper()
+	apply(t, name)
+	waitRollout(t, ctx, c, name)
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, ctx, svc.Spec.ClusterIP)
+	path := filepath.Join(t.TempDir(), "report.json")
+	probe := exec.Command(filepath.Join(binDir, "rollprobe"), "lab", "exec", "--state-dir", stateDir, "--",
+		filepath.Join(binDir, "rollprobe"), "probe", "http://"+svc.Spec.ClusterIP+"/", "--rate", "200", "--duration", "20s",
+		"--conn", "new", "--backend-header", "X-Pod-Name", "--progress", "0", "--report", path)
+	var out bytes.Buffer
+	probe.Stdout, probe.Stderr = &out, &out
+	if err := probe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	restart(t, ctx, c, name)
+	waitRollout(t, ctx, c, name)
+	err = probe.Wait()
+	exit := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	rep, rerr := report.ReadFile(path)
+	if rerr != nil {
+		t.Fatalf("%v\n%s", rerr, out.String())
+	}
+	if rep.Totals.Sent < 3500 {
+		t.Fatalf("sent %d, want ~4000\n%s", rep.Totals.Sent, out.String())
+	}
+	b, _ := json.Marshal(nonZero(rep.Totals.ByClass))
+	t.Logf("%s: exit %d, %s", name, exit, b)
+	for i, f := range rep.Failures {
+		if i == 3 {
+			break
+		}
+		t.Logf("  failure at +%.3fs: %s %s (%s)", f.AtMS/1000, f.Class, f.Phase, f.Error)
+	}
+	return rep, exit
+}
+
+// waitServing waits until the Service's ClusterIP answers from inside the
+// lab: kube-proxy programs a new Service a moment after the apiserver has it.
+func waitServing(t *testing.T, ctx context.Context, clusterIP string) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: lab.DialContextIn(lab.LabNetNS), DisableKeepAlives: true}}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		resp, err := client.Get("http://" + clusterIP + "/")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("service %s never answered: %v", clusterIP, err)
+	}
+}
+
+func nonZero(m map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}

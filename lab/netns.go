@@ -1,0 +1,166 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// Network layout. Everything lives in the lab namespace, which has no uplink
+// (no default route): only the bridge subnet and the Service CIDR routed onto
+// the bridge are reachable, so lab traffic cannot leave the machine.
+const (
+	LabNetNS     = "rollprobe-lab"
+	PodNetNSPref = "rollprobe-pod-"
+	Bridge       = "rpbr0"
+	NodeIP       = "10.244.0.1"
+	PodCIDR      = "10.244.0.0/24"
+	ServiceCIDR  = "10.96.0.0/16"
+	// APIServerIP is the first address of the Service CIDR: the kubernetes
+	// Service's ClusterIP.
+	APIServerIP = "10.96.0.1"
+)
+
+// ip runs iproute2 with args and returns its combined output.
+func ip(args ...string) (string, error) {
+	cmd := exec.Command("ip", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// inNS runs ip inside namespace ns.
+func inNS(ns string, args ...string) (string, error) {
+	return ip(append([]string{"netns", "exec", ns, "ip"}, args...)...)
+}
+
+// netnsList returns the names of the network namespaces ip knows.
+func netnsList() ([]string, error) {
+	out, err := ip("netns", "list")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names, nil
+}
+
+func netnsExists(name string) bool {
+	names, _ := netnsList()
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// netnsPIDs lists the processes living in namespace ns.
+func netnsPIDs(ns string) []int {
+	out, err := ip("netns", "pids", ns)
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(out) {
+		var pid int
+		if _, err := fmt.Sscanf(f, "%d", &pid); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// setupLabNetwork creates the lab namespace: loopback, the bridge with the
+// node address, and the Service CIDR routed onto the bridge so kube-proxy's
+// rules see ClusterIP traffic. It is idempotent.
+func setupLabNetwork() error {
+	if !netnsExists(LabNetNS) {
+		if _, err := ip("netns", "add", LabNetNS); err != nil {
+			return err
+		}
+	}
+	steps := [][]string{
+		{"link", "set", "lo", "up"},
+	}
+	if _, err := inNS(LabNetNS, "link", "show", Bridge); err != nil {
+		steps = append(steps, []string{"link", "add", Bridge, "type", "bridge"})
+	}
+	steps = append(steps,
+		[]string{"addr", "replace", NodeIP + "/24", "dev", Bridge},
+		[]string{"link", "set", Bridge, "up"},
+		[]string{"route", "replace", ServiceCIDR, "dev", Bridge, "src", NodeIP},
+	)
+	for _, s := range steps {
+		if _, err := inNS(LabNetNS, s...); err != nil {
+			return err
+		}
+	}
+	// Forwarding lets pods reach ClusterIPs through the node (hairpin).
+	_, err := ip("netns", "exec", LabNetNS, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	return err
+}
+
+// PodNetwork is one pod's namespace and its link to the bridge.
+type PodNetwork struct {
+	NS   string
+	IP   string
+	Veth string // the bridge side, in the lab namespace
+}
+
+// SetupPodNetwork creates namespace ns with eth0 at addr, wired to the
+// bridge through a veth pair whose bridge side is named veth.
+func SetupPodNetwork(pn PodNetwork) error {
+	if _, err := ip("netns", "add", pn.NS); err != nil && !netnsExists(pn.NS) {
+		return err
+	}
+	tmp := pn.Veth + "p"
+	steps := [][]string{
+		{"link", "add", pn.Veth, "type", "veth", "peer", "name", tmp},
+		{"link", "set", tmp, "netns", pn.NS},
+		{"link", "set", pn.Veth, "master", Bridge},
+		{"link", "set", pn.Veth, "up"},
+	}
+	for _, s := range steps {
+		if _, err := inNS(LabNetNS, s...); err != nil {
+			return err
+		}
+	}
+	podSteps := [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "set", tmp, "name", "eth0"},
+		{"addr", "add", pn.IP + "/24", "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+		{"route", "add", "default", "via", NodeIP},
+	}
+	for _, s := range podSteps {
+		if _, err := inNS(pn.NS, s...); err != nil {
+			return err
+		}
+	}
+	// Forget any neighbour entry left by an earlier pod with this address,
+	// so the node resolves the new MAC instead of sending to a dead one.
+	_, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
+	return nil
+}
+
+// TeardownPodNetwork removes a pod's namespace; deleting it destroys the
+// veth pair with it.
+func TeardownPodNetwork(pn PodNetwork) error {
+	if pn.IP != "" {
+		defer func() { _, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge) }()
+	}
+	if !netnsExists(pn.NS) {
+		return nil
+	}
+	_, err := ip("netns", "delete", pn.NS)
+	return err
+}

@@ -1,0 +1,89 @@
+package lab
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Identities the lab's components authenticate as (static tokens). All are in
+// system:masters: the lab is a private single-node test bed, and RBAC stays on
+// so that rollprobe's own permission checks are real.
+var identities = []struct{ name, user string }{
+	{"admin", "lab-admin"},
+	{"controller-manager", "system:kube-controller-manager"},
+	{"kube-proxy", "system:kube-proxy"},
+	{"agent", "system:node:" + NodeName},
+}
+
+// writePKI creates the service-account key pair and the token file, and
+// returns the token of each identity by name.
+func writePKI(dir string) (map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644); err != nil {
+		return nil, err
+	}
+	tokens := map[string]string{}
+	var lines []string
+	for i, id := range identities {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		tok := hex.EncodeToString(b[:])
+		tokens[id.name] = tok
+		lines = append(lines, fmt.Sprintf(`%s,%s,%d,"system:masters"`, tok, id.user, 1000+i))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// kubeconfig returns a kubeconfig for server authenticated by token. The
+// apiserver's certificate is self-signed by --cert-dir, so TLS verification
+// is off: the connection never leaves the lab's namespace.
+func kubeconfig(server, user, token string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: lab
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: lab
+  context:
+    cluster: lab
+    user: %s
+    namespace: default
+current-context: lab
+`, server, user, token, user))
+}
