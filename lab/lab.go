@@ -74,7 +74,9 @@ type Recorded struct {
 }
 
 // Paths inside the state directory.
-func (c Config) path(parts ...string) string { return filepath.Join(append([]string{c.StateDir}, parts...)...) }
+func (c Config) path(parts ...string) string {
+	return filepath.Join(append([]string{c.StateDir}, parts...)...)
+}
 
 // KubeconfigPath is the admin kubeconfig; it works from inside the lab
 // namespace (lab exec) or with a client that dials through DialContextIn.
