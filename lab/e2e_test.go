@@ -148,6 +148,16 @@ func TestLab(t *testing.T) {
 				}
 				for _, cs := range pod.Status.ContainerStatuses {
 					if term := cs.State.Terminated; term != nil && term.ExitCode == 137 {
+						// preStop (exec sleep 1) + at least 2 s after SIGTERM. The
+						// deletion timestamp is the deadline (request + grace);
+						// API times have 1 s precision.
+						requested := pod.DeletionTimestamp.Add(-time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)
+						if ran := term.FinishedAt.Sub(requested); ran < 2*time.Second {
+							t.Errorf("%s SIGKILLed %s after deletion, before preStop and the 2 s minimum", pod.Name, ran)
+						}
+						if term.Reason != "Error" {
+							t.Errorf("reason %q, want Error", term.Reason)
+						}
 						t.Logf("%s: exit %d (%s)", pod.Name, term.ExitCode, term.Reason)
 						waitRollout(t, ctx, client, "short-grace")
 						return
