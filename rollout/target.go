@@ -1,0 +1,108 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Target is the Deployment under test and the Service in front of it.
+type Target struct {
+	Namespace  string
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service
+}
+
+// ParseDeploymentRef splits "[NS/]NAME"; defaultNS applies without a prefix.
+func ParseDeploymentRef(ref, defaultNS string) (ns, name string, err error) {
+	ref = strings.TrimPrefix(ref, "deployment/")
+	ref = strings.TrimPrefix(ref, "deploy/")
+	if ns, name, ok := strings.Cut(ref, "/"); ok {
+		if ns == "" || name == "" || strings.Contains(name, "/") {
+			return "", "", fmt.Errorf("--deployment %q: want [NAMESPACE/]NAME", ref)
+		}
+		return ns, name, nil
+	}
+	if ref == "" {
+		return "", "", fmt.Errorf("--deployment is required")
+	}
+	return defaultNS, ref, nil
+}
+
+// Resolve fetches the Deployment and its Service. With service empty, the
+// Service is the one whose selector matches the Deployment's pod template;
+// none or several is an error naming the candidates.
+func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, service string) (*Target, error) {
+	d, err := kube.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deployment %s/%s not found", ns, deployment)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get deployment %s/%s: %w", ns, deployment, err)
+	}
+	t := &Target{Namespace: ns, Deployment: d}
+	if service != "" {
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("service %s/%s not found", ns, service)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get service %s/%s: %w", ns, service, err)
+		}
+		if !selects(svc, d) {
+			return nil, fmt.Errorf("service %s/%s does not select the pods of deployment %s (selector %v, pod labels %v)",
+				ns, service, deployment, svc.Spec.Selector, d.Spec.Template.Labels)
+		}
+		t.Service = svc
+		return t, nil
+	}
+	list, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list services in %s: %w", ns, err)
+	}
+	var matches []corev1.Service
+	for _, s := range list.Items {
+		if selects(&s, d) {
+			matches = append(matches, s)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, fmt.Errorf("no service in %s selects the pods of deployment %s: name one with --service", ns, deployment)
+	case 1:
+		t.Service = &matches[0]
+		return t, nil
+	}
+	names := make([]string, len(matches))
+	for i, s := range matches {
+		names[i] = s.Name
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("several services select the pods of deployment %s (%s): choose one with --service", deployment, strings.Join(names, ", "))
+}
+
+// selects reports whether the Service's selector matches the Deployment's
+// pod template labels (a Service without selector selects nothing here).
+func selects(svc *corev1.Service, d *appsv1.Deployment) bool {
+	if len(svc.Spec.Selector) == 0 {
+		return false
+	}
+	return labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))
+}
+
+// PodSelector is the Deployment's pod selector as a string for list/watch.
+func PodSelector(d *appsv1.Deployment) (string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return "", fmt.Errorf("deployment %s selector: %w", d.Name, err)
+	}
+	return sel.String(), nil
+}

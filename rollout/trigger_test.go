@@ -1,0 +1,137 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+func webDeployment() *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "tier": "front"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:v1"}, {Name: "sidecar", Image: "proxy:v1"}}},
+			},
+		},
+	}
+}
+
+func service(name string, selector map[string]string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod"}, Spec: corev1.ServiceSpec{Selector: selector}}
+}
+
+func TestRestartSetsTheAnnotationKubectlSets(t *testing.T) {
+	kube := fake.NewClientset(webDeployment())
+	at := time.Date(2026, 11, 21, 9, 30, 15, 500, time.UTC)
+	if err := (Restart{Now: func() time.Time { return at }}).Fire(context.Background(), kube, "prod", "web"); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
+	if got := d.Spec.Template.Annotations[RestartedAtAnnotation]; got != "2026-11-21T09:30:15Z" {
+		t.Fatalf("restartedAt = %q", got)
+	}
+}
+
+func TestSetImage(t *testing.T) {
+	kube := fake.NewClientset(webDeployment())
+	ctx := context.Background()
+	if err := (SetImage{Container: "app", Image: "web:v2"}).Fire(ctx, kube, "prod", "web"); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := kube.AppsV1().Deployments("prod").Get(ctx, "web", metav1.GetOptions{})
+	if d.Spec.Template.Spec.Containers[0].Image != "web:v2" || d.Spec.Template.Spec.Containers[1].Image != "proxy:v1" {
+		t.Fatalf("containers %+v", d.Spec.Template.Spec.Containers)
+	}
+	err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, kube, "prod", "web")
+	if err == nil || !strings.Contains(err.Error(), "app, sidecar") {
+		t.Fatalf("unknown container: %v", err)
+	}
+	for _, bad := range []string{"app", "=img", "app="} {
+		if _, err := ParseSetImage(bad); err == nil {
+			t.Errorf("ParseSetImage(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPatchAndExec(t *testing.T) {
+	if _, err := ParsePatch([]byte("not json")); err == nil {
+		t.Error("ParsePatch accepted garbage")
+	}
+	kube := fake.NewClientset(webDeployment())
+	ctx := context.Background()
+	p, err := ParsePatch([]byte(`{"spec":{"template":{"metadata":{"labels":{"rev":"2"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Fire(ctx, kube, "prod", "web"); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := kube.AppsV1().Deployments("prod").Get(ctx, "web", metav1.GetOptions{})
+	if d.Spec.Template.Labels["rev"] != "2" || d.Spec.Template.Labels["app"] != "web" {
+		t.Fatalf("labels %v", d.Spec.Template.Labels)
+	}
+	var out bytes.Buffer
+	if err := (Exec{Argv: []string{"echo", "deployed"}, Stdout: &out}).Fire(ctx, nil, "", ""); err != nil || out.String() != "deployed\n" {
+		t.Fatalf("exec: %v, output %q", err, out.String())
+	}
+	if err := (Exec{Argv: []string{"false"}}).Fire(ctx, nil, "", ""); err == nil {
+		t.Fatal("a failing deploy command must fail the trigger")
+	}
+}
+
+func TestResolve(t *testing.T) {
+	ctx := context.Background()
+	other := service("other", map[string]string{"app": "api"})
+	web := service("web", map[string]string{"app": "web"})
+	front := service("front", map[string]string{"tier": "front"})
+	headless := service("headless", nil)
+
+	kube := fake.NewClientset(webDeployment(), web, other, headless)
+	tg, err := Resolve(ctx, kube, "prod", "web", "")
+	if err != nil || tg.Service.Name != "web" {
+		t.Fatalf("auto-detect: %v %v", tg, err)
+	}
+	kube = fake.NewClientset(webDeployment(), web, front)
+	if _, err := Resolve(ctx, kube, "prod", "web", ""); err == nil || !strings.Contains(err.Error(), "front, web") {
+		t.Fatalf("ambiguity must name the candidates: %v", err)
+	}
+	if tg, err := Resolve(ctx, kube, "prod", "web", "front"); err != nil || tg.Service.Name != "front" {
+		t.Fatalf("explicit service: %v", err)
+	}
+	kube = fake.NewClientset(webDeployment(), other)
+	if _, err := Resolve(ctx, kube, "prod", "web", ""); err == nil || !strings.Contains(err.Error(), "--service") {
+		t.Fatalf("no match: %v", err)
+	}
+	if _, err := Resolve(ctx, kube, "prod", "web", "other"); err == nil || !strings.Contains(err.Error(), "does not select") {
+		t.Fatalf("explicit non-matching service: %v", err)
+	}
+	if _, err := Resolve(ctx, kube, "prod", "nope", ""); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("missing deployment: %v", err)
+	}
+}
+
+func TestParseDeploymentRef(t *testing.T) {
+	for in, want := range map[string][2]string{"web": {"def", "web"}, "prod/web": {"prod", "web"}, "deploy/web": {"def", "web"}} {
+		ns, name, err := ParseDeploymentRef(in, "def")
+		if err != nil || ns != want[0] || name != want[1] {
+			t.Errorf("%q: %s %s %v", in, ns, name, err)
+		}
+	}
+	for _, bad := range []string{"", "/web", "prod/", "a/b/c"} {
+		if _, _, err := ParseDeploymentRef(bad, "def"); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

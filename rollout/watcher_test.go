@@ -1,0 +1,154 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+func waitKinds(t *testing.T, tl *Timeline, want ...EventKind) []Event {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got []EventKind
+		for _, e := range tl.Events() {
+			got = append(got, e.Kind)
+		}
+		if containsInOrder(got, want) {
+			return tl.Events()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeline %v lacks, in order, %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsInOrder(got, want []EventKind) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// TestWatcherRecordsPodLifecycle drives a pod through its life on a fake
+// clientset and checks the timeline records each step, in order, with the
+// facts the analysis needs (exit code, grace, revision, IP).
+func TestWatcherRecordsPodLifecycle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := webDeployment()
+	svc := service("web", map[string]string{"app": "web"})
+	kube := fake.NewClientset(d, svc)
+	tl := NewTimeline(nil)
+	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	pods := kube.CoreV1().Pods("prod")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
+		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.NodeName = "node-1"
+	pod.Status = corev1.PodStatus{PodIP: "10.0.0.5",
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}},
+	}
+	update := func() {
+		t.Helper()
+		if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update()
+	waitKinds(t, tl, PodCreated, PodScheduled, ContainerStarted, PodReady)
+
+	slices := kube.DiscoveryV1().EndpointSlices("prod")
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-x", Namespace: "prod", Labels: map[string]string{ServiceNameLabel: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.5"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: pod.Name},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
+	}
+	if _, err := slices.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitKinds(t, tl, EndpointAdded)
+
+	// Deletion requested with a 30 s grace period; the endpoint turns
+	// not-ready but keeps serving (readiness still passes) and terminating.
+	deadline := metav1.NewTime(time.Now().Add(30 * time.Second))
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &deadline, ptr.To[int64](30)
+	update()
+	slice.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions[0].Status = corev1.ConditionFalse
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: metav1.Now()}}
+	update()
+	slice.Endpoints = nil
+	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events := waitKinds(t, tl, PodDeletionRequested, EndpointUnready, EndpointTerminating, ContainerTerminated, PodUnready, EndpointRemoved, PodGone)
+
+	for _, e := range events {
+		switch e.Kind {
+		case PodDeletionRequested:
+			if e.Detail != "grace 30s" || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
+				t.Errorf("deletion event %+v: want the request time (deadline minus grace)", e)
+			}
+		case ContainerTerminated:
+			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" {
+				t.Errorf("terminated event %+v", e)
+			}
+		case EndpointUnready:
+			if e.Pod != pod.Name || e.IP != "10.0.0.5" || e.Detail != "ready=false serving=true terminating=true" {
+				t.Errorf("endpoint event %+v", e)
+			}
+		}
+		if e.At.IsZero() {
+			t.Errorf("event %s without receive time", e.Kind)
+		}
+		if e.Pod != "" && e.Kind != EndpointUnready && e.Kind != EndpointAdded && e.Kind != EndpointTerminating && e.Kind != EndpointRemoved && e.Revision != "abc" {
+			t.Errorf("%s: revision %q, want abc", e.Kind, e.Revision)
+		}
+	}
+	if got := len(Kinds(events, EndpointServing, EndpointNotServing)); got != 0 {
+		t.Errorf("serving never changed, yet %d serving events", got)
+	}
+}
+
+func TestTimelineSince(t *testing.T) {
+	tl := NewTimeline(func() time.Time { return time.Unix(100, 0) })
+	for i := 0; i < 3; i++ {
+		tl.Add(Event{Kind: PodCreated, Pod: fmt.Sprint(i)})
+	}
+	if got := tl.Since(1); len(got) != 2 || got[0].Pod != "1" || !got[0].At.Equal(time.Unix(100, 0)) {
+		t.Fatalf("Since(1) = %+v", got)
+	}
+	if tl.Since(3) != nil {
+		t.Fatal("Since(len) must be empty")
+	}
+}
