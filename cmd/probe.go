@@ -106,20 +106,24 @@ func (o *probeOptions) run(ctx context.Context) error {
 // finish writes the report and the summary and returns the verdict's exit
 // code (already explained on stdout, so it is silent).
 func (o *probeOptions) finish(rep *report.Report) error {
-	if o.reportPath != "" {
-		if err := report.WriteFile(o.reportPath, rep); err != nil {
+	return finishReport(o.globalOptions, rep, o.reportPath, o.output)
+}
+
+func finishReport(g *globalOptions, rep *report.Report, reportPath, output string) error {
+	if reportPath != "" {
+		if err := report.WriteFile(reportPath, rep); err != nil {
 			// The verdict stands, but CI must not pass without its artifact.
-			fmt.Fprintf(o.stderr, "rollprobe: %v\n", err)
+			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
 			return ci.WithCode(ci.ExitUsage, err)
 		}
 	}
 	var err error
-	if o.output == "json" {
-		err = report.Encode(o.stdout, rep)
+	if output == "json" {
+		err = report.Encode(g.stdout, rep)
 	} else {
-		err = report.WriteText(o.stdout, rep)
-		if err == nil && o.reportPath != "" {
-			fmt.Fprintf(o.stdout, "report: %s\n", o.reportPath)
+		err = report.WriteText(g.stdout, rep)
+		if err == nil && reportPath != "" {
+			fmt.Fprintf(g.stdout, "report: %s\n", reportPath)
 		}
 	}
 	if err != nil {

@@ -36,6 +36,9 @@ type proberFlags struct {
 	keepFailures   int
 	maxFailures    uint64
 	maxFailureRate float64
+	// timeoutFlag names the request-timeout flag: "timeout" for probe,
+	// "request-timeout" for run, whose --timeout bounds the whole run.
+	timeoutFlag string
 }
 
 func defaultProberFlags() proberFlags {
@@ -53,6 +56,7 @@ func defaultProberFlags() proberFlags {
 		expectStatus:   d.ExpectStatus.String(),
 		requestID:      d.RequestIDHeader,
 		keepFailures:   d.KeepFailures,
+		timeoutFlag:    "timeout",
 	}
 }
 
@@ -67,7 +71,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&f.headers, "header", "H", nil, `request header "Name: value" (repeatable)`)
 	fs.StringVar(&f.body, "body", "", "request body")
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
-	fs.DurationVar(&f.timeout, "timeout", f.timeout, "a request without a complete response within this time is a timeout")
+	fs.DurationVar(&f.timeout, f.timeoutFlag, f.timeout, "a request without a complete response within this time is a timeout")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "a connection attempt without answer within this time is a connect_timeout")
 	fs.BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification")
 	fs.StringVar(&f.expectStatus, "expect-status", f.expectStatus, "statuses that count as ok, like 200-399 or 200,204")

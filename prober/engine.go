@@ -47,6 +47,9 @@ type Prober struct {
 
 	watcher *closeWatcher // nil where unsupported: connections are peeked instead
 
+	stopReq  chan struct{} // closed by Stop
+	stopOnce sync.Once
+
 	mu      sync.Mutex
 	all     []*worker
 	wg      sync.WaitGroup
@@ -67,6 +70,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		runID:         hex.EncodeToString(id[:]),
 		userAgent:     userAgent,
 		backendHeader: strings.ToLower(cfg.BackendHeader),
+		stopReq:       make(chan struct{}),
 	}
 	if cfg.Rate > 0 {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
@@ -146,6 +150,7 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	canceled := false
+	stopReq := p.stopReq
 wait:
 	for {
 		select {
@@ -158,6 +163,10 @@ wait:
 			// The send window is over; in-flight requests may finish.
 			p.stopped.Store(true)
 			timer = nil
+		case <-stopReq:
+			// Stop: end the send window now, as the duration would.
+			p.stopped.Store(true)
+			stopReq = nil
 		case <-ctx.Done():
 			sendEnd = p.Elapsed()
 			canceled = true
@@ -182,6 +191,11 @@ wait:
 		Canceled: canceled,
 	}, nil
 }
+
+// Stop ends the send window now: no new request is started, requests in
+// flight complete normally (within their timeout), and Run returns a run
+// that was not interrupted. Safe to call more than once, from any goroutine.
+func (p *Prober) Stop() { p.stopOnce.Do(func() { close(p.stopReq) }) }
 
 func (p *Prober) spawn() bool {
 	n := p.workers.Add(1)

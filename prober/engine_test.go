@@ -184,3 +184,31 @@ func TestInterruptCutsInFlightWithoutBlame(t *testing.T) {
 		t.Errorf("run took %v after cancel: in-flight requests were not cut", sum.Elapsed)
 	}
 }
+
+// TestStopEndsTheRunCleanly: Stop ends an open-ended run like a duration
+// would, not like an interruption.
+func TestStopEndsTheRunCleanly(t *testing.T) {
+	srv := startServer(t)
+	cfg := DefaultConfig()
+	cfg.Target, _ = ParseTarget(srv.URL("/ok"))
+	cfg.Rate, cfg.Duration = 100, 0
+	p, err := New(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for p.Recorder().Snapshot().Totals.Sent() < 20 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.Stop()
+		p.Stop()
+	}()
+	sum, err := p.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := p.Recorder().Snapshot()
+	if sum.Canceled || snap.Totals.Canceled != 0 || snap.Totals.Sent() < 20 || snap.Totals.Classes[OK] != snap.Totals.Sent() {
+		t.Fatalf("canceled=%v totals %+v", sum.Canceled, snap.Totals)
+	}
+}

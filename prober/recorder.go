@@ -283,7 +283,7 @@ type Totals struct {
 }
 
 // Sent is the number of attempts with an outcome.
-func (t *Totals) Sent() uint64 {
+func (t Totals) Sent() uint64 {
 	var n uint64
 	for _, c := range t.Classes {
 		n += c
@@ -292,7 +292,7 @@ func (t *Totals) Sent() uint64 {
 }
 
 // Failed is the number of target failures; local errors are not counted.
-func (t *Totals) Failed() uint64 { return t.Sent() - t.Classes[OK] - t.Classes[Local] }
+func (t Totals) Failed() uint64 { return t.Sent() - t.Classes[OK] - t.Classes[Local] }
 
 // Snapshot is a consistent copy of the recorder's state for display.
 type Snapshot struct {

@@ -20,6 +20,8 @@ type ProbeRun struct {
 	Budget   ci.Budget
 	Summary  prober.Summary
 	Recorder *prober.Recorder
+	// RolloutFailed, for rollprobe run, says why the rollout failed.
+	RolloutFailed string
 }
 
 // Build assembles the report and judges the verdict.
@@ -125,12 +127,13 @@ func Build(run ProbeRun) *Report {
 	r.FailureInfo = FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
 
 	r.Verdict = ci.Judge(ci.Facts{
-		Sent:         r.Totals.Sent,
-		Failed:       r.Totals.Failed,
-		LocalErrors:  r.Prober.LocalErrors,
-		TargetRate:   cfg.Rate,
-		AchievedRate: achieved,
-		Interrupted:  sum.Canceled,
+		Sent:          r.Totals.Sent,
+		Failed:        r.Totals.Failed,
+		LocalErrors:   r.Prober.LocalErrors,
+		TargetRate:    cfg.Rate,
+		AchievedRate:  achieved,
+		Interrupted:   sum.Canceled,
+		RolloutFailed: run.RolloutFailed,
 	}, run.Budget)
 	return r
 }

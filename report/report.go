@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // Schema identifies this version of the report format.
@@ -33,6 +34,26 @@ type Report struct {
 	Failures    []Failure   `json:"failures"`
 	FailureInfo FailureInfo `json:"failures_info"`
 	Verdict     ci.Verdict  `json:"verdict"`
+
+	// Sections of rollprobe run.
+	Rollout  *Rollout        `json:"rollout,omitempty"`
+	Timeline []rollout.Event `json:"timeline,omitempty"`
+}
+
+// Rollout is what happened to the Deployment during a run.
+type Rollout struct {
+	Namespace  string `json:"namespace"`
+	Deployment string `json:"deployment"`
+	Service    string `json:"service"`
+	Trigger    string `json:"trigger"`
+	// Status: complete, failed, timed_out, interrupted or not_started.
+	Status        string     `json:"status"`
+	Message       string     `json:"message,omitempty"`
+	OldRevision   string     `json:"old_revision,omitempty"`
+	NewRevision   string     `json:"new_revision,omitempty"`
+	TriggeredAt   *time.Time `json:"triggered_at,omitempty"`
+	CompleteAt    *time.Time `json:"complete_at,omitempty"`
+	OldPodsGoneAt *time.Time `json:"old_pods_gone_at,omitempty"`
 }
 
 // Tool names the program that wrote the report.

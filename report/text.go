@@ -22,6 +22,19 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	b.WriteString(")\n")
 
+	if ro := r.Rollout; ro != nil {
+		fmt.Fprintf(&b, "  rollout   deployment %s/%s behind service %s (%s): %s", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
+		if ro.OldRevision != "" || ro.NewRevision != "" {
+			fmt.Fprintf(&b, ", revision %s -> %s", orDash(ro.OldRevision), orDash(ro.NewRevision))
+		}
+		if ro.TriggeredAt != nil && ro.OldPodsGoneAt != nil {
+			fmt.Fprintf(&b, ", old pods gone %.1fs after the trigger", ro.OldPodsGoneAt.Sub(*ro.TriggeredAt).Seconds())
+		}
+		if ro.Message != "" {
+			fmt.Fprintf(&b, " (%s)", ro.Message)
+		}
+		b.WriteString("\n")
+	}
 	t := r.Totals
 	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)\n", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
 	if t.Failed > 0 || r.Prober.LocalErrors > 0 {
@@ -115,4 +128,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

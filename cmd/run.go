@@ -1,0 +1,200 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+	"github.com/rollprobe/rollprobe/runner"
+)
+
+type runOptions struct {
+	*globalOptions
+	flags      proberFlags
+	kubeconfig string
+	context    string
+	namespace  string
+	deployment string
+	target     string
+	service    string
+
+	restart  bool
+	image    string
+	patch    string
+	watch    bool
+	execArgv []string
+
+	wait, baseline, settle, timeout time.Duration
+	reportPath, output              string
+	progress                        time.Duration
+
+	cfg runner.Config
+}
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{globalOptions: g, flags: defaultProberFlags(), output: "text",
+		wait: 5 * time.Minute, baseline: 5 * time.Second, settle: 5 * time.Second, timeout: 15 * time.Minute, progress: 2 * time.Second}
+	// Half fresh, half kept-alive: a rollout drops both kinds of traffic, in
+	// different ways (routing lag vs. abrupt close).
+	o.flags.conn = "mixed=0.5"
+	o.flags.timeoutFlag = "request-timeout"
+	cmd := &cobra.Command{
+		Use:   "run --deployment [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
+		Short: "Trigger (or watch) a rollout under load and fail if any request dropped",
+		Long: `run checks the target (changing nothing), probes a baseline, triggers the rollout,
+watches pods and EndpointSlices until the rollout is complete and every old pod is gone,
+settles, and reports every failed request with the lifecycle events around it.
+
+Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAINER=IMAGE,
+--patch JSON|@FILE (strategic merge), --exec -- CMD ARGS... (your own deploy step), --watch
+(a rollout started elsewhere).
+
+Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
+error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 130 interrupted
+(the report is still written; the cluster is left as it is).`,
+		Example: `  rollprobe run --deployment web --target http://web.prod.svc/healthz -n prod --report report.json
+  rollprobe run --deployment prod/web --target http://10.96.0.42/ --image app=web:v2
+  rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				o.execArgv = args[dash:]
+				args = args[:dash]
+			}
+			if len(args) > 0 {
+				return ci.Usage(fmt.Errorf("unexpected arguments %q (a deploy command goes after --exec --)", args))
+			}
+			if err := o.complete(); err != nil {
+				return ci.Usage(err)
+			}
+			cmd.SilenceUsage = true
+			rep, err := runner.Run(cmd.Context(), o.cfg)
+			if err != nil {
+				return err
+			}
+			return finishReport(o.globalOptions, rep, o.reportPath, o.output)
+		},
+	}
+	f := cmd.Flags()
+	o.flags.bind(f)
+	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	f.StringVar(&o.deployment, "deployment", "", "the Deployment to roll: [NAMESPACE/]NAME")
+	f.StringVar(&o.target, "target", "", "URL to probe (the Service's address as clients reach it)")
+	f.StringVar(&o.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
+	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
+	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
+	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
+	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
+	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
+	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
+	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
+	f.StringVar(&o.reportPath, "report", "", "write the JSON report to this file (atomically)")
+	f.StringVarP(&o.output, "output", "o", o.output, "summary on stdout: text or json (the full report)")
+	f.DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
+	return cmd
+}
+
+func (o *runOptions) complete() error {
+	var errs []error
+	if o.target == "" {
+		errs = append(errs, errors.New("--target URL is required"))
+	}
+	if o.deployment == "" {
+		errs = append(errs, errors.New("--deployment is required"))
+	}
+	triggers := 0
+	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.execArgv != nil} {
+		if set {
+			triggers++
+		}
+	}
+	if triggers > 1 {
+		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec or --watch"))
+	}
+	if o.output != "text" && o.output != "json" {
+		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.output))
+	}
+	for name, d := range map[string]time.Duration{"--baseline": o.baseline, "--settle": o.settle, "--wait": o.wait} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))
+		}
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	probeCfg, err := o.flags.config(o.target)
+	if err != nil {
+		return err
+	}
+	var trigger rollout.Trigger = rollout.Restart{}
+	switch {
+	case o.image != "":
+		if trigger, err = rollout.ParseSetImage(o.image); err != nil {
+			return err
+		}
+	case o.patch != "":
+		data := []byte(o.patch)
+		if strings.HasPrefix(o.patch, "@") {
+			if data, err = os.ReadFile(o.patch[1:]); err != nil {
+				return fmt.Errorf("--patch: %w", err)
+			}
+		}
+		if trigger, err = rollout.ParsePatch(data); err != nil {
+			return err
+		}
+	case o.watch:
+		trigger = rollout.Watch{}
+	case o.execArgv != nil:
+		if len(o.execArgv) == 0 {
+			return errors.New("--exec: give the deploy command after --")
+		}
+		trigger = rollout.Exec{Argv: o.execArgv, Stdout: o.stderr, Stderr: o.stderr}
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	restCfg, err := loader.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns := o.namespace
+	if ns == "" {
+		if ns, _, err = loader.Namespace(); err != nil {
+			return fmt.Errorf("kubeconfig namespace: %w", err)
+		}
+	}
+	ns, name, err := rollout.ParseDeploymentRef(o.deployment, ns)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	o.cfg = runner.Config{
+		Kube: kube, Namespace: ns, Deployment: name, Service: o.service, Trigger: trigger,
+		Probe: probeCfg, Budget: o.flags.budget(),
+		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout,
+		Tool: report.Tool{Name: "rollprobe", Version: version()}, Log: o.log,
+		Progress: o.stderr, Every: o.progress,
+	}
+	return nil
+}
