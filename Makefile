@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/rollprobe/rollprobe/cmd.Version=$(VERSION)
 TOOLS := $(CACHE)/tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -15,7 +15,10 @@ build: ## build bin/rollprobe and bin/demoapp
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/rollprobe .
 	go build -trimpath -ldflags '-s -w' -o bin/demoapp ./lab/demoapp
 
-demo: build ## the newcomer's demo: probe a local app through a naive restart
+demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a graceful rollout under rollprobe run
+	bash lab/demo.sh
+
+demo-probe: build ## no root, no cluster: probe a local app through a naive restart
 	bash lab/demo-probe.sh
 
 test: ## every test (what CI runs)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -39,7 +40,7 @@ built by 'make lab-bins'.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.stateDir, "state-dir", o.stateDir, "where the lab keeps its keys, logs, PIDs and data")
 	cmd.AddCommand(newLabUpCommand(o), newLabDownCommand(o), newLabStatusCommand(o), newLabExecCommand(o),
-		newLabApplyCommand(o), newLabAgentCommand(o), newLabDelayProxyCommand())
+		newLabApplyCommand(o), newLabServiceIPCommand(o), newLabAgentCommand(o), newLabDelayProxyCommand())
 	return cmd
 }
 
@@ -241,6 +242,29 @@ func newLabApplyCommand(o *labOptions) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file (repeatable)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", namespace, "namespace for objects that name none")
+	return cmd
+}
+
+func newLabServiceIPCommand(o *labOptions) *cobra.Command {
+	namespace := "default"
+	cmd := &cobra.Command{
+		Use:   "svc-ip SERVICE",
+		Short: "Print a Service's ClusterIP (for scripts)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := lab.NewClient(o.stateDir)
+			if err != nil {
+				return ci.Usage(err)
+			}
+			svc, err := client.Kube.CoreV1().Services(namespace).Get(cmd.Context(), args[0], metav1.GetOptions{})
+			if err != nil {
+				return ci.Usage(err)
+			}
+			fmt.Fprintln(o.stdout, svc.Spec.ClusterIP)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", namespace, "namespace")
 	return cmd
 }
 

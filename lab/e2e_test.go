@@ -169,6 +169,57 @@ func TestLab(t *testing.T) {
 		}
 	})
 
+	t.Run("run gates the rollout", func(t *testing.T) {
+		cases := []struct {
+			sample  string
+			trigger []string
+			exit    int
+			status  string
+		}{
+			{"naive", nil, 1, "complete"},
+			{"graceful", nil, 0, "complete"},
+			// A bad image with a short progress deadline: the rollout fails.
+			{"graceful", []string{"--patch", `{"spec":{"progressDeadlineSeconds":5,"template":{"spec":{"containers":[{"name":"app","image":"rollprobe/no-such-image:v1"}]}}}}`}, 3, "failed"},
+		}
+		for _, tc := range cases {
+			svc, err := client.Kube.CoreV1().Services("default").Get(ctx, tc.sample, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitRollout(t, ctx, client, tc.sample)
+			waitServing(t, ctx, svc.Spec.ClusterIP)
+			path := filepath.Join(t.TempDir(), "report.json")
+			args := append([]string{"lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"), "run",
+				"--deployment", tc.sample, "--target", "http://" + svc.Spec.ClusterIP + "/", "--backend-header", "X-Pod-Name",
+				"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0", "--report", path}, tc.trigger...)
+			out, err := rollprobe(t, args...)
+			exit := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				exit = ee.ExitCode()
+			}
+			rep, rerr := report.ReadFile(path)
+			if exit != tc.exit || rerr != nil {
+				t.Fatalf("%s %v: exit %d (want %d), report: %v\n%s", tc.sample, tc.trigger, exit, tc.exit, rerr, out)
+			}
+			if rep.Rollout == nil || rep.Rollout.Status != tc.status || rep.Command != "run" {
+				t.Fatalf("%s: rollout %+v, want status %s", tc.sample, rep.Rollout, tc.status)
+			}
+			if tc.status == "complete" {
+				deletions := 0
+				for _, e := range rep.Timeline {
+					if e.Kind == "pod_deletion_requested" && e.Revision == rep.Rollout.OldRevision {
+						deletions++
+					}
+				}
+				if deletions != 3 || rep.Rollout.NewRevision == "" || rep.Rollout.NewRevision == rep.Rollout.OldRevision {
+					t.Fatalf("%s: %d old pods' deletions in the timeline, revisions %s -> %s", tc.sample, deletions, rep.Rollout.OldRevision, rep.Rollout.NewRevision)
+				}
+			}
+			t.Logf("run %s: exit %d, rollout %s, %d failed of %d, %d timeline events", tc.sample, exit, rep.Rollout.Status,
+				rep.Totals.Failed, rep.Totals.Sent, len(rep.Timeline))
+		}
+	})
+
 	t.Run("proxy lag delays kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.
 		const lag = 3 * time.Second

@@ -23,6 +23,13 @@ const growAfterLag = time.Millisecond
 // run waits for idle workers to notice.
 const maxSleep = 50 * time.Millisecond
 
+// backlogEvery is how often Run checks for due requests no worker claimed;
+// maxGrowStep bounds the workers added per check.
+const (
+	backlogEvery = 5 * time.Millisecond
+	maxGrowStep  = 64
+)
+
 // sampleEvery is how often Run folds finished seconds into the series.
 const sampleEvery = 200 * time.Millisecond
 
@@ -149,15 +156,30 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	// views and the final report read closed rows.
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
+	// The backlog check grows the pool when requests are due that no
+	// worker has claimed: every worker is busy (say, blocked on connect
+	// timeouts to a vanished pod), so none is free to notice.
+	var backlog <-chan time.Time
+	if p.pacer != nil {
+		bt := time.NewTicker(backlogEvery)
+		defer bt.Stop()
+		backlog = bt.C
+	}
 	canceled := false
 	stopReq := p.stopReq
+	var stoppedAt time.Duration
 wait:
 	for {
 		select {
 		case <-tick.C:
 			p.rec.Tick(p.Elapsed())
+		case <-backlog:
+			p.growForBacklog()
 		case <-done:
 			sendEnd = p.Elapsed()
+			if stoppedAt > 0 {
+				sendEnd = stoppedAt // in-flight requests finishing are not sending time
+			}
 			break wait
 		case <-timer:
 			// The send window is over; in-flight requests may finish.
@@ -167,6 +189,7 @@ wait:
 			// Stop: end the send window now, as the duration would.
 			p.stopped.Store(true)
 			stopReq = nil
+			stoppedAt = p.Elapsed()
 		case <-ctx.Done():
 			sendEnd = p.Elapsed()
 			canceled = true
@@ -190,6 +213,26 @@ wait:
 		Workers:  p.Workers(),
 		Canceled: canceled,
 	}, nil
+}
+
+// growForBacklog adds a worker for each request whose intended time has
+// passed without a worker claiming it (idle workers claim tickets ahead of
+// time, so an unclaimed due ticket means all are busy), up to MaxWorkers and
+// at most maxGrowStep at a time.
+func (p *Prober) growForBacklog() {
+	if p.stopped.Load() {
+		return
+	}
+	due := Expected(p.pacer, p.Elapsed()-growAfterLag)
+	claimed := p.seq.Load()
+	if due <= claimed {
+		return
+	}
+	for n := min(due-claimed, maxGrowStep); n > 0; n-- {
+		if !p.spawn() {
+			return
+		}
+	}
 }
 
 // Stop ends the send window now: no new request is started, requests in

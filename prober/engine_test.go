@@ -211,4 +211,24 @@ func TestStopEndsTheRunCleanly(t *testing.T) {
 	if sum.Canceled || snap.Totals.Canceled != 0 || snap.Totals.Sent() < 20 || snap.Totals.Classes[OK] != snap.Totals.Sent() {
 		t.Fatalf("canceled=%v totals %+v", sum.Canceled, snap.Totals)
 	}
+	if sum.Sending > sum.Elapsed || sum.Sending <= 0 {
+		t.Fatalf("sending window %v of %v", sum.Sending, sum.Elapsed)
+	}
+}
+
+// TestBacklogGrowsThePoolWhenAllWorkersBlock: every request stalls 500 ms
+// and the pool starts with one worker. No worker is free to notice the
+// backlog, yet the schedule must be held: the run loop adds workers.
+func TestBacklogGrowsThePoolWhenAllWorkersBlock(t *testing.T) {
+	srv := startServer(t)
+	p, snap := probe(t, srv.URL("/stall?ms=500"), func(c *Config) {
+		c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 500
+	})
+	if p.Workers() < 40 {
+		t.Errorf("%d workers for ~50 requests in flight", p.Workers())
+	}
+	// Without the backlog check the lag would reach the 500 ms stall.
+	if snap.Totals.MaxLag > 250*time.Millisecond {
+		t.Errorf("max schedule lag %v: the pool grew too late", snap.Totals.MaxLag)
+	}
 }
