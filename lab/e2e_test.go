@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -215,6 +217,53 @@ func TestLab(t *testing.T) {
 					t.Fatalf("%s: %d old pods' deletions in the timeline, revisions %s -> %s", tc.sample, deletions, rep.Rollout.OldRevision, rep.Rollout.NewRevision)
 				}
 			}
+			validateSchema(t, path)
+			var propagation *report.Finding
+			errorsFound := 0
+			for i, f := range rep.Findings {
+				if f.Severity == "error" {
+					errorsFound++
+				}
+				if f.ID == "stops-accepting-before-endpoints-propagate" {
+					propagation = &rep.Findings[i]
+				}
+			}
+			switch {
+			case tc.exit == 1:
+				if propagation == nil || len(rep.Outages) == 0 {
+					t.Fatalf("naive: findings %+v outages %+v", rep.Findings, rep.Outages)
+				}
+				// The suggested preStop sleep must cover the measured window:
+				// from the first deletion request to the last failure.
+				var firstDeletion time.Time
+				for _, e := range rep.Timeline {
+					if e.Kind == "pod_deletion_requested" && firstDeletion.IsZero() {
+						firstDeletion = e.At
+					}
+				}
+				window := rep.Failures[len(rep.Failures)-1].Intended.Sub(firstDeletion)
+				var sleep int
+				fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+				if time.Duration(sleep)*time.Second < window {
+					t.Fatalf("suggested preStop %ds does not cover the %s from the first deletion to the last failure", sleep, window)
+				}
+				attributed := 0
+				for _, f := range rep.Failures {
+					if f.LikelyPod != "" && strings.HasPrefix(f.LikelyPod, "naive-"+rep.Rollout.OldRevision) {
+						attributed++
+					} else {
+						t.Logf("not attributed to an old pod: %s at %s: %s (%s)", f.Class, f.Intended.Format(time.RFC3339Nano), f.LikelyPod, f.Context)
+					}
+				}
+				if attributed != len(rep.Failures) {
+					t.Fatalf("%d of %d failures attributed to an old pod", attributed, len(rep.Failures))
+				}
+				t.Logf("naive finding: %s / fix: %s", strings.Join(propagation.Evidence, " | "), propagation.Fix)
+			case tc.exit == 0:
+				if errorsFound > 0 {
+					t.Fatalf("graceful: error findings %+v", rep.Findings)
+				}
+			}
 			t.Logf("run %s: exit %d, rollout %s, %d failed of %d, %d timeline events", tc.sample, exit, rep.Rollout.Status,
 				rep.Totals.Failed, rep.Totals.Sent, len(rep.Timeline))
 		}
@@ -402,6 +451,27 @@ func waitServing(t *testing.T, ctx context.Context, clusterIP string) {
 	})
 	if err != nil {
 		t.Fatalf("service %s never answered: %v", clusterIP, err)
+	}
+}
+
+// validateSchema checks a report file against report/report.schema.json.
+func validateSchema(t *testing.T, path string) {
+	t.Helper()
+	sch, err := jsonschema.NewCompiler().Compile("../report/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Fatalf("%s does not match the report schema: %v", path, err)
 	}
 }
 

@@ -38,6 +38,45 @@ type Report struct {
 	// Sections of rollprobe run.
 	Rollout  *Rollout        `json:"rollout,omitempty"`
 	Timeline []rollout.Event `json:"timeline,omitempty"`
+	Outages  []Outage        `json:"outages,omitempty"`
+	Pods     []PodTraffic    `json:"pods,omitempty"`
+	Findings []Finding       `json:"findings,omitempty"`
+}
+
+// Outage is a contiguous burst of failed requests.
+type Outage struct {
+	Start     time.Time         `json:"start"`
+	End       time.Time         `json:"end"`
+	DurationS float64           `json:"duration_s"`
+	Count     int               `json:"count"`
+	ByClass   map[string]uint64 `json:"by_class"`
+	// Context says what the pods were doing around it.
+	Context string `json:"context,omitempty"`
+}
+
+// PodTraffic is one pod's part in the run.
+type PodTraffic struct {
+	Pod       string     `json:"pod"`
+	Revision  string     `json:"revision,omitempty"`
+	ReadyAt   *time.Time `json:"ready_at,omitempty"`
+	DeletedAt *time.Time `json:"deletion_requested_at,omitempty"`
+	GoneAt    *time.Time `json:"gone_at,omitempty"`
+	ExitCode  *int32     `json:"exit_code,omitempty"`
+	// Served counts responses naming this pod (--backend-header);
+	// ServedAfterDeletion those in the seconds after its deletion was
+	// requested (1 s resolution: whole rows of the series).
+	Served              uint64 `json:"served"`
+	ServedAfterDeletion uint64 `json:"served_after_deletion"`
+}
+
+// Finding explains a cause with evidence and a concrete fix.
+type Finding struct {
+	ID       string   `json:"id"`
+	Severity string   `json:"severity"` // error, warning, info
+	Title    string   `json:"title"`
+	Evidence []string `json:"evidence"`
+	Fix      string   `json:"fix"`
+	Pods     []string `json:"pods,omitempty"`
 }
 
 // Rollout is what happened to the Deployment during a run.
@@ -150,6 +189,11 @@ type Failure struct {
 	ConnAgeMS    float64 `json:"conn_age_ms"`
 	Backend      string  `json:"backend,omitempty"`
 	Error        string  `json:"error,omitempty"`
+	// rollprobe run: the pod the failure most likely hit, how sure that
+	// is (1: named by the backend header), and the lifecycle around it.
+	LikelyPod  string  `json:"likely_pod,omitempty"`
+	Confidence float64 `json:"confidence,omitempty"`
+	Context    string  `json:"context,omitempty"`
 }
 
 // FailureInfo says how complete Failures is.

@@ -82,6 +82,28 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(&b, "  failed    %s; first: %s (%s) %s\n", span, first.Class, first.Phase, first.Error)
 	}
+	if len(r.Outages) > 0 {
+		fmt.Fprintf(&b, "  outages   %d:", len(r.Outages))
+		for i, o := range r.Outages {
+			if i == 5 {
+				fmt.Fprintf(&b, " ...")
+				break
+			}
+			fmt.Fprintf(&b, " %+.2fs for %.2fs (%d failed", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count)
+			if o.Context != "" {
+				fmt.Fprintf(&b, ", %s", o.Context)
+			}
+			b.WriteString(")")
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "  %-9s %s\n", strings.ToUpper(f.Severity), f.Title)
+		for _, e := range f.Evidence {
+			fmt.Fprintf(&b, "            - %s\n", e)
+		}
+		fmt.Fprintf(&b, "            fix: %s\n", f.Fix)
+	}
 	verdict := "PASS"
 	if !r.Verdict.Pass {
 		verdict = "FAIL"

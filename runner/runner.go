@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
@@ -130,6 +131,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	})
 	rep.Rollout = ro
 	rep.Timeline = tl.Events()
+	analysis.Analyse(rep)
 	return rep, nil
 }
 
