@@ -44,10 +44,10 @@ bench-go: ## Go micro-benchmarks (parser, recorder)
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
 
-lab-deps: ## Debian packages the lab needs (iproute2, nftables), installed when missing
-	@command -v ip >/dev/null && command -v nft >/dev/null || { \
-	  echo "lab-deps: installing iproute2 nftables"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null; }
+lab-deps: ## Debian packages the lab needs (iproute2, nftables, conntrack), installed when missing
+	@command -v ip >/dev/null && command -v nft >/dev/null && command -v conntrack >/dev/null || { \
+	  echo "lab-deps: installing iproute2 nftables conntrack"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables conntrack >/dev/null; }
 
 lab-bins: lab-deps ## build etcd and the Kubernetes components into $(CACHE)/lab-bins (~8 min cold, cached)
 	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh

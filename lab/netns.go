@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Network layout. Everything lives in the lab namespace, which has no uplink
@@ -156,11 +157,33 @@ func SetupPodNetwork(pn PodNetwork) error {
 // veth pair with it.
 func TeardownPodNetwork(pn PodNetwork) error {
 	if pn.IP != "" {
-		defer func() { _, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge) }()
+		defer func() {
+			_, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
+			flushConntrack(pn.IP)
+			// kube-proxy keeps routing new connections to the address until
+			// it catches up (later still with --proxy-lag); each attempt
+			// makes a new entry, so flush again once it must have.
+			for _, after := range []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 40 * time.Second} {
+				time.AfterFunc(after, func() { flushConntrack(pn.IP) })
+			}
+		}()
 	}
 	if !netnsExists(pn.NS) {
 		return nil
 	}
 	_, err := ip("netns", "delete", pn.NS)
 	return err
+}
+
+// flushConntrack deletes the lab's connection-tracking entries that were
+// NATed to a vanished pod IP, as CNI plugins do on pod deletion. Without it,
+// a new connection that reuses a source port of a recent attempt to that pod
+// (SYN_SENT entries live 120 s) follows the stale entry to the dead address
+// instead of being load-balanced afresh. Best effort: the conntrack tool may
+// be missing, and "no entry" is an error to it.
+func flushConntrack(podIP string) {
+	if _, err := exec.LookPath("conntrack"); err != nil {
+		return
+	}
+	_ = exec.Command("ip", "netns", "exec", LabNetNS, "conntrack", "-D", "--reply-src", podIP).Run()
 }
