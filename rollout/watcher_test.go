@@ -111,7 +111,10 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	events := waitKinds(t, tl, PodDeletionRequested, EndpointUnready, EndpointTerminating, ContainerTerminated, PodUnready, EndpointRemoved, PodGone)
+	// Pod and EndpointSlice events come through different informers: each
+	// stream is ordered, their interleaving is not.
+	waitKinds(t, tl, PodDeletionRequested, ContainerTerminated, PodUnready, PodGone)
+	events := waitKinds(t, tl, EndpointAdded, EndpointUnready, EndpointTerminating, EndpointRemoved)
 
 	for _, e := range events {
 		switch e.Kind {
