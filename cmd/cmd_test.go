@@ -221,3 +221,32 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stdout)
 	}
 }
+
+// TestCIOutputs: --junit writes a test case per check, and under GitHub
+// Actions the step summary is appended and failures are annotated.
+func TestCIOutputs(t *testing.T) {
+	srv := server(t)
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "summary.md")
+	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "probe", srv.URL("/reset"), "--conn", "new", "--rate", "100", "--duration", "300ms",
+		"--progress", "0", "--junit", filepath.Join(dir, "junit.xml"))
+	cmd.Env = append(os.Environ(), "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY="+summary)
+	r := runCmd(t, cmd)
+	if r.code != 1 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	junit, err := os.ReadFile(filepath.Join(dir, "junit.xml"))
+	if err != nil || !strings.Contains(string(junit), `<testcase name="no dropped requests"`) || !strings.Contains(string(junit), "<failure") {
+		t.Fatalf("junit: %v\n%s", err, junit)
+	}
+	md, _ := os.ReadFile(summary)
+	if !strings.HasPrefix(string(md), "earlier step\n") || !strings.Contains(string(md), "## ❌ rollprobe probe") {
+		t.Fatalf("step summary must be appended:\n%s", md)
+	}
+	if !strings.Contains(r.stdout, "::error title=rollprobe: no dropped requests::") {
+		t.Fatalf("no annotation on stdout:\n%s", r.stdout)
+	}
+}

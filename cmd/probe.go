@@ -3,28 +3,32 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/ci/output"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
 
 type probeOptions struct {
 	*globalOptions
-	flags      proberFlags
-	reportPath string
-	output     string
-	progress   time.Duration
+	flags    proberFlags
+	outputs  outputFlags
+	progress time.Duration
 
 	target string
 	config prober.Config
 }
 
 func newProbeCommand(g *globalOptions) *cobra.Command {
-	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), output: "text", progress: 2 * time.Second}
+	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), progress: 2 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "probe URL",
 		Short: "Probe a URL at a fixed rate and classify every failed request",
@@ -52,8 +56,7 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
 		},
 	}
 	o.flags.bind(cmd.Flags())
-	cmd.Flags().StringVar(&o.reportPath, "report", "", "write the JSON report to this file (atomically)")
-	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "summary on stdout: text or json (the full report)")
+	o.outputs.bind(cmd.Flags())
 	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
 	return cmd
 }
@@ -66,8 +69,8 @@ func (o *probeOptions) complete(args []string) error {
 }
 
 func (o *probeOptions) validate() error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", o.output)
+	if o.outputs.output != "text" && o.outputs.output != "json" {
+		return fmt.Errorf("-o %q: want text or json", o.outputs.output)
 	}
 	if o.progress < 0 {
 		return fmt.Errorf("--progress %s: must not be negative", o.progress)
@@ -106,19 +109,55 @@ func (o *probeOptions) run(ctx context.Context) error {
 // finish writes the report and the summary and returns the verdict's exit
 // code (already explained on stdout, so it is silent).
 func (o *probeOptions) finish(rep *report.Report) error {
-	return finishReport(o.globalOptions, rep, o.reportPath, o.output)
+	return finishReport(o.globalOptions, rep, o.outputs)
 }
 
-func finishReport(g *globalOptions, rep *report.Report, reportPath, output string) error {
-	if reportPath != "" {
-		if err := report.WriteFile(reportPath, rep); err != nil {
-			// The verdict stands, but CI must not pass without its artifact.
+// outputFlags are where a command writes its results.
+type outputFlags struct {
+	reportPath string
+	junitPath  string
+	output     string
+}
+
+func (f *outputFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.reportPath, "report", "", "write the JSON report to this file (atomically)")
+	fs.StringVar(&f.junitPath, "junit", "", "write JUnit XML to this file: one test case per check")
+	fs.StringVarP(&f.output, "output", "o", "text", "summary on stdout: text or json (the full report)")
+}
+
+func finishReport(g *globalOptions, rep *report.Report, out outputFlags) error {
+	// Artifacts first: the verdict stands either way, but CI must not pass
+	// without them.
+	if out.reportPath != "" {
+		if err := report.WriteFile(out.reportPath, rep); err != nil {
 			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
 			return ci.WithCode(ci.ExitUsage, err)
 		}
 	}
+	if out.junitPath != "" {
+		if err := writeFileWith(out.junitPath, func(w io.Writer) error { return output.WriteJUnit(w, rep) }); err != nil {
+			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
+			return ci.WithCode(ci.ExitUsage, err)
+		}
+	}
+	if os.Getenv("GITHUB_ACTIONS") == "true" {
+		if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err == nil {
+				err = output.WriteMarkdown(f, rep)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(g.stderr, "rollprobe: step summary: %v\n", err)
+			}
+		}
+		defer func() { _ = output.WriteAnnotations(g.stdout, rep) }()
+	}
+	reportPath, format := out.reportPath, out.output
 	var err error
-	if output == "json" {
+	if format == "json" {
 		err = report.Encode(g.stdout, rep)
 	} else {
 		err = report.WriteText(g.stdout, rep)
@@ -133,4 +172,24 @@ func finishReport(g *globalOptions, rep *report.Report, reportPath, output strin
 		return ci.Silent{Code: rep.Verdict.ExitCode}
 	}
 	return nil
+}
+
+// writeFileWith writes path atomically (temporary file, then rename).
+func writeFileWith(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".rollprobe-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

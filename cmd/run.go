@@ -34,14 +34,14 @@ type runOptions struct {
 	execArgv []string
 
 	wait, baseline, settle, timeout time.Duration
-	reportPath, output              string
+	outputs                         outputFlags
 	progress                        time.Duration
 
 	cfg runner.Config
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
-	o := &runOptions{globalOptions: g, flags: defaultProberFlags(), output: "text",
+	o := &runOptions{globalOptions: g, flags: defaultProberFlags(),
 		wait: 5 * time.Minute, baseline: 5 * time.Second, settle: 5 * time.Second, timeout: 15 * time.Minute, progress: 2 * time.Second}
 	// Half fresh, half kept-alive: a rollout drops both kinds of traffic, in
 	// different ways (routing lag vs. abrupt close).
@@ -80,7 +80,7 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 			if err != nil {
 				return err
 			}
-			return finishReport(o.globalOptions, rep, o.reportPath, o.output)
+			return finishReport(o.globalOptions, rep, o.outputs)
 		},
 	}
 	f := cmd.Flags()
@@ -100,8 +100,7 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
-	f.StringVar(&o.reportPath, "report", "", "write the JSON report to this file (atomically)")
-	f.StringVarP(&o.output, "output", "o", o.output, "summary on stdout: text or json (the full report)")
+	o.outputs.bind(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
 	return cmd
 }
@@ -123,8 +122,8 @@ func (o *runOptions) complete() error {
 	if triggers > 1 {
 		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec or --watch"))
 	}
-	if o.output != "text" && o.output != "json" {
-		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.output))
+	if o.outputs.output != "text" && o.outputs.output != "json" {
+		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.outputs.output))
 	}
 	for name, d := range map[string]time.Duration{"--baseline": o.baseline, "--settle": o.settle, "--wait": o.wait} {
 		if d < 0 {

@@ -1,0 +1,86 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// WriteMarkdown renders the report as a GitHub step summary.
+func WriteMarkdown(w io.Writer, r *report.Report) error {
+	var b strings.Builder
+	icon := "✅"
+	if !r.Verdict.Pass {
+		icon = "❌"
+	}
+	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, r.Target)
+	if ro := r.Rollout; ro != nil {
+		fmt.Fprintf(&b, "Deployment `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
+		if ro.OldRevision != "" && ro.NewRevision != "" {
+			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
+		}
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "| sent | ok | failed | p50 | p99 | max | achieved rate |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %.4g ms | %.4g ms | %.4g ms | %.1f of %g req/s |\n\n",
+		r.Totals.Sent, r.Totals.OK, r.Totals.Failed, r.LatencyMS.P50, r.LatencyMS.P99, r.LatencyMS.Max, r.Prober.AchievedRate, r.Prober.TargetRate)
+	if c := classes(r.Totals.ByClass); c != "" {
+		fmt.Fprintf(&b, "Failures: %s\n\n", c)
+	}
+	if len(r.Outages) > 0 {
+		b.WriteString("| outage | duration | failed | context |\n|---|---|---|---|\n")
+		for _, o := range r.Outages {
+			fmt.Fprintf(&b, "| %+.2fs | %.2fs | %d | %s |\n", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count, o.Context)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "### %s %s\n\n", map[string]string{"error": "❌", "warning": "⚠️"}[f.Severity], f.Title)
+		for _, e := range f.Evidence {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+		fmt.Fprintf(&b, "\n**Fix:** %s\n\n", f.Fix)
+	}
+	fmt.Fprintf(&b, "**Verdict:** exit %d", r.Verdict.ExitCode)
+	if len(r.Verdict.Reasons) > 0 {
+		fmt.Fprintf(&b, " — %s", strings.Join(r.Verdict.Reasons, "; "))
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteAnnotations prints GitHub Actions workflow commands: ::error for
+// failed checks, ::warning for warnings.
+func WriteAnnotations(w io.Writer, r *report.Report) error {
+	for _, c := range Checks(r) {
+		level := ""
+		switch {
+		case c.Failed:
+			level = "error"
+		case c.Warning:
+			level = "warning"
+		default:
+			continue
+		}
+		msg := c.Message
+		if c.Detail != "" {
+			msg += "\n" + c.Detail
+		}
+		if _, err := fmt.Fprintf(w, "::%s title=rollprobe: %s::%s\n", level, escapeProperty(c.Name), escapeData(msg)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Workflow-command escaping (actions/toolkit command.ts).
+func escapeData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func escapeProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}

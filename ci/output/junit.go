@@ -1,0 +1,141 @@
+// Package output writes a report for CI systems: JUnit XML (one test case
+// per check) and, under GitHub Actions, a Markdown step summary and
+// ::error/::warning annotations.
+package output
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Time     float64      `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name      string      `xml:"name,attr"`
+	Tests     int         `xml:"tests,attr"`
+	Failures  int         `xml:"failures,attr"`
+	Time      float64     `xml:"time,attr"`
+	Timestamp string      `xml:"timestamp,attr"`
+	Cases     []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Body    string `xml:",chardata"`
+}
+
+// Check is one pass/fail statement about a run, shared by JUnit and the
+// GitHub annotations.
+type Check struct {
+	Name    string
+	Failed  bool
+	Warning bool // not a failure, but worth a look
+	Message string
+	Detail  string
+}
+
+// Checks derives the checks of a report: no dropped requests, the rollout
+// completed (run), no SIGKILL during termination (run), and one per finding.
+func Checks(r *report.Report) []Check {
+	var checks []Check
+	drop := Check{Name: "no dropped requests", Message: fmt.Sprintf("%d of %d requests failed", r.Totals.Failed, r.Totals.Sent)}
+	if r.Totals.Failed > r.Config.MaxFailures {
+		drop.Failed = true
+		drop.Detail = classes(r.Totals.ByClass)
+		if len(r.Findings) > 0 {
+			drop.Detail += "\nfix: " + r.Findings[0].Fix
+		}
+	}
+	checks = append(checks, drop)
+	if ro := r.Rollout; ro != nil {
+		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
+		if ro.Status != "complete" {
+			c.Failed, c.Detail = true, ro.Message
+		}
+		checks = append(checks, c)
+		kill := Check{Name: "no SIGKILL during termination", Message: "no container was killed at the end of its grace period"}
+		for _, f := range r.Findings {
+			if f.ID == "grace-period-too-short" {
+				kill.Failed, kill.Message, kill.Detail = true, f.Title, strings.Join(f.Evidence, "\n")+"\nfix: "+f.Fix
+			}
+		}
+		checks = append(checks, kill)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "grace-period-too-short" {
+			continue
+		}
+		checks = append(checks, Check{
+			Name: "finding: " + f.ID, Failed: f.Severity == "error", Warning: f.Severity == "warning",
+			Message: f.Title, Detail: strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix,
+		})
+	}
+	if r.Verdict.Inconclusive {
+		checks = append(checks, Check{Name: "prober held its rate", Failed: true, Message: "inconclusive",
+			Detail: strings.Join(r.Verdict.Reasons, "\n")})
+	}
+	return checks
+}
+
+func classes(by map[string]uint64) string {
+	var parts []string
+	for c, n := range by {
+		if n > 0 && c != "ok" {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// WriteJUnit writes the report's checks as JUnit XML.
+func WriteJUnit(w io.Writer, r *report.Report) error {
+	suite := junitSuite{Name: "rollprobe " + r.Command + " " + r.Target, Time: r.DurationS, Timestamp: r.StartedAt.UTC().Format(time.RFC3339)}
+	for _, c := range Checks(r) {
+		tc := junitCase{Name: c.Name, Classname: "rollprobe." + r.Command}
+		switch {
+		case c.Failed:
+			tc.Failure = &junitFailure{Message: c.Message, Type: "rollprobe", Body: c.Detail}
+			suite.Failures++
+		case c.Warning:
+			tc.SystemOut = "warning: " + c.Message + "\n" + c.Detail
+		default:
+			tc.SystemOut = c.Message
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	suite.Tests = len(suite.Cases)
+	doc := junitSuites{Name: "rollprobe", Tests: suite.Tests, Failures: suite.Failures, Time: suite.Time, Suites: []junitSuite{suite}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

@@ -1,0 +1,109 @@
+package output
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+// naiveRun is a hand-made run report: a rollout that dropped requests and
+// SIGKILLed a pod.
+func naiveRun() *report.Report {
+	trig, done := t0.Add(5*time.Second), t0.Add(9*time.Second)
+	return &report.Report{
+		Schema: report.Schema, Command: "run", Target: "http://10.96.0.42/", StartedAt: t0, DurationS: 15,
+		Totals:    report.Totals{Sent: 3000, OK: 2980, Failed: 20, ByClass: map[string]uint64{"ok": 2980, "refused": 12, "connect_timeout": 8, "dns": 0}},
+		LatencyMS: report.Quantiles{P50: 1.02, P99: 4.5, Max: 2001},
+		Prober:    report.ProberStats{TargetRate: 200, AchievedRate: 199.9},
+		Rollout: &report.Rollout{Namespace: "prod", Deployment: "web", Service: "web", Trigger: "restart", Status: "complete",
+			OldRevision: "aaa", NewRevision: "bbb", TriggeredAt: &trig, OldPodsGoneAt: &done},
+		Outages: []report.Outage{{Start: t0.Add(5200 * time.Millisecond), DurationS: 0.9, Count: 20, Context: "while terminating: web-aaa-1"}},
+		Findings: []report.Finding{
+			{ID: "stops-accepting-before-endpoints-propagate", Severity: "error", Title: "pods stopped accepting connections while traffic was still routed to them",
+				Evidence: []string{"20 requests failed (connect_timeout 8, refused 12)"}, Fix: "give the container a preStop hook that waits at least 3s"},
+			{ID: "grace-period-too-short", Severity: "warning", Title: "containers were SIGKILLed at the end of their grace period",
+				Evidence: []string{"1 pods ended with exit code 137"}, Fix: "raise terminationGracePeriodSeconds"},
+		},
+		Verdict: ci.Verdict{ExitCode: ci.ExitFailures, Reasons: []string{"20 of 3000 requests failed, above the budget of 0"}},
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./ci/output -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from its golden file:\n%s", name, got)
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteJUnit(&buf, naiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "naive.junit.xml", buf.Bytes())
+	var doc junitSuites
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	// dropped requests, SIGKILL and the propagation finding fail; the
+	// rollout itself completed.
+	if doc.Tests != 4 || doc.Failures != 3 {
+		t.Fatalf("tests %d failures %d", doc.Tests, doc.Failures)
+	}
+	for _, c := range doc.Suites[0].Cases {
+		if c.Name == "rollout completed" && c.Failure != nil {
+			t.Error("a complete rollout reported as failed")
+		}
+		if c.Name == "no dropped requests" && (c.Failure == nil || !strings.Contains(c.Failure.Body, "preStop")) {
+			t.Errorf("the drop check must carry the counts and the fix: %+v", c.Failure)
+		}
+	}
+}
+
+func TestMarkdownAndAnnotations(t *testing.T) {
+	var md, ann bytes.Buffer
+	if err := WriteMarkdown(&md, naiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "naive.summary.md", md.Bytes())
+	if err := WriteAnnotations(&ann, naiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(ann.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "::error title=rollprobe: no dropped requests::20 of 3000") {
+		t.Fatalf("annotations:\n%s", ann.String())
+	}
+	for _, l := range lines {
+		if strings.Count(l, "\n") > 0 || !strings.Contains(l, "%0A") {
+			t.Errorf("multi-line messages must be escaped: %q", l)
+		}
+	}
+	pass := naiveRun()
+	pass.Totals.Failed, pass.Findings, pass.Verdict = 0, nil, ci.Verdict{Pass: true}
+	ann.Reset()
+	if err := WriteAnnotations(&ann, pass); err != nil || ann.Len() != 0 {
+		t.Fatalf("a clean run annotates nothing: %q %v", ann.String(), err)
+	}
+}
