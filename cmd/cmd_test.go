@@ -250,3 +250,27 @@ func TestCIOutputs(t *testing.T) {
 		t.Fatalf("no annotation on stdout:\n%s", r.stdout)
 	}
 }
+
+// TestReportShow renders a saved report again; the text is the same summary
+// the probe printed, and a file of another schema is a usage error.
+func TestReportShow(t *testing.T) {
+	srv := server(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	first := run(t, "probe", srv.URL("/status/503"), "--rate", "50", "--duration", "300ms", "--progress", "0", "--report", path)
+	if first.code != 1 {
+		t.Fatalf("probe exit %d", first.code)
+	}
+	shown := run(t, "report", "show", path)
+	if shown.code != 0 || !strings.HasPrefix(first.stdout, shown.stdout) {
+		t.Fatalf("report show exit %d:\n%s\nprobe printed:\n%s", shown.code, shown.stdout, first.stdout)
+	}
+	md := run(t, "report", "show", path, "-o", "markdown")
+	if md.code != 0 || !strings.Contains(md.stdout, "## ❌ rollprobe probe") {
+		t.Fatalf("markdown: %d\n%s", md.code, md.stdout)
+	}
+	bad := filepath.Join(t.TempDir(), "other.json")
+	os.WriteFile(bad, []byte(`{"schema":"other/v2"}`), 0o644)
+	if r := run(t, "report", "show", bad); r.code != 2 || !strings.Contains(r.stderr, "schema") {
+		t.Fatalf("other schema: exit %d %s", r.code, r.stderr)
+	}
+}
