@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/ci/output"
+	"github.com/rollprobe/rollprobe/internal/atomicfile"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -135,7 +135,7 @@ func finishReport(g *globalOptions, rep *report.Report, out outputFlags) error {
 		}
 	}
 	if out.junitPath != "" {
-		if err := writeFileWith(out.junitPath, func(w io.Writer) error { return output.WriteJUnit(w, rep) }); err != nil {
+		if err := atomicfile.Write(out.junitPath, func(w io.Writer) error { return output.WriteJUnit(w, rep) }); err != nil {
 			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
 			return ci.WithCode(ci.ExitUsage, err)
 		}
@@ -172,24 +172,4 @@ func finishReport(g *globalOptions, rep *report.Report, out outputFlags) error {
 		return ci.Silent{Code: rep.Verdict.ExitCode}
 	}
 	return nil
-}
-
-// writeFileWith writes path atomically (temporary file, then rename).
-func writeFileWith(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".rollprobe-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -192,7 +192,7 @@ func (o *runOptions) complete() error {
 		Kube: kube, Namespace: ns, Deployment: name, Service: o.service, Trigger: trigger,
 		Probe: probeCfg, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout,
-		Tool: report.Tool{Name: "rollprobe", Version: version()}, Log: o.log,
+		Tool:     report.Tool{Name: "rollprobe", Version: version()},
 		Progress: o.stderr, Every: o.progress,
 	}
 	return nil

@@ -87,15 +87,7 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 				o.Namespace = ns
 			}
 			api := c.Kube.AppsV1().Deployments(o.Namespace)
-			cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				_, err = api.Create(ctx, o, metav1.CreateOptions{})
-			case err == nil:
-				o.ResourceVersion = cur.ResourceVersion
-				_, err = api.Update(ctx, o, metav1.UpdateOptions{})
-			}
-			if err != nil {
+			if err := upsert(ctx, o, api.Get, api.Create, api.Update, nil); err != nil {
 				return applied, fmt.Errorf("deployment %s: %w", o.Name, err)
 			}
 			applied = append(applied, "deployment/"+o.Name)
@@ -104,16 +96,11 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 				o.Namespace = ns
 			}
 			api := c.Kube.CoreV1().Services(o.Namespace)
-			cur, err := api.Get(ctx, o.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				_, err = api.Create(ctx, o, metav1.CreateOptions{})
-			case err == nil:
-				o.ResourceVersion = cur.ResourceVersion
+			// A Service's ClusterIP is immutable: keep the one it has.
+			keepIP := func(cur, o *corev1.Service) {
 				o.Spec.ClusterIP, o.Spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
-				_, err = api.Update(ctx, o, metav1.UpdateOptions{})
 			}
-			if err != nil {
+			if err := upsert(ctx, o, api.Get, api.Create, api.Update, keepIP); err != nil {
 				return applied, fmt.Errorf("service %s: %w", o.Name, err)
 			}
 			applied = append(applied, "service/"+o.Name)
@@ -122,6 +109,28 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 		}
 	}
 	return applied, nil
+}
+
+// upsert creates obj, or updates the existing object of its name (with its
+// resourceVersion, after carry copies what the server owns from it).
+func upsert[T metav1.Object](ctx context.Context, obj T,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	create func(context.Context, T, metav1.CreateOptions) (T, error),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+	carry func(cur, obj T),
+) error {
+	cur, err := get(ctx, obj.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = create(ctx, obj, metav1.CreateOptions{})
+	case err == nil:
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		if carry != nil {
+			carry(cur, obj)
+		}
+		_, err = update(ctx, obj, metav1.UpdateOptions{})
+	}
+	return err
 }
 
 // decodeManifests parses a multi-document YAML stream into typed objects.

@@ -408,6 +408,14 @@ func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string
 	if err := probe.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// A failure before Wait below: end it here (the prober it runs
+		// inside the lab goes with lab down).
+		if probe.ProcessState == nil {
+			_ = probe.Process.Kill()
+			_ = probe.Wait()
+		}
+	})
 	time.Sleep(3 * time.Second)
 	restart(t, ctx, c, name)
 	waitRollout(t, ctx, c, name)

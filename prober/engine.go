@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -51,6 +50,8 @@ type Prober struct {
 	seq     atomic.Uint64
 	workers atomic.Int64
 	stopped atomic.Bool
+	// scheduleEnded: a worker claimed a ticket past the pacer's schedule.
+	scheduleEnded atomic.Bool
 
 	watcher *closeWatcher // nil where unsupported: connections are peeked instead
 
@@ -220,7 +221,7 @@ wait:
 // time, so an unclaimed due ticket means all are busy), up to MaxWorkers and
 // at most maxGrowStep at a time.
 func (p *Prober) growForBacklog() {
-	if p.stopped.Load() {
+	if p.stopped.Load() || p.scheduleEnded.Load() {
 		return
 	}
 	due := Expected(p.pacer, p.Elapsed()-growAfterLag)
@@ -290,6 +291,10 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 	}
 	intended, ok = p.pacer.Offset(seq)
 	if !ok {
+		// Past the end of the schedule. Other workers may still hold due
+		// tickets, so the run goes on; only the backlog check must stop
+		// adding workers (they could arrive after every worker exited).
+		p.scheduleEnded.Store(true)
 		return 0, 0, false
 	}
 	wait := intended - now
@@ -455,7 +460,3 @@ func (w *worker) retire(waitForClose bool) {
 
 // retireWait bounds the wait for the server's FIN after Connection: close.
 const retireWait = 100 * time.Millisecond
-
-func (p *Prober) String() string {
-	return fmt.Sprintf("prober %s -> %s", p.runID, p.cfg.Target)
-}

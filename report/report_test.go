@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -14,10 +13,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/internal/golden"
 	"github.com/rollprobe/rollprobe/prober"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // syntheticRun builds a finished probe from hand-made results: two seconds
 // at 5 req/s with a burst of refused connections, a reset, an eof_reused and
@@ -79,30 +77,13 @@ type netError struct {
 func (e *netError) Error() string { return e.op + " tcp 10.96.0.10:80: " + e.errno.Error() }
 func (e *netError) Unwrap() error { return e.errno }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./report -update after checking):\n%s", name, got)
-	}
-}
-
 func TestGoldenJSON(t *testing.T) {
 	r := Build(syntheticRun(t))
 	var buf bytes.Buffer
 	if err := Encode(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.json", buf.Bytes())
+	golden.Check(t, "report.golden.json", buf.Bytes())
 }
 
 func TestGoldenText(t *testing.T) {
@@ -110,7 +91,7 @@ func TestGoldenText(t *testing.T) {
 	if err := WriteText(&buf, Build(syntheticRun(t))); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.txt", buf.Bytes())
+	golden.Check(t, "report.golden.txt", buf.Bytes())
 }
 
 func TestBuildCounts(t *testing.T) {

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/rollprobe/rollprobe/internal/atomicfile"
 )
 
 // Encode writes r as indented JSON.
@@ -15,32 +16,11 @@ func Encode(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// WriteFile writes r to path atomically: a temporary file in the same
-// directory, synced, then renamed over path. A reader (or a CI step that
-// uploads the artifact) never sees a half-written report.
+// WriteFile writes r to path atomically (internal/atomicfile): a reader, or
+// a CI step that uploads the artifact, never sees a half-written report.
 func WriteFile(path string, r *Report) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".rollprobe-report-*.json")
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := Encode(tmp, r); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write report: %w", err)
+	if err := atomicfile.Write(path, func(w io.Writer) error { return Encode(w, r) }); err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"sort"
 	"sync"
 	"time"
 )
@@ -106,9 +105,4 @@ func Kinds(events []Event, kinds ...EventKind) []Event {
 		}
 	}
 	return out
-}
-
-// SortByAt orders events by receive time (stable for equal times).
-func SortByAt(events []Event) {
-	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
 }

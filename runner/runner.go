@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -36,7 +35,6 @@ type Config struct {
 	Timeout  time.Duration // bounds the whole run
 
 	Tool     report.Tool
-	Log      *slog.Logger
 	Progress io.Writer // plain progress lines; nil for none
 	Every    time.Duration
 	// OnStart, if set, is called with the prober and the timeline once

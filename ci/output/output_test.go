@@ -3,18 +3,14 @@ package output
 import (
 	"bytes"
 	"encoding/xml"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/internal/golden"
 	"github.com/rollprobe/rollprobe/report"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 
@@ -40,29 +36,12 @@ func naiveRun() *report.Report {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./ci/output -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from its golden file:\n%s", name, got)
-	}
-}
-
 func TestJUnit(t *testing.T) {
 	var buf bytes.Buffer
 	if err := WriteJUnit(&buf, naiveRun()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "naive.junit.xml", buf.Bytes())
+	golden.Check(t, "naive.junit.xml", buf.Bytes())
 	var doc junitSuites
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("not XML: %v", err)
@@ -87,7 +66,7 @@ func TestMarkdownAndAnnotations(t *testing.T) {
 	if err := WriteMarkdown(&md, naiveRun()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "naive.summary.md", md.Bytes())
+	golden.Check(t, "naive.summary.md", md.Bytes())
 	if err := WriteAnnotations(&ann, naiveRun()); err != nil {
 		t.Fatal(err)
 	}
