@@ -234,18 +234,29 @@ func TestLab(t *testing.T) {
 					t.Fatalf("naive: findings %+v outages %+v", rep.Findings, rep.Outages)
 				}
 				// The suggested preStop sleep must cover the measured window:
-				// from the first deletion request to the last failure.
-				var firstDeletion time.Time
+				// for each failure, the time since the deletion request of
+				// the pod it hit (a preStop sleep delays each pod's own
+				// shutdown; spanning several pods' sequential deletions would
+				// overstate it). Recomputed here from the timeline.
+				deletedAt := map[string]time.Time{}
 				for _, e := range rep.Timeline {
-					if e.Kind == "pod_deletion_requested" && firstDeletion.IsZero() {
-						firstDeletion = e.At
+					if e.Kind == "pod_deletion_requested" {
+						deletedAt[e.Pod] = e.At
 					}
 				}
-				window := rep.Failures[len(rep.Failures)-1].Intended.Sub(firstDeletion)
+				var window time.Duration
+				for _, f := range rep.Failures {
+					if at, ok := deletedAt[f.LikelyPod]; ok {
+						window = max(window, f.Intended.Sub(at))
+					}
+				}
+				if window <= 0 {
+					t.Fatalf("no failure came after its pod's deletion request")
+				}
 				var sleep int
 				fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
 				if time.Duration(sleep)*time.Second < window {
-					t.Fatalf("suggested preStop %ds does not cover the %s from the first deletion to the last failure", sleep, window)
+					t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused", sleep, window)
 				}
 				attributed := 0
 				for _, f := range rep.Failures {
