@@ -107,7 +107,8 @@ var connectionClasses = map[string]bool{"refused": true, "reset": true, "eof": t
 // attribute names the pod a failure most likely hit. With the backend header
 // on the response it is certain. Otherwise the candidates are the pods being
 // terminated at that moment (deletion requested, not gone long ago); failing
-// that, pods that had just turned ready.
+// that, pods that had just turned ready. The failure's class narrows them:
+// see terminatingAt and justReadyAt.
 func attribute(f *report.Failure, pods map[string]*life, start time.Time) {
 	at := f.Intended
 	if f.Backend != "" {
@@ -117,9 +118,9 @@ func attribute(f *report.Failure, pods map[string]*life, start time.Time) {
 		}
 		return
 	}
-	cands := terminatingAt(pods, at)
+	cands := terminatingAt(pods, at, f.Class)
 	if len(cands) == 0 {
-		cands = justReadyAt(pods, at)
+		cands = justReadyAt(pods, at, f.Class)
 	}
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
@@ -131,6 +132,12 @@ func attribute(f *report.Failure, pods map[string]*life, start time.Time) {
 	f.Confidence = math.Round(100/float64(len(cands))) / 100
 	f.Context = describe(cands[0], at, start)
 }
+
+// answeredClasses need something at the pod's IP to answer: a RST, a FIN, a
+// response. A pod that is gone (its sandbox and IP with it) cannot produce
+// them; a connection to its IP just times out.
+var answeredClasses = map[string]bool{"refused": true, "reset": true, "eof": true, "eof_reused": true, "truncated": true,
+	"timeout": true, "http_5xx": true, "http_status": true}
 
 func changeTime(p *life) time.Time {
 	if p.deleted != nil {
@@ -144,19 +151,33 @@ func changeTime(p *life) time.Time {
 
 // terminatingAt: deletion requested before t, and the pod not gone for more
 // than a few seconds (routes to a vanished pod IP linger as long as the
-// proxies lag).
-func terminatingAt(pods map[string]*life, t time.Time) []*life {
+// proxies lag). For a class that needs an answer from the pod, the pod must
+// still have been there; class "" applies no such filter.
+func terminatingAt(pods map[string]*life, t time.Time, class string) []*life {
 	var out []*life
 	for _, p := range pods {
-		if p.deletedBy(t) && (p.gone == nil || t.Sub(*p.gone) < 30*time.Second) &&
-			t.Sub(*p.deleted) < 5*time.Minute {
-			out = append(out, p)
+		if !p.deletedBy(t) || t.Sub(*p.deleted) >= 5*time.Minute {
+			continue
 		}
+		switch {
+		case p.gone == nil:
+		case answeredClasses[class] && t.After(p.gone.Add(receiveSlack)):
+			continue
+		case t.Sub(*p.gone) >= 30*time.Second:
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
 
-func justReadyAt(pods map[string]*life, t time.Time) []*life {
+// justReadyAt: pods that turned ready within readyWindow before t. A
+// connect_timeout is never theirs: a new pod's IP exists and answers, with a
+// refusal if nothing listens yet.
+func justReadyAt(pods map[string]*life, t time.Time, class string) []*life {
+	if class == "connect_timeout" {
+		return nil
+	}
 	var out []*life
 	for _, p := range pods {
 		if p.ready != nil && !p.present && !p.ready.After(t) && t.Sub(*p.ready) < readyWindow {
@@ -212,7 +233,7 @@ func outages(r *report.Report, pods map[string]*life) []report.Outage {
 		o := &out[i]
 		o.DurationS = math.Round(o.End.Sub(o.Start).Seconds()*1000) / 1000
 		var names []string
-		for _, p := range terminatingAt(pods, o.Start) {
+		for _, p := range terminatingAt(pods, o.Start, "") {
 			names = append(names, p.name)
 		}
 		sort.Strings(names)
@@ -220,7 +241,7 @@ func outages(r *report.Report, pods map[string]*life) []report.Outage {
 		case len(names) > 0:
 			o.Context = "while terminating: " + strings.Join(names, ", ")
 		default:
-			for _, p := range justReadyAt(pods, o.Start) {
+			for _, p := range justReadyAt(pods, o.Start, "") {
 				names = append(names, p.name)
 			}
 			sort.Strings(names)

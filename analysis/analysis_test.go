@@ -125,3 +125,33 @@ func TestNoFailuresNoFindings(t *testing.T) {
 		t.Fatalf("findings %+v outages %+v", r.Findings, r.Outages)
 	}
 }
+
+// A rollout whose new pods turn ready before they listen (no readiness
+// probe), while the old pods shut down at once: a refusal after the old pod
+// is gone can only be the new pod's; a connect timeout, never.
+func TestClassNarrowsTheCandidates(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []rollout.Event{
+		{At: at(0), Kind: rollout.PodPresent, Pod: "a", Revision: "old", Detail: "ready=true"},
+		ev(5000, rollout.PodCreated, "n", "new"),
+		ev(5050, rollout.PodReady, "n", "new"),
+		ev(5100, rollout.PodDeletionRequested, "a", "old"),
+		ev(5600, rollout.PodGone, "a", "old"),
+	}, Failures: []report.Failure{
+		fail(5200, "refused", true, ""),         // a is still there: a's
+		fail(6500, "refused", true, ""),         // a is gone: n's
+		fail(6600, "connect_timeout", true, ""), // to a's vanished IP
+	}}
+	Analyse(r)
+	for i, want := range []string{"a", "n", "a"} {
+		if got := r.Failures[i].LikelyPod; got != want {
+			t.Errorf("failure %d (%s at %s): likely pod %q, want %q (%s)", i, r.Failures[i].Class,
+				r.Failures[i].Intended.Sub(t0), got, want, r.Failures[i].Context)
+		}
+	}
+	if fd := find(r, ReadyTooEarly); fd == nil || len(fd.Pods) != 1 || fd.Pods[0] != "n" {
+		t.Errorf("ready-before-serving finding: %+v", r.Findings)
+	}
+	if fd := find(r, StopsBeforePropagation); fd == nil || len(fd.Pods) != 1 || fd.Pods[0] != "a" {
+		t.Errorf("propagation finding: %+v", r.Findings)
+	}
+}

@@ -88,6 +88,10 @@ func TestExitCodes(t *testing.T) {
 		{"bad url", []string{"probe", "ftp://x/"}, 2, "want an http:// or https:// URL"},
 		{"bad header", []string{"probe", srv.URL("/ok"), "-H", "novalue"}, 2, `want "Name: value"`},
 		{"bad flag", []string{"probe", srv.URL("/ok"), "--frobnicate"}, 2, "unknown flag"},
+		{"run without target", []string{"run", "--deployment", "web"}, 2, "--target URL is required"},
+		{"run with two triggers", []string{"run", "--deployment", "web", "--target", "http://x/", "--watch", "--image", "a=b"}, 2, "choose one trigger"},
+		{"run command without --exec", []string{"run", "--deployment", "web", "--target", "http://x/", "--", "helm", "upgrade"}, 2, "goes after --exec --"},
+		{"run --exec without command", []string{"run", "--deployment", "web", "--target", "http://x/", "--exec"}, 2, "give the deploy command after --"},
 		{"cannot hold the rate", []string{"probe", srv.URL("/stall?ms=100"), "--rate", "100", "--duration", "1s",
 			"--workers", "1", "--max-workers", "1", "--progress", "0"}, 4, "INCONCLUSIVE"},
 	}

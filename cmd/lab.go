@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -195,16 +196,39 @@ func newLabExecCommand(o *labOptions) *cobra.Command {
   rollprobe lab exec -- rollprobe probe http://10.96.12.34/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := lab.ReadRecorded(o.stateDir); err != nil {
+			rec, err := lab.ReadRecorded(o.stateDir)
+			if err != nil {
 				return ci.Usage(err)
 			}
 			cmd.SilenceUsage = true
 			c := exec.Command("ip", append([]string{"netns", "exec", lab.LabNetNS}, args...)...)
 			c.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(o.stateDir, "kubeconfig"))
+			if rec.BinDir != "" {
+				// The lab's own kubectl (make lab-bins) matches its apiserver.
+				c.Env = append(c.Env, "PATH="+rec.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			}
 			c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
-			err := c.Run()
+			if err := c.Start(); err != nil {
+				return err
+			}
+			// Ctrl-C or SIGTERM to this wrapper (which the root command
+			// catches) is passed on as SIGINT: the command decides how to
+			// stop (rollprobe writes its report), and we wait for it.
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-cmd.Context().Done():
+					_ = c.Process.Signal(os.Interrupt)
+				case <-done:
+				}
+			}()
+			err = c.Wait()
+			close(done)
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
+				if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return ci.Silent{Code: ci.ExitCode(128 + int(ws.Signal()))}
+				}
 				return ci.Silent{Code: ci.ExitCode(exit.ExitCode())}
 			}
 			return err

@@ -31,6 +31,7 @@ type runOptions struct {
 	image    string
 	patch    string
 	watch    bool
+	exec     bool
 	execArgv []string
 
 	wait, baseline, settle, timeout time.Duration
@@ -69,8 +70,8 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 				o.execArgv = args[dash:]
 				args = args[:dash]
 			}
-			if len(args) > 0 {
-				return ci.Usage(fmt.Errorf("unexpected arguments %q (a deploy command goes after --exec --)", args))
+			if len(args) > 0 || (o.execArgv != nil && !o.exec) {
+				return ci.Usage(fmt.Errorf("unexpected arguments %q (a deploy command goes after --exec --)", append(args, o.execArgv...)))
 			}
 			if err := o.complete(); err != nil {
 				return ci.Usage(err)
@@ -95,6 +96,7 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
+	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
 	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
@@ -114,7 +116,7 @@ func (o *runOptions) complete() error {
 		errs = append(errs, errors.New("--deployment is required"))
 	}
 	triggers := 0
-	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.execArgv != nil} {
+	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec} {
 		if set {
 			triggers++
 		}
@@ -158,7 +160,7 @@ func (o *runOptions) complete() error {
 		}
 	case o.watch:
 		trigger = rollout.Watch{}
-	case o.execArgv != nil:
+	case o.exec:
 		if len(o.execArgv) == 0 {
 			return errors.New("--exec: give the deploy command after --")
 		}

@@ -71,6 +71,9 @@ type Recorded struct {
 	Images   map[string]string `json:"images"`
 	Tokens   map[string]string `json:"tokens"`
 	Started  time.Time         `json:"started"`
+	// BinDir holds the components, and kubectl when make lab-bins built
+	// it: lab exec puts it first on PATH.
+	BinDir string `json:"bin_dir"`
 }
 
 // Paths inside the state directory.
@@ -141,7 +144,7 @@ func up(ctx context.Context, c Config) error {
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	rec := Recorded{ProxyLag: c.ProxyLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC()}
+	rec := Recorded{ProxyLag: c.ProxyLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
 	b, _ := json.MarshalIndent(rec, "", "  ")
 	if err := os.WriteFile(c.path("lab.json"), b, 0o600); err != nil {
 		return err

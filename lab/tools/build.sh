@@ -11,12 +11,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
 key=$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)
 out="$cache/lab-bins/$key"
-bins=(etcd kube-apiserver kube-controller-manager kube-proxy)
+bins=(etcd kube-apiserver kube-controller-manager kube-proxy kubectl)
 declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl # for rollprobe lab exec -- kubectl ..., and run --exec tests
 )
 mkdir -p "$out"
 cd "$here"

@@ -1,0 +1,415 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// testRun drives rollprobe run, the built binary inside the lab, through
+// every sample and trigger, and checks the verdict, the report and the
+// explanation against what the sample is known to do.
+func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
+	badImage := `{"spec":{"progressDeadlineSeconds":5,"template":{"spec":{"containers":[{"name":"app","image":"rollprobe/no-such-image:v1"}]}}}}`
+	cases := []struct {
+		name   string
+		sample string
+		args   []string // beyond the common flags; a trigger with -- goes last
+		exit   int      // -1: 0 or 1, the sample may or may not drop
+		status string   // the report's rollout status
+		check  func(t *testing.T, r *runResult)
+	}{
+		{"naive drops and is explained", "naive", nil, 1, "complete", checkNaive},
+		{"graceful drops none", "graceful", nil, 0, "complete", checkClean},
+		{"keepalive-close cuts kept-alive connections", "keepalive-close", []string{"--conn", "keepalive"}, 1, "complete", checkKeepAliveClose},
+		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
+		{"short-grace is SIGKILLed", "short-grace", nil, -1, "complete", checkShortGrace},
+		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, 0, "complete", checkExec},
+		// Last on graceful: it leaves the Deployment with a failed rollout.
+		{"bad image fails the rollout", "graceful", []string{"--patch", badImage}, 3, "failed", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ip := ensureSample(t, ctx, c, tc.sample)
+			r := startRun(t, tc.sample, ip, tc.args...).wait(t)
+			if (tc.exit >= 0 && r.exit != tc.exit) || (tc.exit < 0 && r.exit != 0 && r.exit != 1) {
+				t.Fatalf("exit %d, want %d\n%s", r.exit, tc.exit, r.out())
+			}
+			checkRunReport(t, r, tc.status)
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			t.Logf("exit %d, rollout %s, %d failed of %d %v, findings %v", r.exit, r.rep.Rollout.Status,
+				r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), findingIDs(r.rep))
+		})
+	}
+
+	t.Run("watch waits for a rollout started elsewhere", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		run := startRun(t, "naive", ip, "--watch", "--wait", "60s", "--conn", "new")
+		run.waitFor(t, "triggered: watch")
+		time.Sleep(time.Second) // still nothing happens: rollprobe only watches
+		if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "naive", metav1.GetOptions{}); err != nil || d.Generation != d.Status.ObservedGeneration || !deploymentComplete(d) {
+			t.Fatalf("--watch changed the deployment or it is not settled: %v", err)
+		}
+		restart(t, ctx, c, "naive") // another process (this test) rolls it
+		r := run.wait(t)
+		if r.exit != 1 {
+			t.Fatalf("exit %d, want 1 (naive drops)\n%s", r.exit, r.out())
+		}
+		checkRunReport(t, r, "complete")
+		if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
+			t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
+		}
+	})
+
+	t.Run("ctrl-c mid-rollout writes the report and exits 130", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "keepalive-close")
+		run := startRun(t, "keepalive-close", ip)
+		run.waitFor(t, "triggered: restart")
+		time.Sleep(500 * time.Millisecond)
+		// The wrapper (rollprobe lab exec) passes SIGINT on, as a terminal
+		// would deliver it to the whole foreground group.
+		if err := run.cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		r := run.wait(t)
+		if r.exit != 130 {
+			t.Fatalf("exit %d, want 130\n%s", r.exit, r.out())
+		}
+		if r.rep == nil {
+			t.Fatalf("no report: %v\n%s", r.repErr, r.out())
+		}
+		if !r.rep.Interrupted || r.rep.Verdict.ExitCode != 130 || r.rep.Rollout == nil || r.rep.Rollout.Status != "interrupted" {
+			t.Fatalf("interrupted %v, verdict %+v, rollout %+v", r.rep.Interrupted, r.rep.Verdict, r.rep.Rollout)
+		}
+		if !strings.Contains(r.out(), "the cluster is left as it is") {
+			t.Fatalf("no word on the cluster's state\n%s", r.out())
+		}
+		validateSchema(t, r.reportPath)
+		// The rollout goes on without rollprobe.
+		waitRollout(t, ctx, c, "keepalive-close")
+	})
+}
+
+// runResult is one finished rollprobe run.
+type runResult struct {
+	exit       int
+	rep        *report.Report
+	repErr     error
+	reportPath string
+	junitPath  string
+	output     *syncBuffer
+}
+
+func (r *runResult) out() string { return r.output.String() }
+
+type startedRun struct {
+	cmd    *exec.Cmd
+	output *syncBuffer
+	dir    string
+}
+
+// startRun starts rollprobe run on a sample inside the lab with short
+// baseline and settle windows, the backend header, a report and JUnit.
+func startRun(t *testing.T, sample, clusterIP string, args ...string) *startedRun {
+	t.Helper()
+	dir := t.TempDir()
+	full := append([]string{"lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"), "run",
+		"--deployment", sample, "--target", "http://" + clusterIP + "/", "--backend-header", "X-Pod-Name",
+		"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0",
+		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml")}, args...)
+	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
+	buf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}
+	})
+	return &startedRun{cmd: cmd, output: buf, dir: dir}
+}
+
+// waitFor waits until the run's output contains s.
+func (s *startedRun) waitFor(t *testing.T, text string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(s.output.String(), text), nil
+	})
+	if err != nil {
+		t.Fatalf("the run never printed %q\n%s", text, s.output.String())
+	}
+}
+
+func (s *startedRun) wait(t *testing.T) *runResult {
+	t.Helper()
+	err := s.cmd.Wait()
+	r := &runResult{output: s.output, reportPath: filepath.Join(s.dir, "report.json"), junitPath: filepath.Join(s.dir, "junit.xml")}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	r.rep, r.repErr = report.ReadFile(r.reportPath)
+	return r
+}
+
+// checkRunReport: the report exists, validates, and says what the rollout
+// did; a complete rollout's timeline has the old pods' deletions.
+func checkRunReport(t *testing.T, r *runResult, status string) {
+	t.Helper()
+	if r.repErr != nil {
+		t.Fatalf("report: %v\n%s", r.repErr, r.out())
+	}
+	validateSchema(t, r.reportPath)
+	rep := r.rep
+	if rep.Command != "run" || rep.Rollout == nil || rep.Rollout.Status != status {
+		t.Fatalf("rollout %+v, want status %s\n%s", rep.Rollout, status, r.out())
+	}
+	if status != "complete" {
+		return
+	}
+	deletions := 0
+	for _, e := range rep.Timeline {
+		if e.Kind == "pod_deletion_requested" && e.Revision == rep.Rollout.OldRevision {
+			deletions++
+		}
+	}
+	if deletions != 3 || rep.Rollout.NewRevision == "" || rep.Rollout.NewRevision == rep.Rollout.OldRevision {
+		t.Fatalf("%d old pods' deletions in the timeline, revisions %s -> %s", deletions, rep.Rollout.OldRevision, rep.Rollout.NewRevision)
+	}
+}
+
+func checkClean(t *testing.T, r *runResult) {
+	if r.rep.Totals.Failed != 0 {
+		t.Fatalf("%d failed", r.rep.Totals.Failed)
+	}
+	for _, f := range r.rep.Findings {
+		if f.Severity == "error" {
+			t.Fatalf("error finding on a clean rollout: %+v", f)
+		}
+	}
+}
+
+// checkNaive: the propagation finding, its preStop suggestion covering the
+// measured window, and every failure attributed to an old pod.
+func checkNaive(t *testing.T, r *runResult) {
+	rep := r.rep
+	propagation := findingByID(rep, analysis.StopsBeforePropagation)
+	if propagation == nil || len(rep.Outages) == 0 {
+		t.Fatalf("findings %+v outages %+v", rep.Findings, rep.Outages)
+	}
+	// The suggested preStop sleep must cover the measured window: for each
+	// failure, the time since the deletion request of the pod it hit (a
+	// preStop sleep delays each pod's own shutdown; spanning several pods'
+	// sequential deletions would overstate it). Recomputed from the timeline.
+	deletedAt := map[string]time.Time{}
+	for _, e := range rep.Timeline {
+		if e.Kind == "pod_deletion_requested" {
+			deletedAt[e.Pod] = e.At
+		}
+	}
+	var window time.Duration
+	for _, f := range rep.Failures {
+		if at, ok := deletedAt[f.LikelyPod]; ok {
+			window = max(window, f.Intended.Sub(at))
+		}
+	}
+	if window <= 0 {
+		t.Fatalf("no failure came after its pod's deletion request")
+	}
+	var sleep int
+	fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+	if time.Duration(sleep)*time.Second < window {
+		t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused", sleep, window)
+	}
+	requireAttributed(t, rep, rep.Rollout.OldRevision, nil)
+	t.Logf("finding: %s / fix: %s", strings.Join(propagation.Evidence, " | "), propagation.Fix)
+}
+
+// checkKeepAliveClose: requests cut on kept-alive connections, each
+// attributed to an old (terminating) pod, and the abrupt-close finding.
+func checkKeepAliveClose(t *testing.T, r *runResult) {
+	rep := r.rep
+	cut := rep.Totals.ByClass["eof_reused"] + rep.Totals.ByClass["reset"] + rep.Totals.ByClass["eof"]
+	if cut == 0 || cut != rep.Totals.Failed {
+		t.Fatalf("failures %v: want only connections cut (eof_reused, reset, eof)", nonZero(rep.Totals.ByClass))
+	}
+	if f := findingByID(rep, analysis.AbruptKeepAliveClose); f == nil || f.Severity != "error" {
+		t.Fatalf("no abrupt keep-alive close finding: %+v", rep.Findings)
+	}
+	requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool { return !f.Fresh })
+}
+
+// checkLateReady: failures on the new pods, which turned ready before they
+// listened, and the ready-before-serving finding naming only new pods.
+func checkLateReady(t *testing.T, r *runResult) {
+	rep := r.rep
+	f := findingByID(rep, analysis.ReadyTooEarly)
+	if f == nil || len(f.Pods) == 0 {
+		t.Fatalf("no ready-before-serving finding: %+v", rep.Findings)
+	}
+	for _, p := range f.Pods {
+		if !strings.HasPrefix(p, "late-ready-"+rep.Rollout.NewRevision+"-") {
+			t.Errorf("ready-before-serving names %s, not a new pod (revision %s)", p, rep.Rollout.NewRevision)
+		}
+	}
+	onNew := 0
+	for _, fl := range rep.Failures {
+		if strings.HasPrefix(fl.LikelyPod, "late-ready-"+rep.Rollout.NewRevision+"-") {
+			onNew++
+			if fl.Class != "refused" {
+				t.Errorf("a new pod that does not listen yet refuses; got %s (%s)", fl.Class, fl.Context)
+			}
+		}
+	}
+	if onNew == 0 {
+		t.Fatalf("no failure attributed to a new pod")
+	}
+	t.Logf("%d of %d failures attributed to a new pod", onNew, len(rep.Failures))
+}
+
+// checkShortGrace: the SIGKILL finding names the three old pods, and the
+// JUnit check for it fails even when no request dropped.
+func checkShortGrace(t *testing.T, r *runResult) {
+	rep := r.rep
+	f := findingByID(rep, analysis.GraceTooShort)
+	if f == nil || len(f.Pods) != 3 {
+		t.Fatalf("grace finding %+v", f)
+	}
+	for _, p := range f.Pods {
+		if !strings.HasPrefix(p, "short-grace-"+rep.Rollout.OldRevision+"-") {
+			t.Errorf("SIGKILL finding names %s, not an old pod", p)
+		}
+	}
+	b, err := os.ReadFile(r.junitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil || len(doc.Suites) != 1 {
+		t.Fatalf("junit: %v\n%s", err, b)
+	}
+	for _, c := range doc.Suites[0].Cases {
+		if c.Name == "no SIGKILL during termination" {
+			if c.Failure == nil {
+				t.Fatalf("the SIGKILL check passed in JUnit:\n%s", b)
+			}
+			return
+		}
+	}
+	t.Fatalf("no SIGKILL check in JUnit:\n%s", b)
+}
+
+// checkExec: the user's command ran as the trigger, its output passed through.
+func checkExec(t *testing.T, r *runResult) {
+	checkClean(t, r)
+	if r.rep.Rollout.Trigger != "exec kubectl rollout restart deployment/graceful" {
+		t.Errorf("trigger %q", r.rep.Rollout.Trigger)
+	}
+	if !strings.Contains(r.out(), "deployment.apps/graceful restarted") {
+		t.Errorf("kubectl's output was not passed through:\n%s", r.out())
+	}
+}
+
+// requireAttributed: every failure (that match selects) is attributed to a
+// pod of the revision.
+func requireAttributed(t *testing.T, rep *report.Report, revision string, match func(report.Failure) bool) {
+	t.Helper()
+	prefix := rep.Rollout.Deployment + "-" + revision + "-"
+	n, attributed := 0, 0
+	for _, f := range rep.Failures {
+		if match != nil && !match(f) {
+			continue
+		}
+		n++
+		if strings.HasPrefix(f.LikelyPod, prefix) {
+			attributed++
+		} else {
+			t.Logf("not attributed to a pod of revision %s: %s at %s: %q (%s)", revision, f.Class, f.Intended.Format(time.RFC3339Nano), f.LikelyPod, f.Context)
+		}
+	}
+	if n == 0 || attributed != n {
+		t.Fatalf("%d of %d failures attributed to a pod of revision %s", attributed, n, revision)
+	}
+}
+
+// ensureSample applies the sample unless it exists (applying it again would
+// undo a restart's template annotation and roll it), waits until it is
+// rolled out and its ClusterIP answers, and returns the ClusterIP.
+func ensureSample(t *testing.T, ctx context.Context, c *lab.Client, sample string) string {
+	t.Helper()
+	if _, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{}); err != nil {
+		apply(t, sample)
+	}
+	waitRollout(t, ctx, c, sample)
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, sample, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, ctx, svc.Spec.ClusterIP)
+	return svc.Spec.ClusterIP
+}
+
+func findingByID(r *report.Report, id string) *report.Finding {
+	for i := range r.Findings {
+		if r.Findings[i].ID == id {
+			return &r.Findings[i]
+		}
+	}
+	return nil
+}
+
+func findingIDs(r *report.Report) []string {
+	var ids []string
+	for _, f := range r.Findings {
+		ids = append(ids, f.ID)
+	}
+	return ids
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
