@@ -92,6 +92,8 @@ func TestExitCodes(t *testing.T) {
 		{"run with two triggers", []string{"run", "--deployment", "web", "--target", "http://x/", "--watch", "--image", "a=b"}, 2, "choose one trigger"},
 		{"run command without --exec", []string{"run", "--deployment", "web", "--target", "http://x/", "--", "helm", "upgrade"}, 2, "goes after --exec --"},
 		{"run --exec without command", []string{"run", "--deployment", "web", "--target", "http://x/", "--exec"}, 2, "give the deploy command after --"},
+		{"doctor without deployment", []string{"doctor"}, 2, "--deployment is required"},
+		{"doctor bad threshold", []string{"doctor", "--deployment", "web", "--fail-on", "sometimes"}, 2, "want error, warning, info or never"},
 		{"cannot hold the rate", []string{"probe", srv.URL("/stall?ms=100"), "--rate", "100", "--duration", "1s",
 			"--workers", "1", "--max-workers", "1", "--progress", "0"}, 4, "INCONCLUSIVE"},
 	}

@@ -142,14 +142,7 @@ func finishReport(g *globalOptions, rep *report.Report, out outputFlags) error {
 	}
 	if os.Getenv("GITHUB_ACTIONS") == "true" {
 		if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err == nil {
-				err = output.WriteMarkdown(f, rep)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err != nil {
+			if err := appendFile(path, func(w io.Writer) error { return output.WriteMarkdown(w, rep) }); err != nil {
 				fmt.Fprintf(g.stderr, "rollprobe: step summary: %v\n", err)
 			}
 		}

@@ -65,7 +65,7 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
-	root.AddCommand(newProbeCommand(g), newRunCommand(g), newReportCommand(g), newLabCommand(g))
+	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g))
 	return root
 }
 

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 	"github.com/rollprobe/rollprobe/runner"
@@ -19,13 +18,9 @@ import (
 
 type runOptions struct {
 	*globalOptions
-	flags      proberFlags
-	kubeconfig string
-	context    string
-	namespace  string
-	deployment string
-	target     string
-	service    string
+	flags  proberFlags
+	kube   kubeFlags
+	target string
 
 	restart  bool
 	image    string
@@ -35,6 +30,7 @@ type runOptions struct {
 	execArgv []string
 
 	wait, baseline, settle, timeout time.Duration
+	expectedDrain                   time.Duration
 	outputs                         outputFlags
 	progress                        time.Duration
 
@@ -87,12 +83,8 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	f := cmd.Flags()
 	o.flags.bind(f)
 	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.context, "context", "", "kubeconfig context")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's)")
-	f.StringVar(&o.deployment, "deployment", "", "the Deployment to roll: [NAMESPACE/]NAME")
+	o.kube.bind(f)
 	f.StringVar(&o.target, "target", "", "URL to probe (the Service's address as clients reach it)")
-	f.StringVar(&o.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
@@ -102,6 +94,7 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
+	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	o.outputs.bind(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
 	return cmd
@@ -112,7 +105,7 @@ func (o *runOptions) complete() error {
 	if o.target == "" {
 		errs = append(errs, errors.New("--target URL is required"))
 	}
-	if o.deployment == "" {
+	if o.kube.deployment == "" {
 		errs = append(errs, errors.New("--deployment is required"))
 	}
 	triggers := 0
@@ -127,7 +120,7 @@ func (o *runOptions) complete() error {
 	if o.outputs.output != "text" && o.outputs.output != "json" {
 		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.outputs.output))
 	}
-	for name, d := range map[string]time.Duration{"--baseline": o.baseline, "--settle": o.settle, "--wait": o.wait} {
+	for name, d := range map[string]time.Duration{"--baseline": o.baseline, "--settle": o.settle, "--wait": o.wait, "--expected-drain": o.expectedDrain} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))
 		}
@@ -167,33 +160,14 @@ func (o *runOptions) complete() error {
 		trigger = rollout.Exec{Argv: o.execArgv, Stdout: o.stderr, Stderr: o.stderr}
 	}
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	restCfg, err := loader.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	ns := o.namespace
-	if ns == "" {
-		if ns, _, err = loader.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig namespace: %w", err)
-		}
-	}
-	ns, name, err := rollout.ParseDeploymentRef(o.deployment, ns)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(restCfg)
+	kube, ns, name, err := o.kube.client()
 	if err != nil {
 		return err
 	}
 	o.cfg = runner.Config{
-		Kube: kube, Namespace: ns, Deployment: name, Service: o.service, Trigger: trigger,
+		Kube: kube, Namespace: ns, Deployment: name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Budget: o.flags.budget(),
-		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout,
+		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
 		Tool:     report.Tool{Name: "rollprobe", Version: version()},
 		Progress: o.stderr, Every: o.progress,
 	}

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,7 +72,7 @@ func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) er
 	})
 }
 
-// Apply creates or updates every Deployment and Service in the YAML stream
+// Apply creates or updates every Deployment, Service and PodDisruptionBudget in the YAML stream
 // (the samples' kinds) in namespace ns unless the object names its own.
 // It returns the names of what it applied ("deployment/naive", ...).
 func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, error) {
@@ -104,8 +105,17 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 				return applied, fmt.Errorf("service %s: %w", o.Name, err)
 			}
 			applied = append(applied, "service/"+o.Name)
+		case *policyv1.PodDisruptionBudget:
+			if o.Namespace == "" {
+				o.Namespace = ns
+			}
+			api := c.Kube.PolicyV1().PodDisruptionBudgets(o.Namespace)
+			if err := upsert(ctx, o, api.Get, api.Create, api.Update, nil); err != nil {
+				return applied, fmt.Errorf("poddisruptionbudget %s: %w", o.Name, err)
+			}
+			applied = append(applied, "poddisruptionbudget/"+o.Name)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments and Services, not %T", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, Services and PodDisruptionBudgets, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 	}
 	return applied, nil

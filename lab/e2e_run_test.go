@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/lab"
@@ -40,8 +43,6 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
 		{"short-grace is SIGKILLed", "short-grace", nil, -1, "complete", checkShortGrace},
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, 0, "complete", checkExec},
-		// Last on graceful: it leaves the Deployment with a failed rollout.
-		{"bad image fails the rollout", "graceful", []string{"--patch", badImage}, 3, "failed", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +59,40 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 				r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), findingIDs(r.rep))
 		})
 	}
+
+	t.Run("doctor", func(t *testing.T) {
+		for _, tc := range []struct {
+			sample string
+			exit   int
+			ids    []string
+		}{{"naive", 1, []string{"no-prestop-hook", "no-pod-disruption-budget"}}, {"graceful", 0, nil}} {
+			ensureSample(t, ctx, c, tc.sample)
+			junit := filepath.Join(t.TempDir(), "doctor.xml")
+			out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+				"doctor", "--deployment", "default/"+tc.sample, "-o", "json", "--junit", junit)
+			exit := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				exit = ee.ExitCode()
+			}
+			var res struct {
+				Pass     bool             `json:"pass"`
+				Findings []report.Finding `json:"findings"`
+			}
+			if jerr := json.Unmarshal([]byte(out), &res); jerr != nil || exit != tc.exit {
+				t.Fatalf("doctor %s: exit %d (want %d), %v\n%s", tc.sample, exit, tc.exit, jerr, out)
+			}
+			var ids []string
+			for _, f := range res.Findings {
+				ids = append(ids, f.ID)
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.ids, ",") || res.Pass != (tc.exit == 0) {
+				t.Fatalf("doctor %s: findings %v (pass %v), want %v", tc.sample, ids, res.Pass, tc.ids)
+			}
+			if b, err := os.ReadFile(junit); err != nil || strings.Count(string(b), "<testcase") != 8 {
+				t.Fatalf("doctor junit: %v\n%s", err, b)
+			}
+		}
+	})
 
 	t.Run("watch waits for a rollout started elsewhere", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "naive")
@@ -105,6 +140,87 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		// The rollout goes on without rollprobe.
 		waitRollout(t, ctx, c, "keepalive-close")
 	})
+
+	t.Run("deploy/rbac.yaml is exactly enough", func(t *testing.T) { testRBAC(t, ctx, c) })
+
+	// Last on graceful: it leaves the Deployment with a failed rollout.
+	t.Run("bad image fails the rollout", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		r := startRun(t, "graceful", ip, "--patch", badImage).wait(t)
+		if r.exit != 3 {
+			t.Fatalf("exit %d, want 3\n%s", r.exit, r.out())
+		}
+		checkRunReport(t, r, "failed")
+	})
+}
+
+// testRBAC runs rollprobe as a ServiceAccount bound to deploy/rbac.yaml:
+// it succeeds; with one verb taken away, preflight fails naming it and the
+// Deployment is left untouched.
+func testRBAC(t *testing.T, ctx context.Context, c *lab.Client) {
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := rollprobe(t, append([]string{"lab", "exec", "--state-dir", stateDir, "--", "kubectl"}, args...)...)
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	rbac, err := filepath.Abs("../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl("apply", "-n", "default", "-f", rbac)
+	token := strings.TrimSpace(kubectl("create", "token", "rollprobe", "-n", "default"))
+	cfg, err := clientcmd.LoadFromFile(filepath.Join(stateDir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cfg.Contexts[cfg.CurrentContext].AuthInfo
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	kubeconfig := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ip := ensureSample(t, ctx, c, "graceful")
+
+	r := startRun(t, "graceful", ip, "--kubeconfig", kubeconfig).wait(t)
+	if r.exit != 0 {
+		t.Fatalf("as the ServiceAccount with deploy/rbac.yaml: exit %d\n%s", r.exit, r.out())
+	}
+	checkRunReport(t, r, "complete")
+
+	// Take watch on pods and events away.
+	role, err := c.Kube.RbacV1().Roles("default").Get(ctx, "rollprobe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rule := range role.Rules {
+		if len(rule.Resources) > 0 && rule.Resources[0] == "pods" {
+			role.Rules[i].Verbs = []string{"list"}
+		}
+	}
+	if _, err := c.Kube.RbacV1().Roles("default").Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "graceful", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = startRun(t, "graceful", ip, "--kubeconfig", kubeconfig).wait(t)
+	if r.exit != 2 || !strings.Contains(r.out(), "missing permissions in namespace default: watch pods, watch events") {
+		t.Fatalf("one verb short: exit %d, want 2 naming watch pods and watch events\n%s", r.exit, r.out())
+	}
+	if r.rep != nil {
+		t.Errorf("a preflight failure wrote a report")
+	}
+	after, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "graceful", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != before.Generation {
+		t.Errorf("preflight failed, yet the deployment changed (generation %d -> %d)", before.Generation, after.Generation)
+	}
 }
 
 // runResult is one finished rollprobe run.
@@ -243,6 +359,10 @@ func checkNaive(t *testing.T, r *runResult) {
 		t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused", sleep, window)
 	}
 	requireAttributed(t, rep, rep.Rollout.OldRevision, nil)
+	// The doctor's static check says the same before any traffic.
+	if f := findingByID(rep, "no-prestop-hook"); f == nil || f.Source != "doctor" || f.Severity != "error" {
+		t.Errorf("no static no-prestop-hook finding: %+v", rep.Findings)
+	}
 	t.Logf("finding: %s / fix: %s", strings.Join(propagation.Evidence, " | "), propagation.Fix)
 }
 

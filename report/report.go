@@ -77,6 +77,9 @@ type Finding struct {
 	Evidence []string `json:"evidence"`
 	Fix      string   `json:"fix"`
 	Pods     []string `json:"pods,omitempty"`
+	// Source is "doctor" for a static check of the configuration; empty
+	// for what the run's traffic showed.
+	Source string `json:"source,omitempty"`
 }
 
 // Rollout is what happened to the Deployment during a run.

@@ -98,7 +98,11 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 	}
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "  %-9s %s\n", strings.ToUpper(f.Severity), f.Title)
+		static := ""
+		if f.Source == "doctor" {
+			static = "  (static check: rollprobe doctor)"
+		}
+		fmt.Fprintf(&b, "  %-9s %s%s\n", strings.ToUpper(f.Severity), f.Title, static)
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "            - %s\n", e)
 		}

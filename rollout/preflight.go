@@ -35,6 +35,7 @@ func RequiredPermissions(trigger Trigger) []Permission {
 		{"get", "", "services"}, {"list", "", "services"},
 		{"list", "discovery.k8s.io", "endpointslices"}, {"watch", "discovery.k8s.io", "endpointslices"},
 		{"list", "", "events"}, {"watch", "", "events"},
+		{"list", "policy", "poddisruptionbudgets"}, // the doctor's static checks
 	}
 	if trigger != nil {
 		for _, v := range trigger.Verbs() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -33,6 +34,9 @@ type Config struct {
 	Settle   time.Duration // probing after the last old pod is gone
 	Wait     time.Duration // with the Watch trigger: how long to wait for a rollout to start
 	Timeout  time.Duration // bounds the whole run
+	// ExpectedDrain is the app's drain time after SIGTERM, for the
+	// doctor's grace period check (0: its default).
+	ExpectedDrain time.Duration
 
 	Tool     report.Tool
 	Progress io.Writer // plain progress lines; nil for none
@@ -70,6 +74,14 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 	}
 	logf("target %s/%s behind service %s, trigger: %s", cfg.Namespace, d.Name, target.Service.Name, cfg.Trigger.Describe())
+	// The doctor's static checks, from the objects as they were before the
+	// rollout; they go into the report next to what the traffic shows.
+	var static []report.Finding
+	if in, err := doctor.Gather(ctx, cfg.Kube, target); err != nil {
+		logf("doctor checks skipped: %v", err)
+	} else {
+		static = doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain})
+	}
 	if err := checkBaseline(ctx, cfg); err != nil {
 		return nil, ci.Usage(fmt.Errorf("preflight: %w", err))
 	}
@@ -130,6 +142,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	rep.Rollout = ro
 	rep.Timeline = tl.Events()
 	analysis.Analyse(rep)
+	rep.Findings = append(rep.Findings, static...)
 	return rep, nil
 }
 

@@ -37,7 +37,11 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 		b.WriteString("\n")
 	}
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "### %s %s\n\n", map[string]string{"error": "❌", "warning": "⚠️"}[f.Severity], f.Title)
+		static := ""
+		if f.Source == "doctor" {
+			static = " (static check)"
+		}
+		fmt.Fprintf(&b, "### %s %s%s\n\n", map[string]string{"error": "❌", "warning": "⚠️"}[f.Severity], f.Title, static)
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
@@ -55,7 +59,12 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 // WriteAnnotations prints GitHub Actions workflow commands: ::error for
 // failed checks, ::warning for warnings.
 func WriteAnnotations(w io.Writer, r *report.Report) error {
-	for _, c := range Checks(r) {
+	return WriteCheckAnnotations(w, Checks(r))
+}
+
+// WriteCheckAnnotations prints the annotations of any list of checks.
+func WriteCheckAnnotations(w io.Writer, checks []Check) error {
+	for _, c := range checks {
 		level := ""
 		switch {
 		case c.Failed:

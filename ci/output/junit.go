@@ -57,7 +57,8 @@ type Check struct {
 }
 
 // Checks derives the checks of a report: no dropped requests, the rollout
-// completed (run), no SIGKILL during termination (run), and one per finding.
+// completed (run), no SIGKILL during termination (run), and one per finding
+// (the doctor's static findings named "doctor: ID"; an error fails).
 func Checks(r *report.Report) []Check {
 	var checks []Check
 	drop := Check{Name: "no dropped requests", Message: fmt.Sprintf("%d of %d requests failed", r.Totals.Failed, r.Totals.Sent)}
@@ -87,8 +88,12 @@ func Checks(r *report.Report) []Check {
 		if f.ID == "grace-period-too-short" {
 			continue
 		}
+		name := "finding: " + f.ID
+		if f.Source == "doctor" {
+			name = "doctor: " + f.ID
+		}
 		checks = append(checks, Check{
-			Name: "finding: " + f.ID, Failed: f.Severity == "error", Warning: f.Severity == "warning",
+			Name: name, Failed: f.Severity == "error", Warning: f.Severity == "warning",
 			Message: f.Title, Detail: strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix,
 		})
 	}
@@ -112,9 +117,23 @@ func classes(by map[string]uint64) string {
 
 // WriteJUnit writes the report's checks as JUnit XML.
 func WriteJUnit(w io.Writer, r *report.Report) error {
-	suite := junitSuite{Name: "rollprobe " + r.Command + " " + r.Target, Time: r.DurationS, Timestamp: r.StartedAt.UTC().Format(time.RFC3339)}
-	for _, c := range Checks(r) {
-		tc := junitCase{Name: c.Name, Classname: "rollprobe." + r.Command}
+	return WriteJUnitChecks(w, Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
+		Time: r.DurationS, Started: r.StartedAt}, Checks(r))
+}
+
+// Suite names a JUnit test suite.
+type Suite struct {
+	Name, Classname string
+	Time            float64 // seconds
+	Started         time.Time
+}
+
+// WriteJUnitChecks writes checks as one JUnit test suite: a failed check is
+// a failure, a warning passes with the warning in its output.
+func WriteJUnitChecks(w io.Writer, s Suite, checks []Check) error {
+	suite := junitSuite{Name: s.Name, Time: s.Time, Timestamp: s.Started.UTC().Format(time.RFC3339)}
+	for _, c := range checks {
+		tc := junitCase{Name: c.Name, Classname: s.Classname}
 		switch {
 		case c.Failed:
 			tc.Failure = &junitFailure{Message: c.Message, Type: "rollprobe", Body: c.Detail}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/internal/golden"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -84,5 +85,36 @@ func TestMarkdownAndAnnotations(t *testing.T) {
 	ann.Reset()
 	if err := WriteAnnotations(&ann, pass); err != nil || ann.Len() != 0 {
 		t.Fatalf("a clean run annotates nothing: %q %v", ann.String(), err)
+	}
+}
+
+// A doctor result is a JUnit case per check: a finding at or above fail-on
+// fails its case, one below it passes with a warning.
+func TestDoctorChecks(t *testing.T) {
+	res := doctor.Result{FailOn: "error", Checks: []doctor.CheckStatus{
+		{ID: doctor.NoPreStop, Title: "preStop", Status: "error"},
+		{ID: doctor.NoPDB, Title: "pdb", Status: "warning"},
+		{ID: doctor.NoReadiness, Title: "readiness", Status: "pass"},
+	}, Findings: []report.Finding{
+		{ID: doctor.NoPreStop, Severity: "error", Title: "no preStop", Fix: "sleep"},
+		{ID: doctor.NoPDB, Severity: "warning", Title: "no PDB", Fix: "add one"},
+	}}
+	var buf bytes.Buffer
+	if err := WriteJUnitChecks(&buf, Suite{Name: "doctor", Classname: "rollprobe.doctor"}, DoctorChecks(res)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `tests="3" failures="1"`) || !strings.Contains(out, "warning: no PDB") {
+		t.Fatalf("junit:\n%s", out)
+	}
+	res.FailOn = "warning"
+	failed := 0
+	for _, c := range DoctorChecks(res) {
+		if c.Failed {
+			failed++
+		}
+	}
+	if failed != 2 {
+		t.Fatalf("--fail-on warning: %d failed checks, want 2", failed)
 	}
 }

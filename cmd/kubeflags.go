@@ -1,0 +1,54 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// kubeFlags are the kubeconfig flags shared by the commands that talk to a
+// cluster, as kubectl spells them.
+type kubeFlags struct {
+	kubeconfig, context, namespace string
+	deployment, service            string
+}
+
+func (k *kubeFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&k.context, "context", "", "kubeconfig context")
+	f.StringVarP(&k.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	f.StringVar(&k.deployment, "deployment", "", "the Deployment: [NAMESPACE/]NAME")
+	f.StringVar(&k.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
+}
+
+// client loads the kubeconfig and resolves the Deployment's namespace and
+// name (a NS/ prefix on --deployment wins over -n and the context's).
+func (k *kubeFlags) client() (kube kubernetes.Interface, ns, name string, err error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.kubeconfig != "" {
+		rules.ExplicitPath = k.kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+	restCfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns = k.namespace
+	if ns == "" {
+		if ns, _, err = loader.Namespace(); err != nil {
+			return nil, "", "", fmt.Errorf("kubeconfig namespace: %w", err)
+		}
+	}
+	if ns, name, err = rollout.ParseDeploymentRef(k.deployment, ns); err != nil {
+		return nil, "", "", err
+	}
+	kube, err = kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("kubernetes client: %w", err)
+	}
+	return kube, ns, name, nil
+}

@@ -1,0 +1,344 @@
+// Package doctor is the static half of rollprobe: it reads a Deployment,
+// its Service and the namespace's PodDisruptionBudgets and names the
+// settings that drop requests during a rollout, before any traffic is sent.
+// Severity: error = drops requests (or kills pods) in a rollout whenever
+// the app behaves as most do (stops accepting on SIGTERM, listens a moment
+// after it starts); warning = a risk that depends on the app or on events
+// other than rollouts. rollprobe run adds these findings to its report.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// Check IDs (stable: JUnit cases and CI annotations use them).
+const (
+	NoPreStop           = "no-prestop-hook"
+	GraceBelowPreStop   = "grace-below-prestop-plus-drain"
+	NoReadiness         = "no-readiness-probe"
+	ReadinessIsLiveness = "readiness-same-as-liveness"
+	ZeroReadyPossible   = "rollout-can-leave-no-ready-pod"
+	ETPLocalBefore126   = "external-traffic-policy-local-before-1.26"
+	NoPDB               = "no-pod-disruption-budget"
+	ShellPID1           = "shell-may-not-forward-sigterm"
+)
+
+// Check is one static check.
+type Check struct{ ID, Title string }
+
+// Checks lists every check in the order they are reported.
+var Checks = []Check{
+	{NoPreStop, "containers keep serving while endpoints propagate (preStop hook)"},
+	{GraceBelowPreStop, "the grace period covers preStop plus the app's drain"},
+	{NoReadiness, "containers have a readiness probe"},
+	{ReadinessIsLiveness, "readiness and liveness probes differ"},
+	{ZeroReadyPossible, "the rollout strategy keeps a ready pod"},
+	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version"},
+	{NoPDB, "a PodDisruptionBudget covers the pods"},
+	{ShellPID1, "the container's main process receives SIGTERM"},
+}
+
+// Input is what the checks read.
+type Input struct {
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service // may be nil
+	PDBs       []policyv1.PodDisruptionBudget
+	// Server version, 0.0 when unknown.
+	Major, Minor int
+}
+
+// Options tune the checks.
+type Options struct {
+	// ExpectedDrain is how long the app needs after SIGTERM to finish its
+	// requests and exit: the grace period must cover preStop plus this.
+	ExpectedDrain time.Duration
+}
+
+// DefaultExpectedDrain is a typical HTTP server's drain.
+const DefaultExpectedDrain = 5 * time.Second
+
+// Gather fetches what the checks read beyond the target: the namespace's
+// PodDisruptionBudgets and the server version.
+func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (Input, error) {
+	in := Input{Deployment: t.Deployment, Service: t.Service}
+	pdbs, err := kube.PolicyV1().PodDisruptionBudgets(t.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, fmt.Errorf("list poddisruptionbudgets: %w", err)
+	}
+	in.PDBs = pdbs.Items
+	if v, err := kube.Discovery().ServerVersion(); err == nil {
+		in.Major, _ = strconv.Atoi(strings.TrimRight(v.Major, "+"))
+		in.Minor, _ = strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	}
+	return in, nil
+}
+
+// Run returns the findings of every check that does not pass, in Checks
+// order, each marked with Source "doctor".
+func Run(in Input, opts Options) []report.Finding {
+	if opts.ExpectedDrain <= 0 {
+		opts.ExpectedDrain = DefaultExpectedDrain
+	}
+	d := in.Deployment
+	spec := d.Spec.Template.Spec
+	serving := servingContainers(spec.Containers, in.Service)
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if spec.TerminationGracePeriodSeconds != nil {
+		grace = *spec.TerminationGracePeriodSeconds
+	}
+	var out []report.Finding
+	add := func(f report.Finding) {
+		f.Source = "doctor"
+		out = append(out, f)
+	}
+	sleepHook := `lifecycle.preStop.sleep.seconds: 5`
+	if in.Major == 1 && in.Minor > 0 && in.Minor < 30 {
+		sleepHook = `lifecycle.preStop.exec.command: ["sleep", "5"] (the sleep action needs Kubernetes 1.30)`
+	}
+
+	var noHook, noReady, sameProbe, shells []string
+	var graceErr, graceWarn []string
+	for _, c := range serving {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+			noHook = append(noHook, c.Name)
+		}
+		if c.ReadinessProbe == nil {
+			noReady = append(noReady, c.Name)
+		} else if c.LivenessProbe != nil && reflect.DeepEqual(c.ReadinessProbe.ProbeHandler, c.LivenessProbe.ProbeHandler) {
+			sameProbe = append(sameProbe, c.Name)
+		}
+		if pre, known := preStopSeconds(c); known && pre > 0 {
+			drain := int64(opts.ExpectedDrain / time.Second)
+			switch {
+			case grace <= pre:
+				graceErr = append(graceErr, fmt.Sprintf("container %s: preStop waits %ds, terminationGracePeriodSeconds is %d: the hook uses up the grace period and the app gets only the kubelet's 2 s minimum after SIGTERM", c.Name, pre, grace))
+			case grace < pre+drain:
+				graceWarn = append(graceWarn, fmt.Sprintf("container %s: preStop %ds + expected drain %ds > terminationGracePeriodSeconds %d", c.Name, pre, drain, grace))
+			}
+		}
+		if shellWithoutExec(c) {
+			shells = append(shells, c.Name)
+		}
+	}
+	if len(noHook) > 0 {
+		add(report.Finding{ID: NoPreStop, Severity: "error",
+			Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
+			Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+				"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"},
+			Fix: "add a preStop hook that waits for endpoint propagation: " + sleepHook + "; rollprobe run measures the window on your cluster and sizes it"})
+	}
+	if len(graceErr) > 0 {
+		add(report.Finding{ID: GraceBelowPreStop, Severity: "error", Title: "the grace period does not cover the preStop hook",
+			Evidence: graceErr,
+			Fix:      fmt.Sprintf("set terminationGracePeriodSeconds above preStop plus the app's drain time (here at least preStop + %ds)", int(opts.ExpectedDrain.Seconds()))})
+	} else if len(graceWarn) > 0 {
+		add(report.Finding{ID: GraceBelowPreStop, Severity: "warning", Title: "the grace period may not cover preStop plus the app's drain",
+			Evidence: append(graceWarn, "the app is SIGKILLed at the end of the grace period, cutting the requests it is still serving"),
+			Fix:      fmt.Sprintf("raise terminationGracePeriodSeconds to at least preStop + %ds (or pass --expected-drain with the app's real drain time)", int(opts.ExpectedDrain.Seconds()))})
+	}
+	if len(noReady) > 0 {
+		add(report.Finding{ID: NoReadiness, Severity: "error", Title: "no readiness probe: new pods get traffic the moment their process starts",
+			Evidence: []string{fmt.Sprintf("container(s) %s: no readinessProbe; a pod counts as ready as soon as its containers start, before the app listens", strings.Join(noReady, ", "))},
+			Fix:      "add a readinessProbe that checks an endpoint the app serves only when it can take requests (httpGet), and a startupProbe for slow starts"})
+	}
+	if len(sameProbe) > 0 {
+		add(report.Finding{ID: ReadinessIsLiveness, Severity: "warning", Title: "readiness and liveness probes are the same check",
+			Evidence: []string{fmt.Sprintf("container(s) %s: readinessProbe and livenessProbe use the same handler", strings.Join(sameProbe, ", ")),
+				"a pod that should only stop receiving traffic (overloaded, draining) is restarted instead, and a readiness check that may not fail while draining cannot take the pod out early"},
+			Fix: "liveness: the process is not wedged (cheap, generous thresholds); readiness: the app can serve now (fails while starting and while draining)"})
+	}
+	if f, bad := zeroReady(d); bad {
+		f.Source = "doctor"
+		out = append(out, f)
+	}
+	if svc := in.Service; svc != nil && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
+		in.Major == 1 && in.Minor > 0 && in.Minor < 26 {
+		add(report.Finding{ID: ETPLocalBefore126, Severity: "error",
+			Title: "externalTrafficPolicy: Local on a cluster older than 1.26 blackholes traffic at terminating pods",
+			Evidence: []string{fmt.Sprintf("service %s is %s with externalTrafficPolicy Local; the server is v%d.%d", svc.Name, svc.Spec.Type, in.Major, in.Minor),
+				"before 1.26 kube-proxy does not fall back to serving-but-terminating endpoints: a node whose only local pod is terminating drops the load balancer's traffic until its health check fails"},
+			Fix: "upgrade to 1.26+ (ProxyTerminatingEndpoints), or use externalTrafficPolicy: Cluster, or keep the pod serving (preStop sleep) longer than the load balancer's health-check interval x threshold"})
+	}
+	if !coveredByPDB(d, in.PDBs) {
+		add(report.Finding{ID: NoPDB, Severity: "warning", Title: "no PodDisruptionBudget covers the pods",
+			Evidence: []string{fmt.Sprintf("no PodDisruptionBudget in namespace %s selects the labels of deployment %s's pods", d.Namespace, d.Name),
+				"a rollout is bounded by maxUnavailable, but a node drain or cluster upgrade may evict every pod at once"},
+			Fix: fmt.Sprintf("add a PodDisruptionBudget selecting %s with maxUnavailable: 1", labels.Set(d.Spec.Template.Labels))})
+	}
+	if len(shells) > 0 {
+		add(report.Finding{ID: ShellPID1, Severity: "warning", Title: "a shell runs as the main process and may not pass SIGTERM on",
+			Evidence: []string{fmt.Sprintf("container(s) %s: command is a shell script that does not exec the server", strings.Join(shells, ", ")),
+				"a shell as PID 1 ignores SIGTERM unless it traps it: the app never starts its graceful shutdown and is SIGKILLed at the end of the grace period"},
+			Fix: "exec the server from the script (exec ./server ...), or run it directly as the command"})
+	}
+	return out
+}
+
+// servingContainers are the containers behind the Service's target ports;
+// without a Service (or a port match), those declaring ports; failing that,
+// all of them.
+func servingContainers(cs []corev1.Container, svc *corev1.Service) []corev1.Container {
+	var out []corev1.Container
+	if svc != nil {
+		for _, c := range cs {
+			if servesAny(c, svc.Spec.Ports) {
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		for _, c := range cs {
+			if len(c.Ports) > 0 {
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = cs
+	}
+	return out
+}
+
+func servesAny(c corev1.Container, ports []corev1.ServicePort) bool {
+	for _, sp := range ports {
+		target := sp.TargetPort
+		if target.Type == intstr.Int && target.IntVal == 0 {
+			target = intstr.FromInt32(sp.Port)
+		}
+		for _, cp := range c.Ports {
+			if (target.Type == intstr.String && cp.Name == target.StrVal) || (target.Type == intstr.Int && cp.ContainerPort == target.IntVal) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var sleepRE = regexp.MustCompile(`(?:^|[\s;&|])(?:/bin/|/usr/bin/)?sleep\s+([0-9]+)(?:s?)(?:$|[\s;&|])`)
+
+// preStopSeconds is how long the container's preStop hook waits, when that
+// can be read from the spec (a sleep action, or an exec of sleep N).
+func preStopSeconds(c corev1.Container) (int64, bool) {
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+		return 0, false
+	}
+	h := c.Lifecycle.PreStop
+	switch {
+	case h.Sleep != nil:
+		return h.Sleep.Seconds, true
+	case h.Exec != nil:
+		if m := sleepRE.FindStringSubmatch(strings.Join(h.Exec.Command, " ")); m != nil {
+			n, err := strconv.ParseInt(m[1], 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// shellWithoutExec: the command runs a shell -c script that neither execs
+// its last step nor traps TERM.
+func shellWithoutExec(c corev1.Container) bool {
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(argv) < 3 {
+		return false
+	}
+	base := argv[0][strings.LastIndexByte(argv[0], '/')+1:]
+	if base != "sh" && base != "bash" && base != "ash" && base != "dash" {
+		return false
+	}
+	if argv[1] != "-c" && argv[1] != "-ec" && argv[1] != "-ce" {
+		return false
+	}
+	script := strings.Join(argv[2:], " ")
+	return !strings.Contains(script, "exec ") && !strings.Contains(script, "trap ")
+}
+
+// zeroReady: the strategy may take every ready pod away during a rollout.
+// maxUnavailable rounds down and maxSurge up, as the Deployment controller
+// does; both 0 means maxUnavailable 1.
+func zeroReady(d *appsv1.Deployment) (report.Finding, bool) {
+	replicas := int32(1)
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
+	}
+	if replicas == 0 {
+		return report.Finding{}, false
+	}
+	f := report.Finding{ID: ZeroReadyPossible, Severity: "error", Title: "the rollout can leave no ready pod"}
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		f.Evidence = []string{"strategy Recreate: every old pod is terminated before any new pod starts"}
+		f.Fix = "use strategy RollingUpdate with maxUnavailable: 0 and maxSurge: 1 (or 25%)"
+		return f, true
+	}
+	unavail, surge := intstr.FromString("25%"), intstr.FromString("25%")
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		if ru.MaxUnavailable != nil {
+			unavail = *ru.MaxUnavailable
+		}
+		if ru.MaxSurge != nil {
+			surge = *ru.MaxSurge
+		}
+	}
+	u, err1 := intstr.GetScaledValueFromIntOrPercent(&unavail, int(replicas), false)
+	s, err2 := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
+	if err1 != nil || err2 != nil {
+		return report.Finding{}, false
+	}
+	if u == 0 && s == 0 {
+		u = 1
+	}
+	if int(replicas)-u >= 1 {
+		return report.Finding{}, false
+	}
+	f.Evidence = []string{fmt.Sprintf("replicas %d, maxUnavailable %s (= %d): the controller may scale the ready pods down to %d before new ones are ready",
+		replicas, unavail.String(), u, max(0, int(replicas)-u))}
+	f.Fix = "set maxUnavailable: 0 and maxSurge: 1 (new pods come up before old ones go), or run more replicas"
+	return f, true
+}
+
+func coveredByPDB(d *appsv1.Deployment, pdbs []policyv1.PodDisruptionBudget) bool {
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	for _, p := range pdbs {
+		if p.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err == nil && !sel.Empty() && sel.Matches(podLabels) {
+			return true
+		}
+	}
+	return false
+}
+
+// Severities in increasing order.
+var severities = map[string]int{"info": 0, "warning": 1, "error": 2}
+
+// AtLeast reports whether severity is at or above min ("never" matches none).
+func AtLeast(severity, min string) bool {
+	m, ok := severities[min]
+	return ok && severities[severity] >= m
+}
+
+// ValidFailOn reports whether s is a severity threshold: info, warning,
+// error or never.
+func ValidFailOn(s string) bool {
+	_, ok := severities[s]
+	return ok || s == "never"
+}

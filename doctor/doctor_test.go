@@ -1,0 +1,225 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// good is a Deployment that passes every check: the lab's graceful sample.
+func good() (*appsv1.Deployment, *corev1.Service, []policyv1.PodDisruptionBudget) {
+	grace := int64(20)
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}}}
+	live := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromString("http")}}}
+	replicas := int32(3)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{
+				{Name: "app", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					ReadinessProbe: probe, LivenessProbe: live,
+					Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}},
+				// A sidecar the Service does not target: not checked.
+				{Name: "log-shipper", Command: []string{"sh", "-c", "tail -F /var/log/app.log"}},
+			}},
+		}},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}}}
+	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	return d, svc, []policyv1.PodDisruptionBudget{pdb}
+}
+
+func TestChecks(t *testing.T) {
+	tests := []struct {
+		name     string
+		mutate   func(d *appsv1.Deployment, svc *corev1.Service, in *Input)
+		id       string // "" = no finding at all
+		severity string
+		evidence string // substring of the evidence
+	}{
+		{"good", func(*appsv1.Deployment, *corev1.Service, *Input) {}, "", "", ""},
+		{"no preStop", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).Lifecycle = nil }, NoPreStop, "error", "container(s) app"},
+		{"preStop eats the grace period", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			app(d).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "sleep 20"}}}
+		}, GraceBelowPreStop, "error", "preStop waits 20s, terminationGracePeriodSeconds is 20"},
+		{"grace below preStop + drain", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			app(d).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sleep", "17"}}}
+		}, GraceBelowPreStop, "warning", "preStop 17s + expected drain 5s > terminationGracePeriodSeconds 20"},
+		{"default grace is 30", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			d.Spec.Template.Spec.TerminationGracePeriodSeconds = nil
+			app(d).Lifecycle.PreStop.Sleep.Seconds = 30
+		}, GraceBelowPreStop, "error", "terminationGracePeriodSeconds is 30"},
+		{"no readiness", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).ReadinessProbe = nil }, NoReadiness, "error", "container(s) app"},
+		{"readiness is liveness", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).LivenessProbe = app(d).ReadinessProbe.DeepCopy() },
+			ReadinessIsLiveness, "warning", "same handler"},
+		{"one replica, maxUnavailable 1", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			one, mu := int32(1), intstr.FromInt32(1)
+			d.Spec.Replicas = &one
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: &mu}
+		}, ZeroReadyPossible, "error", "replicas 1, maxUnavailable 1 (= 1)"},
+		{"maxUnavailable 100%", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			mu := intstr.FromString("100%")
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: &mu}
+		}, ZeroReadyPossible, "error", "down to 0"},
+		{"recreate", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType },
+			ZeroReadyPossible, "error", "Recreate"},
+		{"ETP Local on 1.25", func(_ *appsv1.Deployment, svc *corev1.Service, in *Input) {
+			svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
+			in.Major, in.Minor = 1, 25
+		}, ETPLocalBefore126, "error", "the server is v1.25"},
+		{"no PDB", func(_ *appsv1.Deployment, _ *corev1.Service, in *Input) {
+			in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+		}, NoPDB, "warning", "no PodDisruptionBudget in namespace prod"},
+		{"shell as PID 1", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			app(d).Command = []string{"/bin/sh", "-c", "./migrate && ./server"}
+		}, ShellPID1, "warning", "container(s) app"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, svc, pdbs := good()
+			in := Input{Deployment: d, Service: svc, PDBs: pdbs, Major: 1, Minor: 36}
+			tt.mutate(d, svc, &in)
+			fs := Run(in, Options{})
+			if tt.id == "" {
+				if len(fs) != 0 {
+					t.Fatalf("findings on a good deployment: %+v", fs)
+				}
+				return
+			}
+			if len(fs) != 1 {
+				t.Fatalf("want exactly %s, got %+v", tt.id, fs)
+			}
+			f := fs[0]
+			if f.ID != tt.id || f.Severity != tt.severity || f.Source != "doctor" || f.Fix == "" {
+				t.Fatalf("got %s/%s (source %q), want %s/%s: %+v", f.ID, f.Severity, f.Source, tt.id, tt.severity, f)
+			}
+			if !strings.Contains(strings.Join(f.Evidence, "\n"), tt.evidence) {
+				t.Fatalf("evidence %q lacks %q", f.Evidence, tt.evidence)
+			}
+		})
+	}
+}
+
+func app(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[0] }
+
+// The fix names the hook the cluster supports.
+func TestPreStopFixFollowsTheVersion(t *testing.T) {
+	for _, tc := range []struct {
+		minor int
+		want  string
+	}{{36, "sleep.seconds: 5"}, {29, `exec.command: ["sleep", "5"]`}} {
+		d, svc, pdbs := good()
+		app(d).Lifecycle = nil
+		fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Major: 1, Minor: tc.minor}, Options{})
+		if len(fs) != 1 || !strings.Contains(fs[0].Fix, tc.want) {
+			t.Errorf("1.%d: %+v, want the fix to say %s", tc.minor, fs, tc.want)
+		}
+	}
+}
+
+func TestExpectedDrainOption(t *testing.T) {
+	d, svc, pdbs := good() // preStop 5s, grace 20s
+	if fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs}, Options{ExpectedDrain: 16 * time.Second}); len(fs) != 1 || fs[0].ID != GraceBelowPreStop {
+		t.Fatalf("a 16s drain does not fit in 20s - 5s: %+v", fs)
+	}
+}
+
+func TestGather(t *testing.T) {
+	d, svc, pdbs := good()
+	kube := fake.NewClientset(d, svc, &pdbs[0])
+	kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "25+"}
+	in, err := Gather(context.Background(), kube, &rollout.Target{Namespace: "prod", Deployment: d, Service: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Major != 1 || in.Minor != 25 || len(in.PDBs) != 1 {
+		t.Fatalf("gathered %d.%d with %d PDBs", in.Major, in.Minor, len(in.PDBs))
+	}
+}
+
+// Every check ID is a finding ID the report schema accepts.
+func TestSchemaKnowsEveryCheck(t *testing.T) {
+	b, err := os.ReadFile("../report/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			Findings struct {
+				Items struct {
+					Properties struct {
+						ID struct {
+							Enum []string `json:"enum"`
+						} `json:"id"`
+					} `json:"properties"`
+				} `json:"items"`
+			} `json:"findings"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, id := range schema.Properties.Findings.Items.Properties.ID.Enum {
+		known[id] = true
+	}
+	for _, c := range Checks {
+		if !known[c.ID] {
+			t.Errorf("check %s is not in the report schema's finding ids", c.ID)
+		}
+	}
+}
+
+func TestAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		sev, min string
+		want     bool
+	}{{"error", "error", true}, {"warning", "error", false}, {"warning", "warning", true}, {"error", "never", false}, {"info", "info", true}} {
+		if got := AtLeast(tc.sev, tc.min); got != tc.want {
+			t.Errorf("AtLeast(%s, %s) = %v", tc.sev, tc.min, got)
+		}
+	}
+}
+
+// The text rendering and the JSON document of a result with an error and
+// a warning, at a fixed input.
+func TestResultGolden(t *testing.T) {
+	d, svc, _ := good()
+	app(d).Lifecycle = nil
+	res := Evaluate(Input{Deployment: d, Service: svc, Major: 1, Minor: 36}, Options{}, "error")
+	if res.Pass {
+		t.Fatal("an error finding passed")
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "result.golden.txt", text.Bytes())
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "result.golden.json", append(js, '\n'))
+	if Evaluate(Input{Deployment: d, Service: svc}, Options{}, "never").Pass != true {
+		t.Error("--fail-on never failed")
+	}
+}
