@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rollprobe/rollprobe/prober"
 )
@@ -67,7 +68,9 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "  prober    %.1f req/s, %d workers, %d local errors\n", p.AchievedRate, p.Workers, p.LocalErrors)
 	}
 	fmt.Fprintf(&b, "  conns     %d fresh, %d reused\n", t.FreshConnections, t.ReusedConnections)
-	if backends := sortedKeys(t.ByBackend); len(backends) > 0 {
+	if len(r.Pods) > 0 {
+		writePods(&b, r)
+	} else if backends := sortedKeys(t.ByBackend); len(backends) > 0 {
 		parts := make([]string, 0, len(backends))
 		for _, name := range backends {
 			parts = append(parts, fmt.Sprintf("%s %d", name, t.ByBackend[name]))
@@ -161,4 +164,27 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writePods renders run's per-pod traffic table: what each pod served, how
+// much of it after its deletion was requested, and how its container ended.
+func writePods(b *strings.Builder, r *Report) {
+	width := len("pod")
+	for _, p := range r.Pods {
+		width = max(width, len(p.Pod))
+	}
+	rel := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
+	}
+	fmt.Fprintf(b, "  pods      %-*s  %-10s  %8s  %14s  %8s  %8s  %s\n", width, "pod", "revision", "served", "after deletion", "ready", "deleted", "exit")
+	for _, p := range r.Pods {
+		exit := "-"
+		if p.ExitCode != nil {
+			exit = fmt.Sprint(*p.ExitCode)
+		}
+		fmt.Fprintf(b, "            %-*s  %-10s  %8d  %14d  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+	}
 }

@@ -18,7 +18,8 @@ var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 // naiveRun is a hand-made run report: a rollout that dropped requests and
 // SIGKILLed a pod.
 func naiveRun() *report.Report {
-	trig, done := t0.Add(5*time.Second), t0.Add(9*time.Second)
+	trig, done, ready := t0.Add(5*time.Second), t0.Add(9*time.Second), t0.Add(4500*time.Millisecond)
+	killed := int32(137)
 	return &report.Report{
 		Schema: report.Schema, Command: "run", Target: "http://10.96.0.42/", StartedAt: t0, DurationS: 15,
 		Totals:    report.Totals{Sent: 3000, OK: 2980, Failed: 20, ByClass: map[string]uint64{"ok": 2980, "refused": 12, "connect_timeout": 8, "dns": 0}},
@@ -32,9 +33,25 @@ func naiveRun() *report.Report {
 				Evidence: []string{"20 requests failed (connect_timeout 8, refused 12)"}, Fix: "give the container a preStop hook that waits at least 3s"},
 			{ID: "grace-period-too-short", Severity: "warning", Title: "containers were SIGKILLed at the end of their grace period",
 				Evidence: []string{"1 pods ended with exit code 137"}, Fix: "raise terminationGracePeriodSeconds"},
+			{ID: "no-prestop-hook", Severity: "error", Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
+				Evidence: []string{"container(s) app: no lifecycle.preStop"}, Fix: "lifecycle.preStop.sleep.seconds: 5", Source: "doctor"},
+		},
+		Pods: []report.PodTraffic{
+			{Pod: "web-aaa-1", Revision: "aaa", Served: 1490, ServedAfterDeletion: 40, DeletedAt: &trig, ExitCode: &killed},
+			{Pod: "web-bbb-1", Revision: "bbb", Served: 1490, ReadyAt: &ready},
 		},
 		Verdict: ci.Verdict{ExitCode: ci.ExitFailures, Reasons: []string{"20 of 3000 requests failed, above the budget of 0"}},
 	}
+}
+
+// The text summary of a run: rollout, outages, per-pod table, findings
+// (the doctor's marked as static).
+func TestRunText(t *testing.T) {
+	var buf bytes.Buffer
+	if err := report.WriteText(&buf, naiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "naive.txt", buf.Bytes())
 }
 
 func TestJUnit(t *testing.T) {
@@ -47,9 +64,9 @@ func TestJUnit(t *testing.T) {
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("not XML: %v", err)
 	}
-	// dropped requests, SIGKILL and the propagation finding fail; the
-	// rollout itself completed.
-	if doc.Tests != 4 || doc.Failures != 3 {
+	// dropped requests, SIGKILL, the propagation finding and the doctor's
+	// error fail; the rollout itself completed.
+	if doc.Tests != 5 || doc.Failures != 4 {
 		t.Fatalf("tests %d failures %d", doc.Tests, doc.Failures)
 	}
 	for _, c := range doc.Suites[0].Cases {
@@ -72,7 +89,8 @@ func TestMarkdownAndAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(ann.String()), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "::error title=rollprobe: no dropped requests::20 of 3000") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "::error title=rollprobe: no dropped requests::20 of 3000") ||
+		!strings.HasPrefix(lines[3], "::error title=rollprobe: doctor%3A no-prestop-hook::") {
 		t.Fatalf("annotations:\n%s", ann.String())
 	}
 	for _, l := range lines {
