@@ -1,0 +1,199 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// These tests cover the flow's decisions on a fake clientset (no
+// controllers: a triggered rollout never progresses). That rollouts are
+// followed to the end against the real components is the lab's e2e test.
+
+func objects() (*appsv1.Deployment, *corev1.Service) {
+	replicas := int32(3)
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod", Generation: 1},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"}, Spec: corev1.ServiceSpec{Selector: labels}}
+	return d, svc
+}
+
+// fakeKube answers access reviews: allowed unless denied names the permission.
+func fakeKube(denied map[string]bool, objs ...runtime.Object) *fake.Clientset {
+	kube := fake.NewClientset(objs...)
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		ra := review.Spec.ResourceAttributes
+		review.Status.Allowed = !denied[rollout.Permission{Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource}.String()]
+		return true, review, nil
+	})
+	return kube
+}
+
+func config(t *testing.T, kube *fake.Clientset, path string) Config {
+	t.Helper()
+	srv, err := faultserver.Start("web-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	probe := prober.DefaultConfig()
+	probe.Target, _ = url.Parse(srv.URL(path))
+	probe.Rate = 50
+	return Config{Kube: kube, Namespace: "prod", Deployment: "web", Trigger: rollout.Restart{}, Probe: probe,
+		Baseline: 100 * time.Millisecond, Settle: 0, Wait: 300 * time.Millisecond, Timeout: time.Second,
+		Tool: report.Tool{Name: "rollprobe", Version: "test"}}
+}
+
+// writes lists the actions that change something.
+func writes(kube *fake.Clientset) []string {
+	var out []string
+	for _, a := range kube.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			if a.GetResource().Resource != "selfsubjectaccessreviews" {
+				out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+			}
+		}
+	}
+	return out
+}
+
+func TestPreflightChangesNothing(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(d *appsv1.Deployment)
+		denied map[string]bool
+		path   string
+		want   string
+	}{
+		{"missing permission", nil, map[string]bool{"patch deployments.apps": true}, "/ok", "missing permissions in namespace prod: patch deployments.apps"},
+		{"paused", func(d *appsv1.Deployment) { d.Spec.Paused = true }, nil, "/ok", "paused"},
+		{"mid-rollout", func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 1 }, nil, "/ok", "already mid-rollout"},
+		{"unhealthy target", nil, nil, "/status/503", "not healthy before the rollout: 0 of"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, svc := objects()
+			if tt.mutate != nil {
+				tt.mutate(d)
+			}
+			kube := fakeKube(tt.denied, d, svc)
+			rep, err := Run(context.Background(), config(t, kube, tt.path))
+			if rep != nil || err == nil || ci.CodeOf(err) != ci.ExitUsage || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, ci.CodeOf(err), tt.want)
+			}
+			if w := writes(kube); len(w) > 0 {
+				t.Fatalf("preflight failed, yet it wrote: %v", w)
+			}
+		})
+	}
+	t.Run("no deployment", func(t *testing.T) {
+		_, svc := objects()
+		kube := fakeKube(nil, svc)
+		_, err := Run(context.Background(), config(t, kube, "/ok"))
+		if ci.CodeOf(err) != ci.ExitUsage || !strings.Contains(err.Error(), "deployment prod/web not found") {
+			t.Fatalf("error %v", err)
+		}
+	})
+}
+
+// A restart the cluster never acts on: the trigger patched the template
+// annotation, the run times out (exit 3) and still reports what it probed,
+// with the doctor's findings.
+func TestTimeoutIsARolloutFailure(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	rep, err := Run(context.Background(), config(t, kube, "/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.Status != "timed_out" || rep.Verdict.ExitCode != ci.ExitRolloutFailed || rep.Totals.Sent == 0 || rep.Totals.Failed != 0 {
+		t.Fatalf("rollout %+v verdict %+v totals %+v", rep.Rollout, rep.Verdict, rep.Totals)
+	}
+	got, err := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || got.Spec.Template.Annotations[rollout.RestartedAtAnnotation] == "" {
+		t.Fatalf("the restart trigger did not patch the template: %v %v", err, got.Spec.Template.Annotations)
+	}
+	static := 0
+	for _, f := range rep.Findings {
+		if f.Source == "doctor" {
+			static++
+		}
+	}
+	if static == 0 {
+		t.Errorf("no doctor findings in the report (the objects have no probes, no preStop): %+v", rep.Findings)
+	}
+	if !hasEvent(rep, rollout.RolloutTriggered) || !hasEvent(rep, rollout.RolloutFailed) {
+		t.Errorf("timeline %+v", rep.Timeline)
+	}
+}
+
+// --watch with nothing rolling within --wait: no rollout, nothing changed.
+func TestWatchWithoutRollout(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.Status != "not_started" || !strings.Contains(rep.Rollout.Message, "no rollout started within --wait") ||
+		rep.Verdict.ExitCode != ci.ExitRolloutFailed {
+		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
+	}
+	if w := writes(kube); len(w) > 0 {
+		t.Fatalf("--watch wrote: %v", w)
+	}
+}
+
+// Canceling mid-run (Ctrl-C) still yields a report, marked interrupted.
+func TestCancelYieldsAnInterruptedReport(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	cfg := config(t, kube, "/ok")
+	cfg.Timeout = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.OnStart = func(*prober.Prober, *rollout.Timeline) {
+		time.AfterFunc(500*time.Millisecond, cancel)
+	}
+	rep, err := Run(ctx, cfg)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if rep == nil || !rep.Interrupted || rep.Rollout.Status != "interrupted" || rep.Verdict.ExitCode != ci.ExitInterrupted {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func hasEvent(r *report.Report, kind rollout.EventKind) bool {
+	for _, e := range r.Timeline {
+		if e.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
