@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/rollprobe/rollprobe/ci"
 )
@@ -60,6 +61,9 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 				level = slog.LevelInfo
 			}
 			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			// client-go logs through klog; route it through the same logger
+			// and level instead of klog's own stderr writer.
+			klog.SetSlogLogger(g.log)
 		},
 	}
 	root.SetOut(stdout)

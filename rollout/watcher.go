@@ -67,9 +67,10 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 
 	for name, inf := range map[string]cache.SharedIndexInformer{"deployment": w.deploys, "replicasets": w.sets, "pods": w.pods, "endpointslices": slices, "events": events} {
 		name := name
-		_ = inf.SetWatchErrorHandler(func(r *cache.Reflector, err error) {
+		// The reflector resumes the watch itself (relist, backoff); the
+		// default handler would only log it, on stderr, under a live view.
+		_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 			w.tl.Add(Event{Kind: WatchError, Detail: fmt.Sprintf("%s watch: %v (resuming)", name, err)})
-			cache.DefaultWatchErrorHandler(context.Background(), r, err)
 		})
 	}
 	handlers := []struct {

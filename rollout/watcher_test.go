@@ -2,14 +2,19 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -153,5 +158,43 @@ func TestTimelineSince(t *testing.T) {
 	}
 	if tl.Since(3) != nil {
 		t.Fatal("Since(len) must be empty")
+	}
+}
+
+// A pods watch that breaks is recorded in the timeline and resumed: pod
+// events after the break still arrive.
+func TestWatcherRecordsAndResumesABrokenWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := webDeployment()
+	svc := service("web", map[string]string{"app": "web"})
+	kube := fake.NewClientset(d, svc)
+	var broken atomic.Bool
+	kube.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if broken.CompareAndSwap(false, true) {
+			return true, nil, errors.New("stream error: connection reset by peer")
+		}
+		return false, nil, nil
+	})
+	tl := NewTimeline(nil)
+	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	waitKinds(t, tl, WatchError)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
+		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}}
+	if _, err := kube.CoreV1().Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events := waitKinds(t, tl, WatchError, PodCreated)
+	for _, e := range events {
+		if e.Kind == WatchError && !strings.Contains(e.Detail, "pods watch") {
+			t.Errorf("watch error %q does not say which watch broke", e.Detail)
+		}
 	}
 }
