@@ -69,7 +69,9 @@ func TestChecks(t *testing.T) {
 			app(d).Lifecycle.PreStop.Sleep.Seconds = 30
 		}, GraceBelowPreStop, "error", "terminationGracePeriodSeconds is 30"},
 		{"no readiness", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).ReadinessProbe = nil }, NoReadiness, "error", "container(s) app"},
-		{"readiness is liveness", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).LivenessProbe = app(d).ReadinessProbe.DeepCopy() },
+		{"readiness is liveness", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			app(d).LivenessProbe = app(d).ReadinessProbe.DeepCopy()
+		},
 			ReadinessIsLiveness, "warning", "same handler"},
 		{"one replica, maxUnavailable 1", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
 			one, mu := int32(1), intstr.FromInt32(1)
@@ -80,7 +82,9 @@ func TestChecks(t *testing.T) {
 			mu := intstr.FromString("100%")
 			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxUnavailable: &mu}
 		}, ZeroReadyPossible, "error", "down to 0"},
-		{"recreate", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType },
+		{"recreate", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
+			d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
+		},
 			ZeroReadyPossible, "error", "Recreate"},
 		{"ETP Local on 1.25", func(_ *appsv1.Deployment, svc *corev1.Service, in *Input) {
 			svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
