@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/rollprobe/rollprobe/internal/atomicfile"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/tui"
 )
 
 type probeOptions struct {
@@ -22,6 +24,8 @@ type probeOptions struct {
 	flags    proberFlags
 	outputs  outputFlags
 	progress time.Duration
+	ui       uiFlags
+	uiMode   string
 
 	target string
 	config prober.Config
@@ -57,7 +61,8 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
 	}
 	o.flags.bind(cmd.Flags())
 	o.outputs.bind(cmd.Flags())
-	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
+	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
+	o.ui.bind(cmd.Flags())
 	return cmd
 }
 
@@ -75,7 +80,9 @@ func (o *probeOptions) validate() error {
 	if o.progress < 0 {
 		return fmt.Errorf("--progress %s: must not be negative", o.progress)
 	}
-	return nil
+	mode, err := o.ui.resolve(o.stdout)
+	o.uiMode = mode
+	return err
 }
 
 func (o *probeOptions) run(ctx context.Context) error {
@@ -85,14 +92,40 @@ func (o *probeOptions) run(ctx context.Context) error {
 	}
 	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "run_id", p.RunID())
 
+	// q in the dashboard stops the run as Ctrl-C does.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	type result struct {
+		sum prober.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := p.Run(ctx)
+		done <- result{sum, err}
+	}()
+	<-p.Started()
+	var dash *dashboard
+	var finished atomic.Bool
 	stopProgress := func() {}
-	if o.progress > 0 {
+	switch {
+	case o.uiMode == "tui":
+		phase := func() string {
+			if finished.Load() {
+				return "done"
+			}
+			return "probing"
+		}
+		dash = startDashboard(o.globalOptions, tui.NewLogSink(), tui.Source{Command: "probe", Target: o.config.Target.String(),
+			TargetRate: o.config.Rate, Start: p.Start(), Recorder: p.Recorder(), Phase: phase}, o.ui, stop)
+	case o.uiMode == "plain" && o.progress > 0:
 		stopProgress = ci.StartProgress(o.stderr, o.progress, p)
 	}
-	sum, err := p.Run(ctx)
+	res := <-done
+	finished.Store(true)
 	stopProgress()
-	if err != nil {
-		return err
+	if res.err != nil {
+		return res.err
 	}
 	rep := report.Build(report.ProbeRun{
 		Tool:     report.Tool{Name: "rollprobe", Version: version()},
@@ -100,9 +133,12 @@ func (o *probeOptions) run(ctx context.Context) error {
 		RunID:    p.RunID(),
 		Config:   o.config,
 		Budget:   o.flags.budget(),
-		Summary:  sum,
+		Summary:  res.sum,
 		Recorder: p.Recorder(),
 	})
+	if dash != nil {
+		dash.finish(rep, o.outputs.reportPath)
+	}
 	return o.finish(rep)
 }
 

@@ -15,7 +15,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/rollprobe/rollprobe/ci"
 )
@@ -53,17 +52,9 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {
-			level := slog.LevelWarn
-			switch {
-			case g.verbosity >= 2:
-				level = slog.LevelDebug
-			case g.verbosity == 1:
-				level = slog.LevelInfo
-			}
-			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-			// client-go logs through klog; route it through the same logger
-			// and level instead of klog's own stderr writer.
-			klog.SetSlogLogger(g.log)
+			// client-go logs through klog; setLogOutput routes it through the
+			// same logger and level instead of klog's own stderr writer.
+			g.setLogOutput(g.stderr)
 		},
 	}
 	root.SetOut(stdout)

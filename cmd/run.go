@@ -1,8 +1,10 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 	"github.com/rollprobe/rollprobe/runner"
+	"github.com/rollprobe/rollprobe/tui"
 )
 
 type runOptions struct {
@@ -33,6 +36,9 @@ type runOptions struct {
 	expectedDrain                   time.Duration
 	outputs                         outputFlags
 	progress                        time.Duration
+	ui                              uiFlags
+	uiMode                          string
+	sink                            *tui.LogSink // tui: where the run's lines go
 
 	cfg runner.Config
 }
@@ -73,11 +79,7 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 				return ci.Usage(err)
 			}
 			cmd.SilenceUsage = true
-			rep, err := runner.Run(cmd.Context(), o.cfg)
-			if err != nil {
-				return err
-			}
-			return finishReport(o.globalOptions, rep, o.outputs)
+			return o.run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
@@ -96,7 +98,8 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	o.outputs.bind(f)
-	f.DurationVar(&o.progress, "progress", o.progress, "interval of progress lines on stderr; 0 disables")
+	f.DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
+	o.ui.bind(f)
 	return cmd
 }
 
@@ -128,8 +131,20 @@ func (o *runOptions) complete() error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
+	mode, err := o.ui.resolve(o.stdout)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.uiMode = mode
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	// Under the dashboard, the run's lines (and the deploy command's
+	// output) go to its event log, and are printed when it is gone.
+	logOut := o.stderr
+	if o.uiMode == "tui" {
+		o.sink = tui.NewLogSink()
+		logOut = o.sink
 	}
 	probeCfg, err := o.flags.config(o.target)
 	if err != nil {
@@ -157,7 +172,7 @@ func (o *runOptions) complete() error {
 		if len(o.execArgv) == 0 {
 			return errors.New("--exec: give the deploy command after --")
 		}
-		trigger = rollout.Exec{Argv: o.execArgv, Stdout: o.stderr, Stderr: o.stderr}
+		trigger = rollout.Exec{Argv: o.execArgv, Stdout: logOut, Stderr: logOut}
 	}
 
 	kube, ns, name, err := o.kube.client()
@@ -169,7 +184,43 @@ func (o *runOptions) complete() error {
 		Probe: probeCfg, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
 		Tool:     report.Tool{Name: "rollprobe", Version: version()},
-		Progress: o.stderr, Every: o.progress,
+		Progress: logOut, Every: o.progress,
+	}
+	switch o.uiMode {
+	case "tui":
+		o.cfg.Every = 0 // the dashboard shows the counters
+	case "none":
+		o.cfg.Progress = nil
 	}
 	return nil
+}
+
+// run runs the flow; under the dashboard, from the moment probing starts
+// until the user leaves the end screen.
+func (o *runOptions) run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var dash *dashboard
+	if o.uiMode == "tui" {
+		o.cfg.OnStart = func(live runner.Live) {
+			dash = startDashboard(o.globalOptions, o.sink, tui.Source{Command: "run", Target: o.target,
+				TargetRate: o.cfg.Probe.Rate, Start: live.Prober.Start(), Recorder: live.Prober.Recorder(),
+				Timeline: live.Timeline, Deployment: live.Deployment, Phase: live.Phase, Log: o.sink}, o.ui, stop)
+		}
+	}
+	rep, err := runner.Run(ctx, o.cfg)
+	if err != nil {
+		if dash != nil {
+			dash.abandon()
+		} else if o.sink != nil {
+			_, _ = io.WriteString(o.stderr, o.sink.Text()) // preflight lines
+		}
+		return err
+	}
+	if dash != nil {
+		dash.finish(rep, o.outputs.reportPath)
+	} else if o.sink != nil {
+		_, _ = io.WriteString(o.stderr, o.sink.Text())
+	}
+	return finishReport(o.globalOptions, rep, o.outputs)
 }

@@ -62,6 +62,7 @@ type Prober struct {
 	all     []*worker
 	wg      sync.WaitGroup
 	running context.Context
+	started chan struct{}
 }
 
 // New validates cfg and prepares a prober. userAgent identifies the client.
@@ -79,6 +80,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		userAgent:     userAgent,
 		backendHeader: strings.ToLower(cfg.BackendHeader),
 		stopReq:       make(chan struct{}),
+		started:       make(chan struct{}),
 	}
 	if cfg.Rate > 0 {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
@@ -96,7 +98,11 @@ func (p *Prober) Recorder() *Recorder { return p.rec }
 // Config returns the validated configuration.
 func (p *Prober) Config() Config { return p.cfg }
 
-// Start is the wall-clock time the run started (zero before Run).
+// Started is closed once Run has begun; Start and Elapsed may be read from
+// other goroutines only after it is.
+func (p *Prober) Started() <-chan struct{} { return p.started }
+
+// Start is the wall-clock time the run started.
 func (p *Prober) Start() time.Time { return p.start }
 
 // Elapsed is the time since the run started on the monotonic clock.
@@ -127,6 +133,7 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	defer cancel()
 	p.running = ctx
 	p.start = time.Now()
+	close(p.started)
 	if p.cfg.Conn.FreshFraction < 1 {
 		p.watcher = newCloseWatcher()
 		if p.watcher != nil {

@@ -111,23 +111,27 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(&b, "            fix: %s\n", f.Fix)
 	}
-	verdict := "PASS"
-	if !r.Verdict.Pass {
-		verdict = "FAIL"
-		if r.Verdict.Inconclusive && r.Verdict.ExitCode == 4 {
-			verdict = "INCONCLUSIVE"
-		}
-		if r.Verdict.Interrupted {
-			verdict = "INTERRUPTED"
-		}
-	}
-	fmt.Fprintf(&b, "verdict: %s (exit %d)", verdict, r.Verdict.ExitCode)
+	fmt.Fprintf(&b, "verdict: %s (exit %d)", VerdictWord(r), r.Verdict.ExitCode)
 	if len(r.Verdict.Reasons) > 0 {
 		fmt.Fprintf(&b, ": %s", strings.Join(r.Verdict.Reasons, "; "))
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// VerdictWord is the verdict in one word: PASS, FAIL, INCONCLUSIVE or
+// INTERRUPTED.
+func VerdictWord(r *Report) string {
+	switch {
+	case r.Verdict.Pass:
+		return "PASS"
+	case r.Verdict.Interrupted:
+		return "INTERRUPTED"
+	case r.Verdict.Inconclusive && r.Verdict.ExitCode == 4:
+		return "INCONCLUSIVE"
+	}
+	return "FAIL"
 }
 
 func percent(n, of uint64) string {

@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/analysis"
@@ -41,9 +43,28 @@ type Config struct {
 	Tool     report.Tool
 	Progress io.Writer // plain progress lines; nil for none
 	Every    time.Duration
-	// OnStart, if set, is called with the prober and the timeline once
-	// probing starts (for live views).
-	OnStart func(*prober.Prober, *rollout.Timeline)
+	// OnStart, if set, is called once probing starts, with what a live
+	// view reads (from its own goroutine, never the prober's workers).
+	OnStart func(Live)
+}
+
+// Phases of a run, in order.
+const (
+	PhaseBaseline = "baseline"
+	PhaseRolling  = "rolling"
+	PhaseSettling = "settling"
+	PhaseDone     = "done"
+)
+
+// Live is a running run's state for live views. Every method is safe to
+// call from any goroutine while the run goes on.
+type Live struct {
+	Prober   *prober.Prober
+	Timeline *rollout.Timeline
+	// Deployment is the Deployment as last seen by the watcher.
+	Deployment func() *appsv1.Deployment
+	// Phase is one of the Phase constants.
+	Phase func() string
 }
 
 // Run executes the flow and returns the report. The error is non-nil only
@@ -113,8 +134,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		sum, err := p.Run(ctx)
 		probeDone <- probeResult{sum, err}
 	}()
+	<-p.Started() // Run returns only after it started
+	var phase atomic.Value
+	phase.Store(PhaseBaseline)
 	if cfg.OnStart != nil {
-		cfg.OnStart(p, tl)
+		cfg.OnStart(Live{Prober: p, Timeline: tl, Deployment: w.Deployment, Phase: func() string { return phase.Load().(string) }})
 	}
 	stopProgress := func() {}
 	if cfg.Progress != nil && cfg.Every > 0 {
@@ -123,7 +147,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 
 	ro := &report.Rollout{Namespace: cfg.Namespace, Deployment: d.Name, Service: target.Service.Name,
 		Trigger: cfg.Trigger.Describe(), Status: "not_started", OldRevision: oldRevision}
-	rolloutErr := follow(ctx, cfg, w, tl, ro, logf)
+	rolloutErr := follow(ctx, cfg, w, tl, ro, logf, func(ph string) { phase.Store(ph) })
+	phase.Store(PhaseDone)
 	stopProgress()
 	p.Stop()
 	res := <-probeDone
@@ -149,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 // follow triggers the rollout and waits for it to finish: complete as
 // kubectl judges it, then every old pod object gone, then the settle window.
 // It returns why the rollout failed ("" when it did not).
-func follow(ctx context.Context, cfg Config, w *rollout.Watcher, tl *rollout.Timeline, ro *report.Rollout, logf func(string, ...any)) string {
+func follow(ctx context.Context, cfg Config, w *rollout.Watcher, tl *rollout.Timeline, ro *report.Rollout, logf func(string, ...any), setPhase func(string)) string {
 	deadline := time.Now().Add(cfg.Timeout)
 	sleep := func(d time.Duration) bool {
 		select {
@@ -177,6 +202,7 @@ func follow(ctx context.Context, cfg Config, w *rollout.Watcher, tl *rollout.Tim
 		return "trigger failed: " + err.Error()
 	}
 	ro.Status = "in_progress"
+	setPhase(PhaseRolling)
 	logf("triggered: %s", cfg.Trigger.Describe())
 
 	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch {
@@ -235,6 +261,7 @@ func follow(ctx context.Context, cfg Config, w *rollout.Watcher, tl *rollout.Tim
 			return ""
 		}
 	}
+	setPhase(PhaseSettling)
 	logf("all old pods gone; settling for %s", cfg.Settle)
 	sleep(cfg.Settle)
 	return ""

@@ -177,7 +177,10 @@ func TestCancelYieldsAnInterruptedReport(t *testing.T) {
 	cfg := config(t, kube, "/ok")
 	cfg.Timeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.OnStart = func(*prober.Prober, *rollout.Timeline) {
+	cfg.OnStart = func(live Live) {
+		if live.Phase() != PhaseBaseline || live.Prober == nil || live.Deployment().Name != "web" {
+			t.Errorf("live at start: phase %q, deployment %v", live.Phase(), live.Deployment())
+		}
 		time.AfterFunc(500*time.Millisecond, cancel)
 	}
 	rep, err := Run(ctx, cfg)

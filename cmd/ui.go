@@ -1,0 +1,123 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+	"k8s.io/klog/v2"
+
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/tui"
+)
+
+// uiFlags choose how a command shows a run while it goes on.
+type uiFlags struct {
+	mode         string // auto, tui, plain, none
+	exitWhenDone bool
+}
+
+func (u *uiFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&u.mode, "ui", "auto", "live view: auto (tui on a terminal, plain otherwise), tui, plain (progress lines on stderr) or none")
+	f.BoolVar(&u.exitWhenDone, "exit-when-done", false, "tui: leave as soon as the run ends instead of waiting for a key")
+}
+
+// resolve turns auto into tui or plain: the dashboard needs a terminal on
+// stdin and stdout, and CI logs want lines.
+func (u *uiFlags) resolve(stdout io.Writer) (string, error) {
+	switch u.mode {
+	case "tui", "plain", "none":
+		return u.mode, nil
+	case "auto":
+		out, ok := stdout.(*os.File)
+		if ok && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) &&
+			os.Getenv("CI") == "" && os.Getenv("TERM") != "dumb" {
+			return "tui", nil
+		}
+		return "plain", nil
+	}
+	return "", fmt.Errorf("--ui %q: want auto, tui, plain or none", u.mode)
+}
+
+// dashboard is the live view of one run: the Bubble Tea program, and the
+// sink that takes the run's log lines while it owns the terminal.
+type dashboard struct {
+	g        *globalOptions
+	program  *tea.Program
+	sink     *tui.LogSink
+	exited   chan struct{}
+	runErr   error
+	stopping func() bool
+}
+
+// startDashboard takes the terminal: logs go to the sink (shown in the
+// event log, printed once the dashboard is gone). stop ends the run early
+// (q); it is also called if the dashboard dies before the run ends.
+func startDashboard(g *globalOptions, sink *tui.LogSink, src tui.Source, ui uiFlags, stop func()) *dashboard {
+	g.setLogOutput(sink)
+	sampler := tui.NewSampler(src)
+	model := tui.New(tui.Options{Sample: sampler.Sample, Stop: stop, ExitWhenDone: ui.exitWhenDone, Color: os.Getenv("NO_COLOR") == ""})
+	d := &dashboard{g: g, sink: sink, exited: make(chan struct{})}
+	d.program = tea.NewProgram(model, tea.WithOutput(g.stdout), tea.WithoutSignalHandler(), tea.WithFPS(30))
+	go func() {
+		defer close(d.exited)
+		final, err := d.program.Run()
+		d.runErr = err
+		if m, ok := final.(tui.Model); !ok || !m.Done() {
+			stop() // the view is gone: do not leave the run going unseen
+		}
+	}()
+	return d
+}
+
+// finish shows the end of the run, waits until the user leaves (or at once
+// with --exit-when-done, or when the run was interrupted), gives the
+// terminal back and prints what was logged meanwhile.
+func (d *dashboard) finish(rep *report.Report, reportPath string) {
+	d.program.Send(tui.DoneMsg(doneOf(rep, reportPath)))
+	<-d.exited
+	d.g.setLogOutput(d.g.stderr)
+	if d.runErr != nil {
+		fmt.Fprintf(d.g.stderr, "rollprobe: live view: %v\n", d.runErr)
+	}
+	_, _ = io.WriteString(d.g.stderr, d.sink.Text())
+}
+
+// abandon closes the dashboard when the run ended without a report.
+func (d *dashboard) abandon() {
+	d.program.Send(tui.DoneMsg{Verdict: "ERROR", ExitCode: 2, Interrupted: true})
+	<-d.exited
+	d.g.setLogOutput(d.g.stderr)
+	_, _ = io.WriteString(d.g.stderr, d.sink.Text())
+}
+
+// doneOf is the end screen of a report.
+func doneOf(r *report.Report, reportPath string) tui.Done {
+	d := tui.Done{Verdict: report.VerdictWord(r), ExitCode: int(r.Verdict.ExitCode), Reasons: r.Verdict.Reasons,
+		ReportPath: reportPath, Interrupted: r.Verdict.Interrupted}
+	for _, f := range r.Findings {
+		d.Findings = append(d.Findings, tui.Finding{Severity: f.Severity, Title: f.Title, Fix: f.Fix, Static: f.Source == "doctor"})
+	}
+	return d
+}
+
+// setLogOutput points rollprobe's logger (and client-go's klog through
+// it) at w.
+func (g *globalOptions) setLogOutput(w io.Writer) {
+	g.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: g.logLevel()}))
+	klog.SetSlogLogger(g.log)
+}
+
+func (g *globalOptions) logLevel() slog.Level {
+	switch {
+	case g.verbosity >= 2:
+		return slog.LevelDebug
+	case g.verbosity == 1:
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}

@@ -1,0 +1,371 @@
+package tui
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// Source is what the sampler reads: the run's recorder, and for rollprobe
+// run its timeline and Deployment. All of it is safe to read while the
+// run goes on.
+type Source struct {
+	Command, Target string
+	TargetRate      float64
+	Start           time.Time
+	Recorder        *prober.Recorder
+	Timeline        *rollout.Timeline         // nil for probe
+	Deployment      func() *appsv1.Deployment // nil for probe
+	Phase           func() string
+	Log             *LogSink // lines the run logged; may be nil
+	Now             func() time.Time
+}
+
+// latencyEvery bounds how often the run-long latency histograms are merged
+// (a merge walks every shard's counts; the counters are cheap).
+const latencyEvery = 500 * time.Millisecond
+
+// Sampler turns the sources into Snapshots. It keeps what it has derived
+// (pod states, marks, outages, the log) between calls; Sample must not be
+// called concurrently.
+type Sampler struct {
+	src Source
+
+	events   int // timeline events consumed
+	pods     map[string]*Pod
+	created  map[string]time.Time
+	order    []string
+	marks    []Mark
+	log      []LogLine
+	sinkSeen int
+
+	rowsSeen     int
+	inOutage     bool
+	outageFrom   int64
+	outageLast   int64
+	outageFailed uint64
+	outageClass  map[string]uint64
+
+	latency   Quantiles
+	latencyAt time.Time
+}
+
+// NewSampler makes a sampler for src.
+func NewSampler(src Source) *Sampler {
+	if src.Now == nil {
+		src.Now = time.Now
+	}
+	return &Sampler{src: src, pods: map[string]*Pod{}, created: map[string]time.Time{}, outageClass: map[string]uint64{}}
+}
+
+// Sample reads the sources once and returns the frame's data.
+func (s *Sampler) Sample() Snapshot {
+	now := s.src.Now()
+	snap := s.src.Recorder.Snapshot()
+	out := Snapshot{Command: s.src.Command, Target: s.src.Target, TargetRate: s.src.TargetRate, Elapsed: now.Sub(s.src.Start)}
+	if s.src.Phase != nil {
+		out.Phase = s.src.Phase()
+	}
+	t := snap.Totals
+	out.Sent, out.OK, out.Failed = t.Sent(), t.Classes[prober.OK], t.Failed()
+	for _, c := range prober.FailureClasses() {
+		if n := t.Classes[c]; n > 0 {
+			out.Classes = append(out.Classes, ClassCount{c.String(), n})
+		}
+	}
+	if secs := out.Elapsed.Seconds(); secs > 0.5 {
+		// The run's average: per-second counts fill in late (a request is
+		// counted when it completes, up to its timeout later), so a
+		// short window would swing with every slow request.
+		out.AchievedRate = float64(out.Sent) / secs
+	}
+	if now.Sub(s.latencyAt) >= latencyEvery || out.Phase == "done" {
+		lat, _ := s.src.Recorder.Latencies()
+		q := func(p float64) time.Duration { return time.Duration(lat.ValueAtQuantile(p)) * time.Microsecond }
+		s.latency = Quantiles{P50: q(50), P90: q(90), P99: q(99), Max: time.Duration(lat.Max()) * time.Microsecond}
+		s.latencyAt = now
+	}
+	out.Latency = s.latency
+
+	out.Seconds = make([]Second, 0, len(snap.Rows)+1)
+	for i := range snap.Rows {
+		r := &snap.Rows[i]
+		out.Seconds = append(out.Seconds, Second{Sent: r.Sent, OK: r.OK(), Failed: r.Failed()})
+	}
+	if cur := snap.Current; cur.Second >= int64(len(snap.Rows)) {
+		for int64(len(out.Seconds)) < cur.Second {
+			out.Seconds = append(out.Seconds, Second{})
+		}
+		out.Seconds = append(out.Seconds, Second{Sent: cur.Sent, OK: cur.OK(), Failed: cur.Failed()})
+	}
+	s.outages(snap.Rows, out.Phase == "done")
+
+	if s.src.Timeline != nil {
+		for _, e := range s.src.Timeline.Since(s.events) {
+			s.event(e)
+			s.events++
+		}
+	}
+	if s.src.Log != nil {
+		lines := s.src.Log.snapshot()
+		for _, l := range lines[min(s.sinkSeen, len(lines)):] {
+			s.log = append(s.log, LogLine{At: l.at.Sub(s.src.Start), Text: l.text})
+		}
+		s.sinkSeen = len(lines)
+	}
+	// Outages are seen a moment after the seconds they began in; keep the
+	// log in time order.
+	sort.SliceStable(s.log, func(i, j int) bool { return s.log[i].At < s.log[j].At })
+	out.Marks = append([]Mark(nil), s.marks...)
+	out.Log = append([]LogLine(nil), s.log...)
+	out.Pods = s.podRows(now, t.Backends)
+	if s.src.Deployment != nil {
+		out.Rollout = s.rollout(s.src.Deployment())
+	}
+	return out
+}
+
+// outages opens an outage at the first final second with failures and
+// closes it after a second without any, logging both (the report's
+// outage windows are computed from the failures themselves, afterwards).
+func (s *Sampler) outages(rows []prober.SecondRow, final bool) {
+	for ; s.rowsSeen < len(rows); s.rowsSeen++ {
+		r := &rows[s.rowsSeen]
+		if f := r.Failed(); f > 0 {
+			if !s.inOutage {
+				s.inOutage, s.outageFrom, s.outageFailed = true, r.Second, 0
+				s.outageClass = map[string]uint64{}
+				s.log = append(s.log, LogLine{At: time.Duration(r.Second) * time.Second, Bad: true,
+					Text: "outage: requests failing"})
+			}
+			s.outageLast = r.Second
+			s.outageFailed += f
+			for _, c := range prober.FailureClasses() {
+				if n := r.Classes[c]; n > 0 {
+					s.outageClass[c.String()] += n
+				}
+			}
+			continue
+		}
+		if s.inOutage && r.Second > s.outageLast {
+			s.closeOutage()
+		}
+	}
+	if final && s.inOutage {
+		s.closeOutage()
+	}
+}
+
+func (s *Sampler) closeOutage() {
+	var parts []string
+	for c, n := range s.outageClass {
+		parts = append(parts, fmt.Sprintf("%s %d", c, n))
+	}
+	sort.Strings(parts)
+	s.log = append(s.log, LogLine{At: time.Duration(s.outageLast+1) * time.Second, Bad: true,
+		Text: fmt.Sprintf("outage over: %d failed in %ds (%s)", s.outageFailed, s.outageLast-s.outageFrom+1, strings.Join(parts, ", "))})
+	s.inOutage = false
+}
+
+func (s *Sampler) pod(name, rev string, at time.Time) *Pod {
+	p := s.pods[name]
+	if p == nil {
+		p = &Pod{Name: name}
+		s.pods[name] = p
+		s.created[name] = at
+		s.order = append(s.order, name)
+	}
+	if p.Revision == "" {
+		p.Revision = rev
+	}
+	return p
+}
+
+// event folds a timeline event into pod states, marks and the log.
+func (s *Sampler) event(e rollout.Event) {
+	at := e.At.Sub(s.src.Start)
+	sec := int(max(0, at/time.Second))
+	logf := func(bad bool, format string, args ...any) {
+		s.log = append(s.log, LogLine{At: at, Text: fmt.Sprintf(format, args...), Bad: bad})
+	}
+	switch e.Kind {
+	case rollout.PodPresent:
+		p := s.pod(e.Pod, e.Revision, e.At)
+		p.Ready = strings.Contains(e.Detail, "ready=true")
+	case rollout.PodCreated:
+		s.pod(e.Pod, e.Revision, e.At)
+		logf(false, "pod %s created", e.Pod)
+	case rollout.PodReady:
+		s.pod(e.Pod, e.Revision, e.At).Ready = true
+		s.marks = append(s.marks, Mark{sec, MarkReady})
+		logf(false, "pod %s ready", e.Pod)
+	case rollout.PodUnready:
+		s.pod(e.Pod, e.Revision, e.At).Ready = false
+		logf(false, "pod %s unready", e.Pod)
+	case rollout.PodDeletionRequested:
+		s.pod(e.Pod, e.Revision, e.At).Terminating = true
+		s.marks = append(s.marks, Mark{sec, MarkDeleted})
+		logf(false, "pod %s deletion requested (%s)", e.Pod, e.Detail)
+	case rollout.ContainerTerminated:
+		code := int32(-1)
+		if e.ExitCode != nil {
+			code = *e.ExitCode
+		}
+		logf(code == 137, "pod %s: container exited %d %s", e.Pod, code, e.Reason)
+	case rollout.PodGone:
+		p := s.pod(e.Pod, e.Revision, e.At)
+		p.Gone, p.Ready, p.Serving = true, false, false
+		logf(false, "pod %s gone", e.Pod)
+	case rollout.EndpointAdded, rollout.EndpointReady, rollout.EndpointUnready, rollout.EndpointServing,
+		rollout.EndpointNotServing, rollout.EndpointTerminating:
+		if e.Pod != "" {
+			p := s.pod(e.Pod, e.Revision, e.At)
+			p.Serving = strings.Contains(e.Detail, "serving=true")
+			if strings.Contains(e.Detail, "terminating=true") {
+				p.Terminating = true
+			}
+		}
+		if e.Kind == rollout.EndpointTerminating {
+			logf(false, "endpoint %s terminating (%s)", e.Pod, e.Detail)
+		}
+	case rollout.EndpointRemoved:
+		if e.Pod != "" {
+			s.pod(e.Pod, e.Revision, e.At).Serving = false
+		}
+		logf(false, "endpoint %s removed", e.Pod)
+	case rollout.RolloutTriggered:
+		logf(false, "rollout triggered: %s", e.Detail)
+	case rollout.RevisionCreated:
+		logf(false, "new revision %s", e.Revision)
+	case rollout.RolloutComplete:
+		logf(false, "rollout complete: %s", e.Detail)
+	case rollout.RolloutFailed:
+		logf(true, "rollout failed: %s", e.Detail)
+	case rollout.AllOldPodsGone:
+		logf(false, "all old pods gone")
+	case rollout.WatchError:
+		logf(true, "%s", e.Detail)
+	}
+}
+
+// podRows lists the pods, newest first, gone ones last.
+func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
+	names := append([]string(nil), s.order...)
+	for name := range served {
+		if _, ok := s.pods[name]; !ok {
+			names = append(names, name) // probe: the backends are the pods
+		}
+	}
+	rows := make([]Pod, 0, len(names))
+	for _, name := range names {
+		p := Pod{Name: name}
+		if known := s.pods[name]; known != nil {
+			p = *known
+			p.Age = now.Sub(s.created[name])
+		}
+		p.Served = served[name]
+		rows = append(rows, p)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].Gone != rows[j].Gone {
+			return !rows[i].Gone
+		}
+		if rows[i].Terminating != rows[j].Terminating {
+			return rows[i].Terminating
+		}
+		return rows[i].Age < rows[j].Age
+	})
+	return rows
+}
+
+func (s *Sampler) rollout(d *appsv1.Deployment) *Rollout {
+	if d == nil {
+		return nil
+	}
+	ro := &Rollout{Deployment: d.Namespace + "/" + d.Name, Updated: d.Status.UpdatedReplicas,
+		Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas, Desired: 1}
+	if d.Spec.Replicas != nil {
+		ro.Desired = *d.Spec.Replicas
+	}
+	// Revisions: the pods' template hashes in order of appearance.
+	for _, name := range s.order {
+		p := s.pods[name]
+		switch {
+		case p.Revision == "":
+		case ro.OldRevision == "":
+			ro.OldRevision = p.Revision
+		case p.Revision != ro.OldRevision:
+			ro.NewRevision = p.Revision
+		}
+		if p.Revision == ro.OldRevision && !p.Gone {
+			ro.OldPod++
+		}
+	}
+	return ro
+}
+
+// LogSink collects the lines a run logs (progress, the --exec command's
+// output) while the dashboard owns the terminal. It is an io.Writer safe
+// for concurrent use.
+type LogSink struct {
+	mu      sync.Mutex
+	partial bytes.Buffer
+	lines   []sinkLine
+	now     func() time.Time
+}
+
+type sinkLine struct {
+	at   time.Time
+	text string
+}
+
+// NewLogSink makes an empty sink.
+func NewLogSink() *LogSink { return &LogSink{now: time.Now} }
+
+func (l *LogSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial.Write(p)
+	for {
+		line, err := l.partial.ReadString('\n')
+		if err != nil {
+			// An incomplete line waits for the rest.
+			rest := []byte(line)
+			l.partial.Reset()
+			l.partial.Write(rest)
+			return len(p), nil
+		}
+		l.lines = append(l.lines, sinkLine{l.now(), strings.TrimRight(line, "\r\n")})
+	}
+}
+
+// snapshot returns every complete line so far.
+func (l *LogSink) snapshot() []sinkLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sinkLine(nil), l.lines...)
+}
+
+// Text is every line, for printing once the dashboard is gone.
+func (l *LogSink) Text() string {
+	var b strings.Builder
+	for _, line := range l.snapshot() {
+		b.WriteString(line.text)
+		b.WriteByte('\n')
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.partial.Len() > 0 {
+		b.Write(l.partial.Bytes())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

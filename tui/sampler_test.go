@@ -1,0 +1,137 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+var start = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+
+// record puts n results of class c (backend b) in second sec.
+func record(rec *prober.Recorder, sec, n int, c prober.Class, b string) {
+	for i := 0; i < n; i++ {
+		t := time.Duration(sec)*time.Second + time.Duration(i)*time.Millisecond
+		res := prober.Result{Intended: t, Start: t, End: t + time.Millisecond, Class: c, Backend: b}
+		if c == prober.OK {
+			res.Status = 200
+		}
+		rec.Record(i, &res)
+	}
+}
+
+// A naive rollout in miniature: pod a (old) is deleted at +2s, requests
+// fail in seconds 2 and 3, new pod n turned ready at +1.5s.
+func TestSamplerFollowsTheRun(t *testing.T) {
+	rec := prober.NewRecorder(2, 100)
+	tl := rollout.NewTimeline(nil)
+	replicas := int32(1)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "naive"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas},
+		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2}}
+	now := at(0)
+	phase := "baseline"
+	sink := NewLogSink()
+	s := NewSampler(Source{Command: "run", Target: "http://x/", TargetRate: 10, Start: start, Recorder: rec, Timeline: tl,
+		Deployment: func() *appsv1.Deployment { return dep }, Phase: func() string { return phase }, Log: sink,
+		Now: func() time.Time { return now }})
+
+	tl.Add(rollout.Event{At: at(0), Kind: rollout.PodPresent, Pod: "naive-old-a", Revision: "old", Detail: "ready=true"})
+	tl.Add(rollout.Event{At: at(0), Kind: rollout.EndpointAdded, Pod: "naive-old-a", Detail: "ready=true serving=true terminating=false"})
+	record(rec, 0, 10, prober.OK, "naive-old-a")
+	record(rec, 1, 10, prober.OK, "naive-old-a")
+	snap := s.Sample()
+	if snap.Sent != 20 || snap.Rollout.OldRevision != "old" || len(snap.Pods) != 1 || !snap.Pods[0].Serving || snap.Pods[0].Served != 20 {
+		t.Fatalf("first frame: %+v", snap)
+	}
+
+	phase = "rolling"
+	fmt.Fprintf(sink, "rollprobe: triggered: restart\nkubectl says ")
+	tl.Add(rollout.Event{At: at(1000), Kind: rollout.PodCreated, Pod: "naive-new-n", Revision: "new"})
+	tl.Add(rollout.Event{At: at(1500), Kind: rollout.PodReady, Pod: "naive-new-n", Revision: "new"})
+	tl.Add(rollout.Event{At: at(2000), Kind: rollout.PodDeletionRequested, Pod: "naive-old-a", Revision: "old", Detail: "grace 30s"})
+	tl.Add(rollout.Event{At: at(2010), Kind: rollout.EndpointTerminating, Pod: "naive-old-a", Detail: "ready=false serving=true terminating=true"})
+	record(rec, 2, 6, prober.Refused, "")
+	record(rec, 2, 4, prober.OK, "naive-new-n")
+	record(rec, 3, 3, prober.ConnectTimeout, "")
+	record(rec, 3, 7, prober.OK, "naive-new-n")
+	record(rec, 4, 10, prober.OK, "naive-new-n")
+	record(rec, 5, 10, prober.OK, "naive-new-n")
+	rec.Tick(6 * time.Second) // seconds 0-5 final
+	now = at(6000)
+	snap = s.Sample()
+
+	if snap.Failed != 9 || len(snap.Classes) != 2 || snap.Classes[0].Class != "refused" {
+		t.Errorf("counters: failed %d classes %+v", snap.Failed, snap.Classes)
+	}
+	if len(snap.Seconds) != 6 || snap.Seconds[2].Failed != 6 || snap.Seconds[3].Failed != 3 || snap.Seconds[4].Failed != 0 {
+		t.Errorf("seconds %+v", snap.Seconds)
+	}
+	if len(snap.Marks) != 2 || snap.Marks[0] != (Mark{1, MarkReady}) || snap.Marks[1] != (Mark{2, MarkDeleted}) {
+		t.Errorf("marks %+v", snap.Marks)
+	}
+	if snap.Rollout.NewRevision != "new" || snap.Rollout.OldPod != 1 {
+		t.Errorf("rollout %+v", snap.Rollout)
+	}
+	// Terminating pods first, then the newest.
+	if len(snap.Pods) != 2 || snap.Pods[0].Name != "naive-old-a" || !snap.Pods[0].Terminating || !snap.Pods[0].Serving ||
+		snap.Pods[1].Name != "naive-new-n" || !snap.Pods[1].Ready || snap.Pods[1].Served != 31 {
+		t.Errorf("pods %+v", snap.Pods)
+	}
+	log := logText(snap.Log)
+	for _, want := range []string{"pod naive-new-n ready", "deletion requested (grace 30s)", "outage: requests failing",
+		"outage over: 9 failed in 2s (connect_timeout 3, refused 6)", "rollprobe: triggered: restart"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "kubectl says") {
+		t.Error("an incomplete line was logged")
+	}
+	if snap.AchievedRate <= 0 {
+		t.Errorf("achieved rate %v", snap.AchievedRate)
+	}
+
+	// The pod goes; the next frame adds only what is new.
+	tl.Add(rollout.Event{At: at(6100), Kind: rollout.PodGone, Pod: "naive-old-a", Revision: "old"})
+	now = at(6200)
+	again := s.Sample()
+	if n := strings.Count(logText(again.Log), "outage over"); n != 1 {
+		t.Errorf("the outage was logged %d times", n)
+	}
+	if !again.Pods[1].Gone || again.Rollout.OldPod != 0 {
+		t.Errorf("after pod_gone: %+v %+v", again.Pods, again.Rollout)
+	}
+}
+
+// A probe has no timeline: the backends named by responses are the pods.
+func TestSamplerProbeBackends(t *testing.T) {
+	rec := prober.NewRecorder(1, 10)
+	record(rec, 0, 5, prober.OK, "web-1")
+	record(rec, 0, 3, prober.OK, "web-2")
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, Now: func() time.Time { return at(500) }})
+	snap := s.Sample()
+	if snap.Rollout != nil || len(snap.Pods) != 2 || snap.Pods[0].Served+snap.Pods[1].Served != 8 {
+		t.Fatalf("%+v", snap)
+	}
+	// The open second is the live edge of the chart.
+	if len(snap.Seconds) != 1 || snap.Seconds[0].Sent != 8 {
+		t.Fatalf("seconds %+v", snap.Seconds)
+	}
+}
+
+func logText(lines []LogLine) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Text + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,83 @@
+// Package tui is rollprobe's live terminal dashboard (Bubble Tea). The
+// model only renders Snapshots; one Sampler builds them from the run's
+// recorder and timeline at most 10 times a second, never from the prober's
+// workers. Commands decide when to use it (a TTY, --ui) and write the
+// reports after it returns.
+package tui
+
+import "time"
+
+// Snapshot is everything one frame shows.
+type Snapshot struct {
+	Command string // "run" or "probe"
+	Target  string
+	Phase   string // baseline, rolling, settling, done (run); probing, done (probe)
+	Elapsed time.Duration
+
+	TargetRate   float64 // 0: closed model
+	AchievedRate float64 // over the last few seconds
+
+	Sent, OK, Failed uint64
+	Classes          []ClassCount // failure classes with a count, in the report's order
+	Latency          Quantiles    // from the intended send time, run-long
+
+	// Seconds holds one entry per second since the start; the last may be
+	// the still-open current second.
+	Seconds []Second
+	// Marks are the seconds where pods were deleted or turned ready.
+	Marks []Mark
+
+	Rollout *Rollout // nil for probe
+	Pods    []Pod
+	Log     []LogLine // everything logged so far, oldest first
+}
+
+// ClassCount is one failure class's count.
+type ClassCount struct {
+	Class string
+	N     uint64
+}
+
+// Quantiles of latency.
+type Quantiles struct{ P50, P90, P99, Max time.Duration }
+
+// Second is one second of traffic.
+type Second struct{ Sent, OK, Failed uint64 }
+
+// MarkKind is what happened to pods in a second.
+type MarkKind int
+
+const (
+	MarkReady   MarkKind = iota + 1 // a new pod turned ready
+	MarkDeleted                     // a pod's deletion was requested
+)
+
+// Mark is a pod lifecycle change at a second of the run.
+type Mark struct {
+	Second int
+	Kind   MarkKind
+}
+
+// Rollout is the Deployment's progress.
+type Rollout struct {
+	Deployment                                 string
+	OldRevision, NewRevision                   string
+	Desired, Updated, Ready, Available, OldPod int32 // OldPod: old pods not yet gone
+}
+
+// Pod is a row of the pod table.
+type Pod struct {
+	Name, Revision                string
+	Ready, Serving, Terminating   bool
+	Gone                          bool
+	Age                           time.Duration
+	Served                        uint64 // responses naming it (--backend-header)
+}
+
+// LogLine is an entry of the event log: a lifecycle event, an outage
+// opening or closing, or a line the run logged.
+type LogLine struct {
+	At   time.Duration // since the start
+	Text string
+	Bad  bool // an outage or a failure: shown in the failure colour
+}
