@@ -46,12 +46,11 @@ func (u *uiFlags) resolve(stdout io.Writer) (string, error) {
 // dashboard is the live view of one run: the Bubble Tea program, and the
 // sink that takes the run's log lines while it owns the terminal.
 type dashboard struct {
-	g        *globalOptions
-	program  *tea.Program
-	sink     *tui.LogSink
-	exited   chan struct{}
-	runErr   error
-	stopping func() bool
+	g       *globalOptions
+	program *tea.Program
+	sink    *tui.LogSink
+	exited  chan struct{}
+	runErr  error
 }
 
 // startDashboard takes the terminal: logs go to the sink (shown in the
