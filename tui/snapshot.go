@@ -67,11 +67,11 @@ type Rollout struct {
 
 // Pod is a row of the pod table.
 type Pod struct {
-	Name, Revision                string
-	Ready, Serving, Terminating   bool
-	Gone                          bool
-	Age                           time.Duration
-	Served                        uint64 // responses naming it (--backend-header)
+	Name, Revision              string
+	Ready, Serving, Terminating bool
+	Gone                        bool
+	Age                         time.Duration
+	Served                      uint64 // responses naming it (--backend-header)
 }
 
 // LogLine is an entry of the event log: a lifecycle event, an outage
