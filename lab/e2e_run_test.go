@@ -141,6 +141,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		waitRollout(t, ctx, c, "keepalive-close")
 	})
 
+	t.Run("the dashboard in tmux", func(t *testing.T) { testDashboard(t, ctx, c) })
+
 	t.Run("deploy/rbac.yaml is exactly enough", func(t *testing.T) { testRBAC(t, ctx, c) })
 
 	// Last on graceful: it leaves the Deployment with a failed rollout.
@@ -532,4 +534,100 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// testDashboard runs rollprobe run with the live dashboard in a tmux
+// terminal of 80x24 during a naive rollout: the screen shows failures and
+// the old pods terminating; the end screen the verdict; q writes the report
+// and exits with the verdict's code.
+func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		skipOrFail(t, "the dashboard test needs tmux (apt-get install tmux)")
+	}
+	ip := ensureSample(t, ctx, c, "naive")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=naive"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("naive pods: %v", err)
+	}
+	old := map[string]bool{}
+	for _, p := range pods.Items {
+		old[p.Name] = true
+	}
+	dir := t.TempDir()
+	reportPath, exitPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "exit")
+	bin := filepath.Join(binDir, "rollprobe")
+	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s",
+		bin, stateDir, bin, ip, reportPath, exitPath)
+	// A tmux server of our own (its own socket), ended with the test.
+	sock := fmt.Sprintf("rollprobe-e2e-%d", os.Getpid())
+	tmux := func(args ...string) (string, error) {
+		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := tmux("new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "sh", "-c", script); err != nil {
+		t.Fatalf("tmux: %v %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = tmux("kill-server") })
+	capture := func() string {
+		out, _ := tmux("capture-pane", "-p", "-t", "e2e")
+		return out
+	}
+
+	// During the rollout: failures counted, old pods shown terminating.
+	var seen string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		screen := capture()
+		if !strings.Contains(screen, "● ROLLING") && !strings.Contains(screen, "● SETTLING") {
+			return false, nil
+		}
+		failing := strings.Contains(screen, "refused ") || strings.Contains(screen, "connect_timeout ") || strings.Contains(screen, "reset ")
+		terminating := false
+		for _, line := range strings.Split(screen, "\n") {
+			// name revision ready serving term age served
+			if f := strings.Fields(line); len(f) == 7 && old[f[0]] && f[4] == "yes" {
+				terminating = true
+			}
+		}
+		if failing && terminating {
+			seen = screen
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the dashboard never showed failures and terminating old pods; last screen:\n%s", capture())
+	}
+	if lines := strings.Split(strings.TrimRight(seen, "\n"), "\n"); len(lines) > 24 {
+		t.Errorf("%d lines on a 24-line terminal", len(lines))
+	}
+	t.Logf("during the rollout:\n%s", seen)
+
+	// The end screen waits for a key.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(capture(), "verdict: FAIL (exit 1)"), nil
+	})
+	if err != nil {
+		t.Fatalf("no end screen; last screen:\n%s", capture())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := os.Stat(exitPath); err == nil {
+		t.Fatal("the dashboard left before a key was pressed")
+	}
+	if out, err := tmux("send-keys", "-t", "e2e", "q"); err != nil {
+		t.Fatalf("send q: %v %s", err, out)
+	}
+	var code string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(exitPath)
+		code = strings.TrimSpace(string(b))
+		return err == nil && code != "", nil
+	})
+	if err != nil || code != "1" {
+		t.Fatalf("exit %q after q, want 1 (the verdict); screen:\n%s", code, capture())
+	}
+	rep, err := report.ReadFile(reportPath)
+	if err != nil || rep.Verdict.ExitCode != 1 || rep.Totals.Failed == 0 {
+		t.Fatalf("report after q: %v %+v", err, rep)
+	}
+	validateSchema(t, reportPath)
 }
