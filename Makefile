@@ -38,8 +38,9 @@ lint: $(STATICCHECK) ## gofmt, go vet, staticcheck
 fuzz: ## run the response parser fuzzer for a minute
 	go test ./prober -run XXX -fuzz FuzzReadResponse -fuzztime 60s
 
-bench-go: ## Go micro-benchmarks (parser, recorder)
+bench-go: ## Go benchmarks: parser, recorder, and the dashboard's cost to throughput
 	go test ./prober -run XXX -bench . -benchmem
+	go test ./tui -run XXX -bench DashboardOverhead -benchtime 1x
 
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
