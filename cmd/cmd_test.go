@@ -92,6 +92,7 @@ func TestExitCodes(t *testing.T) {
 		{"run with two triggers", []string{"run", "--deployment", "web", "--target", "http://x/", "--watch", "--image", "a=b"}, 2, "choose one trigger"},
 		{"run command without --exec", []string{"run", "--deployment", "web", "--target", "http://x/", "--", "helm", "upgrade"}, 2, "goes after --exec --"},
 		{"run --exec without command", []string{"run", "--deployment", "web", "--target", "http://x/", "--exec"}, 2, "give the deploy command after --"},
+		{"bad ui", []string{"probe", srv.URL("/ok"), "--ui", "fancy"}, 2, "want auto, tui, plain or none"},
 		{"doctor without deployment", []string{"doctor"}, 2, "--deployment is required"},
 		{"doctor bad threshold", []string{"doctor", "--deployment", "web", "--fail-on", "sometimes"}, 2, "want error, warning, info or never"},
 		{"cannot hold the rate", []string{"probe", srv.URL("/stall?ms=100"), "--rate", "100", "--duration", "1s",
@@ -218,6 +219,14 @@ func TestProgressLines(t *testing.T) {
 	lines := strings.Count(r.stderr, "req/s")
 	if lines < 1 || !strings.Contains(r.stderr, "sent ") {
 		t.Fatalf("want plain progress lines on stderr, got:\n%s", r.stderr)
+	}
+	// Not a terminal: auto is plain, never the dashboard's escape codes.
+	if strings.Contains(r.stdout+r.stderr, "\x1b[") {
+		t.Fatalf("escape codes on a pipe:\n%q", r.stdout)
+	}
+	quiet := run(t, "probe", srv.URL("/ok"), "--rate", "50", "--duration", "1200ms", "--progress", "500ms", "--ui", "none")
+	if quiet.code != 0 || strings.Contains(quiet.stderr, "req/s") {
+		t.Fatalf("--ui none printed progress:\n%s", quiet.stderr)
 	}
 }
 
