@@ -29,6 +29,8 @@ for sample in naive graceful; do
   done
 done
 
+# On a terminal each run shows the live dashboard (--ui auto) and leaves it
+# when the run ends; in a pipe or CI, plain lines.
 codes=()
 for sample in naive graceful; do
   ip=$("$rp" lab svc-ip "$sample")
@@ -36,7 +38,7 @@ for sample in naive graceful; do
   echo "demo: === rollprobe run on '$sample' ($(head -1 "lab/manifests/$sample.yaml" | sed 's/^# [a-z-]*: //'))"
   set +e
   "$rp" lab exec -- "$rp" run --deployment "$sample" --target "http://$ip/" --backend-header X-Pod-Name \
-    --baseline 3s --settle 3s --progress 0 --report "$out/$sample.json"
+    --baseline 3s --settle 3s --progress 0 --exit-when-done --report "$out/$sample.json"
   codes+=($?)
   set -e
 done
