@@ -178,8 +178,11 @@ func writePods(b *strings.Builder, r *Report) {
 		width = max(width, len(p.Pod))
 	}
 	rel := func(t *time.Time) string {
-		if t == nil {
+		switch {
+		case t == nil:
 			return "-"
+		case !t.After(r.StartedAt):
+			return "before" // e.g. ready when watching began
 		}
 		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
 	}
