@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,10 @@ type globalOptions struct {
 	stdout    io.Writer
 	stderr    io.Writer
 	log       *slog.Logger
+	// cpuProfile, when set, receives a CPU profile of the command (for
+	// rollprobe's own performance work; hidden).
+	cpuProfile  string
+	stopProfile func()
 }
 
 // NewRootCommand builds the command tree writing to the given streams.
@@ -51,15 +56,34 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			// client-go logs through klog; setLogOutput routes it through the
 			// same logger and level instead of klog's own stderr writer.
 			g.setLogOutput(g.stderr)
+			if g.cpuProfile != "" {
+				f, err := os.Create(g.cpuProfile)
+				if err != nil {
+					return ci.Usage(fmt.Errorf("--cpuprofile: %w", err))
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return ci.Usage(fmt.Errorf("--cpuprofile: %w", err))
+				}
+				g.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+			}
+			return nil
+		},
+		PersistentPostRun: func(cmd *cobra.Command, args []string) {
+			if g.stopProfile != nil {
+				g.stopProfile()
+			}
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
+	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g))
 	return root
 }

@@ -144,6 +144,7 @@ func (o *runOptions) complete() error {
 	logOut := o.stderr
 	if o.uiMode == "tui" {
 		o.sink = tui.NewLogSink()
+		o.sink.PassThrough(o.stderr) // preflight: until the dashboard starts
 		logOut = o.sink
 	}
 	probeCfg, err := o.flags.config(o.target)

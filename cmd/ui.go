@@ -57,6 +57,7 @@ type dashboard struct {
 // event log, printed once the dashboard is gone). stop ends the run early
 // (q); it is also called if the dashboard dies before the run ends.
 func startDashboard(g *globalOptions, sink *tui.LogSink, src tui.Source, ui uiFlags, stop func()) *dashboard {
+	sink.PassThrough(nil)
 	g.setLogOutput(sink)
 	sampler := tui.NewSampler(src)
 	model := tui.New(tui.Options{Sample: sampler.Sample, Stop: stop, ExitWhenDone: ui.exitWhenDone, Color: os.Getenv("NO_COLOR") == ""})

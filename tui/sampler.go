@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -320,11 +321,22 @@ type LogSink struct {
 	partial bytes.Buffer
 	lines   []sinkLine
 	now     func() time.Time
+	through io.Writer // while set, lines are also written here at once
 }
 
 type sinkLine struct {
-	at   time.Time
-	text string
+	at      time.Time
+	text    string
+	printed bool // already written through
+}
+
+// PassThrough writes every line also to w as it completes, until called
+// with nil: before the dashboard takes the terminal (preflight), lines
+// belong on stderr right away.
+func (l *LogSink) PassThrough(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.through = w
 }
 
 // NewLogSink makes an empty sink.
@@ -343,7 +355,12 @@ func (l *LogSink) Write(p []byte) (int, error) {
 			l.partial.Write(rest)
 			return len(p), nil
 		}
-		l.lines = append(l.lines, sinkLine{l.now(), strings.TrimRight(line, "\r\n")})
+		sl := sinkLine{at: l.now(), text: strings.TrimRight(line, "\r\n")}
+		if l.through != nil {
+			_, _ = io.WriteString(l.through, sl.text+"\n")
+			sl.printed = true
+		}
+		l.lines = append(l.lines, sl)
 	}
 }
 
@@ -354,10 +371,14 @@ func (l *LogSink) snapshot() []sinkLine {
 	return append([]sinkLine(nil), l.lines...)
 }
 
-// Text is every line, for printing once the dashboard is gone.
+// Text is every line not yet written through, for printing once the
+// dashboard is gone.
 func (l *LogSink) Text() string {
 	var b strings.Builder
 	for _, line := range l.snapshot() {
+		if line.printed {
+			continue
+		}
 		b.WriteString(line.text)
 		b.WriteByte('\n')
 	}

@@ -135,3 +135,20 @@ func logText(lines []LogLine) string {
 	}
 	return b.String()
 }
+
+// Before the dashboard owns the terminal, lines go straight through; after
+// it, only the lines not yet shown are printed.
+func TestLogSinkPassThrough(t *testing.T) {
+	var out strings.Builder
+	sink := NewLogSink()
+	sink.PassThrough(&out)
+	fmt.Fprintln(sink, "preflight ok")
+	sink.PassThrough(nil)
+	fmt.Fprint(sink, "triggered\npartial")
+	if out.String() != "preflight ok\n" {
+		t.Fatalf("passed through %q", out.String())
+	}
+	if got := sink.Text(); got != "triggered\npartial\n" {
+		t.Fatalf("text after the dashboard %q", got)
+	}
+}
