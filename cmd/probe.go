@@ -86,11 +86,13 @@ func (o *probeOptions) validate() error {
 }
 
 func (o *probeOptions) run(ctx context.Context) error {
+	procs := o.flags.applyProcs(o.config) // before New: the recorder shards by it
 	p, err := prober.New(o.config, "rollprobe/"+version())
 	if err != nil {
 		return ci.Usage(err)
 	}
-	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "run_id", p.RunID())
+	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(),
+		"run_id", p.RunID(), "procs", procs)
 
 	// q in the dashboard stops the run as Ctrl-C does.
 	ctx, stop := context.WithCancel(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type proberFlags struct {
 	keepFailures   int
 	maxFailures    uint64
 	maxFailureRate float64
+	procs          int
 	// timeoutFlag names the request-timeout flag: "timeout" for probe,
 	// "request-timeout" for run, whose --timeout bounds the whole run.
 	timeoutFlag string
@@ -80,6 +82,25 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.keepFailures, "keep-failures", f.keepFailures, "failures kept in full in the report; later ones are only counted")
 	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
 	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
+	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
+}
+
+// applyProcs sets GOMAXPROCS for the run: --procs, else what the rate needs
+// (prober.Procs), unless the GOMAXPROCS environment variable already chose.
+// It returns the value in effect.
+func (f *proberFlags) applyProcs(cfg prober.Config) int {
+	switch {
+	case f.procs > 0:
+		return setProcs(f.procs)
+	case os.Getenv("GOMAXPROCS") != "":
+		return runtime.GOMAXPROCS(0)
+	}
+	return setProcs(prober.Procs(cfg, runtime.NumCPU()))
+}
+
+func setProcs(n int) int {
+	runtime.GOMAXPROCS(n)
+	return n
 }
 
 // config builds the prober configuration for target.
@@ -124,6 +145,9 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 		errs = append(errs, err)
 	}
 	cfg.BackendHeader, cfg.RequestIDHeader, cfg.KeepFailures = f.backendHeader, f.requestID, f.keepFailures
+	if f.procs < 0 {
+		errs = append(errs, fmt.Errorf("--procs %d: must not be negative", f.procs))
+	}
 	if f.maxFailureRate < 0 || f.maxFailureRate > 1 {
 		errs = append(errs, fmt.Errorf("--max-failure-rate %g: want a fraction from 0 to 1", f.maxFailureRate))
 	}

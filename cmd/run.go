@@ -199,6 +199,7 @@ func (o *runOptions) complete() error {
 // run runs the flow; under the dashboard, from the moment probing starts
 // until the user leaves the end screen.
 func (o *runOptions) run(ctx context.Context) error {
+	o.log.Info("prober", "procs", o.flags.applyProcs(o.cfg.Probe))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var dash *dashboard

@@ -1,0 +1,24 @@
+package prober
+
+import "testing"
+
+func TestProcs(t *testing.T) {
+	for _, tc := range []struct {
+		rate, fresh float64
+		cpus, want  int
+	}{
+		{200, 0.5, 8, 1},  // run's default
+		{10000, 0, 2, 1},  // the CPU benchmark's rate
+		{20000, 0, 2, 2},  // more than one P's budget
+		{2000, 1, 4, 1},   // new connections
+		{9000, 1, 4, 3},   // 9,000 new connections a second
+		{100000, 0, 4, 4}, // never more than the CPUs
+		{0, 0, 6, 6},      // closed model: every CPU
+		{0.5, 0, 0, 1},    // at least one
+	} {
+		cfg := Config{Rate: tc.rate, Conn: ConnMode{FreshFraction: tc.fresh}}
+		if got := Procs(cfg, tc.cpus); got != tc.want {
+			t.Errorf("rate %g fresh %g on %d CPUs: %d Ps, want %d", tc.rate, tc.fresh, tc.cpus, got, tc.want)
+		}
+	}
+}
