@@ -49,6 +49,11 @@ type Prober struct {
 	start   time.Time
 	seq     atomic.Uint64
 	workers atomic.Int64
+	// inFlight counts workers inside a request (dialing, writing, reading):
+	// the pool grows only when they are nearly all there. Lateness alone
+	// also comes from CPU starvation (GC, a descheduled process), where
+	// more workers only add connections, memory and load.
+	inFlight atomic.Int64
 	stopped atomic.Bool
 	// scheduleEnded: a worker claimed a ticket past the pacer's schedule.
 	scheduleEnded atomic.Bool
@@ -225,15 +230,16 @@ wait:
 
 // growForBacklog adds a worker for each request whose intended time has
 // passed without a worker claiming it (idle workers claim tickets ahead of
-// time, so an unclaimed due ticket means all are busy), up to MaxWorkers and
-// at most maxGrowStep at a time.
+// time, so an unclaimed due ticket means all are busy), when the workers are
+// busy inside requests (not merely late to run), up to MaxWorkers and at
+// most maxGrowStep at a time.
 func (p *Prober) growForBacklog() {
 	if p.stopped.Load() || p.scheduleEnded.Load() {
 		return
 	}
 	due := Expected(p.pacer, p.Elapsed()-growAfterLag)
 	claimed := p.seq.Load()
-	if due <= claimed {
+	if due <= claimed || !p.blockedInRequests() {
 		return
 	}
 	for n := min(due-claimed, maxGrowStep); n > 0; n-- {
@@ -242,6 +248,15 @@ func (p *Prober) growForBacklog() {
 		}
 	}
 }
+
+// blockedInRequests: every worker but at most one (the one asking, between
+// two requests) is inside a request. Only then does a late request mean
+// the pool is too small.
+func (p *Prober) blockedInRequests() bool {
+	return shouldGrow(p.workers.Load(), p.inFlight.Load())
+}
+
+func shouldGrow(workers, inFlight int64) bool { return workers-inFlight <= 1 }
 
 // Stop ends the send window now: no new request is started, requests in
 // flight complete normally (within their timeout), and Run returns a run
@@ -305,7 +320,7 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	wait := intended - now
-	if wait < -growAfterLag {
+	if wait < -growAfterLag && p.blockedInRequests() {
 		p.spawn()
 	}
 	// Plain sleeps (no timer channel, no select: cheaper per request), cut
@@ -345,7 +360,9 @@ func (w *worker) loop() {
 			return
 		}
 		res = Result{Seq: seq, Intended: intended}
+		w.p.inFlight.Add(1)
 		w.do(&res)
+		w.p.inFlight.Add(-1)
 		w.p.rec.Record(w.id, &res)
 	}
 }

@@ -232,3 +232,16 @@ func TestBacklogGrowsThePoolWhenAllWorkersBlock(t *testing.T) {
 		t.Errorf("max schedule lag %v: the pool grew too late", snap.Totals.MaxLag)
 	}
 }
+
+// The pool grows only when the workers are inside requests, not when they
+// are merely late to run (CPU starvation).
+func TestShouldGrow(t *testing.T) {
+	for _, tc := range []struct {
+		workers, inFlight int64
+		want              bool
+	}{{10, 10, true}, {10, 9, true}, {10, 8, false}, {2000, 3, false}, {1, 0, true}} {
+		if got := shouldGrow(tc.workers, tc.inFlight); got != tc.want {
+			t.Errorf("shouldGrow(%d workers, %d in flight) = %v", tc.workers, tc.inFlight, got)
+		}
+	}
+}
