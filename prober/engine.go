@@ -54,7 +54,7 @@ type Prober struct {
 	// also comes from CPU starvation (GC, a descheduled process), where
 	// more workers only add connections, memory and load.
 	inFlight atomic.Int64
-	stopped atomic.Bool
+	stopped  atomic.Bool
 	// scheduleEnded: a worker claimed a ticket past the pacer's schedule.
 	scheduleEnded atomic.Bool
 
