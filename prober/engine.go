@@ -323,6 +323,9 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 	if wait < -growAfterLag && p.blockedInRequests() {
 		p.spawn()
 	}
+	if wait > 0 {
+		w.batch.Idle(wait)
+	}
 	// Plain sleeps (no timer channel, no select: cheaper per request), cut
 	// into slices so that a stopped run is noticed within maxSleep.
 	for wait > 0 {
@@ -344,10 +347,13 @@ type worker struct {
 	buf      []byte
 	scratch  []byte
 	backend  string // last backend value, reused while it repeats
+	batch    *Batch // this worker's results on their way to the recorder
 }
 
 func (w *worker) loop() {
 	defer w.p.wg.Done()
+	w.batch = w.p.rec.NewBatch(w.id)
+	defer w.batch.Flush() // before Done: Run's final Tick sees every result
 	defer func() {
 		if w.c != nil {
 			w.c.close()
@@ -363,7 +369,7 @@ func (w *worker) loop() {
 		w.p.inFlight.Add(1)
 		w.do(&res)
 		w.p.inFlight.Add(-1)
-		w.p.rec.Record(w.id, &res)
+		w.batch.Add(&res)
 	}
 }
 

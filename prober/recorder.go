@@ -39,15 +39,17 @@ const (
 	OtherBackends = "(other)"
 )
 
-// Recorder owns the results of a run. Workers record into shards (one per
-// group of workers, each with a lock that only the sampler's tick ever
-// contends for); Tick folds finished seconds into the series, and Snapshot
-// gives a consistent view to live displays and reporters. Nothing reads
-// workers directly.
+// Recorder owns the results of a run. Each worker buffers its results in
+// its own Batch, with no lock; a batch reaches the recorder's shards (one
+// lock per batch) when it is full, when the sampler's tick has moved on, or
+// before the worker sleeps. Tick folds finished seconds into the series,
+// and Snapshot gives a consistent view to live displays and reporters.
+// Nothing reads workers directly.
 type Recorder struct {
 	shards       []shard
 	keepFailures int64
-	kept         atomic.Int64 // failures reserved for keeping in full
+	kept         atomic.Int64  // failures reserved for keeping in full
+	epoch        atomic.Uint64 // advanced by Tick: batches older than it flush
 
 	mu         sync.Mutex
 	rows       []SecondRow // dense: rows[i].Second == i
@@ -112,15 +114,75 @@ func countBackend(m map[string]uint64, b string) {
 	m[b]++
 }
 
-// Record adds one result. shardHint is the worker's index.
+// Record adds one result at once (one lock). shardHint is the worker's
+// index. Workers use a Batch instead.
 func (r *Recorder) Record(shardHint int, res *Result) {
+	s := &r.shards[shardHint%len(r.shards)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.recordLocked(s, res)
+}
+
+// batchSize bounds the results a worker holds before they reach the
+// recorder.
+const batchSize = 64
+
+// Batch is one worker's buffer of results. It is owned by that worker:
+// Add takes no lock (a copy into the buffer, an atomic load); the results
+// reach the recorder in one locked step when the buffer is full or stale.
+type Batch struct {
+	rec   *Recorder
+	shard *shard
+	buf   []Result
+	epoch uint64
+}
+
+// NewBatch makes a batch for the worker with index shardHint.
+func (r *Recorder) NewBatch(shardHint int) *Batch {
+	return &Batch{rec: r, shard: &r.shards[shardHint%len(r.shards)], buf: make([]Result, 0, batchSize), epoch: r.epoch.Load()}
+}
+
+// Add buffers res, and flushes when the buffer is full or the recorder's
+// tick has moved on since the last flush (so live views lag by at most
+// about a tick while the worker keeps sending).
+func (b *Batch) Add(res *Result) {
+	b.buf = append(b.buf, *res)
+	if len(b.buf) == cap(b.buf) || b.rec.epoch.Load() != b.epoch {
+		b.Flush()
+	}
+}
+
+// Idle is called before the worker waits (for its next intended time):
+// results are not held across a wait longer than hold, nor across a tick.
+func (b *Batch) Idle(wait time.Duration) {
+	const hold = 20 * time.Millisecond
+	if len(b.buf) > 0 && (wait > hold || b.rec.epoch.Load() != b.epoch) {
+		b.Flush()
+	}
+}
+
+// Flush hands every buffered result to the recorder.
+func (b *Batch) Flush() {
+	b.epoch = b.rec.epoch.Load()
+	if len(b.buf) == 0 {
+		return
+	}
+	s := b.shard
+	s.mu.Lock()
+	for i := range b.buf {
+		b.rec.recordLocked(s, &b.buf[i])
+	}
+	s.mu.Unlock()
+	clear(b.buf) // drop references (error values) held by the copies
+	b.buf = b.buf[:0]
+}
+
+// recordLocked adds res to shard s, whose lock the caller holds.
+func (r *Recorder) recordLocked(s *shard, res *Result) {
 	keep := false
 	if res.Class != OK && !res.canceled && r.keepFailures > 0 {
 		keep = r.kept.Add(1) <= r.keepFailures
 	}
-	s := &r.shards[shardHint%len(r.shards)]
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if res.canceled {
 		s.canceled++
 		return
@@ -195,12 +257,14 @@ func (r *SecondRow) Failed() uint64 {
 }
 
 // closeGrace is how long after a second ends it stays open for results that
-// were measured in it but recorded a moment later.
-const closeGrace = 250 * time.Millisecond
+// were measured in it but recorded a moment later (a worker's batch is
+// flushed within about a tick, sampleEvery).
+const closeGrace = 500 * time.Millisecond
 
 // Tick folds every second that ended before now-closeGrace into the series.
 // Call it from one goroutine (the sampler); Close(math.MaxInt64) folds all.
 func (r *Recorder) Tick(now time.Duration) {
+	r.epoch.Add(1)
 	limit := int64((now - closeGrace) / time.Second) // seconds < limit are final
 	var moved []map[int64]*secondStats
 	for i := range r.shards {
