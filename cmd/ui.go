@@ -78,20 +78,23 @@ func startDashboard(g *globalOptions, sink *tui.LogSink, src tui.Source, ui uiFl
 // with --exit-when-done, or when the run was interrupted), gives the
 // terminal back and prints what was logged meanwhile.
 func (d *dashboard) finish(rep *report.Report, reportPath string) {
-	d.program.Send(tui.DoneMsg(doneOf(rep, reportPath)))
+	d.close(tui.DoneMsg(doneOf(rep, reportPath)))
+}
+
+// abandon closes the dashboard when the run ended without a report.
+func (d *dashboard) abandon() {
+	d.close(tui.DoneMsg{Verdict: "ERROR", ExitCode: 2, Interrupted: true})
+}
+
+// close ends the dashboard with done, waits for it to leave, gives the
+// terminal and the logs back, and prints what was logged meanwhile.
+func (d *dashboard) close(done tui.DoneMsg) {
+	d.program.Send(done) // a no-op if the program has already ended
 	<-d.exited
 	d.g.setLogOutput(d.g.stderr)
 	if d.runErr != nil {
 		fmt.Fprintf(d.g.stderr, "rollprobe: live view: %v\n", d.runErr)
 	}
-	_, _ = io.WriteString(d.g.stderr, d.sink.Text())
-}
-
-// abandon closes the dashboard when the run ended without a report.
-func (d *dashboard) abandon() {
-	d.program.Send(tui.DoneMsg{Verdict: "ERROR", ExitCode: 2, Interrupted: true})
-	<-d.exited
-	d.g.setLogOutput(d.g.stderr)
 	_, _ = io.WriteString(d.g.stderr, d.sink.Text())
 }
 

@@ -82,41 +82,38 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 	}
 	var applied []string
 	for _, obj := range objs {
+		meta, ok := obj.(metav1.Object)
+		if !ok {
+			return applied, fmt.Errorf("lab apply: %T has no metadata", obj)
+		}
+		if meta.GetNamespace() == "" {
+			meta.SetNamespace(ns)
+		}
+		var kind string
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
-			if o.Namespace == "" {
-				o.Namespace = ns
-			}
+			kind = "deployment"
 			api := c.Kube.AppsV1().Deployments(o.Namespace)
-			if err := upsert(ctx, o, api.Get, api.Create, api.Update, nil); err != nil {
-				return applied, fmt.Errorf("deployment %s: %w", o.Name, err)
-			}
-			applied = append(applied, "deployment/"+o.Name)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
 		case *corev1.Service:
-			if o.Namespace == "" {
-				o.Namespace = ns
-			}
+			kind = "service"
 			api := c.Kube.CoreV1().Services(o.Namespace)
 			// A Service's ClusterIP is immutable: keep the one it has.
 			keepIP := func(cur, o *corev1.Service) {
 				o.Spec.ClusterIP, o.Spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
 			}
-			if err := upsert(ctx, o, api.Get, api.Create, api.Update, keepIP); err != nil {
-				return applied, fmt.Errorf("service %s: %w", o.Name, err)
-			}
-			applied = append(applied, "service/"+o.Name)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, keepIP)
 		case *policyv1.PodDisruptionBudget:
-			if o.Namespace == "" {
-				o.Namespace = ns
-			}
+			kind = "poddisruptionbudget"
 			api := c.Kube.PolicyV1().PodDisruptionBudgets(o.Namespace)
-			if err := upsert(ctx, o, api.Get, api.Create, api.Update, nil); err != nil {
-				return applied, fmt.Errorf("poddisruptionbudget %s: %w", o.Name, err)
-			}
-			applied = append(applied, "poddisruptionbudget/"+o.Name)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
 		default:
 			return applied, fmt.Errorf("lab apply handles Deployments, Services and PodDisruptionBudgets, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
+		if err != nil {
+			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)
+		}
+		applied = append(applied, kind+"/"+meta.GetName())
 	}
 	return applied, nil
 }

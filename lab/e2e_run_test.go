@@ -597,9 +597,6 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	if err != nil {
 		t.Fatalf("the dashboard never showed failures and terminating old pods; last screen:\n%s", capture())
 	}
-	if lines := strings.Split(strings.TrimRight(seen, "\n"), "\n"); len(lines) > 24 {
-		t.Errorf("%d lines on a 24-line terminal", len(lines))
-	}
 	t.Logf("during the rollout:\n%s", seen)
 
 	// The end screen waits for a key.

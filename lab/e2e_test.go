@@ -297,15 +297,10 @@ func deploymentComplete(d *appsv1.Deployment) bool {
 func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string) (*report.Report, int) {
 	t.Helper()
 	apply(t, name)
-	waitRollout(t, ctx, c, name)
-	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, svc.Spec.ClusterIP)
+	clusterIP := ensureSample(t, ctx, c, name)
 	path := filepath.Join(t.TempDir(), "report.json")
 	probe := exec.Command(filepath.Join(binDir, "rollprobe"), "lab", "exec", "--state-dir", stateDir, "--",
-		filepath.Join(binDir, "rollprobe"), "probe", "http://"+svc.Spec.ClusterIP+"/", "--rate", "200", "--duration", "20s",
+		filepath.Join(binDir, "rollprobe"), "probe", "http://"+clusterIP+"/", "--rate", "200", "--duration", "20s",
 		"--conn", "new", "--backend-header", "X-Pod-Name", "--progress", "0", "--report", path)
 	var out bytes.Buffer
 	probe.Stdout, probe.Stderr = &out, &out
@@ -323,7 +318,7 @@ func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string
 	time.Sleep(3 * time.Second)
 	restart(t, ctx, c, name)
 	waitRollout(t, ctx, c, name)
-	err = probe.Wait()
+	err := probe.Wait()
 	exit := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		exit = ee.ExitCode()

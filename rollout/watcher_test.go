@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,21 @@ func waitKinds(t *testing.T, tl *Timeline, want ...EventKind) []Event {
 	}
 }
 
+// startWatcher starts a watcher on the fake clientset, stopped with the test.
+func startWatcher(t *testing.T, ctx context.Context, kube *fake.Clientset, d *appsv1.Deployment, svc *corev1.Service) *Timeline {
+	t.Helper()
+	tl := NewTimeline(nil)
+	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return tl
+}
+
 func containsInOrder(got, want []EventKind) bool {
 	i := 0
 	for _, g := range got {
@@ -55,15 +71,7 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	d := webDeployment()
 	svc := service("web", map[string]string{"app": "web"})
 	kube := fake.NewClientset(d, svc)
-	tl := NewTimeline(nil)
-	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	tl := startWatcher(t, ctx, kube, d, svc)
 
 	pods := kube.CoreV1().Pods("prod")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
@@ -176,15 +184,7 @@ func TestWatcherRecordsAndResumesABrokenWatch(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	tl := NewTimeline(nil)
-	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	tl := startWatcher(t, ctx, kube, d, svc)
 	waitKinds(t, tl, WatchError)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
 		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}}

@@ -9,8 +9,8 @@ import (
 	"charm.land/lipgloss/v2"
 )
 
-// Frame is the longest the dashboard waits between two samples: at most
-// 10 samples a second.
+// Frame is the pause between a sample's arrival and the next sample, so at
+// most 10 samples a second, and never two in flight.
 const Frame = 100 * time.Millisecond
 
 // Done is the end of a run, as the dashboard shows it until a key is
