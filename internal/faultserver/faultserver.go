@@ -129,7 +129,14 @@ func (s *Server) serve(c net.Conn) {
 			return
 		}
 		s.requests.Add(1)
-		u, _ := url.Parse(target)
+		u, err := url.Parse(target)
+		if err != nil {
+			// Not HTTP (a TLS ClientHello, say, whose random bytes can
+			// split into three fields): answer as a server would, and close.
+			_, _ = bw.WriteString("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			_ = bw.Flush()
+			return
+		}
 		path := u.Path
 		ms, _ := strconv.Atoi(u.Query().Get("ms"))
 		status := 200
