@@ -86,7 +86,7 @@ func (o *probeOptions) validate() error {
 }
 
 func (o *probeOptions) run(ctx context.Context) error {
-	procs := o.flags.applyProcs(o.config) // before New: the recorder shards by it
+	procs := o.flags.applyProcs(o.config) // before the run: the runtime starts with it
 	p, err := prober.New(o.config, "rollprobe/"+version())
 	if err != nil {
 		return ci.Usage(err)

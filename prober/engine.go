@@ -6,16 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// growAfterLag: a request claimed this late means every worker was busy at
-// its intended time; the engine then adds a worker (up to MaxWorkers).
-// Scheduling jitter below this does not grow the pool.
+// growAfterLag: a request still unclaimed this long after its intended time
+// means every worker was busy; the backlog check then adds workers (up to
+// MaxWorkers). Scheduling jitter below this does not grow the pool.
 const growAfterLag = time.Millisecond
 
 // maxSleep bounds one sleep of an idle worker, and so how long a stopped
@@ -29,8 +28,9 @@ const (
 	maxGrowStep  = 64
 )
 
-// sampleEvery is how often Run folds finished seconds into the series.
-const sampleEvery = 200 * time.Millisecond
+// sampleEvery is how often Run merges the workers' results (Recorder.Tick):
+// how far live views lag the workers.
+const sampleEvery = 100 * time.Millisecond
 
 // Prober runs one probe. Build it with New, start it with Run; Snapshot and
 // Recorder may be read concurrently while it runs.
@@ -49,12 +49,7 @@ type Prober struct {
 	start   time.Time
 	seq     atomic.Uint64
 	workers atomic.Int64
-	// inFlight counts workers inside a request (dialing, writing, reading):
-	// the pool grows only when they are nearly all there. Lateness alone
-	// also comes from CPU starvation (GC, a descheduled process), where
-	// more workers only add connections, memory and load.
-	inFlight atomic.Int64
-	stopped  atomic.Bool
+	stopped atomic.Bool
 	// scheduleEnded: a worker claimed a ticket past the pacer's schedule.
 	scheduleEnded atomic.Bool
 
@@ -79,7 +74,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	_, _ = crand.Read(id[:])
 	p := &Prober{
 		cfg:           cfg,
-		rec:           NewRecorder(4*runtime.GOMAXPROCS(0), cfg.KeepFailures),
+		rec:           NewRecorder(cfg.KeepFailures),
 		dialer:        newDialer(&cfg),
 		runID:         hex.EncodeToString(id[:]),
 		userAgent:     userAgent,
@@ -165,8 +160,8 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 		defer t.Stop()
 		timer = t.C
 	}
-	// The sampler tick folds finished seconds into the series, so live
-	// views and the final report read closed rows.
+	// The sample tick merges the workers' streams and folds finished
+	// seconds into the series: live views and the report read only that.
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	// The backlog check grows the pool when requests are due that no
@@ -249,11 +244,22 @@ func (p *Prober) growForBacklog() {
 	}
 }
 
-// blockedInRequests: every worker but at most one (the one asking, between
-// two requests) is inside a request. Only then does a late request mean
-// the pool is too small.
+// blockedInRequests: every worker but at most one (between two requests) is
+// inside a request. Only then does a late request mean the pool is too
+// small: lateness alone also comes from CPU starvation (GC, a descheduled
+// process), where more workers only add connections, memory and load.
+// It reads each worker's own busy flag (a scan every backlogEvery) rather
+// than a shared counter every request would write.
 func (p *Prober) blockedInRequests() bool {
-	return shouldGrow(p.workers.Load(), p.inFlight.Load())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var busy int64
+	for _, w := range p.all {
+		if w.busy.Load() {
+			busy++
+		}
+	}
+	return shouldGrow(int64(len(p.all)), busy)
 }
 
 func shouldGrow(workers, inFlight int64) bool { return workers-inFlight <= 1 }
@@ -320,12 +326,6 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	wait := intended - now
-	if wait < -growAfterLag && p.blockedInRequests() {
-		p.spawn()
-	}
-	if wait > 0 {
-		w.batch.Idle(wait)
-	}
 	// Plain sleeps (no timer channel, no select: cheaper per request), cut
 	// into slices so that a stopped run is noticed within maxSleep.
 	for wait > 0 {
@@ -343,17 +343,18 @@ type worker struct {
 	id       int
 	c        *conn
 	inflight atomic.Pointer[conn]
+	busy     atomic.Bool // inside a request (dialing, writing, reading)
 	rng      *rand.Rand
 	buf      []byte
 	scratch  []byte
-	backend  string // last backend value, reused while it repeats
-	batch    *Batch // this worker's results on their way to the recorder
+	backend  string  // last backend value, reused while it repeats
+	stream   *Stream // this worker's results, merged by the recorder's tick
 }
 
 func (w *worker) loop() {
 	defer w.p.wg.Done()
-	w.batch = w.p.rec.NewBatch(w.id)
-	defer w.batch.Flush() // before Done: Run's final Tick sees every result
+	w.stream = w.p.rec.NewStream()
+	defer w.stream.Close() // before Done: Run's final Tick merges all of it
 	defer func() {
 		if w.c != nil {
 			w.c.close()
@@ -366,10 +367,10 @@ func (w *worker) loop() {
 			return
 		}
 		res = Result{Seq: seq, Intended: intended}
-		w.p.inFlight.Add(1)
+		w.busy.Store(true)
 		w.do(&res)
-		w.p.inFlight.Add(-1)
-		w.batch.Add(&res)
+		w.busy.Store(false)
+		w.stream.Add(&res)
 	}
 }
 

@@ -246,51 +246,8 @@ func TestShouldGrow(t *testing.T) {
 	}
 }
 
-// A worker's batch takes no lock per result; its results reach the
-// recorder when it is full, when the tick has moved on, before a long
-// wait, and at the end, and none is lost or counted twice.
-func TestBatchReachesTheRecorder(t *testing.T) {
-	rec := NewRecorder(2, 100)
-	b := rec.NewBatch(0)
-	sent := func() uint64 { return rec.Snapshot().Totals.Sent() }
-	add := func(n int) {
-		for i := 0; i < n; i++ {
-			res := Result{Class: OK, Status: 200, Start: time.Millisecond, End: 2 * time.Millisecond}
-			b.Add(&res)
-		}
-	}
-	add(10)
-	if sent() != 0 {
-		t.Fatalf("a partial batch reached the recorder: %d", sent())
-	}
-	b.Idle(time.Millisecond) // a short wait: still held
-	if sent() != 0 {
-		t.Fatal("held across a short wait")
-	}
-	b.Idle(time.Second) // a long wait: flushed first
-	if sent() != 10 {
-		t.Fatalf("after a long wait: %d", sent())
-	}
-	add(batchSize)
-	if sent() != 10+batchSize {
-		t.Fatalf("a full batch: %d", sent())
-	}
-	add(3)
-	rec.Tick(time.Second) // the sampler moves on: the next result flushes
-	add(1)
-	if sent() != 10+batchSize+4 {
-		t.Fatalf("after a tick: %d", sent())
-	}
-	add(5)
-	b.Flush()
-	b.Flush()
-	if sent() != 10+batchSize+9 {
-		t.Fatalf("after Flush: %d", sent())
-	}
-}
-
-// Live views see results while the run goes on, at low rates too (a
-// worker sleeping between requests flushes first).
+// Live views see results while the run goes on, at low rates too (the
+// tick merges a sleeping worker's stream as well).
 func TestLiveCountsAtALowRate(t *testing.T) {
 	srv := startServer(t)
 	cfg := DefaultConfig()

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,35 +40,38 @@ const (
 	OtherBackends = "(other)"
 )
 
-// Recorder owns the results of a run. Each worker buffers its results in
-// its own Batch, with no lock; a batch reaches the recorder's shards (one
-// lock per batch) when it is full, when the sampler's tick has moved on, or
-// before the worker sleeps. Tick folds finished seconds into the series,
-// and Snapshot gives a consistent view to live displays and reporters.
-// Nothing reads workers directly.
+// Recorder owns the results of a run.
+//
+// Workers never lock it and never wait for it: each records into its own
+// Stream (a per-goroutine buffer of the current interval's results, guarded
+// by a writer-reader phaser: two uncontended atomic adds per result). Tick,
+// called on the engine's sample interval, takes every stream's interval and
+// merges it into the run's histograms, counters and per-second series; it
+// is the only writer of that state besides Record, and the only reader of
+// the streams. Snapshot, Latencies and Failures read the merged state, so a
+// live view lags the workers by at most one tick.
+//
+// Why buffers and not per-goroutine histograms: an HDR histogram of this
+// range and precision is ~190 KB, two per worker, and the pool grows to
+// thousands of workers exactly when the target is failing (connect
+// timeouts). A stream holds only the interval's results, so its memory
+// follows the request rate, not the worker count, and the merge builds the
+// same histograms the workers would have.
 type Recorder struct {
-	shards       []shard
-	keepFailures int64
-	kept         atomic.Int64  // failures reserved for keeping in full
-	epoch        atomic.Uint64 // advanced by Tick: batches older than it flush
+	keepFailures int
 
-	mu         sync.Mutex
-	rows       []SecondRow // dense: rows[i].Second == i
-	rowHist    map[int64]*hdr.Histogram
-	closedUpTo int64 // seconds below this are final
+	tickMu    sync.Mutex // one Tick at a time: the streams have one reader
+	streamsMu sync.Mutex
+	streams   []*Stream
+	taken     []*[]Result // Tick's scratch, under tickMu
+	newFails  []Result    // Tick's scratch, under tickMu
+
+	mu sync.Mutex // guards state: written by Tick and Record, read by views
+	st runState
 }
 
-// secondStats is one shard's share of one second.
-type secondStats struct {
-	sent     uint64
-	classes  [NumClasses]uint64
-	latency  *hdr.Histogram // responses completed in this second
-	backends map[string]uint64
-	maxLag   time.Duration
-}
-
-type shard struct {
-	mu       sync.Mutex
+// runState is the merged state of a run.
+type runState struct {
 	classes  [NumClasses]uint64
 	status   [1000]uint64 // by code; 0 for none
 	backends map[string]uint64
@@ -77,35 +81,78 @@ type shard struct {
 	reused   uint64
 	canceled uint64
 	maxLag   time.Duration
-	seconds  map[int64]*secondStats
-	failures []Result
-	_        [64]byte // keep neighbouring shards' locks off one cache line
+	kept     int      // failures kept in full
+	failures []Result // the first keepFailures, by intended time within a tick
+
+	open       map[int64]*openSecond // seconds not yet final
+	rows       []SecondRow           // final seconds; dense: rows[i].Second == i
+	closedUpTo int64                 // seconds below this are final
 }
 
-// NewRecorder makes a recorder with the given number of shards; workers pick
-// a shard by index. keepFailures bounds the failures kept in full.
-func NewRecorder(shards, keepFailures int) *Recorder {
-	if shards < 1 {
-		shards = 1
-	}
-	r := &Recorder{shards: make([]shard, shards), keepFailures: int64(keepFailures), rowHist: map[int64]*hdr.Histogram{}}
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.latency, s.service = newHistogram(), newHistogram()
-		s.backends = map[string]uint64{}
-		s.seconds = map[int64]*secondStats{}
-	}
-	return r
+// openSecond is a second still receiving results.
+type openSecond struct {
+	row     SecondRow
+	latency *hdr.Histogram // responses completed in this second
 }
 
-func (s *shard) second(k int64) *secondStats {
-	st := s.seconds[k]
-	if st == nil {
-		st = &secondStats{}
-		s.seconds[k] = st
-	}
-	return st
+// NewRecorder makes a recorder that keeps the first keepFailures failures
+// in full.
+func NewRecorder(keepFailures int) *Recorder {
+	return &Recorder{keepFailures: keepFailures, st: runState{
+		backends: map[string]uint64{},
+		latency:  newHistogram(),
+		service:  newHistogram(),
+		open:     map[int64]*openSecond{},
+	}}
 }
+
+// Stream is one worker's recording. Add is called by that worker only;
+// Close when it stops recording. The recorder's Tick is its only reader.
+type Stream struct {
+	phaser  phaser
+	active  atomic.Pointer[[]Result] // where Add appends
+	spare   *[]Result                // Tick's: swapped in at the next take
+	retired atomic.Bool
+	_       [64]byte // keep neighbouring streams' counters off one cache line
+}
+
+// NewStream registers a stream for a new worker.
+func (r *Recorder) NewStream() *Stream {
+	s := &Stream{spare: new([]Result)}
+	s.phaser.init()
+	s.active.Store(new([]Result))
+	r.streamsMu.Lock()
+	r.streams = append(r.streams, s)
+	r.streamsMu.Unlock()
+	return s
+}
+
+// Add records res: a copy into the worker's own buffer between two atomic
+// adds. It takes no lock and never waits, whatever the readers do.
+func (s *Stream) Add(res *Result) {
+	v := s.phaser.enter()
+	buf := s.active.Load()
+	*buf = append(*buf, *res)
+	s.phaser.exit(v)
+}
+
+// Close marks the stream finished after its last Add: the next Tick merges
+// what is left and forgets it.
+func (s *Stream) Close() { s.retired.Store(true) }
+
+// take hands the writer an empty buffer and returns the one it was
+// writing, once no Add into it is still running. Under Recorder.tickMu.
+func (s *Stream) take() *[]Result {
+	old := s.active.Load()
+	s.active.Store(s.spare)
+	s.phaser.flip()
+	s.spare = old // emptied by Tick before the next take swaps it back in
+	return old
+}
+
+// maxKeptCap: a stream buffer grown past this by a burst is released once
+// the rate falls, so capacity follows the rate rather than its peak.
+const maxKeptCap = 4096
 
 func countBackend(m map[string]uint64, b string) {
 	if _, ok := m[b]; !ok && len(m) >= maxBackends {
@@ -114,121 +161,91 @@ func countBackend(m map[string]uint64, b string) {
 	m[b]++
 }
 
-// Record adds one result at once (one lock). shardHint is the worker's
-// index. Workers use a Batch instead.
-func (r *Recorder) Record(shardHint int, res *Result) {
-	s := &r.shards[shardHint%len(r.shards)]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r.recordLocked(s, res)
-}
-
-// batchSize bounds the results a worker holds before they reach the
-// recorder.
-const batchSize = 64
-
-// Batch is one worker's buffer of results. It is owned by that worker:
-// Add takes no lock (a copy into the buffer, an atomic load); the results
-// reach the recorder in one locked step when the buffer is full or stale.
-type Batch struct {
-	rec   *Recorder
-	shard *shard
-	buf   []Result
-	epoch uint64
-}
-
-// NewBatch makes a batch for the worker with index shardHint.
-func (r *Recorder) NewBatch(shardHint int) *Batch {
-	return &Batch{rec: r, shard: &r.shards[shardHint%len(r.shards)], buf: make([]Result, 0, batchSize), epoch: r.epoch.Load()}
-}
-
-// Add buffers res, and flushes when the buffer is full or the recorder's
-// tick has moved on since the last flush (so live views lag by at most
-// about a tick while the worker keeps sending).
-func (b *Batch) Add(res *Result) {
-	b.buf = append(b.buf, *res)
-	if len(b.buf) == cap(b.buf) || b.rec.epoch.Load() != b.epoch {
-		b.Flush()
+// Record adds one result directly to the merged state, under the lock
+// views read with. For tests and tools; workers use a Stream.
+func (r *Recorder) Record(res *Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.add(res) {
+		r.keep(res)
 	}
 }
 
-// Idle is called before the worker waits (for its next intended time):
-// results are not held across a wait longer than hold, nor across a tick.
-func (b *Batch) Idle(wait time.Duration) {
-	const hold = 20 * time.Millisecond
-	if len(b.buf) > 0 && (wait > hold || b.rec.epoch.Load() != b.epoch) {
-		b.Flush()
+// keep stores a failure in full while the budget lasts. Under r.mu.
+func (r *Recorder) keep(res *Result) {
+	if r.st.kept < r.keepFailures {
+		r.st.kept++
+		r.st.failures = append(r.st.failures, *res)
 	}
 }
 
-// Flush hands every buffered result to the recorder.
-func (b *Batch) Flush() {
-	b.epoch = b.rec.epoch.Load()
-	if len(b.buf) == 0 {
-		return
-	}
-	s := b.shard
-	s.mu.Lock()
-	for i := range b.buf {
-		b.rec.recordLocked(s, &b.buf[i])
-	}
-	s.mu.Unlock()
-	clear(b.buf) // drop references (error values) held by the copies
-	b.buf = b.buf[:0]
-}
-
-// recordLocked adds res to shard s, whose lock the caller holds.
-func (r *Recorder) recordLocked(s *shard, res *Result) {
-	keep := false
-	if res.Class != OK && !res.canceled && r.keepFailures > 0 {
-		keep = r.kept.Add(1) <= r.keepFailures
-	}
+// add counts res into the merged state and reports whether it is a failure
+// to keep in full (the caller decides, to keep them in time order). Under r.mu.
+func (r *Recorder) add(res *Result) (keepable bool) {
+	st := &r.st
 	if res.canceled {
-		s.canceled++
-		return
-	}
-	s.classes[res.Class]++
-	if res.Status > 0 && res.Status < len(s.status) {
-		s.status[res.Status]++
-	}
-	if res.Fresh {
-		s.fresh++
-	} else {
-		s.reused++
-	}
-	lag := res.Lag()
-	if lag > s.maxLag {
-		s.maxLag = lag
-	}
-	startSec := int64(res.Start / time.Second)
-	endSec := int64(res.End / time.Second)
-	st := s.second(startSec)
-	st.sent++
-	if lag > st.maxLag {
-		st.maxLag = lag
-	}
-	if endSec != startSec {
-		st = s.second(endSec)
+		st.canceled++
+		return false
 	}
 	st.classes[res.Class]++
+	if res.Status > 0 && res.Status < len(st.status) {
+		st.status[res.Status]++
+	}
+	if res.Fresh {
+		st.fresh++
+	} else {
+		st.reused++
+	}
+	lag := res.Lag()
+	st.maxLag = max(st.maxLag, lag)
+	startRow, _ := r.second(int64(res.Start / time.Second))
+	startRow.Sent++
+	startRow.MaxLag = max(startRow.MaxLag, lag)
+	endRow, endHist := r.second(int64(res.End / time.Second))
+	endRow.Classes[res.Class]++
 	if res.HasResponse() {
-		recordMicros(s.latency, res.Latency())
-		recordMicros(s.service, res.ServiceTime())
-		if st.latency == nil {
-			st.latency = newHistogram()
-		}
 		recordMicros(st.latency, res.Latency())
+		recordMicros(st.service, res.ServiceTime())
+		if endHist != nil {
+			recordMicros(endHist, res.Latency())
+		}
 		if res.Backend != "" {
-			countBackend(s.backends, res.Backend)
-			if st.backends == nil {
-				st.backends = map[string]uint64{}
-			}
 			countBackend(st.backends, res.Backend)
+			switch {
+			case endRow.Backends == nil:
+				endRow.Backends = map[string]uint64{}
+			case endHist == nil:
+				// A final row: snapshots share its map, so copy on write.
+				endRow.Backends = maps.Clone(endRow.Backends)
+			}
+			countBackend(endRow.Backends, res.Backend)
 		}
 	}
-	if keep {
-		s.failures = append(s.failures, *res)
+	return res.Class != OK && r.keepFailures > 0
+}
+
+// second returns the row for second k and, while k is open, its latency
+// histogram. A result for a second already final (its worker was
+// descheduled between measuring and recording for longer than
+// closeGrace) still adds to the counts but not to the quantiles. Under r.mu.
+func (r *Recorder) second(k int64) (*SecondRow, *hdr.Histogram) {
+	if k < r.st.closedUpTo {
+		return r.row(k), nil
 	}
+	o := r.st.open[k]
+	if o == nil {
+		o = &openSecond{row: SecondRow{Second: k}, latency: newHistogram()}
+		r.st.open[k] = o
+	}
+	return &o.row, o.latency
+}
+
+// row returns the final row for second k, growing the dense series. Under r.mu.
+func (r *Recorder) row(k int64) *SecondRow {
+	for int64(len(r.st.rows)) <= k {
+		r.st.rows = append(r.st.rows, SecondRow{Second: int64(len(r.st.rows))})
+	}
+	return &r.st.rows[k]
 }
 
 // SecondRow is one second of the run. Sent counts requests begun in the
@@ -257,81 +274,85 @@ func (r *SecondRow) Failed() uint64 {
 }
 
 // closeGrace is how long after a second ends it stays open for results that
-// were measured in it but recorded a moment later (a worker's batch is
-// flushed within about a tick, sampleEvery).
+// were measured in it but merged a moment later (on the next tick,
+// sampleEvery).
 const closeGrace = 500 * time.Millisecond
 
-// Tick folds every second that ended before now-closeGrace into the series.
-// Call it from one goroutine (the sampler); Close(math.MaxInt64) folds all.
+// Tick merges every stream's results since the last tick, then makes every
+// second that ended before now-closeGrace final (its quantiles computed).
+// Tick(math.MaxInt64) after the workers have stopped merges and finalises
+// everything. Safe to call from any goroutine; calls are serialised.
 func (r *Recorder) Tick(now time.Duration) {
-	r.epoch.Add(1)
-	limit := int64((now - closeGrace) / time.Second) // seconds < limit are final
-	var moved []map[int64]*secondStats
-	for i := range r.shards {
-		s := &r.shards[i]
-		var out map[int64]*secondStats
-		s.mu.Lock()
-		for k, st := range s.seconds {
-			if k < limit {
-				if out == nil {
-					out = map[int64]*secondStats{}
-				}
-				out[k] = st
-				delete(s.seconds, k)
-			}
+	r.tickMu.Lock()
+	defer r.tickMu.Unlock()
+	r.streamsMu.Lock()
+	streams := slices.Clone(r.streams)
+	r.streamsMu.Unlock()
+
+	// Take every interval first (no lock held: the flips wait only for an
+	// Add in progress), then merge them in one locked step.
+	r.taken = r.taken[:0]
+	var retired []*Stream
+	for _, s := range streams {
+		// Read before take: a stream seen retired has made its last Add,
+		// so this take holds everything it will ever record.
+		if s.retired.Load() {
+			retired = append(retired, s)
 		}
-		s.mu.Unlock()
-		if out != nil {
-			moved = append(moved, out)
-		}
+		r.taken = append(r.taken, s.take())
 	}
+
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range moved {
-		for k, st := range m {
-			row := r.row(k)
-			row.Sent += st.sent
-			for c := range st.classes {
-				row.Classes[c] += st.classes[c]
-			}
-			row.MaxLag = max(row.MaxLag, st.maxLag)
-			for b, n := range st.backends {
-				if row.Backends == nil {
-					row.Backends = map[string]uint64{}
-				}
-				row.Backends[b] += n
-			}
-			if st.latency != nil && k >= r.closedUpTo {
-				h := r.rowHist[k]
-				if h == nil {
-					h = newHistogram()
-					r.rowHist[k] = h
-				}
-				h.Merge(st.latency)
+	r.newFails = r.newFails[:0]
+	for _, buf := range r.taken {
+		for i := range *buf {
+			if r.add(&(*buf)[i]) && r.st.kept < r.keepFailures {
+				r.newFails = append(r.newFails, (*buf)[i])
 			}
 		}
 	}
-	// Finalise quantiles of seconds that just closed. A result recorded
-	// after its second closed (a worker preempted between measuring and
-	// recording for longer than closeGrace) still adds to the counts above
-	// but not to the quantiles.
-	for k, h := range r.rowHist {
-		if k < limit {
-			row := r.row(k)
-			row.P50 = time.Duration(h.ValueAtQuantile(50)) * time.Microsecond
-			row.P99 = time.Duration(h.ValueAtQuantile(99)) * time.Microsecond
-			delete(r.rowHist, k)
+	// Keep the earliest failures of the tick while the budget lasts.
+	slices.SortFunc(r.newFails, byIntended)
+	for i := range r.newFails {
+		r.keep(&r.newFails[i])
+	}
+	clear(r.newFails)
+	r.finalise(int64((now - closeGrace) / time.Second))
+	r.mu.Unlock()
+
+	for _, buf := range r.taken {
+		if cap(*buf) > maxKeptCap && len(*buf) < cap(*buf)/4 {
+			*buf = nil
+		} else {
+			clear(*buf) // drop the references (errors, strings) the copies held
+			*buf = (*buf)[:0]
 		}
 	}
-	r.closedUpTo = max(r.closedUpTo, limit)
+	clear(r.taken)
+	if len(retired) > 0 {
+		r.streamsMu.Lock()
+		r.streams = slices.DeleteFunc(r.streams, func(s *Stream) bool { return slices.Contains(retired, s) })
+		r.streamsMu.Unlock()
+	}
 }
 
-// row returns the row for second k, growing the dense series. Callers hold r.mu.
-func (r *Recorder) row(k int64) *SecondRow {
-	for int64(len(r.rows)) <= k {
-		r.rows = append(r.rows, SecondRow{Second: int64(len(r.rows))})
+// finalise moves the open seconds below limit into the series. Under r.mu.
+func (r *Recorder) finalise(limit int64) {
+	for k, o := range r.st.open {
+		if k >= limit {
+			continue
+		}
+		row := r.row(k)
+		*row = o.row
+		row.P50 = time.Duration(o.latency.ValueAtQuantile(50)) * time.Microsecond
+		row.P99 = time.Duration(o.latency.ValueAtQuantile(99)) * time.Microsecond
+		delete(r.st.open, k)
 	}
-	return &r.rows[k]
+	r.st.closedUpTo = max(r.st.closedUpTo, limit)
+}
+
+func byIntended(a, b Result) int {
+	return cmp.Or(cmp.Compare(a.Intended, b.Intended), cmp.Compare(a.Seq, b.Seq))
 }
 
 // Totals are the cumulative counters of a run.
@@ -366,74 +387,60 @@ type Snapshot struct {
 	Current SecondRow
 }
 
-// Snapshot copies the counters and final series rows. It does not merge
-// histograms, so it is cheap enough for a live view at 10 Hz.
+// Snapshot copies the counters and final series rows, as of the last
+// tick. It does not merge histograms, so it is cheap enough for a live
+// view at 10 Hz.
 func (r *Recorder) Snapshot() Snapshot {
-	var snap Snapshot
-	snap.Totals.Status = map[int]uint64{}
-	snap.Totals.Backends = map[string]uint64{}
-	snap.Current.Second = -1
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		for c := range s.classes {
-			snap.Totals.Classes[c] += s.classes[c]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.st
+	snap := Snapshot{Totals: Totals{
+		Classes:  st.classes,
+		Status:   map[int]uint64{},
+		Backends: make(map[string]uint64, len(st.backends)),
+		Fresh:    st.fresh,
+		Reused:   st.reused,
+		Canceled: st.canceled,
+		MaxLag:   st.maxLag,
+	}}
+	for code, n := range st.status {
+		if n > 0 {
+			snap.Totals.Status[code] = n
 		}
-		for code, n := range s.status {
-			if n > 0 {
-				snap.Totals.Status[code] += n
-			}
-		}
-		for b, n := range s.backends {
-			snap.Totals.Backends[b] += n
-		}
-		snap.Totals.Fresh += s.fresh
-		snap.Totals.Reused += s.reused
-		snap.Totals.Canceled += s.canceled
-		snap.Totals.MaxLag = max(snap.Totals.MaxLag, s.maxLag)
-		for k, st := range s.seconds {
-			snap.Current.Second = max(snap.Current.Second, k)
-			snap.Current.Sent += st.sent
-			for c := range st.classes {
-				snap.Current.Classes[c] += st.classes[c]
-			}
-		}
-		s.mu.Unlock()
+	}
+	for b, n := range st.backends {
+		snap.Totals.Backends[b] = n
 	}
 	snap.Totals.FailuresIn = snap.Totals.Sent() - snap.Totals.Classes[OK]
-	r.mu.Lock()
-	snap.Rows = make([]SecondRow, len(r.rows))
-	copy(snap.Rows, r.rows)
-	r.mu.Unlock()
+	snap.Current.Second = -1
+	for k, o := range st.open {
+		snap.Current.Second = max(snap.Current.Second, k)
+		snap.Current.Sent += o.row.Sent
+		for c := range o.row.Classes {
+			snap.Current.Classes[c] += o.row.Classes[c]
+		}
+	}
+	snap.Rows = slices.Clone(st.rows)
 	return snap
 }
 
-// Latencies merges the shards' run-long histograms: latency from the
-// intended send time and service time from the actual send. It costs a
-// merge per shard; call it for reports, not on every frame.
+// Latencies copies the run-long histograms: latency from the intended send
+// time and service time from the actual send. It costs two histogram
+// copies; call it for reports, not on every frame.
 func (r *Recorder) Latencies() (latency, service *hdr.Histogram) {
 	latency, service = newHistogram(), newHistogram()
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		latency.Merge(s.latency)
-		service.Merge(s.service)
-		s.mu.Unlock()
-	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	latency.Merge(r.st.latency)
+	service.Merge(r.st.service)
 	return latency, service
 }
 
 // Failures returns the failures kept in full, in order of intended send time.
 func (r *Recorder) Failures() []Result {
-	var out []Result
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		out = append(out, s.failures...)
-		s.mu.Unlock()
-	}
-	slices.SortFunc(out, func(a, b Result) int {
-		return cmp.Or(cmp.Compare(a.Intended, b.Intended), cmp.Compare(a.Seq, b.Seq))
-	})
+	r.mu.Lock()
+	out := slices.Clone(r.st.failures)
+	r.mu.Unlock()
+	slices.SortFunc(out, byIntended)
 	return out
 }

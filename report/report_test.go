@@ -27,7 +27,7 @@ func syntheticRun(t *testing.T) ProbeRun {
 	cfg.Rate, cfg.Duration = 5, 2*time.Second
 	cfg.Conn, _ = prober.ParseConnMode("mixed=0.5")
 	cfg.BackendHeader = "X-Pod-Name"
-	rec := prober.NewRecorder(2, 3)
+	rec := prober.NewRecorder(3)
 	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 	type outcome struct {
 		class   prober.Class
@@ -52,7 +52,7 @@ func syntheticRun(t *testing.T) ProbeRun {
 			Class: o.class, Phase: o.phase, Status: o.status, Fresh: i%2 == 0,
 			ConnReqs: uint32(i / 2), ConnAge: ms(10 * i), Backend: o.backend, Err: o.err,
 		}
-		rec.Record(i, &res)
+		rec.Record(&res)
 	}
 	rec.Tick(time.Hour)
 	return ProbeRun{

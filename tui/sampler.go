@@ -31,7 +31,7 @@ type Source struct {
 }
 
 // latencyEvery bounds how often the run-long latency histograms are merged
-// (a merge walks every shard's counts; the counters are cheap).
+// (each is a copy of two histograms; the counters are cheap).
 const latencyEvery = 500 * time.Millisecond
 
 // Sampler turns the sources into Snapshots. It keeps what it has derived

@@ -25,14 +25,14 @@ func record(rec *prober.Recorder, sec, n int, c prober.Class, b string) {
 		if c == prober.OK {
 			res.Status = 200
 		}
-		rec.Record(i, &res)
+		rec.Record(&res)
 	}
 }
 
 // A naive rollout in miniature: pod a (old) is deleted at +2s, requests
 // fail in seconds 2 and 3, new pod n turned ready at +1.5s.
 func TestSamplerFollowsTheRun(t *testing.T) {
-	rec := prober.NewRecorder(2, 100)
+	rec := prober.NewRecorder(100)
 	tl := rollout.NewTimeline(nil)
 	replicas := int32(1)
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "naive"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas},
@@ -114,7 +114,7 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 
 // A probe has no timeline: the backends named by responses are the pods.
 func TestSamplerProbeBackends(t *testing.T) {
-	rec := prober.NewRecorder(1, 10)
+	rec := prober.NewRecorder(10)
 	record(rec, 0, 5, prober.OK, "web-1")
 	record(rec, 0, 3, prober.OK, "web-2")
 	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, Now: func() time.Time { return at(500) }})

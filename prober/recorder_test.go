@@ -1,0 +1,191 @@
+package prober
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The phaser's flip waits for an update begun before it, not for one
+// begun after it, through both phases.
+func TestPhaserFlipWaitsForEarlierWriters(t *testing.T) {
+	var p phaser
+	p.init()
+	for round := range 4 { // even, odd, even, odd
+		v := p.enter()
+		if (v < 0) != (round%2 == 1) {
+			t.Fatalf("round %d: enter = %d, wrong phase", round, v)
+		}
+		flipped := make(chan struct{})
+		go func() { p.flip(); close(flipped) }()
+		select {
+		case <-flipped:
+			t.Fatalf("round %d: flip returned while a writer of its phase was inside", round)
+		case <-time.After(20 * time.Millisecond):
+		}
+		p.exit(v)
+		<-flipped
+	}
+	p.flip() // no writer inside: returns at once
+}
+
+func okResult(seq uint64, at time.Duration) Result {
+	return Result{Seq: seq, Intended: at, Start: at, End: at + time.Millisecond, Class: OK, Status: 200}
+}
+
+// A stream's results reach the recorder on the tick, not before; a closed
+// stream is merged and then forgotten.
+func TestStreamMergesOnTick(t *testing.T) {
+	rec := NewRecorder(10)
+	s := rec.NewStream()
+	for i := range 5 {
+		res := okResult(uint64(i), time.Duration(i)*time.Millisecond)
+		s.Add(&res)
+	}
+	if n := rec.Snapshot().Totals.Sent(); n != 0 {
+		t.Fatalf("before the tick: %d results visible", n)
+	}
+	rec.Tick(time.Millisecond)
+	if n := rec.Snapshot().Totals.Sent(); n != 5 {
+		t.Fatalf("after the tick: %d, want 5", n)
+	}
+	res := okResult(5, 10*time.Millisecond)
+	s.Add(&res)
+	s.Close()
+	rec.Tick(time.Hour)
+	snap := rec.Snapshot()
+	if snap.Totals.Sent() != 6 || len(snap.Rows) != 1 || snap.Rows[0].OK() != 6 {
+		t.Fatalf("after the last tick: sent %d, rows %+v", snap.Totals.Sent(), snap.Rows)
+	}
+	if len(rec.streams) != 0 {
+		t.Fatalf("a closed, merged stream is still registered: %d", len(rec.streams))
+	}
+	lat, _ := rec.Latencies()
+	if lat.TotalCount() != 6 {
+		t.Fatalf("latency histogram holds %d values", lat.TotalCount())
+	}
+}
+
+// Workers recording concurrently with the ticks lose nothing and count
+// nothing twice: every count, histogram and row adds up, and the failures
+// kept are the earliest. Run under -race, this also checks the phaser's
+// hand-over of the buffers.
+func TestStreamsConcurrentWithTicksAreExact(t *testing.T) {
+	const (
+		workers   = 8
+		perWorker = 20000
+		keep      = 50
+	)
+	rec := NewRecorder(keep)
+	stop := make(chan struct{})
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		for now := time.Duration(0); ; now += 10 * time.Millisecond {
+			select {
+			case <-stop:
+				return
+			default:
+				rec.Tick(now)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			s := rec.NewStream()
+			defer s.Close()
+			for i := range perWorker {
+				seq := uint64(w*perWorker + i)
+				res := okResult(seq, time.Duration(i)*100*time.Microsecond) // 2 s per worker
+				if i%100 == 0 {
+					res.Class, res.Status, res.Phase = Refused, 0, PhaseDial
+				}
+				s.Add(&res)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-tickerDone
+	rec.Tick(time.Hour)
+
+	total := uint64(workers * perWorker)
+	failed := uint64(workers * perWorker / 100)
+	snap := rec.Snapshot()
+	if snap.Totals.Sent() != total || snap.Totals.Classes[Refused] != failed {
+		t.Fatalf("sent %d refused %d, want %d and %d", snap.Totals.Sent(), snap.Totals.Classes[Refused], total, failed)
+	}
+	var rowSent, rowOK uint64
+	for _, r := range snap.Rows {
+		rowSent += r.Sent
+		rowOK += r.OK()
+	}
+	if rowSent != total || rowOK != total-failed {
+		t.Fatalf("rows: sent %d ok %d, want %d and %d", rowSent, rowOK, total, total-failed)
+	}
+	lat, svc := rec.Latencies()
+	if lat.TotalCount() != int64(total-failed) || svc.TotalCount() != int64(total-failed) {
+		t.Fatalf("histograms hold %d and %d, want %d", lat.TotalCount(), svc.TotalCount(), total-failed)
+	}
+	fails := rec.Failures()
+	if len(fails) != keep {
+		t.Fatalf("kept %d failures, want %d", len(fails), keep)
+	}
+	if !slices.IsSortedFunc(fails, byIntended) {
+		t.Fatal("kept failures are not in intended order")
+	}
+	if len(rec.streams) != 0 {
+		t.Fatalf("%d streams still registered", len(rec.streams))
+	}
+}
+
+// Recording never waits for readers: workers go on adding while a view
+// holds the merged state's lock (a slow snapshot or report).
+func TestAddDoesNotWaitForReaders(t *testing.T) {
+	rec := NewRecorder(10)
+	s := rec.NewStream()
+	rec.mu.Lock()
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		for i := range 1000 {
+			res := okResult(uint64(i), time.Millisecond)
+			s.Add(&res)
+		}
+	}()
+	select {
+	case <-added:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Add blocked while a reader held the recorder's lock")
+	}
+	rec.mu.Unlock()
+	rec.Tick(time.Hour)
+	if n := rec.Snapshot().Totals.Sent(); n != 1000 {
+		t.Fatalf("merged %d, want 1000", n)
+	}
+}
+
+// A result merged after its second became final still counts; the row a
+// snapshot already holds is not changed under it.
+func TestLateResultForAFinalSecond(t *testing.T) {
+	rec := NewRecorder(10)
+	s := rec.NewStream()
+	res := okResult(0, 100*time.Millisecond)
+	res.Backend = "web-a"
+	s.Add(&res)
+	rec.Tick(2 * time.Second) // second 0 is final
+	before := rec.Snapshot()
+	late := res
+	late.Seq, late.Backend = 1, "web-b"
+	s.Add(&late)
+	rec.Tick(3 * time.Second)
+	after := rec.Snapshot()
+	if after.Rows[0].OK() != 2 || after.Rows[0].Backends["web-b"] != 1 {
+		t.Fatalf("late result not counted in its second: %+v", after.Rows[0])
+	}
+	if _, ok := before.Rows[0].Backends["web-b"]; ok || before.Rows[0].OK() != 1 {
+		t.Fatalf("an earlier snapshot's row changed: %+v", before.Rows[0])
+	}
+}
