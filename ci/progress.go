@@ -33,15 +33,15 @@ func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				snap := src.Recorder().Snapshot()
+				totals := src.Recorder().Totals()
 				now := src.Elapsed()
-				sent := snap.Totals.Sent()
+				sent := totals.Sent()
 				rate := 0.0
 				if dt := now - lastAt; dt > 0 {
 					rate = float64(sent-lastSent) / dt.Seconds()
 				}
 				lastSent, lastAt = sent, now
-				fmt.Fprintln(w, ProgressLine(now, snap.Totals, rate))
+				fmt.Fprintln(w, ProgressLine(now, totals, rate))
 			}
 		}
 	}()

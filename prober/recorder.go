@@ -382,36 +382,27 @@ func (t Totals) Failed() uint64 { return t.Sent() - t.Classes[OK] - t.Classes[Lo
 // Snapshot is a consistent copy of the recorder's state for display.
 type Snapshot struct {
 	Totals Totals
-	Rows   []SecondRow // final seconds only
+	// Rows are final seconds from FirstRow on (Rows[i].Second ==
+	// FirstRow+i); Snapshot gives them all.
+	Rows     []SecondRow
+	FirstRow int
 	// Current sums the seconds still open (counts only): the live edge.
 	Current SecondRow
 }
 
-// Snapshot copies the counters and final series rows, as of the last
-// tick. It does not merge histograms, so it is cheap enough for a live
-// view at 10 Hz.
-func (r *Recorder) Snapshot() Snapshot {
+// Snapshot copies the counters and every final series row, as of the last
+// tick. It does not merge histograms.
+func (r *Recorder) Snapshot() Snapshot { return r.SnapshotFrom(0) }
+
+// SnapshotFrom is Snapshot with only the final rows from second first on:
+// a live view that keeps the rows it has seen copies only the new ones, so
+// a frame costs the same in the eighth hour as in the first.
+func (r *Recorder) SnapshotFrom(first int) Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &r.st
-	snap := Snapshot{Totals: Totals{
-		Classes:  st.classes,
-		Status:   map[int]uint64{},
-		Backends: make(map[string]uint64, len(st.backends)),
-		Fresh:    st.fresh,
-		Reused:   st.reused,
-		Canceled: st.canceled,
-		MaxLag:   st.maxLag,
-	}}
-	for code, n := range st.status {
-		if n > 0 {
-			snap.Totals.Status[code] = n
-		}
-	}
-	for b, n := range st.backends {
-		snap.Totals.Backends[b] = n
-	}
-	snap.Totals.FailuresIn = snap.Totals.Sent() - snap.Totals.Classes[OK]
+	first = min(max(first, 0), len(st.rows))
+	snap := Snapshot{Totals: r.totals(), FirstRow: first, Rows: slices.Clone(st.rows[first:])}
 	snap.Current.Second = -1
 	for k, o := range st.open {
 		snap.Current.Second = max(snap.Current.Second, k)
@@ -420,8 +411,38 @@ func (r *Recorder) Snapshot() Snapshot {
 			snap.Current.Classes[c] += o.row.Classes[c]
 		}
 	}
-	snap.Rows = slices.Clone(st.rows)
 	return snap
+}
+
+// Totals copies the run's counters, as of the last tick.
+func (r *Recorder) Totals() Totals {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.totals()
+}
+
+// totals copies the counters. Under r.mu.
+func (r *Recorder) totals() Totals {
+	st := &r.st
+	t := Totals{
+		Classes:  st.classes,
+		Status:   map[int]uint64{},
+		Backends: make(map[string]uint64, len(st.backends)),
+		Fresh:    st.fresh,
+		Reused:   st.reused,
+		Canceled: st.canceled,
+		MaxLag:   st.maxLag,
+	}
+	for code, n := range st.status {
+		if n > 0 {
+			t.Status[code] = n
+		}
+	}
+	for b, n := range st.backends {
+		t.Backends[b] = n
+	}
+	t.FailuresIn = t.Sent() - t.Classes[OK]
+	return t
 }
 
 // Latencies copies the run-long histograms: latency from the intended send

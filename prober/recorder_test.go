@@ -189,3 +189,25 @@ func TestLateResultForAFinalSecond(t *testing.T) {
 		t.Fatalf("an earlier snapshot's row changed: %+v", before.Rows[0])
 	}
 }
+
+// SnapshotFrom copies only the final rows from the given second on.
+func TestSnapshotFrom(t *testing.T) {
+	rec := NewRecorder(10)
+	for sec := range 5 {
+		res := okResult(uint64(sec), time.Duration(sec)*time.Second)
+		rec.Record(&res)
+	}
+	rec.Tick(10 * time.Second)
+	for _, tc := range []struct{ from, first, n int }{{0, 0, 5}, {3, 3, 2}, {5, 5, 0}, {9, 5, 0}, {-1, 0, 5}} {
+		snap := rec.SnapshotFrom(tc.from)
+		if snap.FirstRow != tc.first || len(snap.Rows) != tc.n || snap.Totals.Sent() != 5 {
+			t.Errorf("from %d: first %d, %d rows, %d sent", tc.from, snap.FirstRow, len(snap.Rows), snap.Totals.Sent())
+			continue
+		}
+		for i, r := range snap.Rows {
+			if r.Second != int64(tc.first+i) || r.OK() != 1 {
+				t.Errorf("from %d: row %d is %+v", tc.from, i, r)
+			}
+		}
+	}
+}

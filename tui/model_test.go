@@ -260,3 +260,21 @@ func TestGoldenProbe(t *testing.T) {
 		t.Fatalf("probe render:\n%s", out)
 	}
 }
+
+// A long run's snapshot carries only the chart's tail: the chart, marks
+// included, draws the same whatever second the tail starts at.
+func TestChartTailStartsAnywhere(t *testing.T) {
+	base := naiveMidRollout()
+	shifted := naiveMidRollout()
+	shifted.SecondsFrom = 1000
+	for i := range shifted.Marks {
+		shifted.Marks[i].Second += 1000
+	}
+	for _, size := range [][2]int{{80, 24}, {140, 30}} {
+		want := render(withSnapshot(New(Options{}), base), size[0], size[1])
+		got := render(withSnapshot(New(Options{}), shifted), size[0], size[1])
+		if got != want {
+			t.Errorf("%dx%d: the chart moved with SecondsFrom:\n%s\nwant\n%s", size[0], size[1], got, want)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func (m Model) chart(w int) []string {
 		}
 	}
 	for i := range window {
-		switch markAt[first+i] {
+		switch markAt[m.snap.SecondsFrom+first+i] {
 		case MarkDeleted:
 			marks.WriteString(m.st.warn.Render("▼"))
 		case MarkReady:

@@ -30,6 +30,10 @@ type Source struct {
 	Now             func() time.Time
 }
 
+// ChartSeconds bounds the seconds a Snapshot carries: more than a chart
+// shows on any terminal, and a frame's copy stays small in a long run.
+const ChartSeconds = 512
+
 // latencyEvery bounds how often the run-long latency histograms are merged
 // (each is a copy of two histograms; the counters are cheap).
 const latencyEvery = 500 * time.Millisecond
@@ -48,7 +52,8 @@ type Sampler struct {
 	log      []LogLine
 	sinkSeen int
 
-	rowsSeen     int
+	finalRows    int      // final seconds consumed
+	tail         []Second // the last final seconds (at most 2*ChartSeconds)
 	inOutage     bool
 	outageFrom   int64
 	outageLast   int64
@@ -70,7 +75,8 @@ func NewSampler(src Source) *Sampler {
 // Sample reads the sources once and returns the frame's data.
 func (s *Sampler) Sample() Snapshot {
 	now := s.src.Now()
-	snap := s.src.Recorder.Snapshot()
+	// Only the rows not seen yet: a frame costs the same in a long run.
+	snap := s.src.Recorder.SnapshotFrom(s.finalRows)
 	out := Snapshot{Command: s.src.Command, Target: s.src.Target, TargetRate: s.src.TargetRate, Elapsed: now.Sub(s.src.Start)}
 	if s.src.Phase != nil {
 		out.Phase = s.src.Phase()
@@ -96,16 +102,26 @@ func (s *Sampler) Sample() Snapshot {
 	}
 	out.Latency = s.latency
 
-	out.Seconds = make([]Second, 0, len(snap.Rows)+1)
 	for i := range snap.Rows {
 		r := &snap.Rows[i]
-		out.Seconds = append(out.Seconds, Second{Sent: r.Sent, OK: r.OK(), Failed: r.Failed()})
+		s.tail = append(s.tail, Second{Sent: r.Sent, OK: r.OK(), Failed: r.Failed()})
 	}
-	if cur := snap.Current; cur.Second >= int64(len(snap.Rows)) {
-		for int64(len(out.Seconds)) < cur.Second {
+	s.finalRows += len(snap.Rows)
+	if len(s.tail) > 2*ChartSeconds {
+		s.tail = append(s.tail[:0:0], s.tail[len(s.tail)-ChartSeconds:]...)
+	}
+	shown := s.tail[max(0, len(s.tail)-ChartSeconds):]
+	out.SecondsFrom = s.finalRows - len(shown)
+	out.Seconds = append(make([]Second, 0, len(shown)+2), shown...)
+	if cur := snap.Current; cur.Second >= int64(s.finalRows) {
+		for int64(out.SecondsFrom+len(out.Seconds)) < cur.Second {
 			out.Seconds = append(out.Seconds, Second{})
 		}
 		out.Seconds = append(out.Seconds, Second{Sent: cur.Sent, OK: cur.OK(), Failed: cur.Failed()})
+	}
+	if extra := len(out.Seconds) - ChartSeconds; extra > 0 {
+		out.Seconds = out.Seconds[extra:]
+		out.SecondsFrom += extra
 	}
 	s.outages(snap.Rows, out.Phase == "done")
 
@@ -137,9 +153,10 @@ func (s *Sampler) Sample() Snapshot {
 // outages opens an outage at the first final second with failures and
 // closes it after a second without any, logging both (the report's
 // outage windows are computed from the failures themselves, afterwards).
+// rows are the final seconds not seen before.
 func (s *Sampler) outages(rows []prober.SecondRow, final bool) {
-	for ; s.rowsSeen < len(rows); s.rowsSeen++ {
-		r := &rows[s.rowsSeen]
+	for i := range rows {
+		r := &rows[i]
 		if f := r.Failed(); f > 0 {
 			if !s.inOutage {
 				s.inOutage, s.outageFrom, s.outageFailed = true, r.Second, 0

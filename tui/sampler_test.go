@@ -152,3 +152,46 @@ func TestLogSinkPassThrough(t *testing.T) {
 		t.Fatalf("text after the dashboard %q", got)
 	}
 }
+
+// In a long run a frame copies only the new final rows and carries only
+// the chart's tail, with the right absolute seconds; outages are still
+// seen once each.
+func TestSamplerLongRunCarriesTheTail(t *testing.T) {
+	rec := prober.NewRecorder(10)
+	const secs = 1200
+	for sec := 0; sec < secs; sec++ {
+		record(rec, sec, 1, prober.OK, "")
+	}
+	record(rec, 1100, 2, prober.Refused, "")
+	rec.Tick(time.Duration(secs) * time.Second) // seconds up to 1198 final, 1199 open
+	now := start.Add(time.Duration(secs) * time.Second)
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, Now: func() time.Time { return now }})
+	snap := s.Sample()
+	if len(snap.Seconds) != ChartSeconds || snap.SecondsFrom != secs-ChartSeconds {
+		t.Fatalf("%d seconds from %d, want %d from %d", len(snap.Seconds), snap.SecondsFrom, ChartSeconds, secs-ChartSeconds)
+	}
+	if got := snap.Seconds[1100-snap.SecondsFrom]; got.Failed != 2 || got.Sent != 3 {
+		t.Fatalf("second 1100: %+v", got)
+	}
+	if last := snap.Seconds[len(snap.Seconds)-1]; last.Sent != 1 { // the open second 1199
+		t.Fatalf("last second %+v", last)
+	}
+	if n := strings.Count(logText(snap.Log), "outage: requests failing"); n != 1 {
+		t.Fatalf("outage opened %d times:\n%s", n, logText(snap.Log))
+	}
+
+	// Later frames take only what is new.
+	record(rec, secs, 4, prober.OK, "")
+	rec.Tick(time.Duration(secs+2) * time.Second)
+	now = start.Add(time.Duration(secs+2) * time.Second)
+	snap = s.Sample()
+	if len(snap.Seconds) != ChartSeconds || snap.SecondsFrom != secs+1-ChartSeconds || snap.Seconds[ChartSeconds-1].Sent != 4 {
+		t.Fatalf("%d seconds from %d, last %+v", len(snap.Seconds), snap.SecondsFrom, snap.Seconds[len(snap.Seconds)-1])
+	}
+	if s.finalRows != secs+1 || len(s.tail) > 2*ChartSeconds {
+		t.Fatalf("sampler consumed %d final seconds (want %d), holds %d", s.finalRows, secs+1, len(s.tail))
+	}
+	if n := strings.Count(logText(snap.Log), "outage"); n != 2 {
+		t.Fatalf("want one outage opened and closed:\n%s", logText(snap.Log))
+	}
+}

@@ -15,15 +15,17 @@ type Snapshot struct {
 	Elapsed time.Duration
 
 	TargetRate   float64 // 0: closed model
-	AchievedRate float64 // over the last few seconds
+	AchievedRate float64 // the run's average so far
 
 	Sent, OK, Failed uint64
 	Classes          []ClassCount // failure classes with a count, in the report's order
 	Latency          Quantiles    // from the intended send time, run-long
 
-	// Seconds holds one entry per second since the start; the last may be
-	// the still-open current second.
-	Seconds []Second
+	// Seconds are the run's last seconds (at most ChartSeconds, more than
+	// any chart shows), Seconds[i] being second SecondsFrom+i; the last may
+	// be the still-open current second.
+	Seconds     []Second
+	SecondsFrom int
 	// Marks are the seconds where pods were deleted or turned ready.
 	Marks []Mark
 
