@@ -66,7 +66,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.rate, "rate", f.rate, "requests per second at fixed intended send times (open model); 0 for the closed model with --concurrency")
 	fs.DurationVar(&f.duration, "duration", f.duration, "how long to send; 0 sends until interrupted")
 	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): workers sending back to back")
-	fs.IntVar(&f.workers, "workers", f.workers, "open model: workers to start with (more are added when all are busy)")
+	fs.IntVar(&f.workers, "workers", f.workers, "open model: workers to start with, at least one per 3 ms of the rate (more are added when all are busy)")
 	fs.IntVar(&f.maxWorkers, "max-workers", f.maxWorkers, "open model: upper bound on workers (each holds at most one connection)")
 	fs.StringVar(&f.conn, "conn", f.conn, "connections: new (one per request, exercises kube-proxy routing), keepalive (exercises draining) or mixed=F (fraction F new)")
 	fs.StringVarP(&f.method, "method", "X", f.method, "HTTP method")

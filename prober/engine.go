@@ -141,11 +141,7 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 		}
 	}
 
-	initial := p.cfg.Workers
-	if p.pacer == nil {
-		initial = p.cfg.Concurrency
-	}
-	for range initial {
+	for range InitialWorkers(p.cfg) {
 		p.spawn()
 	}
 

@@ -22,3 +22,22 @@ func TestProcs(t *testing.T) {
 		}
 	}
 }
+
+func TestInitialWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		rate                     float64
+		workers, max, conc, want int
+	}{
+		{200, 10, 2000, 0, 10},   // run's default: the configured pool
+		{10000, 10, 2000, 0, 30}, // one request per 3 ms each
+		{20000, 50, 2000, 0, 60},
+		{20000, 80, 2000, 0, 80},  // more asked: more
+		{100000, 10, 100, 0, 100}, // never past the cap
+		{0, 10, 2000, 32, 32},     // closed model: the concurrency
+	} {
+		cfg := Config{Rate: tc.rate, Workers: tc.workers, MaxWorkers: tc.max, Concurrency: tc.conc}
+		if got := InitialWorkers(cfg); got != tc.want {
+			t.Errorf("%+v: %d workers, want %d", tc, got, tc.want)
+		}
+	}
+}
