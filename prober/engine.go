@@ -275,7 +275,7 @@ func (p *Prober) spawn() bool {
 		p.workers.Add(-1)
 		return false
 	}
-	w := &worker{p: p, id: int(n - 1)}
+	w := &worker{p: p}
 	w.rng = rand.New(rand.NewPCG(uint64(n), uint64(p.start.UnixNano())))
 	p.mu.Lock()
 	p.all = append(p.all, w)
@@ -336,7 +336,6 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 
 type worker struct {
 	p        *Prober
-	id       int
 	c        *conn
 	inflight atomic.Pointer[conn]
 	busy     atomic.Bool // inside a request (dialing, writing, reading)
