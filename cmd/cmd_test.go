@@ -124,6 +124,23 @@ func TestUsageErrorWritesNothing(t *testing.T) {
 	}
 }
 
+// Asking for the dashboard without a terminal is a usage error found
+// before anything runs, not a run cut short when the dashboard fails.
+func TestDashboardWithoutATerminalIsAUsageError(t *testing.T) {
+	srv := server(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	r := run(t, "probe", srv.URL("/ok"), "--ui", "tui", "--duration", "1s", "--report", path)
+	if r.code != 2 || !strings.Contains(r.stderr, "--ui tui: standard output is not a terminal") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("report written on a usage error: %v", err)
+	}
+	if n := srv.Counts().Requests; n != 0 {
+		t.Fatalf("%d requests sent", n)
+	}
+}
+
 // TestLocalErrorsAreInconclusive: with 16 file descriptors the prober runs
 // out of its own (EMFILE). That is its fault, not the target's: exit 4 and
 // no failure counted against the target.

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,10 +28,25 @@ func (u *uiFlags) bind(f *pflag.FlagSet) {
 }
 
 // resolve turns auto into tui or plain: the dashboard needs a terminal on
-// stdin and stdout, and CI logs want lines.
+// stdin and stdout, and CI logs want lines. An explicit tui without a
+// terminal is a usage error, found before anything runs (the dashboard
+// would otherwise fail mid-run and cut the run short).
 func (u *uiFlags) resolve(stdout io.Writer) (string, error) {
 	switch u.mode {
-	case "tui", "plain", "none":
+	case "tui":
+		if out, ok := stdout.(*os.File); !ok || !term.IsTerminal(int(out.Fd())) {
+			return "", errors.New("--ui tui: standard output is not a terminal; use --ui plain (progress lines) or none")
+		}
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			// Bubble Tea reads keys from /dev/tty when stdin is not a terminal.
+			tty, err := os.Open("/dev/tty")
+			if err != nil {
+				return "", fmt.Errorf("--ui tui: no terminal to read keys from (stdin is not one): %w; use --ui plain or none", err)
+			}
+			_ = tty.Close()
+		}
+		return u.mode, nil
+	case "plain", "none":
 		return u.mode, nil
 	case "auto":
 		out, ok := stdout.(*os.File)
