@@ -292,12 +292,15 @@ func (r *Recorder) Tick(now time.Duration) {
 	// Take every interval first (no lock held: the flips wait only for an
 	// Add in progress), then merge them in one locked step.
 	r.taken = r.taken[:0]
-	var retired []*Stream
+	var retired map[*Stream]bool
 	for _, s := range streams {
 		// Read before take: a stream seen retired has made its last Add,
 		// so this take holds everything it will ever record.
 		if s.retired.Load() {
-			retired = append(retired, s)
+			if retired == nil {
+				retired = map[*Stream]bool{}
+			}
+			retired[s] = true
 		}
 		r.taken = append(r.taken, s.take())
 	}
@@ -331,7 +334,7 @@ func (r *Recorder) Tick(now time.Duration) {
 	clear(r.taken)
 	if len(retired) > 0 {
 		r.streamsMu.Lock()
-		r.streams = slices.DeleteFunc(r.streams, func(s *Stream) bool { return slices.Contains(retired, s) })
+		r.streams = slices.DeleteFunc(r.streams, func(s *Stream) bool { return retired[s] })
 		r.streamsMu.Unlock()
 	}
 }
