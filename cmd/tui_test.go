@@ -3,12 +3,12 @@ package cmd_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -17,7 +17,7 @@ import (
 // marked interrupted and exits 130. (The lab's e2e test covers run's
 // dashboard during a rollout.)
 func TestDashboardStopsOnQ(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
+	if !tmuxtest.Available() {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI installs tmux (.ci/run): the dashboard test must not skip there")
 		}
@@ -28,29 +28,23 @@ func TestDashboardStopsOnQ(t *testing.T) {
 	reportPath, exitPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "exit")
 	script := fmt.Sprintf("NO_COLOR=1 %s probe %s --ui tui --rate 100 --duration 60s --backend-header X-Pod-Name --report %s; echo $? > %s; sleep 30",
 		binary, srv.URL("/ok"), reportPath, exitPath)
-	sock := fmt.Sprintf("rollprobe-cmd-%d", os.Getpid())
-	tmux := func(args ...string) string {
-		out, _ := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
-		return string(out)
-	}
-	if out, err := exec.Command("tmux", "-L", sock, "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sh", "-c", script).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v %s", err, out)
-	}
-	t.Cleanup(func() { tmux("kill-server") })
+	term := tmuxtest.Start(t, 80, 24, script)
 
 	poll := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s; screen:\n%s", what, tmux("capture-pane", "-p", "-t", "t"))
+				t.Fatalf("%s; screen:\n%s", what, term.Screen())
 			}
 		}
 	}
 	poll("no live view", func() bool {
-		s := tmux("capture-pane", "-p", "-t", "t")
+		s := term.Screen()
 		return strings.Contains(s, "● PROBING") && strings.Contains(s, "backends (1)") && strings.Contains(s, "pod-a")
 	})
-	tmux("send-keys", "-t", "t", "q")
+	if err := term.Keys("q"); err != nil {
+		t.Fatal(err)
+	}
 	var code string
 	poll("no exit after q", func() bool {
 		b, err := os.ReadFile(exitPath)
@@ -65,7 +59,7 @@ func TestDashboardStopsOnQ(t *testing.T) {
 		t.Fatalf("report: %v %+v", err, rep)
 	}
 	// Back on the normal screen: the text summary, after the dashboard.
-	if s := tmux("capture-pane", "-p", "-t", "t"); !strings.Contains(s, "verdict: INTERRUPTED (exit 130)") {
+	if s := term.Screen(); !strings.Contains(s, "verdict: INTERRUPTED (exit 130)") {
 		t.Fatalf("no summary after the dashboard:\n%s", s)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -541,7 +542,7 @@ func (b *syncBuffer) String() string {
 // the old pods terminating; the end screen the verdict; q writes the report
 // and exits with the verdict's code.
 func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
-	if _, err := exec.LookPath("tmux"); err != nil {
+	if !tmuxtest.Available() {
 		skipOrFail(t, "the dashboard test needs tmux (apt-get install tmux)")
 	}
 	ip := ensureSample(t, ctx, c, "naive")
@@ -558,20 +559,8 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	bin := filepath.Join(binDir, "rollprobe")
 	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s",
 		bin, stateDir, bin, ip, reportPath, exitPath)
-	// A tmux server of our own (its own socket), ended with the test.
-	sock := fmt.Sprintf("rollprobe-e2e-%d", os.Getpid())
-	tmux := func(args ...string) (string, error) {
-		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	if out, err := tmux("new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "sh", "-c", script); err != nil {
-		t.Fatalf("tmux: %v %s", err, out)
-	}
-	t.Cleanup(func() { _, _ = tmux("kill-server") })
-	capture := func() string {
-		out, _ := tmux("capture-pane", "-p", "-t", "e2e")
-		return out
-	}
+	term := tmuxtest.Start(t, 80, 24, script)
+	capture := term.Screen
 
 	// During the rollout: failures counted, old pods shown terminating.
 	var seen string
@@ -610,8 +599,8 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	if _, err := os.Stat(exitPath); err == nil {
 		t.Fatal("the dashboard left before a key was pressed")
 	}
-	if out, err := tmux("send-keys", "-t", "e2e", "q"); err != nil {
-		t.Fatalf("send q: %v %s", err, out)
+	if err := term.Keys("q"); err != nil {
+		t.Fatal(err)
 	}
 	var code string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
