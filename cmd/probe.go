@@ -97,16 +97,7 @@ func (o *probeOptions) run(ctx context.Context) error {
 	// q in the dashboard stops the run as Ctrl-C does.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	type result struct {
-		sum prober.Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := p.Run(ctx)
-		done <- result{sum, err}
-	}()
-	<-p.Started()
+	done := p.Go(ctx)
 	var dash *dashboard
 	var finished atomic.Bool
 	stopProgress := func() {}
@@ -126,8 +117,8 @@ func (o *probeOptions) run(ctx context.Context) error {
 	res := <-done
 	finished.Store(true)
 	stopProgress()
-	if res.err != nil {
-		return res.err
+	if res.Err != nil {
+		return res.Err
 	}
 	rep := report.Build(report.ProbeRun{
 		Tool:     report.Tool{Name: "rollprobe", Version: version()},
@@ -135,7 +126,7 @@ func (o *probeOptions) run(ctx context.Context) error {
 		RunID:    p.RunID(),
 		Config:   o.config,
 		Budget:   o.flags.budget(),
-		Summary:  res.sum,
+		Summary:  res.Summary,
 		Recorder: p.Recorder(),
 	})
 	if dash != nil {

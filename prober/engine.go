@@ -219,6 +219,25 @@ wait:
 	}, nil
 }
 
+// Outcome is what Run returned.
+type Outcome struct {
+	Summary Summary
+	Err     error
+}
+
+// Go runs Run in a goroutine of its own and returns once the run has begun
+// (Start and Elapsed are then safe to read); the channel yields Run's
+// outcome.
+func (p *Prober) Go(ctx context.Context) <-chan Outcome {
+	done := make(chan Outcome, 1)
+	go func() {
+		sum, err := p.Run(ctx)
+		done <- Outcome{sum, err}
+	}()
+	<-p.Started() // closed as Run begins
+	return done
+}
+
 // growForBacklog adds a worker for each request whose intended time has
 // passed without a worker claiming it (idle workers claim tickets ahead of
 // time, so an unclaimed due ticket means all are busy), when the workers are

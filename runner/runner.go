@@ -125,16 +125,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if err != nil {
 		return nil, ci.Usage(err)
 	}
-	type probeResult struct {
-		sum prober.Summary
-		err error
-	}
-	probeDone := make(chan probeResult, 1)
-	go func() {
-		sum, err := p.Run(ctx)
-		probeDone <- probeResult{sum, err}
-	}()
-	<-p.Started() // Run returns only after it started
+	probeDone := p.Go(ctx)
 	var phase atomic.Value
 	phase.Store(PhaseBaseline)
 	if cfg.OnStart != nil {
@@ -152,17 +143,17 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	stopProgress()
 	p.Stop()
 	res := <-probeDone
-	if res.err != nil {
-		return nil, res.err
+	if res.Err != nil {
+		return nil, res.Err
 	}
-	if res.sum.Canceled && ro.Status != "failed" && ro.Status != "timed_out" {
+	if res.Summary.Canceled && ro.Status != "failed" && ro.Status != "timed_out" {
 		ro.Status = "interrupted"
 		logf("interrupted: the cluster is left as it is (the rollout may still be in progress)")
 	}
 
 	rep := report.Build(report.ProbeRun{
 		Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
-		Summary: res.sum, Recorder: p.Recorder(), RolloutFailed: rolloutErr,
+		Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: rolloutErr,
 	})
 	rep.Rollout = ro
 	rep.Timeline = tl.Events()
