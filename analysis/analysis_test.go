@@ -6,19 +6,24 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/report"
-	"github.com/rollprobe/rollprobe/rollout"
 )
 
 var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-func ev(ms int, kind rollout.EventKind, pod, rev string) rollout.Event {
-	return rollout.Event{At: at(ms), Kind: kind, Pod: pod, Revision: rev}
+func ev(ms int, kind report.EventKind, pod, rev string) report.Event {
+	return report.Event{At: at(ms), Kind: kind, Pod: pod, Revision: rev}
 }
 
 func fail(ms int, class string, fresh bool, backend string) report.Failure {
 	return report.Failure{Intended: at(ms), End: at(ms + 2), Class: class, Fresh: fresh, Backend: backend}
+}
+
+// analyse puts Explain's results into r, as the rollout flow does.
+func analyse(r *report.Report) {
+	x := Explain(r)
+	r.Failures, r.Outages, r.Pods, r.Findings = x.Failures, x.Outages, x.Pods, x.Findings
 }
 
 func find(r *report.Report, id string) *report.Finding {
@@ -34,19 +39,19 @@ func find(r *report.Report, id string) *report.Finding {
 // refused until +5.8s, then a connect timeout to its vanished IP at +6.2s.
 func TestPropagationFinding(t *testing.T) {
 	exit := int32(0)
-	r := &report.Report{StartedAt: t0, Timeline: []rollout.Event{
-		{At: at(0), Kind: rollout.PodPresent, Pod: "a", Revision: "old", Detail: "ready=true"},
-		ev(4000, rollout.PodCreated, "n", "new"),
-		ev(4900, rollout.PodReady, "n", "new"),
-		ev(5000, rollout.PodDeletionRequested, "a", "old"),
-		{At: at(5010), Kind: rollout.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-		ev(5300, rollout.EndpointRemoved, "a", ""),
-		ev(5400, rollout.PodGone, "a", "old"),
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		ev(4000, report.PodCreated, "n", "new"),
+		ev(4900, report.PodReady, "n", "new"),
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		{At: at(5010), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(5300, report.EndpointRemoved, "a", ""),
+		ev(5400, report.PodGone, "a", "old"),
 	}, Failures: []report.Failure{
 		fail(5020, "refused", true, ""), fail(5500, "refused", true, ""), fail(5800, "reset", true, ""),
 		fail(6200, "connect_timeout", true, ""),
 	}}
-	Analyse(r)
+	analyse(r)
 	if len(r.Outages) != 1 || r.Outages[0].Count != 4 || r.Outages[0].ByClass["refused"] != 2 {
 		t.Fatalf("outages %+v", r.Outages)
 	}
@@ -77,13 +82,13 @@ func TestKeepAliveReadyAndKillFindings(t *testing.T) {
 	r := &report.Report{StartedAt: t0, Config: report.Config{BackendHeader: "X-Pod-Name"},
 		Totals: report.Totals{ByBackend: map[string]uint64{"a": 10, "n": 5}},
 		Series: []report.SeriesRow{{T: 4, Backends: map[string]uint64{"a": 4}}, {T: 5, Backends: map[string]uint64{"a": 3}}, {T: 6, Backends: map[string]uint64{"a": 2}}},
-		Timeline: []rollout.Event{
-			ev(1000, rollout.PodCreated, "n", "new"),
-			ev(2000, rollout.PodReady, "n", "new"),
-			{At: at(0), Kind: rollout.PodPresent, Pod: "a", Revision: "old", Detail: "ready=true"},
-			ev(5000, rollout.PodDeletionRequested, "a", "old"),
-			{At: at(8000), Kind: rollout.ContainerTerminated, Pod: "a", ExitCode: &kill},
-			ev(8100, rollout.PodGone, "a", "old"),
+		Timeline: []report.Event{
+			ev(1000, report.PodCreated, "n", "new"),
+			ev(2000, report.PodReady, "n", "new"),
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+			{At: at(8000), Kind: report.ContainerTerminated, Pod: "a", ExitCode: &kill},
+			ev(8100, report.PodGone, "a", "old"),
 		},
 		Failures: []report.Failure{
 			fail(2100, "refused", true, ""),     // right after n turned ready
@@ -91,7 +96,7 @@ func TestKeepAliveReadyAndKillFindings(t *testing.T) {
 			fail(5300, "http_5xx", true, "a"),   // the app named itself
 			fail(60000, "timeout", true, ""),    // nothing happening
 		}}
-	Analyse(r)
+	analyse(r)
 	for _, id := range []string{ReadyTooEarly, AbruptKeepAliveClose, ServerErrors, GraceTooShort, Unexplained} {
 		if find(r, id) == nil {
 			t.Errorf("missing finding %s; have %+v", id, r.Findings)
@@ -119,8 +124,8 @@ func TestKeepAliveReadyAndKillFindings(t *testing.T) {
 }
 
 func TestNoFailuresNoFindings(t *testing.T) {
-	r := &report.Report{StartedAt: t0, Timeline: []rollout.Event{ev(5000, rollout.PodDeletionRequested, "a", "old")}}
-	Analyse(r)
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{ev(5000, report.PodDeletionRequested, "a", "old")}}
+	analyse(r)
 	if len(r.Findings) != 0 || len(r.Outages) != 0 {
 		t.Fatalf("findings %+v outages %+v", r.Findings, r.Outages)
 	}
@@ -130,18 +135,18 @@ func TestNoFailuresNoFindings(t *testing.T) {
 // probe), while the old pods shut down at once: a refusal after the old pod
 // is gone can only be the new pod's; a connect timeout, never.
 func TestClassNarrowsTheCandidates(t *testing.T) {
-	r := &report.Report{StartedAt: t0, Timeline: []rollout.Event{
-		{At: at(0), Kind: rollout.PodPresent, Pod: "a", Revision: "old", Detail: "ready=true"},
-		ev(5000, rollout.PodCreated, "n", "new"),
-		ev(5050, rollout.PodReady, "n", "new"),
-		ev(5100, rollout.PodDeletionRequested, "a", "old"),
-		ev(5600, rollout.PodGone, "a", "old"),
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		ev(5000, report.PodCreated, "n", "new"),
+		ev(5050, report.PodReady, "n", "new"),
+		ev(5100, report.PodDeletionRequested, "a", "old"),
+		ev(5600, report.PodGone, "a", "old"),
 	}, Failures: []report.Failure{
 		fail(5200, "refused", true, ""),         // a is still there: a's
 		fail(6500, "refused", true, ""),         // a is gone: n's
 		fail(6600, "connect_timeout", true, ""), // to a's vanished IP
 	}}
-	Analyse(r)
+	analyse(r)
 	for i, want := range []string{"a", "n", "a"} {
 		if got := r.Failures[i].LikelyPod; got != want {
 			t.Errorf("failure %d (%s at %s): likely pod %q, want %q (%s)", i, r.Failures[i].Class,
@@ -153,5 +158,57 @@ func TestClassNarrowsTheCandidates(t *testing.T) {
 	}
 	if fd := find(r, StopsBeforePropagation); fd == nil || len(fd.Pods) != 1 || fd.Pods[0] != "a" {
 		t.Errorf("propagation finding: %+v", r.Findings)
+	}
+}
+
+// The preStop advice names the hook the cluster's version has, the same
+// text the doctor gives.
+func TestPropagationAdviceFollowsServerVersion(t *testing.T) {
+	for _, tt := range []struct{ version, want string }{
+		{"1.36", "lifecycle.preStop.sleep.seconds: 2)"},
+		{"1.29", `exec.command: ["sleep", "2"] (the sleep action needs Kubernetes 1.30)`},
+		{"", "Kubernetes 1.30+"},
+	} {
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{ServerVersion: tt.version}, Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+		}, Failures: []report.Failure{fail(5100, "refused", true, "")}}
+		analyse(r)
+		if fd := find(r, StopsBeforePropagation); fd == nil || !strings.Contains(fd.Fix, tt.want) {
+			t.Errorf("server %q: fix %+v, want %q", tt.version, fd, tt.want)
+		}
+	}
+}
+
+// Explain leaves the report it reads as it was.
+func TestExplainDoesNotChangeTheReport(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{ev(5000, report.PodDeletionRequested, "a", "old")},
+		Failures: []report.Failure{fail(5100, "refused", true, "")}}
+	x := Explain(r)
+	if r.Failures[0].LikelyPod != "" || r.Findings != nil || x.Failures[0].LikelyPod != "a" {
+		t.Fatalf("report failure %+v, explained %+v", r.Failures[0], x.Failures[0])
+	}
+}
+
+// The fold reads the typed conditions: the pod's Ready on pod_present, the
+// endpoint's Serving and Terminating on endpoint events.
+func TestPodsFold(t *testing.T) {
+	pods := FoldPods([]report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old"},
+		{At: at(10), Kind: report.EndpointAdded, Pod: "a", Ready: true, Serving: true},
+		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "a"},
+		{At: at(5100), Kind: report.EndpointTerminating, Pod: "a", Serving: true, Terminating: true},
+		{At: at(5200), Kind: report.EndpointNotServing, Pod: "a", Terminating: true},
+	})
+	a, b := pods.Get("a"), pods.Get("b")
+	if !a.Present || !a.Ready || a.Serving || !a.Terminating || a.ReadyAt == nil || a.DeletedAt == nil || a.Revision != "old" {
+		t.Errorf("a: %+v", a)
+	}
+	if b.Ready || b.ReadyAt != nil {
+		t.Errorf("b was present but not ready: %+v", b)
+	}
+	if all := pods.All(); len(all) != 2 || all[0].Name != "a" {
+		t.Errorf("order %+v", all)
 	}
 }

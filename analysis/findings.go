@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollprobe/rollprobe/advice"
+	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -20,153 +22,228 @@ const (
 	Unexplained            = "failures-without-lifecycle-event"
 )
 
-func findings(r *report.Report, pods map[string]*life) []report.Finding {
-	var out []report.Finding
-	type group struct {
-		fails []report.Failure
-		pods  map[string]bool
-		worst time.Duration // longest time from the pod's deletion to a failure
+// seen is what a rule reads about one failure: the failure, its class, the
+// pod it was attributed to (nil if none) and whether that pod was being
+// terminated then.
+type seen struct {
+	f           *report.Failure
+	class       prober.Class
+	pod         *Pod
+	terminating bool
+}
+
+// sinceDeletion is how long after its pod's deletion the failure came (0 if
+// its pod was not terminating).
+func (s seen) sinceDeletion() time.Duration {
+	if !s.terminating {
+		return 0
 	}
+	return max(0, s.f.Intended.Sub(*s.pod.DeletedAt))
+}
+
+// group is the failures one rule claimed.
+type group struct {
+	fails  []report.Failure
+	pods   map[string]bool
+	window time.Duration // longest time from a pod's deletion to a failure it caused
+}
+
+// facts is what a rule renders from.
+type facts struct {
+	r       *report.Report
+	pods    *Pods
+	version advice.Version
+}
+
+// rule is one finding. match claims a failure for it; the matches are
+// mutually exclusive (so the table can be in report order) except the
+// last, Unexplained, which takes what no other claims: each failure is
+// explained by exactly one finding. render turns the group into the
+// finding, or reports there is none. A rule without match is about pods
+// rather than failures (GraceTooShort) and renders from the facts alone.
+type rule struct {
+	id       string
+	severity report.Severity
+	match    func(s seen) bool
+	render   func(g *group, x facts) (report.Finding, bool)
+}
+
+// rules in the order findings are reported.
+var rules = []rule{
+	{StopsBeforePropagation, report.SeverityError,
+		func(s seen) bool { return s.terminating && connectionFailure(s.class) && !abruptClose(s) }, renderPropagation},
+	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
+	{ReadyTooEarly, report.SeverityError,
+		func(s seen) bool {
+			return s.class != prober.HTTP5xx && s.pod != nil && s.pod.ReadyAt != nil && !s.terminating
+		}, renderReadyTooEarly},
+	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx }, renderServerErrors},
+	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},
+	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
+}
+
+// abruptClose: a kept-alive connection to a terminating pod was cut.
+func abruptClose(s seen) bool {
+	return s.terminating && (s.class == prober.EOFReused || (s.class == prober.Reset && !s.f.Fresh))
+}
+
+func findings(r *report.Report, failures []report.Failure, pods *Pods) []report.Finding {
 	groups := map[string]*group{}
-	add := func(id string, f report.Failure, since time.Duration) {
+	for i := range failures {
+		f := &failures[i]
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod)}
+		if s.class == prober.Local {
+			continue
+		}
+		s.terminating = s.pod != nil && s.pod.DeletedBy(f.Intended, receiveSlack)
+		var id string
+		for _, rl := range rules {
+			if rl.match != nil && rl.match(s) {
+				id = rl.id
+				break
+			}
+		}
 		g := groups[id]
 		if g == nil {
 			g = &group{pods: map[string]bool{}}
 			groups[id] = g
 		}
-		g.fails = append(g.fails, f)
+		g.fails = append(g.fails, *f)
 		if f.LikelyPod != "" {
 			g.pods[f.LikelyPod] = true
 		}
-		g.worst = max(g.worst, since)
+		g.window = max(g.window, s.sinceDeletion())
 	}
-	for _, f := range r.Failures {
-		if f.Class == "local" {
+	x := facts{r: r, pods: pods, version: serverVersion(r)}
+	var out []report.Finding
+	for _, rl := range rules {
+		g := groups[rl.id]
+		if g == nil && rl.match != nil {
+			continue // no failure of its kind
+		}
+		f, ok := rl.render(g, x)
+		if !ok {
 			continue
 		}
-		p := pods[f.LikelyPod]
-		terminating := p != nil && p.deletedBy(f.Intended)
-		switch {
-		case f.Class == "http_5xx":
-			add(ServerErrors, f, 0)
-		case terminating && (f.Class == "eof_reused" || (f.Class == "reset" && !f.Fresh)):
-			add(AbruptKeepAliveClose, f, max(0, f.Intended.Sub(*p.deleted)))
-		case terminating && connectionClasses[f.Class]:
-			add(StopsBeforePropagation, f, max(0, f.Intended.Sub(*p.deleted)))
-		case p != nil && p.ready != nil && !terminating && f.LikelyPod != "":
-			add(ReadyTooEarly, f, 0)
-		default:
-			add(Unexplained, f, 0)
-		}
+		f.ID, f.Severity = rl.id, rl.severity
+		out = append(out, f)
 	}
-	span := func(fs []report.Failure) string {
-		first, last := fs[0].Intended, fs[len(fs)-1].Intended
-		return fmt.Sprintf("%+.2fs to %+.2fs", first.Sub(r.StartedAt).Seconds(), last.Sub(r.StartedAt).Seconds())
-	}
-	classes := func(fs []report.Failure) string {
-		n := map[string]int{}
-		for _, f := range fs {
-			n[f.Class]++
-		}
-		var parts []string
-		for c, k := range n {
-			parts = append(parts, fmt.Sprintf("%s %d", c, k))
-		}
-		sort.Strings(parts)
-		return strings.Join(parts, ", ")
-	}
-	podList := func(m map[string]bool) []string {
-		var out []string
-		for p := range m {
-			out = append(out, p)
-		}
-		sort.Strings(out)
-		return out
-	}
+	return out
+}
 
-	if g := groups[StopsBeforePropagation]; g != nil {
-		// Size the preStop sleep from what was measured: the longest time
-		// traffic kept arriving after a deletion request, plus a margin.
-		sleep := int(math.Ceil(g.worst.Seconds()*1.5 + 1))
-		out = append(out, report.Finding{
-			ID: StopsBeforePropagation, Severity: "error",
-			Title: "pods stopped accepting connections while traffic was still routed to them",
-			Evidence: []string{
-				fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), classes(g.fails), span(g.fails)),
-				fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last %.2fs after it: the endpoint change had not reached every proxy yet", g.worst.Seconds()),
-				"connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening",
-			},
-			Fix: fmt.Sprintf("give the container a preStop hook that waits at least %ds (lifecycle.preStop.sleep.seconds: %d, or exec [\"sleep\", \"%d\"] before Kubernetes 1.34) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
-				sleep, sleep, sleep, sleep),
-			Pods: podList(g.pods),
-		})
+func (g *group) span(start time.Time) string {
+	first, last := g.fails[0].Intended, g.fails[len(g.fails)-1].Intended
+	return fmt.Sprintf("%+.2fs to %+.2fs", first.Sub(start).Seconds(), last.Sub(start).Seconds())
+}
+
+func (g *group) classes() string {
+	n := map[string]int{}
+	for _, f := range g.fails {
+		n[f.Class]++
 	}
-	if g := groups[AbruptKeepAliveClose]; g != nil {
-		out = append(out, report.Finding{
-			ID: AbruptKeepAliveClose, Severity: "error",
-			Title: "kept-alive connections were closed abruptly at pod termination",
-			Evidence: []string{
-				fmt.Sprintf("%d requests on reused connections failed (%s) from %s, after their pods' deletion was requested", len(g.fails), classes(g.fails), span(g.fails)),
-				"endpoint changes never touch established connections: kept-alive clients keep sending to a terminating pod until it closes the connection",
-			},
-			Fix:  "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain",
-			Pods: podList(g.pods),
-		})
+	var parts []string
+	for c, k := range n {
+		parts = append(parts, fmt.Sprintf("%s %d", c, k))
 	}
-	if g := groups[ReadyTooEarly]; g != nil {
-		out = append(out, report.Finding{
-			ID: ReadyTooEarly, Severity: "error",
-			Title:    "new pods received traffic before they could serve it",
-			Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s, within %s after a new pod turned ready", len(g.fails), classes(g.fails), span(g.fails), readyWindow)},
-			Fix:      "add a readiness probe that succeeds only when the app serves requests (an HTTP check of a real endpoint, not a process or TCP check), and a startupProbe for slow starts",
-			Pods:     podList(g.pods),
-		})
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func (g *group) podList() []string {
+	var out []string
+	for p := range g.pods {
+		out = append(out, p)
 	}
-	if g := groups[ServerErrors]; g != nil {
-		named := 0
-		for _, f := range g.fails {
-			if f.Backend != "" {
-				named++
-			}
+	sort.Strings(out)
+	return out
+}
+
+func renderPropagation(g *group, x facts) (report.Finding, bool) {
+	// Size the preStop sleep from what was measured: the longest time
+	// traffic kept arriving after a deletion request, plus a margin.
+	sleep := int(math.Ceil(g.window.Seconds()*1.5 + 1))
+	return report.Finding{
+		Title: "pods stopped accepting connections while traffic was still routed to them",
+		Evidence: []string{
+			fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+			fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()),
+			"connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening",
+		},
+		Fix: fmt.Sprintf("give the container a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
+			sleep, advice.PreStopSleep(sleep, x.version), sleep),
+		Pods: g.podList(),
+	}, true
+}
+
+func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
+	return report.Finding{
+		Title: "kept-alive connections were closed abruptly at pod termination",
+		Evidence: []string{
+			fmt.Sprintf("%d requests on reused connections failed (%s) from %s, after their pods' deletion was requested", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+			"endpoint changes never touch established connections: kept-alive clients keep sending to a terminating pod until it closes the connection",
+		},
+		Fix:  "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain",
+		Pods: g.podList(),
+	}, true
+}
+
+func renderReadyTooEarly(g *group, x facts) (report.Finding, bool) {
+	return report.Finding{
+		Title:    "new pods received traffic before they could serve it",
+		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s, within %s after a new pod turned ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), readyWindow)},
+		Fix:      "add a readiness probe that succeeds only when the app serves requests (an HTTP check of a real endpoint, not a process or TCP check), and a startupProbe for slow starts",
+		Pods:     g.podList(),
+	}, true
+}
+
+func renderServerErrors(g *group, x facts) (report.Finding, bool) {
+	named := 0
+	for _, f := range g.fails {
+		if f.Backend != "" {
+			named++
 		}
-		source := "the responses named their pod (backend header): the app itself answered 5xx"
-		fix := "find why the app answers 5xx while pods change (dependencies not ready at start, shutdown order); fail readiness instead of serving errors"
-		if named == 0 {
-			source = "the responses carried no backend header: a proxy or ingress in front most likely answered them (upstream refused or reset)"
-			fix = "the proxy in front routed to pods that were going away: apply the preStop and draining fixes, and check its endpoint update lag and retry policy"
-			if r.Config.BackendHeader == "" {
-				source = "no --backend-header was set, so the source (app or proxy) cannot be told apart; run with --backend-header X-Pod-Name (or your app's equivalent)"
-			}
-		}
-		out = append(out, report.Finding{
-			ID: ServerErrors, Severity: "error", Title: "5xx responses during the rollout",
-			Evidence: []string{fmt.Sprintf("%d 5xx responses from %s", len(g.fails), span(g.fails)), source},
-			Fix:      fix, Pods: podList(g.pods),
-		})
 	}
+	source := "the responses named their pod (backend header): the app itself answered 5xx"
+	fix := "find why the app answers 5xx while pods change (dependencies not ready at start, shutdown order); fail readiness instead of serving errors"
+	if named == 0 {
+		source = "the responses carried no backend header: a proxy or ingress in front most likely answered them (upstream refused or reset)"
+		fix = "the proxy in front routed to pods that were going away: apply the preStop and draining fixes, and check its endpoint update lag and retry policy"
+		if x.r.Config.BackendHeader == "" {
+			source = "no --backend-header was set, so the source (app or proxy) cannot be told apart; run with --backend-header X-Pod-Name (or your app's equivalent)"
+		}
+	}
+	return report.Finding{
+		Title:    "5xx responses during the rollout",
+		Evidence: []string{fmt.Sprintf("%d 5xx responses from %s", len(g.fails), g.span(x.r.StartedAt)), source},
+		Fix:      fix, Pods: g.podList(),
+	}, true
+}
+
+// renderGraceTooShort is about pods, not failures: a SIGKILL after a
+// deletion request cuts in-flight requests whether or not one was seen.
+func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 	var killed []string
-	for name, p := range pods {
-		if p.exitCode != nil && *p.exitCode == 137 && p.deleted != nil {
-			killed = append(killed, name)
+	for _, p := range x.pods.All() {
+		if p.Killed() && p.DeletedAt != nil {
+			killed = append(killed, p.Name)
 		}
 	}
 	sort.Strings(killed)
-	if len(killed) > 0 {
-		out = append(out, report.Finding{
-			ID: GraceTooShort, Severity: "warning",
-			Title:    "containers were SIGKILLed at the end of their grace period",
-			Evidence: []string{fmt.Sprintf("%d pods ended with exit code 137 after their deletion was requested: %s", len(killed), strings.Join(killed, ", "))},
-			Fix:      "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here",
-			Pods:     killed,
-		})
+	if len(killed) == 0 {
+		return report.Finding{}, false
 	}
-	if g := groups[Unexplained]; g != nil {
-		out = append(out, report.Finding{
-			ID: Unexplained, Severity: "warning",
-			Title:    "failures with no pod lifecycle event around them",
-			Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s while no pod was terminating or just ready", len(g.fails), classes(g.fails), span(g.fails))},
-			Fix:      "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error",
-		})
-	}
-	return out
+	return report.Finding{
+		Title:    "containers were SIGKILLed at the end of their grace period",
+		Evidence: []string{fmt.Sprintf("%d pods ended with exit code %d after their deletion was requested: %s", len(killed), report.SIGKILLExitCode, strings.Join(killed, ", "))},
+		Fix:      "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here",
+		Pods:     killed,
+	}, true
+}
+
+func renderUnexplained(g *group, x facts) (report.Finding, bool) {
+	return report.Finding{
+		Title:    "failures with no pod lifecycle event around them",
+		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s while no pod was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt))},
+		Fix:      "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error",
+	}, true
 }

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/agent"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 type labOptions struct {
@@ -57,7 +57,7 @@ func newLabUpCommand(o *labOptions) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if proxyLag < 0 {
-				return ci.Usage(fmt.Errorf("--proxy-lag %s: must not be negative", proxyLag))
+				return exitcode.UsageError(fmt.Errorf("--proxy-lag %s: must not be negative", proxyLag))
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -65,17 +65,17 @@ func newLabUpCommand(o *labOptions) *cobra.Command {
 			}
 			if bins == "" {
 				if bins, err = findLabBins(); err != nil {
-					return ci.Usage(err)
+					return exitcode.UsageError(err)
 				}
 			}
 			imageMap, err := labImages(self, images)
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
 			cfg := lab.Config{StateDir: o.stateDir, BinDir: bins, Self: self, Images: imageMap, ProxyLag: proxyLag, Progress: o.stderr}
 			if err := lab.Up(cmd.Context(), cfg); err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			fmt.Fprintf(o.stdout, "kubeconfig: %s (valid inside the lab's network namespace)\n", cfg.KubeconfigPath())
 			fmt.Fprintf(o.stdout, "run commands inside: rollprobe lab exec -- kubectl get pods\n")
@@ -169,7 +169,7 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 			st := lab.GetStatus(o.stateDir)
 			if !st.Up {
 				fmt.Fprintln(o.stdout, "lab: down")
-				return ci.WithCode(ci.ExitFailures, errors.New("the lab is not up"))
+				return exitcode.With(exitcode.Failures, errors.New("the lab is not up"))
 			}
 			for _, c := range st.Components {
 				state := "running"
@@ -181,7 +181,7 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 			fmt.Fprintf(o.stdout, "proxy lag %s, started %s, kubeconfig %s\n", st.Recorded.ProxyLag,
 				st.Recorded.Started.Format(time.RFC3339), filepath.Join(o.stateDir, "kubeconfig"))
 			if !st.Healthy() {
-				return ci.WithCode(ci.ExitFailures, errors.New("the lab is not healthy: rollprobe lab up starts it afresh"))
+				return exitcode.With(exitcode.Failures, errors.New("the lab is not healthy: rollprobe lab up starts it afresh"))
 			}
 			return nil
 		},
@@ -198,7 +198,7 @@ func newLabExecCommand(o *labOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rec, err := lab.ReadRecorded(o.stateDir)
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
 			c := exec.Command("ip", append([]string{"netns", "exec", lab.LabNetNS}, args...)...)
@@ -227,9 +227,9 @@ func newLabExecCommand(o *labOptions) *cobra.Command {
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
 				if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return ci.Silent{Code: ci.ExitCode(128 + int(ws.Signal()))}
+					return exitcode.Silent{Code: exitcode.Code(128 + int(ws.Signal()))}
 				}
-				return ci.Silent{Code: ci.ExitCode(exit.ExitCode())}
+				return exitcode.Silent{Code: exitcode.Code(exit.ExitCode())}
 			}
 			return err
 		},
@@ -245,11 +245,11 @@ func newLabApplyCommand(o *labOptions) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {
-				return ci.Usage(errors.New("-f FILE is required"))
+				return exitcode.UsageError(errors.New("-f FILE is required"))
 			}
 			client, err := lab.NewClient(o.stateDir)
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
 			for _, f := range files {
@@ -278,11 +278,11 @@ func newLabServiceIPCommand(o *labOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := lab.NewClient(o.stateDir)
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			svc, err := client.Kube.CoreV1().Services(namespace).Get(cmd.Context(), args[0], metav1.GetOptions{})
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			fmt.Fprintln(o.stdout, svc.Spec.ClusterIP)
 			return nil

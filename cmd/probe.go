@@ -3,19 +3,16 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rollprobe/rollprobe/ci"
-	"github.com/rollprobe/rollprobe/ci/output"
-	"github.com/rollprobe/rollprobe/internal/atomicfile"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/runner"
 	"github.com/rollprobe/rollprobe/tui"
 )
 
@@ -25,7 +22,7 @@ type probeOptions struct {
 	outputs  outputFlags
 	progress time.Duration
 	ui       uiFlags
-	uiMode   string
+	uiMode   uiMode
 
 	target string
 	config prober.Config
@@ -50,10 +47,10 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.complete(args); err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			if err := o.validate(); err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
 			return o.run(cmd.Context())
@@ -66,6 +63,7 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
 	return cmd
 }
 
+// complete turns the flags into the prober's configuration.
 func (o *probeOptions) complete(args []string) error {
 	o.target = args[0]
 	cfg, err := o.flags.config(o.target)
@@ -73,9 +71,10 @@ func (o *probeOptions) complete(args []string) error {
 	return err
 }
 
+// validate checks what complete could not: the output and view choices.
 func (o *probeOptions) validate() error {
-	if o.outputs.output != "text" && o.outputs.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", o.outputs.output)
+	if err := o.outputs.validate(); err != nil {
+		return err
 	}
 	if o.progress < 0 {
 		return fmt.Errorf("--progress %s: must not be negative", o.progress)
@@ -85,61 +84,29 @@ func (o *probeOptions) validate() error {
 	return err
 }
 
+// run probes with the chosen view attached, then publishes.
 func (o *probeOptions) run(ctx context.Context) error {
 	procs := o.flags.applyProcs(o.config) // before the run: the runtime starts with it
-	p, err := prober.New(o.config, "rollprobe/"+version())
-	if err != nil {
-		return ci.Usage(err)
-	}
-	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(),
-		"run_id", p.RunID(), "procs", procs)
-
 	// q in the dashboard stops the run as Ctrl-C does.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := p.Go(ctx)
-	var dash *dashboard
-	var finished atomic.Bool
-	stopProgress := func() {}
-	switch {
-	case o.uiMode == "tui":
-		phase := func() string {
-			if finished.Load() {
-				return "done"
-			}
-			return "probing"
-		}
-		dash = startDashboard(o.globalOptions, tui.NewLogSink(), tui.Source{Command: "probe", Target: o.config.Target.String(),
-			TargetRate: o.config.Rate, Start: p.Start(), Recorder: p.Recorder(), Phase: phase}, o.ui, stop)
-	case o.uiMode == "plain" && o.progress > 0:
-		stopProgress = ci.StartProgress(o.stderr, o.progress, p)
+	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Budget: o.flags.budget(), Tool: tool()})
+	if err != nil {
+		return exitcode.UsageError(err)
 	}
-	res := <-done
-	finished.Store(true)
-	stopProgress()
-	if res.Err != nil {
-		return res.Err
+	o.log.Info("probing", "target", o.config.Target.String(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
+	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, nil, run.Live(), tui.Source{Command: "probe",
+		Target: o.config.Target.String(), TargetRate: o.config.Rate}, stop)
+	rep, err := run.Wait()
+	if err != nil {
+		view.abandon()
+		return err
 	}
-	rep := report.Build(report.ProbeRun{
-		Tool:     report.Tool{Name: "rollprobe", Version: version()},
-		Command:  "probe",
-		RunID:    p.RunID(),
-		Config:   o.config,
-		Budget:   o.flags.budget(),
-		Summary:  res.Summary,
-		Recorder: p.Recorder(),
-	})
-	if dash != nil {
-		dash.finish(rep, o.outputs.reportPath)
-	}
-	return o.finish(rep)
+	view.finish(rep, o.outputs.reportPath)
+	return ci.Publish(rep, o.outputs.of(o.globalOptions))
 }
 
-// finish writes the report and the summary and returns the verdict's exit
-// code (already explained on stdout, so it is silent).
-func (o *probeOptions) finish(rep *report.Report) error {
-	return finishReport(o.globalOptions, rep, o.outputs)
-}
+func tool() report.Tool { return report.Tool{Name: "rollprobe", Version: version()} }
 
 // outputFlags are where a command writes its results.
 type outputFlags struct {
@@ -151,47 +118,16 @@ type outputFlags struct {
 func (f *outputFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.reportPath, "report", "", "write the JSON report to this file (atomically)")
 	fs.StringVar(&f.junitPath, "junit", "", "write JUnit XML to this file: one test case per check")
-	fs.StringVarP(&f.output, "output", "o", "text", "summary on stdout: text or json (the full report)")
+	fs.StringVarP(&f.output, "output", "o", ci.FormatText, "summary on stdout: text or json (the full report)")
 }
 
-func finishReport(g *globalOptions, rep *report.Report, out outputFlags) error {
-	// Artifacts first: the verdict stands either way, but CI must not pass
-	// without them.
-	if out.reportPath != "" {
-		if err := report.WriteFile(out.reportPath, rep); err != nil {
-			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
-			return ci.WithCode(ci.ExitUsage, err)
-		}
-	}
-	if out.junitPath != "" {
-		if err := atomicfile.Write(out.junitPath, func(w io.Writer) error { return output.WriteJUnit(w, rep) }); err != nil {
-			fmt.Fprintf(g.stderr, "rollprobe: %v\n", err)
-			return ci.WithCode(ci.ExitUsage, err)
-		}
-	}
-	if os.Getenv("GITHUB_ACTIONS") == "true" {
-		if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-			if err := appendFile(path, func(w io.Writer) error { return output.WriteMarkdown(w, rep) }); err != nil {
-				fmt.Fprintf(g.stderr, "rollprobe: step summary: %v\n", err)
-			}
-		}
-		defer func() { _ = output.WriteAnnotations(g.stdout, rep) }()
-	}
-	reportPath, format := out.reportPath, out.output
-	var err error
-	if format == "json" {
-		err = report.Encode(g.stdout, rep)
-	} else {
-		err = report.WriteText(g.stdout, rep)
-		if err == nil && reportPath != "" {
-			fmt.Fprintf(g.stdout, "report: %s\n", reportPath)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("write summary: %w", err)
-	}
-	if rep.Verdict.ExitCode != ci.ExitOK {
-		return ci.Silent{Code: rep.Verdict.ExitCode}
+func (f *outputFlags) validate() error {
+	if f.output != ci.FormatText && f.output != ci.FormatJSON {
+		return fmt.Errorf("-o %q: want text or json", f.output)
 	}
 	return nil
+}
+
+func (f *outputFlags) of(g *globalOptions) ci.Outputs {
+	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, Format: f.output, Stdout: g.stdout, Stderr: g.stderr}
 }

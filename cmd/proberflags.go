@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // proberFlags are the load flags shared by probe and run. Fields hold the
@@ -159,6 +159,6 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-func (f *proberFlags) budget() ci.Budget {
-	return ci.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate}
+func (f *proberFlags) budget() report.Budget {
+	return report.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate}
 }

@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollprobe/rollprobe/ci"
-	"github.com/rollprobe/rollprobe/ci/output"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/report/render"
 )
 
 func newReportCommand(g *globalOptions) *cobra.Command {
@@ -19,19 +19,19 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "markdown" && format != "json" {
-				return ci.Usage(fmt.Errorf("-o %q: want text, markdown or json", format))
+				return exitcode.UsageError(fmt.Errorf("-o %q: want text, markdown or json", format))
 			}
 			rep, err := report.ReadFile(args[0])
 			if err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			switch format {
 			case "markdown":
-				return output.WriteMarkdown(g.stdout, rep)
+				return render.Markdown(g.stdout, rep)
 			case "json":
 				return report.Encode(g.stdout, rep)
 			}
-			return report.WriteText(g.stdout, rep)
+			return render.Text(g.stdout, rep)
 		},
 	}
 	show.Flags().StringVarP(&format, "output", "o", format, "text, markdown or json")

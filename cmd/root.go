@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 // Version is set at build time with -ldflags "-X github.com/rollprobe/rollprobe/cmd.Version=...".
@@ -63,11 +63,11 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
-					return ci.Usage(fmt.Errorf("--cpuprofile: %w", err))
+					return exitcode.UsageError(fmt.Errorf("--cpuprofile: %w", err))
 				}
 				if err := pprof.StartCPUProfile(f); err != nil {
 					f.Close()
-					return ci.Usage(fmt.Errorf("--cpuprofile: %w", err))
+					return exitcode.UsageError(fmt.Errorf("--cpuprofile: %w", err))
 				}
 				g.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 			}
@@ -101,8 +101,8 @@ func Execute() int {
 
 // exitCode prints err (unless it was already reported) and resolves the exit code.
 func exitCode(err error, stderr io.Writer) int {
-	code := ci.CodeOf(err)
-	var silent ci.Silent
+	code := exitcode.Of(err)
+	var silent exitcode.Silent
 	if err != nil && !errors.As(err, &silent) {
 		fmt.Fprintf(stderr, "rollprobe: %v\n", err)
 	}

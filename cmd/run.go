@@ -13,7 +13,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
-	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 	"github.com/rollprobe/rollprobe/runner"
 	"github.com/rollprobe/rollprobe/tui"
@@ -37,10 +37,10 @@ type runOptions struct {
 	outputs                         outputFlags
 	progress                        time.Duration
 	ui                              uiFlags
-	uiMode                          string
+	uiMode                          uiMode
 	sink                            *tui.LogSink // tui: where the run's lines go
 
-	cfg runner.Config
+	cfg runner.RolloutConfig
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -73,10 +73,13 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 				args = args[:dash]
 			}
 			if len(args) > 0 || (o.execArgv != nil && !o.exec) {
-				return ci.Usage(fmt.Errorf("unexpected arguments %q (a deploy command goes after --exec --)", append(args, o.execArgv...)))
+				return exitcode.UsageError(fmt.Errorf("unexpected arguments %q (a deploy command goes after --exec --)", append(args, o.execArgv...)))
+			}
+			if err := o.validate(); err != nil {
+				return exitcode.UsageError(err)
 			}
 			if err := o.complete(); err != nil {
-				return ci.Usage(err)
+				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
 			return o.run(cmd.Context())
@@ -103,7 +106,9 @@ error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 
 	return cmd
 }
 
-func (o *runOptions) complete() error {
+// validate checks the flags that need nothing else: required ones, one
+// trigger, the durations, the outputs and the view.
+func (o *runOptions) validate() error {
 	var errs []error
 	if o.target == "" {
 		errs = append(errs, errors.New("--target URL is required"))
@@ -120,8 +125,8 @@ func (o *runOptions) complete() error {
 	if triggers > 1 {
 		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec or --watch"))
 	}
-	if o.outputs.output != "text" && o.outputs.output != "json" {
-		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.outputs.output))
+	if err := o.outputs.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{"--baseline": o.baseline, "--settle": o.settle, "--wait": o.wait, "--expected-drain": o.expectedDrain} {
 		if d < 0 {
@@ -136,13 +141,16 @@ func (o *runOptions) complete() error {
 		errs = append(errs, err)
 	}
 	o.uiMode = mode
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
+	return errors.Join(errs...)
+}
+
+// complete builds the run's configuration: the prober's, the trigger, the
+// cluster client.
+func (o *runOptions) complete() error {
 	// Under the dashboard, the run's lines (and the deploy command's
 	// output) go to its event log, and are printed when it is gone.
 	logOut := o.stderr
-	if o.uiMode == "tui" {
+	if o.uiMode == uiTUI {
 		o.sink = tui.NewLogSink()
 		o.sink.PassThrough(o.stderr) // preflight: until the dashboard starts
 		logOut = o.sink
@@ -180,49 +188,47 @@ func (o *runOptions) complete() error {
 	if err != nil {
 		return err
 	}
-	o.cfg = runner.Config{
+	o.cfg = runner.RolloutConfig{
 		Kube: kube, Namespace: ns, Deployment: name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
-		Tool:     report.Tool{Name: "rollprobe", Version: version()},
-		Progress: logOut, Every: o.progress,
+		Tool: tool(), Log: logOut,
 	}
-	switch o.uiMode {
-	case "tui":
-		o.cfg.Every = 0 // the dashboard shows the counters
-	case "none":
-		o.cfg.Progress = nil
+	if o.uiMode == uiNone {
+		o.cfg.Log = nil
 	}
 	return nil
 }
 
-// run runs the flow; under the dashboard, from the moment probing starts
-// until the user leaves the end screen.
+// run starts the flow (preflight errors end it here, exit 2), attaches the
+// view until the run ends (under the dashboard, until the user leaves its
+// end screen), and publishes.
 func (o *runOptions) run(ctx context.Context) error {
 	o.log.Info("prober", "procs", o.flags.applyProcs(o.cfg.Probe))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var dash *dashboard
-	if o.uiMode == "tui" {
-		o.cfg.OnStart = func(live runner.Live) {
-			dash = startDashboard(o.globalOptions, o.sink, tui.Source{Command: "run", Target: o.target,
-				TargetRate: o.cfg.Probe.Rate, Start: live.Prober.Start(), Recorder: live.Prober.Recorder(),
-				Timeline: live.Timeline, Deployment: live.Deployment, Phase: live.Phase, Log: o.sink}, o.ui, stop)
-		}
-	}
-	rep, err := runner.Run(ctx, o.cfg)
+	run, err := runner.StartRollout(ctx, o.cfg)
 	if err != nil {
-		if dash != nil {
-			dash.abandon()
-		} else if o.sink != nil {
-			_, _ = io.WriteString(o.stderr, o.sink.Text()) // preflight lines
-		}
+		o.flushSink()
 		return err
 	}
-	if dash != nil {
-		dash.finish(rep, o.outputs.reportPath)
-	} else if o.sink != nil {
+	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
+		tui.Source{Command: "run", Target: o.target, TargetRate: o.cfg.Probe.Rate}, stop)
+	rep, err := run.Wait()
+	if err != nil {
+		view.abandon()
+		return err
+	}
+	view.finish(rep, o.outputs.reportPath)
+	if o.uiMode != uiTUI {
+		o.flushSink()
+	}
+	return ci.Publish(rep, o.outputs.of(o.globalOptions))
+}
+
+// flushSink prints the lines the sink holds that were not passed through.
+func (o *runOptions) flushSink() {
+	if o.sink != nil {
 		_, _ = io.WriteString(o.stderr, o.sink.Text())
 	}
-	return finishReport(o.globalOptions, rep, o.outputs)
 }

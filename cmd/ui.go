@@ -6,24 +6,39 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/klog/v2"
 
+	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/report/render"
+	"github.com/rollprobe/rollprobe/runner"
 	"github.com/rollprobe/rollprobe/tui"
+)
+
+// uiMode is how a command shows a run while it goes on.
+type uiMode string
+
+const (
+	uiAuto  uiMode = "auto"  // tui on a terminal, plain otherwise
+	uiTUI   uiMode = "tui"   // the dashboard
+	uiPlain uiMode = "plain" // progress lines on stderr
+	uiNone  uiMode = "none"  // nothing while it runs
 )
 
 // uiFlags choose how a command shows a run while it goes on.
 type uiFlags struct {
-	mode         string // auto, tui, plain, none
+	mode         string // a uiMode
 	exitWhenDone bool
 }
 
 func (u *uiFlags) bind(f *pflag.FlagSet) {
-	f.StringVar(&u.mode, "ui", "auto", "live view: auto (tui on a terminal, plain otherwise), tui, plain (progress lines on stderr) or none")
+	f.StringVar(&u.mode, "ui", string(uiAuto), "live view: auto (tui on a terminal, plain otherwise), tui, plain (progress lines on stderr) or none")
 	f.BoolVar(&u.exitWhenDone, "exit-when-done", false, "tui: leave as soon as the run ends instead of waiting for a key")
 }
 
@@ -31,9 +46,9 @@ func (u *uiFlags) bind(f *pflag.FlagSet) {
 // stdin and stdout, and CI logs want lines. An explicit tui without a
 // terminal is a usage error, found before anything runs (the dashboard
 // would otherwise fail mid-run and cut the run short).
-func (u *uiFlags) resolve(stdout io.Writer) (string, error) {
-	switch u.mode {
-	case "tui":
+func (u *uiFlags) resolve(stdout io.Writer) (uiMode, error) {
+	switch uiMode(u.mode) {
+	case uiTUI:
 		if out, ok := stdout.(*os.File); !ok || !term.IsTerminal(int(out.Fd())) {
 			return "", errors.New("--ui tui: standard output is not a terminal; use --ui plain (progress lines) or none")
 		}
@@ -45,19 +60,56 @@ func (u *uiFlags) resolve(stdout io.Writer) (string, error) {
 			}
 			_ = tty.Close()
 		}
-		return u.mode, nil
-	case "plain", "none":
-		return u.mode, nil
-	case "auto":
+		return uiTUI, nil
+	case uiPlain, uiNone:
+		return uiMode(u.mode), nil
+	case uiAuto:
 		out, ok := stdout.(*os.File)
 		if ok && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) &&
 			os.Getenv("CI") == "" && os.Getenv("TERM") != "dumb" {
-			return "tui", nil
+			return uiTUI, nil
 		}
-		return "plain", nil
+		return uiPlain, nil
 	}
 	return "", fmt.Errorf("--ui %q: want auto, tui, plain or none", u.mode)
 }
+
+// view is what shows a run while it goes on: the dashboard, progress
+// lines, or nothing.
+type view interface {
+	// finish ends the view with the run's report.
+	finish(rep *report.Report, reportPath string)
+	// abandon ends the view of a run that ended without a report.
+	abandon()
+}
+
+// attachView starts the view mode asks for on a running flow. src names
+// the run (command, target, rate); the rest is read from live. sink, for
+// run, holds the run's log lines (the dashboard shows them); stop ends the
+// run early (q in the dashboard).
+func attachView(g *globalOptions, mode uiMode, ui uiFlags, every time.Duration, sink *tui.LogSink, live runner.Live, src tui.Source, stop func()) view {
+	switch {
+	case mode == uiTUI:
+		if sink == nil {
+			sink = tui.NewLogSink()
+		}
+		src.Start, src.Recorder, src.Log = live.Start(), live.Recorder(), sink
+		src.Phase = func() string { return string(live.Phase()) }
+		if tl := live.Timeline(); tl != nil {
+			src.Timeline, src.Deployment, src.Revisions = tl, live.Deployment, live.Revisions
+		}
+		return startDashboard(g, sink, src, ui, stop)
+	case mode == uiPlain && every > 0:
+		return progressView{stop: ci.StartProgress(g.stderr, every, live)}
+	}
+	return progressView{stop: func() {}}
+}
+
+// progressView is the plain view: progress lines until the run ends.
+type progressView struct{ stop func() }
+
+func (p progressView) finish(*report.Report, string) { p.stop() }
+func (p progressView) abandon()                      { p.stop() }
 
 // dashboard is the live view of one run: the Bubble Tea program, and the
 // sink that takes the run's log lines while it owns the terminal.
@@ -99,7 +151,7 @@ func (d *dashboard) finish(rep *report.Report, reportPath string) {
 
 // abandon closes the dashboard when the run ended without a report.
 func (d *dashboard) abandon() {
-	d.close(tui.DoneMsg{Verdict: "ERROR", ExitCode: 2, Interrupted: true})
+	d.close(tui.DoneMsg{Verdict: "ERROR", ExitCode: int(exitcode.Usage), Interrupted: true})
 }
 
 // close ends the dashboard with done, waits for it to leave, gives the
@@ -116,10 +168,10 @@ func (d *dashboard) close(done tui.DoneMsg) {
 
 // doneOf is the end screen of a report.
 func doneOf(r *report.Report, reportPath string) tui.Done {
-	d := tui.Done{Verdict: report.VerdictWord(r), ExitCode: int(r.Verdict.ExitCode), Reasons: r.Verdict.Reasons,
+	d := tui.Done{Verdict: render.VerdictWord(r), ExitCode: int(r.Verdict.ExitCode), Reasons: r.Verdict.Reasons,
 		ReportPath: reportPath, Interrupted: r.Verdict.Interrupted}
 	for _, f := range r.Findings {
-		d.Findings = append(d.Findings, tui.Finding{Severity: f.Severity, Title: f.Title, Fix: f.Fix, Static: f.Source == "doctor"})
+		d.Findings = append(d.Findings, tui.Finding{Severity: string(f.Severity), Title: f.Title, Fix: f.Fix, Static: f.Source == report.SourceDoctor})
 	}
 	return d
 }

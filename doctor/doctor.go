@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -40,28 +41,13 @@ const (
 	ShellPID1           = "shell-may-not-forward-sigterm"
 )
 
-// Check is one static check.
-type Check struct{ ID, Title string }
-
-// Checks lists every check in the order they are reported.
-var Checks = []Check{
-	{NoPreStop, "containers keep serving while endpoints propagate (preStop hook)"},
-	{GraceBelowPreStop, "the grace period covers preStop plus the app's drain"},
-	{NoReadiness, "containers have a readiness probe"},
-	{ReadinessIsLiveness, "readiness and liveness probes differ"},
-	{ZeroReadyPossible, "the rollout strategy keeps a ready pod"},
-	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version"},
-	{NoPDB, "a PodDisruptionBudget covers the pods"},
-	{ShellPID1, "the container's main process receives SIGTERM"},
-}
-
 // Input is what the checks read.
 type Input struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service // may be nil
 	PDBs       []policyv1.PodDisruptionBudget
-	// Server version, 0.0 when unknown.
-	Major, Minor int
+	// Server version, zero when unknown.
+	Version advice.Version
 }
 
 // Options tune the checks.
@@ -78,117 +64,197 @@ const DefaultExpectedDrain = 5 * time.Second
 // PodDisruptionBudgets and the server version.
 func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (Input, error) {
 	in := Input{Deployment: t.Deployment, Service: t.Service}
-	pdbs, err := kube.PolicyV1().PodDisruptionBudgets(t.Namespace).List(ctx, metav1.ListOptions{})
+	call, cancel := rollout.Bound(ctx)
+	defer cancel()
+	pdbs, err := kube.PolicyV1().PodDisruptionBudgets(t.Namespace).List(call, metav1.ListOptions{})
 	if err != nil {
 		return in, fmt.Errorf("list poddisruptionbudgets: %w", err)
 	}
 	in.PDBs = pdbs.Items
-	if v, err := kube.Discovery().ServerVersion(); err == nil {
-		in.Major, _ = strconv.Atoi(strings.TrimRight(v.Major, "+"))
-		in.Minor, _ = strconv.Atoi(strings.TrimRight(v.Minor, "+"))
-	}
+	in.Version = rollout.ServerVersion(ctx, kube)
 	return in, nil
 }
 
+// subject is what every check reads, prepared once: the input, the
+// options, the containers behind the Service and the grace period.
+type subject struct {
+	Input
+	opts    Options
+	serving []corev1.Container
+	grace   int64
+}
+
+// check is one static check. run returns its finding, or false when the
+// check passes. The table is the documented list of checks, in report
+// order.
+type check struct {
+	id, title string
+	severity  report.Severity // the finding's usual severity (grace-period can downgrade to warning)
+	run       func(s *subject) (report.Finding, bool)
+}
+
+var checks = []check{
+	{NoPreStop, "containers keep serving while endpoints propagate (preStop hook)", report.SeverityError, checkPreStop},
+	{GraceBelowPreStop, "the grace period covers preStop plus the app's drain", report.SeverityError, checkGrace},
+	{NoReadiness, "containers have a readiness probe", report.SeverityError, checkReadiness},
+	{ReadinessIsLiveness, "readiness and liveness probes differ", report.SeverityWarning, checkReadinessIsLiveness},
+	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Deployment) }},
+	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
+	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
+	{ShellPID1, "the container's main process receives SIGTERM", report.SeverityWarning, checkShell},
+}
+
+// Check is one static check as the documentation and JUnit list it.
+type Check struct{ ID, Title string }
+
+// Checks lists every check in the order they are reported (derived from
+// the table, so the list cannot drift from what runs).
+func Checks() []Check {
+	out := make([]Check, len(checks))
+	for i, c := range checks {
+		out[i] = Check{c.id, c.title}
+	}
+	return out
+}
+
 // Run returns the findings of every check that does not pass, in Checks
-// order, each marked with Source "doctor".
+// order, each marked with Source doctor.
 func Run(in Input, opts Options) []report.Finding {
 	if opts.ExpectedDrain <= 0 {
 		opts.ExpectedDrain = DefaultExpectedDrain
 	}
-	d := in.Deployment
-	spec := d.Spec.Template.Spec
-	serving := servingContainers(spec.Containers, in.Service)
-	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	spec := in.Deployment.Spec.Template.Spec
+	s := &subject{Input: in, opts: opts, serving: servingContainers(spec.Containers, in.Service),
+		grace: int64(corev1.DefaultTerminationGracePeriodSeconds)}
 	if spec.TerminationGracePeriodSeconds != nil {
-		grace = *spec.TerminationGracePeriodSeconds
+		s.grace = *spec.TerminationGracePeriodSeconds
 	}
 	var out []report.Finding
-	add := func(f report.Finding) {
-		f.Source = "doctor"
+	for _, c := range checks {
+		f, found := c.run(s)
+		if !found {
+			continue
+		}
+		f.ID, f.Source = c.id, report.SourceDoctor
+		if f.Severity == "" {
+			f.Severity = c.severity
+		}
 		out = append(out, f)
-	}
-	sleepHook := `lifecycle.preStop.sleep.seconds: 5`
-	if in.Major == 1 && in.Minor > 0 && in.Minor < 30 {
-		sleepHook = `lifecycle.preStop.exec.command: ["sleep", "5"] (the sleep action needs Kubernetes 1.30)`
-	}
-
-	var noHook, noReady, sameProbe, shells []string
-	var graceErr, graceWarn []string
-	for _, c := range serving {
-		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
-			noHook = append(noHook, c.Name)
-		}
-		if c.ReadinessProbe == nil {
-			noReady = append(noReady, c.Name)
-		} else if c.LivenessProbe != nil && reflect.DeepEqual(c.ReadinessProbe.ProbeHandler, c.LivenessProbe.ProbeHandler) {
-			sameProbe = append(sameProbe, c.Name)
-		}
-		if pre, known := preStopSeconds(c); known && pre > 0 {
-			drain := int64(opts.ExpectedDrain / time.Second)
-			switch {
-			case grace <= pre:
-				graceErr = append(graceErr, fmt.Sprintf("container %s: preStop waits %ds, terminationGracePeriodSeconds is %d: the hook uses up the grace period and the app gets only the kubelet's 2 s minimum after SIGTERM", c.Name, pre, grace))
-			case grace < pre+drain:
-				graceWarn = append(graceWarn, fmt.Sprintf("container %s: preStop %ds + expected drain %ds > terminationGracePeriodSeconds %d", c.Name, pre, drain, grace))
-			}
-		}
-		if shellWithoutExec(c) {
-			shells = append(shells, c.Name)
-		}
-	}
-	if len(noHook) > 0 {
-		add(report.Finding{ID: NoPreStop, Severity: "error",
-			Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-			Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-				"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"},
-			Fix: "add a preStop hook that waits for endpoint propagation: " + sleepHook + "; rollprobe run measures the window on your cluster and sizes it"})
-	}
-	if len(graceErr) > 0 {
-		add(report.Finding{ID: GraceBelowPreStop, Severity: "error", Title: "the grace period does not cover the preStop hook",
-			Evidence: graceErr,
-			Fix:      fmt.Sprintf("set terminationGracePeriodSeconds above preStop plus the app's drain time (here at least preStop + %ds)", int(opts.ExpectedDrain.Seconds()))})
-	} else if len(graceWarn) > 0 {
-		add(report.Finding{ID: GraceBelowPreStop, Severity: "warning", Title: "the grace period may not cover preStop plus the app's drain",
-			Evidence: append(graceWarn, "the app is SIGKILLed at the end of the grace period, cutting the requests it is still serving"),
-			Fix:      fmt.Sprintf("raise terminationGracePeriodSeconds to at least preStop + %ds (or pass --expected-drain with the app's real drain time)", int(opts.ExpectedDrain.Seconds()))})
-	}
-	if len(noReady) > 0 {
-		add(report.Finding{ID: NoReadiness, Severity: "error", Title: "no readiness probe: new pods get traffic the moment their process starts",
-			Evidence: []string{fmt.Sprintf("container(s) %s: no readinessProbe; a pod counts as ready as soon as its containers start, before the app listens", strings.Join(noReady, ", "))},
-			Fix:      "add a readinessProbe that checks an endpoint the app serves only when it can take requests (httpGet), and a startupProbe for slow starts"})
-	}
-	if len(sameProbe) > 0 {
-		add(report.Finding{ID: ReadinessIsLiveness, Severity: "warning", Title: "readiness and liveness probes are the same check",
-			Evidence: []string{fmt.Sprintf("container(s) %s: readinessProbe and livenessProbe use the same handler", strings.Join(sameProbe, ", ")),
-				"a pod that should only stop receiving traffic (overloaded, draining) is restarted instead, and a readiness check that may not fail while draining cannot take the pod out early"},
-			Fix: "liveness: the process is not wedged (cheap, generous thresholds); readiness: the app can serve now (fails while starting and while draining)"})
-	}
-	if f, bad := zeroReady(d); bad {
-		f.Source = "doctor"
-		out = append(out, f)
-	}
-	if svc := in.Service; svc != nil && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal &&
-		in.Major == 1 && in.Minor > 0 && in.Minor < 26 {
-		add(report.Finding{ID: ETPLocalBefore126, Severity: "error",
-			Title: "externalTrafficPolicy: Local on a cluster older than 1.26 blackholes traffic at terminating pods",
-			Evidence: []string{fmt.Sprintf("service %s is %s with externalTrafficPolicy Local; the server is v%d.%d", svc.Name, svc.Spec.Type, in.Major, in.Minor),
-				"before 1.26 kube-proxy does not fall back to serving-but-terminating endpoints: a node whose only local pod is terminating drops the load balancer's traffic until its health check fails"},
-			Fix: "upgrade to 1.26+ (ProxyTerminatingEndpoints), or use externalTrafficPolicy: Cluster, or keep the pod serving (preStop sleep) longer than the load balancer's health-check interval x threshold"})
-	}
-	if !coveredByPDB(d, in.PDBs) {
-		add(report.Finding{ID: NoPDB, Severity: "warning", Title: "no PodDisruptionBudget covers the pods",
-			Evidence: []string{fmt.Sprintf("no PodDisruptionBudget in namespace %s selects the labels of deployment %s's pods", d.Namespace, d.Name),
-				"a rollout is bounded by maxUnavailable, but a node drain or cluster upgrade may evict every pod at once"},
-			Fix: fmt.Sprintf("add a PodDisruptionBudget selecting %s with maxUnavailable: 1", labels.Set(d.Spec.Template.Labels))})
-	}
-	if len(shells) > 0 {
-		add(report.Finding{ID: ShellPID1, Severity: "warning", Title: "a shell runs as the main process and may not pass SIGTERM on",
-			Evidence: []string{fmt.Sprintf("container(s) %s: command is a shell script that does not exec the server", strings.Join(shells, ", ")),
-				"a shell as PID 1 ignores SIGTERM unless it traps it: the app never starts its graceful shutdown and is SIGKILLed at the end of the grace period"},
-			Fix: "exec the server from the script (exec ./server ...), or run it directly as the command"})
 	}
 	return out
+}
+
+// containers lists the names of the serving containers for which bad holds.
+func (s *subject) containers(bad func(c corev1.Container) bool) []string {
+	var out []string
+	for _, c := range s.serving {
+		if bad(c) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func checkPreStop(s *subject) (report.Finding, bool) {
+	noHook := s.containers(func(c corev1.Container) bool { return c.Lifecycle == nil || c.Lifecycle.PreStop == nil })
+	if len(noHook) == 0 {
+		return report.Finding{}, false
+	}
+	return report.Finding{
+		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
+		Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"},
+		Fix: "add a preStop hook that waits for endpoint propagation: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) +
+			"; rollprobe run measures the window on your cluster and sizes it"}, true
+}
+
+// DefaultPreStopSeconds is the preStop sleep the doctor suggests before a
+// run has measured the window.
+const DefaultPreStopSeconds = 5
+
+func checkGrace(s *subject) (report.Finding, bool) {
+	var graceErr, graceWarn []string
+	drain := int64(s.opts.ExpectedDrain / time.Second)
+	for _, c := range s.serving {
+		pre, known := preStopSeconds(c)
+		if !known || pre <= 0 {
+			continue
+		}
+		switch {
+		case s.grace <= pre:
+			graceErr = append(graceErr, fmt.Sprintf("container %s: preStop waits %ds, terminationGracePeriodSeconds is %d: the hook uses up the grace period and the app gets only the kubelet's 2 s minimum after SIGTERM", c.Name, pre, s.grace))
+		case s.grace < pre+drain:
+			graceWarn = append(graceWarn, fmt.Sprintf("container %s: preStop %ds + expected drain %ds > terminationGracePeriodSeconds %d", c.Name, pre, drain, s.grace))
+		}
+	}
+	switch {
+	case len(graceErr) > 0:
+		return report.Finding{Severity: report.SeverityError, Title: "the grace period does not cover the preStop hook",
+			Evidence: graceErr,
+			Fix:      fmt.Sprintf("set terminationGracePeriodSeconds above preStop plus the app's drain time (here at least preStop + %ds)", drain)}, true
+	case len(graceWarn) > 0:
+		return report.Finding{Severity: report.SeverityWarning, Title: "the grace period may not cover preStop plus the app's drain",
+			Evidence: append(graceWarn, "the app is SIGKILLed at the end of the grace period, cutting the requests it is still serving"),
+			Fix:      fmt.Sprintf("raise terminationGracePeriodSeconds to at least preStop + %ds (or pass --expected-drain with the app's real drain time)", drain)}, true
+	}
+	return report.Finding{}, false
+}
+
+func checkReadiness(s *subject) (report.Finding, bool) {
+	noReady := s.containers(func(c corev1.Container) bool { return c.ReadinessProbe == nil })
+	if len(noReady) == 0 {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "no readiness probe: new pods get traffic the moment their process starts",
+		Evidence: []string{fmt.Sprintf("container(s) %s: no readinessProbe; a pod counts as ready as soon as its containers start, before the app listens", strings.Join(noReady, ", "))},
+		Fix:      "add a readinessProbe that checks an endpoint the app serves only when it can take requests (httpGet), and a startupProbe for slow starts"}, true
+}
+
+func checkReadinessIsLiveness(s *subject) (report.Finding, bool) {
+	same := s.containers(func(c corev1.Container) bool {
+		return c.ReadinessProbe != nil && c.LivenessProbe != nil && reflect.DeepEqual(c.ReadinessProbe.ProbeHandler, c.LivenessProbe.ProbeHandler)
+	})
+	if len(same) == 0 {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "readiness and liveness probes are the same check",
+		Evidence: []string{fmt.Sprintf("container(s) %s: readinessProbe and livenessProbe use the same handler", strings.Join(same, ", ")),
+			"a pod that should only stop receiving traffic (overloaded, draining) is restarted instead, and a readiness check that may not fail while draining cannot take the pod out early"},
+		Fix: "liveness: the process is not wedged (cheap, generous thresholds); readiness: the app can serve now (fails while starting and while draining)"}, true
+}
+
+func checkETPLocal(s *subject) (report.Finding, bool) {
+	svc := s.Service
+	if svc == nil || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || !s.Version.Before(1, 26) {
+		return report.Finding{}, false
+	}
+	return report.Finding{
+		Title: "externalTrafficPolicy: Local on a cluster older than 1.26 blackholes traffic at terminating pods",
+		Evidence: []string{fmt.Sprintf("service %s is %s with externalTrafficPolicy Local; the server is v%s", svc.Name, svc.Spec.Type, s.Version),
+			"before 1.26 kube-proxy does not fall back to serving-but-terminating endpoints: a node whose only local pod is terminating drops the load balancer's traffic until its health check fails"},
+		Fix: "upgrade to 1.26+ (ProxyTerminatingEndpoints), or use externalTrafficPolicy: Cluster, or keep the pod serving (preStop sleep) longer than the load balancer's health-check interval x threshold"}, true
+}
+
+func checkPDB(s *subject) (report.Finding, bool) {
+	d := s.Deployment
+	if coveredByPDB(d, s.PDBs) {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "no PodDisruptionBudget covers the pods",
+		Evidence: []string{fmt.Sprintf("no PodDisruptionBudget in namespace %s selects the labels of deployment %s's pods", d.Namespace, d.Name),
+			"a rollout is bounded by maxUnavailable, but a node drain or cluster upgrade may evict every pod at once"},
+		Fix: fmt.Sprintf("add a PodDisruptionBudget selecting %s with maxUnavailable: 1", labels.Set(d.Spec.Template.Labels))}, true
+}
+
+func checkShell(s *subject) (report.Finding, bool) {
+	shells := s.containers(shellWithoutExec)
+	if len(shells) == 0 {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "a shell runs as the main process and may not pass SIGTERM on",
+		Evidence: []string{fmt.Sprintf("container(s) %s: command is a shell script that does not exec the server", strings.Join(shells, ", ")),
+			"a shell as PID 1 ignores SIGTERM unless it traps it: the app never starts its graceful shutdown and is SIGKILLed at the end of the grace period"},
+		Fix: "exec the server from the script (exec ./server ...), or run it directly as the command"}, true
 }
 
 // servingContainers are the containers behind the Service's target ports;
@@ -281,7 +347,7 @@ func zeroReady(d *appsv1.Deployment) (report.Finding, bool) {
 	if replicas == 0 {
 		return report.Finding{}, false
 	}
-	f := report.Finding{ID: ZeroReadyPossible, Severity: "error", Title: "the rollout can leave no ready pod"}
+	f := report.Finding{Title: "the rollout can leave no ready pod"}
 	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
 		f.Evidence = []string{"strategy Recreate: every old pod is terminated before any new pod starts"}
 		f.Fix = "use strategy RollingUpdate with maxUnavailable: 0 and maxSurge: 1 (or 25%)"
@@ -325,20 +391,4 @@ func coveredByPDB(d *appsv1.Deployment, pdbs []policyv1.PodDisruptionBudget) boo
 		}
 	}
 	return false
-}
-
-// Severities in increasing order.
-var severities = map[string]int{"info": 0, "warning": 1, "error": 2}
-
-// AtLeast reports whether severity is at or above min ("never" matches none).
-func AtLeast(severity, min string) bool {
-	m, ok := severities[min]
-	return ok && severities[severity] >= m
-}
-
-// ValidFailOn reports whether s is a severity threshold: info, warning,
-// error or never.
-func ValidFailOn(s string) bool {
-	_, ok := severities[s]
-	return ok || s == "never"
 }

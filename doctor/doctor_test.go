@@ -18,7 +18,10 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/render"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -88,7 +91,7 @@ func TestChecks(t *testing.T) {
 			ZeroReadyPossible, "error", "Recreate"},
 		{"ETP Local on 1.25", func(_ *appsv1.Deployment, svc *corev1.Service, in *Input) {
 			svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
-			in.Major, in.Minor = 1, 25
+			in.Version = advice.Version{Major: 1, Minor: 25}
 		}, ETPLocalBefore126, "error", "the server is v1.25"},
 		{"no PDB", func(_ *appsv1.Deployment, _ *corev1.Service, in *Input) {
 			in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"app": "other"}
@@ -100,7 +103,7 @@ func TestChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, svc, pdbs := good()
-			in := Input{Deployment: d, Service: svc, PDBs: pdbs, Major: 1, Minor: 36}
+			in := Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
 			tt.mutate(d, svc, &in)
 			fs := Run(in, Options{})
 			if tt.id == "" {
@@ -113,7 +116,7 @@ func TestChecks(t *testing.T) {
 				t.Fatalf("want exactly %s, got %+v", tt.id, fs)
 			}
 			f := fs[0]
-			if f.ID != tt.id || f.Severity != tt.severity || f.Source != "doctor" || f.Fix == "" {
+			if f.ID != tt.id || string(f.Severity) != tt.severity || f.Source != report.SourceDoctor || f.Fix == "" {
 				t.Fatalf("got %s/%s (source %q), want %s/%s: %+v", f.ID, f.Severity, f.Source, tt.id, tt.severity, f)
 			}
 			if !strings.Contains(strings.Join(f.Evidence, "\n"), tt.evidence) {
@@ -133,7 +136,7 @@ func TestPreStopFixFollowsTheVersion(t *testing.T) {
 	}{{36, "sleep.seconds: 5"}, {29, `exec.command: ["sleep", "5"]`}} {
 		d, svc, pdbs := good()
 		app(d).Lifecycle = nil
-		fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Major: 1, Minor: tc.minor}, Options{})
+		fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: tc.minor}}, Options{})
 		if len(fs) != 1 || !strings.Contains(fs[0].Fix, tc.want) {
 			t.Errorf("1.%d: %+v, want the fix to say %s", tc.minor, fs, tc.want)
 		}
@@ -155,8 +158,8 @@ func TestGather(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.Major != 1 || in.Minor != 25 || len(in.PDBs) != 1 {
-		t.Fatalf("gathered %d.%d with %d PDBs", in.Major, in.Minor, len(in.PDBs))
+	if in.Version != (advice.Version{Major: 1, Minor: 25}) || len(in.PDBs) != 1 {
+		t.Fatalf("gathered %s with %d PDBs", in.Version, len(in.PDBs))
 	}
 }
 
@@ -186,20 +189,9 @@ func TestSchemaKnowsEveryCheck(t *testing.T) {
 	for _, id := range schema.Properties.Findings.Items.Properties.ID.Enum {
 		known[id] = true
 	}
-	for _, c := range Checks {
+	for _, c := range Checks() {
 		if !known[c.ID] {
 			t.Errorf("check %s is not in the report schema's finding ids", c.ID)
-		}
-	}
-}
-
-func TestAtLeast(t *testing.T) {
-	for _, tc := range []struct {
-		sev, min string
-		want     bool
-	}{{"error", "error", true}, {"warning", "error", false}, {"warning", "warning", true}, {"error", "never", false}, {"info", "info", true}} {
-		if got := AtLeast(tc.sev, tc.min); got != tc.want {
-			t.Errorf("AtLeast(%s, %s) = %v", tc.sev, tc.min, got)
 		}
 	}
 }
@@ -209,12 +201,12 @@ func TestAtLeast(t *testing.T) {
 func TestResultGolden(t *testing.T) {
 	d, svc, _ := good()
 	app(d).Lifecycle = nil
-	res := Evaluate(Input{Deployment: d, Service: svc, Major: 1, Minor: 36}, Options{}, "error")
+	res := Evaluate(Input{Deployment: d, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}, Options{}, report.FailOn("error"))
 	if res.Pass {
 		t.Fatal("an error finding passed")
 	}
 	var text bytes.Buffer
-	if err := WriteText(&text, res); err != nil {
+	if err := render.DoctorText(&text, res); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "result.golden.txt", text.Bytes())
@@ -223,7 +215,7 @@ func TestResultGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "result.golden.json", append(js, '\n'))
-	if Evaluate(Input{Deployment: d, Service: svc}, Options{}, "never").Pass != true {
+	if Evaluate(Input{Deployment: d, Service: svc}, Options{}, report.FailNever).Pass != true {
 		t.Error("--fail-on never failed")
 	}
 }

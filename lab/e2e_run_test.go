@@ -33,9 +33,9 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 	cases := []struct {
 		name   string
 		sample string
-		args   []string // beyond the common flags; a trigger with -- goes last
-		exit   int      // -1: 0 or 1, the sample may or may not drop
-		status string   // the report's rollout status
+		args   []string             // beyond the common flags; a trigger with -- goes last
+		exit   int                  // -1: 0 or 1, the sample may or may not drop
+		status report.RolloutStatus // the report's rollout status
 		check  func(t *testing.T, r *runResult)
 	}{
 		{"naive drops and is explained", "naive", nil, 1, "complete", checkNaive},
@@ -294,7 +294,7 @@ func (s *startedRun) wait(t *testing.T) *runResult {
 
 // checkRunReport: the report exists, validates, and says what the rollout
 // did; a complete rollout's timeline has the old pods' deletions.
-func checkRunReport(t *testing.T, r *runResult, status string) {
+func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	t.Helper()
 	if r.repErr != nil {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
@@ -304,7 +304,7 @@ func checkRunReport(t *testing.T, r *runResult, status string) {
 	if rep.Command != "run" || rep.Rollout == nil || rep.Rollout.Status != status {
 		t.Fatalf("rollout %+v, want status %s\n%s", rep.Rollout, status, r.out())
 	}
-	if status != "complete" {
+	if status != report.StatusComplete {
 		return
 	}
 	deletions := 0

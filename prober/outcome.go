@@ -1,10 +1,14 @@
 package prober
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rollprobe/rollprobe/report"
+)
 
 // Class is the outcome of one request. Every attempt ends in exactly one
-// class; the names are part of the report's contract (DESIGN.md) and must not
-// change.
+// class. Its names are the report's (report.ClassNames, the contract owns
+// them); the enum's order is the contract's order.
 type Class uint8
 
 const (
@@ -28,21 +32,13 @@ const (
 // [0, NumClasses) so counters can be arrays indexed by Class.
 const NumClasses = int(numClasses)
 
-var classNames = [numClasses]string{
-	OK:             "ok",
-	Refused:        "refused",
-	ConnectTimeout: "connect_timeout",
-	Reset:          "reset",
-	EOF:            "eof",
-	EOFReused:      "eof_reused",
-	Truncated:      "truncated",
-	Timeout:        "timeout",
-	HTTP5xx:        "http_5xx",
-	HTTPStatus:     "http_status",
-	DNS:            "dns",
-	TLS:            "tls",
-	Local:          "local",
-}
+var classNames = func() (names [numClasses]string) {
+	if len(report.ClassNames) != int(numClasses) {
+		panic("prober: the Class enum and report.ClassNames differ in length")
+	}
+	copy(names[:], report.ClassNames)
+	return names
+}()
 
 func (c Class) String() string {
 	if c < numClasses {

@@ -1,14 +1,18 @@
-// Package report is the model of rollprobe's JSON report (schema
-// rollprobe.report/v1, documented in report.schema.json) and the code that
-// builds it from a prober run, writes it atomically and renders it for
-// people. The field names are a contract with CI gates and other tools.
+// Package report is rollprobe's contract: the JSON report (schema
+// rollprobe.report/v1, documented in report.schema.json) and the doctor's
+// result (rollprobe.doctor/v1), the verdict (Judge, a pure function of the
+// facts), the timeline event, the vocabulary (class names, severities,
+// rollout statuses), and reading and writing reports. The field names are a
+// contract with CI gates and other tools.
+//
+// It is a leaf: it imports no k8s.io package and no other rollprobe package
+// than the leaf helpers beside it (exit codes, atomic files), so a program
+// that reads rollprobe's reports imports it and nothing else. Renderings for
+// people live in report/render; the domain packages fill these types.
 package report
 
 import (
 	"time"
-
-	"github.com/rollprobe/rollprobe/ci"
-	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // Schema identifies this version of the report format.
@@ -33,14 +37,14 @@ type Report struct {
 	Series      []SeriesRow `json:"series"`
 	Failures    []Failure   `json:"failures"`
 	FailureInfo FailureInfo `json:"failures_info"`
-	Verdict     ci.Verdict  `json:"verdict"`
+	Verdict     Verdict     `json:"verdict"`
 
 	// Sections of rollprobe run.
-	Rollout  *Rollout        `json:"rollout,omitempty"`
-	Timeline []rollout.Event `json:"timeline,omitempty"`
-	Outages  []Outage        `json:"outages,omitempty"`
-	Pods     []PodTraffic    `json:"pods,omitempty"`
-	Findings []Finding       `json:"findings,omitempty"`
+	Rollout  *Rollout     `json:"rollout,omitempty"`
+	Timeline []Event      `json:"timeline,omitempty"`
+	Outages  []Outage     `json:"outages,omitempty"`
+	Pods     []PodTraffic `json:"pods,omitempty"`
+	Findings []Finding    `json:"findings,omitempty"`
 }
 
 // Outage is a contiguous burst of failed requests.
@@ -72,24 +76,26 @@ type PodTraffic struct {
 // Finding explains a cause with evidence and a concrete fix.
 type Finding struct {
 	ID       string   `json:"id"`
-	Severity string   `json:"severity"` // error, warning, info
+	Severity Severity `json:"severity"`
 	Title    string   `json:"title"`
 	Evidence []string `json:"evidence"`
 	Fix      string   `json:"fix"`
 	Pods     []string `json:"pods,omitempty"`
-	// Source is "doctor" for a static check of the configuration; empty
-	// for what the run's traffic showed.
-	Source string `json:"source,omitempty"`
+	// Source is SourceDoctor for a static check of the configuration;
+	// empty (SourceTraffic) for what the run's traffic showed.
+	Source Source `json:"source,omitempty"`
 }
 
 // Rollout is what happened to the Deployment during a run.
 type Rollout struct {
-	Namespace  string `json:"namespace"`
-	Deployment string `json:"deployment"`
-	Service    string `json:"service"`
-	Trigger    string `json:"trigger"`
-	// Status: complete, failed, timed_out, interrupted or not_started.
-	Status        string     `json:"status"`
+	Namespace  string        `json:"namespace"`
+	Deployment string        `json:"deployment"`
+	Service    string        `json:"service"`
+	Trigger    string        `json:"trigger"`
+	Status     RolloutStatus `json:"status"`
+	// ServerVersion is the cluster's Kubernetes version ("1.36"), which
+	// the advice is written for; empty if it could not be read.
+	ServerVersion string     `json:"server_version,omitempty"`
 	Message       string     `json:"message,omitempty"`
 	OldRevision   string     `json:"old_revision,omitempty"`
 	NewRevision   string     `json:"new_revision,omitempty"`
@@ -109,7 +115,7 @@ type Config struct {
 	RunID            string  `json:"run_id"`
 	Method           string  `json:"method"`
 	Conn             string  `json:"conn"`
-	Model            string  `json:"model"` // "open" (paced) or "closed"
+	Model            Model   `json:"model"`
 	Rate             float64 `json:"rate"`
 	Concurrency      int     `json:"concurrency,omitempty"`
 	DurationS        float64 `json:"duration_s"`

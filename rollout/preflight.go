@@ -48,6 +48,8 @@ func RequiredPermissions(trigger Trigger) []Permission {
 // CheckPermissions asks the apiserver (SelfSubjectAccessReview) whether the
 // caller holds every permission, and names each one it lacks.
 func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace string, perms []Permission) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
 	var missing []string
 	for _, p := range perms {
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

@@ -2,16 +2,23 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollprobe/rollprobe/advice"
 )
 
 // Target is the Deployment under test and the Service in front of it.
@@ -41,6 +48,8 @@ func ParseDeploymentRef(ref, defaultNS string) (ns, name string, err error) {
 // Service is the one whose selector matches the Deployment's pod template;
 // none or several is an error naming the candidates.
 func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, service string) (*Target, error) {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
 	d, err := kube.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deployment %s/%s not found", ns, deployment)
@@ -105,4 +114,40 @@ func PodSelector(d *appsv1.Deployment) (string, error) {
 		return "", fmt.Errorf("deployment %s selector: %w", d.Name, err)
 	}
 	return sel.String(), nil
+}
+
+// ServerVersion reads the cluster's Kubernetes version, bounded by ctx; the
+// zero Version when it cannot be read (the advice then names both forms).
+func ServerVersion(ctx context.Context, kube kubernetes.Interface) advice.Version {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	var info version.Info
+	if rc := kube.Discovery().RESTClient(); rc != nil && !reflect.ValueOf(rc).IsNil() {
+		body, err := rc.Get().AbsPath("/version").Do(ctx).Raw()
+		if err != nil || json.Unmarshal(body, &info) != nil {
+			return advice.Version{}
+		}
+	} else { // fake clientsets have no REST client
+		v, err := kube.Discovery().ServerVersion()
+		if err != nil {
+			return advice.Version{}
+		}
+		info = *v
+	}
+	major, err1 := strconv.Atoi(strings.TrimRight(info.Major, "+"))
+	minor, err2 := strconv.Atoi(strings.TrimRight(info.Minor, "+"))
+	if err1 != nil || err2 != nil {
+		return advice.Version{}
+	}
+	return advice.Version{Major: major, Minor: minor}
+}
+
+// CallTimeout bounds one Kubernetes API call (or one short sequence of
+// them): a server that accepts connections and never answers must not hang
+// a command. Watches are not calls: their bound is the run's.
+const CallTimeout = 30 * time.Second
+
+// Bound gives ctx the CallTimeout unless it already ends sooner.
+func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, CallTimeout)
 }

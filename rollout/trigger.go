@@ -104,6 +104,8 @@ func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ns, name str
 }
 
 func strategicPatch(ctx context.Context, kube kubernetes.Interface, ns, name string, patch []byte) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
 	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("patch deployment %s/%s: %w", ns, name, err)
 	}

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Watcher observes the target with informers (resync 0: only real changes)
@@ -35,6 +36,10 @@ type Watcher struct {
 	mu         sync.Mutex
 	deployment *appsv1.Deployment
 	seenRS     map[string]bool
+
+	// changed has a token whenever the Deployment, a ReplicaSet or a pod
+	// changed since the last receive (capacity 1: changes coalesce).
+	changed chan struct{}
 }
 
 // ServiceNameLabel links an EndpointSlice to its Service.
@@ -46,7 +51,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{target: t, tl: tl, now: tl.now, deployment: t.Deployment, seenRS: map[string]bool{}}
+	w := &Watcher{target: t, tl: tl, now: tl.now, deployment: t.Deployment, seenRS: map[string]bool{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s })
@@ -70,7 +75,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 		// The reflector resumes the watch itself (relist, backoff); the
 		// default handler would only log it, on stderr, under a live view.
 		_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-			w.tl.Add(Event{Kind: WatchError, Detail: fmt.Sprintf("%s watch: %v (resuming)", name, err)})
+			w.tl.Add(report.Event{Kind: report.WatchError, Detail: fmt.Sprintf("%s watch: %v (resuming)", name, err)})
 		})
 	}
 	handlers := []struct {
@@ -78,8 +83,12 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 		h   cache.ResourceEventHandler
 	}{
 		{w.deploys, cache.ResourceEventHandlerFuncs{AddFunc: w.onDeployment, UpdateFunc: func(_, n any) { w.onDeployment(n) }}},
-		{w.sets, cache.ResourceEventHandlerFuncs{AddFunc: w.onReplicaSet}},
-		{w.pods, cache.ResourceEventHandlerFuncs{AddFunc: w.onPodAdd, UpdateFunc: w.onPodUpdate, DeleteFunc: w.onPodDelete}},
+		{w.sets, cache.ResourceEventHandlerFuncs{AddFunc: w.onReplicaSet, UpdateFunc: func(_, n any) { w.onReplicaSet(n) }}},
+		{w.pods, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(n any) { w.onPodAdd(n); w.notify() },
+			UpdateFunc: func(o, n any) { w.onPodUpdate(o, n); w.notify() },
+			DeleteFunc: func(o any) { w.onPodDelete(o); w.notify() },
+		}},
 		{slices, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(n any) { w.onSlice(nil, n) },
 			UpdateFunc: w.onSlice,
@@ -95,16 +104,20 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	return w, nil
 }
 
-// Start runs the informers and waits for their caches to fill. They run
-// until Stop (or ctx ends).
-func (w *Watcher) Start(ctx context.Context) error {
+// Start runs the informers until Stop (or ctx ends) and waits for their
+// caches to fill, at most until sync ends (a server that never answers
+// must not hang the caller).
+func (w *Watcher) Start(ctx, sync context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.started = w.now()
 	for _, f := range w.factories {
 		f.Start(ctx.Done())
 	}
+	syncCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(sync, cancel)()
 	for _, f := range w.factories {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		for typ, ok := range f.WaitForCacheSync(syncCtx.Done()) {
 			if !ok {
 				return fmt.Errorf("watch %v: caches did not sync", typ)
 			}
@@ -161,11 +174,25 @@ func (w *Watcher) NewRevision() string {
 	return ""
 }
 
+// Changed receives a token after the Deployment, one of its ReplicaSets or
+// one of its pods changed: a waiter re-reads Deployment, Pods and
+// NewRevision then, instead of polling (kubectl's UntilWithSync model).
+// Tokens coalesce: one receive may stand for many changes.
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
+
+func (w *Watcher) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
 func (w *Watcher) onDeployment(obj any) {
 	if d, ok := obj.(*appsv1.Deployment); ok {
 		w.mu.Lock()
 		w.deployment = d
 		w.mu.Unlock()
+		w.notify()
 	}
 }
 
@@ -174,18 +201,19 @@ func (w *Watcher) onReplicaSet(obj any) {
 	if !ok || !metav1.IsControlledBy(rs, w.target.Deployment) {
 		return
 	}
+	defer w.notify()
 	w.mu.Lock()
 	seen := w.seenRS[rs.Name]
 	w.seenRS[rs.Name] = true
 	w.mu.Unlock()
 	if !seen && rs.CreationTimestamp.Time.After(w.started.Add(-2*time.Second)) {
-		w.tl.Add(Event{Kind: RevisionCreated, Revision: rs.Labels[PodTemplateHashLabel], Server: ptrTime(rs.CreationTimestamp),
+		w.tl.Add(report.Event{Kind: report.RevisionCreated, Revision: rs.Labels[PodTemplateHashLabel], Server: ptrTime(rs.CreationTimestamp),
 			Detail: "revision " + rs.Annotations[RevisionAnnotation]})
 	}
 }
 
-func podEvent(kind EventKind, p *corev1.Pod) Event {
-	return Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP}
+func podEvent(kind report.EventKind, p *corev1.Pod) report.Event {
+	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP}
 }
 
 func (w *Watcher) onPodAdd(obj any) {
@@ -194,17 +222,17 @@ func (w *Watcher) onPodAdd(obj any) {
 		return
 	}
 	// Pods that existed before we looked are the starting state.
-	kind := PodCreated
+	kind := report.PodCreated
 	if w.started.IsZero() || p.CreationTimestamp.Time.Before(w.started.Add(-2*time.Second)) {
-		kind = PodPresent
+		kind = report.PodPresent
 	}
 	e := podEvent(kind, p)
 	e.Server = ptrTime(p.CreationTimestamp)
-	if kind == PodPresent {
-		e.Detail = "ready=" + strconv.FormatBool(podReady(p))
+	if kind == report.PodPresent {
+		e.Ready = podReady(p)
 	}
 	w.tl.Add(e)
-	if kind == PodCreated {
+	if kind == report.PodCreated {
 		w.onPodUpdate(&corev1.Pod{ObjectMeta: p.ObjectMeta}, p)
 	}
 }
@@ -216,7 +244,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		return
 	}
 	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
-		e := podEvent(PodScheduled, n)
+		e := podEvent(report.PodScheduled, n)
 		e.Detail = "node " + n.Spec.NodeName
 		w.tl.Add(e)
 	}
@@ -227,24 +255,24 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 	for _, cs := range n.Status.ContainerStatuses {
 		prev := old[cs.Name]
 		if r := cs.State.Running; r != nil && (prev.State.Running == nil || !prev.State.Running.StartedAt.Equal(&r.StartedAt)) {
-			e := podEvent(ContainerStarted, n)
+			e := podEvent(report.ContainerStarted, n)
 			e.Server, e.Detail = ptrTime(r.StartedAt), "container "+cs.Name
 			w.tl.Add(e)
 		}
 		if term := cs.State.Terminated; term != nil && prev.State.Terminated == nil {
-			e := podEvent(ContainerTerminated, n)
+			e := podEvent(report.ContainerTerminated, n)
 			code := term.ExitCode
 			e.Server, e.ExitCode, e.Reason, e.Detail = ptrTime(term.FinishedAt), &code, term.Reason, "container "+cs.Name
-			if code == 137 {
+			if code == report.SIGKILLExitCode {
 				e.Detail += " (SIGKILL)"
 			}
 			w.tl.Add(e)
 		}
 	}
 	if was, is := podReady(o), podReady(n); was != is {
-		kind := PodUnready
+		kind := report.PodUnready
 		if is {
-			kind = PodReady
+			kind = report.PodReady
 		}
 		e := podEvent(kind, n)
 		if c := podCondition(n, corev1.PodReady); c != nil {
@@ -253,7 +281,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		w.tl.Add(e)
 	}
 	if o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-		e := podEvent(PodDeletionRequested, n)
+		e := podEvent(report.PodDeletionRequested, n)
 		grace := int64(30)
 		if n.DeletionGracePeriodSeconds != nil {
 			grace = *n.DeletionGracePeriodSeconds
@@ -270,7 +298,7 @@ func (w *Watcher) onPodDelete(obj any) {
 		obj = t.Obj
 	}
 	if p, ok := obj.(*corev1.Pod); ok {
-		w.tl.Add(podEvent(PodGone, p))
+		w.tl.Add(podEvent(report.PodGone, p))
 	}
 }
 
@@ -314,29 +342,28 @@ func sliceEndpoints(obj any) map[string]endpointState {
 // change of ready, serving and terminating (what kube-proxy acts on).
 func (w *Watcher) onSlice(oldObj, newObj any) {
 	before, after := sliceEndpoints(oldObj), sliceEndpoints(newObj)
-	ev := func(kind EventKind, st endpointState) {
-		w.tl.Add(Event{Kind: kind, Pod: st.pod, IP: st.ip,
-			Detail: fmt.Sprintf("ready=%v serving=%v terminating=%v", st.ready, st.serving, st.terminating)})
+	ev := func(kind report.EventKind, st endpointState) {
+		w.tl.Add(report.Event{Kind: kind, Pod: st.pod, IP: st.ip, Ready: st.ready, Serving: st.serving, Terminating: st.terminating})
 	}
 	for key, n := range after {
 		o, existed := before[key]
 		if !existed {
-			ev(EndpointAdded, n)
+			ev(report.EndpointAdded, n)
 			continue
 		}
 		if o.ready != n.ready {
-			ev(map[bool]EventKind{true: EndpointReady, false: EndpointUnready}[n.ready], n)
+			ev(map[bool]report.EventKind{true: report.EndpointReady, false: report.EndpointUnready}[n.ready], n)
 		}
 		if o.serving != n.serving {
-			ev(map[bool]EventKind{true: EndpointServing, false: EndpointNotServing}[n.serving], n)
+			ev(map[bool]report.EventKind{true: report.EndpointServing, false: report.EndpointNotServing}[n.serving], n)
 		}
 		if !o.terminating && n.terminating {
-			ev(EndpointTerminating, n)
+			ev(report.EndpointTerminating, n)
 		}
 	}
 	for key, o := range before {
 		if _, ok := after[key]; !ok {
-			ev(EndpointRemoved, o)
+			ev(report.EndpointRemoved, o)
 		}
 	}
 }
@@ -352,7 +379,7 @@ func (w *Watcher) onEvent(obj any) {
 	if !relevant {
 		return
 	}
-	w.tl.Add(Event{Kind: KubeEvent, Pod: podName(ref), Reason: e.Reason, Detail: ref.Kind + " " + ref.Name + ": " + e.Message})
+	w.tl.Add(report.Event{Kind: report.KubeEvent, Pod: podName(ref), Reason: e.Reason, Detail: ref.Kind + " " + ref.Name + ": " + e.Message})
 }
 
 func podName(ref corev1.ObjectReference) string {

@@ -17,13 +17,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/report"
 )
 
-func waitKinds(t *testing.T, tl *Timeline, want ...EventKind) []Event {
+func waitKinds(t *testing.T, tl *Timeline, want ...report.EventKind) []report.Event {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var got []EventKind
+		var got []report.EventKind
 		for _, e := range tl.Events() {
 			got = append(got, e.Kind)
 		}
@@ -45,14 +47,14 @@ func startWatcher(t *testing.T, ctx context.Context, kube *fake.Clientset, d *ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(ctx); err != nil {
+	if err := w.Start(ctx, ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	return tl
 }
 
-func containsInOrder(got, want []EventKind) bool {
+func containsInOrder(got, want []report.EventKind) bool {
 	i := 0
 	for _, g := range got {
 		if i < len(want) && g == want[i] {
@@ -91,7 +93,7 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 		}
 	}
 	update()
-	waitKinds(t, tl, PodCreated, PodScheduled, ContainerStarted, PodReady)
+	waitKinds(t, tl, report.PodCreated, report.PodScheduled, report.ContainerStarted, report.PodReady)
 
 	slices := kube.DiscoveryV1().EndpointSlices("prod")
 	slice := &discoveryv1.EndpointSlice{
@@ -103,7 +105,7 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	if _, err := slices.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitKinds(t, tl, EndpointAdded)
+	waitKinds(t, tl, report.EndpointAdded)
 
 	// Deletion requested with a 30 s grace period; the endpoint turns
 	// not-ready but keeps serving (readiness still passes) and terminating.
@@ -126,32 +128,32 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	}
 	// Pod and EndpointSlice events come through different informers: each
 	// stream is ordered, their interleaving is not.
-	waitKinds(t, tl, PodDeletionRequested, ContainerTerminated, PodUnready, PodGone)
-	events := waitKinds(t, tl, EndpointAdded, EndpointUnready, EndpointTerminating, EndpointRemoved)
+	waitKinds(t, tl, report.PodDeletionRequested, report.ContainerTerminated, report.PodUnready, report.PodGone)
+	events := waitKinds(t, tl, report.EndpointAdded, report.EndpointUnready, report.EndpointTerminating, report.EndpointRemoved)
 
 	for _, e := range events {
 		switch e.Kind {
-		case PodDeletionRequested:
+		case report.PodDeletionRequested:
 			if e.Detail != "grace 30s" || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
 				t.Errorf("deletion event %+v: want the request time (deadline minus grace)", e)
 			}
-		case ContainerTerminated:
+		case report.ContainerTerminated:
 			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" {
 				t.Errorf("terminated event %+v", e)
 			}
-		case EndpointUnready:
-			if e.Pod != pod.Name || e.IP != "10.0.0.5" || e.Detail != "ready=false serving=true terminating=true" {
+		case report.EndpointUnready:
+			if e.Pod != pod.Name || e.IP != "10.0.0.5" || e.Ready || !e.Serving || !e.Terminating || e.Detail != "" {
 				t.Errorf("endpoint event %+v", e)
 			}
 		}
 		if e.At.IsZero() {
 			t.Errorf("event %s without receive time", e.Kind)
 		}
-		if e.Pod != "" && e.Kind != EndpointUnready && e.Kind != EndpointAdded && e.Kind != EndpointTerminating && e.Kind != EndpointRemoved && e.Revision != "abc" {
+		if e.Pod != "" && e.Kind != report.EndpointUnready && e.Kind != report.EndpointAdded && e.Kind != report.EndpointTerminating && e.Kind != report.EndpointRemoved && e.Revision != "abc" {
 			t.Errorf("%s: revision %q, want abc", e.Kind, e.Revision)
 		}
 	}
-	if got := len(Kinds(events, EndpointServing, EndpointNotServing)); got != 0 {
+	if got := len(Kinds(events, report.EndpointServing, report.EndpointNotServing)); got != 0 {
 		t.Errorf("serving never changed, yet %d serving events", got)
 	}
 }
@@ -159,7 +161,7 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 func TestTimelineSince(t *testing.T) {
 	tl := NewTimeline(func() time.Time { return time.Unix(100, 0) })
 	for i := 0; i < 3; i++ {
-		tl.Add(Event{Kind: PodCreated, Pod: fmt.Sprint(i)})
+		tl.Add(report.Event{Kind: report.PodCreated, Pod: fmt.Sprint(i)})
 	}
 	if got := tl.Since(1); len(got) != 2 || got[0].Pod != "1" || !got[0].At.Equal(time.Unix(100, 0)) {
 		t.Fatalf("Since(1) = %+v", got)
@@ -185,15 +187,15 @@ func TestWatcherRecordsAndResumesABrokenWatch(t *testing.T) {
 		return false, nil, nil
 	})
 	tl := startWatcher(t, ctx, kube, d, svc)
-	waitKinds(t, tl, WatchError)
+	waitKinds(t, tl, report.WatchError)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
 		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}}
 	if _, err := kube.CoreV1().Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	events := waitKinds(t, tl, WatchError, PodCreated)
+	events := waitKinds(t, tl, report.WatchError, report.PodCreated)
 	for _, e := range events {
-		if e.Kind == WatchError && !strings.Contains(e.Detail, "pods watch") {
+		if e.Kind == report.WatchError && !strings.Contains(e.Detail, "pods watch") {
 			t.Errorf("watch error %q does not say which watch broke", e.Detail)
 		}
 	}

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/internal/faultserver"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -52,7 +52,7 @@ func fakeKube(denied map[string]bool, objs ...runtime.Object) *fake.Clientset {
 	return kube
 }
 
-func config(t *testing.T, kube *fake.Clientset, path string) Config {
+func config(t *testing.T, kube *fake.Clientset, path string) RolloutConfig {
 	t.Helper()
 	srv, err := faultserver.Start("web-0")
 	if err != nil {
@@ -62,8 +62,8 @@ func config(t *testing.T, kube *fake.Clientset, path string) Config {
 	probe := prober.DefaultConfig()
 	probe.Target, _ = url.Parse(srv.URL(path))
 	probe.Rate = 50
-	return Config{Kube: kube, Namespace: "prod", Deployment: "web", Trigger: rollout.Restart{}, Probe: probe,
-		Baseline: 100 * time.Millisecond, Settle: 0, Wait: 300 * time.Millisecond, Timeout: time.Second,
+	return RolloutConfig{Kube: kube, Namespace: "prod", Deployment: "web", Trigger: rollout.Restart{}, Probe: probe,
+		Baseline: 100 * time.Millisecond, Settle: 0, Wait: 300 * time.Millisecond, Timeout: 3 * time.Second,
 		Tool: report.Tool{Name: "rollprobe", Version: "test"}}
 }
 
@@ -101,9 +101,9 @@ func TestPreflightChangesNothing(t *testing.T) {
 				tt.mutate(d)
 			}
 			kube := fakeKube(tt.denied, d, svc)
-			rep, err := Run(context.Background(), config(t, kube, tt.path))
-			if rep != nil || err == nil || ci.CodeOf(err) != ci.ExitUsage || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, ci.CodeOf(err), tt.want)
+			rep, err := run(context.Background(), config(t, kube, tt.path))
+			if rep != nil || err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, exitcode.Of(err), tt.want)
 			}
 			if w := writes(kube); len(w) > 0 {
 				t.Fatalf("preflight failed, yet it wrote: %v", w)
@@ -113,8 +113,8 @@ func TestPreflightChangesNothing(t *testing.T) {
 	t.Run("no deployment", func(t *testing.T) {
 		_, svc := objects()
 		kube := fakeKube(nil, svc)
-		_, err := Run(context.Background(), config(t, kube, "/ok"))
-		if ci.CodeOf(err) != ci.ExitUsage || !strings.Contains(err.Error(), "deployment prod/web not found") {
+		_, err := run(context.Background(), config(t, kube, "/ok"))
+		if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "deployment prod/web not found") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -126,11 +126,11 @@ func TestPreflightChangesNothing(t *testing.T) {
 func TestTimeoutIsARolloutFailure(t *testing.T) {
 	d, svc := objects()
 	kube := fakeKube(nil, d, svc)
-	rep, err := Run(context.Background(), config(t, kube, "/ok"))
+	rep, err := run(context.Background(), config(t, kube, "/ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != "timed_out" || rep.Verdict.ExitCode != ci.ExitRolloutFailed || rep.Totals.Sent == 0 || rep.Totals.Failed != 0 {
+	if rep.Rollout.Status != report.StatusTimedOut || rep.Verdict.ExitCode != exitcode.RolloutFailed || rep.Totals.Sent == 0 || rep.Totals.Failed != 0 {
 		t.Fatalf("rollout %+v verdict %+v totals %+v", rep.Rollout, rep.Verdict, rep.Totals)
 	}
 	got, err := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
@@ -139,14 +139,14 @@ func TestTimeoutIsARolloutFailure(t *testing.T) {
 	}
 	static := 0
 	for _, f := range rep.Findings {
-		if f.Source == "doctor" {
+		if f.Source == report.SourceDoctor {
 			static++
 		}
 	}
 	if static == 0 {
 		t.Errorf("no doctor findings in the report (the objects have no probes, no preStop): %+v", rep.Findings)
 	}
-	if !hasEvent(rep, rollout.RolloutTriggered) || !hasEvent(rep, rollout.RolloutFailed) {
+	if !hasEvent(rep, report.RolloutTriggered) || !hasEvent(rep, report.RolloutFailed) {
 		t.Errorf("timeline %+v", rep.Timeline)
 	}
 }
@@ -157,12 +157,12 @@ func TestWatchWithoutRollout(t *testing.T) {
 	kube := fakeKube(nil, d, svc)
 	cfg := config(t, kube, "/ok")
 	cfg.Trigger = rollout.Watch{}
-	rep, err := Run(context.Background(), cfg)
+	rep, err := run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != "not_started" || !strings.Contains(rep.Rollout.Message, "no rollout started within --wait") ||
-		rep.Verdict.ExitCode != ci.ExitRolloutFailed {
+	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "no rollout started within --wait") ||
+		rep.Verdict.ExitCode != exitcode.RolloutFailed {
 		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
 	}
 	if w := writes(kube); len(w) > 0 {
@@ -177,26 +177,66 @@ func TestCancelYieldsAnInterruptedReport(t *testing.T) {
 	cfg := config(t, kube, "/ok")
 	cfg.Timeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.OnStart = func(live Live) {
-		if live.Phase() != PhaseBaseline || live.Prober == nil || live.Deployment().Name != "web" {
-			t.Errorf("live at start: phase %q, deployment %v", live.Phase(), live.Deployment())
-		}
-		time.AfterFunc(500*time.Millisecond, cancel)
+	r, err := StartRollout(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rep, err := Run(ctx, cfg)
+	live := r.Live()
+	if live.Phase() != PhaseBaseline || live.Recorder() == nil || live.Deployment().Name != "web" || live.Timeline() == nil {
+		t.Errorf("live at start: phase %q, deployment %v", live.Phase(), live.Deployment())
+	}
+	time.AfterFunc(500*time.Millisecond, cancel)
+	rep, err := r.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	if rep == nil || !rep.Interrupted || rep.Rollout.Status != "interrupted" || rep.Verdict.ExitCode != ci.ExitInterrupted {
+	if rep == nil || !rep.Interrupted || rep.Rollout.Status != report.StatusInterrupted || rep.Verdict.ExitCode != exitcode.Interrupted {
 		t.Fatalf("report %+v", rep)
 	}
 }
 
-func hasEvent(r *report.Report, kind rollout.EventKind) bool {
+func hasEvent(r *report.Report, kind report.EventKind) bool {
 	for _, e := range r.Timeline {
 		if e.Kind == kind {
 			return true
 		}
 	}
 	return false
+}
+
+// run starts the rollout flow and waits for its report.
+func run(ctx context.Context, cfg RolloutConfig) (*report.Report, error) {
+	r, err := StartRollout(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return r.Wait()
+}
+
+// The probe flow: the live handle counts while it runs, Wait gives the
+// report with its verdict.
+func TestProbeFlow(t *testing.T) {
+	srv, err := faultserver.Start("web-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cfg := prober.DefaultConfig()
+	cfg.Target, _ = url.Parse(srv.URL("/status/503"))
+	cfg.Rate, cfg.Duration = 100, 300*time.Millisecond
+	r, err := StartProbe(context.Background(), ProbeConfig{Probe: cfg, Tool: report.Tool{Name: "rollprobe", Version: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Live().Phase() != PhaseProbing || r.Live().Timeline() != nil || r.Live().Deployment() != nil {
+		t.Errorf("a probe's live handle: phase %q", r.Live().Phase())
+	}
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Live().Phase() != PhaseDone || rep.Command != "probe" || rep.Totals.ByClass["http_5xx"] != rep.Totals.Sent ||
+		rep.Totals.Sent == 0 || rep.Verdict.ExitCode != exitcode.Failures || rep.Rollout != nil {
+		t.Fatalf("phase %q, report %+v", r.Live().Phase(), rep.Totals)
+	}
 }

@@ -11,7 +11,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -25,9 +27,13 @@ type Source struct {
 	Recorder        *prober.Recorder
 	Timeline        *rollout.Timeline         // nil for probe
 	Deployment      func() *appsv1.Deployment // nil for probe
-	Phase           func() string
-	Log             *LogSink // lines the run logged; may be nil
-	Now             func() time.Time
+	// Revisions are the pod-template-hashes of the revision the run
+	// started from and of the current one (the runner's rule); nil for
+	// probe.
+	Revisions func() (old, current string)
+	Phase     func() string
+	Log       *LogSink // lines the run logged; may be nil
+	Now       func() time.Time
 }
 
 // ChartSeconds bounds the seconds a Snapshot carries: more than a chart
@@ -44,10 +50,8 @@ const latencyEvery = 500 * time.Millisecond
 type Sampler struct {
 	src Source
 
-	events   int // timeline events consumed
-	pods     map[string]*Pod
-	created  map[string]time.Time
-	order    []string
+	events   int            // timeline events consumed
+	pods     *analysis.Pods // the one fold of pod state over the timeline
 	marks    []Mark
 	log      []LogLine
 	sinkSeen int
@@ -69,7 +73,7 @@ func NewSampler(src Source) *Sampler {
 	if src.Now == nil {
 		src.Now = time.Now
 	}
-	return &Sampler{src: src, pods: map[string]*Pod{}, created: map[string]time.Time{}, outageClass: map[string]uint64{}}
+	return &Sampler{src: src, pods: analysis.NewPods(), outageClass: map[string]uint64{}}
 }
 
 // Sample reads the sources once and returns the frame's data.
@@ -193,104 +197,64 @@ func (s *Sampler) closeOutage() {
 	s.inOutage = false
 }
 
-func (s *Sampler) pod(name, rev string, at time.Time) *Pod {
-	p := s.pods[name]
-	if p == nil {
-		p = &Pod{Name: name}
-		s.pods[name] = p
-		s.created[name] = at
-		s.order = append(s.order, name)
-	}
-	if p.Revision == "" {
-		p.Revision = rev
-	}
-	return p
-}
-
-// event folds a timeline event into pod states, marks and the log.
-func (s *Sampler) event(e rollout.Event) {
+// event folds a timeline event into the pod states (analysis.Pods), the
+// marks and the log.
+func (s *Sampler) event(e report.Event) {
+	s.pods.Apply(e)
 	at := e.At.Sub(s.src.Start)
 	sec := int(max(0, at/time.Second))
 	logf := func(bad bool, format string, args ...any) {
 		s.log = append(s.log, LogLine{At: at, Text: fmt.Sprintf(format, args...), Bad: bad})
 	}
 	switch e.Kind {
-	case rollout.PodPresent:
-		p := s.pod(e.Pod, e.Revision, e.At)
-		p.Ready = strings.Contains(e.Detail, "ready=true")
-	case rollout.PodCreated:
-		s.pod(e.Pod, e.Revision, e.At)
+	case report.PodCreated:
 		logf(false, "pod %s created", e.Pod)
-	case rollout.PodReady:
-		s.pod(e.Pod, e.Revision, e.At).Ready = true
+	case report.PodReady:
 		s.marks = append(s.marks, Mark{sec, MarkReady})
 		logf(false, "pod %s ready", e.Pod)
-	case rollout.PodUnready:
-		s.pod(e.Pod, e.Revision, e.At).Ready = false
+	case report.PodUnready:
 		logf(false, "pod %s unready", e.Pod)
-	case rollout.PodDeletionRequested:
-		s.pod(e.Pod, e.Revision, e.At).Terminating = true
+	case report.PodDeletionRequested:
 		s.marks = append(s.marks, Mark{sec, MarkDeleted})
 		logf(false, "pod %s deletion requested (%s)", e.Pod, e.Detail)
-	case rollout.ContainerTerminated:
+	case report.ContainerTerminated:
 		code := int32(-1)
 		if e.ExitCode != nil {
 			code = *e.ExitCode
 		}
-		logf(code == 137, "pod %s: container exited %d %s", e.Pod, code, e.Reason)
-	case rollout.PodGone:
-		p := s.pod(e.Pod, e.Revision, e.At)
-		p.Gone, p.Ready, p.Serving = true, false, false
+		logf(e.Killed(), "pod %s: container exited %d %s", e.Pod, code, e.Reason)
+	case report.PodGone:
 		logf(false, "pod %s gone", e.Pod)
-	case rollout.EndpointAdded, rollout.EndpointReady, rollout.EndpointUnready, rollout.EndpointServing,
-		rollout.EndpointNotServing, rollout.EndpointTerminating:
-		if e.Pod != "" {
-			p := s.pod(e.Pod, e.Revision, e.At)
-			p.Serving = strings.Contains(e.Detail, "serving=true")
-			if strings.Contains(e.Detail, "terminating=true") {
-				p.Terminating = true
-			}
-		}
-		if e.Kind == rollout.EndpointTerminating {
-			logf(false, "endpoint %s terminating (%s)", e.Pod, e.Detail)
-		}
-	case rollout.EndpointRemoved:
-		if e.Pod != "" {
-			s.pod(e.Pod, e.Revision, e.At).Serving = false
-		}
+	case report.EndpointTerminating:
+		logf(false, "endpoint %s terminating (ready=%v serving=%v)", e.Pod, e.Ready, e.Serving)
+	case report.EndpointRemoved:
 		logf(false, "endpoint %s removed", e.Pod)
-	case rollout.RolloutTriggered:
+	case report.RolloutTriggered:
 		logf(false, "rollout triggered: %s", e.Detail)
-	case rollout.RevisionCreated:
+	case report.RevisionCreated:
 		logf(false, "new revision %s", e.Revision)
-	case rollout.RolloutComplete:
+	case report.RolloutComplete:
 		logf(false, "rollout complete: %s", e.Detail)
-	case rollout.RolloutFailed:
+	case report.RolloutFailed:
 		logf(true, "rollout failed: %s", e.Detail)
-	case rollout.AllOldPodsGone:
+	case report.AllOldPodsGone:
 		logf(false, "all old pods gone")
-	case rollout.WatchError:
+	case report.WatchError:
 		logf(true, "%s", e.Detail)
 	}
 }
 
 // podRows lists the pods, newest first, gone ones last.
 func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
-	names := append([]string(nil), s.order...)
-	for name := range served {
-		if _, ok := s.pods[name]; !ok {
-			names = append(names, name) // probe: the backends are the pods
-		}
+	var rows []Pod
+	for _, p := range s.pods.All() {
+		rows = append(rows, Pod{Name: p.Name, Revision: p.Revision, Ready: p.Ready, Serving: p.Serving,
+			Terminating: p.Terminating, Gone: p.Gone, Age: now.Sub(p.FirstSeen), Served: served[p.Name]})
 	}
-	rows := make([]Pod, 0, len(names))
-	for _, name := range names {
-		p := Pod{Name: name}
-		if known := s.pods[name]; known != nil {
-			p = *known
-			p.Age = now.Sub(s.created[name])
+	for name, n := range served {
+		if s.pods.Get(name) == nil {
+			rows = append(rows, Pod{Name: name, Served: n}) // probe: the backends are the pods
 		}
-		p.Served = served[name]
-		rows = append(rows, p)
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].Gone != rows[j].Gone {
@@ -299,7 +263,10 @@ func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
 		if rows[i].Terminating != rows[j].Terminating {
 			return rows[i].Terminating
 		}
-		return rows[i].Age < rows[j].Age
+		if rows[i].Age != rows[j].Age {
+			return rows[i].Age < rows[j].Age
+		}
+		return rows[i].Name < rows[j].Name
 	})
 	return rows
 }
@@ -313,17 +280,14 @@ func (s *Sampler) rollout(d *appsv1.Deployment) *Rollout {
 	if d.Spec.Replicas != nil {
 		ro.Desired = *d.Spec.Replicas
 	}
-	// Revisions: the pods' template hashes in order of appearance.
-	for _, name := range s.order {
-		p := s.pods[name]
-		switch {
-		case p.Revision == "":
-		case ro.OldRevision == "":
-			ro.OldRevision = p.Revision
-		case p.Revision != ro.OldRevision:
-			ro.NewRevision = p.Revision
+	if s.src.Revisions != nil {
+		ro.OldRevision, ro.NewRevision = s.src.Revisions()
+		if ro.NewRevision == ro.OldRevision {
+			ro.NewRevision = "" // no new revision yet
 		}
-		if p.Revision == ro.OldRevision && !p.Gone {
+	}
+	for _, p := range s.pods.All() {
+		if ro.OldRevision != "" && p.Revision == ro.OldRevision && !p.Gone {
 			ro.OldPod++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -39,13 +40,15 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2}}
 	now := at(0)
 	phase := "baseline"
+	revision := "old"
 	sink := NewLogSink()
 	s := NewSampler(Source{Command: "run", Target: "http://x/", TargetRate: 10, Start: start, Recorder: rec, Timeline: tl,
 		Deployment: func() *appsv1.Deployment { return dep }, Phase: func() string { return phase }, Log: sink,
+		Revisions: func() (string, string) { return "old", revision },
 		Now: func() time.Time { return now }})
 
-	tl.Add(rollout.Event{At: at(0), Kind: rollout.PodPresent, Pod: "naive-old-a", Revision: "old", Detail: "ready=true"})
-	tl.Add(rollout.Event{At: at(0), Kind: rollout.EndpointAdded, Pod: "naive-old-a", Detail: "ready=true serving=true terminating=false"})
+	tl.Add(report.Event{At: at(0), Kind: report.PodPresent, Pod: "naive-old-a", Revision: "old", Ready: true})
+	tl.Add(report.Event{At: at(0), Kind: report.EndpointAdded, Pod: "naive-old-a", Ready: true, Serving: true})
 	record(rec, 0, 10, prober.OK, "naive-old-a")
 	record(rec, 1, 10, prober.OK, "naive-old-a")
 	snap := s.Sample()
@@ -53,12 +56,12 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 		t.Fatalf("first frame: %+v", snap)
 	}
 
-	phase = "rolling"
+	phase, revision = "rolling", "new"
 	fmt.Fprintf(sink, "rollprobe: triggered: restart\nkubectl says ")
-	tl.Add(rollout.Event{At: at(1000), Kind: rollout.PodCreated, Pod: "naive-new-n", Revision: "new"})
-	tl.Add(rollout.Event{At: at(1500), Kind: rollout.PodReady, Pod: "naive-new-n", Revision: "new"})
-	tl.Add(rollout.Event{At: at(2000), Kind: rollout.PodDeletionRequested, Pod: "naive-old-a", Revision: "old", Detail: "grace 30s"})
-	tl.Add(rollout.Event{At: at(2010), Kind: rollout.EndpointTerminating, Pod: "naive-old-a", Detail: "ready=false serving=true terminating=true"})
+	tl.Add(report.Event{At: at(1000), Kind: report.PodCreated, Pod: "naive-new-n", Revision: "new"})
+	tl.Add(report.Event{At: at(1500), Kind: report.PodReady, Pod: "naive-new-n", Revision: "new"})
+	tl.Add(report.Event{At: at(2000), Kind: report.PodDeletionRequested, Pod: "naive-old-a", Revision: "old", Detail: "grace 30s"})
+	tl.Add(report.Event{At: at(2010), Kind: report.EndpointTerminating, Pod: "naive-old-a", Serving: true, Terminating: true})
 	record(rec, 2, 6, prober.Refused, "")
 	record(rec, 2, 4, prober.OK, "naive-new-n")
 	record(rec, 3, 3, prober.ConnectTimeout, "")
@@ -101,7 +104,7 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	}
 
 	// The pod goes; the next frame adds only what is new.
-	tl.Add(rollout.Event{At: at(6100), Kind: rollout.PodGone, Pod: "naive-old-a", Revision: "old"})
+	tl.Add(report.Event{At: at(6100), Kind: report.PodGone, Pod: "naive-old-a", Revision: "old"})
 	now = at(6200)
 	again := s.Sample()
 	if n := strings.Count(logText(again.Log), "outage over"); n != 1 {

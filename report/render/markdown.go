@@ -1,4 +1,4 @@
-package output
+package render
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// WriteMarkdown renders the report as a GitHub step summary.
-func WriteMarkdown(w io.Writer, r *report.Report) error {
+// Markdown renders the report for a pull request or a GitHub step summary.
+func Markdown(w io.Writer, r *report.Report) error {
 	var b strings.Builder
 	icon := "✅"
 	if !r.Verdict.Pass {
@@ -26,7 +26,7 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	fmt.Fprintf(&b, "| sent | ok | failed | p50 | p99 | max | achieved rate |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %.4g ms | %.4g ms | %.4g ms | %.1f of %g req/s |\n\n",
 		r.Totals.Sent, r.Totals.OK, r.Totals.Failed, r.LatencyMS.P50, r.LatencyMS.P99, r.LatencyMS.Max, r.Prober.AchievedRate, r.Prober.TargetRate)
-	if c := classes(r.Totals.ByClass); c != "" {
+	if c := ClassCounts(r.Totals.ByClass); c != "" {
 		fmt.Fprintf(&b, "Failures: %s\n\n", c)
 	}
 	if len(r.Outages) > 0 {
@@ -38,10 +38,10 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	}
 	for _, f := range r.Findings {
 		static := ""
-		if f.Source == "doctor" {
+		if f.Source == report.SourceDoctor {
 			static = " (static check)"
 		}
-		fmt.Fprintf(&b, "### %s %s%s\n\n", map[string]string{"error": "❌", "warning": "⚠️"}[f.Severity], f.Title, static)
+		fmt.Fprintf(&b, "### %s %s%s\n\n", map[report.Severity]string{report.SeverityError: "❌", report.SeverityWarning: "⚠️"}[f.Severity], f.Title, static)
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
@@ -56,40 +56,14 @@ func WriteMarkdown(w io.Writer, r *report.Report) error {
 	return err
 }
 
-// WriteAnnotations prints GitHub Actions workflow commands: ::error for
-// failed checks, ::warning for warnings.
-func WriteAnnotations(w io.Writer, r *report.Report) error {
-	return WriteCheckAnnotations(w, Checks(r))
-}
-
-// WriteCheckAnnotations prints the annotations of any list of checks.
-func WriteCheckAnnotations(w io.Writer, checks []Check) error {
-	for _, c := range checks {
-		level := ""
-		switch {
-		case c.Failed:
-			level = "error"
-		case c.Warning:
-			level = "warning"
-		default:
-			continue
-		}
-		msg := c.Message
-		if c.Detail != "" {
-			msg += "\n" + c.Detail
-		}
-		if _, err := fmt.Fprintf(w, "::%s title=rollprobe: %s::%s\n", level, escapeProperty(c.Name), escapeData(msg)); err != nil {
-			return err
+// ClassCounts lists the non-zero failure counts of a by-class map as
+// "class n, ...", sorted by class name.
+func ClassCounts(by map[string]uint64) string {
+	var parts []string
+	for _, c := range sortedKeys(by) {
+		if n := by[c]; n > 0 && c != report.ClassOK {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
 		}
 	}
-	return nil
-}
-
-// Workflow-command escaping (actions/toolkit command.ts).
-func escapeData(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-}
-
-func escapeProperty(s string) string {
-	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+	return strings.Join(parts, ", ")
 }

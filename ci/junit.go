@@ -1,17 +1,21 @@
-// Package output writes a report for CI systems: JUnit XML (one test case
-// per check) and, under GitHub Actions, a Markdown step summary and
-// ::error/::warning annotations.
-package output
+// Package ci is rollprobe's face for CI systems: the gate. It writes the
+// outputs a pipeline reads (JUnit XML, the report artifact, under GitHub
+// Actions a step summary and ::error/::warning annotations), prints the
+// plain progress lines CI logs show, and turns the verdict into the exit
+// code, all through one Publish for probe, run and doctor. It reads the
+// contract (package report) and renders through report/render.
+package ci
 
 import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/render"
 )
 
 type junitSuites struct {
@@ -64,7 +68,7 @@ func Checks(r *report.Report) []Check {
 	drop := Check{Name: "no dropped requests", Message: fmt.Sprintf("%d of %d requests failed", r.Totals.Failed, r.Totals.Sent)}
 	if r.Totals.Failed > r.Config.MaxFailures {
 		drop.Failed = true
-		drop.Detail = classes(r.Totals.ByClass)
+		drop.Detail = render.ClassCounts(r.Totals.ByClass)
 		if len(r.Findings) > 0 {
 			drop.Detail += "\nfix: " + r.Findings[0].Fix
 		}
@@ -72,28 +76,28 @@ func Checks(r *report.Report) []Check {
 	checks = append(checks, drop)
 	if ro := r.Rollout; ro != nil {
 		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
-		if ro.Status != "complete" {
+		if ro.Status != report.StatusComplete {
 			c.Failed, c.Detail = true, ro.Message
 		}
 		checks = append(checks, c)
 		kill := Check{Name: "no SIGKILL during termination", Message: "no container was killed at the end of its grace period"}
 		for _, f := range r.Findings {
-			if f.ID == "grace-period-too-short" {
+			if f.ID == analysis.GraceTooShort {
 				kill.Failed, kill.Message, kill.Detail = true, f.Title, strings.Join(f.Evidence, "\n")+"\nfix: "+f.Fix
 			}
 		}
 		checks = append(checks, kill)
 	}
 	for _, f := range r.Findings {
-		if f.ID == "grace-period-too-short" {
+		if f.ID == analysis.GraceTooShort {
 			continue
 		}
 		name := "finding: " + f.ID
-		if f.Source == "doctor" {
+		if f.Source == report.SourceDoctor {
 			name = "doctor: " + f.ID
 		}
 		checks = append(checks, Check{
-			Name: name, Failed: f.Severity == "error", Warning: f.Severity == "warning",
+			Name: name, Failed: f.Severity == report.SeverityError, Warning: f.Severity == report.SeverityWarning,
 			Message: f.Title, Detail: strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix,
 		})
 	}
@@ -102,17 +106,6 @@ func Checks(r *report.Report) []Check {
 			Detail: strings.Join(r.Verdict.Reasons, "\n")})
 	}
 	return checks
-}
-
-func classes(by map[string]uint64) string {
-	var parts []string
-	for c, n := range by {
-		if n > 0 && c != "ok" {
-			parts = append(parts, fmt.Sprintf("%s %d", c, n))
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }
 
 // WriteJUnit writes the report's checks as JUnit XML.

@@ -1,4 +1,4 @@
-package report
+package runner
 
 import (
 	"math"
@@ -7,33 +7,35 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 )
 
-// ProbeRun is everything Build needs from a finished (or interrupted) probe.
-type ProbeRun struct {
-	Tool     Tool
+// probeRun is everything build needs from a finished (or interrupted) probe.
+type probeRun struct {
+	Tool     report.Tool
 	Command  string
 	RunID    string
 	Config   prober.Config
-	Budget   ci.Budget
+	Budget   report.Budget
 	Summary  prober.Summary
 	Recorder *prober.Recorder
 	// RolloutFailed, for rollprobe run, says why the rollout failed.
 	RolloutFailed string
 }
 
-// Build assembles the report and judges the verdict.
-func Build(run ProbeRun) *Report {
+// build assembles the probe half of a report (everything a probe without a
+// rollout has) and judges the verdict. It is the one place a report is
+// made: the rollout flow adds its sections to what this returns.
+func build(run probeRun) *report.Report {
 	cfg := run.Config
 	sum := run.Summary
 	snap := run.Recorder.Snapshot()
 	latency, service := run.Recorder.Latencies()
 	tot := snap.Totals
 
-	r := &Report{
-		Schema:      Schema,
+	r := &report.Report{
+		Schema:      report.Schema,
 		Tool:        run.Tool,
 		Command:     run.Command,
 		Target:      cfg.Target.String(),
@@ -41,11 +43,11 @@ func Build(run ProbeRun) *Report {
 		EndedAt:     sum.Start.Add(sum.Elapsed).UTC(),
 		DurationS:   seconds(sum.Elapsed),
 		Interrupted: sum.Canceled,
-		Config: Config{
+		Config: report.Config{
 			RunID:            run.RunID,
 			Method:           cfg.Method,
 			Conn:             cfg.Conn.String(),
-			Model:            "open",
+			Model:            report.ModelOpen,
 			Rate:             cfg.Rate,
 			DurationS:        seconds(cfg.Duration),
 			TimeoutMS:        ms(cfg.Timeout),
@@ -56,7 +58,7 @@ func Build(run ProbeRun) *Report {
 			MaxFailures:      run.Budget.MaxFailures,
 			MaxFailureRate:   run.Budget.MaxFailureRate,
 		},
-		Totals: Totals{
+		Totals: report.Totals{
 			Sent:              tot.Sent(),
 			OK:                tot.Classes[prober.OK],
 			Failed:            tot.Failed(),
@@ -68,11 +70,11 @@ func Build(run ProbeRun) *Report {
 		},
 		LatencyMS: quantiles(latency),
 		ServiceMS: quantiles(service),
-		Series:    []SeriesRow{},
-		Failures:  []Failure{},
+		Series:    []report.SeriesRow{},
+		Failures:  []report.Failure{},
 	}
 	if cfg.Rate == 0 {
-		r.Config.Model = "closed"
+		r.Config.Model = report.ModelClosed
 		r.Config.Concurrency = cfg.Concurrency
 	}
 	for c := prober.Class(0); int(c) < prober.NumClasses; c++ {
@@ -91,7 +93,7 @@ func Build(run ProbeRun) *Report {
 	if sum.Sending > 0 {
 		achieved = float64(r.Totals.Sent+tot.Canceled) / sum.Sending.Seconds()
 	}
-	r.Prober = ProberStats{
+	r.Prober = report.ProberStats{
 		TargetRate:       cfg.Rate,
 		AchievedRate:     round(achieved, 2),
 		MaxScheduleLagMS: ms(tot.MaxLag),
@@ -102,7 +104,7 @@ func Build(run ProbeRun) *Report {
 	}
 
 	for _, row := range snap.Rows {
-		sr := SeriesRow{
+		sr := report.SeriesRow{
 			T: row.Second, Sent: row.Sent, OK: row.OK(), Failed: row.Failed(),
 			P50MS: ms(row.P50), P99MS: ms(row.P99), MaxLagMS: ms(row.MaxLag),
 		}
@@ -124,9 +126,9 @@ func Build(run ProbeRun) *Report {
 	for i := range kept {
 		r.Failures = append(r.Failures, failure(&kept[i], sum.Start, run.RunID))
 	}
-	r.FailureInfo = FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
+	r.FailureInfo = report.FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
 
-	r.Verdict = ci.Judge(ci.Facts{
+	r.Verdict = report.Judge(report.Facts{
 		Sent:          r.Totals.Sent,
 		Failed:        r.Totals.Failed,
 		LocalErrors:   r.Prober.LocalErrors,
@@ -138,8 +140,8 @@ func Build(run ProbeRun) *Report {
 	return r
 }
 
-func failure(res *prober.Result, start time.Time, runID string) Failure {
-	f := Failure{
+func failure(res *prober.Result, start time.Time, runID string) report.Failure {
+	f := report.Failure{
 		Seq:          res.Seq,
 		RequestID:    runID + "-" + strconv.FormatUint(res.Seq, 10),
 		Class:        res.Class.String(),
@@ -161,12 +163,12 @@ func failure(res *prober.Result, start time.Time, runID string) Failure {
 	return f
 }
 
-func quantiles(h *hdr.Histogram) Quantiles {
+func quantiles(h *hdr.Histogram) report.Quantiles {
 	if h.TotalCount() == 0 {
-		return Quantiles{}
+		return report.Quantiles{}
 	}
 	us := func(v int64) float64 { return round(float64(v)/1000, 3) }
-	return Quantiles{
+	return report.Quantiles{
 		Count: uint64(h.TotalCount()),
 		P50:   us(h.ValueAtQuantile(50)),
 		P90:   us(h.ValueAtQuantile(90)),

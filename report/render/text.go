@@ -1,4 +1,8 @@
-package report
+// Package render draws reports for people: the text summary, Markdown (a
+// pull request, a GitHub step summary) and the doctor's result. It reads
+// the contract (package report) and nothing else of rollprobe's; nothing
+// else in rollprobe renders a report.
+package render
 
 import (
 	"fmt"
@@ -7,14 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
-// WriteText renders the human summary of r.
-func WriteText(w io.Writer, r *Report) error {
+// Text renders the human summary of r.
+func Text(w io.Writer, r *report.Report) error {
 	var b strings.Builder
 	model := fmt.Sprintf("%g req/s", r.Config.Rate)
-	if r.Config.Model == "closed" {
+	if r.Config.Model == report.ModelClosed {
 		model = fmt.Sprintf("closed model, %d workers", r.Config.Concurrency)
 	}
 	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, r.Target, model, r.Config.Conn, r.DurationS)
@@ -40,8 +45,8 @@ func WriteText(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)\n", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
 	if t.Failed > 0 || r.Prober.LocalErrors > 0 {
 		var parts []string
-		for _, c := range prober.FailureClasses() {
-			if n := t.ByClass[c.String()]; n > 0 {
+		for _, c := range report.FailureClassNames() {
+			if n := t.ByClass[c]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", c, n))
 			}
 		}
@@ -102,10 +107,10 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	for _, f := range r.Findings {
 		static := ""
-		if f.Source == "doctor" {
+		if f.Source == report.SourceDoctor {
 			static = "  (static check: rollprobe doctor)"
 		}
-		fmt.Fprintf(&b, "  %-9s %s%s\n", strings.ToUpper(f.Severity), f.Title, static)
+		fmt.Fprintf(&b, "  %-9s %s%s\n", strings.ToUpper(string(f.Severity)), f.Title, static)
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "            - %s\n", e)
 		}
@@ -122,13 +127,13 @@ func WriteText(w io.Writer, r *Report) error {
 
 // VerdictWord is the verdict in one word: PASS, FAIL, INCONCLUSIVE or
 // INTERRUPTED.
-func VerdictWord(r *Report) string {
+func VerdictWord(r *report.Report) string {
 	switch {
 	case r.Verdict.Pass:
 		return "PASS"
 	case r.Verdict.Interrupted:
 		return "INTERRUPTED"
-	case r.Verdict.Inconclusive && r.Verdict.ExitCode == 4:
+	case r.Verdict.Inconclusive && r.Verdict.ExitCode == exitcode.Inconclusive:
 		return "INCONCLUSIVE"
 	}
 	return "FAIL"
@@ -172,7 +177,7 @@ func orDash(s string) string {
 
 // writePods renders run's per-pod traffic table: what each pod served, how
 // much of it after its deletion was requested, and how its container ended.
-func writePods(b *strings.Builder, r *Report) {
+func writePods(b *strings.Builder, r *report.Report) {
 	width := len("pod")
 	for _, p := range r.Pods {
 		width = max(width, len(p.Pod))

@@ -1,7 +1,9 @@
-package ci
+package report
 
 import (
 	"fmt"
+
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 // Budget is how many failures a run may have and still pass.
@@ -28,9 +30,9 @@ type Facts struct {
 
 // Verdict is the outcome of a run as CI sees it.
 type Verdict struct {
-	Pass     bool     `json:"pass"`
-	ExitCode ExitCode `json:"exit_code"`
-	Reasons  []string `json:"reasons"`
+	Pass     bool          `json:"pass"`
+	ExitCode exitcode.Code `json:"exit_code"`
+	Reasons  []string      `json:"reasons"`
 	// Inconclusive: the run could not prove anything either way.
 	Inconclusive bool `json:"inconclusive"`
 	Interrupted  bool `json:"interrupted"`
@@ -74,16 +76,16 @@ func Judge(f Facts, b Budget) Verdict {
 	}
 	switch {
 	case f.Interrupted:
-		v.ExitCode = ExitInterrupted
+		v.ExitCode = exitcode.Interrupted
 	case f.RolloutFailed != "":
-		v.ExitCode = ExitRolloutFailed
+		v.ExitCode = exitcode.RolloutFailed
 	case overBudget:
-		v.ExitCode = ExitFailures
+		v.ExitCode = exitcode.Failures
 	case v.Inconclusive:
-		v.ExitCode = ExitInconclusive
+		v.ExitCode = exitcode.Inconclusive
 	default:
-		v.ExitCode = ExitOK
+		v.ExitCode = exitcode.OK
 	}
-	v.Pass = v.ExitCode == ExitOK
+	v.Pass = v.ExitCode == exitcode.OK
 	return v
 }

@@ -1,0 +1,126 @@
+package analysis
+
+import (
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// Pod is one pod's lifecycle as the timeline showed it: the times of its
+// changes (local receive times) and its state after the events folded so
+// far. It is the one reading of pod state over the timeline: the analysis
+// folds the whole timeline, the dashboard folds it as it grows.
+type Pod struct {
+	Name, Revision string
+	// FirstSeen is the first event about the pod; Present, that it
+	// existed when watching began.
+	FirstSeen time.Time
+	Present   bool
+
+	CreatedAt *time.Time
+	// ReadyAt is when the pod last turned ready before its deletion was
+	// requested (for a pod present at the start and ready then, the start).
+	ReadyAt        *time.Time
+	DeletedAt      *time.Time // deletion requested
+	EndpointGoneAt *time.Time // removed from the EndpointSlice
+	ExitAt         *time.Time // its container terminated, with ExitCode
+	ExitCode       *int32
+	GoneAt         *time.Time // the pod object deleted
+
+	// State now: the pod's Ready condition, its endpoint's serving and
+	// terminating conditions, and whether the object is gone.
+	Ready, Serving, Terminating, Gone bool
+}
+
+// DeletedBy reports whether the pod's deletion had been requested (as
+// rollprobe received it) by t, give or take slack.
+func (p *Pod) DeletedBy(t time.Time, slack time.Duration) bool {
+	return p.DeletedAt != nil && !p.DeletedAt.After(t.Add(slack))
+}
+
+// Killed reports whether the pod's container ended by SIGKILL.
+func (p *Pod) Killed() bool {
+	return p.ExitCode != nil && *p.ExitCode == report.SIGKILLExitCode
+}
+
+// Pods folds timeline events into pod lifecycles. Apply must not be called
+// concurrently; the zero value is not ready for use (NewPods).
+type Pods struct {
+	byName map[string]*Pod
+	order  []string
+}
+
+// NewPods makes an empty fold.
+func NewPods() *Pods { return &Pods{byName: map[string]*Pod{}} }
+
+// FoldPods folds a whole timeline.
+func FoldPods(events []report.Event) *Pods {
+	ps := NewPods()
+	for _, e := range events {
+		ps.Apply(e)
+	}
+	return ps
+}
+
+// Get returns the named pod, or nil.
+func (ps *Pods) Get(name string) *Pod { return ps.byName[name] }
+
+// All returns the pods in the order they were first seen.
+func (ps *Pods) All() []*Pod {
+	out := make([]*Pod, 0, len(ps.order))
+	for _, name := range ps.order {
+		out = append(out, ps.byName[name])
+	}
+	return out
+}
+
+func (ps *Pods) pod(e report.Event) *Pod {
+	p := ps.byName[e.Pod]
+	if p == nil {
+		p = &Pod{Name: e.Pod, FirstSeen: e.At}
+		ps.byName[e.Pod] = p
+		ps.order = append(ps.order, e.Pod)
+	}
+	if p.Revision == "" {
+		p.Revision = e.Revision
+	}
+	return p
+}
+
+// Apply folds one event in. Events without a pod are ignored.
+func (ps *Pods) Apply(e report.Event) {
+	if e.Pod == "" {
+		return
+	}
+	at := e.At
+	p := ps.pod(e)
+	switch {
+	case e.Kind == report.PodPresent:
+		p.Present, p.Ready = true, e.Ready
+		if e.Ready {
+			p.ReadyAt = &at
+		}
+	case e.Kind == report.PodCreated:
+		p.CreatedAt = &at
+	case e.Kind == report.PodReady:
+		p.Ready = true
+		if p.ReadyAt == nil || p.DeletedAt == nil {
+			p.ReadyAt = &at
+		}
+	case e.Kind == report.PodUnready:
+		p.Ready = false
+	case e.Kind == report.PodDeletionRequested:
+		p.DeletedAt, p.Terminating = &at, true
+	case e.Kind == report.EndpointRemoved:
+		p.Serving = false
+		p.EndpointGoneAt = &at
+	case e.Kind.IsEndpoint():
+		p.Serving = e.Serving
+		p.Terminating = p.Terminating || e.Terminating
+	case e.Kind == report.ContainerTerminated:
+		p.ExitCode, p.ExitAt = e.ExitCode, &at
+	case e.Kind == report.PodGone:
+		p.Gone, p.Ready, p.Serving = true, false, false
+		p.GoneAt = &at
+	}
+}

@@ -1,0 +1,92 @@
+package ci
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/internal/fixture"
+	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+func TestJUnit(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteJUnit(&buf, fixture.NaiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "naive.junit.xml", buf.Bytes())
+	var doc junitSuites
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	// dropped requests, SIGKILL, the propagation finding and the doctor's
+	// error fail; the rollout itself completed.
+	if doc.Tests != 5 || doc.Failures != 4 {
+		t.Fatalf("tests %d failures %d", doc.Tests, doc.Failures)
+	}
+	for _, c := range doc.Suites[0].Cases {
+		if c.Name == "rollout completed" && c.Failure != nil {
+			t.Error("a complete rollout reported as failed")
+		}
+		if c.Name == "no dropped requests" && (c.Failure == nil || !strings.Contains(c.Failure.Body, "preStop")) {
+			t.Errorf("the drop check must carry the counts and the fix: %+v", c.Failure)
+		}
+	}
+}
+
+func TestAnnotations(t *testing.T) {
+	var ann bytes.Buffer
+	if err := WriteAnnotations(&ann, fixture.NaiveRun()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(ann.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "::error title=rollprobe: no dropped requests::20 of 3000") ||
+		!strings.HasPrefix(lines[3], "::error title=rollprobe: doctor%3A no-prestop-hook::") {
+		t.Fatalf("annotations:\n%s", ann.String())
+	}
+	for _, l := range lines {
+		if strings.Count(l, "\n") > 0 || !strings.Contains(l, "%0A") {
+			t.Errorf("multi-line messages must be escaped: %q", l)
+		}
+	}
+	pass := fixture.NaiveRun()
+	pass.Totals.Failed, pass.Findings, pass.Verdict = 0, nil, report.Verdict{Pass: true}
+	ann.Reset()
+	if err := WriteAnnotations(&ann, pass); err != nil || ann.Len() != 0 {
+		t.Fatalf("a clean run annotates nothing: %q %v", ann.String(), err)
+	}
+}
+
+// A doctor result is a JUnit case per check: a finding at or above fail-on
+// fails its case, one below it passes with a warning.
+func TestDoctorChecks(t *testing.T) {
+	res := report.DoctorResult{FailOn: "error", Checks: []report.CheckStatus{
+		{ID: doctor.NoPreStop, Title: "preStop", Status: "error"},
+		{ID: doctor.NoPDB, Title: "pdb", Status: "warning"},
+		{ID: doctor.NoReadiness, Title: "readiness", Status: "pass"},
+	}, Findings: []report.Finding{
+		{ID: doctor.NoPreStop, Severity: "error", Title: "no preStop", Fix: "sleep"},
+		{ID: doctor.NoPDB, Severity: "warning", Title: "no PDB", Fix: "add one"},
+	}}
+	var buf bytes.Buffer
+	if err := WriteJUnitChecks(&buf, Suite{Name: "doctor", Classname: "rollprobe.doctor"}, DoctorChecks(res)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `tests="3" failures="1"`) || !strings.Contains(out, "warning: no PDB") {
+		t.Fatalf("junit:\n%s", out)
+	}
+	res.FailOn = "warning"
+	failed := 0
+	for _, c := range DoctorChecks(res) {
+		if c.Failed {
+			failed++
+		}
+	}
+	if failed != 2 {
+		t.Fatalf("--fail-on warning: %d failed checks, want 2", failed)
+	}
+}

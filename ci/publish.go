@@ -1,0 +1,141 @@
+package ci
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/atomicfile"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/report/render"
+)
+
+// Outputs are where a command's results go. Format is the summary on
+// Stdout: "text" or "json".
+type Outputs struct {
+	ReportPath string // the JSON report artifact; "" for none (not for doctor)
+	JUnitPath  string // "" for none
+	Format     string
+	Stdout     io.Writer
+	Stderr     io.Writer
+	// Getenv reads the CI environment (GITHUB_ACTIONS,
+	// GITHUB_STEP_SUMMARY); nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Output formats of the summary on stdout.
+const (
+	FormatText = "text"
+	FormatJSON = "json"
+)
+
+// document is one command's result as the publishing pipeline sees it.
+type document struct {
+	artifact func(path string) error // nil: the command writes no report file
+	suite    Suite
+	checks   []Check
+	markdown func(io.Writer) error
+	text     func(io.Writer) error
+	json     any
+	code     exitcode.Code
+}
+
+// Publish writes every output requested for a probe or run report and
+// returns the verdict's exit code as a Silent error (the summary has
+// explained it), or nil on a pass.
+func Publish(r *report.Report, o Outputs) error {
+	return publish(document{
+		artifact: func(path string) error { return report.WriteFile(path, r) },
+		suite: Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
+			Time: r.DurationS, Started: r.StartedAt},
+		checks:   Checks(r),
+		markdown: func(w io.Writer) error { return render.Markdown(w, r) },
+		text:     func(w io.Writer) error { return render.Text(w, r) },
+		json:     r,
+		code:     r.Verdict.ExitCode,
+	}, o)
+}
+
+// PublishDoctor writes every output requested for a doctor result: exit 1
+// when a finding is at or above its fail-on severity.
+func PublishDoctor(r report.DoctorResult, o Outputs) error {
+	code := exitcode.OK
+	if !r.Pass {
+		code = exitcode.Failures
+	}
+	return publish(document{
+		suite:    Suite{Name: fmt.Sprintf("rollprobe doctor %s/%s", r.Namespace, r.Deployment), Classname: "rollprobe.doctor", Started: time.Now()},
+		checks:   DoctorChecks(r),
+		markdown: func(w io.Writer) error { return render.DoctorMarkdown(w, r) },
+		text:     func(w io.Writer) error { return render.DoctorText(w, r) },
+		json:     r,
+		code:     code,
+	}, o)
+}
+
+// publish is the one pipeline: artifacts first (the verdict stands either
+// way, but CI must not pass without them), then the GitHub step summary,
+// the summary on stdout, and the annotations last (they follow the
+// summary in the log).
+func publish(d document, o Outputs) error {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if o.ReportPath != "" && d.artifact != nil {
+		if err := d.artifact(o.ReportPath); err != nil {
+			fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
+			return exitcode.With(exitcode.Usage, err)
+		}
+	}
+	if o.JUnitPath != "" {
+		if err := atomicfile.Write(o.JUnitPath, func(w io.Writer) error { return WriteJUnitChecks(w, d.suite, d.checks) }); err != nil {
+			fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
+			return exitcode.With(exitcode.Usage, err)
+		}
+	}
+	github := getenv("GITHUB_ACTIONS") == "true"
+	if path := getenv("GITHUB_STEP_SUMMARY"); github && path != "" {
+		if err := appendFile(path, d.markdown); err != nil {
+			fmt.Fprintf(o.Stderr, "rollprobe: step summary: %v\n", err)
+		}
+	}
+	var err error
+	if o.Format == FormatJSON {
+		enc := json.NewEncoder(o.Stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(d.json)
+	} else {
+		err = d.text(o.Stdout)
+		if err == nil && o.ReportPath != "" && d.artifact != nil {
+			_, err = fmt.Fprintf(o.Stdout, "report: %s\n", o.ReportPath)
+		}
+	}
+	if github {
+		_ = WriteCheckAnnotations(o.Stdout, d.checks)
+	}
+	if err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	if d.code != exitcode.OK {
+		return exitcode.Silent{Code: d.code}
+	}
+	return nil
+}
+
+// appendFile appends what write produces to path (GitHub's step summary is
+// shared by every step of a job).
+func appendFile(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

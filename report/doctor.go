@@ -1,0 +1,51 @@
+package report
+
+// DoctorSchema names the JSON document of rollprobe doctor -o json.
+const DoctorSchema = "rollprobe.doctor/v1"
+
+// DoctorResult is one doctor run: every check's status and the findings.
+type DoctorResult struct {
+	Schema         string        `json:"schema"`
+	Namespace      string        `json:"namespace"`
+	Deployment     string        `json:"deployment"`
+	Service        string        `json:"service,omitempty"`
+	ServerVersion  string        `json:"server_version,omitempty"`
+	ExpectedDrainS float64       `json:"expected_drain_s"`
+	FailOn         FailOn        `json:"fail_on"`
+	Checks         []CheckStatus `json:"checks"`
+	Findings       []Finding     `json:"findings"`
+	// Pass: no finding at or above FailOn.
+	Pass bool `json:"pass"`
+}
+
+// CheckStatus is one doctor check: Status is "pass", or the severity of
+// the check's finding.
+type CheckStatus struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+}
+
+// CheckPassed is a CheckStatus's Status when the check found nothing.
+const CheckPassed = "pass"
+
+// FailOn is the severity from which findings fail a doctor run, or
+// FailNever.
+type FailOn string
+
+// FailNever: no finding fails the run.
+const FailNever FailOn = "never"
+
+// ParseFailOn accepts a severity or "never".
+func ParseFailOn(s string) (FailOn, bool) {
+	if FailOn(s) == FailNever {
+		return FailNever, true
+	}
+	_, ok := ParseSeverity(s)
+	return FailOn(s), ok
+}
+
+// Fails reports whether a finding of severity s fails a run.
+func (f FailOn) Fails(s Severity) bool {
+	return f != FailNever && s.AtLeast(Severity(f))
+}

@@ -1,0 +1,74 @@
+package report
+
+import "time"
+
+// EventKind names a lifecycle event. The names appear in the report.
+type EventKind string
+
+const (
+	PodPresent           EventKind = "pod_present" // existed when watching began
+	PodCreated           EventKind = "pod_created"
+	PodScheduled         EventKind = "pod_scheduled"
+	ContainerStarted     EventKind = "container_started"
+	PodReady             EventKind = "pod_ready"
+	PodUnready           EventKind = "pod_unready"
+	PodDeletionRequested EventKind = "pod_deletion_requested"
+	ContainerTerminated  EventKind = "container_terminated"
+	PodGone              EventKind = "pod_gone"
+	EndpointAdded        EventKind = "endpoint_added"
+	EndpointReady        EventKind = "endpoint_ready"
+	EndpointUnready      EventKind = "endpoint_unready"
+	EndpointServing      EventKind = "endpoint_serving"
+	EndpointNotServing   EventKind = "endpoint_not_serving"
+	EndpointTerminating  EventKind = "endpoint_terminating"
+	EndpointRemoved      EventKind = "endpoint_removed"
+	RevisionCreated      EventKind = "revision_created" // a new ReplicaSet
+	RolloutTriggered     EventKind = "rollout_triggered"
+	RolloutComplete      EventKind = "rollout_complete"
+	RolloutFailed        EventKind = "rollout_failed"
+	AllOldPodsGone       EventKind = "old_pods_gone"
+	WatchError           EventKind = "watch_error" // a watch broke; the informer resumes it
+	KubeEvent            EventKind = "k8s_event"   // a Kubernetes Event about our objects
+)
+
+// IsEndpoint reports whether k is one of the endpoint_* kinds, whose events
+// carry the endpoint's conditions in Ready, Serving and Terminating.
+func (k EventKind) IsEndpoint() bool {
+	switch k {
+	case EndpointAdded, EndpointReady, EndpointUnready, EndpointServing, EndpointNotServing, EndpointTerminating, EndpointRemoved:
+		return true
+	}
+	return false
+}
+
+// SIGKILLExitCode is the exit code of a container killed with SIGKILL
+// (128 + 9): the kubelet's end of a grace period.
+const SIGKILLExitCode = 137
+
+// Event is one thing that happened. At is when rollprobe received it on the
+// local clock (the order that counts: metav1.Time has 1 s precision);
+// Server is the time the object itself records, where there is one.
+//
+// Ready, Serving and Terminating are facts, not prose: on endpoint_* events
+// they are the endpoint's EndpointSlice conditions after the change (for
+// endpoint_removed, the last ones seen); on pod_present, Ready is the pod's
+// Ready condition. Elsewhere they are false. Absent in JSON means false.
+type Event struct {
+	At          time.Time  `json:"at"`
+	Server      *time.Time `json:"server_time,omitempty"`
+	Kind        EventKind  `json:"kind"`
+	Pod         string     `json:"pod,omitempty"`
+	Revision    string     `json:"revision,omitempty"`
+	IP          string     `json:"ip,omitempty"`
+	Ready       bool       `json:"ready,omitempty"`
+	Serving     bool       `json:"serving,omitempty"`
+	Terminating bool       `json:"terminating,omitempty"`
+	ExitCode    *int32     `json:"exit_code,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	Detail      string     `json:"detail,omitempty"`
+}
+
+// Killed reports whether e is a container that ended by SIGKILL.
+func (e Event) Killed() bool {
+	return e.Kind == ContainerTerminated && e.ExitCode != nil && *e.ExitCode == SIGKILLExitCode
+}

@@ -1,0 +1,125 @@
+// Package exitcode owns the process exit codes rollprobe promises CI systems
+// (the model is k6's errext/exitcodes): a code travels up with its error,
+// the innermost code wins, and the root command resolves it once with Of.
+// It is a leaf: the report's verdict carries a Code, and anything that reads
+// reports can name the codes without importing the rest of rollprobe.
+package exitcode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Code is the process exit status.
+type Code int
+
+const (
+	// OK: no failure above the budget.
+	OK Code = 0
+	// Failures: failed requests above the budget.
+	Failures Code = 1
+	// Usage: usage, configuration or preflight error; nothing was sent or changed.
+	Usage Code = 2
+	// RolloutFailed: the rollout failed or timed out.
+	RolloutFailed Code = 3
+	// Inconclusive: the prober could not hold its rate or hit local
+	// resource errors, so the absence of failures proves nothing.
+	Inconclusive Code = 4
+	// Interrupted: stopped by SIGINT/SIGTERM; the report is still written.
+	Interrupted Code = 130
+)
+
+func (c Code) String() string {
+	switch c {
+	case OK:
+		return "pass"
+	case Failures:
+		return "failures above budget"
+	case Usage:
+		return "usage or preflight error"
+	case RolloutFailed:
+		return "rollout failed"
+	case Inconclusive:
+		return "inconclusive"
+	case Interrupted:
+		return "interrupted"
+	}
+	return fmt.Sprintf("exit %d", int(c))
+}
+
+// Error carries an exit code up to the root command, which resolves it once.
+type Error struct {
+	Code Code
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Code.String()
+	}
+	return e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// With wraps err so that the process exits with code.
+func With(code Code, err error) error { return &Error{Code: code, Err: err} }
+
+// UsageError marks err as a usage, configuration or preflight error (exit 2).
+func UsageError(err error) error { return With(Usage, err) }
+
+// Silent is an error whose message has already been reported (the verdict
+// printed with the report); the root command exits with its code and prints
+// nothing more.
+type Silent struct{ Code Code }
+
+func (s Silent) Error() string { return s.Code.String() }
+
+// Of resolves the exit code of an error returned by a command: nil is 0, a
+// typed error keeps its code (the innermost, since errors.As walks from the
+// outside in and each wrapper is found first only if nothing inside it
+// carries a code: see innermost), an interruption is 130, and anything else
+// (flag parsing, I/O before the run) is a usage error.
+func Of(err error) Code {
+	if err == nil {
+		return OK
+	}
+	var s Silent
+	if errors.As(err, &s) {
+		return s.Code
+	}
+	if c, ok := innermost(err); ok {
+		return c
+	}
+	if errors.Is(err, context.Canceled) {
+		return Interrupted
+	}
+	return Usage
+}
+
+// innermost finds the code of the deepest *Error in err's chain (following
+// Unwrap() error and Unwrap() []error, first match in a join).
+func innermost(err error) (Code, bool) {
+	var found Code
+	ok := false
+	for err != nil {
+		if e, is := err.(*Error); is {
+			found, ok = e.Code, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if c, in := innermost(inner); in {
+					return c, true
+				}
+			}
+			return found, ok
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return found, ok
+		}
+	}
+	return found, ok
+}

@@ -1,0 +1,49 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report/exitcode"
+)
+
+func TestJudge(t *testing.T) {
+	clean := Facts{Sent: 1000, TargetRate: 100, AchievedRate: 100}
+	with := func(mut func(*Facts)) Facts { f := clean; mut(&f); return f }
+	tests := []struct {
+		name   string
+		facts  Facts
+		budget Budget
+		want   exitcode.Code
+		reason string
+	}{
+		{"clean", clean, Budget{}, exitcode.OK, ""},
+		{"one failure", with(func(f *Facts) { f.Failed = 1 }), Budget{}, exitcode.Failures, "1 of 1000 requests failed"},
+		{"within absolute budget", with(func(f *Facts) { f.Failed = 3 }), Budget{MaxFailures: 3}, exitcode.OK, ""},
+		{"within rate budget", with(func(f *Facts) { f.Failed = 5 }), Budget{MaxFailureRate: 0.01}, exitcode.OK, ""},
+		{"above rate budget", with(func(f *Facts) { f.Failed = 20 }), Budget{MaxFailureRate: 0.01}, exitcode.Failures, "above the budget"},
+		{"rate too low", with(func(f *Facts) { f.AchievedRate = 90 }), Budget{}, exitcode.Inconclusive, "below 95%"},
+		{"rate just enough", with(func(f *Facts) { f.AchievedRate = 95 }), Budget{}, exitcode.OK, ""},
+		{"closed model has no rate", with(func(f *Facts) { f.TargetRate, f.AchievedRate = 0, 1 }), Budget{}, exitcode.OK, ""},
+		{"local errors", with(func(f *Facts) { f.LocalErrors = 1 }), Budget{}, exitcode.Inconclusive, "local errors"},
+		{"failures beat inconclusive", with(func(f *Facts) { f.Failed, f.LocalErrors = 2, 1 }), Budget{}, exitcode.Failures, "local errors"},
+		{"rollout failure beats failures", with(func(f *Facts) { f.Failed, f.RolloutFailed = 2, "ProgressDeadlineExceeded" }), Budget{}, exitcode.RolloutFailed, "rollout failed"},
+		{"interrupt beats all", with(func(f *Facts) { f.Failed, f.Interrupted = 2, true }), Budget{}, exitcode.Interrupted, "interrupted"},
+		{"nothing sent", Facts{}, Budget{}, exitcode.Inconclusive, "no request was sent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Judge(tt.facts, tt.budget)
+			if v.ExitCode != tt.want || v.Pass != (tt.want == exitcode.OK) {
+				t.Fatalf("exit %d pass %v, want %d; reasons %q", v.ExitCode, v.Pass, tt.want, v.Reasons)
+			}
+			all := strings.Join(v.Reasons, "; ")
+			if tt.reason == "" && len(v.Reasons) > 0 {
+				t.Fatalf("a passing run with reasons %q", all)
+			}
+			if !strings.Contains(all, tt.reason) {
+				t.Fatalf("reasons %q lack %q", all, tt.reason)
+			}
+		})
+	}
+}

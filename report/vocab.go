@@ -1,0 +1,85 @@
+package report
+
+// The failure classes, in the order reports and summaries list them. The
+// names are part of the contract (totals.by_class has every one as a key);
+// the prober's Class enum takes its names from here.
+const (
+	ClassOK             = "ok"
+	ClassRefused        = "refused"
+	ClassConnectTimeout = "connect_timeout"
+	ClassReset          = "reset"
+	ClassEOF            = "eof"
+	ClassEOFReused      = "eof_reused"
+	ClassTruncated      = "truncated"
+	ClassTimeout        = "timeout"
+	ClassHTTP5xx        = "http_5xx"
+	ClassHTTPStatus     = "http_status"
+	ClassDNS            = "dns"
+	ClassTLS            = "tls"
+	ClassLocal          = "local"
+)
+
+// ClassNames lists every outcome, ok first, local last.
+var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
+	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}
+
+// FailureClassNames lists the classes that are failures (not ok), in
+// report order. local is among them: it is counted apart from the target's
+// failures, but it is listed with them.
+func FailureClassNames() []string { return ClassNames[1:] }
+
+// Severity ranks a finding.
+type Severity string
+
+const (
+	SeverityInfo    Severity = "info"
+	SeverityWarning Severity = "warning"
+	SeverityError   Severity = "error"
+)
+
+var severityRank = map[Severity]int{SeverityInfo: 0, SeverityWarning: 1, SeverityError: 2}
+
+// ParseSeverity accepts info, warning or error.
+func ParseSeverity(s string) (Severity, bool) {
+	_, ok := severityRank[Severity(s)]
+	return Severity(s), ok
+}
+
+// AtLeast reports whether s is at or above min.
+func (s Severity) AtLeast(min Severity) bool {
+	m, ok := severityRank[min]
+	return ok && severityRank[s] >= m
+}
+
+// Source says where a finding comes from.
+type Source string
+
+const (
+	// SourceTraffic: what the run's traffic showed (the JSON omits it).
+	SourceTraffic Source = ""
+	// SourceDoctor: a static check of the configuration.
+	SourceDoctor Source = "doctor"
+)
+
+// RolloutStatus is the state of the rollout section.
+type RolloutStatus string
+
+const (
+	StatusNotStarted  RolloutStatus = "not_started"
+	StatusInProgress  RolloutStatus = "in_progress"
+	StatusComplete    RolloutStatus = "complete"
+	StatusFailed      RolloutStatus = "failed"
+	StatusTimedOut    RolloutStatus = "timed_out"
+	StatusInterrupted RolloutStatus = "interrupted"
+)
+
+// Model is the load model of a probe.
+type Model string
+
+const (
+	ModelOpen   Model = "open"   // paced: a fixed rate of intended send times
+	ModelClosed Model = "closed" // workers back to back
+)
+
+// Failed reports whether the status ends the run as a failed rollout.
+func (s RolloutStatus) Failed() bool { return s == StatusFailed || s == StatusTimedOut }

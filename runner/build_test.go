@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/report/render"
+)
+
+// syntheticRun builds a finished probe from hand-made results: two seconds
+// at 5 req/s with a burst of refused connections, a reset, an eof_reused and
+// a 503, all at fixed times, so the report is byte-for-byte reproducible.
+func syntheticRun(t *testing.T) probeRun {
+	t.Helper()
+	cfg := prober.DefaultConfig()
+	cfg.Target, _ = prober.ParseTarget("http://10.96.0.10:80/healthz")
+	cfg.Rate, cfg.Duration = 5, 2*time.Second
+	cfg.Conn, _ = prober.ParseConnMode("mixed=0.5")
+	cfg.BackendHeader = "X-Pod-Name"
+	rec := prober.NewRecorder(3)
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	type outcome struct {
+		class   prober.Class
+		phase   prober.Phase
+		status  int
+		backend string
+		err     error
+	}
+	ok := func(b string) outcome { return outcome{prober.OK, prober.PhaseNone, 200, b, nil} }
+	outcomes := []outcome{
+		ok("web-a"), ok("web-b"), ok("web-a"), ok("web-b"), ok("web-a"),
+		{prober.Refused, prober.PhaseDial, 0, "", &netError{"dial", syscall.ECONNREFUSED}},
+		{prober.Refused, prober.PhaseDial, 0, "", &netError{"dial", syscall.ECONNREFUSED}},
+		{prober.Reset, prober.PhaseReadHeaders, 0, "", &netError{"read", syscall.ECONNRESET}},
+		{prober.EOFReused, prober.PhaseReadHeaders, 0, "", errors.New("connection closed before any response byte")},
+		{prober.HTTP5xx, prober.PhaseNone, 503, "web-c", nil},
+	}
+	for i, o := range outcomes {
+		intended := ms(200 * i)
+		res := prober.Result{
+			Seq: uint64(i), Intended: intended, Start: intended + ms(1), End: intended + ms(3+i),
+			Class: o.class, Phase: o.phase, Status: o.status, Fresh: i%2 == 0,
+			ConnReqs: uint32(i / 2), ConnAge: ms(10 * i), Backend: o.backend, Err: o.err,
+		}
+		rec.Record(&res)
+	}
+	rec.Tick(time.Hour)
+	return probeRun{
+		Tool:    report.Tool{Name: "rollprobe", Version: "test"},
+		Command: "probe",
+		RunID:   "feedc0de",
+		Config:  cfg,
+		Budget:  report.Budget{},
+		Summary: prober.Summary{
+			Start:   time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC),
+			Elapsed: 2050 * time.Millisecond, Sending: 2 * time.Second, Target: 5, Workers: 3,
+		},
+		Recorder: rec,
+	}
+}
+
+type netError struct {
+	op    string
+	errno syscall.Errno
+}
+
+func (e *netError) Error() string { return e.op + " tcp 10.96.0.10:80: " + e.errno.Error() }
+func (e *netError) Unwrap() error { return e.errno }
+
+func TestGoldenJSON(t *testing.T) {
+	r := build(syntheticRun(t))
+	var buf bytes.Buffer
+	if err := report.Encode(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "report.golden.json", buf.Bytes())
+}
+
+func TestGoldenText(t *testing.T) {
+	var buf bytes.Buffer
+	if err := render.Text(&buf, build(syntheticRun(t))); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "report.golden.txt", buf.Bytes())
+}
+
+func TestBuildCounts(t *testing.T) {
+	r := build(syntheticRun(t))
+	if r.Totals.Sent != 10 || r.Totals.OK != 5 || r.Totals.Failed != 5 {
+		t.Errorf("totals %+v", r.Totals)
+	}
+	if len(r.Totals.ByClass) != prober.NumClasses || r.Totals.ByClass["refused"] != 2 || r.Totals.ByClass["dns"] != 0 {
+		t.Errorf("by_class must list every class with zero counts: %v", r.Totals.ByClass)
+	}
+	if r.Totals.ByStatus["503"] != 1 || r.Totals.ByStatus["200"] != 5 {
+		t.Errorf("by_status %v", r.Totals.ByStatus)
+	}
+	// The recorder kept 3 failures in full; the other 2 are only counted.
+	if len(r.Failures) != 3 || r.FailureInfo.Total != 5 || r.FailureInfo.Kept != 3 {
+		t.Errorf("failures kept %d, info %+v", len(r.Failures), r.FailureInfo)
+	}
+	if r.Failures[0].RequestID != "feedc0de-5" || r.Failures[0].AtMS != 1000 {
+		t.Errorf("first failure %+v", r.Failures[0])
+	}
+	if len(r.Series) != 2 || r.Series[0].OK != 5 || r.Series[1].Failed != 5 {
+		t.Errorf("series %+v", r.Series)
+	}
+	if r.Verdict.Pass || r.Verdict.ExitCode != exitcode.Failures {
+		t.Errorf("verdict %+v, want failures above budget", r.Verdict)
+	}
+}
+
+// TestSchemaValidatesReports: the golden report conforms to the published
+// schema, and the schema rejects a report that breaks the contract.
+func TestSchemaValidatesReports(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	sch, err := c.Compile("../report/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := report.Encode(&buf, build(syntheticRun(t))); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Fatalf("report does not match its schema: %v", err)
+	}
+	var broken map[string]any
+	_ = json.Unmarshal(buf.Bytes(), &broken)
+	delete(broken["totals"].(map[string]any)["by_class"].(map[string]any), "eof_reused")
+	if err := sch.Validate(broken); err == nil {
+		t.Fatal("schema accepted by_class without a class key")
+	}
+}

@@ -1,0 +1,324 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// StartRollout runs the preflight (nothing is changed before all of it
+// passes; an error is a usage error, exit 2), starts the watch and the
+// prober, and goes on in the background: baseline, trigger, follow, settle.
+// cfg.Timeout bounds all of it from this call on; cancelling ctx interrupts
+// the run (the cluster is left as it is).
+func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
+	deadline := time.Now().Add(cfg.Timeout)
+	bounded, cancelBounded := context.WithDeadlineCause(ctx, deadline, errTimedOut)
+	fail := func(err error) (*Run, error) {
+		cancelBounded()
+		return nil, exitcode.UsageError(fmt.Errorf("preflight: %w", err))
+	}
+
+	// 1. Preflight.
+	target, err := rollout.Resolve(bounded, cfg.Kube, cfg.Namespace, cfg.Deployment, cfg.Service)
+	if err != nil {
+		return fail(err)
+	}
+	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, rollout.RequiredPermissions(cfg.Trigger)); err != nil {
+		return fail(err)
+	}
+	d := target.Deployment
+	if d.Spec.Paused {
+		return fail(fmt.Errorf("deployment %s: %w", d.Name, rollout.ErrPaused))
+	}
+	if _, isWatch := cfg.Trigger.(rollout.Watch); !isWatch {
+		if p := rollout.DeploymentProgress(d); !p.Done {
+			return fail(fmt.Errorf("deployment %s is already mid-rollout (%s%s): wait for it, or use --watch", d.Name, p.Message, p.Failed))
+		}
+	}
+	cfg.logf("target %s/%s behind service %s, trigger: %s", cfg.Namespace, d.Name, target.Service.Name, cfg.Trigger.Describe())
+	// The doctor's static checks, from the objects as they were before the
+	// rollout; they go into the report next to what the traffic shows.
+	var static []report.Finding
+	in, err := doctor.Gather(bounded, cfg.Kube, target)
+	if err != nil {
+		cfg.logf("doctor checks skipped: %v", err)
+	} else {
+		static = doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain})
+	}
+	if err := checkBaseline(bounded, cfg); err != nil {
+		return fail(err)
+	}
+
+	// 2. Watch, then probe.
+	tl := rollout.NewTimeline(nil)
+	w, err := rollout.NewWatcher(cfg.Kube, target, tl)
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.Start(ctx, bounded); err != nil {
+		w.Stop()
+		return fail(fmt.Errorf("watch: %w", err))
+	}
+	probeCfg := cfg.Probe
+	probeCfg.Duration = 0
+	p, err := prober.New(probeCfg, userAgent(cfg.Tool, ""))
+	if err != nil {
+		w.Stop()
+		return fail(err)
+	}
+	phase := &atomic.Value{}
+	phase.Store(PhaseBaseline)
+	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision()}, done: make(chan struct{})}
+	probeDone := p.Go(ctx)
+	go func() {
+		defer close(run.done)
+		defer cancelBounded()
+		defer w.Stop()
+		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) }}
+		out := f.follow(ctx, bounded)
+		phase.Store(PhaseDone)
+		p.Stop()
+		res := <-probeDone
+		if res.Err != nil {
+			run.err = res.Err
+			return
+		}
+		if res.Summary.Canceled && !out.status.Failed() {
+			out.status = report.StatusInterrupted
+			cfg.logf("interrupted: the cluster is left as it is (the rollout may still be in progress)")
+		}
+		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
+			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure()})
+		rep.Rollout = out.section(cfg, target, run.live.oldRev)
+		if in.Version.Known() {
+			rep.Rollout.ServerVersion = in.Version.String()
+		}
+		rep.Timeline = tl.Events()
+		x := analysis.Explain(rep)
+		rep.Failures, rep.Outages, rep.Pods = x.Failures, x.Outages, x.Pods
+		rep.Findings = append(x.Findings, static...)
+		run.rep = rep
+	}()
+	return run, nil
+}
+
+// outcome is how following the rollout ended; the report's rollout section
+// is built from it once.
+type outcome struct {
+	status                                 report.RolloutStatus
+	message                                string
+	triggeredAt, completeAt, oldPodsGoneAt *time.Time
+	newRevision                            string
+}
+
+// failure says why the rollout failed, for the verdict ("" if it did not).
+func (o outcome) failure() string {
+	switch o.status {
+	case report.StatusFailed, report.StatusTimedOut:
+		return o.message
+	case report.StatusNotStarted:
+		return o.message // --watch: nothing started in time ("" when interrupted first)
+	}
+	return ""
+}
+
+func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
+	return &report.Rollout{Namespace: cfg.Namespace, Deployment: t.Deployment.Name, Service: t.Service.Name,
+		Trigger: cfg.Trigger.Describe(), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
+		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt}
+}
+
+// follower drives the rollout's phases.
+type follower struct {
+	cfg      *RolloutConfig
+	w        *rollout.Watcher
+	tl       *rollout.Timeline
+	setPhase func(Phase)
+}
+
+func now() *time.Time {
+	t := time.Now().UTC()
+	return &t
+}
+
+// follow probes the baseline, fires the trigger and waits for the rollout
+// to finish: complete as kubectl judges it, then every old pod object
+// gone, then the settle window. bounded carries the run's deadline (cause
+// errTimedOut); ctx, the user's interruption.
+func (f *follower) follow(ctx, bounded context.Context) outcome {
+	cfg := f.cfg
+	out := outcome{status: report.StatusNotStarted}
+	cfg.logf("baseline: probing for %s before the rollout", cfg.Baseline)
+	if !sleep(bounded, cfg.Baseline) {
+		return f.ended(ctx, bounded, out, "")
+	}
+	startGen := f.w.Deployment().Generation
+	out.triggeredAt = now()
+	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
+	if err := cfg.Trigger.Fire(bounded, cfg.Kube, cfg.Namespace, cfg.Deployment); err != nil {
+		if bounded.Err() != nil {
+			return f.ended(ctx, bounded, out, "")
+		}
+		out.status, out.message = report.StatusFailed, "trigger failed: "+err.Error()
+		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: err.Error()})
+		cfg.logf("trigger failed: %v", err)
+		return out
+	}
+	out.status = report.StatusInProgress
+	f.setPhase(PhaseRolling)
+	cfg.logf("triggered: %s", cfg.Trigger.Describe())
+
+	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch {
+		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
+		err := f.until(waitCtx, func() bool {
+			return f.w.Deployment().Generation != startGen || !rollout.DeploymentProgress(f.w.Deployment()).Done
+		})
+		cancel()
+		if err != nil {
+			if bounded.Err() != nil {
+				out.status = report.StatusNotStarted
+				return f.ended(ctx, bounded, out, "")
+			}
+			out.status, out.message = report.StatusNotStarted, fmt.Sprintf("no rollout started within --wait %s", cfg.Wait)
+			return out
+		}
+		cfg.logf("a rollout started")
+	}
+
+	var lastMsg, failed string
+	err := f.until(bounded, func() bool {
+		d := f.w.Deployment()
+		pr := rollout.DeploymentProgress(d)
+		if pr.Failed != "" {
+			failed = pr.Failed
+			return true
+		}
+		if out.completeAt == nil && pr.Done && d.Generation > startGen {
+			out.completeAt = now()
+			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
+			cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
+		}
+		if pr.Message != lastMsg && pr.Message != "" {
+			lastMsg = pr.Message
+			cfg.logf("rollout: %s", pr.Message)
+		}
+		if out.completeAt == nil {
+			return false
+		}
+		newRev := f.w.NewRevision()
+		return newRev != "" && len(rollout.OldPods(f.w.Pods(), newRev)) == 0
+	})
+	switch {
+	case err != nil:
+		return f.ended(ctx, bounded, out, lastMsg)
+	case failed != "":
+		out.status, out.message = report.StatusFailed, failed
+		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: failed})
+		cfg.logf("rollout failed: %s", failed)
+		return out
+	}
+	out.newRevision = f.w.NewRevision()
+	out.oldPodsGoneAt = now()
+	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision})
+	out.status = report.StatusComplete
+	f.setPhase(PhaseSettling)
+	cfg.logf("all old pods gone; settling for %s", cfg.Settle)
+	sleep(ctx, cfg.Settle)
+	return out
+}
+
+// ended is the outcome when a wait was cut: by the run's deadline (the
+// rollout timed out, exit 3) or by the user (interrupted; the status is
+// set once the prober confirms it).
+func (f *follower) ended(ctx, bounded context.Context, out outcome, lastMsg string) outcome {
+	if ctx.Err() == nil && errors.Is(context.Cause(bounded), errTimedOut) {
+		out.status = report.StatusTimedOut
+		out.message = fmt.Sprintf("not finished within --timeout %s", f.cfg.Timeout)
+		if lastMsg != "" {
+			out.message += ": " + lastMsg
+		}
+		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: out.message})
+		f.cfg.logf("%s", out.message)
+	}
+	return out
+}
+
+// until re-checks done each time the watcher sees a change, until it
+// holds (nil) or ctx ends (its error). kubectl's UntilWithSync is the
+// model: no polling, the informer's notifications wake the check. A
+// one-second tick re-checks too, as a backstop for conditions that
+// depend on time alone.
+func (f *follower) until(ctx context.Context, done func() bool) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if done() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.w.Changed():
+		case <-tick.C:
+		}
+	}
+}
+
+// sleep waits d, or less if ctx ends first (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// checkBaseline sends a short burst at the target before anything changes:
+// a target that already fails would make every later finding meaningless.
+func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
+	c := cfg.Probe
+	c.Rate = min(max(c.Rate, 1), 50)
+	c.Duration = time.Second
+	c.Workers, c.MaxWorkers = 1, 50
+	p, err := prober.New(c, userAgent(cfg.Tool, "preflight"))
+	if err != nil {
+		return err
+	}
+	sum, err := p.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if sum.Canceled {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return context.Canceled
+	}
+	snap := p.Recorder().Snapshot()
+	sent, ok := snap.Totals.Sent(), snap.Totals.Classes[prober.OK]
+	if sent == 0 || ok != sent {
+		fails := p.Recorder().Failures()
+		detail := ""
+		if len(fails) > 0 && fails[0].Err != nil {
+			detail = ": first failure " + fails[0].Class.String() + " " + fails[0].Err.Error()
+		} else if len(fails) > 0 {
+			detail = fmt.Sprintf(": first failure %s (status %d)", fails[0].Class, fails[0].Status)
+		}
+		return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests succeeded%s",
+			c.Target, ok, sent, detail)
+	}
+	return nil
+}
