@@ -45,7 +45,7 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	s := NewSampler(Source{Command: "run", Target: "http://x/", TargetRate: 10, Start: start, Recorder: rec, Timeline: tl,
 		Deployment: func() *appsv1.Deployment { return dep }, Phase: func() string { return phase }, Log: sink,
 		Revisions: func() (string, string) { return "old", revision },
-		Now: func() time.Time { return now }})
+		Now:       func() time.Time { return now }})
 
 	tl.Add(report.Event{At: at(0), Kind: report.PodPresent, Pod: "naive-old-a", Revision: "old", Ready: true})
 	tl.Add(report.Event{At: at(0), Kind: report.EndpointAdded, Pod: "naive-old-a", Ready: true, Serving: true})
