@@ -120,6 +120,26 @@ func TestBuildCounts(t *testing.T) {
 	}
 }
 
+// validate checks r against the published schema.
+func validate(t *testing.T, r *report.Report) {
+	t.Helper()
+	sch, err := jsonschema.NewCompiler().Compile("../report/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := report.Encode(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Fatalf("report does not match its schema: %v", err)
+	}
+}
+
 // TestSchemaValidatesReports: the golden report conforms to the published
 // schema, and the schema rejects a report that breaks the contract.
 func TestSchemaValidatesReports(t *testing.T) {

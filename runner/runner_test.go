@@ -146,6 +146,7 @@ func TestTimeoutIsARolloutFailure(t *testing.T) {
 	if static == 0 {
 		t.Errorf("no doctor findings in the report (the objects have no probes, no preStop): %+v", rep.Findings)
 	}
+	validate(t, rep)
 	if !hasEvent(rep, report.RolloutTriggered) || !hasEvent(rep, report.RolloutFailed) {
 		t.Errorf("timeline %+v", rep.Timeline)
 	}
