@@ -2,12 +2,15 @@ package cmd_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -304,5 +307,85 @@ func TestReportShow(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"schema":"other/v2"}`), 0o644)
 	if r := run(t, "report", "show", bad); r.code != 2 || !strings.Contains(r.stderr, "schema") {
 		t.Fatalf("other schema: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A bad value is reported under the flag the user typed: run's request
+// timeout is --request-timeout (its --timeout bounds the whole run).
+func TestErrorsNameTheFlag(t *testing.T) {
+	r := run(t, "run", "--deployment", "web", "--target", "http://127.0.0.1:1/", "--request-timeout", "0", "--connect-timeout", "-1s")
+	if r.code != 2 || !strings.Contains(r.stderr, "--request-timeout 0s: must be positive") ||
+		!strings.Contains(r.stderr, "--connect-timeout -1s: must be positive") || strings.Contains(r.stderr, "--timeout 0s") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "probe", "--timeout", "0", "http://127.0.0.1:1/")
+	if r.code != 2 || !strings.Contains(r.stderr, "--timeout 0s: must be positive") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "run", "--deployment", "a/b/c", "--target", "http://127.0.0.1:1/", "--kubeconfig", writeKubeconfig(t, "http://127.0.0.1:1"))
+	if r.code != 2 || !strings.Contains(r.stderr, `--deployment "a/b/c": want [NAMESPACE/]NAME`) {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "` + server + `", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]
+current-context: x
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A server that accepts connections and never answers: doctor and run end
+// with exit 2 within their bound, naming the server, having changed nothing.
+func TestUnansweringAPIServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never read, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for _, scheme := range []string{"http", "https"} {
+		kubeconfig := writeKubeconfig(t, scheme+"://"+ln.Addr().String())
+		for _, args := range [][]string{
+			{"doctor", "--deployment", "web", "--timeout", "2s"},
+			{"run", "--deployment", "web", "--target", "http://127.0.0.1:1/", "--timeout", "2s", "--ui", "none"},
+		} {
+			// The guard only keeps a hang from stalling the suite; the
+			// bound under test is the command's own --timeout.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			r := runCmd(t, exec.CommandContext(ctx, binary, append(args, "--kubeconfig", kubeconfig)...))
+			cancel()
+			if r.code != 2 || !strings.Contains(r.stderr, ln.Addr().String()) {
+				t.Errorf("%s %v: exit %d, stderr %q; want 2 naming the server", scheme, args[0], r.code, r.stderr)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -44,7 +45,7 @@ func (k *kubeFlags) client() (kube kubernetes.Interface, ns, name string, err er
 		}
 	}
 	if ns, name, err = rollout.ParseDeploymentRef(k.deployment, ns); err != nil {
-		return nil, "", "", err
+		return nil, "", "", field.Rename(err, map[string]string{"Deployment": "--deployment"})
 	}
 	kube, err = kubernetes.NewForConfig(restCfg)
 	if err != nil {

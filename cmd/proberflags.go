@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -41,6 +42,19 @@ type proberFlags struct {
 	// timeoutFlag names the request-timeout flag: "timeout" for probe,
 	// "request-timeout" for run, whose --timeout bounds the whole run.
 	timeoutFlag string
+	// targetName names the target: "URL" (probe's argument) or "--target".
+	targetName string
+}
+
+// flagNames maps prober.Config's fields to the flags that set them, for
+// the field errors the prober returns.
+func (f *proberFlags) flagNames() map[string]string {
+	return map[string]string{
+		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
+		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
+		"ConnectTimeout": "--connect-timeout", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
+		"Header": "-H",
+	}
 }
 
 func defaultProberFlags() proberFlags {
@@ -59,6 +73,7 @@ func defaultProberFlags() proberFlags {
 		requestID:      d.RequestIDHeader,
 		keepFailures:   d.KeepFailures,
 		timeoutFlag:    "timeout",
+		targetName:     "URL",
 	}
 }
 
@@ -156,7 +171,7 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 			errs = append(errs, err)
 		}
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, field.Rename(errors.Join(errs...), f.flagNames())
 }
 
 func (f *proberFlags) budget() report.Budget {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // Version is set at build time with -ldflags "-X github.com/rollprobe/rollprobe/cmd.Version=...".
@@ -104,6 +105,9 @@ func exitCode(err error, stderr io.Writer) int {
 	code := exitcode.Of(err)
 	var silent exitcode.Silent
 	if err != nil && !errors.As(err, &silent) {
+		if errors.Is(err, rollout.ErrNameTheService) {
+			err = fmt.Errorf("%w (--service)", err)
+		}
 		fmt.Fprintf(stderr, "rollprobe: %v\n", err)
 	}
 	return int(code)

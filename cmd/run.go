@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 	"github.com/rollprobe/rollprobe/runner"
@@ -50,6 +51,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	// different ways (routing lag vs. abrupt close).
 	o.flags.conn = "mixed=0.5"
 	o.flags.timeoutFlag = "request-timeout"
+	o.flags.targetName = "--target"
 	cmd := &cobra.Command{
 		Use:   "run --deployment [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
 		Short: "Trigger (or watch) a rollout under load and fail if any request dropped",
@@ -163,7 +165,7 @@ func (o *runOptions) complete() error {
 	switch {
 	case o.image != "":
 		if trigger, err = rollout.ParseSetImage(o.image); err != nil {
-			return err
+			return field.Rename(err, triggerFlags)
 		}
 	case o.patch != "":
 		data := []byte(o.patch)
@@ -173,7 +175,7 @@ func (o *runOptions) complete() error {
 			}
 		}
 		if trigger, err = rollout.ParsePatch(data); err != nil {
-			return err
+			return field.Rename(err, triggerFlags)
 		}
 	case o.watch:
 		trigger = rollout.Watch{}
@@ -199,6 +201,9 @@ func (o *runOptions) complete() error {
 	}
 	return nil
 }
+
+// triggerFlags name the flags of the trigger parsers' fields.
+var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
 
 // run starts the flow (preflight errors end it here, exit 2), attaches the
 // view until the run ends (under the dashboard, until the user leaves its

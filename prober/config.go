@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rollprobe/rollprobe/internal/field"
 )
 
 // ConnMode says how requests use connections.
@@ -28,11 +30,11 @@ func ParseConnMode(s string) (ConnMode, error) {
 	case strings.HasPrefix(s, "mixed="):
 		f, err := strconv.ParseFloat(strings.TrimPrefix(s, "mixed="), 64)
 		if err != nil || f < 0 || f > 1 {
-			return ConnMode{}, fmt.Errorf("--conn %q: the fraction of fresh connections must be a number from 0 to 1", s)
+			return ConnMode{}, field.Invalid("Conn", strconv.Quote(s), "the fraction of fresh connections must be a number from 0 to 1")
 		}
 		return ConnMode{FreshFraction: f}, nil
 	}
-	return ConnMode{}, fmt.Errorf("--conn %q: want new, keepalive or mixed=F", s)
+	return ConnMode{}, field.Invalid("Conn", strconv.Quote(s), "want new, keepalive or mixed=F")
 }
 
 func (m ConnMode) String() string {
@@ -64,7 +66,7 @@ func ParseStatusSet(s string) (StatusSet, error) {
 			b, errB = strconv.Atoi(hi)
 		}
 		if errA != nil || errB != nil || a < 100 || b > 999 || a > b {
-			return nil, fmt.Errorf("expected status %q: want codes or ranges from 100 to 999, like 200-399 or 200,204", s)
+			return nil, field.Invalid("ExpectStatus", strconv.Quote(s), "want codes or ranges from 100 to 999, like 200-399 or 200,204")
 		}
 		set = append(set, StatusRange{a, b})
 	}
@@ -161,48 +163,56 @@ func DefaultConfig() Config {
 func ParseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("target %q: %w", raw, err)
+		return nil, &field.Error{Field: "Target", Value: strconv.Quote(raw), Problem: err.Error()}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("target %q: want an http:// or https:// URL", raw)
+		return nil, field.Invalid("Target", strconv.Quote(raw), "want an http:// or https:// URL")
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("target %q: no host", raw)
+		return nil, field.Invalid("Target", strconv.Quote(raw), "no host")
 	}
 	return u, nil
 }
 
-// Validate reports the first problem with c, phrased for the flag a user set.
+// Validate reports every problem with c as field errors (internal/field):
+// the Go field's name, which the command renames to its flag.
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(name string, value any, problem string) { errs = append(errs, field.Invalid(name, value, problem)) }
 	if c.Target == nil {
-		errs = append(errs, errors.New("no target URL"))
+		errs = append(errs, field.Missing("Target", "no target URL"))
 	}
 	if c.Rate < 0 {
-		errs = append(errs, fmt.Errorf("--rate %g: must be 0 (closed model) or more", c.Rate))
+		bad("Rate", c.Rate, "must be 0 (closed model) or more")
 	}
 	if c.Rate == 0 && c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("--concurrency %d: the closed model (--rate 0) needs at least 1 worker", c.Concurrency))
+		bad("Concurrency", c.Concurrency, "the closed model (rate 0) needs at least 1 worker")
 	}
-	if c.Rate > 0 && (c.Workers < 1 || c.MaxWorkers < c.Workers) {
-		errs = append(errs, fmt.Errorf("--workers %d / --max-workers %d: need 1 <= workers <= max-workers", c.Workers, c.MaxWorkers))
+	if c.Rate > 0 && c.Workers < 1 {
+		bad("Workers", c.Workers, "need at least 1")
+	}
+	if c.Rate > 0 && c.MaxWorkers < c.Workers {
+		bad("MaxWorkers", c.MaxWorkers, fmt.Sprintf("must be at least the starting workers (%d)", c.Workers))
 	}
 	if c.Duration < 0 {
-		errs = append(errs, fmt.Errorf("--duration %s: must not be negative", c.Duration))
+		bad("Duration", c.Duration, "must not be negative")
 	}
-	if c.Timeout <= 0 || c.ConnectTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout %s / --connect-timeout %s: both must be positive", c.Timeout, c.ConnectTimeout))
+	if c.Timeout <= 0 {
+		bad("Timeout", c.Timeout, "must be positive")
+	}
+	if c.ConnectTimeout <= 0 {
+		bad("ConnectTimeout", c.ConnectTimeout, "must be positive")
 	}
 	if len(c.ExpectStatus) == 0 {
-		errs = append(errs, errors.New("--expect-status: empty set"))
+		errs = append(errs, field.Missing("ExpectStatus", "empty set"))
 	}
 	if c.KeepFailures < 0 {
-		errs = append(errs, fmt.Errorf("--keep-failures %d: must not be negative", c.KeepFailures))
+		bad("KeepFailures", c.KeepFailures, "must not be negative")
 	}
 	for name := range c.Header {
 		if strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Connection") ||
 			strings.EqualFold(name, "Transfer-Encoding") {
-			errs = append(errs, fmt.Errorf("-H %s: set by the prober itself (see --conn and --body)", name))
+			bad("Header", name, "set by the prober itself (from the connection mode and the body)")
 		}
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/advice"
+	"github.com/rollprobe/rollprobe/internal/field"
 )
 
 // Target is the Deployment under test and the Service in front of it.
@@ -28,18 +30,22 @@ type Target struct {
 	Service    *corev1.Service
 }
 
+// ErrNameTheService: the Service in front of the Deployment cannot be
+// found from its selector alone; the caller must name it.
+var ErrNameTheService = errors.New("name the service to probe")
+
 // ParseDeploymentRef splits "[NS/]NAME"; defaultNS applies without a prefix.
 func ParseDeploymentRef(ref, defaultNS string) (ns, name string, err error) {
 	ref = strings.TrimPrefix(ref, "deployment/")
 	ref = strings.TrimPrefix(ref, "deploy/")
 	if ns, name, ok := strings.Cut(ref, "/"); ok {
 		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return "", "", fmt.Errorf("--deployment %q: want [NAMESPACE/]NAME", ref)
+			return "", "", field.Invalid("Deployment", strconv.Quote(ref), "want [NAMESPACE/]NAME")
 		}
 		return ns, name, nil
 	}
 	if ref == "" {
-		return "", "", fmt.Errorf("--deployment is required")
+		return "", "", field.Missing("Deployment", "required")
 	}
 	return defaultNS, ref, nil
 }
@@ -85,7 +91,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	}
 	switch len(matches) {
 	case 0:
-		return nil, fmt.Errorf("no service in %s selects the pods of deployment %s: name one with --service", ns, deployment)
+		return nil, fmt.Errorf("no service in %s selects the pods of deployment %s: %w", ns, deployment, ErrNameTheService)
 	case 1:
 		t.Service = &matches[0]
 		return t, nil
@@ -95,7 +101,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 		names[i] = s.Name
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("several services select the pods of deployment %s (%s): choose one with --service", deployment, strings.Join(names, ", "))
+	return nil, fmt.Errorf("several services select the pods of deployment %s (%s): %w", deployment, strings.Join(names, ", "), ErrNameTheService)
 }
 
 // selects reports whether the Service's selector matches the Deployment's

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollprobe/rollprobe/internal/field"
 )
 
 // Trigger starts a rollout (or, for Watch, waits for one started elsewhere).
@@ -55,7 +58,7 @@ type SetImage struct{ Container, Image string }
 func ParseSetImage(s string) (SetImage, error) {
 	c, img, ok := strings.Cut(s, "=")
 	if !ok || c == "" || img == "" {
-		return SetImage{}, fmt.Errorf("--image %q: want CONTAINER=IMAGE", s)
+		return SetImage{}, field.Invalid("Image", strconv.Quote(s), "want CONTAINER=IMAGE")
 	}
 	return SetImage{Container: c, Image: img}, nil
 }
@@ -92,7 +95,7 @@ type Patch struct{ JSON []byte }
 func ParsePatch(data []byte) (Patch, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return Patch{}, fmt.Errorf("--patch: not a JSON object: %w", err)
+		return Patch{}, &field.Error{Field: "Patch", Problem: "not a JSON object: " + err.Error()}
 	}
 	return Patch{JSON: data}, nil
 }
