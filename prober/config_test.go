@@ -1,10 +1,13 @@
 package prober
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rollprobe/rollprobe/internal/field"
 )
 
 func TestParseConnMode(t *testing.T) {
@@ -34,17 +37,17 @@ func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*Config)
-		want   string // substring of the error; "" for valid
+		want   string // the field the error names (internal/field); "" for valid
 	}{
 		{"defaults", func(*Config) {}, ""},
 		{"closed model", func(c *Config) { c.Rate = 0 }, ""},
-		{"negative rate", func(c *Config) { c.Rate = -1 }, "--rate"},
-		{"closed without workers", func(c *Config) { c.Rate, c.Concurrency = 0, 0 }, "--concurrency"},
-		{"max below initial", func(c *Config) { c.Workers, c.MaxWorkers = 10, 5 }, "--max-workers"},
-		{"zero timeout", func(c *Config) { c.Timeout = 0 }, "--timeout"},
-		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "--duration"},
-		{"reserved header", func(c *Config) { c.Header = http.Header{"Connection": {"close"}} }, "-H Connection"},
-		{"no target", func(c *Config) { c.Target = nil }, "no target"},
+		{"negative rate", func(c *Config) { c.Rate = -1 }, "Rate"},
+		{"closed without workers", func(c *Config) { c.Rate, c.Concurrency = 0, 0 }, "Concurrency"},
+		{"max below initial", func(c *Config) { c.Workers, c.MaxWorkers = 10, 5 }, "MaxWorkers"},
+		{"zero timeout", func(c *Config) { c.Timeout = 0 }, "Timeout"},
+		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "Duration"},
+		{"reserved header", func(c *Config) { c.Header = http.Header{"Connection": {"close"}} }, "Header"},
+		{"no target", func(c *Config) { c.Target = nil }, "Target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,8 +58,14 @@ func TestValidate(t *testing.T) {
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			case tt.want != "":
+				var fe *field.Error
+				if !errors.As(err, &fe) || fe.Field != tt.want {
+					t.Fatalf("error %v, want a field error naming %s (never a flag)", err, tt.want)
+				}
+				if strings.Contains(err.Error(), "--") {
+					t.Fatalf("the prober named a flag: %v", err)
+				}
 			}
 		})
 	}

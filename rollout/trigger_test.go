@@ -3,6 +3,7 @@ package rollout
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestResolve(t *testing.T) {
 		t.Fatalf("explicit service: %v", err)
 	}
 	kube = fake.NewClientset(webDeployment(), other)
-	if _, err := Resolve(ctx, kube, "prod", "web", ""); err == nil || !strings.Contains(err.Error(), "--service") {
+	if _, err := Resolve(ctx, kube, "prod", "web", ""); !errors.Is(err, ErrNameTheService) {
 		t.Fatalf("no match: %v", err)
 	}
 	if _, err := Resolve(ctx, kube, "prod", "web", "other"); err == nil || !strings.Contains(err.Error(), "does not select") {
