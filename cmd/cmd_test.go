@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testbin"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -28,11 +29,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "rollprobe")
-	build := exec.Command("go", "build", "-o", binary, "..")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building rollprobe: " + err.Error())
+	if binary, err = testbin.Build(dir, "rollprobe", ".."); err != nil {
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -64,18 +62,8 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
-func server(t *testing.T) *faultserver.Server {
-	t.Helper()
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func TestExitCodes(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	short := []string{"--rate", "100", "--duration", "500ms", "--progress", "0"}
 	tests := []struct {
 		name string
@@ -130,7 +118,7 @@ func TestUsageErrorWritesNothing(t *testing.T) {
 // Asking for the dashboard without a terminal is a usage error found
 // before anything runs, not a run cut short when the dashboard fails.
 func TestDashboardWithoutATerminalIsAUsageError(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	r := run(t, "probe", srv.URL("/ok"), "--ui", "tui", "--duration", "1s", "--report", path)
 	if r.code != 2 || !strings.Contains(r.stderr, "--ui tui: standard output is not a terminal") {
@@ -151,7 +139,7 @@ func TestLocalErrorsAreInconclusive(t *testing.T) {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Skip("prlimit (util-linux) not installed")
 	}
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	r := runCmd(t, exec.Command("prlimit", "--nofile=16:16", "--", binary, "probe", srv.URL("/stall?ms=300"),
 		"--conn", "new", "--rate", "200", "--duration", "500ms", "--progress", "0", "--report", path))
@@ -173,7 +161,7 @@ func TestLocalErrorsAreInconclusive(t *testing.T) {
 // TestInterruptWritesReport: SIGINT mid-run stops probing, writes the report
 // marked interrupted and exits 130.
 func TestInterruptWritesReport(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(binary, "probe", srv.URL("/stall?ms=50"), "--rate", "100", "--duration", "60s",
 		"--progress", "0", "--report", path)
@@ -210,7 +198,7 @@ func TestInterruptWritesReport(t *testing.T) {
 }
 
 func TestJSONOutput(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/close-reused"), "-o", "json", "--rate", "100", "--duration", "500ms",
 		"--backend-header", "X-Pod-Name", "--progress", "0")
 	if r.code != 1 {
@@ -231,7 +219,7 @@ func TestJSONOutput(t *testing.T) {
 }
 
 func TestProgressLines(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/ok"), "--rate", "50", "--duration", "1200ms", "--progress", "500ms")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
@@ -260,7 +248,7 @@ func TestVersion(t *testing.T) {
 // TestCIOutputs: --junit writes a test case per check, and under GitHub
 // Actions the step summary is appended and failures are annotated.
 func TestCIOutputs(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	summary := filepath.Join(dir, "summary.md")
 	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
@@ -289,7 +277,7 @@ func TestCIOutputs(t *testing.T) {
 // TestReportShow renders a saved report again; the text is the same summary
 // the probe printed, and a file of another schema is a usage error.
 func TestReportShow(t *testing.T) {
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	first := run(t, "probe", srv.URL("/status/503"), "--rate", "50", "--duration", "300ms", "--progress", "0", "--report", path)
 	if first.code != 1 {

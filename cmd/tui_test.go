@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/internal/faultserver"
 	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -23,7 +24,7 @@ func TestDashboardStopsOnQ(t *testing.T) {
 		}
 		t.Skip("needs tmux")
 	}
-	srv := server(t)
+	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	reportPath, exitPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "exit")
 	script := fmt.Sprintf("NO_COLOR=1 %s probe %s --ui tui --rate 100 --duration 60s --backend-header X-Pod-Name --report %s; echo $? > %s; sleep 30",

@@ -21,6 +21,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/rollprobe/rollprobe/internal/testbin"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -69,9 +70,8 @@ func TestLab(t *testing.T) {
 	}
 	binDir = t.TempDir()
 	for _, b := range [][]string{{"rollprobe", ".."}, {"demoapp", "./demoapp"}} {
-		build := exec.Command("go", "build", "-o", filepath.Join(binDir, b[0]), b[1])
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", b[0], err, out)
+		if _, err := testbin.Build(binDir, b[0], b[1]); err != nil {
+			t.Fatal(err)
 		}
 	}
 	stateDir = filepath.Join(t.TempDir(), "lab")
@@ -218,7 +218,7 @@ func TestLab(t *testing.T) {
 			t.Fatalf("lab down: %v\n%s", err, out)
 		}
 		for _, pid := range pids {
-			if running(pid) {
+			if lab.Alive(pid) {
 				t.Errorf("process %d survived lab down", pid)
 			}
 		}
@@ -235,18 +235,6 @@ func TestLab(t *testing.T) {
 		}
 	})
 	t.Logf("lab test took %s", time.Since(start).Round(time.Second))
-}
-
-// running reports whether pid is a live process (zombies awaiting their
-// reaper are dead).
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
 func apply(t *testing.T, sample string) {

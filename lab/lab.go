@@ -312,7 +312,7 @@ func Down(stateDir string, progress io.Writer) error {
 	var errs []error
 	// Components in reverse start order, then pod containers.
 	for _, name := range slices.Backward(componentOrder) {
-		if pid, ok := readPID(filepath.Join(stateDir, "pids", name+".pid")); ok && alive(pid) {
+		if pid, ok := readPID(filepath.Join(stateDir, "pids", name+".pid")); ok && Alive(pid) {
 			logf("stopping %s (pid %d)", name, pid)
 			if err := stopPID(pid, 5*time.Second); err != nil {
 				errs = append(errs, err)
@@ -321,7 +321,7 @@ func Down(stateDir string, progress io.Writer) error {
 	}
 	podPIDs, _ := filepath.Glob(filepath.Join(stateDir, "pods", "*", "*.pid"))
 	for _, f := range podPIDs {
-		if pid, ok := readPID(f); ok && alive(pid) {
+		if pid, ok := readPID(f); ok && Alive(pid) {
 			if err := stopPID(pid, time.Second); err != nil {
 				errs = append(errs, err)
 			}
@@ -390,7 +390,7 @@ func GetStatus(stateDir string) Status {
 			continue
 		}
 		pid, ok := readPID(filepath.Join(stateDir, "pids", name+".pid"))
-		st.Components = append(st.Components, ComponentStatus{Name: name, PID: pid, Alive: ok && alive(pid)})
+		st.Components = append(st.Components, ComponentStatus{Name: name, PID: pid, Alive: ok && Alive(pid)})
 	}
 	return st
 }

@@ -72,8 +72,9 @@ func readPID(path string) (int, bool) {
 	return pid, true
 }
 
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
+// Alive reports whether pid is a running process (zombies awaiting their
+// reaper are dead).
+func Alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
@@ -110,20 +111,20 @@ func startTime(pid int) (string, bool) {
 // stopPID sends SIGTERM, waits up to grace, then SIGKILLs and waits for the
 // process to be gone.
 func stopPID(pid int, grace time.Duration) error {
-	if !alive(pid) {
+	if !Alive(pid) {
 		return nil
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !alive(pid) {
+		if !Alive(pid) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for i := 0; i < 100; i++ {
-		if !alive(pid) {
+		if !Alive(pid) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -11,11 +11,7 @@ import (
 
 func startServer(t *testing.T) *faultserver.Server {
 	t.Helper()
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := faultserver.New(t, "pod-a")
 	return srv
 }
 

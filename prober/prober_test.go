@@ -67,11 +67,7 @@ func TestClassesMatchServerCounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, err := faultserver.Start("pod-a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
+			srv := faultserver.New(t, "pod-a")
 			_, snap := probe(t, srv.URL(tt.path), tt.mode)
 			srv.Close()
 			got := srv.Counts()
@@ -97,11 +93,7 @@ func TestClassesMatchServerCounts(t *testing.T) {
 // would replay such a request; the prober must report it as eof_reused and
 // the server must see exactly as many requests as the prober sent.
 func TestNoSilentRetryOnReusedConnection(t *testing.T) {
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := faultserver.New(t, "pod-a")
 	_, snap := probe(t, srv.URL("/close-reused"), keepalive)
 	srv.Close()
 	got := srv.Counts()
@@ -119,10 +111,7 @@ func TestNoSilentRetryOnReusedConnection(t *testing.T) {
 }
 
 func TestRefusedWhenNothingListens(t *testing.T) {
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := faultserver.New(t, "pod-a")
 	srv.StopListening()
 	defer srv.Close()
 	_, snap := probe(t, srv.URL("/ok"), fresh)
@@ -135,11 +124,7 @@ func TestRefusedWhenNothingListens(t *testing.T) {
 }
 
 func TestTimeoutWhenServerStalls(t *testing.T) {
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := faultserver.New(t, "pod-a")
 	_, snap := probe(t, srv.URL("/stall?ms=3000"), func(c *Config) {
 		c.Rate, c.Duration, c.Timeout = 20, 300*time.Millisecond, 200*time.Millisecond
 	})
@@ -199,11 +184,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("ok = %d of %d, backends %v", snap.Totals.Classes[OK], sent, snap.Totals.Backends)
 	}
 	// Plain HTTP server behind an https URL: the handshake reads garbage.
-	srv, err := faultserver.Start("pod-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := faultserver.New(t, "pod-a")
 	_, snap = probe(t, "https://"+srv.Addr()+"/ok", func(c *Config) { c.Rate, c.Duration = 50, 200*time.Millisecond })
 	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
 		t.Fatalf("tls against plain HTTP = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)

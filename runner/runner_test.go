@@ -54,11 +54,7 @@ func fakeKube(denied map[string]bool, objs ...runtime.Object) *fake.Clientset {
 
 func config(t *testing.T, kube *fake.Clientset, path string) RolloutConfig {
 	t.Helper()
-	srv, err := faultserver.Start("web-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := faultserver.New(t, "web-0")
 	probe := prober.DefaultConfig()
 	probe.Target, _ = url.Parse(srv.URL(path))
 	probe.Rate = 50
@@ -217,11 +213,7 @@ func run(ctx context.Context, cfg RolloutConfig) (*report.Report, error) {
 // The probe flow: the live handle counts while it runs, Wait gives the
 // report with its verdict.
 func TestProbeFlow(t *testing.T) {
-	srv, err := faultserver.Start("web-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := faultserver.New(t, "web-0")
 	cfg := prober.DefaultConfig()
 	cfg.Target, _ = url.Parse(srv.URL("/status/503"))
 	cfg.Rate, cfg.Duration = 100, 300*time.Millisecond

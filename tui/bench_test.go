@@ -21,11 +21,7 @@ import (
 //
 //	go test ./tui -run XXX -bench DashboardOverhead -benchtime 1x
 func BenchmarkDashboardOverhead(b *testing.B) {
-	srv, err := faultserver.Start("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
+	srv := faultserver.New(b, "bench")
 	const rounds, each = 3, 3 * time.Second
 	var without, with float64
 	for range b.N {

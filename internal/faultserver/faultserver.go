@@ -66,6 +66,25 @@ func Start(name string) (*Server, error) {
 	return s, nil
 }
 
+// TB is the part of testing.TB New needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// New starts a server for a test (or benchmark) and closes it when the
+// test ends, in the style of httptest.NewServer.
+func New(t TB, name string) *Server {
+	t.Helper()
+	s, err := Start(name)
+	if err != nil {
+		t.Fatalf("faultserver: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // Addr is host:port.
 func (s *Server) Addr() string { return s.addr }
 

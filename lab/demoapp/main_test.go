@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollprobe/rollprobe/internal/testbin"
 )
 
 var binary string
@@ -22,9 +23,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "demoapp")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build: %v\n%s", err, out))
+	if binary, err = testbin.Build(dir, "demoapp", "."); err != nil {
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
