@@ -20,6 +20,8 @@ import (
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/agent"
 	"github.com/rollprobe/rollprobe/report/exitcode"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 type labOptions struct {
@@ -201,7 +203,7 @@ func newLabExecCommand(o *labOptions) *cobra.Command {
 				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
-			c := exec.Command("ip", append([]string{"netns", "exec", lab.LabNetNS}, args...)...)
+			c := exec.Command("ip", append([]string{"netns", "exec", netns.LabNetNS}, args...)...)
 			c.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(o.stateDir, "kubeconfig"))
 			if rec.BinDir != "" {
 				// The lab's own kubectl (make lab-bins) matches its apiserver.
@@ -314,7 +316,7 @@ func newLabAgentCommand(o *labOptions) *cobra.Command {
 				return err
 			}
 			a, err := agent.New(agent.Config{
-				Node: lab.NodeName, NodeIP: lab.NodeIP, PodCIDR: lab.PodCIDR, StateDir: o.stateDir,
+				Node: lab.NodeName, NodeIP: netns.NodeIP, PodCIDR: netns.PodCIDR, StateDir: o.stateDir,
 				Images: rec.Images, Log: o.log,
 			}, kube)
 			if err != nil {

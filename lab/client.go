@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // Client talks to the lab's apiserver from outside the lab namespace.
@@ -37,7 +39,7 @@ func NewClient(stateDir string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab kubeconfig: %w (is the lab up?)", err)
 	}
-	cfg.Dial = DialContextIn(LabNetNS)
+	cfg.Dial = netns.DialContextIn(netns.LabNetNS)
 	cfg.QPS, cfg.Burst = 50, 100
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -24,6 +24,8 @@ import (
 	"github.com/rollprobe/rollprobe/internal/testbin"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // The lab end-to-end test brings up the real control plane, rolls the
@@ -65,8 +67,8 @@ func TestLab(t *testing.T) {
 		skipOrFail(t, "the lab needs nft (apt-get install nftables)")
 	}
 	names, _ := exec.Command("ip", "netns", "list").Output()
-	if strings.Contains(string(names), lab.LabNetNS) {
-		skipOrFail(t, "a lab is already up (network namespace %s): take it down first", lab.LabNetNS)
+	if strings.Contains(string(names), netns.LabNetNS) {
+		skipOrFail(t, "a lab is already up (network namespace %s): take it down first", netns.LabNetNS)
 	}
 	binDir = t.TempDir()
 	for _, b := range [][]string{{"rollprobe", ".."}, {"demoapp", "./demoapp"}} {
@@ -104,7 +106,7 @@ func TestLab(t *testing.T) {
 
 	t.Run("no route out of the lab", func(t *testing.T) {
 		// A route lookup sends nothing; it must find no way out.
-		out, err := exec.Command("ip", "netns", "exec", lab.LabNetNS, "ip", "route", "get", "192.0.2.1").CombinedOutput()
+		out, err := exec.Command("ip", "netns", "exec", netns.LabNetNS, "ip", "route", "get", "192.0.2.1").CombinedOutput()
 		if err == nil {
 			t.Fatalf("the lab has a route out: %s", out)
 		}
@@ -335,7 +337,7 @@ func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string
 // lab: kube-proxy programs a new Service a moment after the apiserver has it.
 func waitServing(t *testing.T, ctx context.Context, clusterIP string) {
 	t.Helper()
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: lab.DialContextIn(lab.LabNetNS), DisableKeepAlives: true}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(netns.LabNetNS), DisableKeepAlives: true}}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		resp, err := client.Get("http://" + clusterIP + "/")
 		if err != nil {

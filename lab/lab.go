@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // NodeName is the lab's single node.
@@ -82,7 +84,7 @@ func (c Config) path(parts ...string) string {
 }
 
 // KubeconfigPath is the admin kubeconfig; it works from inside the lab
-// namespace (lab exec) or with a client that dials through DialContextIn.
+// namespace (lab exec) or with a client that dials through netns.DialContextIn.
 func (c Config) KubeconfigPath() string { return c.path("kubeconfig") }
 
 func (c Config) logf(format string, args ...any) {
@@ -166,13 +168,13 @@ func up(ctx context.Context, c Config) error {
 		return err
 	}
 
-	c.logf("network namespace %s (bridge %s %s, no uplink)", LabNetNS, Bridge, NodeIP)
-	if err := setupLabNetwork(); err != nil {
+	c.logf("network namespace %s (bridge %s %s, no uplink)", netns.LabNetNS, netns.Bridge, netns.NodeIP)
+	if err := netns.SetupLab(); err != nil {
 		return err
 	}
 	start := func(name string, argv ...string) error {
 		c.logf("starting %s", name)
-		_, err := startDaemon(LabNetNS, argv, nil, c.path("logs", name+".log"), c.path("pids", name+".pid"))
+		_, err := startDaemon(netns.LabNetNS, argv, nil, c.path("logs", name+".log"), c.path("pids", name+".pid"))
 		return err
 	}
 	bin := func(name string) string { return filepath.Join(c.BinDir, name) }
@@ -189,14 +191,14 @@ func up(ctx context.Context, c Config) error {
 	}
 	if err := start(compAPIServer, bin("kube-apiserver"),
 		"--etcd-servers=http://"+etcdAddr,
-		"--bind-address=0.0.0.0", "--secure-port=6443", "--advertise-address="+NodeIP,
+		"--bind-address=0.0.0.0", "--secure-port=6443", "--advertise-address="+netns.NodeIP,
 		"--cert-dir="+c.path("pki", "apiserver"),
 		"--token-auth-file="+c.path("pki", "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--service-account-key-file="+c.path("pki", "sa.pub"),
 		"--service-account-signing-key-file="+c.path("pki", "sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+netns.ServiceCIDR,
 		"--profiling=false", "--v=1"); err != nil {
 		return err
 	}
@@ -265,7 +267,7 @@ func waitHTTP(ctx context.Context, what, url, token string, limit time.Duration)
 	client := &http.Client{
 		Timeout: 2 * time.Second,
 		Transport: &http.Transport{
-			DialContext:     DialContextIn(LabNetNS),
+			DialContext:     netns.DialContextIn(netns.LabNetNS),
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // lab-local self-signed
 		},
 	}
@@ -327,19 +329,19 @@ func Down(stateDir string, progress io.Writer) error {
 			}
 		}
 	}
-	names, _ := netnsList()
+	names, _ := netns.List()
 	for _, ns := range names {
-		if ns != LabNetNS && !strings.HasPrefix(ns, PodNetNSPref) {
+		if ns != netns.LabNetNS && !strings.HasPrefix(ns, netns.PodNetNSPref) {
 			continue
 		}
 		// Anything still inside our namespaces was started by the lab.
-		for _, pid := range netnsPIDs(ns) {
+		for _, pid := range netns.PIDs(ns) {
 			if err := stopPID(pid, time.Second); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		logf("removing network namespace %s", ns)
-		if _, err := ip("netns", "delete", ns); err != nil {
+		if _, err := netns.IP("netns", "delete", ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -374,7 +376,7 @@ func (s Status) Healthy() bool {
 			return false
 		}
 	}
-	return netnsExists(LabNetNS)
+	return netns.Exists(netns.LabNetNS)
 }
 
 // GetStatus reads the state directory and checks each component's process.

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rollprobe/rollprobe/lab"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // container runs one container of a pod as a local process.
@@ -201,7 +203,7 @@ func (c *container) env(pod *corev1.Pod) []string {
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOSTNAME=" + pod.Name,
-		"KUBERNETES_SERVICE_HOST=" + lab.APIServerIP,
+		"KUBERNETES_SERVICE_HOST=" + netns.APIServerIP,
 		"KUBERNETES_SERVICE_PORT=443",
 	}
 	for _, e := range c.spec.Env {

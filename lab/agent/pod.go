@@ -16,7 +16,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/rollprobe/rollprobe/lab"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // minTerminationWait is the kubelet's floor for the time between SIGTERM and
@@ -34,7 +35,7 @@ type podRunner struct {
 	terminated bool // terminate closed
 	forced     bool // the object is gone: no grace
 
-	net        lab.PodNetwork
+	net        netns.PodNetwork
 	dir        string
 	containers []*container
 	status     corev1.PodStatus
@@ -45,7 +46,7 @@ func newPodRunner(a *Agent, pod *corev1.Pod, log *slog.Logger) *podRunner {
 	uid := strings.ReplaceAll(string(pod.UID), "-", "")
 	return &podRunner{
 		a: a, log: log, pod: pod.DeepCopy(), terminate: make(chan struct{}),
-		net: lab.PodNetwork{NS: lab.PodNetNSPref + uid[:10], Veth: "rpv" + uid[:10]},
+		net: netns.PodNetwork{NS: netns.PodNetNSPref + uid[:10], Veth: "rpv" + uid[:10]},
 		dir: filepath.Join(a.cfg.StateDir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, uid[:8])),
 	}
 }
@@ -91,13 +92,13 @@ func (r *podRunner) run(ctx context.Context) {
 		r.log.Error("pod dir", "err", err)
 		return
 	}
-	if err := lab.SetupPodNetwork(r.net); err != nil {
+	if err := netns.SetupPod(r.net); err != nil {
 		r.log.Error("pod network", "err", err)
-		_ = lab.TeardownPodNetwork(r.net)
+		_ = netns.TeardownPod(r.net)
 		return
 	}
 	defer func() {
-		if err := lab.TeardownPodNetwork(r.net); err != nil {
+		if err := netns.TeardownPod(r.net); err != nil {
 			r.log.Warn("pod network teardown", "err", err)
 		}
 	}()

@@ -1,4 +1,9 @@
-package lab
+// Package netns holds the lab's Linux network primitives: the layout (the
+// lab namespace without uplink, its bridge, the pod and Service ranges),
+// iproute2 wrappers, pod namespaces wired to the bridge, and dialing from
+// outside into a namespace. Node code needs only these, not the lab's
+// control-plane supervisor. Root is needed for all of it.
+package netns
 
 import (
 	"bytes"
@@ -23,8 +28,8 @@ const (
 	APIServerIP = "10.96.0.1"
 )
 
-// ip runs iproute2 with args and returns its combined output.
-func ip(args ...string) (string, error) {
+// IP runs iproute2 with args and returns its combined output.
+func IP(args ...string) (string, error) {
 	cmd := exec.Command("ip", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -34,14 +39,14 @@ func ip(args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// inNS runs ip inside namespace ns.
-func inNS(ns string, args ...string) (string, error) {
-	return ip(append([]string{"netns", "exec", ns, "ip"}, args...)...)
+// InNS runs ip inside namespace ns.
+func InNS(ns string, args ...string) (string, error) {
+	return IP(append([]string{"netns", "exec", ns, "ip"}, args...)...)
 }
 
-// netnsList returns the names of the network namespaces ip knows.
-func netnsList() ([]string, error) {
-	out, err := ip("netns", "list")
+// List returns the names of the network namespaces ip knows.
+func List() ([]string, error) {
+	out, err := IP("netns", "list")
 	if err != nil {
 		return nil, err
 	}
@@ -54,8 +59,9 @@ func netnsList() ([]string, error) {
 	return names, nil
 }
 
-func netnsExists(name string) bool {
-	names, _ := netnsList()
+// Exists reports whether a network namespace of that name exists.
+func Exists(name string) bool {
+	names, _ := List()
 	for _, n := range names {
 		if n == name {
 			return true
@@ -64,9 +70,9 @@ func netnsExists(name string) bool {
 	return false
 }
 
-// netnsPIDs lists the processes living in namespace ns.
-func netnsPIDs(ns string) []int {
-	out, err := ip("netns", "pids", ns)
+// PIDs lists the processes living in namespace ns.
+func PIDs(ns string) []int {
+	out, err := IP("netns", "pids", ns)
 	if err != nil {
 		return nil
 	}
@@ -80,19 +86,19 @@ func netnsPIDs(ns string) []int {
 	return pids
 }
 
-// setupLabNetwork creates the lab namespace: loopback, the bridge with the
+// SetupLab creates the lab namespace: loopback, the bridge with the
 // node address, and the Service CIDR routed onto the bridge so kube-proxy's
 // rules see ClusterIP traffic. It is idempotent.
-func setupLabNetwork() error {
-	if !netnsExists(LabNetNS) {
-		if _, err := ip("netns", "add", LabNetNS); err != nil {
+func SetupLab() error {
+	if !Exists(LabNetNS) {
+		if _, err := IP("netns", "add", LabNetNS); err != nil {
 			return err
 		}
 	}
 	steps := [][]string{
 		{"link", "set", "lo", "up"},
 	}
-	if _, err := inNS(LabNetNS, "link", "show", Bridge); err != nil {
+	if _, err := InNS(LabNetNS, "link", "show", Bridge); err != nil {
 		steps = append(steps, []string{"link", "add", Bridge, "type", "bridge"})
 	}
 	steps = append(steps,
@@ -101,12 +107,12 @@ func setupLabNetwork() error {
 		[]string{"route", "replace", ServiceCIDR, "dev", Bridge, "src", NodeIP},
 	)
 	for _, s := range steps {
-		if _, err := inNS(LabNetNS, s...); err != nil {
+		if _, err := InNS(LabNetNS, s...); err != nil {
 			return err
 		}
 	}
 	// Forwarding lets pods reach ClusterIPs through the node (hairpin).
-	_, err := ip("netns", "exec", LabNetNS, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	_, err := IP("netns", "exec", LabNetNS, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	return err
 }
 
@@ -117,10 +123,10 @@ type PodNetwork struct {
 	Veth string // the bridge side, in the lab namespace
 }
 
-// SetupPodNetwork creates namespace ns with eth0 at addr, wired to the
+// SetupPod creates namespace ns with eth0 at addr, wired to the
 // bridge through a veth pair whose bridge side is named veth.
-func SetupPodNetwork(pn PodNetwork) error {
-	if _, err := ip("netns", "add", pn.NS); err != nil && !netnsExists(pn.NS) {
+func SetupPod(pn PodNetwork) error {
+	if _, err := IP("netns", "add", pn.NS); err != nil && !Exists(pn.NS) {
 		return err
 	}
 	tmp := pn.Veth + "p"
@@ -131,7 +137,7 @@ func SetupPodNetwork(pn PodNetwork) error {
 		{"link", "set", pn.Veth, "up"},
 	}
 	for _, s := range steps {
-		if _, err := inNS(LabNetNS, s...); err != nil {
+		if _, err := InNS(LabNetNS, s...); err != nil {
 			return err
 		}
 	}
@@ -143,45 +149,45 @@ func SetupPodNetwork(pn PodNetwork) error {
 		{"route", "add", "default", "via", NodeIP},
 	}
 	for _, s := range podSteps {
-		if _, err := inNS(pn.NS, s...); err != nil {
+		if _, err := InNS(pn.NS, s...); err != nil {
 			return err
 		}
 	}
 	// Forget any neighbour entry left by an earlier pod with this address,
 	// so the node resolves the new MAC instead of sending to a dead one.
-	_, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
+	_, _ = InNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
 	return nil
 }
 
-// TeardownPodNetwork removes a pod's namespace; deleting it destroys the
+// TeardownPod removes a pod's namespace; deleting it destroys the
 // veth pair with it.
-func TeardownPodNetwork(pn PodNetwork) error {
+func TeardownPod(pn PodNetwork) error {
 	if pn.IP != "" {
 		defer func() {
-			_, _ = inNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
-			flushConntrack(pn.IP)
+			_, _ = InNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
+			FlushConntrack(pn.IP)
 			// kube-proxy keeps routing new connections to the address until
 			// it catches up (later still with --proxy-lag); each attempt
 			// makes a new entry, so flush again once it must have.
 			for _, after := range []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 40 * time.Second} {
-				time.AfterFunc(after, func() { flushConntrack(pn.IP) })
+				time.AfterFunc(after, func() { FlushConntrack(pn.IP) })
 			}
 		}()
 	}
-	if !netnsExists(pn.NS) {
+	if !Exists(pn.NS) {
 		return nil
 	}
-	_, err := ip("netns", "delete", pn.NS)
+	_, err := IP("netns", "delete", pn.NS)
 	return err
 }
 
-// flushConntrack deletes the lab's connection-tracking entries that were
+// FlushConntrack deletes the lab's connection-tracking entries that were
 // NATed to a vanished pod IP, as CNI plugins do on pod deletion. Without it,
 // a new connection that reuses a source port of a recent attempt to that pod
 // (SYN_SENT entries live 120 s) follows the stale entry to the dead address
 // instead of being load-balanced afresh. Best effort: the conntrack tool may
 // be missing, and "no entry" is an error to it.
-func flushConntrack(podIP string) {
+func FlushConntrack(podIP string) {
 	if _, err := exec.LookPath("conntrack"); err != nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package lab
+package netns
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 				return
 			}
 			// Never unlocked: the thread ends with this goroutine.
-			if err := enterNetNS(ns); err != nil {
+			if err := enter(ns); err != nil {
 				done <- result{nil, err}
 				return
 			}
@@ -58,7 +58,7 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 }
 
 // enterNetNS moves the calling thread into the named namespace.
-func enterNetNS(ns string) error {
+func enter(ns string) error {
 	f, err := os.Open(filepath.Join("/run/netns", ns))
 	if err != nil {
 		return fmt.Errorf("network namespace %s: %w (is the lab up?)", ns, err)
