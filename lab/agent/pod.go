@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-
 	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
