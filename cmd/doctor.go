@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
@@ -25,6 +26,8 @@ type doctorOptions struct {
 	junitPath     string
 
 	threshold report.FailOn
+	client    kubernetes.Interface
+	ns, name  string
 }
 
 func newDoctorCommand(g *globalOptions) *cobra.Command {
@@ -49,6 +52,9 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
+				return exitcode.UsageError(err)
+			}
+			if err := o.complete(); err != nil {
 				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
@@ -87,19 +93,22 @@ func (o *doctorOptions) validate() error {
 	return errors.Join(errs...)
 }
 
+// complete loads the kubeconfig.
+func (o *doctorOptions) complete() error {
+	var err error
+	o.client, o.ns, o.name, err = o.kube.client()
+	return err
+}
+
 // run reads the objects (within --timeout), runs the checks and publishes.
 func (o *doctorOptions) run(ctx context.Context) error {
-	kube, ns, name, err := o.kube.client()
-	if err != nil {
-		return exitcode.UsageError(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	target, err := rollout.Resolve(ctx, kube, ns, name, o.kube.service)
+	target, err := rollout.Resolve(ctx, o.client, o.ns, o.name, o.kube.service)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	in, err := doctor.Gather(ctx, kube, target)
+	in, err := doctor.Gather(ctx, o.client, target)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}

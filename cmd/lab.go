@@ -19,9 +19,8 @@ import (
 
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/agent"
-	"github.com/rollprobe/rollprobe/report/exitcode"
-
 	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 type labOptions struct {

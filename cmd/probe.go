@@ -46,10 +46,10 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
   rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete(args); err != nil {
+			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
-			if err := o.validate(); err != nil {
+			if err := o.complete(args); err != nil {
 				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
@@ -63,7 +63,8 @@ error, 4 inconclusive (the prober could not hold its rate or hit local errors),
 	return cmd
 }
 
-// complete turns the flags into the prober's configuration.
+// complete turns the flags into the prober's configuration (its field
+// errors renamed to the flags).
 func (o *probeOptions) complete(args []string) error {
 	o.target = args[0]
 	cfg, err := o.flags.config(o.target)
@@ -71,7 +72,7 @@ func (o *probeOptions) complete(args []string) error {
 	return err
 }
 
-// validate checks what complete could not: the output and view choices.
+// validate checks the flags that stand alone: the output and view choices.
 func (o *probeOptions) validate() error {
 	if err := o.outputs.validate(); err != nil {
 		return err

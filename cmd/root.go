@@ -1,6 +1,18 @@
-// Package cmd holds rollprobe's cobra commands. Each command turns flags into
-// an options struct, then Complete -> Validate -> Run; domain packages never
-// see flags.
+// Package cmd holds rollprobe's cobra commands, the only place that knows
+// flags. Each command binds its flags to an options struct and its RunE
+// goes validate -> complete -> SilenceUsage -> run:
+//   - validate checks the flags that stand alone (required ones, choices,
+//     signs, output formats, the view), so a bad command line fails before
+//     anything is read or built;
+//   - complete turns them into the typed configurations the domain packages
+//     take (prober.Config, runner.RolloutConfig, a Kubernetes client); the
+//     domain reports field errors (internal/field), renamed here to flags;
+//   - run starts a flow (package runner), attaches the dashboard or the
+//     plain progress lines to its live handle, and publishes the report
+//     through ci.Publish.
+//
+// Errors from validate and complete are usage errors (exit 2, nothing sent
+// or changed); exit codes are resolved once, in Execute (report/exitcode).
 package cmd
 
 import (

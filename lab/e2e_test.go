@@ -23,9 +23,8 @@ import (
 
 	"github.com/rollprobe/rollprobe/internal/testbin"
 	"github.com/rollprobe/rollprobe/lab"
-	"github.com/rollprobe/rollprobe/report"
-
 	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // The lab end-to-end test brings up the real control plane, rolls the

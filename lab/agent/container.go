@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rollprobe/rollprobe/lab"
-
 	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
