@@ -26,23 +26,7 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 			err  error
 		}
 		done := make(chan result, 1)
-		var dial func(attempt int)
-		dial = func(attempt int) {
-			runtime.LockOSThread()
-			if unix.Gettid() == unix.Getpid() {
-				// The main thread: Go parks it instead of ending it when a
-				// locked goroutine exits, and its namespace is the one
-				// /proc/PID/ns/net shows for the whole process. Never move
-				// it (lab down would take this process for a lab process).
-				runtime.UnlockOSThread()
-				if attempt > 100 {
-					done <- result{nil, fmt.Errorf("dial in %s: no thread other than the main one", ns)}
-					return
-				}
-				go dial(attempt + 1)
-				return
-			}
-			// Never unlocked: the thread ends with this goroutine.
+		onOwnThread(func() {
 			if err := enter(ns); err != nil {
 				done <- result{nil, err}
 				return
@@ -50,14 +34,44 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 			var d net.Dialer
 			c, err := d.DialContext(ctx, network, addr)
 			done <- result{c, err}
-		}
-		go dial(0)
+		})
 		r := <-done
 		return r.conn, r.err
 	}
 }
 
-// enterNetNS moves the calling thread into the named namespace.
+// onOwnThread runs f in a new goroutine locked to an OS thread that is not
+// the process's main thread, and lets that thread end when f returns, so f
+// may change the thread's state (its namespace) without it leaking. The
+// main thread must never move: Go parks it rather than ending it, and its
+// namespace is the one /proc/PID/ns/net shows for the whole process (lab
+// down would take this process for a lab process).
+//
+// It does not depend on scheduling luck: a goroutine that lands on the main
+// thread keeps it locked while it starts the next one and waits for it, so
+// the runtime must run that one on another thread.
+func onOwnThread(f func()) {
+	go runLocked(f, make(chan struct{}))
+}
+
+// runLocked locks the calling goroutine's thread; on the main thread it
+// hands f to a goroutine that cannot run there, on any other it closes
+// started and runs f, never unlocking.
+func runLocked(f func(), started chan struct{}) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		handedOff := make(chan struct{})
+		go runLocked(f, handedOff)
+		<-handedOff // while this goroutine holds the main thread
+		close(started)
+		runtime.UnlockOSThread()
+		return
+	}
+	close(started)
+	f() // never unlocked: the thread ends with this goroutine
+}
+
+// enter moves the calling thread into the named namespace.
 func enter(ns string) error {
 	f, err := os.Open(filepath.Join("/run/netns", ns))
 	if err != nil {
