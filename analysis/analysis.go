@@ -24,35 +24,88 @@ const outageGap = time.Second
 // readyWindow: failures this soon after a pod turned ready may be its fault.
 const readyWindow = 10 * time.Second
 
-// receiveSlack: rollprobe hears of a deletion through its own watch, a
-// moment after the kubelet (which acts on the same change) may already have
-// stopped the container; failures this much before the received deletion
-// still count as after it.
-const receiveSlack = 500 * time.Millisecond
+// defaultTolerance is the receive tolerance when nothing in the run
+// measured the watch's delay (no trigger write, no pod with a server time).
+const defaultTolerance = time.Second
+
+// tolerance bounds how long before rollprobe received a change the change
+// may already have acted (the kubelet hears of a deletion through its own
+// watch, and can act before rollprobe's watch delivers it). It is measured,
+// not assumed: the smallest upper bound on the watch's delivery delay the
+// run offers,
+//   - the trigger's write to its receipt (rollout.trigger_seen_after_ms);
+//   - for every pod created or deleted, its receipt minus the time the
+//     object records (creationTimestamp; deletionTimestamp less the grace
+//     period). Those have 1 s precision and round down, so each is an upper
+//     bound up to a second too large, and the smallest over many pods is
+//     the tightest. A negative one (clock skew) is skipped.
+func tolerance(r *report.Report) (time.Duration, string) {
+	best, source := time.Duration(-1), ""
+	if r.Rollout != nil && r.Rollout.TriggerSeenAfterMS > 0 {
+		best = time.Duration(r.Rollout.TriggerSeenAfterMS * float64(time.Millisecond))
+		source = "the trigger's write to its receipt through the watch"
+	}
+	for _, e := range r.Timeline {
+		if e.Server == nil || (e.Kind != report.PodCreated && e.Kind != report.PodDeletionRequested) {
+			continue
+		}
+		if d := e.At.Sub(*e.Server); d >= 0 && (best < 0 || d < best) {
+			best, source = d, "the smallest receipt delay of a pod's creation or deletion (1 s server precision)"
+		}
+	}
+	if best < 0 {
+		return defaultTolerance, "not measured (no trigger write, no pod change with a server time): 1 s assumed"
+	}
+	return best, source
+}
 
 // Explanation is what the analysis adds to a report: the kept failures with
-// their likely pod and context (in the same order), the outage windows, each
-// pod's traffic and the findings.
+// their likely pod and context (in the same order), how sure those are, the
+// outage windows, each pod's traffic and the findings.
 type Explanation struct {
-	Failures []report.Failure
-	Outages  []report.Outage
-	Pods     []report.PodTraffic
-	Findings []report.Finding
+	Failures    []report.Failure
+	Attribution *report.Attribution
+	Outages     []report.Outage
+	Pods        []report.PodTraffic
+	Findings    []report.Finding
 }
 
 // Explain analyses r (its failures, series and timeline); r is not changed.
 func Explain(r *report.Report) Explanation {
 	pods := FoldPods(r.Timeline)
-	x := Explanation{Failures: make([]report.Failure, len(r.Failures))}
+	tol, source := tolerance(r)
+	a := attributor{pods: pods, tol: tol, start: r.StartedAt}
+	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
+		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source}}
 	for i, f := range r.Failures {
-		attribute(&f, pods, r.StartedAt)
+		a.attribute(&f)
 		x.Failures[i] = f
+		switch {
+		case class(&f) == prober.Local:
+		case f.Confidence == 1:
+			x.Attribution.Certain++
+		case f.LikelyPod != "":
+			x.Attribution.Ambiguous++
+		default:
+			x.Attribution.Unattributed++
+		}
 	}
-	x.Outages = outages(x.Failures, pods)
+	x.Outages = outages(x.Failures, a)
 	x.Pods = traffic(r, pods)
-	x.Findings = findings(r, x.Failures, pods)
+	x.Findings = findings(r, x.Failures, a)
 	return x
 }
+
+// beganAt is when the failed request began (its intended time in reports
+// that do not have the start).
+func beganAt(f *report.Failure) time.Time {
+	if f.Start.IsZero() {
+		return f.Intended
+	}
+	return f.Start
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
 
 // serverVersion reads the rollout section's server version ("1.36").
 func serverVersion(r *report.Report) advice.Version {
@@ -100,34 +153,70 @@ func answered(c prober.Class) bool {
 // anyClass applies no class filter (outage context).
 const anyClass = prober.Class(255)
 
-// attribute names the pod a failure most likely hit. With the backend header
-// on the response it is certain. Otherwise the candidates are the pods being
-// terminated at that moment (deletion requested, not gone long ago); failing
-// that, pods that had just turned ready. The failure's class narrows them:
-// see terminatingAt and justReadyAt.
-func attribute(f *report.Failure, pods *Pods, start time.Time) {
-	at := f.Intended
+// attributor matches failures to the pod changes that can have caused them.
+type attributor struct {
+	pods  *Pods
+	tol   time.Duration // the receive tolerance (see tolerance)
+	start time.Time
+}
+
+// deletedBy reports whether p's deletion can have acted by t: rollprobe
+// received it no later than the tolerance after t.
+func (a attributor) deletedBy(p *Pod, t time.Time) bool { return p.DeletedBy(t, a.tol) }
+
+// attribute names the pod a failure most likely hit. With the backend
+// header on the response it is certain. Otherwise causality comes first:
+// the candidates are the pods whose deletion can have acted when the
+// request began (received no later than the tolerance after it) and that
+// were not gone long before; failing those, the pods that had just turned
+// ready. The failure's class then narrows them (see terminatingAt,
+// justReadyAt and narrow). Among the candidates left, the closest change
+// preceding the request wins; Confidence is 1/len(candidates), and 1 only
+// when one pod can have caused it.
+func (a attributor) attribute(f *report.Failure) {
+	at := beganAt(f)
 	if f.Backend != "" {
 		f.LikelyPod, f.Confidence = f.Backend, 1
-		if p := pods.Get(f.Backend); p != nil {
-			f.Context = describe(p, at, start)
+		if p := a.pods.Get(f.Backend); p != nil {
+			f.Context = a.describe(p, at)
 		}
 		return
 	}
 	c := class(f)
-	cands := terminatingAt(pods, at, c)
+	cands := a.terminatingAt(at, c)
 	if len(cands) == 0 {
-		cands = justReadyAt(pods, at, c)
+		cands = a.justReadyAt(at, c)
 	}
+	cands = a.narrow(cands, at, c)
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
 		return
 	}
-	// The most recent change is the likeliest cause.
-	sort.Slice(cands, func(i, j int) bool { return changeTime(cands[i]).After(changeTime(cands[j])) })
+	sort.Slice(cands, func(i, j int) bool { return closer(cands[i], cands[j], at) })
 	f.LikelyPod = cands[0].Name
 	f.Confidence = math.Round(100/float64(len(cands))) / 100
-	f.Context = describe(cands[0], at, start)
+	if len(cands) > 1 {
+		for _, p := range cands {
+			f.Candidates = append(f.Candidates, p.Name)
+		}
+		sort.Strings(f.Candidates)
+	}
+	f.Context = a.describe(cands[0], at)
+}
+
+// closer orders candidates for a request begun at t: a change at or before
+// t before one after it (received within the tolerance), and among those
+// before, the latest; among those after, the earliest.
+func closer(p, q *Pod, t time.Time) bool {
+	pt, qt := changeTime(p), changeTime(q)
+	pBefore, qBefore := !pt.After(t), !qt.After(t)
+	switch {
+	case pBefore != qBefore:
+		return pBefore
+	case pBefore:
+		return pt.After(qt)
+	}
+	return pt.Before(qt)
 }
 
 func changeTime(p *Pod) time.Time {
@@ -140,19 +229,19 @@ func changeTime(p *Pod) time.Time {
 	return time.Time{}
 }
 
-// terminatingAt: deletion requested before t, and the pod not gone for more
-// than a few seconds (routes to a vanished pod IP linger as long as the
-// proxies lag). For a class that needs an answer from the pod, the pod must
-// still have been there.
-func terminatingAt(pods *Pods, t time.Time, c prober.Class) []*Pod {
+// terminatingAt: deletion able to act by t, and not more than 5 minutes
+// before; the pod not gone for more than 30 s (routes to a vanished pod IP
+// linger as long as the proxies lag). For a class that needs an answer from
+// the pod's IP, the pod must still have been there.
+func (a attributor) terminatingAt(t time.Time, c prober.Class) []*Pod {
 	var out []*Pod
-	for _, p := range pods.All() {
-		if !p.DeletedBy(t, receiveSlack) || t.Sub(*p.DeletedAt) >= 5*time.Minute {
+	for _, p := range a.pods.All() {
+		if !a.deletedBy(p, t) || t.Sub(*p.DeletedAt) >= 5*time.Minute {
 			continue
 		}
 		switch {
 		case p.GoneAt == nil:
-		case c != anyClass && answered(c) && t.After(p.GoneAt.Add(receiveSlack)):
+		case c != anyClass && answered(c) && t.After(p.GoneAt.Add(a.tol)):
 			continue
 		case t.Sub(*p.GoneAt) >= 30*time.Second:
 			continue
@@ -165,36 +254,67 @@ func terminatingAt(pods *Pods, t time.Time, c prober.Class) []*Pod {
 // justReadyAt: pods that turned ready within readyWindow before t. A
 // connect_timeout is never theirs: a new pod's IP exists and answers, with a
 // refusal if nothing listens yet.
-func justReadyAt(pods *Pods, t time.Time, c prober.Class) []*Pod {
+func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 	if c == prober.ConnectTimeout {
 		return nil
 	}
 	var out []*Pod
-	for _, p := range pods.All() {
-		if p.ReadyAt != nil && !p.Present && !p.ReadyAt.After(t) && t.Sub(*p.ReadyAt) < readyWindow {
+	for _, p := range a.pods.All() {
+		if p.ReadyAt != nil && !p.Present && !p.ReadyAt.After(t.Add(a.tol)) && t.Sub(*p.ReadyAt) < readyWindow {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-func describe(p *Pod, t, start time.Time) string {
-	rel := func(x *time.Time) string { return fmt.Sprintf("%+.2fs", x.Sub(start).Seconds()) }
+// narrow keeps the candidates the evidence allows, unless it allows none
+// (the evidence is what rollprobe saw, which can lag what the wire saw):
+// a connect_timeout means the pod's IP no longer answered, so its container
+// had exited or the pod was gone by then.
+func (a attributor) narrow(cands []*Pod, t time.Time, c prober.Class) []*Pod {
+	if c != prober.ConnectTimeout || len(cands) < 2 {
+		return cands
+	}
+	var out []*Pod
+	for _, p := range cands {
+		ended := (p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol))) || (p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol)))
+		if ended {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return cands
+	}
+	return out
+}
+
+// rel formats x as seconds since the run's start.
+func (a attributor) rel(x *time.Time) string { return fmt.Sprintf("%+.2fs", x.Sub(a.start).Seconds()) }
+
+func (a attributor) describe(p *Pod, t time.Time) string {
 	var parts []string
-	if p.DeletedBy(t, receiveSlack) {
-		parts = append(parts, fmt.Sprintf("%.2fs after %s's deletion was requested (%s)", max(0, t.Sub(*p.DeletedAt).Seconds()), p.Name, rel(p.DeletedAt)))
+	switch {
+	case a.deletedBy(p, t) && !p.DeletedAt.After(t):
+		parts = append(parts, fmt.Sprintf("%.2fs after %s's deletion was requested (%s)", t.Sub(*p.DeletedAt).Seconds(), p.Name, a.rel(p.DeletedAt)))
+	case a.deletedBy(p, t):
+		parts = append(parts, fmt.Sprintf("%.2fs before rollprobe received %s's deletion (%s), within the watch's measured delay of %.2fs",
+			p.DeletedAt.Sub(t).Seconds(), p.Name, a.rel(p.DeletedAt), a.tol.Seconds()))
+	case p.ReadyAt != nil && !p.ReadyAt.After(t):
+		parts = append(parts, fmt.Sprintf("%.2fs after %s turned ready (%s)", t.Sub(*p.ReadyAt).Seconds(), p.Name, a.rel(p.ReadyAt)))
+	case p.ReadyAt != nil:
+		parts = append(parts, fmt.Sprintf("%.2fs before rollprobe received that %s turned ready (%s)", p.ReadyAt.Sub(t).Seconds(), p.Name, a.rel(p.ReadyAt)))
+	}
+	if a.deletedBy(p, t) {
 		if p.EndpointGoneAt != nil {
 			if p.EndpointGoneAt.After(t) {
-				parts = append(parts, "its endpoint was still listed (removed "+rel(p.EndpointGoneAt)+")")
+				parts = append(parts, "its endpoint was still listed (removed "+a.rel(p.EndpointGoneAt)+")")
 			} else {
-				parts = append(parts, "its endpoint was removed "+rel(p.EndpointGoneAt))
+				parts = append(parts, "its endpoint was removed "+a.rel(p.EndpointGoneAt))
 			}
 		}
 		if p.ExitAt != nil && !p.ExitAt.After(t) {
-			parts = append(parts, fmt.Sprintf("its container had exited (%s, code %d)", rel(p.ExitAt), *p.ExitCode))
+			parts = append(parts, fmt.Sprintf("its container had exited (%s, code %d)", a.rel(p.ExitAt), *p.ExitCode))
 		}
-	} else if p.ReadyAt != nil && !p.ReadyAt.After(t) {
-		parts = append(parts, fmt.Sprintf("%.2fs after %s turned ready (%s)", t.Sub(*p.ReadyAt).Seconds(), p.Name, rel(p.ReadyAt)))
 	}
 	if len(parts) == 0 {
 		return "served by " + p.Name
@@ -202,7 +322,11 @@ func describe(p *Pod, t, start time.Time) string {
 	return strings.Join(parts, "; ")
 }
 
-func outages(failures []report.Failure, pods *Pods) []report.Outage {
+// outages groups failures (sorted by intended time) into windows: a gap of
+// more than outageGap between intended send times starts a new one. A
+// window runs from its first failure's intended time to its last one's:
+// the one definition the report, the summaries and the dashboard use.
+func outages(failures []report.Failure, a attributor) []report.Outage {
 	var out []report.Outage
 	var cur *report.Outage
 	for _, f := range failures {
@@ -213,10 +337,7 @@ func outages(failures []report.Failure, pods *Pods) []report.Outage {
 			out = append(out, report.Outage{Start: f.Intended, End: f.Intended, ByClass: map[string]uint64{}})
 			cur = &out[len(out)-1]
 		}
-		cur.End = f.End
-		if f.End.Before(f.Intended) {
-			cur.End = f.Intended
-		}
+		cur.End = f.Intended
 		cur.Count++
 		cur.ByClass[f.Class]++
 	}
@@ -224,7 +345,7 @@ func outages(failures []report.Failure, pods *Pods) []report.Outage {
 		o := &out[i]
 		o.DurationS = math.Round(o.End.Sub(o.Start).Seconds()*1000) / 1000
 		var names []string
-		for _, p := range terminatingAt(pods, o.Start, anyClass) {
+		for _, p := range a.terminatingAt(o.Start, anyClass) {
 			names = append(names, p.Name)
 		}
 		sort.Strings(names)
@@ -232,7 +353,7 @@ func outages(failures []report.Failure, pods *Pods) []report.Outage {
 		case len(names) > 0:
 			o.Context = "while terminating: " + strings.Join(names, ", ")
 		default:
-			for _, p := range justReadyAt(pods, o.Start, anyClass) {
+			for _, p := range a.justReadyAt(o.Start, anyClass) {
 				names = append(names, p.Name)
 			}
 			sort.Strings(names)

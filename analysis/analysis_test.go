@@ -17,13 +17,18 @@ func ev(ms int, kind report.EventKind, pod, rev string) report.Event {
 }
 
 func fail(ms int, class string, fresh bool, backend string) report.Failure {
-	return report.Failure{Intended: at(ms), End: at(ms + 2), Class: class, Fresh: fresh, Backend: backend}
+	return report.Failure{Intended: at(ms), Start: at(ms), End: at(ms + 2), Class: class, Fresh: fresh, Backend: backend}
 }
 
-// analyse puts Explain's results into r, as the rollout flow does.
+// analyse puts Explain's results into r, as the rollout flow does. A
+// report without a rollout section gets one whose trigger was received
+// 20 ms after it was sent: the watch's delay bound, hence the tolerance.
 func analyse(r *report.Report) {
+	if r.Rollout == nil {
+		r.Rollout = &report.Rollout{TriggerSeenAfterMS: 20}
+	}
 	x := Explain(r)
-	r.Failures, r.Outages, r.Pods, r.Findings = x.Failures, x.Outages, x.Pods, x.Findings
+	r.Failures, r.Attribution, r.Outages, r.Pods, r.Findings = x.Failures, x.Attribution, x.Outages, x.Pods, x.Findings
 }
 
 func find(r *report.Report, id string) *report.Finding {
@@ -169,7 +174,7 @@ func TestPropagationAdviceFollowsServerVersion(t *testing.T) {
 		{"1.29", `exec.command: ["sleep", "2"] (the sleep action needs Kubernetes 1.30)`},
 		{"", "Kubernetes 1.30+"},
 	} {
-		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{ServerVersion: tt.version}, Timeline: []report.Event{
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{ServerVersion: tt.version, TriggerSeenAfterMS: 20}, Timeline: []report.Event{
 			{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
 			ev(5000, report.PodDeletionRequested, "a", "old"),
 		}, Failures: []report.Failure{fail(5100, "refused", true, "")}}
@@ -210,5 +215,134 @@ func TestPodsFold(t *testing.T) {
 	}
 	if all := pods.All(); len(all) != 2 || all[0].Name != "a" {
 		t.Errorf("order %+v", all)
+	}
+}
+
+// The demo's defect: three old pods deleted at +3.78, +4.04 and +4.28 s
+// (receive times), failures from +3.79 s. A failure is put only on pods
+// whose deletion can have acted when it began; the closest preceding
+// deletion wins; the confidence says how many were possible; the preStop
+// fix covers the window counted from the earliest possible deletion.
+func TestCausalityAcrossOverlappingTerminations(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "p1", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "p2", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "p3", Ready: true},
+		ev(3780, report.PodDeletionRequested, "p1", "old"),
+		ev(4040, report.PodDeletionRequested, "p2", "old"),
+		ev(4280, report.PodDeletionRequested, "p3", "old"),
+	}, Failures: []report.Failure{
+		fail(3790, "refused", true, ""),         // only p1 was deleted: certain
+		fail(4000, "refused", true, ""),         // still only p1 (p2 received 40 ms later, beyond the 20 ms tolerance)
+		fail(4030, "refused", true, ""),         // p2 received 10 ms later: within tolerance, p1 precedes
+		fail(4500, "connect_timeout", true, ""), // all three possible
+	}}
+	analyse(r)
+	want := []struct {
+		pod        string
+		confidence float64
+		candidates int
+	}{{"p1", 1, 0}, {"p1", 1, 0}, {"p1", 0.5, 2}, {"p3", 0.33, 3}}
+	for i, w := range want {
+		f := r.Failures[i]
+		if f.LikelyPod != w.pod || f.Confidence != w.confidence || len(f.Candidates) != w.candidates {
+			t.Errorf("failure %d at %s: %s (confidence %v, candidates %v), want %s (%v, %d)", i, f.Start.Sub(t0),
+				f.LikelyPod, f.Confidence, f.Candidates, w.pod, w.confidence, w.candidates)
+		}
+	}
+	if !strings.Contains(r.Failures[2].Context, "0.25s after p1's deletion") {
+		t.Errorf("context %q", r.Failures[2].Context)
+	}
+	if a := r.Attribution; a == nil || a.Certain != 2 || a.Ambiguous != 2 || a.ReceiveToleranceMS != 20 {
+		t.Errorf("attribution %+v", a)
+	}
+	// Certain: 0.22 s after p1's deletion. Conservative: 4.5 - 3.78 =
+	// 0.72 s, from the earliest candidate: ceil(0.72*1.5+1) = 3.
+	fd := find(r, StopsBeforePropagation)
+	if fd == nil || !strings.Contains(fd.Fix, "at least 3s") || !strings.Contains(strings.Join(fd.Evidence, " "), "2 of them could have come from more than one") {
+		t.Fatalf("finding %+v", fd)
+	}
+}
+
+// A failure that began a moment before rollprobe received the deletion
+// that caused it (within the tolerance) says so, never "0.00s after".
+func TestFailureBeforeTheReceivedDeletion(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+	}, Failures: []report.Failure{fail(4990, "refused", true, "")}}
+	analyse(r)
+	f := r.Failures[0]
+	if f.LikelyPod != "a" || !strings.Contains(f.Context, "0.01s before rollprobe received a's deletion") || strings.Contains(f.Context, "0.00s after") {
+		t.Fatalf("failure %+v", f)
+	}
+}
+
+// The tolerance is measured: the smallest receipt delay of a pod change
+// with a server time, or the trigger's round trip, whichever is smaller;
+// 1 s assumed (and said) when nothing measured it.
+func TestToleranceIsMeasured(t *testing.T) {
+	server := func(ms int) *time.Time { x := at(ms); return &x }
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 300}, Timeline: []report.Event{
+		{At: at(2400), Server: server(2000), Kind: report.PodCreated, Pod: "n1"},
+		{At: at(3080), Server: server(3000), Kind: report.PodDeletionRequested, Pod: "a"},
+		{At: at(3500), Server: server(4000), Kind: report.PodDeletionRequested, Pod: "b"}, // clock skew: skipped
+		{At: at(3900), Server: server(3000), Kind: report.PodReady, Pod: "n1"},            // not a change of the object's own time
+	}}
+	tol, source := tolerance(r)
+	if tol != 80*time.Millisecond || !strings.Contains(source, "pod's creation or deletion") {
+		t.Errorf("tolerance %s from %q, want 80ms from the pod changes", tol, source)
+	}
+	r.Rollout.TriggerSeenAfterMS = 15
+	if tol, source = tolerance(r); tol != 15*time.Millisecond || !strings.Contains(source, "trigger") {
+		t.Errorf("tolerance %s from %q, want 15ms from the trigger", tol, source)
+	}
+	if tol, source = tolerance(&report.Report{}); tol != time.Second || !strings.Contains(source, "assumed") {
+		t.Errorf("unmeasured: %s %q", tol, source)
+	}
+}
+
+// Each class against a terminating pod and a pod that just turned ready:
+// connect_timeout only to a pod whose IP can have vanished, refusals after
+// a pod is gone only to the new one, cuts on reused connections to the
+// terminating one.
+func TestClassesPickTheirPods(t *testing.T) {
+	exit := int32(0)
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Ready: true},
+		ev(1000, report.PodCreated, "n", "new"),
+		ev(2000, report.PodReady, "n", "new"),
+		ev(3000, report.PodDeletionRequested, "a", "old"),
+		ev(3100, report.PodDeletionRequested, "b", "old"),
+		{At: at(3150), Kind: report.ContainerTerminated, Pod: "a", ExitCode: &exit},
+		ev(9000, report.PodGone, "a", "old"),
+	}, Failures: []report.Failure{
+		fail(3200, "connect_timeout", true, ""), // a's container had exited, b's had not: a
+		fail(3300, "eof_reused", false, ""),     // both terminating: the closest preceding, b
+		fail(9500, "refused", true, ""),         // a gone: b, still there
+		fail(2500, "refused", true, ""),         // nothing terminating: n, just ready
+	}}
+	analyse(r)
+	for i, want := range []string{"a", "b", "b", "n"} {
+		if got := r.Failures[i].LikelyPod; got != want {
+			t.Errorf("failure %d (%s): %q, want %q (%s)", i, r.Failures[i].Class, got, want, r.Failures[i].Context)
+		}
+	}
+	if r.Failures[0].Confidence != 1 || r.Failures[1].Confidence != 0.5 {
+		t.Errorf("confidence %v %v", r.Failures[0].Confidence, r.Failures[1].Confidence)
+	}
+}
+
+// An outage runs from its first failure's intended time to its last one's,
+// whatever the failures' own durations (a connect timeout lasts 2 s).
+func TestOutageIsIntendedToIntended(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Failures: []report.Failure{
+		{Intended: at(3205), Start: at(3205), End: at(5205), Class: "connect_timeout", Fresh: true},
+		{Intended: at(4175), Start: at(4175), End: at(4176), Class: "refused", Fresh: true},
+	}}
+	analyse(r)
+	if len(r.Outages) != 1 || !r.Outages[0].Start.Equal(at(3205)) || !r.Outages[0].End.Equal(at(4175)) || r.Outages[0].DurationS != 0.97 {
+		t.Fatalf("outages %+v", r.Outages)
 	}
 }

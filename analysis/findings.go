@@ -23,29 +23,47 @@ const (
 )
 
 // seen is what a rule reads about one failure: the failure, its class, the
-// pod it was attributed to (nil if none) and whether that pod was being
-// terminated then.
+// pod it was attributed to (nil if none), whether that pod was being
+// terminated then, and the other pods that could have caused it.
 type seen struct {
 	f           *report.Failure
 	class       prober.Class
 	pod         *Pod
+	candidates  []*Pod // all the candidates, the likely pod among them; nil when certain
 	terminating bool
 }
 
-// sinceDeletion is how long after its pod's deletion the failure came (0 if
-// its pod was not terminating).
-func (s seen) sinceDeletion() time.Duration {
+// window is how long after a deletion the failure came, for sizing the
+// preStop sleep: from its pod's deletion when the attribution is certain;
+// when it is not, from the earliest candidate's deletion (the conservative
+// bound: a fix sized from it covers whichever pod it was). 0 when no
+// candidate was terminating. certain says which.
+func (s seen) window() (d time.Duration, certain bool) {
 	if !s.terminating {
-		return 0
+		return 0, true
 	}
-	return max(0, s.f.Intended.Sub(*s.pod.DeletedAt))
+	began := beganAt(s.f)
+	if len(s.candidates) == 0 {
+		return max(0, began.Sub(*s.pod.DeletedAt)), true
+	}
+	earliest := *s.pod.DeletedAt
+	for _, p := range s.candidates {
+		if p.DeletedAt != nil && p.DeletedAt.Before(earliest) {
+			earliest = *p.DeletedAt
+		}
+	}
+	return max(0, began.Sub(earliest)), false
 }
 
 // group is the failures one rule claimed.
 type group struct {
-	fails  []report.Failure
-	pods   map[string]bool
-	window time.Duration // longest time from a pod's deletion to a failure it caused
+	fails []report.Failure
+	pods  map[string]bool
+	// window: the longest time from a pod's deletion to a failure it caused
+	// for certain; conservative: the same for ambiguous failures, counted
+	// from the earliest candidate's deletion; ambiguous counts those.
+	window, conservative time.Duration
+	ambiguous            int
 }
 
 // facts is what a rule renders from.
@@ -87,7 +105,8 @@ func abruptClose(s seen) bool {
 	return s.terminating && (s.class == prober.EOFReused || (s.class == prober.Reset && !s.f.Fresh))
 }
 
-func findings(r *report.Report, failures []report.Failure, pods *Pods) []report.Finding {
+func findings(r *report.Report, failures []report.Failure, a attributor) []report.Finding {
+	pods := a.pods
 	groups := map[string]*group{}
 	for i := range failures {
 		f := &failures[i]
@@ -95,7 +114,12 @@ func findings(r *report.Report, failures []report.Failure, pods *Pods) []report.
 		if s.class == prober.Local {
 			continue
 		}
-		s.terminating = s.pod != nil && s.pod.DeletedBy(f.Intended, receiveSlack)
+		for _, name := range f.Candidates {
+			if p := pods.Get(name); p != nil {
+				s.candidates = append(s.candidates, p)
+			}
+		}
+		s.terminating = s.pod != nil && a.deletedBy(s.pod, beganAt(f))
 		var id string
 		for _, rl := range rules {
 			if rl.match != nil && rl.match(s) {
@@ -112,7 +136,12 @@ func findings(r *report.Report, failures []report.Failure, pods *Pods) []report.
 		if f.LikelyPod != "" {
 			g.pods[f.LikelyPod] = true
 		}
-		g.window = max(g.window, s.sinceDeletion())
+		if w, certain := s.window(); certain {
+			g.window = max(g.window, w)
+		} else {
+			g.conservative = max(g.conservative, w)
+			g.ambiguous++
+		}
 	}
 	x := facts{r: r, pods: pods, version: serverVersion(r)}
 	var out []report.Finding
@@ -158,17 +187,28 @@ func (g *group) podList() []string {
 	return out
 }
 
+// PreStopSeconds sizes a preStop sleep from a measured window: the window
+// with half again as margin, plus a second, rounded up.
+func PreStopSeconds(window time.Duration) int { return int(math.Ceil(window.Seconds()*1.5 + 1)) }
+
 func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// Size the preStop sleep from what was measured: the longest time
-	// traffic kept arriving after a deletion request, plus a margin.
-	sleep := int(math.Ceil(g.window.Seconds()*1.5 + 1))
+	// traffic kept arriving after a deletion request, counted from the
+	// earliest possible deletion where the pod is not certain, so the fix
+	// covers what was seen whichever pod it was.
+	sleep := PreStopSeconds(max(g.window, g.conservative))
+	evidence := []string{
+		fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+		fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()),
+	}
+	if g.ambiguous > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d of them could have come from more than one terminating pod; counted from the earliest of those deletions, the last came %.2fs after it, and the fix is sized from that",
+			g.ambiguous, g.conservative.Seconds()))
+	}
+	evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
 	return report.Finding{
-		Title: "pods stopped accepting connections while traffic was still routed to them",
-		Evidence: []string{
-			fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
-			fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()),
-			"connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening",
-		},
+		Title:    "pods stopped accepting connections while traffic was still routed to them",
+		Evidence: evidence,
 		Fix: fmt.Sprintf("give the container a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
 			sleep, advice.PreStopSleep(sleep, x.version), sleep),
 		Pods: g.podList(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -168,6 +169,42 @@ type dialer struct {
 	net     net.Dialer
 }
 
+// dialSlot receives a dial's addresses from the socket control hook.
+type dialSlot struct{ addr ConnAddr }
+
+type dialSlotKey struct{}
+
+// bindEphemeral binds the socket to an ephemeral port before connect(2)
+// and records it with the resolved remote address in the dial's slot, so
+// that a connect that fails (refused, timed out) can still be found by its
+// source port in a capture or in conntrack: without the bind the kernel
+// picks the port inside connect(2) and it is gone with the socket. Two
+// system calls per fresh connection (bind, getsockname); a failure here
+// only loses the evidence, never the request.
+func bindEphemeral(ctx context.Context, network, address string, c syscall.RawConn) error {
+	slot, _ := ctx.Value(dialSlotKey{}).(*dialSlot)
+	if slot == nil {
+		return nil
+	}
+	slot.addr.Remote, _ = netip.ParseAddrPort(address)
+	_ = c.Control(func(fd uintptr) {
+		var wildcard syscall.Sockaddr = &syscall.SockaddrInet4{}
+		if network == "tcp6" {
+			wildcard = &syscall.SockaddrInet6{}
+		}
+		if syscall.Bind(int(fd), wildcard) != nil {
+			return
+		}
+		switch sa, _ := syscall.Getsockname(int(fd)); sa := sa.(type) {
+		case *syscall.SockaddrInet4:
+			slot.addr.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(sa.Port))
+		case *syscall.SockaddrInet6:
+			slot.addr.Local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(sa.Port))
+		}
+	})
+	return nil
+}
+
 func newDialer(cfg *Config) *dialer {
 	u := cfg.Target
 	port := u.Port()
@@ -181,6 +218,7 @@ func newDialer(cfg *Config) *dialer {
 	// No TCP keepalive probes: they would only add traffic; the request
 	// deadline bounds every wait.
 	d.net.KeepAlive = -1
+	d.net.ControlContext = bindEphemeral
 	if u.Scheme == "https" {
 		d.tls = &tls.Config{
 			ServerName:         u.Hostname(),
@@ -192,13 +230,18 @@ func newDialer(cfg *Config) *dialer {
 }
 
 // dial connects within deadline and, for https, completes the handshake. The
-// returned phase says which step failed.
-func (d *dialer) dial(ctx context.Context, deadline time.Time) (net.Conn, net.Conn, Phase, error) {
-	dialCtx, cancel := context.WithDeadline(ctx, deadline)
+// returned phase says which step failed. slot receives the connection's
+// addresses, as far as they are known, whether or not the dial succeeds.
+func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (net.Conn, net.Conn, Phase, error) {
+	slot.addr = ConnAddr{}
+	dialCtx, cancel := context.WithDeadline(context.WithValue(ctx, dialSlotKey{}, slot), deadline)
 	raw, err := d.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	if err != nil {
 		return nil, nil, PhaseDial, err
+	}
+	if local, ok := raw.LocalAddr().(*net.TCPAddr); ok {
+		slot.addr.Local = local.AddrPort()
 	}
 	if d.tls == nil {
 		return raw, raw, PhaseNone, nil

@@ -361,8 +361,9 @@ type worker struct {
 	rng      *rand.Rand
 	buf      []byte
 	scratch  []byte
-	backend  string  // last backend value, reused while it repeats
-	stream   *Stream // this worker's results, merged by the recorder's tick
+	backend  string   // last backend value, reused while it repeats
+	stream   *Stream  // this worker's results, merged by the recorder's tick
+	dialed   dialSlot // the addresses of the last fresh connection
 }
 
 func (w *worker) loop() {
@@ -405,7 +406,7 @@ func (w *worker) do(res *Result) {
 	if w.c == nil {
 		res.Fresh = true // counted as fresh whether or not the dial succeeds
 		connectDeadline := p.start.Add(res.Start + min(cfg.ConnectTimeout, cfg.Timeout))
-		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline)
+		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, &w.dialed)
 		if err != nil {
 			w.fail(res, phase, err, false)
 			return
@@ -475,6 +476,10 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool) {
 	}
 	res.Phase = phase
 	res.Err = err
+	if res.Fresh {
+		addr := w.dialed.addr
+		res.Addr = &addr
+	}
 	if w.p.running.Err() != nil {
 		// Our own stop cut it short (abortInFlight, or the dial context).
 		res.canceled = true

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -188,5 +189,49 @@ func TestTLS(t *testing.T) {
 	_, snap = probe(t, "https://"+srv.Addr()+"/ok", func(c *Config) { c.Rate, c.Duration = 50, 200*time.Millisecond })
 	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
 		t.Fatalf("tls against plain HTTP = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+	}
+}
+
+// A failure on a fresh connection carries its two ends. The server's own
+// record of the client ports it accepted is the referee for a connection
+// that got through; for a refused connect the port is the one bound before
+// connect(2), and the remote is the address dialed.
+func TestFreshFailuresRecordTheirAddresses(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	p, _ := probe(t, srv.URL("/reset"), fresh)
+	fails := p.Recorder().Failures()
+	peers := map[netip.AddrPort]bool{}
+	for _, a := range srv.Peers() {
+		peers[a] = true
+	}
+	if len(fails) == 0 {
+		t.Fatal("no failures from /reset")
+	}
+	for _, f := range fails {
+		if f.Addr == nil || !peers[f.Addr.Local] || f.Addr.Remote.String() != srv.Addr() {
+			t.Fatalf("failure %v: addresses %+v; the server accepted %d clients", f.Class, f.Addr, len(peers))
+		}
+	}
+
+	srv.StopListening()
+	p, _ = probe(t, srv.URL("/ok"), fresh)
+	ports := map[uint16]bool{}
+	for _, f := range p.Recorder().Failures() {
+		if f.Class != Refused || f.Addr == nil || f.Addr.Local.Port() == 0 || f.Addr.Remote.String() != srv.Addr() {
+			t.Fatalf("refused failure without its addresses: %v %+v", f.Class, f.Addr)
+		}
+		ports[f.Addr.Local.Port()] = true
+	}
+	if len(ports) < 2 {
+		t.Fatalf("every refused connect reported the same local port: %v", ports)
+	}
+
+	// Kept-alive requests carry no addresses (nothing is paid for them).
+	srv2 := faultserver.New(t, "pod-b")
+	p, _ = probe(t, srv2.URL("/close-reused"), keepalive)
+	for _, f := range p.Recorder().Failures() {
+		if !f.Fresh && f.Addr != nil {
+			t.Fatalf("a failure on a reused connection carries addresses: %+v", f)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package prober
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Result is one request attempt. Times are offsets from the run's start on
 // the monotonic clock; Summary.Start anchors them to wall time.
@@ -17,10 +20,20 @@ type Result struct {
 	ConnAge  time.Duration // age of the connection when the request began
 	Backend  string        // value of the backend header, if configured and present
 	Err      error
+	// Addr, for a failure on a fresh connection, is the connection's
+	// local and remote address, to find it in conntrack, a capture or
+	// server logs (the local port even when the connect failed). nil
+	// otherwise: successes and reused connections pay nothing for it.
+	Addr *ConnAddr
 	// canceled: cut short because the run was stopped (Ctrl-C); such an
 	// attempt has no outcome and is counted apart, never as a failure.
 	canceled bool
 }
+
+// ConnAddr is a connection's two ends. Local's IP is unspecified when the
+// connect failed (the kernel picks the source IP while connecting); its
+// port is the one the SYN left from.
+type ConnAddr struct{ Local, Remote netip.AddrPort }
 
 // Latency is the time from the intended send to completion: what a user
 // arriving on schedule would have waited (corrected for coordinated omission).

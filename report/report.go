@@ -40,14 +40,34 @@ type Report struct {
 	Verdict     Verdict     `json:"verdict"`
 
 	// Sections of rollprobe run.
-	Rollout  *Rollout     `json:"rollout,omitempty"`
-	Timeline []Event      `json:"timeline,omitempty"`
-	Outages  []Outage     `json:"outages,omitempty"`
-	Pods     []PodTraffic `json:"pods,omitempty"`
-	Findings []Finding    `json:"findings,omitempty"`
+	Rollout     *Rollout     `json:"rollout,omitempty"`
+	Attribution *Attribution `json:"attribution,omitempty"`
+	Timeline    []Event      `json:"timeline,omitempty"`
+	Outages     []Outage     `json:"outages,omitempty"`
+	Pods        []PodTraffic `json:"pods,omitempty"`
+	Findings    []Finding    `json:"findings,omitempty"`
 }
 
-// Outage is a contiguous burst of failed requests.
+// Attribution says how failures were matched to the pods that caused them,
+// and how sure that is.
+type Attribution struct {
+	// ReceiveToleranceMS bounds how long before rollprobe received a
+	// change (its watch's delivery delay) the change may already have
+	// acted: a failure is put on a pod only if the pod's change was
+	// received no later than this after the failure began.
+	ReceiveToleranceMS float64 `json:"receive_tolerance_ms"`
+	// ToleranceSource says how the tolerance was measured.
+	ToleranceSource string `json:"tolerance_source"`
+	// Kept failures (local errors aside) by how they were attributed:
+	// to one pod for certain, among several candidates, or to none.
+	Certain      int `json:"certain"`
+	Ambiguous    int `json:"ambiguous"`
+	Unattributed int `json:"unattributed"`
+}
+
+// Outage is a contiguous burst of failed requests: from the first
+// failure's intended send time to the last one's (the one definition every
+// output uses).
 type Outage struct {
 	Start     time.Time         `json:"start"`
 	End       time.Time         `json:"end"`
@@ -95,13 +115,17 @@ type Rollout struct {
 	Status     RolloutStatus `json:"status"`
 	// ServerVersion is the cluster's Kubernetes version ("1.36"), which
 	// the advice is written for; empty if it could not be read.
-	ServerVersion string     `json:"server_version,omitempty"`
-	Message       string     `json:"message,omitempty"`
-	OldRevision   string     `json:"old_revision,omitempty"`
-	NewRevision   string     `json:"new_revision,omitempty"`
-	TriggeredAt   *time.Time `json:"triggered_at,omitempty"`
-	CompleteAt    *time.Time `json:"complete_at,omitempty"`
-	OldPodsGoneAt *time.Time `json:"old_pods_gone_at,omitempty"`
+	ServerVersion string `json:"server_version,omitempty"`
+	// TriggerSeenAfterMS is the time from sending the trigger's write to
+	// receiving its change through the watch: an upper bound on the
+	// watch's delivery delay (0 when the trigger wrote nothing itself).
+	TriggerSeenAfterMS float64    `json:"trigger_seen_after_ms,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	OldRevision        string     `json:"old_revision,omitempty"`
+	NewRevision        string     `json:"new_revision,omitempty"`
+	TriggeredAt        *time.Time `json:"triggered_at,omitempty"`
+	CompleteAt         *time.Time `json:"complete_at,omitempty"`
+	OldPodsGoneAt      *time.Time `json:"old_pods_gone_at,omitempty"`
 }
 
 // Tool names the program that wrote the report.
@@ -198,11 +222,20 @@ type Failure struct {
 	ConnAgeMS    float64 `json:"conn_age_ms"`
 	Backend      string  `json:"backend,omitempty"`
 	Error        string  `json:"error,omitempty"`
+	// LocalAddr and RemoteAddr are a fresh connection's two ends (ip:port),
+	// to find it in conntrack, a packet capture or server logs. When the
+	// connect failed, the local IP is unspecified (0.0.0.0) and the port is
+	// the one its SYN left from. Empty for reused connections.
+	LocalAddr  string `json:"local_addr,omitempty"`
+	RemoteAddr string `json:"remote_addr,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
-	// is (1: named by the backend header), and the lifecycle around it.
-	LikelyPod  string  `json:"likely_pod,omitempty"`
-	Confidence float64 `json:"confidence,omitempty"`
-	Context    string  `json:"context,omitempty"`
+	// is (1: named by the backend header, or the only pod that can have
+	// caused it; else 1/len(Candidates)), the pods that could have
+	// (when more than one), and the lifecycle around it.
+	LikelyPod  string   `json:"likely_pod,omitempty"`
+	Confidence float64  `json:"confidence,omitempty"`
+	Candidates []string `json:"candidates,omitempty"`
+	Context    string   `json:"context,omitempty"`
 }
 
 // FailureInfo says how complete Failures is.

@@ -37,6 +37,9 @@ type Watcher struct {
 	deployment *appsv1.Deployment
 	seenRS     map[string]bool
 
+	// genSeen is when each Deployment generation was first received.
+	genSeen map[int64]time.Time
+
 	// changed has a token whenever the Deployment, a ReplicaSet or a pod
 	// changed since the last receive (capacity 1: changes coalesce).
 	changed chan struct{}
@@ -51,7 +54,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{target: t, tl: tl, now: tl.now, deployment: t.Deployment, seenRS: map[string]bool{}, changed: make(chan struct{}, 1)}
+	w := &Watcher{target: t, tl: tl, now: tl.now, deployment: t.Deployment, seenRS: map[string]bool{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s })
@@ -143,6 +146,20 @@ func (w *Watcher) Deployment() *appsv1.Deployment {
 	return w.deployment
 }
 
+// GenerationSeenAfter returns when a Deployment generation above gen was
+// first received (the watch's delivery of a write that changed the spec).
+func (w *Watcher) GenerationSeenAfter(gen int64) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for g, at := range w.genSeen {
+		if g > gen && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
 // Pods lists the pods the Deployment's selector matches, as last seen.
 func (w *Watcher) Pods() []*corev1.Pod {
 	var out []*corev1.Pod
@@ -189,8 +206,12 @@ func (w *Watcher) notify() {
 
 func (w *Watcher) onDeployment(obj any) {
 	if d, ok := obj.(*appsv1.Deployment); ok {
+		now := w.now()
 		w.mu.Lock()
 		w.deployment = d
+		if _, seen := w.genSeen[d.Generation]; !seen {
+			w.genSeen[d.Generation] = now
+		}
 		w.mu.Unlock()
 		w.notify()
 	}

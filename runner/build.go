@@ -160,6 +160,14 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 	if res.Err != nil {
 		f.Error = res.Err.Error()
 	}
+	if a := res.Addr; a != nil {
+		if a.Local.IsValid() {
+			f.LocalAddr = a.Local.String()
+		}
+		if a.Remote.IsValid() {
+			f.RemoteAddr = a.Remote.String()
+		}
+	}
 	return f
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -105,7 +106,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 		rep.Timeline = tl.Events()
 		x := analysis.Explain(rep)
-		rep.Failures, rep.Outages, rep.Pods = x.Failures, x.Outages, x.Pods
+		rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
 		rep.Findings = append(x.Findings, static...)
 		run.rep = rep
 	}()
@@ -119,6 +120,9 @@ type outcome struct {
 	message                                string
 	triggeredAt, completeAt, oldPodsGoneAt *time.Time
 	newRevision                            string
+	// triggerSeenAfter: from sending the trigger's own write to receiving
+	// it through the watch (0 when the trigger wrote nothing itself).
+	triggerSeenAfter time.Duration
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -135,7 +139,8 @@ func (o outcome) failure() string {
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
 	return &report.Rollout{Namespace: cfg.Namespace, Deployment: t.Deployment.Name, Service: t.Service.Name,
 		Trigger: cfg.Trigger.Describe(), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
-		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt}
+		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
+		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000}
 }
 
 // follower drives the rollout's phases.
@@ -155,15 +160,16 @@ func now() *time.Time {
 // to finish: complete as kubectl judges it, then every old pod object
 // gone, then the settle window. bounded carries the run's deadline (cause
 // errTimedOut); ctx, the user's interruption.
-func (f *follower) follow(ctx, bounded context.Context) outcome {
+func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg := f.cfg
-	out := outcome{status: report.StatusNotStarted}
+	out = outcome{status: report.StatusNotStarted}
 	cfg.logf("baseline: probing for %s before the rollout", cfg.Baseline)
 	if !sleep(bounded, cfg.Baseline) {
 		return f.ended(ctx, bounded, out, "")
 	}
 	startGen := f.w.Deployment().Generation
 	out.triggeredAt = now()
+	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
 	if err := cfg.Trigger.Fire(bounded, cfg.Kube, cfg.Namespace, cfg.Deployment); err != nil {
 		if bounded.Err() != nil {
@@ -176,6 +182,13 @@ func (f *follower) follow(ctx, bounded context.Context) outcome {
 	}
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
+	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the Deployment itself
+		defer func() {
+			if seen, ok := f.w.GenerationSeenAfter(startGen); ok {
+				out.triggerSeenAfter = max(seen.Sub(sent), time.Microsecond)
+			}
+		}()
+	}
 	cfg.logf("triggered: %s", cfg.Trigger.Describe())
 
 	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch {

@@ -233,3 +233,31 @@ func TestProbeFlow(t *testing.T) {
 		t.Fatalf("phase %q, report %+v", r.Live().Phase(), rep.Totals)
 	}
 }
+
+// The restart trigger's own write is timed to its receipt through the
+// watch: the bound on the watch's delay the attribution uses.
+func TestTriggerWriteIsTimed(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	// The fake apiserver does not bump the generation on a patch; a real
+	// one does when the template changes.
+	kube.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), "web")
+		if err != nil {
+			return true, nil, err
+		}
+		dep := obj.(*appsv1.Deployment).DeepCopy()
+		dep.Generation++
+		return true, dep, kube.Tracker().Update(a.GetResource(), dep, a.GetNamespace())
+	})
+	rep, err := run(context.Background(), config(t, kube, "/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.TriggerSeenAfterMS <= 0 || rep.Rollout.TriggerSeenAfterMS > 3000 {
+		t.Fatalf("trigger seen after %v ms", rep.Rollout.TriggerSeenAfterMS)
+	}
+	if rep.Attribution == nil || rep.Attribution.ReceiveToleranceMS != rep.Rollout.TriggerSeenAfterMS {
+		t.Fatalf("attribution %+v, trigger seen after %v ms", rep.Attribution, rep.Rollout.TriggerSeenAfterMS)
+	}
+}

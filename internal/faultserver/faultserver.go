@@ -22,6 +22,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -49,9 +50,10 @@ type Server struct {
 	conns, requests, answered, reset, closed, truncated atomic.Int64
 	firstStall                                          atomic.Bool
 
-	mu   sync.Mutex
-	open map[net.Conn]struct{}
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	open  map[net.Conn]struct{}
+	peers []netip.AddrPort // every client address accepted, in order
+	wg    sync.WaitGroup
 }
 
 // Start listens on a loopback port and serves until Close.
@@ -99,6 +101,14 @@ func (s *Server) Counts() Counts {
 	}
 }
 
+// Peers returns the client address of every connection accepted so far:
+// the server's own record of which source ports reached it.
+func (s *Server) Peers() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]netip.AddrPort(nil), s.peers...)
+}
+
 // StopListening closes the listener: new connections are refused from now on
 // while established ones keep being served.
 func (s *Server) StopListening() { _ = s.ln.Close() }
@@ -124,6 +134,9 @@ func (s *Server) accept() {
 		s.conns.Add(1)
 		s.mu.Lock()
 		s.open[c] = struct{}{}
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			s.peers = append(s.peers, a.AddrPort())
+		}
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.serve(c)

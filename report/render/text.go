@@ -90,6 +90,10 @@ func Text(w io.Writer, r *report.Report) error {
 		}
 		fmt.Fprintf(&b, "  failed    %s; first: %s (%s) %s\n", span, first.Class, first.Phase, first.Error)
 	}
+	if a := r.Attribution; a != nil && a.Certain+a.Ambiguous+a.Unattributed > 0 {
+		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
+			a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
+	}
 	if len(r.Outages) > 0 {
 		fmt.Fprintf(&b, "  outages   %d:", len(r.Outages))
 		for i, o := range r.Outages {
