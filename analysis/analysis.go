@@ -8,6 +8,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,8 +169,9 @@ func (a attributor) deletedBy(p *Pod, t time.Time) bool { return p.DeletedBy(t, 
 // header on the response it is certain. Otherwise causality comes first:
 // the candidates are the pods whose deletion can have acted when the
 // request began (received no later than the tolerance after it) and that
-// were not gone long before; failing those, the pods that had just turned
-// ready. The failure's class then narrows them (see terminatingAt,
+// were not gone long before, and the pods that had just turned ready (a
+// new pod that is not listening yet refuses like an old one that stopped:
+// the lab's packet capture showed both in one naive rollout). The failure's class then narrows them (see terminatingAt,
 // justReadyAt and narrow). Among the candidates left, the closest change
 // preceding the request wins; Confidence is 1/len(candidates), and 1 only
 // when one pod can have caused it.
@@ -183,9 +185,11 @@ func (a attributor) attribute(f *report.Failure) {
 		return
 	}
 	c := class(f)
-	cands := a.terminatingAt(at, c)
-	if len(cands) == 0 {
-		cands = a.justReadyAt(at, c)
+	cands := a.terminatingAt(at, causeBy(f, c), c)
+	for _, p := range a.justReadyAt(at, c) {
+		if !slices.Contains(cands, p) {
+			cands = append(cands, p)
+		}
 	}
 	cands = a.narrow(cands, at, c)
 	if len(cands) == 0 {
@@ -229,14 +233,26 @@ func changeTime(p *Pod) time.Time {
 	return time.Time{}
 }
 
-// terminatingAt: deletion able to act by t, and not more than 5 minutes
-// before; the pod not gone for more than 30 s (routes to a vanished pod IP
-// linger as long as the proxies lag). For a class that needs an answer from
-// the pod's IP, the pod must still have been there.
-func (a attributor) terminatingAt(t time.Time, c prober.Class) []*Pod {
+// causeBy is the latest time a pod's change can have caused the failure:
+// a refusal answers the first SYN, at the start; every other failure can be
+// caused while it lasts (a timeout, a cut connection, a SYN retransmitted
+// to an IP that vanished meanwhile), up to its end.
+func causeBy(f *report.Failure, c prober.Class) time.Time {
+	if c == prober.Refused || f.End.IsZero() {
+		return beganAt(f)
+	}
+	return f.End
+}
+
+// terminatingAt: deletion able to act by the time the failure can have been
+// caused (by), and not more than 5 minutes before the request began at t;
+// the pod not gone for more than 30 s (routes to a vanished pod IP linger
+// as long as the proxies lag). For a class that needs an answer from the
+// pod's IP, the pod must still have been there when the request began.
+func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 	var out []*Pod
 	for _, p := range a.pods.All() {
-		if !a.deletedBy(p, t) || t.Sub(*p.DeletedAt) >= 5*time.Minute {
+		if !a.deletedBy(p, by) || t.Sub(*p.DeletedAt) >= 5*time.Minute {
 			continue
 		}
 		switch {
@@ -296,15 +312,15 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 	switch {
 	case a.deletedBy(p, t) && !p.DeletedAt.After(t):
 		parts = append(parts, fmt.Sprintf("%.2fs after %s's deletion was requested (%s)", t.Sub(*p.DeletedAt).Seconds(), p.Name, a.rel(p.DeletedAt)))
-	case a.deletedBy(p, t):
-		parts = append(parts, fmt.Sprintf("%.2fs before rollprobe received %s's deletion (%s), within the watch's measured delay of %.2fs",
-			p.DeletedAt.Sub(t).Seconds(), p.Name, a.rel(p.DeletedAt), a.tol.Seconds()))
+	case p.DeletedAt != nil:
+		parts = append(parts, fmt.Sprintf("began %.2fs before rollprobe received %s's deletion (%s)",
+			p.DeletedAt.Sub(t).Seconds(), p.Name, a.rel(p.DeletedAt)))
 	case p.ReadyAt != nil && !p.ReadyAt.After(t):
 		parts = append(parts, fmt.Sprintf("%.2fs after %s turned ready (%s)", t.Sub(*p.ReadyAt).Seconds(), p.Name, a.rel(p.ReadyAt)))
 	case p.ReadyAt != nil:
 		parts = append(parts, fmt.Sprintf("%.2fs before rollprobe received that %s turned ready (%s)", p.ReadyAt.Sub(t).Seconds(), p.Name, a.rel(p.ReadyAt)))
 	}
-	if a.deletedBy(p, t) {
+	if p.DeletedAt != nil {
 		if p.EndpointGoneAt != nil {
 			if p.EndpointGoneAt.After(t) {
 				parts = append(parts, "its endpoint was still listed (removed "+a.rel(p.EndpointGoneAt)+")")
@@ -345,7 +361,7 @@ func outages(failures []report.Failure, a attributor) []report.Outage {
 		o := &out[i]
 		o.DurationS = math.Round(o.End.Sub(o.Start).Seconds()*1000) / 1000
 		var names []string
-		for _, p := range a.terminatingAt(o.Start, anyClass) {
+		for _, p := range a.terminatingAt(o.Start, o.Start, anyClass) {
 			names = append(names, p.Name)
 		}
 		sort.Strings(names)

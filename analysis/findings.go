@@ -119,7 +119,7 @@ func findings(r *report.Report, failures []report.Failure, a attributor) []repor
 				s.candidates = append(s.candidates, p)
 			}
 		}
-		s.terminating = s.pod != nil && a.deletedBy(s.pod, beganAt(f))
+		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
 		var id string
 		for _, rl := range rules {
 			if rl.match != nil && rl.match(s) {

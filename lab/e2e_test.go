@@ -173,6 +173,7 @@ func TestLab(t *testing.T) {
 	})
 
 	t.Run("run", func(t *testing.T) { testRun(t, ctx, client) })
+	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
 
 	t.Run("proxy lag delays kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.

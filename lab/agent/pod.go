@@ -96,11 +96,17 @@ func (r *podRunner) run(ctx context.Context) {
 		_ = netns.TeardownPod(r.net)
 		return
 	}
-	defer func() {
+	var tornDown bool
+	teardown := func() {
+		if tornDown {
+			return
+		}
+		tornDown = true
 		if err := netns.TeardownPod(r.net); err != nil {
 			r.log.Warn("pod network teardown", "err", err)
 		}
-	}()
+	}
+	defer teardown()
 	r.statusMu.Lock()
 	r.status.PodIP, r.status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 	r.statusMu.Unlock()
@@ -122,6 +128,10 @@ func (r *podRunner) run(ctx context.Context) {
 	}
 	r.shutdown(ctx)
 	wg.Wait()
+	// As the kubelet does: the sandbox (and the pod's IP with it) goes
+	// before the pod object is deleted, so a pod seen gone no longer
+	// answers at its IP.
+	teardown()
 	r.finish(ctx)
 }
 

@@ -1,0 +1,194 @@
+package lab_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// testAttributionAgainstTheWire runs a naive rollout under rollprobe run
+// while tcpdump, a referee nobody here wrote, records every SYN on the
+// lab's bridge. Each failed fresh connection is found on the wire by the
+// local port its report entry carries, which gives the pod IP its SYN
+// went to. Every failure attributed with confidence 1 must name that pod;
+// every ambiguous one must list it among its candidates.
+func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Client) {
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		skipOrFail(t, "tcpdump is not installed (apt-get install tcpdump)")
+	}
+	ip := ensureSample(t, ctx, c, "naive")
+	pcap := filepath.Join(t.TempDir(), "syn.pcap")
+	// SYNs without ACK: the client's connection attempts (retransmissions
+	// included), on the bridge every pod hangs off.
+	dump := exec.Command("ip", "netns", "exec", netns.LabNetNS, "tcpdump", "-i", netns.Bridge, "-nn", "-U", "-w", pcap,
+		"tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn")
+	var dumpErr bytes.Buffer
+	dump.Stderr = &dumpErr
+	if err := dump.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopDump := func() {
+		if dump.ProcessState == nil {
+			_ = dump.Process.Signal(syscall.SIGTERM) // our own child, by PID
+			_ = dump.Wait()
+		}
+	}
+	t.Cleanup(stopDump)
+	waitFile(t, pcap, &dumpErr)
+
+	r := startRun(t, "naive", ip, "--conn", "new").wait(t)
+	stopDump()
+	if r.exit != 1 || r.repErr != nil {
+		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
+	}
+	syns := readSYNs(t, pcap)
+	// A source port is handed out again once its connection is closed:
+	// the SYN of a failure is the first one from its port at or after the
+	// request began (tcpdump and the report read the same clock).
+	synOf := func(port uint16, began, ended time.Time) (netip.AddrPort, bool) {
+		for _, s := range syns[port] {
+			if !s.at.Before(began.Add(-time.Millisecond)) && !s.at.After(ended) {
+				return s.dst, true
+			}
+		}
+		return netip.AddrPort{}, false
+	}
+	podAt := podIPs(r.rep)
+
+	checked := map[string]int{}
+	for _, f := range r.rep.Failures {
+		if !f.Fresh || f.LocalAddr == "" {
+			continue
+		}
+		local, err := netip.ParseAddrPort(f.LocalAddr)
+		if err != nil {
+			t.Fatalf("local_addr %q: %v", f.LocalAddr, err)
+		}
+		dst, onWire := synOf(local.Port(), f.Start, f.End)
+		if !onWire {
+			checked["not on the wire: "+f.Class]++
+			continue // no SYN left the node (no neighbour for a vanished pod IP)
+		}
+		checked["on the wire: "+f.Class]++
+		wirePod := podAt(dst, f.Start)
+		if wirePod == "" {
+			t.Fatalf("the SYN of %s (%s) went to %s, which no pod of the run had", f.RequestID, f.Class, dst)
+		}
+		switch {
+		case f.Confidence == 1 && f.LikelyPod != wirePod:
+			t.Errorf("%s (%s at %+.3fs): attributed to %s for certain, the wire says %s (%s)", f.RequestID, f.Class,
+				f.Start.Sub(r.rep.StartedAt).Seconds(), f.LikelyPod, wirePod, f.Context)
+		case f.Confidence < 1 && !slices.Contains(f.Candidates, wirePod):
+			t.Errorf("%s (%s at %+.3fs): candidates %v, the wire says %s (its events: %s)", f.RequestID, f.Class,
+				f.Start.Sub(r.rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(r.rep, wirePod))
+		}
+		if f.Confidence == 1 {
+			checked["certain"]++
+		} else {
+			checked["ambiguous"]++
+		}
+	}
+	if checked["certain"]+checked["ambiguous"] == 0 {
+		t.Fatalf("no failed connection was found on the wire (%d SYNs captured, %d failures)", len(syns), len(r.rep.Failures))
+	}
+	t.Logf("attribution checked against %d SYNs: %v; report: %+v", len(syns), checked, *r.rep.Attribution)
+}
+
+func waitFile(t *testing.T, path string, stderr *bytes.Buffer) {
+	t.Helper()
+	for range 100 {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("tcpdump did not start: %s", stderr.String())
+}
+
+var synLine = regexp.MustCompile(`^([0-9]+)\.([0-9]+) IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
+
+// syn is one captured SYN: when, and where it went.
+type syn struct {
+	at  time.Time
+	dst netip.AddrPort
+}
+
+// readSYNs lists the SYNs of each client source port in capture order.
+func readSYNs(t *testing.T, pcap string) map[uint16][]syn {
+	t.Helper()
+	out, err := exec.Command("tcpdump", "-nn", "-tt", "-r", pcap).Output()
+	if err != nil {
+		t.Fatalf("tcpdump -r: %v", err)
+	}
+	syns := map[uint16][]syn{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := synLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		sec, _ := strconv.ParseInt(m[1], 10, 64)
+		usec, _ := strconv.ParseInt(m[2], 10, 64)
+		port, _ := strconv.Atoi(m[4])
+		dport, _ := strconv.Atoi(m[6])
+		dst, err := netip.ParseAddr(m[5])
+		if err != nil {
+			continue
+		}
+		syns[uint16(port)] = append(syns[uint16(port)], syn{time.Unix(sec, usec*1000), netip.AddrPortFrom(dst, uint16(dport))})
+	}
+	return syns
+}
+
+// podIPs returns a lookup of the pod that held an IP at a time, from the
+// timeline's pod events (the lab may give a freed IP to a new pod).
+func podIPs(rep *report.Report) func(netip.AddrPort, time.Time) string {
+	type holder struct {
+		pod  string
+		from time.Time
+	}
+	byIP := map[string][]holder{}
+	seen := map[string]bool{}
+	for _, e := range rep.Timeline {
+		if e.Pod == "" || e.IP == "" || seen[e.Pod+"/"+e.IP] {
+			continue
+		}
+		seen[e.Pod+"/"+e.IP] = true
+		byIP[e.IP] = append(byIP[e.IP], holder{e.Pod, e.At})
+	}
+	return func(dst netip.AddrPort, at time.Time) string {
+		hs := byIP[dst.Addr().String()]
+		pod := ""
+		for _, h := range hs {
+			if !h.from.After(at) || pod == "" {
+				pod = h.pod
+			}
+		}
+		return pod
+	}
+}
+
+// podEvents lists a pod's timeline events, for a failure message.
+func podEvents(rep *report.Report, pod string) string {
+	var b bytes.Buffer
+	for _, e := range rep.Timeline {
+		if e.Pod == pod {
+			b.WriteString(" " + string(e.Kind) + "@" + strconv.FormatFloat(e.At.Sub(rep.StartedAt).Seconds(), 'f', 3, 64))
+		}
+	}
+	return b.String()
+}
