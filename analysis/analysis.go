@@ -69,6 +69,10 @@ type Explanation struct {
 	Outages     []report.Outage
 	Pods        []report.PodTraffic
 	Findings    []report.Finding
+	// PreStopSeconds is the preStop sleep this run's traffic measured (0
+	// when no failure came after a deletion): the one number every piece
+	// of preStop advice in the report names.
+	PreStopSeconds int
 }
 
 // Explain analyses r (its failures, series and timeline); r is not changed.
@@ -92,8 +96,9 @@ func Explain(r *report.Report) Explanation {
 		}
 	}
 	x.Outages = outages(x.Failures, a)
+	countSlowConnects(x.Outages, r)
 	x.Pods = traffic(r, pods)
-	x.Findings = findings(r, x.Failures, a)
+	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, a)
 	return x
 }
 
@@ -167,14 +172,16 @@ func (a attributor) deletedBy(p *Pod, t time.Time) bool { return p.DeletedBy(t, 
 
 // attribute names the pod a failure most likely hit. With the backend
 // header on the response it is certain. Otherwise causality comes first:
-// the candidates are the pods whose deletion can have acted when the
-// request began (received no later than the tolerance after it) and that
-// were not gone long before, and the pods that had just turned ready (a
-// new pod that is not listening yet refuses like an old one that stopped:
-// the lab's packet capture showed both in one naive rollout). The failure's class then narrows them (see terminatingAt,
-// justReadyAt and narrow). Among the candidates left, the closest change
-// preceding the request wins; Confidence is 1/len(candidates), and 1 only
-// when one pod can have caused it.
+// the candidates are the pods whose deletion can have acted while the
+// request lasted (received no later than the tolerance after it; for a
+// refusal, after it began) and that were not gone long before, narrowed by
+// what the class needs (see terminatingAt and narrow); and, for a refusal
+// or when no pod was terminating, the pods that had just turned ready (a
+// new pod not listening yet refuses like an old one that stopped: the
+// lab's packet capture showed both in one naive rollout). The likely pod is
+// the terminating candidate whose deletion came closest before the
+// request, failing that the pod that turned ready last; Confidence is
+// 1/len(candidates), 1 only when one pod can have caused it.
 func (a attributor) attribute(f *report.Failure) {
 	at := beganAt(f)
 	if f.Backend != "" {
@@ -185,18 +192,28 @@ func (a attributor) attribute(f *report.Failure) {
 		return
 	}
 	c := class(f)
-	cands := a.terminatingAt(at, causeBy(f, c), c)
-	for _, p := range a.justReadyAt(at, c) {
+	term := a.narrow(a.terminatingAt(at, causeBy(f, c), c), at, c)
+	ready := a.justReadyAt(at, c)
+	if len(term) > 0 && c != prober.Refused {
+		// A cut or unanswered request on an open connection needs a server
+		// that listened and stopped: a terminating pod, not one that just
+		// started.
+		ready = nil
+	}
+	sort.Slice(term, func(i, j int) bool { return closer(term[i], term[j], at) })
+	sort.Slice(ready, func(i, j int) bool { return closer(ready[i], ready[j], at) })
+	// The likely pod is the terminating one whose deletion is closest
+	// before the request, failing that the pod that turned ready last.
+	cands := term
+	for _, p := range ready {
 		if !slices.Contains(cands, p) {
 			cands = append(cands, p)
 		}
 	}
-	cands = a.narrow(cands, at, c)
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
 		return
 	}
-	sort.Slice(cands, func(i, j int) bool { return closer(cands[i], cands[j], at) })
 	f.LikelyPod = cands[0].Name
 	f.Confidence = math.Round(100/float64(len(cands))) / 100
 	if len(cands) > 1 {
@@ -379,6 +396,20 @@ func outages(failures []report.Failure, a attributor) []report.Outage {
 		}
 	}
 	return out
+}
+
+// countSlowConnects adds to each outage the successes that needed a
+// retransmitted SYN in the seconds it spans (the series has 1 s rows).
+func countSlowConnects(outs []report.Outage, r *report.Report) {
+	for i := range outs {
+		o := &outs[i]
+		from, to := int64(o.Start.Sub(r.StartedAt)/time.Second), int64(o.End.Sub(r.StartedAt)/time.Second)
+		for _, row := range r.Series {
+			if row.T >= from && row.T <= to {
+				o.SlowConnects += row.SlowConnects
+			}
+		}
+	}
 }
 
 func traffic(r *report.Report, pods *Pods) []report.PodTraffic {

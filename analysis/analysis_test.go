@@ -80,6 +80,9 @@ func TestPropagationFinding(t *testing.T) {
 	if !strings.Contains(fd.Fix, "at least 3s") || !strings.Contains(strings.Join(fd.Evidence, " "), "1.20s") {
 		t.Errorf("finding %+v", fd)
 	}
+	if n := Explain(r).PreStopSeconds; n != 3 {
+		t.Errorf("PreStopSeconds %d, want the finding's 3", n)
+	}
 	if find(r, GraceTooShort) != nil || find(r, Unexplained) != nil {
 		t.Errorf("unexpected findings %+v", r.Findings)
 	}
@@ -332,9 +335,9 @@ func TestClassesPickTheirPods(t *testing.T) {
 			t.Errorf("failure %d (%s): %q, want %q (%s)", i, r.Failures[i].Class, got, want, r.Failures[i].Context)
 		}
 	}
-	// eof_reused: a, b terminating, n just ready; the closest preceding
-	// change is b's deletion.
-	if r.Failures[0].Confidence != 1 || r.Failures[1].Confidence != 0.33 {
+	// eof_reused: a and b terminating (a cut connection is not a pod that
+	// just started); the closest preceding deletion is b's.
+	if r.Failures[0].Confidence != 1 || r.Failures[1].Confidence != 0.5 {
 		t.Errorf("confidence %v %v", r.Failures[0].Confidence, r.Failures[1].Confidence)
 	}
 }
@@ -349,5 +352,45 @@ func TestOutageIsIntendedToIntended(t *testing.T) {
 	analyse(r)
 	if len(r.Outages) != 1 || !r.Outages[0].Start.Equal(at(3205)) || !r.Outages[0].End.Equal(at(4175)) || r.Outages[0].DurationS != 0.97 {
 		t.Fatalf("outages %+v", r.Outages)
+	}
+}
+
+// Successes that needed a retransmitted SYN in an outage's seconds are
+// counted in it and named by the propagation finding.
+func TestSlowConnectsBelongToTheirOutage(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+	}, Failures: []report.Failure{fail(5100, "connect_timeout", true, ""), fail(5900, "refused", true, "")},
+		Series: []report.SeriesRow{{T: 4, SlowConnects: 7}, {T: 5, SlowConnects: 2}, {T: 6}},
+	}
+	analyse(r)
+	if len(r.Outages) != 1 || r.Outages[0].SlowConnects != 2 {
+		t.Fatalf("outages %+v", r.Outages)
+	}
+	if fd := find(r, StopsBeforePropagation); fd == nil || !strings.Contains(strings.Join(fd.Evidence, " "), "2 more requests in the same outages succeeded only after their SYN was retransmitted") {
+		t.Fatalf("finding %+v", fd)
+	}
+}
+
+// A naive rollout surges: new pod n2 turns ready after old pod a's
+// deletion. A refusal then may be a's (stopped) or n2's (not listening
+// yet): both are candidates, a is the likely one. A reset needs a server
+// that was listening and stopped: a's alone.
+func TestTerminatingPodsAreTheLikelyCause(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true},
+		ev(1000, report.PodCreated, "n1", "new"),
+		ev(1500, report.PodReady, "n1", "new"),
+		ev(2000, report.PodDeletionRequested, "a", "old"),
+		ev(2500, report.PodCreated, "n2", "new"),
+		ev(2800, report.PodReady, "n2", "new"),
+	}, Failures: []report.Failure{fail(2900, "refused", true, ""), fail(2950, "reset", true, "")}}
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "a" || strings.Join(f.Candidates, ",") != "a,n1,n2" {
+		t.Errorf("refusal: %s among %v", f.LikelyPod, f.Candidates)
+	}
+	if f := r.Failures[1]; f.LikelyPod != "a" || f.Confidence != 1 {
+		t.Errorf("reset: %s (confidence %v, candidates %v)", f.LikelyPod, f.Confidence, f.Candidates)
 	}
 }

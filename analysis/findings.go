@@ -70,6 +70,7 @@ type group struct {
 type facts struct {
 	r       *report.Report
 	pods    *Pods
+	outages []report.Outage
 	version advice.Version
 }
 
@@ -105,7 +106,9 @@ func abruptClose(s seen) bool {
 	return s.terminating && (s.class == prober.EOFReused || (s.class == prober.Reset && !s.f.Fresh))
 }
 
-func findings(r *report.Report, failures []report.Failure, a attributor) []report.Finding {
+// findings applies the rules; preStop is the sleep the propagation finding
+// suggests (0 without one).
+func findings(r *report.Report, failures []report.Failure, outs []report.Outage, a attributor) (out []report.Finding, preStop int) {
 	pods := a.pods
 	groups := map[string]*group{}
 	for i := range failures {
@@ -143,8 +146,10 @@ func findings(r *report.Report, failures []report.Failure, a attributor) []repor
 			g.ambiguous++
 		}
 	}
-	x := facts{r: r, pods: pods, version: serverVersion(r)}
-	var out []report.Finding
+	x := facts{r: r, pods: pods, outages: outs, version: serverVersion(r)}
+	if g := groups[StopsBeforePropagation]; g != nil {
+		preStop = PreStopSeconds(max(g.window, g.conservative))
+	}
 	for _, rl := range rules {
 		g := groups[rl.id]
 		if g == nil && rl.match != nil {
@@ -157,7 +162,7 @@ func findings(r *report.Report, failures []report.Failure, a attributor) []repor
 		f.ID, f.Severity = rl.id, rl.severity
 		out = append(out, f)
 	}
-	return out
+	return out, preStop
 }
 
 func (g *group) span(start time.Time) string {
@@ -206,6 +211,13 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 			g.ambiguous, g.conservative.Seconds()))
 	}
 	evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
+	var slow uint64
+	for _, o := range x.outages {
+		slow += o.SlowConnects
+	}
+	if slow > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d more requests in the same outages succeeded only after their SYN was retransmitted (about 1 s late): the same race, seen by users as latency spikes", slow))
+	}
 	return report.Finding{
 		Title:    "pods stopped accepting connections while traffic was still routed to them",
 		Evidence: evidence,

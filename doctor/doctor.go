@@ -55,6 +55,10 @@ type Options struct {
 	// ExpectedDrain is how long the app needs after SIGTERM to finish its
 	// requests and exit: the grace period must cover preStop plus this.
 	ExpectedDrain time.Duration
+	// MeasuredPreStop is the preStop sleep a run measured on this cluster
+	// (0: none yet); the advice names it instead of the default, so a
+	// report carries one number for one fix.
+	MeasuredPreStop int
 }
 
 // DefaultExpectedDrain is a typical HTTP server's drain.
@@ -164,8 +168,15 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
 		Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"},
-		Fix: "add a preStop hook that waits for endpoint propagation: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) +
-			"; rollprobe run measures the window on your cluster and sizes it"}, true
+		Fix: preStopFix(s)}, true
+}
+
+func preStopFix(s *subject) string {
+	if n := s.opts.MeasuredPreStop; n > 0 {
+		return fmt.Sprintf("add a preStop hook that waits for endpoint propagation, at least %ds as this run measured: %s", n, advice.PreStopSleep(n, s.Version))
+	}
+	return "add a preStop hook that waits for endpoint propagation: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) +
+		"; rollprobe run measures the window on your cluster and sizes it"
 }
 
 // DefaultPreStopSeconds is the preStop sleep the doctor suggests before a

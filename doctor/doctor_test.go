@@ -248,3 +248,15 @@ func TestReadmeListsTheChecks(t *testing.T) {
 		}
 	}
 }
+
+// After a run measured the window, the doctor's preStop advice names that
+// number, not its default: one number for one fix in a report.
+func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
+	d, svc, pdbs := good()
+	app(d).Lifecycle = nil
+	fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}, Options{MeasuredPreStop: 4})
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix, "at least 4s as this run measured") || !strings.Contains(fs[0].Fix, "sleep.seconds: 4") ||
+		strings.Contains(fs[0].Fix, "5") {
+		t.Fatalf("%+v", fs)
+	}
+}

@@ -411,7 +411,9 @@ func (w *worker) do(res *Result) {
 			w.fail(res, phase, err, false)
 			return
 		}
-		w.c = newConn(raw, rw, p.Elapsed(), p.watcher, !fresh)
+		connected := p.Elapsed()
+		res.SlowConnect = connected-res.Start >= SlowConnectAfter
+		w.c = newConn(raw, rw, connected, p.watcher, !fresh)
 	}
 	c := w.c
 	reused := c.served > 0

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -233,5 +234,72 @@ func TestFreshFailuresRecordTheirAddresses(t *testing.T) {
 		if !f.Fresh && f.Addr != nil {
 			t.Fatalf("a failure on a reused connection carries addresses: %+v", f)
 		}
+	}
+}
+
+// A connect whose first SYN is dropped succeeds on the retransmission, about
+// a second later, and is counted as a slow connect. The kernel is the
+// referee: a listener whose accept queue is full drops SYNs, and the
+// client retransmits after its initial timeout (1 s).
+func TestSlowConnectAfterARetransmittedSYN(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil { // an accept queue of one
+		t.Fatal(err)
+	}
+	ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Fill the accept queue: from now on the listener drops SYNs.
+	var fillers []net.Conn
+	for range 2 {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 200*time.Millisecond)
+		if err == nil {
+			fillers = append(fillers, c)
+		}
+	}
+	if len(fillers) == 0 {
+		t.Fatal("could not fill the accept queue")
+	}
+	// Drain the queue 300 ms in, well before the retransmission at 1 s,
+	// then answer every request.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				if n, _ := c.Read(buf); n > 0 {
+					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	defer func() {
+		for _, c := range fillers {
+			c.Close()
+		}
+	}()
+	_, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
+		c.Rate, c.Duration, c.Conn = 1, 500*time.Millisecond, ConnMode{FreshFraction: 1}
+		c.BackendHeader = ""
+	})
+	if snap.Totals.Classes[OK] != 1 || snap.Totals.SlowConnects != 1 {
+		t.Fatalf("ok %d, slow connects %d (classes %v); want the one request ok after a retransmitted SYN",
+			snap.Totals.Classes[OK], snap.Totals.SlowConnects, snap.Totals.Classes)
+	}
+	if row := snap.Rows[0]; row.SlowConnects != 1 {
+		t.Fatalf("second 0: slow connects %d", row.SlowConnects)
 	}
 }

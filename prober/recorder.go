@@ -80,6 +80,7 @@ type runState struct {
 	fresh    uint64
 	reused   uint64
 	canceled uint64
+	slow     uint64 // successes after a retransmitted SYN
 	maxLag   time.Duration
 	kept     int      // failures kept in full
 	failures []Result // the first keepFailures, by intended time within a tick
@@ -200,6 +201,10 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 	st.maxLag = max(st.maxLag, lag)
 	startRow, _ := r.second(int64(res.Start / time.Second))
 	startRow.Sent++
+	if res.SlowConnect && res.Class == OK {
+		st.slow++
+		startRow.SlowConnects++
+	}
 	startRow.MaxLag = max(startRow.MaxLag, lag)
 	endRow, endHist := r.second(int64(res.End / time.Second))
 	endRow.Classes[res.Class]++
@@ -257,6 +262,9 @@ type SecondRow struct {
 	P50, P99 time.Duration // latency (from intended time) of responses completed
 	MaxLag   time.Duration
 	Backends map[string]uint64
+	// SlowConnects counts requests begun in the second that succeeded
+	// only after a retransmitted SYN (Result.SlowConnect).
+	SlowConnects uint64
 }
 
 // OK is the number of successful requests completed in the second.
@@ -368,6 +376,8 @@ type Totals struct {
 	Canceled   uint64
 	MaxLag     time.Duration
 	FailuresIn uint64 // failures recorded (target failures and local errors)
+	// SlowConnects: successes after a retransmitted SYN.
+	SlowConnects uint64
 }
 
 // Sent is the number of attempts with an outcome.
@@ -435,6 +445,8 @@ func (r *Recorder) totals() Totals {
 		Reused:   st.reused,
 		Canceled: st.canceled,
 		MaxLag:   st.maxLag,
+
+		SlowConnects: st.slow,
 	}
 	for code, n := range st.status {
 		if n > 0 {

@@ -16,10 +16,15 @@ type Result struct {
 	Phase    Phase // where it failed; PhaseNone when a response was read
 	Status   int   // 0 when no response status was read
 	Fresh    bool  // sent on a connection opened for it
-	ConnReqs uint32
-	ConnAge  time.Duration // age of the connection when the request began
-	Backend  string        // value of the backend header, if configured and present
-	Err      error
+	// SlowConnect: its connection took SlowConnectAfter or more to open,
+	// so the first SYN went unanswered and was retransmitted (the initial
+	// retransmission timeout is 1 s): the latency spike a user sees when a
+	// SYN goes to a pod IP that no longer answers.
+	SlowConnect bool
+	ConnReqs    uint32
+	ConnAge     time.Duration // age of the connection when the request began
+	Backend     string        // value of the backend header, if configured and present
+	Err         error
 	// Addr, for a failure on a fresh connection, is the connection's
 	// local and remote address, to find it in conntrack, a capture or
 	// server logs (the local port even when the connect failed). nil
@@ -29,6 +34,12 @@ type Result struct {
 	// attempt has no outcome and is counted apart, never as a failure.
 	canceled bool
 }
+
+// SlowConnectAfter is the connect time from which a SYN must have been
+// retransmitted: just under the 1 s initial retransmission timeout (RFC
+// 6298; Linux TCP_TIMEOUT_INIT), so scheduling noise on a loaded prober does
+// not hide one and no single-SYN connect reaches it on a working network.
+const SlowConnectAfter = 950 * time.Millisecond
 
 // ConnAddr is a connection's two ends. Local's IP is unspecified when the
 // connect failed (the kernel picks the source IP while connecting); its

@@ -74,6 +74,9 @@ type Outage struct {
 	DurationS float64           `json:"duration_s"`
 	Count     int               `json:"count"`
 	ByClass   map[string]uint64 `json:"by_class"`
+	// SlowConnects: successful requests begun in the outage's seconds that
+	// needed a retransmitted SYN (1 s resolution: whole series rows).
+	SlowConnects uint64 `json:"slow_connects,omitempty"`
 	// Context says what the pods were doing around it.
 	Context string `json:"context,omitempty"`
 }
@@ -164,6 +167,10 @@ type Totals struct {
 	ByBackend         map[string]uint64 `json:"by_backend"`
 	FreshConnections  uint64            `json:"fresh_connections"`
 	ReusedConnections uint64            `json:"reused_connections"`
+	// SlowConnects counts requests that succeeded only after a SYN was
+	// retransmitted (connect took about 1 s or more): the latency spikes
+	// the same race causes when a SYN goes to an IP that no longer answers.
+	SlowConnects uint64 `json:"slow_connects,omitempty"`
 }
 
 // Quantiles of a latency distribution in milliseconds, over requests that
@@ -202,6 +209,9 @@ type SeriesRow struct {
 	P99MS    float64           `json:"p99_ms"`
 	MaxLagMS float64           `json:"max_lag_ms"`
 	Backends map[string]uint64 `json:"backends,omitempty"`
+	// SlowConnects: requests begun in the second that succeeded only
+	// after a retransmitted SYN.
+	SlowConnects uint64 `json:"slow_connects,omitempty"`
 }
 
 // Failure is one failed attempt in full.

@@ -67,6 +67,7 @@ func build(run probeRun) *report.Report {
 			ByBackend:         map[string]uint64{},
 			FreshConnections:  tot.Fresh,
 			ReusedConnections: tot.Reused,
+			SlowConnects:      tot.SlowConnects,
 		},
 		LatencyMS: quantiles(latency),
 		ServiceMS: quantiles(service),
@@ -106,7 +107,7 @@ func build(run probeRun) *report.Report {
 	for _, row := range snap.Rows {
 		sr := report.SeriesRow{
 			T: row.Second, Sent: row.Sent, OK: row.OK(), Failed: row.Failed(),
-			P50MS: ms(row.P50), P99MS: ms(row.P99), MaxLagMS: ms(row.MaxLag),
+			P50MS: ms(row.P50), P99MS: ms(row.P99), MaxLagMS: ms(row.MaxLag), SlowConnects: row.SlowConnects,
 		}
 		for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
 			if n := row.Classes[c]; n > 0 {

@@ -47,14 +47,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 	}
 	cfg.logf("target %s/%s behind service %s, trigger: %s", cfg.Namespace, d.Name, target.Service.Name, cfg.Trigger.Describe())
-	// The doctor's static checks, from the objects as they were before the
+	// The doctor's static checks read the objects as they were before the
 	// rollout; they go into the report next to what the traffic shows.
-	var static []report.Finding
 	in, err := doctor.Gather(bounded, cfg.Kube, target)
+	doctorOK := err == nil
 	if err != nil {
 		cfg.logf("doctor checks skipped: %v", err)
-	} else {
-		static = doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain})
 	}
 	if err := checkBaseline(bounded, cfg); err != nil {
 		return fail(err)
@@ -107,7 +105,10 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep.Timeline = tl.Events()
 		x := analysis.Explain(rep)
 		rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
-		rep.Findings = append(x.Findings, static...)
+		rep.Findings = x.Findings
+		if doctorOK { // run after the analysis: its advice names what the traffic measured
+			rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain, MeasuredPreStop: x.PreStopSeconds})...)
+		}
 		run.rep = rep
 	}()
 	return run, nil

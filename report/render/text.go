@@ -72,7 +72,11 @@ func Text(w io.Writer, r *report.Report) error {
 	} else {
 		fmt.Fprintf(&b, "  prober    %.1f req/s, %d workers, %d local errors\n", p.AchievedRate, p.Workers, p.LocalErrors)
 	}
-	fmt.Fprintf(&b, "  conns     %d fresh, %d reused\n", t.FreshConnections, t.ReusedConnections)
+	fmt.Fprintf(&b, "  conns     %d fresh, %d reused", t.FreshConnections, t.ReusedConnections)
+	if t.SlowConnects > 0 {
+		fmt.Fprintf(&b, "; %d succeeded only after a retransmitted SYN (about 1 s late)", t.SlowConnects)
+	}
+	b.WriteString("\n")
 	if len(r.Pods) > 0 {
 		writePods(&b, r)
 	} else if backends := sortedKeys(t.ByBackend); len(backends) > 0 {
