@@ -19,9 +19,6 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// outageGap: failures further apart than this start a new outage window.
-const outageGap = time.Second
-
 // readyWindow: failures this soon after a pod turned ready may be its fault.
 const readyWindow = 10 * time.Second
 
@@ -95,7 +92,7 @@ func Explain(r *report.Report) Explanation {
 			x.Attribution.Unattributed++
 		}
 	}
-	x.Outages = outages(x.Failures, a)
+	x.Outages = outages(x.Failures, r.StartedAt, a)
 	countSlowConnects(x.Outages, r)
 	x.Pods = traffic(r, pods)
 	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, a)
@@ -355,24 +352,20 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 	return strings.Join(parts, "; ")
 }
 
-// outages groups failures (sorted by intended time) into windows: a gap of
-// more than outageGap between intended send times starts a new one. A
-// window runs from its first failure's intended time to its last one's:
-// the one definition the report, the summaries and the dashboard use.
-func outages(failures []report.Failure, a attributor) []report.Outage {
-	var out []report.Outage
-	var cur *report.Outage
+// outages groups the failures into windows by the one definition every
+// output uses (report.Windows: from the first failure's intended send time
+// to the last one's, a gap over report.OutageGap splits), and says which
+// pods were changing then.
+func outages(failures []report.Failure, start time.Time, a attributor) []report.Outage {
+	var ws report.Windows
 	for _, f := range failures {
-		if class(&f) == prober.Local {
-			continue
+		if class(&f) != prober.Local {
+			ws.Add(f.Intended.Sub(start), f.Class)
 		}
-		if cur == nil || f.Intended.Sub(cur.End) > outageGap {
-			out = append(out, report.Outage{Start: f.Intended, End: f.Intended, ByClass: map[string]uint64{}})
-			cur = &out[len(out)-1]
-		}
-		cur.End = f.Intended
-		cur.Count++
-		cur.ByClass[f.Class]++
+	}
+	var out []report.Outage
+	for _, w := range ws.List() {
+		out = append(out, report.Outage{Start: start.Add(w.Start), End: start.Add(w.End), Count: int(w.Count), ByClass: w.ByClass})
 	}
 	for i := range out {
 		o := &out[i]

@@ -218,7 +218,7 @@ func (o *runOptions) run(ctx context.Context) error {
 		return err
 	}
 	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
-		tui.Source{Command: "run", Target: o.target, TargetRate: o.cfg.Probe.Rate}, stop)
+		tui.Source{Command: "run", Target: o.target, TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon()

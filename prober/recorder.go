@@ -9,6 +9,8 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Histogram bounds, in microseconds: 1 µs to 1 hour, 3 significant digits.
@@ -80,7 +82,8 @@ type runState struct {
 	fresh    uint64
 	reused   uint64
 	canceled uint64
-	slow     uint64 // successes after a retransmitted SYN
+	slow     uint64         // successes after a retransmitted SYN
+	outages  report.Windows // target failures by intended time: the report's outage definition, live
 	maxLag   time.Duration
 	kept     int      // failures kept in full
 	failures []Result // the first keepFailures, by intended time within a tick
@@ -199,6 +202,9 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 	}
 	lag := res.Lag()
 	st.maxLag = max(st.maxLag, lag)
+	if res.Class.Failed() {
+		st.outages.Add(res.Intended, res.Class.String())
+	}
 	startRow, _ := r.second(int64(res.Start / time.Second))
 	startRow.Sent++
 	if res.SlowConnect && res.Class == OK {
@@ -425,6 +431,16 @@ func (r *Recorder) SnapshotFrom(first int) Snapshot {
 		}
 	}
 	return snap
+}
+
+// OutagesFrom returns the target failures' outage windows so far, by the
+// report's definition (report.Windows), from the i-th on, and how many
+// there are in all: a live view asks only for the ones it has not closed.
+// A window may still grow while requests begun near its end complete.
+func (r *Recorder) OutagesFrom(i int) (windows []report.Window, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.outages.ListFrom(i), r.st.outages.Len()
 }
 
 // Totals copies the run's counters, as of the last tick.

@@ -34,6 +34,9 @@ type Source struct {
 	Phase     func() string
 	Log       *LogSink // lines the run logged; may be nil
 	Now       func() time.Time
+	// RequestTimeout is the prober's: how long after an outage's last
+	// failure a request can still fail and join it.
+	RequestTimeout time.Duration
 }
 
 // ChartSeconds bounds the seconds a Snapshot carries: more than a chart
@@ -56,13 +59,12 @@ type Sampler struct {
 	log      []LogLine
 	sinkSeen int
 
-	finalRows    int      // final seconds consumed
-	tail         []Second // the last final seconds (at most 2*ChartSeconds)
-	inOutage     bool
-	outageFrom   int64
-	outageLast   int64
-	outageFailed uint64
-	outageClass  map[string]uint64
+	finalRows int      // final seconds consumed
+	tail      []Second // the last final seconds (at most 2*ChartSeconds)
+	// Outage windows (the recorder's, by the report's definition): the
+	// first closed ones are logged and done; opened counts the windows
+	// whose start is logged.
+	closed, opened int
 
 	latency   Quantiles
 	latencyAt time.Time
@@ -73,7 +75,7 @@ func NewSampler(src Source) *Sampler {
 	if src.Now == nil {
 		src.Now = time.Now
 	}
-	return &Sampler{src: src, pods: analysis.NewPods(), outageClass: map[string]uint64{}}
+	return &Sampler{src: src, pods: analysis.NewPods()}
 }
 
 // Sample reads the sources once and returns the frame's data.
@@ -127,7 +129,7 @@ func (s *Sampler) Sample() Snapshot {
 		out.Seconds = out.Seconds[extra:]
 		out.SecondsFrom += extra
 	}
-	s.outages(snap.Rows, out.Phase == "done")
+	s.outages(out.Elapsed, out.Phase == "done")
 
 	if s.src.Timeline != nil {
 		for _, e := range s.src.Timeline.Since(s.events) {
@@ -154,47 +156,33 @@ func (s *Sampler) Sample() Snapshot {
 	return out
 }
 
-// outages opens an outage at the first final second with failures and
-// closes it after a second without any, logging both (the report's
-// outage windows are computed from the failures themselves, afterwards).
-// rows are the final seconds not seen before.
-func (s *Sampler) outages(rows []prober.SecondRow, final bool) {
-	for i := range rows {
-		r := &rows[i]
-		if f := r.Failed(); f > 0 {
-			if !s.inOutage {
-				s.inOutage, s.outageFrom, s.outageFailed = true, r.Second, 0
-				s.outageClass = map[string]uint64{}
-				s.log = append(s.log, LogLine{At: time.Duration(r.Second) * time.Second, Bad: true,
-					Text: "outage: requests failing"})
-			}
-			s.outageLast = r.Second
-			s.outageFailed += f
-			for _, c := range prober.FailureClasses() {
-				if n := r.Classes[c]; n > 0 {
-					s.outageClass[c.String()] += n
-				}
-			}
-			continue
+// outages logs the recorder's outage windows, which are the report's: the
+// start of each as it appears, and its end (with its count, classes and
+// length, the numbers the summary will print) once no failure can still
+// join it: a request begun within report.OutageGap of its last failure
+// can take up to the request timeout to fail.
+func (s *Sampler) outages(elapsed time.Duration, final bool) {
+	ws, total := s.src.Recorder.OutagesFrom(s.closed)
+	s.opened = min(s.opened, total) // windows a late failure bridged merge
+	for k, w := range ws {
+		i := s.closed + k
+		if i >= s.opened {
+			s.log = append(s.log, LogLine{At: w.Start, Bad: true, Text: "outage: requests failing"})
+			s.opened = i + 1
 		}
-		if s.inOutage && r.Second > s.outageLast {
-			s.closeOutage()
+		if !final && elapsed-w.End <= report.OutageGap+s.src.RequestTimeout {
+			break
 		}
+		var parts []string
+		for c, n := range w.ByClass {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+		sort.Strings(parts)
+		s.log = append(s.log, LogLine{At: w.End, Bad: true,
+			Text: fmt.Sprintf("outage over: %d failed from %+.3fs to %+.3fs, %.3fs (%s)", w.Count, w.Start.Seconds(), w.End.Seconds(),
+				(w.End - w.Start).Seconds(), strings.Join(parts, ", "))})
+		s.closed = i + 1
 	}
-	if final && s.inOutage {
-		s.closeOutage()
-	}
-}
-
-func (s *Sampler) closeOutage() {
-	var parts []string
-	for c, n := range s.outageClass {
-		parts = append(parts, fmt.Sprintf("%s %d", c, n))
-	}
-	sort.Strings(parts)
-	s.log = append(s.log, LogLine{At: time.Duration(s.outageLast+1) * time.Second, Bad: true,
-		Text: fmt.Sprintf("outage over: %d failed in %ds (%s)", s.outageFailed, s.outageLast-s.outageFrom+1, strings.Join(parts, ", "))})
-	s.inOutage = false
 }
 
 // event folds a timeline event into the pod states (analysis.Pods), the

@@ -91,7 +91,7 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	}
 	log := logText(snap.Log)
 	for _, want := range []string{"pod naive-new-n ready", "deletion requested (grace 30s)", "outage: requests failing",
-		"outage over: 9 failed in 2s (connect_timeout 3, refused 6)", "rollprobe: triggered: restart"} {
+		"outage over: 9 failed from +2.000s to +3.002s, 1.002s (connect_timeout 3, refused 6)", "rollprobe: triggered: restart"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
