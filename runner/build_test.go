@@ -120,13 +120,19 @@ func TestBuildCounts(t *testing.T) {
 	}
 }
 
-// validate checks r against the published schema.
-func validate(t *testing.T, r *report.Report) {
+// schema compiles the published schema.
+func schema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
 	sch, err := jsonschema.NewCompiler().Compile("../report/report.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sch
+}
+
+// validate checks r against the published schema and returns its JSON.
+func validate(t *testing.T, r *report.Report) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := report.Encode(&buf, r); err != nil {
 		t.Fatal(err)
@@ -135,32 +141,19 @@ func validate(t *testing.T, r *report.Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sch.Validate(doc); err != nil {
+	if err := schema(t).Validate(doc); err != nil {
 		t.Fatalf("report does not match its schema: %v", err)
 	}
+	return buf.Bytes()
 }
 
 // TestSchemaValidatesReports: the golden report conforms to the published
 // schema, and the schema rejects a report that breaks the contract.
 func TestSchemaValidatesReports(t *testing.T) {
-	c := jsonschema.NewCompiler()
-	sch, err := c.Compile("../report/report.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := report.Encode(&buf, build(syntheticRun(t))); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(doc); err != nil {
-		t.Fatalf("report does not match its schema: %v", err)
-	}
+	js := validate(t, build(syntheticRun(t)))
+	sch := schema(t)
 	var broken map[string]any
-	_ = json.Unmarshal(buf.Bytes(), &broken)
+	_ = json.Unmarshal(js, &broken)
 	delete(broken["totals"].(map[string]any)["by_class"].(map[string]any), "eof_reused")
 	if err := sch.Validate(broken); err == nil {
 		t.Fatal("schema accepted by_class without a class key")
