@@ -102,6 +102,35 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 			checked["ambiguous"]++
 		}
 	}
+	// Causality, from the report alone: no failure is put on a pod whose
+	// deletion was received more than the recorded tolerance after the
+	// failure could have been caused (its end; a refusal's start); and with
+	// the old pods deleted one after another, the failures spread over
+	// them instead of all landing on the last one.
+	tol := time.Duration(r.rep.Attribution.ReceiveToleranceMS * float64(time.Millisecond))
+	deleted := map[string]time.Time{}
+	for _, e := range r.rep.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			deleted[e.Pod] = e.At
+		}
+	}
+	likely := map[string]bool{}
+	for _, f := range r.rep.Failures {
+		by := f.End
+		if f.Class == report.ClassRefused {
+			by = f.Start
+		}
+		if at, ok := deleted[f.LikelyPod]; ok && f.Backend == "" && at.After(by.Add(tol)) {
+			t.Errorf("%s (%s) put on %s, whose deletion was received %s after it could have been caused (tolerance %s)",
+				f.RequestID, f.Class, f.LikelyPod, at.Sub(by), tol)
+		}
+		if f.LikelyPod != "" {
+			likely[f.LikelyPod] = true
+		}
+	}
+	if len(likely) < 2 {
+		t.Errorf("every failure was put on %v: the old pods were deleted one after another", likely)
+	}
 	if checked["certain"]+checked["ambiguous"] == 0 {
 		t.Fatalf("no failed connection was found on the wire (%d SYNs captured, %d failures)", len(syns), len(r.rep.Failures))
 	}
