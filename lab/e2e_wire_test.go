@@ -20,17 +20,40 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// testAttributionAgainstTheWire runs a naive rollout under rollprobe run
-// while tcpdump, a referee nobody here wrote, records every SYN on the
-// lab's bridge. Each failed fresh connection is found on the wire by the
-// local port its report entry carries, which gives the pod IP its SYN
-// went to. Every failure attributed with confidence 1 must name that pod;
-// every ambiguous one must list it among its candidates.
+// testAttributionAgainstTheWire runs the samples whose rollouts fail
+// fresh connections (naive: old pods stop at once) under rollprobe run while tcpdump, a
+// referee nobody here wrote, records every SYN on the lab's bridge. Each
+// failed fresh connection is found on the wire by the local port its
+// report entry carries, which gives the pod IP its SYN went to. Every
+// failure attributed with confidence 1 must name that pod; every ambiguous
+// one must list it among its candidates. (keepalive-close fails kept-alive
+// connections, which carry no addresses; short-grace need not fail;
+// late-ready: see below.)
 func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Client) {
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		skipOrFail(t, "tcpdump is not installed (apt-get install tcpdump)")
 	}
-	ip := ensureSample(t, ctx, c, "naive")
+	for _, tc := range []struct {
+		sample string
+		args   []string
+		// spread: the old pods are deleted one after another and cause
+		// the failures, which must not all land on one of them.
+		spread bool
+	}{
+		{"naive", []string{"--conn", "new"}, true},
+		// late-ready is not checked yet: in about one run in three, one
+		// refusal of ~440 reached a new pod whose creation rollprobe's pod
+		// watch delivered 170 ms after the failure, far beyond the
+		// tolerance measured on the trigger's watch. The trigger's round
+		// trip does not bound the pod watch's delay; per-event bounds
+		// (the apiserver's own timestamps) are the next step.
+	} {
+		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.sample, tc.args, tc.spread) })
+	}
+}
+
+func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, args []string, spread bool) {
+	ip := ensureSample(t, ctx, c, sample)
 	pcap := filepath.Join(t.TempDir(), "syn.pcap")
 	// SYNs without ACK: the client's connection attempts (retransmissions
 	// included), on the bridge every pod hangs off.
@@ -50,7 +73,7 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 	t.Cleanup(stopDump)
 	waitFile(t, pcap, &dumpErr)
 
-	r := startRun(t, "naive", ip, "--conn", "new").wait(t)
+	r := startRun(t, sample, ip, args...).wait(t)
 	stopDump()
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
@@ -128,7 +151,7 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 			likely[f.LikelyPod] = true
 		}
 	}
-	if len(likely) < 2 {
+	if spread && len(likely) < 2 {
 		t.Errorf("every failure was put on %v: the old pods were deleted one after another", likely)
 	}
 	if checked["certain"]+checked["ambiguous"] == 0 {
