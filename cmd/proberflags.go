@@ -53,7 +53,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H",
+		"Header": "-H", "Method": "-X",
 	}
 }
 
@@ -163,7 +163,7 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 	if f.procs < 0 {
 		errs = append(errs, fmt.Errorf("--procs %d: must not be negative", f.procs))
 	}
-	if f.maxFailureRate < 0 || f.maxFailureRate > 1 {
+	if !(f.maxFailureRate >= 0 && f.maxFailureRate <= 1) { // NaN fails both comparisons
 		errs = append(errs, fmt.Errorf("--max-failure-rate %g: want a fraction from 0 to 1", f.maxFailureRate))
 	}
 	if len(errs) == 0 {

@@ -3,6 +3,7 @@ package prober
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,7 +30,7 @@ func ParseConnMode(s string) (ConnMode, error) {
 		return ConnMode{FreshFraction: 0}, nil
 	case strings.HasPrefix(s, "mixed="):
 		f, err := strconv.ParseFloat(strings.TrimPrefix(s, "mixed="), 64)
-		if err != nil || f < 0 || f > 1 {
+		if err != nil || !(f >= 0 && f <= 1) { // NaN fails both comparisons
 			return ConnMode{}, field.Invalid("Conn", strconv.Quote(s), "the fraction of fresh connections must be a number from 0 to 1")
 		}
 		return ConnMode{FreshFraction: f}, nil
@@ -159,19 +160,61 @@ func DefaultConfig() Config {
 	}
 }
 
-// ParseTarget checks that raw is an absolute http or https URL.
+// ParseTarget checks that raw is an absolute http or https URL with a
+// host and, if it names one, a port from 1 to 65535.
 func ParseTarget(raw string) (*url.URL, error) {
+	bad := func(problem string) (*url.URL, error) {
+		return nil, field.Invalid("Target", strconv.Quote(raw), problem)
+	}
+	if !strings.Contains(raw, "://") {
+		return bad("want an absolute URL with its scheme, like http://" + strings.TrimPrefix(raw, "//"))
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, &field.Error{Field: "Target", Value: strconv.Quote(raw), Problem: err.Error()}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return bad(err.Error())
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, field.Invalid("Target", strconv.Quote(raw), "want an http:// or https:// URL")
+		return bad("want an http:// or https:// URL")
 	}
 	if u.Hostname() == "" {
-		return nil, field.Invalid("Target", strconv.Quote(raw), "no host")
+		return bad("no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("port " + p + " is not a TCP port (1 to 65535)")
+		}
 	}
 	return u, nil
+}
+
+// validToken reports whether s is an HTTP token (RFC 9110 5.6.2): what a
+// method and a header name must be. Anything else (a space, CR, LF) would
+// change the request's framing.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue: no control character but horizontal tab (RFC 9110 5.5).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate reports every problem with c as field errors (internal/field):
@@ -182,8 +225,11 @@ func (c *Config) Validate() error {
 	if c.Target == nil {
 		errs = append(errs, field.Missing("Target", "no target URL"))
 	}
-	if c.Rate < 0 {
-		bad("Rate", c.Rate, "must be 0 (closed model) or more")
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		bad("Rate", c.Rate, "must be a finite number, 0 (closed model) or more")
+	}
+	if !validToken(c.Method) {
+		bad("Method", strconv.Quote(c.Method), "not an HTTP method (a token: letters, digits and !#$%&'*+-.^_`|~, no space or line break)")
 	}
 	if c.Rate == 0 && c.Concurrency < 1 {
 		bad("Concurrency", c.Concurrency, "the closed model (rate 0) needs at least 1 worker")
@@ -209,7 +255,15 @@ func (c *Config) Validate() error {
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")
 	}
-	for name := range c.Header {
+	for name, values := range c.Header {
+		if !validToken(name) {
+			bad("Header", strconv.Quote(name), "not a header name (a token, no space or line break)")
+		}
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				bad("Header", strconv.Quote(name+": "+v), "a header value cannot hold a line break or a control character")
+			}
+		}
 		if strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Connection") ||
 			strings.EqualFold(name, "Transfer-Encoding") {
 			bad("Header", name, "set by the prober itself (from the connection mode and the body)")

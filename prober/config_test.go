@@ -96,3 +96,29 @@ func TestRequestTemplate(t *testing.T) {
 		t.Errorf("kept-alive request must not ask to close:\n%s", ka)
 	}
 }
+
+func TestTokensAndTargets(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		want bool
+	}{{"GET", true}, {"M-SEARCH", true}, {"GE T", false}, {"GET\r\n", false}, {"", false}, {"GET/", false}} {
+		if got := validToken(tt.s); got != tt.want {
+			t.Errorf("validToken(%q) = %v", tt.s, got)
+		}
+	}
+	for _, bad := range []string{"http://h:0/", "http://h:65536/", "http://h:x/", "h:80/", "//h/"} {
+		if _, err := ParseTarget(bad); err == nil {
+			t.Errorf("ParseTarget(%q) accepted", bad)
+		}
+	}
+	if _, err := ParseTarget("http://h:65535/"); err != nil {
+		t.Error(err)
+	}
+	c := DefaultConfig()
+	c.Target, _ = ParseTarget("http://h/")
+	c.Header = http.Header{"X-A": {"b\r\nX-B: c"}}
+	var fe *field.Error
+	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "Header" {
+		t.Errorf("a header value with CRLF: %v", err)
+	}
+}
