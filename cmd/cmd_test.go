@@ -171,7 +171,15 @@ func TestLocalErrorsAreInconclusive(t *testing.T) {
 
 // TestInterruptWritesReport: SIGINT mid-run stops probing, writes the report
 // marked interrupted and exits 130.
+// SIGINT (Ctrl-C), SIGTERM (a CI runner's cancel) and SIGHUP (a closed
+// terminal) all stop the run cleanly: report written, exit 130.
 func TestInterruptWritesReport(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { interrupted(t, sig) })
+	}
+}
+
+func interrupted(t *testing.T, sig syscall.Signal) {
 	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(binary, "probe", srv.URL("/stall?ms=50"), "--rate", "100", "--duration", "60s",
@@ -185,7 +193,7 @@ func TestInterruptWritesReport(t *testing.T) {
 	for srv.Counts().Requests < 50 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()

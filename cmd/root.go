@@ -101,11 +101,11 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 	return root
 }
 
-// Execute runs the command line and returns the process exit code. SIGINT
-// and SIGTERM cancel the command's context: commands stop cleanly, write
+// Execute runs the command line and returns the process exit code. SIGINT,
+// SIGTERM and SIGHUP (a closed terminal) cancel the command's context: commands stop cleanly, write
 // their reports and return an interruption (exit 130).
 func Execute() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	root := NewRootCommand(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
