@@ -2,6 +2,7 @@ package ci
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,21 @@ type Outputs struct {
 	// Getenv reads the CI environment (GITHUB_ACTIONS,
 	// GITHUB_STEP_SUMMARY); nil means os.Getenv.
 	Getenv func(string) string
+}
+
+// Check reports, before anything is sent or changed, why an output could
+// not be written (a missing directory, a directory at the path): a usage
+// error for the command, exit 2.
+func (o Outputs) Check() error {
+	var errs []error
+	for _, out := range []struct{ flag, path string }{{"--report", o.ReportPath}, {"--junit", o.JUnitPath}} {
+		if out.path != "" {
+			if err := atomicfile.CheckWritable(out.path); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", out.flag, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Output formats of the summary on stdout.
@@ -76,25 +92,30 @@ func PublishDoctor(r report.DoctorResult, o Outputs) error {
 	}, o)
 }
 
-// publish is the one pipeline: artifacts first (the verdict stands either
-// way, but CI must not pass without them), then the GitHub step summary,
-// the summary on stdout, and the annotations last (they follow the
-// summary in the log).
+// publish is the one pipeline: the artifacts first, then the GitHub step
+// summary, the summary on stdout and the annotations last (they follow the
+// summary in the log). An artifact that cannot be written (the disk filled
+// up since Check) is reported on stderr and the rest is still written: the
+// summary is the evidence of last resort. The exit code is then
+// OutputFailed unless the verdict's own code takes precedence.
 func publish(d document, o Outputs) error {
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	outputFailed := false
+	failed := func(err error) {
+		fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
+		outputFailed = true
+	}
 	if o.ReportPath != "" && d.artifact != nil {
 		if err := d.artifact(o.ReportPath); err != nil {
-			fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
-			return exitcode.With(exitcode.Usage, err)
+			failed(err)
 		}
 	}
 	if o.JUnitPath != "" {
 		if err := atomicfile.Write(o.JUnitPath, func(w io.Writer) error { return WriteJUnitChecks(w, d.suite, d.checks) }); err != nil {
-			fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
-			return exitcode.With(exitcode.Usage, err)
+			failed(err)
 		}
 	}
 	github := getenv("GITHUB_ACTIONS") == "true"
@@ -110,18 +131,22 @@ func publish(d document, o Outputs) error {
 		err = enc.Encode(d.json)
 	} else {
 		err = d.text(o.Stdout)
-		if err == nil && o.ReportPath != "" && d.artifact != nil {
+		if err == nil && o.ReportPath != "" && d.artifact != nil && !outputFailed {
 			_, err = fmt.Fprintf(o.Stdout, "report: %s\n", o.ReportPath)
 		}
 	}
 	if github {
 		_ = WriteCheckAnnotations(o.Stdout, d.checks)
 	}
-	if err != nil {
-		return fmt.Errorf("write summary: %w", err)
+	code := d.code
+	if outputFailed || err != nil {
+		code = exitcode.WithOutputFailure(code)
 	}
-	if d.code != exitcode.OK {
-		return exitcode.Silent{Code: d.code}
+	if err != nil {
+		return exitcode.With(code, fmt.Errorf("write summary: %w", err))
+	}
+	if code != exitcode.OK {
+		return exitcode.Silent{Code: code}
 	}
 	return nil
 }

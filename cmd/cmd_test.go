@@ -396,3 +396,72 @@ func TestUnansweringAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// Every output path is checked before anything is sent: a missing
+// directory or a directory at the path is exit 2 with no request made.
+func TestOutputsCheckedBeforeTraffic(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--report", filepath.Join(dir, "missing", "r.json")},
+		{"--report", dir},
+		{"--junit", filepath.Join(dir, "missing", "j.xml")},
+	} {
+		r := run(t, append([]string{"probe", srv.URL("/ok"), "--rate", "50", "--duration", "200ms", "--ui", "none"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", args, r.code, r.stderr, args[0])
+		}
+	}
+	if n := srv.Counts().Requests; n != 0 {
+		t.Fatalf("%d requests were sent before the outputs were checked", n)
+	}
+	r := run(t, "doctor", "--deployment", "web", "--junit", filepath.Join(dir, "missing", "j.xml"))
+	if r.code != 2 || !strings.Contains(r.stderr, "--junit") {
+		t.Errorf("doctor: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// A report that can no longer be written at the end (its directory went
+// away during the run): the summary is still printed, JUnit still
+// written, and the exit code says an output failed (5), unless the
+// verdict's own code comes first (failures above budget: 1).
+func TestOutputFailureAtTheEnd(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	for _, tc := range []struct {
+		path string
+		code int
+	}{{"/ok", 5}, {"/status/503", 1}} {
+		dir := t.TempDir()
+		gone := filepath.Join(dir, "gone")
+		if err := os.Mkdir(gone, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		junit := filepath.Join(dir, "junit.xml")
+		cmd := exec.Command(binary, "probe", srv.URL(tc.path), "--rate", "20", "--duration", "1500ms", "--ui", "none",
+			"--report", filepath.Join(gone, "r.json"), "--junit", junit)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		before := srv.Counts().Requests
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for srv.Counts().Requests == before {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := os.Remove(gone); err != nil { // the run has begun: the check passed
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		if code != tc.code || !strings.Contains(stdout.String(), "verdict:") || !strings.Contains(stderr.String(), "r.json") {
+			t.Fatalf("%s: exit %d (want %d)\nstdout: %s\nstderr: %s", tc.path, code, tc.code, stdout.String(), stderr.String())
+		}
+		if _, err := os.Stat(junit); err != nil {
+			t.Fatalf("%s: JUnit not written after the report failed: %v", tc.path, err)
+		}
+	}
+}

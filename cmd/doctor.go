@@ -84,6 +84,9 @@ func (o *doctorOptions) validate() error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
+	if err := (ci.Outputs{JUnitPath: o.junitPath}).Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.output != ci.FormatText && o.output != ci.FormatJSON {
 		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.output))
 	}

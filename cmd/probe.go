@@ -39,8 +39,9 @@ classifies every failure: refused, connect_timeout, reset, eof, eof_reused,
 truncated, timeout, http_5xx, http_status, dns, tls, local.
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage
-error, 4 inconclusive (the prober could not hold its rate or hit local errors),
-130 interrupted (the report is still written).`,
+error (output paths included, checked before anything is sent), 4 inconclusive
+(the prober could not hold its rate or hit local errors), 5 an output could not
+be written at the end, 130 interrupted (the report is still written).`,
 		Example: `  rollprobe probe http://127.0.0.1:8080/ --rate 1000 --duration 30s
   rollprobe probe http://svc.ns:80/healthz --conn new --backend-header X-Pod-Name --report report.json
   rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,
@@ -122,11 +123,13 @@ func (f *outputFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.output, "output", "o", ci.FormatText, "summary on stdout: text or json (the full report)")
 }
 
+// validate checks the format and that every output path can be written,
+// before anything is sent or changed.
 func (f *outputFlags) validate() error {
 	if f.output != ci.FormatText && f.output != ci.FormatJSON {
 		return fmt.Errorf("-o %q: want text or json", f.output)
 	}
-	return nil
+	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath}.Check()
 }
 
 func (f *outputFlags) of(g *globalOptions) ci.Outputs {

@@ -64,8 +64,9 @@ Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAIN
 (a rollout started elsewhere).
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
-error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 130 interrupted
-(the report is still written; the cluster is left as it is).`,
+error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 5 an output
+could not be written at the end, 130 interrupted (the report is still written; the cluster is
+left as it is).`,
 		Example: `  rollprobe run --deployment web --target http://web.prod.svc/healthz -n prod --report report.json
   rollprobe run --deployment prod/web --target http://10.96.0.42/ --image app=web:v2
   rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart`,

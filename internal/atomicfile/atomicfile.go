@@ -36,3 +36,21 @@ func Write(path string, write func(io.Writer) error) error {
 	}
 	return nil
 }
+
+// CheckWritable reports, without changing anything, why Write(path) would
+// fail now: the directory is missing or not writable (a temporary file is
+// created there and removed), or path is a directory. Commands call it
+// before they send or change anything, so a bad output path is a usage
+// error, not evidence thrown away at the end.
+func CheckWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".rollprobe-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	name := tmp.Name()
+	_ = tmp.Close()
+	return os.Remove(name)
+}

@@ -32,3 +32,18 @@ func TestWriteReplacesWholeOrNothing(t *testing.T) {
 		t.Fatal("writing into a missing directory must fail")
 	}
 }
+
+func TestCheckWritable(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckWritable(filepath.Join(dir, "r.json")); err != nil {
+		t.Fatalf("a writable directory: %v", err)
+	}
+	for _, bad := range []string{filepath.Join(dir, "missing", "r.json"), dir} {
+		if err := CheckWritable(bad); err == nil {
+			t.Errorf("CheckWritable(%s) accepted", bad)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the check left %d files behind", len(entries))
+	}
+}

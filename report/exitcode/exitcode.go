@@ -26,6 +26,10 @@ const (
 	// Inconclusive: the prober could not hold its rate or hit local
 	// resource errors, so the absence of failures proves nothing.
 	Inconclusive Code = 4
+	// OutputFailed: the run finished but an output (report, JUnit) could
+	// not be written; the summary was still printed. Precedence: 130, 3,
+	// 1, then this, then 4.
+	OutputFailed Code = 5
 	// Interrupted: stopped by SIGINT/SIGTERM; the report is still written.
 	Interrupted Code = 130
 )
@@ -42,6 +46,8 @@ func (c Code) String() string {
 		return "rollout failed"
 	case Inconclusive:
 		return "inconclusive"
+	case OutputFailed:
+		return "an output could not be written"
 	case Interrupted:
 		return "interrupted"
 	}
@@ -122,4 +128,16 @@ func innermost(err error) (Code, bool) {
 		}
 	}
 	return found, ok
+}
+
+// WithOutputFailure is the exit code of a run whose verdict is code and
+// one of whose outputs could not be written: the verdict's code when it
+// takes precedence (interrupted, rollout failed, failures above budget),
+// OutputFailed otherwise.
+func WithOutputFailure(code Code) Code {
+	switch code {
+	case Interrupted, RolloutFailed, Failures:
+		return code
+	}
+	return OutputFailed
 }

@@ -33,3 +33,12 @@ func TestOf(t *testing.T) {
 		})
 	}
 }
+
+func TestWithOutputFailure(t *testing.T) {
+	for code, want := range map[Code]Code{OK: OutputFailed, Inconclusive: OutputFailed, Failures: Failures,
+		RolloutFailed: RolloutFailed, Interrupted: Interrupted} {
+		if got := WithOutputFailure(code); got != want {
+			t.Errorf("verdict %d: exit %d, want %d", code, got, want)
+		}
+	}
+}
