@@ -465,3 +465,41 @@ func TestOutputFailureAtTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// Credentials in the URL are sent as Basic auth (as curl does) and shown
+// nowhere: not in the summary, the report, JUnit or the -v log. An -H
+// Authorization value is sent and stored nowhere either.
+func TestCredentialsAreSentAndRedacted(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	dir := t.TempDir()
+	reportPath, junit := filepath.Join(dir, "r.json"), filepath.Join(dir, "j.xml")
+	target := "http://alice:S3cret@" + srv.Addr() + "/ok"
+	r := run(t, "probe", target, "--rate", "10", "--duration", "1s", "--ui", "none", "-v", "--report", reportPath, "--junit", junit)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := srv.Authorizations()["Basic YWxpY2U6UzNjcmV0"]; n != 10 { // base64("alice:S3cret")
+		t.Fatalf("requests with the credentials as Basic auth: %d of 10 (%v)", n, srv.Authorizations())
+	}
+	rep, _ := os.ReadFile(reportPath)
+	xml, _ := os.ReadFile(junit)
+	for name, text := range map[string]string{"stdout": r.stdout, "stderr": r.stderr, "report": string(rep), "junit": string(xml)} {
+		if strings.Contains(text, "S3cret") {
+			t.Errorf("%s shows the password:\n%s", name, text)
+		}
+	}
+	if !strings.Contains(r.stdout, "alice:xxxxx@") || !strings.Contains(string(rep), "alice:xxxxx@") {
+		t.Errorf("the redacted target is missing:\n%s", r.stdout)
+	}
+	// A bad URL with credentials: the error redacts them too.
+	if r := run(t, "probe", "ftp://bob:Hunter2@host/"); r.code != 2 || strings.Contains(r.stderr, "Hunter2") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// -H Authorization: sent, stored nowhere.
+	r = run(t, "probe", srv.URL("/ok"), "--rate", "10", "--duration", "500ms", "--ui", "none", "-v",
+		"-H", "Authorization: Bearer t0ken-value", "--report", reportPath)
+	rep, _ = os.ReadFile(reportPath)
+	if srv.Authorizations()["Bearer t0ken-value"] == 0 || strings.Contains(r.stdout+r.stderr+string(rep), "t0ken-value") {
+		t.Errorf("the header was not sent, or is shown: %v\n%s", srv.Authorizations(), r.stdout+r.stderr)
+	}
+}

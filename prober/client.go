@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"net"
 	"net/netip"
 	"strconv"
@@ -135,6 +136,12 @@ func newRequestTemplate(cfg *Config, runID, userAgent string) *requestTemplate {
 		for _, v := range values {
 			head.WriteString(name + ": " + v + "\r\n")
 		}
+	}
+	if u.User != nil && cfg.Header.Get("Authorization") == "" {
+		// Credentials in the URL are sent as Basic auth, as curl does
+		// (an explicit -H Authorization wins); they are shown nowhere.
+		pass, _ := u.User.Password()
+		head.WriteString("Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)) + "\r\n")
 	}
 	if len(cfg.Body) > 0 || cfg.Method == "POST" || cfg.Method == "PUT" || cfg.Method == "PATCH" {
 		head.WriteString("Content-Length: " + strconv.Itoa(len(cfg.Body)) + "\r\n")

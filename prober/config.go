@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -164,7 +165,7 @@ func DefaultConfig() Config {
 // host and, if it names one, a port from 1 to 65535.
 func ParseTarget(raw string) (*url.URL, error) {
 	bad := func(problem string) (*url.URL, error) {
-		return nil, field.Invalid("Target", strconv.Quote(raw), problem)
+		return nil, field.Invalid("Target", strconv.Quote(RedactURL(raw)), problem)
 	}
 	if !strings.Contains(raw, "://") {
 		return bad("want an absolute URL with its scheme, like http://" + strings.TrimPrefix(raw, "//"))
@@ -189,6 +190,19 @@ func ParseTarget(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// userinfo matches the credentials of a URL (scheme://user:password@).
+var userinfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@:]*):[^/@]*@`)
+
+// RedactURL shows a URL as it may be logged or stored: a password in it
+// becomes xxxxx (url.URL.Redacted's form), even in a string that does not
+// parse.
+func RedactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return userinfo.ReplaceAllString(raw, "${1}:xxxxx@")
 }
 
 // validToken reports whether s is an HTTP token (RFC 9110 5.6.2): what a

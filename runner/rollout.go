@@ -332,7 +332,7 @@ func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
 			detail = fmt.Sprintf(": first failure %s (status %d)", fails[0].Class, fails[0].Status)
 		}
 		return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests succeeded%s",
-			c.Target, ok, sent, detail)
+			c.Target.Redacted(), ok, sent, detail)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ package faultserver
 import (
 	"bufio"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -53,6 +54,7 @@ type Server struct {
 	mu    sync.Mutex
 	open  map[net.Conn]struct{}
 	peers []netip.AddrPort // every client address accepted, in order
+	auths map[string]int   // Authorization header values received, with counts
 	wg    sync.WaitGroup
 }
 
@@ -62,7 +64,7 @@ func Start(name string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Name: name, ln: ln, addr: ln.Addr().String(), open: map[net.Conn]struct{}{}}
+	s := &Server{Name: name, ln: ln, addr: ln.Addr().String(), open: map[net.Conn]struct{}{}, auths: map[string]int{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -99,6 +101,14 @@ func (s *Server) Counts() Counts {
 		Conns: s.conns.Load(), Requests: s.requests.Load(), Answered: s.answered.Load(),
 		Reset: s.reset.Load(), Closed: s.closed.Load(), Truncated: s.truncated.Load(),
 	}
+}
+
+// Authorizations returns how many requests carried each Authorization
+// header value.
+func (s *Server) Authorizations() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.auths)
 }
 
 // Peers returns the client address of every connection accepted so far:
@@ -156,11 +166,16 @@ func (s *Server) serve(c net.Conn) {
 	br := bufio.NewReader(c)
 	bw := bufio.NewWriter(c)
 	for served := 0; ; served++ {
-		target, closeAfter, err := readRequest(br)
+		target, closeAfter, auth, err := readRequest(br)
 		if err != nil {
 			return
 		}
 		s.requests.Add(1)
+		if auth != "" {
+			s.mu.Lock()
+			s.auths[auth]++
+			s.mu.Unlock()
+		}
 		u, err := url.Parse(target)
 		if err != nil {
 			// Not HTTP (a TLS ClientHello, say, whose random bytes can
@@ -233,20 +248,20 @@ func statusText(code int) string {
 
 // readRequest reads one request, discarding its headers and body. It
 // returns the request target and whether the client asked to close.
-func readRequest(br *bufio.Reader) (target string, closeConn bool, err error) {
+func readRequest(br *bufio.Reader) (target string, closeConn bool, auth string, err error) {
 	line, err := br.ReadString('\n')
 	if err != nil {
-		return "", false, err
+		return "", false, "", err
 	}
 	parts := strings.Fields(line)
 	if len(parts) != 3 {
-		return "", false, io.ErrUnexpectedEOF
+		return "", false, "", io.ErrUnexpectedEOF
 	}
 	var length int
 	for {
 		h, err := br.ReadString('\n')
 		if err != nil {
-			return "", false, err
+			return "", false, "", err
 		}
 		h = strings.TrimRight(h, "\r\n")
 		if h == "" {
@@ -259,12 +274,14 @@ func readRequest(br *bufio.Reader) (target string, closeConn bool, err error) {
 			length, _ = strconv.Atoi(value)
 		case "connection":
 			closeConn = strings.EqualFold(value, "close")
+		case "authorization":
+			auth = value
 		}
 	}
 	if length > 0 {
 		if _, err := br.Discard(length); err != nil {
-			return "", false, err
+			return "", false, "", err
 		}
 	}
-	return parts[1], closeConn, nil
+	return parts[1], closeConn, auth, nil
 }
