@@ -7,13 +7,31 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Write calls write with a temporary file in path's directory, syncs it,
-// makes it world-readable (0644) and renames it over path. On any error path
-// is left as it was and the temporary file is removed.
+// gives it the mode of the file it replaces (0644 for a new one) and
+// renames it over path. A symbolic link at path is written through: its
+// target is replaced, the link stays. On any error path is left as it was
+// and the temporary file is removed.
 func Write(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".rollprobe-*")
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		mode = fi.Mode().Perm()
+	}
+	// The temporary file is named after its target, so a write cut short
+	// by SIGKILL leaves a file the next write of the same path removes.
+	prefix := ".rollprobe-" + filepath.Base(path) + "-"
+	if stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), globEscape(prefix)+"*")); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), prefix+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -26,7 +44,7 @@ func Write(path string, write func(io.Writer) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
+		err = os.Chmod(tmp.Name(), mode)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
@@ -53,4 +71,16 @@ func CheckWritable(path string) error {
 	name := tmp.Name()
 	_ = tmp.Close()
 	return os.Remove(name)
+}
+
+// globEscape quotes the glob metacharacters of a literal file name.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
