@@ -315,6 +315,17 @@ func TestReportShow(t *testing.T) {
 	if r := run(t, "report", "show", bad); r.code != 2 || !strings.Contains(r.stderr, "schema") {
 		t.Fatalf("other schema: exit %d %s", r.code, r.stderr)
 	}
+	// rollprobe.report/v1 without its totals: exit 2 saying what is
+	// missing, never "sent 0" beside the stored verdict.
+	var doc map[string]any
+	b, _ := os.ReadFile(path)
+	_ = json.Unmarshal(b, &doc)
+	delete(doc, "totals")
+	b, _ = json.Marshal(doc)
+	os.WriteFile(bad, b, 0o644)
+	if r := run(t, "report", "show", bad); r.code != 2 || !strings.Contains(r.stderr, "totals") || strings.Contains(r.stdout, "sent 0") {
+		t.Fatalf("report without totals: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // A bad value is reported under the flag the user typed: run's request
