@@ -51,7 +51,7 @@ func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
 // ProgressLine formats one progress line.
 func ProgressLine(elapsed time.Duration, t prober.Totals, rate float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%6.1fs] sent %d  ok %d  failed %d", elapsed.Seconds(), t.Sent(), t.Classes[prober.OK], t.Failed())
+	fmt.Fprintf(&b, "[%6.1fs] completed %d  ok %d  failed %d", elapsed.Seconds(), t.Sent(), t.Classes[prober.OK], t.Failed())
 	for _, c := range prober.FailureClasses() {
 		if n := t.Classes[c]; n > 0 {
 			fmt.Fprintf(&b, "  %s %d", c, n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -214,6 +215,9 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 	if !strings.Contains(stdout.String(), "INTERRUPTED") {
 		t.Fatalf("summary lacks the interruption:\n%s", stdout.String())
 	}
+	if n := rep.Prober.Canceled; n > 0 && !strings.Contains(stdout.String(), fmt.Sprintf("canceled %d (in flight when interrupted", n)) {
+		t.Fatalf("the summary hides the %d requests cut by the interruption:\n%s", n, stdout.String())
+	}
 }
 
 func TestJSONOutput(t *testing.T) {
@@ -244,7 +248,7 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	lines := strings.Count(r.stderr, "req/s")
-	if lines < 1 || !strings.Contains(r.stderr, "sent ") {
+	if lines < 1 || !strings.Contains(r.stderr, "completed ") {
 		t.Fatalf("want plain progress lines on stderr, got:\n%s", r.stderr)
 	}
 	// Not a terminal: auto is plain, never the dashboard's escape codes.
@@ -512,5 +516,25 @@ func TestCredentialsAreSentAndRedacted(t *testing.T) {
 	rep, _ = os.ReadFile(reportPath)
 	if srv.Authorizations()["Bearer t0ken-value"] == 0 || strings.Contains(r.stdout+r.stderr+string(rep), "t0ken-value") {
 		t.Errorf("the header was not sent, or is shown: %v\n%s", srv.Authorizations(), r.stdout+r.stderr)
+	}
+}
+
+// The achieved rate and the duration are measured over the intended
+// window: 2 requests due at 0 and 0.5 s in a 1 s run are 2 req/s over 1 s.
+func TestRateOverTheIntendedWindow(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	r := run(t, "probe", srv.URL("/ok"), "--rate", "2", "--duration", "1s", "--ui", "none")
+	if r.code != 0 || !strings.Contains(r.stdout, ", 1.0s)") || !strings.Contains(r.stdout, "2.0 of 2 req/s") {
+		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+// Without any kubeconfig the message says what rollprobe reads.
+func TestNoKubeconfig(t *testing.T) {
+	cmd := exec.Command(binary, "doctor", "--deployment", "web")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG=")
+	r := runCmd(t, cmd)
+	if r.code != 2 || !strings.Contains(r.stderr, "pass --kubeconfig, set KUBECONFIG") || strings.Contains(r.stderr, "KUBERNETES_MASTER") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -35,6 +35,11 @@ func (k *kubeFlags) client() (kube kubernetes.Interface, ns, name string, err er
 	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
 	restCfg, err := loader.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own message names KUBERNETES_MASTER, which nothing
+		// here reads.
+		return nil, "", "", fmt.Errorf("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+	}
 	if err != nil {
 		return nil, "", "", fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -114,7 +114,7 @@ func (p *Prober) Workers() int { return int(p.workers.Load()) }
 // Summary is what a finished run hands to reporters.
 type Summary struct {
 	Start    time.Time
-	Elapsed  time.Duration // from start to the last worker's exit
+	Elapsed  time.Duration // from start to the last worker's exit, at least the send window
 	Sending  time.Duration // from start to the end of the send window
 	Target   float64       // requests per second asked for (0: closed model)
 	Workers  int           // workers at the end (the high-water mark)
@@ -203,15 +203,17 @@ wait:
 			break wait
 		}
 	}
-	// The sending window ends at the duration even when in-flight requests
-	// complete after it.
-	if sendEnd > p.cfg.Duration && p.cfg.Duration > 0 {
+	// The sending window is the intended one: it ends at the duration even
+	// when in-flight requests complete after it, and reaches it when the
+	// last request was due (and sent) before the end (--rate 2 --duration
+	// 1s sends at 0 and 0.5 s: 2 requests in 1 s, not in 0.5).
+	if p.cfg.Duration > 0 && !canceled && stoppedAt == 0 {
 		sendEnd = p.cfg.Duration
 	}
 	p.rec.Tick(time.Duration(1 << 62))
 	return Summary{
 		Start:    p.start,
-		Elapsed:  p.Elapsed(),
+		Elapsed:  max(p.Elapsed(), sendEnd),
 		Sending:  sendEnd,
 		Target:   p.cfg.Rate,
 		Workers:  p.Workers(),
@@ -448,8 +450,10 @@ func (w *worker) do(res *Result) {
 	}
 	if err != nil {
 		phase := PhaseReadHeaders
-		if got && resp.status != 0 {
+		if got && resp.headers {
 			phase = PhaseReadBody
+		}
+		if got && resp.status != 0 {
 			res.Status = resp.status
 		}
 		w.fail(res, phase, err, reused)

@@ -303,3 +303,25 @@ func TestSlowConnectAfterARetransmittedSYN(t *testing.T) {
 		t.Fatalf("second 0: slow connects %d", row.SlowConnects)
 	}
 }
+
+// Where a failure happened is told by what was read: headers cut mid-line
+// fail in read_headers (with the status already read), a body cut short in
+// read_body.
+func TestPhaseOfACutResponse(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	for _, tc := range []struct {
+		path  string
+		phase Phase
+	}{{"/cut-headers", PhaseReadHeaders}, {"/short", PhaseReadBody}} {
+		p, _ := probe(t, srv.URL(tc.path), func(c *Config) { c.Rate, c.Duration, c.Conn = 10, 300*time.Millisecond, ConnMode{FreshFraction: 1} })
+		fails := p.Recorder().Failures()
+		if len(fails) == 0 {
+			t.Fatalf("%s: no failures", tc.path)
+		}
+		for _, f := range fails {
+			if f.Class != Truncated || f.Phase != tc.phase || f.Status != 200 {
+				t.Fatalf("%s: %v in %v, status %d; want truncated in %v with status 200", tc.path, f.Class, f.Phase, f.Status, tc.phase)
+			}
+		}
+	}
+}

@@ -32,6 +32,9 @@ type response struct {
 	// backend is the value of the configured backend header, valid only until
 	// the next read from the reader; callers copy or intern it.
 	backend []byte
+	// headers: the header section was read to its end (a failure after it
+	// is in the body).
+	headers bool
 }
 
 // readResponse reads one complete response (headers and body) from br.
@@ -100,6 +103,7 @@ func readResponse(br *bufio.Reader, isHead bool, backendHeader string, scratch [
 				resp.backend = value
 			}
 		}
+		resp.headers = true
 		if minor == 0 && keepAlive10 {
 			resp.close = false
 		}

@@ -130,7 +130,7 @@ func (m Model) counters(w int) string {
 	if s.Sent > 0 {
 		ratio = fmt.Sprintf("%.3f%%", 100*float64(s.Sent-s.Failed)/float64(s.Sent))
 	}
-	return spread(strings.Join(parts, "  "), fmt.Sprintf("sent %d  success %s", s.Sent, ratio), w)
+	return spread(strings.Join(parts, "  "), fmt.Sprintf("done %d  success %s", s.Sent, ratio), w)
 }
 
 func (m Model) latencyLine(int) string {

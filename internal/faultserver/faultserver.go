@@ -11,6 +11,7 @@
 //	/close-reused       answer the first request on a connection; close without
 //	                    answering when a later request arrives on it
 //	/short              promise 100 body bytes, send 10, close
+//	/cut-headers        send the status line and half a header line, close
 //	/badchunk           chunked body with a malformed chunk size
 //	/stall?ms=N         wait N ms, then answer 200
 //	/slow-first?ms=N    stall N ms on the server's first request only, then 200
@@ -199,6 +200,11 @@ func (s *Server) serve(c net.Conn) {
 			return
 		case path == "/close-reused" && served > 0:
 			s.closed.Add(1)
+			return
+		case path == "/cut-headers":
+			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Len")
+			_ = bw.Flush()
+			s.truncated.Add(1)
 			return
 		case path == "/short":
 			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nX-Pod-Name: " + s.Name + "\r\n\r\n0123456789")

@@ -42,7 +42,11 @@ func Text(w io.Writer, r *report.Report) error {
 		b.WriteString("\n")
 	}
 	t := r.Totals
-	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)\n", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
+	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
+	if n := r.Prober.Canceled; n > 0 {
+		fmt.Fprintf(&b, "  canceled %d (in flight when interrupted: no outcome)", n)
+	}
+	b.WriteString("\n")
 	if t.Failed > 0 || r.Prober.LocalErrors > 0 {
 		var parts []string
 		for _, c := range report.FailureClassNames() {
@@ -92,7 +96,7 @@ func Text(w io.Writer, r *report.Report) error {
 		if r.FailureInfo.Total > uint64(r.FailureInfo.Kept) {
 			span = fmt.Sprintf("from %+.3fs (the first %d of %d kept in full)", first.AtMS/1000, r.FailureInfo.Kept, r.FailureInfo.Total)
 		}
-		fmt.Fprintf(&b, "  failed    %s; first: %s (%s) %s\n", span, first.Class, first.Phase, first.Error)
+		fmt.Fprintf(&b, "  failed    %s; first: %s\n", span, describeFailure(first))
 	}
 	if a := r.Attribution; a != nil && a.Certain+a.Ambiguous+a.Unattributed > 0 {
 		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
@@ -207,4 +211,20 @@ func writePods(b *strings.Builder, r *report.Report) {
 		}
 		fmt.Fprintf(b, "            %-*s  %-10s  %8d  %14d  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
+}
+
+// describeFailure says what one failure was: its class, where it failed,
+// its status and its error, each only when there is one.
+func describeFailure(f report.Failure) string {
+	parts := []string{f.Class}
+	if f.Phase != "" {
+		parts = append(parts, "("+f.Phase+")")
+	}
+	if f.Status != 0 {
+		parts = append(parts, fmt.Sprintf("status %d", f.Status))
+	}
+	if f.Error != "" {
+		parts = append(parts, f.Error)
+	}
+	return strings.Join(parts, " ")
 }
