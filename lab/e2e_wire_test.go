@@ -57,7 +57,7 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 	pcap := filepath.Join(t.TempDir(), "syn.pcap")
 	// SYNs without ACK: the client's connection attempts (retransmissions
 	// included), on the bridge every pod hangs off.
-	dump := exec.Command("ip", "netns", "exec", netns.LabNetNS, "tcpdump", "-i", netns.Bridge, "-nn", "-U", "-w", pcap,
+	dump := exec.Command("ip", "netns", "exec", netns.LabNetNS, "tcpdump", "-i", netns.Bridge, "-nn", "-U", "--immediate-mode", "-w", pcap,
 		"tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn")
 	var dumpErr bytes.Buffer
 	dump.Stderr = &dumpErr

@@ -399,25 +399,34 @@ func (w *worker) do(res *Result) {
 
 	res.Start = p.Elapsed()
 	deadline := p.start.Add(res.Start + cfg.Timeout)
-	if w.c != nil && (fresh || !w.c.reusable(res.Start)) {
-		// Fresh requests never reuse; an idle connection the server
-		// closed is dropped here, before anything is sent on it.
+	// A fresh request gets a connection of its own and leaves the worker's
+	// kept-alive one alone: with --conn mixed=F, a fraction F of requests
+	// go on fresh connections and the rest on long-lived ones, instead of
+	// each fresh request ending the kept-alive connection before it.
+	var c *conn
+	if !fresh && w.c != nil && !w.c.reusable(res.Start) {
+		// An idle connection the server closed is dropped here, before
+		// anything is sent on it.
 		w.c.close()
 		w.c = nil
 	}
-	if w.c == nil {
+	if fresh || w.c == nil {
 		res.Fresh = true // counted as fresh whether or not the dial succeeds
 		connectDeadline := p.start.Add(res.Start + min(cfg.ConnectTimeout, cfg.Timeout))
 		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, &w.dialed)
 		if err != nil {
-			w.fail(res, phase, err, false)
+			w.fail(res, phase, err, false, nil)
 			return
 		}
 		connected := p.Elapsed()
 		res.SlowConnect = connected-res.Start >= SlowConnectAfter
-		w.c = newConn(raw, rw, connected, p.watcher, !fresh)
+		c = newConn(raw, rw, connected, p.watcher, !fresh)
+		if !fresh {
+			w.c = c
+		}
+	} else {
+		c = w.c
 	}
-	c := w.c
 	reused := c.served > 0
 	res.ConnReqs = c.served
 	res.ConnAge = res.Start - c.born
@@ -430,13 +439,13 @@ func (w *worker) do(res *Result) {
 	if p.running.Err() != nil {
 		// Stopped between claiming the request and publishing the
 		// connection: abortInFlight may have missed it.
-		w.fail(res, PhaseWrite, p.running.Err(), reused)
+		w.fail(res, PhaseWrite, p.running.Err(), reused, c)
 		return
 	}
 	_ = c.rw.SetDeadline(deadline)
 	w.buf = p.template.build(w.buf[:0], res.Seq, fresh)
 	if _, err := c.rw.Write(w.buf); err != nil {
-		w.fail(res, PhaseWrite, err, reused)
+		w.fail(res, PhaseWrite, err, reused, c)
 		return
 	}
 	resp, got, err := readResponse(c.br, p.template.isHead, p.backendHeader, w.scratch)
@@ -456,7 +465,7 @@ func (w *worker) do(res *Result) {
 		if got && resp.status != 0 {
 			res.Status = resp.status
 		}
-		w.fail(res, phase, err, reused)
+		w.fail(res, phase, err, reused, c)
 		return
 	}
 	res.Status = resp.status
@@ -471,12 +480,12 @@ func (w *worker) do(res *Result) {
 	c.served++
 	c.idleFrom = res.End
 	if fresh || resp.close {
-		w.retire(fresh)
+		w.retire(c, fresh)
 	}
 }
 
 // fail records a failed attempt and drops the connection it was on.
-func (w *worker) fail(res *Result, phase Phase, err error, reused bool) {
+func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn) {
 	if res.End == 0 {
 		res.End = w.p.Elapsed()
 	}
@@ -492,9 +501,11 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool) {
 	} else {
 		res.Class = classify(err, phase, reused)
 	}
-	if w.c != nil {
-		w.c.close()
-		w.c = nil
+	if c != nil {
+		c.close()
+		if c == w.c {
+			w.c = nil
+		}
 	}
 }
 
@@ -503,9 +514,10 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool) {
 // server's FIN so that the server, not the prober, holds the TIME_WAIT
 // state: at thousands of fresh connections a second the prober would
 // otherwise run out of ephemeral ports (EADDRNOTAVAIL).
-func (w *worker) retire(waitForClose bool) {
-	c := w.c
-	w.c = nil
+func (w *worker) retire(c *conn, waitForClose bool) {
+	if c == w.c {
+		w.c = nil
+	}
 	if waitForClose {
 		_ = c.rw.SetReadDeadline(time.Now().Add(retireWait))
 		var b [1]byte

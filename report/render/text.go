@@ -76,7 +76,7 @@ func Text(w io.Writer, r *report.Report) error {
 	} else {
 		fmt.Fprintf(&b, "  prober    %.1f req/s, %d workers, %d local errors\n", p.AchievedRate, p.Workers, p.LocalErrors)
 	}
-	fmt.Fprintf(&b, "  conns     %d fresh, %d reused", t.FreshConnections, t.ReusedConnections)
+	fmt.Fprintf(&b, "  conns     %d fresh (%s), %d reused", t.FreshConnections, percent(t.FreshConnections, t.FreshConnections+t.ReusedConnections), t.ReusedConnections)
 	if t.SlowConnects > 0 {
 		fmt.Fprintf(&b, "; %d succeeded only after a retransmitted SYN (about 1 s late)", t.SlowConnects)
 	}
