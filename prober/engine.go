@@ -404,7 +404,7 @@ func (w *worker) do(res *Result) {
 	// go on fresh connections and the rest on long-lived ones, instead of
 	// each fresh request ending the kept-alive connection before it.
 	var c *conn
-	if !fresh && w.c != nil && !w.c.reusable(res.Start) {
+	if !fresh && w.c != nil && !w.c.reusable(res.Start, res.Lag()) {
 		// An idle connection the server closed is dropped here, before
 		// anything is sent on it.
 		w.c.close()

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"net"
 	"testing"
 	"time"
 
@@ -266,4 +267,39 @@ func TestLiveCountsAtALowRate(t *testing.T) {
 		}
 	}
 	<-done
+}
+
+// A worker running late does not take the close watcher's word: the
+// server's FIN may have arrived since the watcher last ran, and a peek at
+// the socket finds it before a request is written into a closed
+// connection. On time, no system call is made.
+func TestLateWorkerConfirmsReuse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	c := newConn(raw, raw, 0, nil, true)
+	c.watcher = &closeWatcher{} // a watcher that has not run since the FIN: peerGone stays false
+	server := <-accepted
+	server.Close() // the FIN
+	time.Sleep(50 * time.Millisecond)
+	if !c.reusable(time.Second, 0) {
+		t.Fatal("on time, reuse should rest on the watcher alone (no system call)")
+	}
+	if c.reusable(time.Second, 5*time.Millisecond) {
+		t.Fatal("running late, a connection the server closed was taken for reuse")
+	}
 }
