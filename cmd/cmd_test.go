@@ -262,9 +262,11 @@ func TestProgressLines(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	r := run(t, "--version")
-	if r.code != 0 || !strings.Contains(r.stdout, "rollprobe version") {
-		t.Fatalf("exit %d: %s", r.code, r.stdout)
+	for _, args := range [][]string{{"--version"}, {"version"}} { // kubectl users type the command
+		r := run(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "rollprobe version") {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stdout)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -36,6 +37,7 @@ func Markdown(w io.Writer, r *report.Report) error {
 		}
 		b.WriteString("\n")
 	}
+	writeMarkdownPods(&b, r)
 	for _, f := range r.Findings {
 		static := ""
 		if f.Source == report.SourceDoctor {
@@ -66,4 +68,42 @@ func ClassCounts(by map[string]uint64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// podsOpenUpTo: a longer pod table is collapsed (a <details> block) so the
+// findings stay near the top of a pull request.
+const podsOpenUpTo = 10
+
+// writeMarkdownPods renders the per-pod table: what each pod served, how
+// much after its deletion was requested, when it turned ready and was
+// deleted, and how its container ended.
+func writeMarkdownPods(b *strings.Builder, r *report.Report) {
+	if len(r.Pods) == 0 {
+		return
+	}
+	rel := func(t *time.Time) string {
+		switch {
+		case t == nil:
+			return "–"
+		case !t.After(r.StartedAt):
+			return "before"
+		}
+		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
+	}
+	collapsed := len(r.Pods) > podsOpenUpTo
+	if collapsed {
+		fmt.Fprintf(b, "<details><summary>%d pods</summary>\n\n", len(r.Pods))
+	}
+	b.WriteString("| pod | revision | served | after deletion | ready | deleted | exit |\n|---|---|---:|---:|---|---|---|\n")
+	for _, p := range r.Pods {
+		exit := "–"
+		if p.ExitCode != nil {
+			exit = fmt.Sprint(*p.ExitCode)
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %d | %d | %s | %s | %s |\n", p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+	}
+	if collapsed {
+		b.WriteString("\n</details>\n")
+	}
+	b.WriteString("\n")
 }

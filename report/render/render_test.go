@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/rollprobe/rollprobe/internal/fixture"
@@ -24,4 +25,19 @@ func TestRunMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "naive.summary.md", md.Bytes())
+}
+
+// More than podsOpenUpTo pods: the table is collapsed.
+func TestMarkdownCollapsesALongPodTable(t *testing.T) {
+	r := fixture.NaiveRun()
+	for len(r.Pods) <= podsOpenUpTo {
+		r.Pods = append(r.Pods, r.Pods[0])
+	}
+	var md bytes.Buffer
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "<details><summary>11 pods</summary>") {
+		t.Fatalf("%s", md.String())
+	}
 }
