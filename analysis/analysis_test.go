@@ -284,24 +284,26 @@ func TestFailureBeforeTheReceivedDeletion(t *testing.T) {
 	}
 }
 
-// The tolerance is measured: the smallest receipt delay of a pod change
-// with a server time, or the trigger's round trip, whichever is smaller;
-// 1 s assumed (and said) when nothing measured it.
+// The tolerance is measured and bounds every pod change's own delay: the
+// largest receipt delay of a pod change with a server time, or the
+// trigger's round trip if that is larger; 1 s assumed (and said) when
+// nothing measured it.
 func TestToleranceIsMeasured(t *testing.T) {
 	server := func(ms int) *time.Time { x := at(ms); return &x }
-	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 300}, Timeline: []report.Event{
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 15}, Timeline: []report.Event{
 		{At: at(2400), Server: server(2000), Kind: report.PodCreated, Pod: "n1"},
 		{At: at(3080), Server: server(3000), Kind: report.PodDeletionRequested, Pod: "a"},
 		{At: at(3500), Server: server(4000), Kind: report.PodDeletionRequested, Pod: "b"}, // clock skew: skipped
-		{At: at(3900), Server: server(3000), Kind: report.PodReady, Pod: "n1"},            // not a change of the object's own time
+		{At: at(3900), Server: server(3000), Kind: report.PodReady, Pod: "n1"},
+		{At: at(3950), Server: server(1000), Kind: report.EndpointAdded, Pod: "n1"}, // not the object's own time
 	}}
 	tol, source := tolerance(r)
-	if tol != 80*time.Millisecond || !strings.Contains(source, "pod's creation or deletion") {
-		t.Errorf("tolerance %s from %q, want 80ms from the pod changes", tol, source)
+	if tol != 900*time.Millisecond || !strings.Contains(source, "largest receipt delay") {
+		t.Errorf("tolerance %s from %q, want 900ms from the pod changes", tol, source)
 	}
-	r.Rollout.TriggerSeenAfterMS = 15
-	if tol, source = tolerance(r); tol != 15*time.Millisecond || !strings.Contains(source, "trigger") {
-		t.Errorf("tolerance %s from %q, want 15ms from the trigger", tol, source)
+	r.Rollout.TriggerSeenAfterMS = 1500
+	if tol, source = tolerance(r); tol != 1500*time.Millisecond || !strings.Contains(source, "trigger") {
+		t.Errorf("tolerance %s from %q, want 1.5s from the trigger", tol, source)
 	}
 	if tol, source = tolerance(&report.Report{}); tol != time.Second || !strings.Contains(source, "assumed") {
 		t.Errorf("unmeasured: %s %q", tol, source)

@@ -21,14 +21,14 @@ import (
 )
 
 // testAttributionAgainstTheWire runs the samples whose rollouts fail
-// fresh connections (naive: old pods stop at once) under rollprobe run while tcpdump, a
+// fresh connections (naive: old pods stop at once; late-ready: new pods
+// are ready before they listen) under rollprobe run while tcpdump, a
 // referee nobody here wrote, records every SYN on the lab's bridge. Each
 // failed fresh connection is found on the wire by the local port its
 // report entry carries, which gives the pod IP its SYN went to. Every
 // failure attributed with confidence 1 must name that pod; every ambiguous
 // one must list it among its candidates. (keepalive-close fails kept-alive
-// connections, which carry no addresses; short-grace need not fail;
-// late-ready: see below.)
+// connections, which carry no addresses; short-grace need not fail.)
 func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Client) {
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		skipOrFail(t, "tcpdump is not installed (apt-get install tcpdump)")
@@ -41,12 +41,7 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 		spread bool
 	}{
 		{"naive", []string{"--conn", "new"}, true},
-		// late-ready is not checked yet: in about one run in three, one
-		// refusal of ~440 reached a new pod whose creation rollprobe's pod
-		// watch delivered 170 ms after the failure, far beyond the
-		// tolerance measured on the trigger's watch. The trigger's round
-		// trip does not bound the pod watch's delay; per-event bounds
-		// (the apiserver's own timestamps) are the next step.
+		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false},
 	} {
 		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.sample, tc.args, tc.spread) })
 	}
