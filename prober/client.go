@@ -24,6 +24,7 @@ type conn struct {
 	rw       net.Conn // raw, or the TLS connection over it
 	br       *bufio.Reader
 	born     time.Duration // run offset at which it was established
+	addr     ConnAddr      // its two ends, for the failures on it
 	served   uint32        // requests completed on it
 	idleFrom time.Duration // run offset at which its last response ended
 

@@ -421,6 +421,7 @@ func (w *worker) do(res *Result) {
 		connected := p.Elapsed()
 		res.SlowConnect = connected-res.Start >= SlowConnectAfter
 		c = newConn(raw, rw, connected, p.watcher, !fresh)
+		c.addr = w.dialed.addr
 		if !fresh {
 			w.c = c
 		}
@@ -491,7 +492,11 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 	}
 	res.Phase = phase
 	res.Err = err
-	if res.Fresh {
+	switch {
+	case c != nil:
+		addr := c.addr
+		res.Addr = &addr
+	case res.Fresh: // the dial failed: the port its SYN left from
 		addr := w.dialed.addr
 		res.Addr = &addr
 	}

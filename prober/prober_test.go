@@ -227,13 +227,26 @@ func TestFreshFailuresRecordTheirAddresses(t *testing.T) {
 		t.Fatalf("every refused connect reported the same local port: %v", ports)
 	}
 
-	// Kept-alive requests carry no addresses (nothing is paid for them).
+	// A failure on a reused connection carries that connection's ends,
+	// which the server accepted.
 	srv2 := faultserver.New(t, "pod-b")
 	p, _ = probe(t, srv2.URL("/close-reused"), keepalive)
+	peers2 := map[netip.AddrPort]bool{}
+	for _, a := range srv2.Peers() {
+		peers2[a] = true
+	}
+	reused := 0
 	for _, f := range p.Recorder().Failures() {
-		if !f.Fresh && f.Addr != nil {
-			t.Fatalf("a failure on a reused connection carries addresses: %+v", f)
+		if f.Fresh {
+			continue
 		}
+		reused++
+		if f.Addr == nil || !peers2[f.Addr.Local] || f.Addr.Remote.String() != srv2.Addr() {
+			t.Fatalf("a failure on a reused connection without its addresses: %+v", f.Addr)
+		}
+	}
+	if reused == 0 {
+		t.Fatal("no failure on a reused connection")
 	}
 }
 

@@ -25,10 +25,10 @@ type Result struct {
 	ConnAge     time.Duration // age of the connection when the request began
 	Backend     string        // value of the backend header, if configured and present
 	Err         error
-	// Addr, for a failure on a fresh connection, is the connection's
-	// local and remote address, to find it in conntrack, a capture or
-	// server logs (the local port even when the connect failed). nil
-	// otherwise: successes and reused connections pay nothing for it.
+	// Addr, for a failure, is its connection's local and remote address,
+	// to find it in conntrack, a capture or server logs (the local port
+	// even when the connect failed). nil for successes, which pay nothing
+	// for it.
 	Addr *ConnAddr
 	// canceled: cut short because the run was stopped (Ctrl-C); such an
 	// attempt has no outcome and is counted apart, never as a failure.

@@ -232,10 +232,10 @@ type Failure struct {
 	ConnAgeMS    float64 `json:"conn_age_ms"`
 	Backend      string  `json:"backend,omitempty"`
 	Error        string  `json:"error,omitempty"`
-	// LocalAddr and RemoteAddr are a fresh connection's two ends (ip:port),
-	// to find it in conntrack, a packet capture or server logs. When the
-	// connect failed, the local IP is unspecified (0.0.0.0) and the port is
-	// the one its SYN left from. Empty for reused connections.
+	// LocalAddr and RemoteAddr are the failed request's connection's two
+	// ends (ip:port), fresh or reused, to find it in conntrack, a packet
+	// capture or server logs. When the connect failed, the local IP is
+	// unspecified (0.0.0.0) and the port is the one its SYN left from.
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
