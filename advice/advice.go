@@ -3,7 +3,11 @@
 // report never carries two versions of the same advice.
 package advice
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Version is a Kubernetes server version; the zero value is unknown.
 type Version struct{ Major, Minor int }
@@ -16,6 +20,22 @@ func (v Version) String() string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%d.%d", v.Major, v.Minor)
+}
+
+// ParseVersion reads "major.minor" as String writes it (and as the
+// report's rollout.server_version holds it; a "+" after the minor, as some
+// servers report, is ignored). Anything else is the zero, unknown, Version.
+func ParseVersion(s string) Version {
+	major, minor, ok := strings.Cut(s, ".")
+	if !ok {
+		return Version{}
+	}
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(strings.TrimRight(minor, "+"))
+	if err1 != nil || err2 != nil {
+		return Version{}
+	}
+	return Version{Major: ma, Minor: mi}
 }
 
 // Before reports whether v is known and older than major.minor.

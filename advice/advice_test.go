@@ -22,3 +22,14 @@ func TestPreStopSleep(t *testing.T) {
 		}
 	}
 }
+
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]Version{"1.36": {1, 36}, "1.25+": {1, 25}, "": {}, "1": {}, "x.y": {}} {
+		if got := ParseVersion(in); got != want {
+			t.Errorf("ParseVersion(%q) = %v, want %v", in, got, want)
+		}
+		if want.Known() && ParseVersion(want.String()) != want {
+			t.Errorf("%v does not read back", want)
+		}
+	}
+}

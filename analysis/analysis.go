@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,19 +116,12 @@ func beganAt(f *report.Failure) time.Time {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
 
-// serverVersion reads the rollout section's server version ("1.36").
+// serverVersion is the version the advice is written for.
 func serverVersion(r *report.Report) advice.Version {
 	if r.Rollout == nil {
 		return advice.Version{}
 	}
-	major, minor, ok := strings.Cut(r.Rollout.ServerVersion, ".")
-	if !ok {
-		return advice.Version{}
-	}
-	v := advice.Version{}
-	v.Major, _ = strconv.Atoi(major)
-	v.Minor, _ = strconv.Atoi(strings.TrimRight(minor, "+"))
-	return v
+	return advice.ParseVersion(r.Rollout.ServerVersion)
 }
 
 // class is a failure's class as the prober's enum (the report stores its

@@ -190,7 +190,7 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	reapOnFailure(t, cmd)
 	for srv.Counts().Requests < 50 {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -462,6 +462,7 @@ func TestOutputFailureAtTheEnd(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		reapOnFailure(t, cmd)
 		for srv.Counts().Requests == before {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -539,4 +540,15 @@ func TestNoKubeconfig(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "pass --kubeconfig, set KUBECONFIG") || strings.Contains(r.stderr, "KUBERNETES_MASTER") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// reapOnFailure kills (by PID) and reaps a started command the test did not
+// wait for, when the test ends early.
+func reapOnFailure(t *testing.T, cmd *exec.Cmd) {
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 }

@@ -1,20 +1,15 @@
 package lab_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
@@ -30,8 +25,8 @@ import (
 // one must list it among its candidates. (keepalive-close fails kept-alive
 // connections, which carry no addresses; short-grace need not fail.)
 func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Client) {
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		skipOrFail(t, "tcpdump is not installed (apt-get install tcpdump)")
+	if err := capture.Available(); err != nil {
+		skipOrFail(t, "%v", err)
 	}
 	for _, tc := range []struct {
 		sample string
@@ -49,38 +44,24 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 
 func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, args []string, spread bool) {
 	ip := ensureSample(t, ctx, c, sample)
-	pcap := filepath.Join(t.TempDir(), "syn.pcap")
 	// SYNs without ACK: the client's connection attempts (retransmissions
 	// included), on the bridge every pod hangs off.
-	dump := exec.Command("ip", "netns", "exec", netns.LabNetNS, "tcpdump", "-i", netns.Bridge, "-nn", "-U", "--immediate-mode", "-w", pcap,
-		"tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn")
-	var dumpErr bytes.Buffer
-	dump.Stderr = &dumpErr
-	if err := dump.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopDump := func() {
-		if dump.ProcessState == nil {
-			_ = dump.Process.Signal(syscall.SIGTERM) // our own child, by PID
-			_ = dump.Wait()
-		}
-	}
-	t.Cleanup(stopDump)
-	waitFile(t, pcap, &dumpErr)
-
+	wire := capture.Start(t, netns.LabNetNS, netns.Bridge, capture.SYNFilter)
 	r := startRun(t, sample, ip, args...).wait(t)
-	stopDump()
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
 	}
-	syns := readSYNs(t, pcap)
+	syns := map[uint16][]capture.SYN{}
+	for _, s := range wire.SYNs() {
+		syns[s.Src.Port()] = append(syns[s.Src.Port()], s)
+	}
 	// A source port is handed out again once its connection is closed:
 	// the SYN of a failure is the first one from its port at or after the
 	// request began (tcpdump and the report read the same clock).
 	synOf := func(port uint16, began, ended time.Time) (netip.AddrPort, bool) {
 		for _, s := range syns[port] {
-			if !s.at.Before(began.Add(-time.Millisecond)) && !s.at.After(ended) {
-				return s.dst, true
+			if !s.At.Before(began.Add(-time.Millisecond)) && !s.At.After(ended) {
+				return s.Dst, true
 			}
 		}
 		return netip.AddrPort{}, false
@@ -153,52 +134,6 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 		t.Fatalf("no failed connection was found on the wire (%d SYNs captured, %d failures)", len(syns), len(r.rep.Failures))
 	}
 	t.Logf("attribution checked against %d SYNs: %v; report: %+v", len(syns), checked, *r.rep.Attribution)
-}
-
-func waitFile(t *testing.T, path string, stderr *bytes.Buffer) {
-	t.Helper()
-	for range 100 {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("tcpdump did not start: %s", stderr.String())
-}
-
-var synLine = regexp.MustCompile(`^([0-9]+)\.([0-9]+) IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
-
-// syn is one captured SYN: when, and where it went.
-type syn struct {
-	at  time.Time
-	dst netip.AddrPort
-}
-
-// readSYNs lists the SYNs of each client source port in capture order.
-func readSYNs(t *testing.T, pcap string) map[uint16][]syn {
-	t.Helper()
-	out, err := exec.Command("tcpdump", "-nn", "-tt", "-r", pcap).Output()
-	if err != nil {
-		t.Fatalf("tcpdump -r: %v", err)
-	}
-	syns := map[uint16][]syn{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := synLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		sec, _ := strconv.ParseInt(m[1], 10, 64)
-		usec, _ := strconv.ParseInt(m[2], 10, 64)
-		port, _ := strconv.Atoi(m[4])
-		dport, _ := strconv.Atoi(m[6])
-		dst, err := netip.ParseAddr(m[5])
-		if err != nil {
-			continue
-		}
-		syns[uint16(port)] = append(syns[uint16(port)], syn{time.Unix(sec, usec*1000), netip.AddrPortFrom(dst, uint16(dport))})
-	}
-	return syns
 }
 
 // podIPs returns a lookup of the pod that held an IP at a time, from the

@@ -194,24 +194,31 @@ type dialer struct {
 	net     net.Dialer
 }
 
-// dialSlot receives a dial's addresses from the socket control hook.
-type dialSlot struct{ addr ConnAddr }
+// dialSlot is a worker's own view of the dialer: a copy of the prober's
+// net.Dialer whose control hook writes the dial's addresses here. One per
+// worker, made once, so a dial allocates nothing to pass them (a context
+// value would, on every fresh connection).
+type dialSlot struct {
+	addr ConnAddr
+	net  net.Dialer
+}
 
-type dialSlotKey struct{}
+// newSlot makes a worker's slot.
+func (d *dialer) newSlot() *dialSlot {
+	s := &dialSlot{net: d.net}
+	s.net.ControlContext = s.bindEphemeral
+	return s
+}
 
 // bindEphemeral binds the socket to an ephemeral port before connect(2)
-// and records it with the resolved remote address in the dial's slot, so
-// that a connect that fails (refused, timed out) can still be found by its
-// source port in a capture or in conntrack: without the bind the kernel
-// picks the port inside connect(2) and it is gone with the socket. Two
-// system calls per fresh connection (bind, getsockname); a failure here
-// only loses the evidence, never the request.
-func bindEphemeral(ctx context.Context, network, address string, c syscall.RawConn) error {
-	slot, _ := ctx.Value(dialSlotKey{}).(*dialSlot)
-	if slot == nil {
-		return nil
-	}
-	slot.addr.Remote, _ = netip.ParseAddrPort(address)
+// and records it with the resolved remote address, so that a connect that
+// fails (refused, timed out) can still be found by its source port in a
+// capture or in conntrack: without the bind the kernel picks the port
+// inside connect(2) and it is gone with the socket. Two system calls per
+// fresh connection (bind, getsockname); a failure here only loses the
+// evidence, never the request.
+func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c syscall.RawConn) error {
+	s.addr.Remote, _ = netip.ParseAddrPort(address)
 	_ = c.Control(func(fd uintptr) {
 		var wildcard syscall.Sockaddr = &syscall.SockaddrInet4{}
 		if network == "tcp6" {
@@ -222,9 +229,9 @@ func bindEphemeral(ctx context.Context, network, address string, c syscall.RawCo
 		}
 		switch sa, _ := syscall.Getsockname(int(fd)); sa := sa.(type) {
 		case *syscall.SockaddrInet4:
-			slot.addr.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(sa.Port))
+			s.addr.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(sa.Port))
 		case *syscall.SockaddrInet6:
-			slot.addr.Local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(sa.Port))
+			s.addr.Local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(sa.Port))
 		}
 	})
 	return nil
@@ -243,7 +250,6 @@ func newDialer(cfg *Config) *dialer {
 	// No TCP keepalive probes: they would only add traffic; the request
 	// deadline bounds every wait.
 	d.net.KeepAlive = -1
-	d.net.ControlContext = bindEphemeral
 	if u.Scheme == "https" {
 		d.tls = &tls.Config{
 			ServerName:         u.Hostname(),
@@ -254,13 +260,14 @@ func newDialer(cfg *Config) *dialer {
 	return d
 }
 
-// dial connects within deadline and, for https, completes the handshake. The
-// returned phase says which step failed. slot receives the connection's
-// addresses, as far as they are known, whether or not the dial succeeds.
+// dial connects within deadline through the worker's slot and, for https,
+// completes the handshake. The returned phase says which step failed. The
+// slot receives the connection's addresses, as far as they are known,
+// whether or not the dial succeeds.
 func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (net.Conn, net.Conn, Phase, error) {
 	slot.addr = ConnAddr{}
-	dialCtx, cancel := context.WithDeadline(context.WithValue(ctx, dialSlotKey{}, slot), deadline)
-	raw, err := d.net.DialContext(dialCtx, "tcp", d.address)
+	dialCtx, cancel := context.WithDeadline(ctx, deadline)
+	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	if err != nil {
 		return nil, nil, PhaseDial, err

@@ -296,7 +296,7 @@ func (p *Prober) spawn() bool {
 		p.workers.Add(-1)
 		return false
 	}
-	w := &worker{p: p}
+	w := &worker{p: p, dialed: p.dialer.newSlot()}
 	w.rng = rand.New(rand.NewPCG(uint64(n), uint64(p.start.UnixNano())))
 	p.mu.Lock()
 	p.all = append(p.all, w)
@@ -363,9 +363,9 @@ type worker struct {
 	rng      *rand.Rand
 	buf      []byte
 	scratch  []byte
-	backend  string   // last backend value, reused while it repeats
-	stream   *Stream  // this worker's results, merged by the recorder's tick
-	dialed   dialSlot // the addresses of the last fresh connection
+	backend  string    // last backend value, reused while it repeats
+	stream   *Stream   // this worker's results, merged by the recorder's tick
+	dialed   *dialSlot // its dialer, and the addresses of its last dial
 }
 
 func (w *worker) loop() {
@@ -413,7 +413,7 @@ func (w *worker) do(res *Result) {
 	if fresh || w.c == nil {
 		res.Fresh = true // counted as fresh whether or not the dial succeeds
 		connectDeadline := p.start.Add(res.Start + min(cfg.ConnectTimeout, cfg.Timeout))
-		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, &w.dialed)
+		raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, w.dialed)
 		if err != nil {
 			w.fail(res, phase, err, false, nil)
 			return

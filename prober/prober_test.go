@@ -193,11 +193,11 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// A failure on a fresh connection carries its two ends. The server's own
+// A failure carries its connection's two ends. The server's own
 // record of the client ports it accepted is the referee for a connection
 // that got through; for a refused connect the port is the one bound before
 // connect(2), and the remote is the address dialed.
-func TestFreshFailuresRecordTheirAddresses(t *testing.T) {
+func TestFailuresRecordTheirAddresses(t *testing.T) {
 	srv := faultserver.New(t, "pod-a")
 	p, _ := probe(t, srv.URL("/reset"), fresh)
 	fails := p.Recorder().Failures()

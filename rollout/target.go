@@ -140,12 +140,7 @@ func ServerVersion(ctx context.Context, kube kubernetes.Interface) advice.Versio
 		}
 		info = *v
 	}
-	major, err1 := strconv.Atoi(strings.TrimRight(info.Major, "+"))
-	minor, err2 := strconv.Atoi(strings.TrimRight(info.Minor, "+"))
-	if err1 != nil || err2 != nil {
-		return advice.Version{}
-	}
-	return advice.Version{Major: major, Minor: minor}
+	return advice.ParseVersion(strings.TrimRight(info.Major, "+") + "." + info.Minor)
 }
 
 // CallTimeout bounds one Kubernetes API call (or one short sequence of

@@ -83,10 +83,10 @@ type Silent struct{ Code Code }
 func (s Silent) Error() string { return s.Code.String() }
 
 // Of resolves the exit code of an error returned by a command: nil is 0, a
-// typed error keeps its code (the innermost, since errors.As walks from the
-// outside in and each wrapper is found first only if nothing inside it
-// carries a code: see innermost), an interruption is 130, and anything else
-// (flag parsing, I/O before the run) is a usage error.
+// Silent error its code, an error carrying a code the innermost such code
+// (the layer closest to what went wrong knows best; errors.As would find
+// the outermost), an interruption 130, and anything else (flag parsing,
+// I/O before the run) a usage error.
 func Of(err error) Code {
 	if err == nil {
 		return OK

@@ -1,0 +1,147 @@
+// Package capture runs tcpdump for tests: a packet capture is the referee
+// nobody here wrote, for counts (fresh connections = SYNs seen) and for
+// where each connection went. It needs root and Debian's tcpdump.
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SYNFilter selects the client's connection attempts (SYN without ACK),
+// retransmissions included.
+const SYNFilter = "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn"
+
+// Available says why a capture cannot run here, or nil.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("a packet capture needs root")
+	}
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		return errors.New("tcpdump is not installed (apt-get install tcpdump)")
+	}
+	return nil
+}
+
+// Capture is a running tcpdump, ours by PID.
+type Capture struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	pcap   string
+	stderr bytes.Buffer
+}
+
+// Start captures on iface what filter selects, inside network namespace
+// netns ("" for this one), and returns once tcpdump is listening. The
+// capture is stopped by PID when the test ends, whatever its outcome.
+// --immediate-mode: without it libpcap holds packets up to a second.
+func Start(t testing.TB, netns, iface, filter string) *Capture {
+	t.Helper()
+	c := &Capture{t: t, pcap: filepath.Join(t.TempDir(), "capture.pcap")}
+	argv := []string{"tcpdump", "-i", iface, "-nn", "-U", "--immediate-mode", "-w", c.pcap, filter}
+	if netns != "" { // ip netns exec execs tcpdump: the PID stays tcpdump's
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	c.cmd = exec.Command(argv[0], argv[1:]...)
+	c.cmd.Stderr = &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.kill)
+	for i := 0; ; i++ { // tcpdump writes the file header once it listens
+		if fi, err := os.Stat(c.pcap); err == nil && fi.Size() > 0 {
+			return c
+		}
+		if i == 100 {
+			t.Fatalf("tcpdump did not start: %s", c.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop ends the capture once its file has stopped growing for half a
+// second (10 s at most): tcpdump writes behind the traffic on a busy
+// machine. It may be called more than once.
+func (c *Capture) Stop() {
+	last, still := int64(-1), 0
+	for range 200 {
+		if c.cmd.ProcessState != nil {
+			return
+		}
+		fi, err := os.Stat(c.pcap)
+		if err == nil && fi.Size() == last {
+			if still++; still == 10 {
+				break
+			}
+		} else if err == nil {
+			last, still = fi.Size(), 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.kill()
+}
+
+// kill stops tcpdump (SIGTERM, by PID) and reaps it, once.
+func (c *Capture) kill() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		_ = c.cmd.Wait()
+	}
+}
+
+// SYN is one captured connection attempt.
+type SYN struct {
+	At       time.Time // the capture's clock, the same as the prober's here
+	Src, Dst netip.AddrPort
+}
+
+var synLine = regexp.MustCompile(`^([0-9]+)\.([0-9]+) IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
+
+// SYNs stops the capture and returns every SYN in it, in capture order.
+func (c *Capture) SYNs() []SYN {
+	c.t.Helper()
+	c.Stop()
+	out, err := exec.Command("tcpdump", "-nn", "-tt", "-r", c.pcap).Output()
+	if err != nil {
+		c.t.Fatalf("tcpdump -r: %v", err)
+	}
+	var syns []SYN
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := synLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		sec, _ := strconv.ParseInt(m[1], 10, 64)
+		usec, _ := strconv.ParseInt(m[2], 10, 64)
+		src, err1 := addrPort(m[3], m[4])
+		dst, err2 := addrPort(m[5], m[6])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		syns = append(syns, SYN{At: time.Unix(sec, usec*1000), Src: src, Dst: dst})
+	}
+	return syns
+}
+
+func addrPort(ip, port string) (netip.AddrPort, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(a, uint16(p)), nil
+}
