@@ -261,7 +261,7 @@ func renderServerErrors(g *group, x facts) (report.Finding, bool) {
 		source = "the responses carried no backend header: a proxy or ingress in front most likely answered them (upstream refused or reset)"
 		fix = "the proxy in front routed to pods that were going away: apply the preStop and draining fixes, and check its endpoint update lag and retry policy"
 		if x.r.Config.BackendHeader == "" {
-			source = "no --backend-header was set, so the source (app or proxy) cannot be told apart; run with --backend-header X-Pod-Name (or your app's equivalent)"
+			source = "no backend header was configured, so the source (app or proxy) cannot be told apart: have the app name its pod in a response header (X-Pod-Name or your app's equivalent) and configure that header as the run's backend header"
 		}
 	}
 	return report.Finding{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/atomicfile"
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/report/render"
@@ -29,13 +30,14 @@ type Outputs struct {
 
 // Check reports, before anything is sent or changed, why an output could
 // not be written (a missing directory, a directory at the path): a usage
-// error for the command, exit 2.
+// error for the command, exit 2. Each problem is a *field.Error naming
+// the field (ReportPath, JUnitPath), for the command to rename.
 func (o Outputs) Check() error {
 	var errs []error
-	for _, out := range []struct{ flag, path string }{{"--report", o.ReportPath}, {"--junit", o.JUnitPath}} {
+	for _, out := range []struct{ field, path string }{{"ReportPath", o.ReportPath}, {"JUnitPath", o.JUnitPath}} {
 		if out.path != "" {
 			if err := atomicfile.CheckWritable(out.path); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", out.flag, err))
+				errs = append(errs, field.Invalid(out.field, out.path, err.Error()))
 			}
 		}
 	}

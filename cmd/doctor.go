@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -84,7 +85,7 @@ func (o *doctorOptions) validate() error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
-	if err := (ci.Outputs{JUnitPath: o.junitPath}).Check(); err != nil {
+	if err := field.Rename(ci.Outputs{JUnitPath: o.junitPath}.Check(), outputFlagNames); err != nil {
 		errs = append(errs, err)
 	}
 	if o.output != ci.FormatText && o.output != ci.FormatJSON {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rollprobe/rollprobe/ci"
+	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -129,8 +130,11 @@ func (f *outputFlags) validate() error {
 	if f.output != ci.FormatText && f.output != ci.FormatJSON {
 		return fmt.Errorf("-o %q: want text or json", f.output)
 	}
-	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath}.Check()
+	return field.Rename(ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath}.Check(), outputFlagNames)
 }
+
+// outputFlagNames name the flags of ci.Outputs' fields.
+var outputFlagNames = map[string]string{"ReportPath": "--report", "JUnitPath": "--junit"}
 
 func (f *outputFlags) of(g *globalOptions) ci.Outputs {
 	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, Format: f.output, Stdout: g.stdout, Stderr: g.stderr}

@@ -216,6 +216,9 @@ func (o *runOptions) run(ctx context.Context) error {
 	run, err := runner.StartRollout(ctx, o.cfg)
 	if err != nil {
 		o.flushSink()
+		if errors.Is(err, rollout.ErrMidRollout) {
+			err = fmt.Errorf("%w, or use --watch to probe the rollout that is running", err)
+		}
 		return err
 	}
 	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, o.sink, run.Live(),

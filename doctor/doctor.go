@@ -206,7 +206,7 @@ func checkGrace(s *subject) (report.Finding, bool) {
 	case len(graceWarn) > 0:
 		return report.Finding{Severity: report.SeverityWarning, Title: "the grace period may not cover preStop plus the app's drain",
 			Evidence: append(graceWarn, "the app is SIGKILLed at the end of the grace period, cutting the requests it is still serving"),
-			Fix:      fmt.Sprintf("raise terminationGracePeriodSeconds to at least preStop + %ds (or pass --expected-drain with the app's real drain time)", drain)}, true
+			Fix:      fmt.Sprintf("raise terminationGracePeriodSeconds to at least preStop + %ds (or, if the app drains faster than %ds, state its real drain time)", drain, drain)}, true
 	}
 	return report.Finding{}, false
 }

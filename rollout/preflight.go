@@ -73,3 +73,8 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 
 // ErrPaused: a paused Deployment does not roll.
 var ErrPaused = errors.New("the deployment is paused: resume it (kubectl rollout resume) or rollprobe would wait forever")
+
+// ErrMidRollout: the Deployment is already rolling, so a trigger would
+// start a second rollout on top of one nobody probed from its start. The
+// caller may offer to follow the running rollout instead.
+var ErrMidRollout = errors.New("the deployment is already mid-rollout: wait for it to finish")

@@ -43,7 +43,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	if _, isWatch := cfg.Trigger.(rollout.Watch); !isWatch {
 		if p := rollout.DeploymentProgress(d); !p.Done {
-			return fail(fmt.Errorf("deployment %s is already mid-rollout (%s%s): wait for it, or use --watch", d.Name, p.Message, p.Failed))
+			return fail(fmt.Errorf("deployment %s (%s%s): %w", d.Name, p.Message, p.Failed, rollout.ErrMidRollout))
 		}
 	}
 	cfg.logf("target %s/%s behind service %s, trigger: %s", cfg.Namespace, d.Name, target.Service.Name, cfg.Trigger.Describe())
@@ -132,7 +132,7 @@ func (o outcome) failure() string {
 	case report.StatusFailed, report.StatusTimedOut:
 		return o.message
 	case report.StatusNotStarted:
-		return o.message // --watch: nothing started in time ("" when interrupted first)
+		return o.message // watching: nothing started in time ("" when interrupted first)
 	}
 	return ""
 }
@@ -203,7 +203,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 				out.status = report.StatusNotStarted
 				return f.ended(ctx, bounded, out, "")
 			}
-			out.status, out.message = report.StatusNotStarted, fmt.Sprintf("no rollout started within --wait %s", cfg.Wait)
+			out.status, out.message = report.StatusNotStarted, fmt.Sprintf("no rollout started within the %s wait", cfg.Wait)
 			return out
 		}
 		cfg.logf("a rollout started")
@@ -257,7 +257,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 func (f *follower) ended(ctx, bounded context.Context, out outcome, lastMsg string) outcome {
 	if ctx.Err() == nil && errors.Is(context.Cause(bounded), errTimedOut) {
 		out.status = report.StatusTimedOut
-		out.message = fmt.Sprintf("not finished within --timeout %s", f.cfg.Timeout)
+		out.message = fmt.Sprintf("not finished within the %s timeout", f.cfg.Timeout)
 		if lastMsg != "" {
 			out.message += ": " + lastMsg
 		}

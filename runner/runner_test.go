@@ -101,6 +101,9 @@ func TestPreflightChangesNothing(t *testing.T) {
 			if rep != nil || err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, exitcode.Of(err), tt.want)
 			}
+			if tt.name == "mid-rollout" && !errors.Is(err, rollout.ErrMidRollout) {
+				t.Fatalf("error %v does not match rollout.ErrMidRollout: the command could not offer --watch", err)
+			}
 			if w := writes(kube); len(w) > 0 {
 				t.Fatalf("preflight failed, yet it wrote: %v", w)
 			}
@@ -158,7 +161,7 @@ func TestWatchWithoutRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "no rollout started within --wait") ||
+	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "no rollout started within the 300ms wait") ||
 		rep.Verdict.ExitCode != exitcode.RolloutFailed {
 		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
 	}
