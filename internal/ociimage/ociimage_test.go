@@ -1,0 +1,146 @@
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// readTar returns a tar stream's regular files and the header of every entry.
+func readTar(t *testing.T, data []byte) (map[string][]byte, map[string]*tar.Header) {
+	t.Helper()
+	files, headers := map[string][]byte{}, map[string]*tar.Header{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, headers
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers[strings.TrimSuffix(h.Name, "/")] = h
+		if h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = b
+		}
+	}
+}
+
+// blob returns the blob a digest names, checking that its content hashes
+// to that digest.
+func blob(t *testing.T, files map[string][]byte, digest string) []byte {
+	t.Helper()
+	b, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
+	if !ok {
+		t.Fatalf("blob %s missing", digest)
+	}
+	sum := sha256.Sum256(b)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		t.Fatalf("blob %s hashes to %s", digest, got)
+	}
+	return b
+}
+
+func TestLayoutIsConsistent(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "app")
+	if err := os.WriteFile(bin, []byte("\x7fELF pretend binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := Image{
+		Names:      []string{"docker.io/rollprobe/demoapp:v1", "docker.io/rollprobe/demoapp:v2"},
+		Files:      []File{{Path: "/bin/demoapp", Mode: 0o755, Source: bin}, {Path: "usr/local/bin/sh", Link: "/bin/demoapp"}},
+		Entrypoint: []string{"/bin/demoapp"},
+		User:       "65534",
+	}
+	var out bytes.Buffer
+	if err := Write(&out, img); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := readTar(t, out.Bytes())
+	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
+		t.Fatalf("oci-layout %q", files["oci-layout"])
+	}
+	var index struct {
+		Manifests []descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) != 2 || index.Manifests[1].Annotations["io.containerd.image.name"] != "docker.io/rollprobe/demoapp:v2" ||
+		index.Manifests[1].Annotations["org.opencontainers.image.ref.name"] != "v2" {
+		t.Fatalf("index: %+v", index.Manifests)
+	}
+	var manifest struct {
+		Config descriptor   `json:"config"`
+		Layers []descriptor `json:"layers"`
+	}
+	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		Config struct {
+			Entrypoint []string
+			User       string
+		} `json:"config"`
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(blob(t, files, manifest.Config.Digest), &config); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest.Layers) != 1 || len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != manifest.Layers[0].Digest {
+		t.Fatalf("an uncompressed layer's diff ID is its digest: layers %+v, diff IDs %v", manifest.Layers, config.RootFS.DiffIDs)
+	}
+	if config.Config.Entrypoint[0] != "/bin/demoapp" || config.Config.User != "65534" {
+		t.Fatalf("config %+v", config.Config)
+	}
+	layerFiles, headers := readTar(t, blob(t, files, manifest.Layers[0].Digest))
+	if string(layerFiles["bin/demoapp"]) != "\x7fELF pretend binary" || headers["bin/demoapp"].Mode != 0o755 {
+		t.Fatalf("bin/demoapp: %q mode %o", layerFiles["bin/demoapp"], headers["bin/demoapp"].Mode)
+	}
+	if h := headers["usr/local/bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "/bin/demoapp" {
+		t.Fatalf("symlink: %+v", h)
+	}
+	for _, dir := range []string{"usr", "usr/local", "usr/local/bin", "tmp", "proc"} {
+		if h := headers[dir]; h == nil || h.Typeflag != tar.TypeDir {
+			t.Errorf("directory %s missing from the layer", dir)
+		}
+	}
+	if !strings.Contains(string(layerFiles["etc/passwd"]), "nobody:x:65534") {
+		t.Errorf("etc/passwd: %q", layerFiles["etc/passwd"])
+	}
+
+	// The same inputs give the same bytes (mtimes and owners are fixed).
+	var again bytes.Buffer
+	if err := Write(&again, img); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), again.Bytes()) {
+		t.Fatal("two writes of one image differ")
+	}
+}
+
+func TestBadImages(t *testing.T) {
+	for name, img := range map[string]Image{
+		"no name":       {Entrypoint: []string{"/bin/x"}},
+		"no entrypoint": {Names: []string{"x:1"}},
+		"escaping path": {Names: []string{"x:1"}, Entrypoint: []string{"/bin/x"}, Files: []File{{Path: "../etc/x", Data: []byte("x")}}},
+		"missing file":  {Names: []string{"x:1"}, Entrypoint: []string{"/bin/x"}, Files: []File{{Path: "bin/x", Source: "/nonexistent/x"}}},
+	} {
+		if err := Write(io.Discard, img); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
