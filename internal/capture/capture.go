@@ -105,7 +105,9 @@ type SYN struct {
 	Src, Dst netip.AddrPort
 }
 
-var synLine = regexp.MustCompile(`^([0-9]+)\.([0-9]+) IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
+// synLine matches tcpdump's line for a SYN; a capture on "any" puts the
+// interface and direction ("veth1 Out") before "IP".
+var synLine = regexp.MustCompile(`^([0-9]+)\.([0-9]+) (?:\S+\s+(?:In|Out|M|P|B)\s+)?IP ([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
 
 // SYNs stops the capture and returns every SYN in it, in capture order.
 func (c *Capture) SYNs() []SYN {
