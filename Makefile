@@ -14,9 +14,9 @@ STATICCHECK := $(TOOLS)/staticcheck
 
 all: build
 
-build: ## build bin/rollprobe and bin/demoapp
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/rollprobe .
-	go build -trimpath -ldflags '-s -w' -o bin/demoapp ./lab/demoapp
+build: ## build bin/rollprobe and bin/demoapp (static: the lab runs them as container images)
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/rollprobe .
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/demoapp ./lab/demoapp
 
 demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a graceful rollout under rollprobe run
 	bash lab/demo.sh
@@ -26,10 +26,10 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 
 test: ## every test (what CI runs); says loudly when the lab's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
-	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 ./...; status=$$?; \
+	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./...; status=$$?; \
 	if [ -s "$$skipped" ]; then \
 	  echo; echo "*** The lab's end-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
-	  echo "*** They need root, nftables and 'make lab-bins'; ROLLPROBE_REQUIRE_LAB=1 makes a skip a failure (CI sets it)."; \
+	  echo "*** They need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; ROLLPROBE_REQUIRE_LAB=1 makes a skip a failure (CI sets it)."; \
 	fi; exit $$status
 
 test-short: ## unit tests only
@@ -53,12 +53,15 @@ bench-go: ## Go benchmarks: parser, recorder, and the dashboard's cost to throug
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
 
-lab-deps: ## Debian packages the lab needs (iproute2, nftables, conntrack), installed when missing
-	@command -v ip >/dev/null && command -v nft >/dev/null && command -v conntrack >/dev/null || { \
-	  echo "lab-deps: installing iproute2 nftables conntrack"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables conntrack >/dev/null; }
+LAB_DEBS := iproute2 nftables conntrack runc busybox-static
 
-lab-bins: lab-deps ## build etcd and the Kubernetes components into $(CACHE)/lab-bins (~8 min cold, cached)
+lab-deps: ## Debian packages the lab needs ($(LAB_DEBS)), installed when missing
+	@missing=$$(for p in $(LAB_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "lab-deps: installing" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
+lab-bins: lab-deps ## build etcd, the Kubernetes components, containerd and the CNI plugins into $(CACHE)/lab-bins (~12 min cold, cached)
 	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh
 
 lab-up: build lab-bins ## bring the lab up (root)

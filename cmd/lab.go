@@ -8,17 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rollprobe/rollprobe/lab"
-	"github.com/rollprobe/rollprobe/lab/agent"
 	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 )
@@ -32,65 +30,142 @@ func newLabCommand(g *globalOptions) *cobra.Command {
 	o := &labOptions{globalOptions: g, stateDir: lab.DefaultStateDir}
 	cmd := &cobra.Command{
 		Use:   "lab",
-		Short: "A real local Kubernetes control plane to try and test rollprobe (needs root)",
-		Long: `lab runs etcd, kube-apiserver, kube-controller-manager and kube-proxy (nftables mode)
-with rollprobe's node agent, inside a network namespace with no uplink. Pods run as local
-processes in their own namespaces; their rollouts drop requests exactly as in production.
+		Short: "A real local Kubernetes cluster to try and test rollprobe (needs root)",
+		Long: `lab runs a real Kubernetes cluster on this machine: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler on a control-plane host, and N nodes, each a
+real kubelet with containerd, runc and the CNI bridge plugin, and kube-proxy (nftables).
+Every host is a network namespace on a lab network with no uplink; pods are real
+containers from images the lab builds from local binaries. Rollouts drop requests
+exactly as in production.
 
-It needs root (network namespaces, veth pairs, nftables) and the component binaries
-built by 'make lab-bins'.`,
+It needs root (namespaces, cgroups, nftables), Debian's runc and busybox-static
+(make lab-deps), and the component binaries built by 'make lab-bins'.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.stateDir, "state-dir", o.stateDir, "where the lab keeps its keys, logs, PIDs and data")
 	cmd.AddCommand(newLabUpCommand(o), newLabDownCommand(o), newLabStatusCommand(o), newLabExecCommand(o),
-		newLabApplyCommand(o), newLabServiceIPCommand(o), newLabAgentCommand(o), newLabDelayProxyCommand())
+		newLabApplyCommand(o), newLabServiceIPCommand(o), newLabDelayProxyCommand())
 	return cmd
 }
 
-func newLabUpCommand(o *labOptions) *cobra.Command {
-	var (
-		proxyLag time.Duration
-		bins     string
-		images   []string
-	)
+type labUpOptions struct {
+	*labOptions
+	nodes    int
+	proxyLag []string
+	bins     string
+	images   []string
+	cfg      lab.Config
+}
+
+func newLabUpCommand(lo *labOptions) *cobra.Command {
+	o := &labUpOptions{labOptions: lo, nodes: lab.DefaultNodes}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up (idempotent)",
-		Args:  cobra.NoArgs,
+		Example: `  rollprobe lab up                           # 2 nodes
+  rollprobe lab up --nodes 3 --proxy-lag lab-node-2=3s   # node 2's kube-proxy hears of changes 3s late`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if proxyLag < 0 {
-				return exitcode.UsageError(fmt.Errorf("--proxy-lag %s: must not be negative", proxyLag))
+			if err := o.validate(); err != nil {
+				return exitcode.UsageError(err)
 			}
-			self, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			if bins == "" {
-				if bins, err = findLabBins(); err != nil {
-					return exitcode.UsageError(err)
-				}
-			}
-			imageMap, err := labImages(self, images)
-			if err != nil {
+			if err := o.complete(); err != nil {
 				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
-			cfg := lab.Config{StateDir: o.stateDir, BinDir: bins, Self: self, Images: imageMap, ProxyLag: proxyLag, Progress: o.stderr}
-			if err := lab.Up(cmd.Context(), cfg); err != nil {
-				return exitcode.UsageError(err)
-			}
-			fmt.Fprintf(o.stdout, "kubeconfig: %s (valid inside the lab's network namespace)\n", cfg.KubeconfigPath())
-			fmt.Fprintf(o.stdout, "run commands inside: rollprobe lab exec -- kubectl get pods\n")
-			fmt.Fprintf(o.stdout, "samples: rollprobe lab apply -f lab/manifests/naive.yaml\n")
-			return nil
+			return o.run(cmd.Context())
 		},
 	}
-	cmd.Flags().DurationVar(&proxyLag, "proxy-lag", 0, "delay everything kube-proxy hears from the apiserver (endpoint propagation lag)")
-	cmd.Flags().StringVar(&bins, "bins", os.Getenv("ROLLPROBE_LAB_BINS"), "directory with etcd, kube-apiserver, kube-controller-manager, kube-proxy (default: the newest make lab-bins build)")
-	cmd.Flags().StringArrayVar(&images, "image", nil, "map an image repository to a local binary, REPO=PATH (repeatable)")
+	cmd.Flags().IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("how many nodes (1 to %d)", netns.MaxNodes))
+	cmd.Flags().StringArrayVar(&o.proxyLag, "proxy-lag", nil, "delay what kube-proxy hears from the apiserver (endpoint propagation lag): D for every node, NODE=D for one (repeatable)")
+	cmd.Flags().StringVar(&o.bins, "bins", os.Getenv("ROLLPROBE_LAB_BINS"), "directory with the components make lab-bins builds (default: the newest build in the cache)")
+	cmd.Flags().StringArrayVar(&o.images, "image", nil, "map an image repository to a local static binary, REPO=PATH (repeatable); imported under the tags "+strings.Join(lab.ImageTags, ", "))
 	return cmd
 }
 
-// findLabBins returns the newest directory of lab binaries in the cache.
+func (o *labUpOptions) validate() error {
+	if o.nodes < 1 || o.nodes > netns.MaxNodes {
+		return fmt.Errorf("--nodes %d: want 1 to %d", o.nodes, netns.MaxNodes)
+	}
+	lags, err := parseProxyLags(o.proxyLag, o.nodes)
+	if err != nil {
+		return err
+	}
+	o.cfg.ProxyLag = lags
+	return nil
+}
+
+// parseProxyLags reads --proxy-lag values (D, or NODE=D) into a lag per
+// node of a lab of n nodes; a node's own value beats the one for all.
+func parseProxyLags(values []string, n int) (map[string]time.Duration, error) {
+	all := time.Duration(0)
+	own := map[string]time.Duration{}
+	for _, v := range values {
+		node, d, hasNode := strings.Cut(v, "=")
+		if !hasNode {
+			node, d = "", v
+		}
+		lag, err := time.ParseDuration(d)
+		if err != nil || lag < 0 {
+			return nil, fmt.Errorf("--proxy-lag %q: want a non-negative duration, D or NODE=D", v)
+		}
+		if !hasNode {
+			all = lag
+			continue
+		}
+		valid := false
+		for _, l := range netns.Nodes(n) {
+			valid = valid || l.Name == node
+		}
+		if !valid {
+			return nil, fmt.Errorf("--proxy-lag %q: a lab of %d nodes has nodes %s to %s", v, n, netns.NodeName(1), netns.NodeName(n))
+		}
+		own[node] = lag
+	}
+	lags := map[string]time.Duration{}
+	for _, l := range netns.Nodes(n) {
+		lag, ok := own[l.Name]
+		if !ok {
+			lag = all
+		}
+		if lag > 0 {
+			lags[l.Name] = lag
+		}
+	}
+	return lags, nil
+}
+
+func (o *labUpOptions) complete() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bins := o.bins
+	if bins == "" {
+		if bins, err = findLabBins(); err != nil {
+			return err
+		}
+	}
+	images, err := labImages(self, o.images)
+	if err != nil {
+		return err
+	}
+	o.cfg.StateDir, o.cfg.BinDir, o.cfg.Self, o.cfg.Nodes = o.stateDir, bins, self, o.nodes
+	o.cfg.Images, o.cfg.Pause, o.cfg.Progress = images, images["rollprobe/demoapp"], o.stderr
+	return nil
+}
+
+func (o *labUpOptions) run(ctx context.Context) error {
+	if err := lab.Up(ctx, o.cfg); err != nil {
+		return exitcode.UsageError(err)
+	}
+	fmt.Fprintf(o.stdout, "kubeconfig: %s (valid on every lab host)\n", o.cfg.KubeconfigPath())
+	fmt.Fprintf(o.stdout, "run commands on a node: rollprobe lab exec -- kubectl get nodes -o wide\n")
+	fmt.Fprintf(o.stdout, "samples: rollprobe lab apply -f lab/manifests/naive.yaml\n")
+	return nil
+}
+
+// findLabBins returns the newest complete directory of lab binaries in the
+// cache.
 func findLabBins() (string, error) {
 	cache := os.Getenv("ROLLPROBE_CACHE")
 	if cache == "" {
@@ -101,11 +176,12 @@ func findLabBins() (string, error) {
 	var best string
 	var bestTime time.Time
 	for _, d := range dirs {
-		fi, err := os.Stat(filepath.Join(d, "kube-proxy"))
+		// The last binaries build.sh makes: a directory with them is complete.
+		fi, err := os.Stat(filepath.Join(d, "cni", "portmap"))
 		if err != nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err != nil {
+		if _, err := os.Stat(filepath.Join(d, "kubelet")); err != nil {
 			continue
 		}
 		if fi.ModTime().After(bestTime) {
@@ -127,8 +203,8 @@ func labImages(self string, extra []string) (map[string]string, error) {
 	}
 	for _, e := range extra {
 		repo, path, ok := strings.Cut(e, "=")
-		if !ok || repo == "" || path == "" {
-			return nil, fmt.Errorf("--image %q: want REPO=PATH", e)
+		if !ok || repo == "" || path == "" || strings.Contains(repo, ":") {
+			return nil, fmt.Errorf("--image %q: want REPO=PATH (a repository without a tag)", e)
 		}
 		abs, err := filepath.Abs(path)
 		if err != nil {
@@ -147,7 +223,7 @@ func labImages(self string, extra []string) (map[string]string, error) {
 func newLabDownCommand(o *labOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "down",
-		Short: "Stop every lab process, remove its namespaces, nft tables and state",
+		Short: "Stop every lab process (pods and shims too), remove its namespaces, cgroups, nft tables and state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
@@ -177,9 +253,19 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 				if !c.Alive {
 					state = "NOT RUNNING"
 				}
-				fmt.Fprintf(o.stdout, "%-24s pid %-8d %s\n", c.Name, c.PID, state)
+				fmt.Fprintf(o.stdout, "%-30s pid %-8d %s\n", c.Name, c.PID, state)
 			}
-			fmt.Fprintf(o.stdout, "proxy lag %s, started %s, kubeconfig %s\n", st.Recorded.ProxyLag,
+			fmt.Fprintf(o.stdout, "%-30s %d (one per pod)\n", "containerd shims", st.Shims)
+			lags := "none"
+			if len(st.Recorded.ProxyLag) > 0 {
+				var parts []string
+				for node, lag := range st.Recorded.ProxyLag {
+					parts = append(parts, node+"="+lag.String())
+				}
+				sort.Strings(parts)
+				lags = strings.Join(parts, " ")
+			}
+			fmt.Fprintf(o.stdout, "nodes %s, proxy lag %s, started %s, kubeconfig %s\n", strings.Join(st.Recorded.Nodes, " "), lags,
 				st.Recorded.Started.Format(time.RFC3339), filepath.Join(o.stateDir, "kubeconfig"))
 			if !st.Healthy() {
 				return exitcode.With(exitcode.Failures, errors.New("the lab is not healthy: rollprobe lab up starts it afresh"))
@@ -189,52 +275,108 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 	}
 }
 
-func newLabExecCommand(o *labOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "exec -- COMMAND [ARGS...]",
-		Short: "Run a command inside the lab's network namespace with KUBECONFIG set",
+type labExecOptions struct {
+	*labOptions
+	node   string
+	client bool
+	args   []string
+	ns     string
+	env    []string
+}
+
+func newLabExecCommand(lo *labOptions) *cobra.Command {
+	o := &labExecOptions{labOptions: lo}
+	cmd := &cobra.Command{
+		Use:   "exec [--node NAME | --client] -- COMMAND [ARGS...]",
+		Short: "Run a command on a lab host (a node by default) with KUBECONFIG set",
+		Long: `exec runs a command in a lab host's network namespace: a node (the first one by
+default), where kube-proxy routes ClusterIP traffic, or the client host (--client),
+which is not a node and reaches Services only through NodePorts, as a load balancer would.`,
 		Example: `  rollprobe lab exec -- kubectl get pods -o wide
-  rollprobe lab exec -- rollprobe probe http://10.96.12.34/`,
+  rollprobe lab exec -- rollprobe probe http://10.96.12.34/
+  rollprobe lab exec --node lab-node-2 -- curl -s http://10.96.12.34/
+  rollprobe lab exec --client -- rollprobe probe http://10.100.0.11:30080/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rec, err := lab.ReadRecorded(o.stateDir)
-			if err != nil {
+			o.args = args
+			if err := o.validate(); err != nil {
+				return exitcode.UsageError(err)
+			}
+			if err := o.complete(); err != nil {
 				return exitcode.UsageError(err)
 			}
 			cmd.SilenceUsage = true
-			c := exec.Command("ip", append([]string{"netns", "exec", netns.LabNetNS}, args...)...)
-			c.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(o.stateDir, "kubeconfig"))
-			if rec.BinDir != "" {
-				// The lab's own kubectl (make lab-bins) matches its apiserver.
-				c.Env = append(c.Env, "PATH="+rec.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-			}
-			c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
-			if err := c.Start(); err != nil {
-				return err
-			}
-			// Ctrl-C or SIGTERM to this wrapper (which the root command
-			// catches) is passed on as SIGINT: the command decides how to
-			// stop (rollprobe writes its report), and we wait for it.
-			done := make(chan struct{})
-			go func() {
-				select {
-				case <-cmd.Context().Done():
-					_ = c.Process.Signal(os.Interrupt)
-				case <-done:
-				}
-			}()
-			err = c.Wait()
-			close(done)
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return exitcode.Silent{Code: exitcode.Code(128 + int(ws.Signal()))}
-				}
-				return exitcode.Silent{Code: exitcode.Code(exit.ExitCode())}
-			}
-			return err
+			return o.run(cmd.Context())
 		},
 	}
+	cmd.Flags().StringVar(&o.node, "node", "", "the node to run on (default: the first)")
+	cmd.Flags().BoolVar(&o.client, "client", false, "run on the client host (the control plane's, not a node)")
+	return cmd
+}
+
+func (o *labExecOptions) validate() error {
+	if o.client && o.node != "" {
+		return errors.New("--node and --client: choose one host")
+	}
+	return nil
+}
+
+func (o *labExecOptions) complete() error {
+	rec, err := lab.ReadRecorded(o.stateDir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.client:
+		o.ns = netns.LabNetNS
+	case o.node == "":
+		o.ns = rec.NodeLayouts()[0].NS
+	default:
+		for _, n := range rec.NodeLayouts() {
+			if n.Name == o.node {
+				o.ns = n.NS
+			}
+		}
+		if o.ns == "" {
+			return fmt.Errorf("--node %s: the lab's nodes are %s", o.node, strings.Join(rec.Nodes, ", "))
+		}
+	}
+	o.env = append(os.Environ(), "KUBECONFIG="+filepath.Join(o.stateDir, "kubeconfig"))
+	if rec.BinDir != "" {
+		// The lab's own kubectl (make lab-bins) matches its apiserver.
+		o.env = append(o.env, "PATH="+rec.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	return nil
+}
+
+// run passes Ctrl-C or SIGTERM to this wrapper (which the root command
+// catches) on as SIGINT: the command decides how to stop (rollprobe writes
+// its report), and we wait for it. Its exit code is ours.
+func (o *labExecOptions) run(ctx context.Context) error {
+	c := exec.Command("nsenter", append([]string{"--net=" + netns.NSPath(o.ns), "--"}, o.args...)...)
+	c.Env = o.env
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
+	if err := c.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = c.Process.Signal(os.Interrupt)
+		case <-done:
+		}
+	}()
+	err := c.Wait()
+	close(done)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return exitcode.Silent{Code: exitcode.Code(128 + int(ws.Signal()))}
+		}
+		return exitcode.Silent{Code: exitcode.Code(exit.ExitCode())}
+	}
+	return err
 }
 
 func newLabApplyCommand(o *labOptions) *cobra.Command {
@@ -272,9 +414,10 @@ func newLabApplyCommand(o *labOptions) *cobra.Command {
 
 func newLabServiceIPCommand(o *labOptions) *cobra.Command {
 	namespace := "default"
+	port := ""
 	cmd := &cobra.Command{
 		Use:   "svc-ip SERVICE",
-		Short: "Print a Service's ClusterIP (for scripts)",
+		Short: "Print a Service's ClusterIP, or with --node-port NAME its NodePort (for scripts)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := lab.NewClient(o.stateDir)
@@ -285,55 +428,22 @@ func newLabServiceIPCommand(o *labOptions) *cobra.Command {
 			if err != nil {
 				return exitcode.UsageError(err)
 			}
-			fmt.Fprintln(o.stdout, svc.Spec.ClusterIP)
-			return nil
+			if port == "" {
+				fmt.Fprintln(o.stdout, svc.Spec.ClusterIP)
+				return nil
+			}
+			for _, p := range svc.Spec.Ports {
+				if p.Name == port && p.NodePort != 0 {
+					fmt.Fprintln(o.stdout, strconv.Itoa(int(p.NodePort)))
+					return nil
+				}
+			}
+			return exitcode.UsageError(fmt.Errorf("service %s has no node port named %q", args[0], port))
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", namespace, "namespace")
+	cmd.Flags().StringVar(&port, "node-port", "", "print the node port of the service port of this name")
 	return cmd
-}
-
-// newLabAgentCommand is the node agent process lab up starts inside the
-// lab's namespace; not for direct use.
-func newLabAgentCommand(o *labOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:    "node-agent",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rec, err := lab.ReadRecorded(o.stateDir)
-			if err != nil {
-				return err
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(o.stateDir, "agent.kubeconfig"))
-			if err != nil {
-				return err
-			}
-			cfg.QPS, cfg.Burst = 100, 200
-			kube, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			a, err := agent.New(agent.Config{
-				Node: lab.NodeName, NodeIP: netns.NodeIP, PodCIDR: netns.PodCIDR, StateDir: o.stateDir,
-				Images: rec.Images, Log: o.log,
-			}, kube)
-			if err != nil {
-				return err
-			}
-			images := make([]string, 0, len(rec.Images))
-			for k := range rec.Images {
-				images = append(images, k)
-			}
-			sort.Strings(images)
-			o.log.Info("node agent starting", "node", lab.NodeName, "images", images)
-			err = a.Run(cmd.Context())
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
-		},
-	}
 }
 
 func newLabDelayProxyCommand() *cobra.Command {

@@ -26,14 +26,14 @@ import (
 	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
-// Client talks to the lab's apiserver from outside the lab namespace.
+// Client talks to the lab's apiserver from outside the lab's namespaces.
 type Client struct {
 	Kube   kubernetes.Interface
 	Config *rest.Config
 }
 
 // NewClient builds an admin client whose connections are made inside the
-// lab namespace.
+// hub namespace (the control-plane host).
 func NewClient(stateDir string) (*Client, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", Config{StateDir: stateDir}.KubeconfigPath())
 	if err != nil {
@@ -48,23 +48,38 @@ func NewClient(stateDir string) (*Client, error) {
 	return &Client{Kube: kube, Config: cfg}, nil
 }
 
-func (c *Client) waitNodeReady(ctx context.Context, limit time.Duration) error {
+// waitNodesReady waits until every named node is Ready and schedulable
+// (the node-lifecycle controller has removed the not-ready taint).
+func (c *Client) waitNodesReady(ctx context.Context, names []string, limit time.Duration) error {
+	waiting := names
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
-		n, err := c.Kube.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return n.Spec.PodCIDR != "", nil
+		waiting = nil
+		for _, name := range names {
+			n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !nodeSchedulable(n) {
+				waiting = append(waiting, name)
 			}
 		}
-		return false, nil
+		return len(waiting) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s not Ready: %w (see the node-agent log)", NodeName, err)
+		return fmt.Errorf("nodes not Ready: %v: %w (see their kubelet logs)", waiting, err)
 	}
 	return nil
+}
+
+func nodeSchedulable(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) error {

@@ -248,11 +248,21 @@ type startedRun struct {
 // baseline and settle windows, the backend header, a report and JUnit.
 func startRun(t *testing.T, sample, clusterIP string, args ...string) *startedRun {
 	t.Helper()
+	return startRunOn(t, nil, sample, "http://"+clusterIP+"/", args...)
+}
+
+// startRunOn starts rollprobe run against target on the lab host that the
+// lab exec flags in host name (none: the first node).
+func startRunOn(t *testing.T, host []string, sample, target string, args ...string) *startedRun {
+	t.Helper()
 	dir := t.TempDir()
-	full := append([]string{"lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"), "run",
-		"--deployment", sample, "--target", "http://" + clusterIP + "/", "--backend-header", "X-Pod-Name",
+	full := append([]string{"lab", "exec", "--state-dir", stateDir}, host...)
+	full = append(full, "--", filepath.Join(binDir, "rollprobe"), "run",
+		"--deployment", sample, "--target", target, "--backend-header", "X-Pod-Name",
 		"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0",
-		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml")}, args...)
+		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"))
+	full = append(full, args...)
+	forgetUnansweredSYNs(t)
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
 	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
@@ -559,6 +569,7 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	bin := filepath.Join(binDir, "rollprobe")
 	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s",
 		bin, stateDir, bin, ip, reportPath, exitPath)
+	forgetUnansweredSYNs(t)
 	term := tmuxtest.Start(t, 80, 24, script)
 	capture := term.Screen
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
-	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -45,8 +44,11 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, args []string, spread bool) {
 	ip := ensureSample(t, ctx, c, sample)
 	// SYNs without ACK: the client's connection attempts (retransmissions
-	// included), on the bridge every pod hangs off.
-	wire := capture.Start(t, netns.LabNetNS, netns.Bridge, capture.SYNFilter)
+	// included), on every interface of the prober's node: after kube-proxy's
+	// rewrite they leave on its pod bridge (a local pod) or on eth0 (a pod
+	// on another node). A SYN to a local pod shows twice (the bridge and the
+	// pod's port): the same destination either way.
+	wire := capture.Start(t, firstNode().NS, "any", capture.SYNFilter)
 	r := startRun(t, sample, ip, args...).wait(t)
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())

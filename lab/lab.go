@@ -1,8 +1,10 @@
-// Package lab runs a real local Kubernetes control plane (etcd,
-// kube-apiserver, kube-controller-manager, kube-proxy in nftables mode) and
-// rollprobe's own node agent, all inside a network namespace with no uplink,
-// so that rollouts drop requests exactly as they do in production and
-// rollprobe can be tried and tested on one machine. It needs root.
+// Package lab runs a real local Kubernetes cluster to try and test rollprobe
+// on one machine: etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler on a control-plane host, and N nodes, each a real kubelet
+// with containerd, runc and the CNI bridge plugin, plus kube-proxy in
+// nftables mode. Every host is a network namespace on a lab network with no
+// uplink, so rollouts drop requests exactly as they do in production and no
+// packet leaves the machine. It needs root.
 package lab
 
 import (
@@ -12,79 +14,97 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
-// NodeName is the lab's single node.
-const NodeName = "lab-node"
-
 // DefaultStateDir holds the lab's state: keys, kubeconfigs, logs, PIDs, etcd
-// data. It is under /run because the namespaces it describes do not survive
-// a reboot either.
+// data, each node's containerd and kubelet directories. It is under /run
+// because the namespaces it describes do not survive a reboot either.
 const DefaultStateDir = "/run/rollprobe-lab"
 
-// Components, in start order. Each is a process in the lab namespace with a
-// PID file and a log under the state directory.
+// DefaultNodes is the size of a lab unless told otherwise: two, the fewest
+// that show what happens on one node while another still has ready pods.
+const DefaultNodes = 2
+
+// Components. Each is a process with a PID file and a log under the state
+// directory; the control plane's are in the hub namespace, the others in
+// their node's (under pids/<node>/ and logs/<node>/).
 const (
 	compEtcd       = "etcd"
 	compAPIServer  = "kube-apiserver"
 	compController = "kube-controller-manager"
+	compScheduler  = "kube-scheduler"
 	compDelay      = "delay-proxy"
-	compAgent      = "node-agent"
 	compProxy      = "kube-proxy"
 )
 
-var componentOrder = []string{compEtcd, compAPIServer, compController, compDelay, compAgent, compProxy}
+// hubComponents in start order.
+var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler}
 
 const (
-	apiServerAddr = "127.0.0.1:6443"
-	delayAddr     = "127.0.0.1:6444"
-	etcdAddr      = "127.0.0.1:2379"
+	apiServerURL = "https://" + netns.HubIP + ":6443"
+	etcdAddr     = "127.0.0.1:2379"
+	// delayAddr is where a lagged node's delay proxy listens, inside that
+	// node's namespace.
+	delayAddr = "127.0.0.1:6444"
 )
 
 // Config says where things are and how the lab behaves.
 type Config struct {
 	StateDir string
-	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-proxy
-	// (make lab-bins).
+	// BinDir holds what make lab-bins builds: etcd, the Kubernetes
+	// components, containerd/ and cni/.
 	BinDir string
-	// Self is the rollprobe binary, run as the node agent and delay proxy.
+	// Self is the rollprobe binary, run as the delay proxy.
 	Self string
-	// Images maps an image repository (the part before ':') to the local
-	// binary that runs as that container.
+	// Nodes is how many nodes (1 to netns.MaxNodes).
+	Nodes int
+	// Images maps an image repository ("rollprobe/demoapp") to the static
+	// binary its image runs; each is imported under every tag in ImageTags.
 	Images map[string]string
-	// ProxyLag delays everything kube-proxy hears from the apiserver.
-	ProxyLag time.Duration
+	// Pause is a static binary that waits for SIGTERM when run with the
+	// argument "pause" (demoapp): every pod's sandbox container.
+	Pause string
+	// ProxyLag delays everything a node's kube-proxy hears from the
+	// apiserver, by node name.
+	ProxyLag map[string]time.Duration
 	// Progress receives one line per step.
 	Progress io.Writer
 }
 
 // Recorded is what `lab up` leaves in the state directory for later
-// commands (status, exec, the agent).
+// commands (status, exec, down).
 type Recorded struct {
-	ProxyLag time.Duration     `json:"proxy_lag"`
-	Images   map[string]string `json:"images"`
-	Tokens   map[string]string `json:"tokens"`
-	Started  time.Time         `json:"started"`
-	// BinDir holds the components, and kubectl when make lab-bins built
-	// it: lab exec puts it first on PATH.
+	Nodes    []string                 `json:"nodes"`
+	ProxyLag map[string]time.Duration `json:"proxy_lag,omitempty"`
+	Images   map[string]string        `json:"images"`
+	Tokens   map[string]string        `json:"tokens"`
+	Started  time.Time                `json:"started"`
+	// BinDir holds the components and kubectl: lab exec puts it first on
+	// PATH.
 	BinDir string `json:"bin_dir"`
 }
+
+// NodeLayouts are the recorded nodes' places in the network layout.
+func (r *Recorded) NodeLayouts() []netns.Node { return netns.Nodes(len(r.Nodes)) }
 
 // Paths inside the state directory.
 func (c Config) path(parts ...string) string {
 	return filepath.Join(append([]string{c.StateDir}, parts...)...)
 }
 
-// KubeconfigPath is the admin kubeconfig; it works from inside the lab
-// namespace (lab exec) or with a client that dials through netns.DialContextIn.
+// KubeconfigPath is the admin kubeconfig. Its server is the apiserver's
+// address on the lab network, so it works from every lab host and pod, or
+// from outside with a client that dials through netns.DialContextIn.
 func (c Config) KubeconfigPath() string { return c.path("kubeconfig") }
 
 func (c Config) logf(format string, args ...any) {
@@ -106,95 +126,119 @@ func ReadRecorded(stateDir string) (*Recorded, error) {
 	return &r, nil
 }
 
-// Up brings the lab up. It is idempotent: a healthy lab with the same proxy
-// lag is left as it is; anything else (a half-started lab, a crash, another
-// lag) is taken down first and started afresh.
+// requiredBins are what Up needs from BinDir.
+var requiredBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet",
+	"containerd/containerd", "containerd/containerd-shim-runc-v2", "containerd/ctr",
+	"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
+
+// Up brings the lab up. It is idempotent: a healthy lab of the same shape
+// (nodes, proxy lags, images) is left as it is; anything else (a
+// half-started lab, a crash, another shape) is taken down first and started
+// afresh.
 func Up(ctx context.Context, c Config) error {
 	if err := requireRoot(); err != nil {
 		return err
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"} {
+	if c.Nodes < 1 || c.Nodes > netns.MaxNodes {
+		return fmt.Errorf("a lab has 1 to %d nodes, not %d", netns.MaxNodes, c.Nodes)
+	}
+	for node := range c.ProxyLag {
+		if !slices.ContainsFunc(netns.Nodes(c.Nodes), func(n netns.Node) bool { return n.Name == node }) {
+			return fmt.Errorf("proxy lag for node %s: a lab of %d nodes has no such node", node, c.Nodes)
+		}
+	}
+	for _, b := range requiredBins {
 		if _, err := os.Stat(filepath.Join(c.BinDir, b)); err != nil {
 			return fmt.Errorf("lab binaries: %s not found in %s (build them with make lab-bins): %w", b, c.BinDir, err)
 		}
 	}
+	if err := checkImageBinaries(c); err != nil {
+		return err
+	}
 	if rec, err := ReadRecorded(c.StateDir); err == nil {
 		st := GetStatus(c.StateDir)
-		if st.Healthy() && rec.ProxyLag == c.ProxyLag {
+		if st.Healthy() && len(rec.Nodes) == c.Nodes && maps.Equal(rec.ProxyLag, c.ProxyLag) && maps.Equal(rec.Images, c.Images) {
 			c.logf("already up (started %s)", rec.Started.Format(time.RFC3339))
 			return nil
 		}
-		c.logf("found a lab that is not healthy or has another --proxy-lag: taking it down first")
+		c.logf("found a lab that is not healthy or has another shape: taking it down first")
 	}
 	if err := Down(c.StateDir, c.Progress); err != nil {
 		return err
 	}
 	if err := up(ctx, c); err != nil {
-		c.logf("up failed: %v; logs are in %s", err, c.path("logs"))
+		c.logf("up failed: %v; logs are in %s (rollprobe lab down cleans up)", err, c.path("logs"))
 		return err
 	}
 	return nil
 }
 
 func up(ctx context.Context, c Config) error {
-	for _, d := range []string{"", "logs", "pids", "pods", "etcd"} {
+	start := time.Now()
+	for _, d := range []string{"", "logs", "pids", "etcd", "images"} {
 		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
 			return err
 		}
 	}
-	tokens, err := writePKI(c.path("pki"))
+	nodes := netns.Nodes(c.Nodes)
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	tokens, err := writePKI(c.path("pki"), names)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	rec := Recorded{ProxyLag: c.ProxyLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
+	rec := Recorded{Nodes: names, ProxyLag: c.ProxyLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
 	b, _ := json.MarshalIndent(rec, "", "  ")
 	if err := os.WriteFile(c.path("lab.json"), b, 0o600); err != nil {
 		return err
 	}
-	server := "https://" + apiServerAddr
-	for name, tok := range map[string]string{"kubeconfig": tokens["admin"], "controller-manager.kubeconfig": tokens["controller-manager"], "agent.kubeconfig": tokens["agent"]} {
-		if err := os.WriteFile(c.path(name), kubeconfig(server, name, tok), 0o600); err != nil {
+	for name, id := range map[string]string{"kubeconfig": "admin", "controller-manager.kubeconfig": "controller-manager", "scheduler.kubeconfig": "scheduler"} {
+		if err := os.WriteFile(c.path(name), kubeconfig(apiServerURL, id, tokens[id]), 0o600); err != nil {
 			return err
 		}
 	}
-	proxyServer := server
-	if c.ProxyLag > 0 {
-		proxyServer = "https://" + delayAddr
-	}
-	if err := os.WriteFile(c.path("kube-proxy.kubeconfig"), kubeconfig(proxyServer, "kube-proxy", tokens["kube-proxy"]), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(c.path("kube-proxy.yaml"), []byte(kubeProxyConfig(c.path("kube-proxy.kubeconfig"))), 0o644); err != nil {
+	images, err := c.writeImages()
+	if err != nil {
 		return err
 	}
 
-	c.logf("network namespace %s (bridge %s %s, no uplink)", netns.LabNetNS, netns.Bridge, netns.NodeIP)
-	if err := netns.SetupLab(); err != nil {
+	c.logf("lab network %s on %s (hub %s, no uplink), %d nodes", netns.LabCIDR, netns.LabNetNS, netns.HubIP, c.Nodes)
+	if err := netns.SetupHub(nodes); err != nil {
 		return err
 	}
-	start := func(name string, argv ...string) error {
+	for _, n := range nodes {
+		if err := netns.SetupNode(n, nodes); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	startHub := func(name string, argv ...string) error {
 		c.logf("starting %s", name)
-		_, err := startDaemon(netns.LabNetNS, argv, nil, c.path("logs", name+".log"), c.path("pids", name+".pid"))
+		_, err := startDaemon(netns.LabNetNS, "", argv, nil, c.path("logs", name+".log"), c.path("pids", name+".pid"))
 		return err
 	}
 	bin := func(name string) string { return filepath.Join(c.BinDir, name) }
 
-	if err := start(compEtcd, bin("etcd"),
+	if err := startHub(compEtcd, bin("etcd"),
 		"--name=lab", "--data-dir="+c.path("etcd"),
 		"--listen-client-urls=http://"+etcdAddr, "--advertise-client-urls=http://"+etcdAddr,
 		"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
 		"--initial-cluster=lab=http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level=warn"); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, "etcd", "http://"+etcdAddr+"/health", "", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, "etcd", "http://"+etcdAddr+"/health", "", 60*time.Second); err != nil {
 		return err
 	}
-	if err := start(compAPIServer, bin("kube-apiserver"),
+	if err := startHub(compAPIServer, bin("kube-apiserver"),
 		"--etcd-servers=http://"+etcdAddr,
-		"--bind-address=0.0.0.0", "--secure-port=6443", "--advertise-address="+netns.NodeIP,
+		"--bind-address=0.0.0.0", "--secure-port=6443", "--advertise-address="+netns.HubIP,
 		"--cert-dir="+c.path("pki", "apiserver"),
 		"--token-auth-file="+c.path("pki", "tokens.csv"),
-		"--authorization-mode=RBAC",
+		"--authorization-mode=Node,RBAC",
+		// Nodes have no DNS names: the apiserver reaches kubelets (logs,
+		// exec) at their InternalIP.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-key-file="+c.path("pki", "sa.pub"),
 		"--service-account-signing-key-file="+c.path("pki", "sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
@@ -202,72 +246,69 @@ func up(ctx context.Context, c Config) error {
 		"--profiling=false", "--v=1"); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, "kube-apiserver", "https://"+apiServerAddr+"/readyz", tokens["admin"], 90*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, "kube-apiserver", apiServerURL+"/readyz", tokens["admin"], 90*time.Second); err != nil {
 		return err
 	}
-	if err := start(compController, bin("kube-controller-manager"),
+	// nodelifecycle removes the not-ready taint a kubelet registers with;
+	// without it, pods stay Pending.
+	if err := startHub(compController, bin("kube-controller-manager"),
 		"--kubeconfig="+c.path("controller-manager.kubeconfig"),
 		"--authentication-kubeconfig="+c.path("controller-manager.kubeconfig"),
 		"--authorization-kubeconfig="+c.path("controller-manager.kubeconfig"),
-		"--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-route,-service,-serviceaccount-token",
+		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-route,-service",
 		"--leader-elect=false", "--bind-address=127.0.0.1",
 		"--service-account-private-key-file="+c.path("pki", "sa.key"),
 		"--root-ca-file="+c.path("pki", "apiserver", "apiserver.crt"),
 		"--v=1"); err != nil {
 		return err
 	}
-	if c.ProxyLag > 0 {
-		if err := start(compDelay, c.Self, "lab", "delay-proxy", "--listen="+delayAddr, "--upstream="+apiServerAddr,
-			"--delay="+c.ProxyLag.String()); err != nil {
-			return err
-		}
+	if err := startHub(compScheduler, bin("kube-scheduler"),
+		"--kubeconfig="+c.path("scheduler.kubeconfig"),
+		"--authentication-kubeconfig="+c.path("scheduler.kubeconfig"),
+		"--authorization-kubeconfig="+c.path("scheduler.kubeconfig"),
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--v=1"); err != nil {
+		return err
 	}
-	if err := start(compAgent, c.Self, "lab", "node-agent", "-v", "--state-dir="+c.StateDir); err != nil {
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.startNode(ctx, n, tokens["node:"+n.Name], tokens["kube-proxy"], images)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	client, err := NewClient(c.StateDir)
 	if err != nil {
 		return err
 	}
-	c.logf("waiting for node %s to be Ready", NodeName)
-	if err := client.waitNodeReady(ctx, 60*time.Second); err != nil {
+	c.logf("waiting for %d nodes to be Ready", len(nodes))
+	if err := client.waitNodesReady(ctx, names, 90*time.Second); err != nil {
 		return err
 	}
-	if err := start(compProxy, bin("kube-proxy"), "--config="+c.path("kube-proxy.yaml"), "--v=1"); err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, "kube-proxy", "http://127.0.0.1:10256/healthz", "", 60*time.Second); err != nil {
-		return err
+	for _, n := range nodes {
+		if err := waitHTTP(ctx, n.NS, n.Name+" kube-proxy", "http://127.0.0.1:10256/healthz", "", 60*time.Second); err != nil {
+			return err
+		}
 	}
 	c.logf("waiting for the default service account")
 	if err := client.waitServiceAccount(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	c.logf("up: kubeconfig %s", c.KubeconfigPath())
+	c.logf("up in %s: kubeconfig %s", time.Since(start).Round(100*time.Millisecond), c.KubeconfigPath())
 	return nil
 }
 
-func kubeProxyConfig(kubeconfigPath string) string {
-	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: nftables
-hostnameOverride: %s
-clusterCIDR: 10.244.0.0/16
-clientConnection:
-  kubeconfig: %s
-conntrack:
-  maxPerCore: 0
-metricsBindAddress: 127.0.0.1:10249
-healthzBindAddress: 127.0.0.1:10256
-`, NodeName, kubeconfigPath)
-}
-
-// waitHTTP polls url from inside the lab namespace until it answers 200.
-func waitHTTP(ctx context.Context, what, url, token string, limit time.Duration) error {
+// waitHTTP polls url from inside namespace ns until it answers 200.
+func waitHTTP(ctx context.Context, ns, what, url, token string, limit time.Duration) error {
 	client := &http.Client{
 		Timeout: 2 * time.Second,
 		Transport: &http.Transport{
-			DialContext:     netns.DialContextIn(netns.LabNetNS),
+			DialContext:     netns.DialContextIn(ns),
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // lab-local self-signed
 		},
 	}
@@ -296,103 +337,4 @@ func waitHTTP(ctx context.Context, what, url, token string, limit time.Duration)
 		}
 	}
 	return fmt.Errorf("%s not ready after %s (last: %s)", what, limit, last)
-}
-
-// Down stops everything the lab started and removes its namespaces, nft
-// tables (they live in the namespaces) and state. It works from whatever
-// state is left, including after a crashed up, and only ends processes the
-// lab started: those in its PID files and those inside its namespaces.
-func Down(stateDir string, progress io.Writer) error {
-	logf := func(format string, args ...any) {
-		if progress != nil {
-			fmt.Fprintf(progress, "lab: "+format+"\n", args...)
-		}
-	}
-	if err := requireRoot(); err != nil {
-		return err
-	}
-	var errs []error
-	// Components in reverse start order, then pod containers.
-	for _, name := range slices.Backward(componentOrder) {
-		if pid, ok := readPID(filepath.Join(stateDir, "pids", name+".pid")); ok && Alive(pid) {
-			logf("stopping %s (pid %d)", name, pid)
-			if err := stopPID(pid, 5*time.Second); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	podPIDs, _ := filepath.Glob(filepath.Join(stateDir, "pods", "*", "*.pid"))
-	for _, f := range podPIDs {
-		if pid, ok := readPID(f); ok && Alive(pid) {
-			if err := stopPID(pid, time.Second); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	names, _ := netns.List()
-	for _, ns := range names {
-		if ns != netns.LabNetNS && !strings.HasPrefix(ns, netns.PodNetNSPref) {
-			continue
-		}
-		// Anything still inside our namespaces was started by the lab.
-		for _, pid := range netns.PIDs(ns) {
-			if err := stopPID(pid, time.Second); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		logf("removing network namespace %s", ns)
-		if _, err := netns.IP("netns", "delete", ns); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := os.RemoveAll(stateDir); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// ComponentStatus is one process of the lab.
-type ComponentStatus struct {
-	Name  string
-	PID   int
-	Alive bool
-}
-
-// Status is what lab status reports.
-type Status struct {
-	StateDir   string
-	Up         bool // state recorded
-	Components []ComponentStatus
-	Recorded   *Recorded
-}
-
-// Healthy reports whether every component that should run does.
-func (s Status) Healthy() bool {
-	if !s.Up {
-		return false
-	}
-	for _, c := range s.Components {
-		if !c.Alive && (c.Name != compDelay || (s.Recorded != nil && s.Recorded.ProxyLag > 0)) {
-			return false
-		}
-	}
-	return netns.Exists(netns.LabNetNS)
-}
-
-// GetStatus reads the state directory and checks each component's process.
-func GetStatus(stateDir string) Status {
-	st := Status{StateDir: stateDir}
-	rec, err := ReadRecorded(stateDir)
-	if err != nil {
-		return st
-	}
-	st.Up, st.Recorded = true, rec
-	for _, name := range componentOrder {
-		if name == compDelay && rec.ProxyLag == 0 {
-			continue
-		}
-		pid, ok := readPID(filepath.Join(stateDir, "pids", name+".pid"))
-		st.Components = append(st.Components, ComponentStatus{Name: name, PID: pid, Alive: ok && Alive(pid)})
-	}
-	return st
 }

@@ -12,19 +12,29 @@ import (
 	"strings"
 )
 
-// Identities the lab's components authenticate as (static tokens). All are in
-// system:masters: the lab is a private single-node test bed, and RBAC stays on
-// so that rollprobe's own permission checks are real.
-var identities = []struct{ name, user string }{
-	{"admin", "lab-admin"},
-	{"controller-manager", "system:kube-controller-manager"},
-	{"kube-proxy", "system:kube-proxy"},
-	{"agent", "system:node:" + NodeName},
+// identity is one static token's user.
+type identity struct{ name, user, group string }
+
+// identities the lab's components authenticate as. The control plane and
+// kube-proxy are in system:masters (the lab is a private test bed; RBAC stays
+// on so that rollprobe's own permission checks are real); each kubelet is
+// system:node:<name> in system:nodes, as the Node authorizer expects.
+func identities(nodes []string) []identity {
+	ids := []identity{
+		{"admin", "lab-admin", "system:masters"},
+		{"controller-manager", "system:kube-controller-manager", "system:masters"},
+		{"scheduler", "system:kube-scheduler", "system:masters"},
+		{"kube-proxy", "system:kube-proxy", "system:masters"},
+	}
+	for _, n := range nodes {
+		ids = append(ids, identity{"node:" + n, "system:node:" + n, "system:nodes"})
+	}
+	return ids
 }
 
 // writePKI creates the service-account key pair and the token file, and
-// returns the token of each identity by name.
-func writePKI(dir string) (map[string]string, error) {
+// returns the token of each identity by name ("admin", "node:lab-node-1").
+func writePKI(dir string, nodes []string) (map[string]string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -48,14 +58,14 @@ func writePKI(dir string) (map[string]string, error) {
 	}
 	tokens := map[string]string{}
 	var lines []string
-	for i, id := range identities {
+	for i, id := range identities(nodes) {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, err
 		}
 		tok := hex.EncodeToString(b[:])
 		tokens[id.name] = tok
-		lines = append(lines, fmt.Sprintf(`%s,%s,%d,"system:masters"`, tok, id.user, 1000+i))
+		lines = append(lines, fmt.Sprintf(`%s,%s,%d,"%s"`, tok, id.user, 1000+i, id.group))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return nil, err
@@ -65,7 +75,7 @@ func writePKI(dir string) (map[string]string, error) {
 
 // kubeconfig returns a kubeconfig for server authenticated by token. The
 // apiserver's certificate is self-signed by --cert-dir, so TLS verification
-// is off: the connection never leaves the lab's namespace.
+// is off: the connection never leaves the lab's network.
 func kubeconfig(server, user, token string) []byte {
 	return []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config

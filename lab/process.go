@@ -10,22 +10,29 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
-// startDaemon starts argv inside network namespace ns as a detached process
-// (its own session, stdin from /dev/null, output appended to logPath) and
-// records its PID in pidPath. The process outlives the caller; the lab
-// stops it by that PID.
+// startDaemon starts argv inside network namespace ns (and mount namespace
+// mountNS, a file, when not "") as a detached process (its own session,
+// stdin from /dev/null, output appended to logPath) and records its PID in
+// pidPath. The process outlives the caller; the lab stops it by that PID.
 //
-// `ip netns exec` enters the namespace and then execs argv, so the PID is
-// the component's own.
-func startDaemon(ns string, argv, env []string, logPath, pidPath string) (int, error) {
+// nsenter enters the namespaces and then execs argv, so the PID is the
+// component's own. (`ip netns exec` would also remount /sys, hiding the
+// cgroup hierarchies the kubelet needs.)
+func startDaemon(ns, mountNS string, argv, env []string, logPath, pidPath string) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", filepath.Base(argv[0]), err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	enter := []string{"--net=" + netns.NSPath(ns)}
+	if mountNS != "" {
+		enter = append(enter, "--mount="+mountNS)
+	}
+	cmd := exec.Command("nsenter", append(append(enter, "--"), argv...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -132,15 +139,16 @@ func stopPID(pid int, grace time.Duration) error {
 	return fmt.Errorf("process %d survived SIGKILL", pid)
 }
 
-var errNotRoot = errors.New("the lab needs root: it creates network namespaces, veth pairs and nftables rules (run it with sudo)")
+var errNotRoot = errors.New("the lab needs root: it creates network and mount namespaces, cgroups and nftables rules (run it with sudo)")
 
 func requireRoot() error {
 	if os.Geteuid() != 0 {
 		return errNotRoot
 	}
-	for _, tool := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("the lab needs %q (Debian: apt-get install iproute2 nftables): %w", tool, err)
+	for _, tool := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"nft", "nftables"}, {"nsenter", "util-linux"},
+		{"unshare", "util-linux"}, {runcPath, "runc"}} {
+		if _, err := exec.LookPath(tool.name); err != nil {
+			return fmt.Errorf("the lab needs %s (Debian: apt-get install %s, or make lab-deps): %w", tool.name, tool.pkg, err)
 		}
 	}
 	return nil

@@ -12,6 +12,11 @@
 //
 // GET /readyz fails with 503 after SIGTERM when --unready-on-term is set, and
 // before --ready-delay has passed since start. GET /stats returns counters.
+//
+// `demoapp pause` only waits for SIGTERM or SIGINT and exits 0: the lab's
+// pod sandbox ("pause") image runs it. `demoapp get URL` prints what a GET
+// of URL answers (exit 1 on an error or a status other than 200): a client
+// inside pods, where busybox's wget (static glibc) crashes.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -39,9 +45,23 @@ type options struct {
 	readyDelay    time.Duration
 	unreadyOnTerm bool
 	work          time.Duration
+	heartbeat     time.Duration
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "pause" {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "get" {
+		if err := get(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	o := options{}
 	flag.StringVar(&o.listen, "listen", envOr("LISTEN", ":8080"), "address to listen on ($LISTEN)")
 	flag.StringVar(&o.name, "name", envOr("POD_NAME", hostname()), "name sent in X-Pod-Name ($POD_NAME)")
@@ -50,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.readyDelay, "ready-delay", envDuration("READY_DELAY"), "/readyz fails until this long after listening ($READY_DELAY)")
 	flag.BoolVar(&o.unreadyOnTerm, "unready-on-term", os.Getenv("UNREADY_ON_TERM") == "true", "/readyz fails once SIGTERM arrived ($UNREADY_ON_TERM=true)")
 	flag.DurationVar(&o.work, "work", envDuration("WORK"), "time each request takes to serve ($WORK)")
+	flag.DurationVar(&o.heartbeat, "heartbeat", envDuration("HEARTBEAT"), "log a line this often, 0 for never ($HEARTBEAT)")
 	flag.Parse()
 	mode, drain, err := parseShutdown(o.shutdown)
 	if err != nil {
@@ -80,11 +101,17 @@ func run(o options) error {
 	// before the chosen shutdown mode applies.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if o.shutdown == "ignore" {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	log.SetPrefix(o.name + " ")
+	if o.heartbeat > 0 {
+		// A line every period until the process dies: the last one in the
+		// container log dates a SIGKILL to within the period.
+		go func() {
+			for range time.Tick(o.heartbeat) {
+				log.Printf("alive")
+			}
+		}()
+	}
 	if o.startupDelay > 0 {
 		log.Printf("starting in %s", o.startupDelay)
 		time.Sleep(o.startupDelay)
@@ -138,6 +165,7 @@ func run(o options) error {
 			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGTERM && o.shutdown == "ignore" {
+				log.Printf("%s: ignored", sig)
 				continue
 			}
 			terminating.Store(true)
@@ -160,6 +188,22 @@ func run(o options) error {
 			return nil
 		}
 	}
+}
+
+func get(url string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
 
 func envOr(key, def string) string {

@@ -1,8 +1,8 @@
-// Package netns holds the lab's Linux network primitives: the layout (the
-// lab namespace without uplink, its bridge, the pod and Service ranges),
-// iproute2 wrappers, pod namespaces wired to the bridge, and dialing from
-// outside into a namespace. Node code needs only these, not the lab's
-// control-plane supervisor. Root is needed for all of it.
+// Package netns holds the lab's Linux network primitives: the layout (a lab
+// network without uplink joining a control-plane host and the nodes, each
+// node with its own pod subnet), iproute2 wrappers, and dialing from outside
+// into a namespace. Node code needs only these, not the lab's control-plane
+// supervisor. Root is needed for all of it.
 package netns
 
 import (
@@ -10,23 +10,65 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"time"
 )
 
-// Network layout. Everything lives in the lab namespace, which has no uplink
-// (no default route): only the bridge subnet and the Service CIDR routed onto
-// the bridge are reachable, so lab traffic cannot leave the machine.
+// Network layout. The lab network is a bridge in the hub namespace, which is
+// both the control-plane host and a client host that is not a node (for
+// NodePort or load-balancer style traffic). Each node is a namespace with
+// eth0 on the lab network and a pod bridge (cni0, made by the CNI bridge
+// plugin) for its pod subnet. No namespace has a route out of the lab, so lab
+// traffic cannot leave the machine.
 const (
-	LabNetNS     = "rollprobe-lab"
-	PodNetNSPref = "rollprobe-pod-"
-	Bridge       = "rpbr0"
-	NodeIP       = "10.244.0.1"
-	PodCIDR      = "10.244.0.0/24"
-	ServiceCIDR  = "10.96.0.0/16"
+	LabNetNS    = "rollprobe-lab" // the hub: control plane and client host
+	LabBridge   = "rpbr0"
+	LabCIDR     = "10.100.0.0/24"
+	HubIP       = "10.100.0.1" // the apiserver's address
+	ClusterCIDR = "10.244.0.0/16"
+	ServiceCIDR = "10.96.0.0/16"
 	// APIServerIP is the first address of the Service CIDR: the kubernetes
 	// Service's ClusterIP.
 	APIServerIP = "10.96.0.1"
+	// NodeNSPrefix starts every node namespace's name.
+	NodeNSPrefix = "rollprobe-lab-node-"
+	// PodBridge is each node's bridge for its pods (the CNI bridge
+	// plugin's), whose address is the pods' gateway.
+	PodBridge = "cni0"
+	// MaxNodes bounds a lab's size (the address plan has room for more;
+	// the machine does not).
+	MaxNodes = 4
 )
+
+// Node is one node's place in the layout.
+type Node struct {
+	Index      int    // 1-based
+	Name       string // the Kubernetes node name, lab-node-<i>
+	NS         string // its network namespace
+	IP         string // on the lab network: the node's InternalIP
+	PodCIDR    string
+	PodGateway string // the pod bridge's address, the pods' default route
+	hubVeth    string // the hub side of its lab network link
+}
+
+// NodeName is the name of the i-th node (1-based).
+func NodeName(i int) string { return fmt.Sprintf("lab-node-%d", i) }
+
+// Nodes is the layout of a lab of n nodes.
+func Nodes(n int) []Node {
+	nodes := make([]Node, n)
+	for i := range nodes {
+		idx := i + 1
+		nodes[i] = Node{
+			Index: idx, Name: NodeName(idx), NS: "rollprobe-" + NodeName(idx),
+			IP:      fmt.Sprintf("10.100.0.%d", 10+idx),
+			PodCIDR: fmt.Sprintf("10.244.%d.0/24", idx), PodGateway: fmt.Sprintf("10.244.%d.1", idx),
+			hubVeth: fmt.Sprintf("rpn%d", idx),
+		}
+	}
+	return nodes
+}
+
+// NSPath is the file naming namespace ns, for nsenter --net.
+func NSPath(ns string) string { return "/run/netns/" + ns }
 
 // IP runs iproute2 with args and returns its combined output.
 func IP(args ...string) (string, error) {
@@ -41,7 +83,7 @@ func IP(args ...string) (string, error) {
 
 // InNS runs ip inside namespace ns.
 func InNS(ns string, args ...string) (string, error) {
-	return IP(append([]string{"netns", "exec", ns, "ip"}, args...)...)
+	return IP(append([]string{"-n", ns}, args...)...)
 }
 
 // List returns the names of the network namespaces ip knows.
@@ -86,110 +128,93 @@ func PIDs(ns string) []int {
 	return pids
 }
 
-// SetupLab creates the lab namespace: loopback, the bridge with the
-// node address, and the Service CIDR routed onto the bridge so kube-proxy's
-// rules see ClusterIP traffic. It is idempotent.
-func SetupLab() error {
-	if !Exists(LabNetNS) {
-		if _, err := IP("netns", "add", LabNetNS); err != nil {
-			return err
-		}
-	}
-	steps := [][]string{
-		{"link", "set", "lo", "up"},
-	}
-	if _, err := InNS(LabNetNS, "link", "show", Bridge); err != nil {
-		steps = append(steps, []string{"link", "add", Bridge, "type", "bridge"})
-	}
-	steps = append(steps,
-		[]string{"addr", "replace", NodeIP + "/24", "dev", Bridge},
-		[]string{"link", "set", Bridge, "up"},
-		[]string{"route", "replace", ServiceCIDR, "dev", Bridge, "src", NodeIP},
-	)
-	for _, s := range steps {
-		if _, err := InNS(LabNetNS, s...); err != nil {
-			return err
-		}
-	}
-	// Forwarding lets pods reach ClusterIPs through the node (hairpin).
-	_, err := IP("netns", "exec", LabNetNS, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	return err
-}
-
-// PodNetwork is one pod's namespace and its link to the bridge.
-type PodNetwork struct {
-	NS   string
-	IP   string
-	Veth string // the bridge side, in the lab namespace
-}
-
-// SetupPod creates namespace ns with eth0 at addr, wired to the
-// bridge through a veth pair whose bridge side is named veth.
-func SetupPod(pn PodNetwork) error {
-	if _, err := IP("netns", "add", pn.NS); err != nil && !Exists(pn.NS) {
+// SetupHub creates the hub namespace and the lab network bridge, and routes
+// every node's pod subnet through that node, so the client host reaches
+// pods directly (as a cloud VPC routes pod ranges). It is idempotent.
+func SetupHub(nodes []Node) error {
+	if err := ensureNS(LabNetNS); err != nil {
 		return err
 	}
-	tmp := pn.Veth + "p"
-	steps := [][]string{
-		{"link", "add", pn.Veth, "type", "veth", "peer", "name", tmp},
-		{"link", "set", tmp, "netns", pn.NS},
-		{"link", "set", pn.Veth, "master", Bridge},
-		{"link", "set", pn.Veth, "up"},
+	steps := [][]string{{"link", "set", "lo", "up"}}
+	if _, err := InNS(LabNetNS, "link", "show", LabBridge); err != nil {
+		steps = append(steps, []string{"link", "add", LabBridge, "type", "bridge"})
 	}
+	steps = append(steps,
+		[]string{"addr", "replace", HubIP + "/24", "dev", LabBridge},
+		[]string{"link", "set", LabBridge, "up"})
 	for _, s := range steps {
 		if _, err := InNS(LabNetNS, s...); err != nil {
 			return err
 		}
 	}
-	podSteps := [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "set", tmp, "name", "eth0"},
-		{"addr", "add", pn.IP + "/24", "dev", "eth0"},
-		{"link", "set", "eth0", "up"},
-		{"route", "add", "default", "via", NodeIP},
+	return Sysctl(LabNetNS, "net.ipv4.ip_forward", "1")
+}
+
+// SetupNode creates node n's namespace and links it to the lab network:
+// eth0 with the node IP, a default route to the hub, and its pod bridge
+// with the pods' gateway address (the CNI bridge plugin adopts it).
+//
+// Traffic the node itself sends to Services and to other nodes' pods leaves
+// with the pod gateway as its source, as an overlay network's node address
+// does: inside the cluster CIDR, so kube-proxy does not masquerade it.
+// (Masquerading uses fully random source ports, which would keep a packet
+// capture from telling which connection of the prober's a packet is.)
+func SetupNode(n Node, all []Node) error {
+	if err := ensureNS(n.NS); err != nil {
+		return err
 	}
-	for _, s := range podSteps {
-		if _, err := InNS(pn.NS, s...); err != nil {
+	peer := n.hubVeth + "p"
+	if _, err := InNS(LabNetNS, "link", "show", n.hubVeth); err == nil {
+		_, _ = InNS(LabNetNS, "link", "del", n.hubVeth)
+	}
+	for _, s := range [][]string{
+		{"link", "add", n.hubVeth, "type", "veth", "peer", "name", peer, "netns", n.NS},
+		{"link", "set", n.hubVeth, "master", LabBridge},
+		{"link", "set", n.hubVeth, "up"},
+		{"route", "replace", n.PodCIDR, "via", n.IP},
+	} {
+		if _, err := InNS(LabNetNS, s...); err != nil {
 			return err
 		}
 	}
-	// Forget any neighbour entry left by an earlier pod with this address,
-	// so the node resolves the new MAC instead of sending to a dead one.
-	_, _ = InNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
+	steps := [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "set", peer, "name", "eth0"},
+		{"addr", "add", n.IP + "/24", "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+		{"link", "add", PodBridge, "type", "bridge"},
+		{"addr", "add", n.PodGateway + "/24", "dev", PodBridge},
+		{"link", "set", PodBridge, "up"},
+		{"route", "replace", "default", "via", HubIP},
+		{"route", "replace", ServiceCIDR, "via", HubIP, "dev", "eth0", "src", n.PodGateway},
+	}
+	for _, o := range all {
+		if o.Name != n.Name {
+			steps = append(steps, []string{"route", "replace", o.PodCIDR, "via", o.IP, "src", n.PodGateway})
+		}
+	}
+	for _, s := range steps {
+		if _, err := InNS(n.NS, s...); err != nil {
+			return err
+		}
+	}
+	return Sysctl(n.NS, "net.ipv4.ip_forward", "1")
+}
+
+// Sysctl sets a network sysctl inside namespace ns (network sysctls are per
+// namespace: the host's stay as they are).
+func Sysctl(ns, key, value string) error {
+	cmd := exec.Command("nsenter", "--net="+NSPath(ns), "sysctl", "-qw", key+"="+value)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sysctl %s=%s in %s: %w: %s", key, value, ns, err, strings.TrimSpace(string(out)))
+	}
 	return nil
 }
 
-// TeardownPod removes a pod's namespace; deleting it destroys the
-// veth pair with it.
-func TeardownPod(pn PodNetwork) error {
-	if pn.IP != "" {
-		defer func() {
-			_, _ = InNS(LabNetNS, "neigh", "flush", "to", pn.IP, "dev", Bridge)
-			FlushConntrack(pn.IP)
-			// kube-proxy keeps routing new connections to the address until
-			// it catches up (later still with --proxy-lag); each attempt
-			// makes a new entry, so flush again once it must have.
-			for _, after := range []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 40 * time.Second} {
-				time.AfterFunc(after, func() { FlushConntrack(pn.IP) })
-			}
-		}()
-	}
-	if !Exists(pn.NS) {
+func ensureNS(name string) error {
+	if Exists(name) {
 		return nil
 	}
-	_, err := IP("netns", "delete", pn.NS)
+	_, err := IP("netns", "add", name)
 	return err
-}
-
-// FlushConntrack deletes the lab's connection-tracking entries that were
-// NATed to a vanished pod IP, as CNI plugins do on pod deletion. Without it,
-// a new connection that reuses a source port of a recent attempt to that pod
-// (SYN_SENT entries live 120 s) follows the stale entry to the dead address
-// instead of being load-balanced afresh. Best effort: the conntrack tool may
-// be missing, and "no entry" is an error to it.
-func FlushConntrack(podIP string) {
-	if _, err := exec.LookPath("conntrack"); err != nil {
-		return
-	}
-	_ = exec.Command("ip", "netns", "exec", LabNetNS, "conntrack", "-D", "--reply-src", podIP).Run()
 }

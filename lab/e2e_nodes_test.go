@@ -1,0 +1,159 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+)
+
+// demoDeployment is a Deployment of demoapp with a readiness probe, for
+// tests that need pods but no particular shutdown behaviour.
+func demoDeployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](5),
+					Containers: []corev1.Container{{
+						Name: "app", Image: "rollprobe/demoapp:v1",
+						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+							PeriodSeconds: 1, FailureThreshold: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// testSpread: the scheduler spreads a 4-replica Deployment over both nodes,
+// and a pod on one node reaches a pod on the other by its IP (through the
+// apiserver's exec into the kubelet, the lab network and both bridges).
+func testSpread(t *testing.T, ctx context.Context, c *lab.Client) {
+	const name = "spread"
+	if _, err := c.Kube.AppsV1().Deployments("default").Create(ctx, demoDeployment(name, 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Kube.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{}) }()
+	waitRollout(t, ctx, c, name)
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byNode := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		byNode[p.Spec.NodeName] = p
+	}
+	if len(byNode) != lab.DefaultNodes {
+		t.Fatalf("the pods of a 4-replica Deployment are on %d nodes, want %d", len(byNode), lab.DefaultNodes)
+	}
+	from, to := byNode["lab-node-1"], byNode["lab-node-2"]
+	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", "kubectl", "exec", from.Name, "--",
+		"demoapp", "get", "http://"+to.Status.PodIP+":8080/")
+	if err != nil || !strings.Contains(out, "hello from "+to.Name) {
+		t.Fatalf("%s (lab-node-1) -> %s (lab-node-2, %s): %v\n%s", from.Name, to.Name, to.Status.PodIP, err, out)
+	}
+}
+
+// testLocalPolicy rolls the two externalTrafficPolicy: Local samples while
+// rollprobe probes the first node's NodePort from the client host (a load
+// balancer without health checks), and polls that node's healthCheckNodePort
+// meanwhile. With an app that turns unready on SIGTERM, the node has no
+// usable local endpoint while its only pod terminates: traffic to it drops
+// and the health check turns 503. With an app that keeps passing readiness,
+// kube-proxy falls back to the terminating, still serving pod: nothing drops.
+func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := firstNode()
+	for _, tc := range []struct {
+		sample           string
+		nodePort, health int
+		wantDrops        bool
+	}{
+		{"local-policy", 30080, 32080, true},
+		{"local-policy-serving", 30081, 32081, false},
+	} {
+		t.Run(tc.sample, func(t *testing.T) {
+			apply(t, tc.sample)
+			waitRollout(t, ctx, c, tc.sample)
+			target := fmt.Sprintf("http://%s:%d/", node.IP, tc.nodePort)
+			if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
+				t.Fatal(err)
+			}
+			health := pollStatus(ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
+			r := startRunOn(t, []string{"--client"}, tc.sample, target, "--conn", "new", "--settle", "3s").wait(t)
+			codes := health()
+			if r.repErr != nil {
+				t.Fatalf("exit %d: %v\n%s", r.exit, r.repErr, r.out())
+			}
+			t.Logf("%s: exit %d, %d of %d failed %v; %s's health check answered %v", tc.sample, r.exit, r.rep.Totals.Failed,
+				r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), node.Name, codes)
+			if tc.wantDrops {
+				if r.exit != 1 || r.rep.Totals.Failed == 0 {
+					t.Errorf("exit %d with %d failed: traffic to a node whose only pod terminates must drop", r.exit, r.rep.Totals.Failed)
+				}
+				if !slices.Contains(codes, http.StatusServiceUnavailable) || codes[0] != http.StatusOK {
+					t.Errorf("health check answers %v: want 200, then 503 while the node has no ready local endpoint", codes)
+				}
+			} else if r.exit != 0 || r.rep.Totals.Failed != 0 {
+				t.Errorf("exit %d with %d failed: kube-proxy must fall back to the terminating pod that still serves\n%s", r.exit, r.rep.Totals.Failed, r.out())
+			}
+		})
+	}
+}
+
+// pollStatus polls url from the client host every 100 ms until the
+// returned function is called, which returns the distinct status codes in
+// the order they changed (0 for no answer).
+func pollStatus(ctx context.Context, url string) func() []int {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(netns.LabNetNS), DisableKeepAlives: true}}
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var codes []int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			code := 0
+			if resp, err := client.Get(url); err == nil {
+				code = resp.StatusCode
+				resp.Body.Close()
+			}
+			mu.Lock()
+			if len(codes) == 0 || codes[len(codes)-1] != code {
+				codes = append(codes, code)
+			}
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []int {
+		cancel()
+		<-done
+		return codes
+	}
+}

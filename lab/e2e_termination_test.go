@@ -1,0 +1,362 @@
+package lab_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+)
+
+// testTermination checks, on the real kubelet and kube-proxy, what
+// rollprobe's findings rely on about pod termination.
+func testTermination(t *testing.T, ctx context.Context, c *lab.Client) {
+	t.Run("a terminating pod that still serves gets traffic only when no endpoint is ready", func(t *testing.T) {
+		testTerminatingServing(t, ctx, c)
+	})
+	t.Run("readiness probes run during termination, liveness probes do not", func(t *testing.T) {
+		testProbesDuringTermination(t, ctx, c)
+	})
+	t.Run("preStop runs before SIGTERM, within the grace period, and SIGKILL comes 2s after SIGTERM at the least", func(t *testing.T) {
+		testPreStopAndGrace(t, ctx, c)
+	})
+}
+
+func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
+
+// createService creates a ClusterIP Service for the pods labelled app=name
+// and returns its address once it answers from the first node.
+func createService(t *testing.T, ctx context.Context, c *lab.Client, name string) string {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+	}
+	svc, err := c.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	waitServing(t, ctx, svc.Spec.ClusterIP)
+	return svc.Spec.ClusterIP
+}
+
+// endpointsOf returns the conditions of the Service's endpoints by pod.
+func endpointsOf(ctx context.Context, c *lab.Client, service string) map[string]discoveryv1.EndpointConditions {
+	slices, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	out := map[string]discoveryv1.EndpointConditions{}
+	if err != nil {
+		return out
+	}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.TargetRef != nil {
+				out[e.TargetRef.Name] = e.Conditions
+			}
+		}
+	}
+	return out
+}
+
+func is(b *bool) bool { return b != nil && *b }
+
+// answers sends n requests on fresh connections from the first node and
+// counts the answers by the pod that gave them ("" for a failure).
+func answers(t *testing.T, ip string, n int) map[string]int {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(firstNode().NS), DisableKeepAlives: true}}
+	by := map[string]int{}
+	for range n {
+		resp, err := client.Get("http://" + ip + "/")
+		if err != nil {
+			by[""]++
+			continue
+		}
+		by[resp.Header.Get("X-Pod-Name")]++
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return by
+}
+
+// testTerminatingServing: a deleted pod whose app keeps serving (and
+// passing readiness) while it drains is ready=false, serving=true,
+// terminating=true in its EndpointSlice; kube-proxy sends it no new
+// connections while another endpoint is ready, and falls back to it (and
+// its terminating peers) once none is.
+func testTerminatingServing(t *testing.T, ctx context.Context, c *lab.Client) {
+	const name = "linger"
+	d := demoDeployment(name, 2)
+	d.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
+	d.Spec.Template.Spec.Containers[0].Env = append(d.Spec.Template.Spec.Containers[0].Env, env("SHUTDOWN", "drain=30s"))
+	if _, err := c.Kube.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		// Its pods would drain for 30 s: end them now.
+		_ = c.Kube.CoreV1().Pods("default").DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+			metav1.ListOptions{LabelSelector: "app=" + name})
+	})
+	waitRollout(t, ctx, c, name)
+	ip := createService(t, ctx, c, name)
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("pods: %v (%d)", err, len(pods.Items))
+	}
+	victim := pods.Items[0].Name
+	if err := c.Kube.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, ctx, c, name, func(eps map[string]discoveryv1.EndpointConditions) bool {
+		v, ok := eps[victim]
+		return ok && !is(v.Ready) && is(v.Serving) && is(v.Terminating)
+	})
+	time.Sleep(2 * time.Second) // kube-proxy's sync after the slice change
+	by := answers(t, ip, 60)
+	t.Logf("with %s terminating and serving, the answers came from %v", victim, by)
+	if by[victim] > 0 || by[""] > 0 {
+		t.Errorf("%d new connections reached the terminating pod and %d failed, while other endpoints were ready", by[victim], by[""])
+	}
+
+	// Scale to zero: every endpoint terminates, none is ready; the ones
+	// still serving take the traffic.
+	if _, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, name, "application/merge-patch+json",
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, ctx, c, name, func(eps map[string]discoveryv1.EndpointConditions) bool {
+		for _, e := range eps {
+			if is(e.Ready) || !is(e.Serving) || !is(e.Terminating) {
+				return false
+			}
+		}
+		return len(eps) >= 2
+	})
+	time.Sleep(2 * time.Second)
+	by = answers(t, ip, 30)
+	t.Logf("with every endpoint terminating and serving, the answers came from %v", by)
+	if by[""] > 0 {
+		t.Errorf("%d of 30 requests failed: kube-proxy must fall back to terminating endpoints that still serve", by[""])
+	}
+}
+
+func waitEndpoints(t *testing.T, ctx context.Context, c *lab.Client, service string, done func(map[string]discoveryv1.EndpointConditions) bool) {
+	t.Helper()
+	var last map[string]discoveryv1.EndpointConditions
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = endpointsOf(ctx, c, service)
+		return done(last), nil
+	})
+	if err != nil {
+		t.Fatalf("endpoints of %s never got there; last: %s", service, fmtEndpoints(last))
+	}
+}
+
+func fmtEndpoints(eps map[string]discoveryv1.EndpointConditions) string {
+	var parts []string
+	for pod, e := range eps {
+		parts = append(parts, fmt.Sprintf("%s ready=%v serving=%v terminating=%v", pod, is(e.Ready), is(e.Serving), is(e.Terminating)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// testProbesDuringTermination: both probes ask /readyz, which fails once
+// the app has SIGTERM. The kubelet keeps running the readiness probe while
+// the pod terminates (it fails, the pod turns unready) but not the
+// liveness probe (it would fail too, and restart the container).
+func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Client) {
+	const name = "probes"
+	d := demoDeployment(name, 1)
+	spec := &d.Spec.Template.Spec
+	spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	ctr := &spec.Containers[0]
+	ctr.Env = append(ctr.Env, env("SHUTDOWN", "drain=6s"), env("UNREADY_ON_TERM", "true"))
+	ctr.LivenessProbe = ctr.ReadinessProbe.DeepCopy()
+	if _, err := c.Kube.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	waitRollout(t, ctx, c, name)
+	// No replacement: scale to zero, which deletes the pod.
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v", err)
+	}
+	pod := pods.Items[0]
+	events := func() map[string]int32 { // "reason: message" -> count
+		list, _ := c.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod.Name).String()})
+		out := map[string]int32{}
+		for _, e := range list.Items {
+			out[e.Reason+": "+e.Message] += max(e.Count, 1)
+		}
+		return out
+	}
+	before := events()
+	w, err := c.Kube.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, name, "application/merge-patch+json",
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unreadyWhileRunning := false
+	deadline := time.After(60 * time.Second)
+watch:
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				break watch
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if ev.Type == "DELETED" {
+				break watch
+			}
+			running := len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionFalse && p.DeletionTimestamp != nil && running {
+					unreadyWhileRunning = true
+				}
+			}
+			if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0 {
+				t.Errorf("the container was restarted while the pod terminated: the liveness probe ran")
+			}
+		case <-deadline:
+			t.Fatal("the pod was not gone within 60s")
+		}
+	}
+	after := events()
+	var readinessFailed, livenessFailed bool
+	for ev, n := range after {
+		if n <= before[ev] {
+			continue
+		}
+		t.Logf("during termination: %s (x%d)", ev, n-before[ev])
+		readinessFailed = readinessFailed || strings.Contains(ev, "Readiness probe failed")
+		livenessFailed = livenessFailed || strings.Contains(ev, "Liveness probe failed") || strings.Contains(ev, "failed liveness probe")
+	}
+	if !unreadyWhileRunning || !readinessFailed {
+		t.Errorf("the readiness probe did not run during termination: unready while running %v, a failure event %v", unreadyWhileRunning, readinessFailed)
+	}
+	if livenessFailed {
+		t.Errorf("the liveness probe ran during termination")
+	}
+}
+
+// testPreStopAndGrace: a pod whose preStop hook takes 3 s, whose app
+// ignores SIGTERM (and logs a line every 100 ms), with a 4 s grace period.
+// The container log, timestamped by containerd, shows the hook start after
+// the deletion and end before SIGTERM; SIGKILL (the last line) comes 2 s
+// after SIGTERM (the kubelet's minimum, since the hook used 3 of the 4 s),
+// not the 4 s a grace period counted from SIGTERM would give.
+func testPreStopAndGrace(t *testing.T, ctx context.Context, c *lab.Client) {
+	const name = "hooks"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](4),
+			Containers: []corev1.Container{{
+				Name: "app", Image: "rollprobe/demoapp:v1",
+				Env: []corev1.EnvVar{env("POD_NAME", name), env("SHUTDOWN", "ignore"), env("HEARTBEAT", "100ms")},
+				Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+					Command: []string{"sh", "-c", "echo prestop start >/proc/1/fd/1; sleep 3; echo prestop end >/proc/1/fd/1"}}}},
+			}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s not running: %v", name, err)
+	}
+	logs := exec.CommandContext(ctx, filepath.Join(binDir, "rollprobe"), "lab", "exec", "--state-dir", stateDir, "--",
+		"kubectl", "logs", "-f", "--timestamps", name)
+	var out bytes.Buffer
+	logs.Stdout, logs.Stderr = &out, &out
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the stream is open
+	deleted := time.Now()
+	if err := c.Kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// kubectl logs -f ends when the container does.
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- logs.Wait() }()
+	select {
+	case <-waitDone:
+	case <-time.After(30 * time.Second):
+		_ = logs.Process.Kill()
+		t.Fatalf("the container log did not end within 30s:\n%s", out.String())
+	}
+	var hookStart, hookEnd, sigterm, lastAlive time.Time
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		ts, text, ok := strings.Cut(sc.Text(), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(text, "prestop start"):
+			hookStart = at
+		case strings.Contains(text, "prestop end"):
+			hookEnd = at
+		case strings.Contains(text, "terminated: ignored"):
+			sigterm = at
+		case strings.Contains(text, "alive"):
+			lastAlive = at
+		}
+	}
+	if hookStart.IsZero() || hookEnd.IsZero() || sigterm.IsZero() || lastAlive.IsZero() {
+		t.Fatalf("the log lacks a mark (hook start %v, end %v, SIGTERM %v, last heartbeat %v):\n%s", hookStart, hookEnd, sigterm, lastAlive, out.String())
+	}
+	rel := func(at time.Time) string { return fmt.Sprintf("%+.2fs", at.Sub(deleted).Seconds()) }
+	t.Logf("deletion requested at 0: preStop %s to %s, SIGTERM %s, last heartbeat (SIGKILL) %s",
+		rel(hookStart), rel(hookEnd), rel(sigterm), rel(lastAlive))
+	if hookStart.Before(deleted.Add(-100*time.Millisecond)) || !hookEnd.Before(sigterm) {
+		t.Errorf("the preStop hook must run after the deletion and end before SIGTERM")
+	}
+	if gap := sigterm.Sub(deleted); gap < 2900*time.Millisecond {
+		t.Errorf("SIGTERM came %s after the deletion: before the 3s hook could have ended", gap)
+	}
+	if kill := lastAlive.Sub(sigterm); kill < 1800*time.Millisecond || kill > 3200*time.Millisecond {
+		t.Errorf("SIGKILL came %s after SIGTERM; want the 2s minimum (the hook used 3 of the 4s grace period)", kill)
+	}
+}
