@@ -428,6 +428,7 @@ func newLabServiceIPCommand(o *labOptions) *cobra.Command {
 			if err != nil {
 				return exitcode.UsageError(err)
 			}
+			cmd.SilenceUsage = true
 			if port == "" {
 				fmt.Fprintln(o.stdout, svc.Spec.ClusterIP)
 				return nil

@@ -25,6 +25,7 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return exitcode.UsageError(err)
 			}
+			cmd.SilenceUsage = true
 			switch format {
 			case "markdown":
 				return render.Markdown(g.stdout, rep)
