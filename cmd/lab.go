@@ -150,7 +150,8 @@ func (o *labUpOptions) complete() error {
 		return err
 	}
 	o.cfg.StateDir, o.cfg.BinDir, o.cfg.Self, o.cfg.Nodes = o.stateDir, bins, self, o.nodes
-	o.cfg.Images, o.cfg.Pause, o.cfg.Progress = images, images["rollprobe/demoapp"], o.stderr
+	// The sandbox is the demoapp next to this binary, whatever --image maps.
+	o.cfg.Images, o.cfg.Pause, o.cfg.Progress = images, demoappNextTo(self), o.stderr
 	return nil
 }
 
@@ -198,7 +199,7 @@ func findLabBins() (string, error) {
 // the demoapp next to this binary, rollprobe/rollprobe is this binary.
 func labImages(self string, extra []string) (map[string]string, error) {
 	m := map[string]string{
-		"rollprobe/demoapp":   filepath.Join(filepath.Dir(self), "demoapp"),
+		"rollprobe/demoapp":   demoappNextTo(self),
 		"rollprobe/rollprobe": self,
 	}
 	for _, e := range extra {
@@ -219,6 +220,8 @@ func labImages(self string, extra []string) (map[string]string, error) {
 	}
 	return m, nil
 }
+
+func demoappNextTo(self string) string { return filepath.Join(filepath.Dir(self), "demoapp") }
 
 func newLabDownCommand(o *labOptions) *cobra.Command {
 	return &cobra.Command{
