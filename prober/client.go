@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"net"
 	"net/netip"
 	"strconv"
@@ -192,6 +193,9 @@ type dialer struct {
 	address string // host:port
 	tls     *tls.Config
 	net     net.Dialer
+	// holds keeps the ports of unanswered connects from being reused
+	// while conntrack remembers where they went.
+	holds portHold
 }
 
 // dialSlot is a worker's own view of the dialer: a copy of the prober's
@@ -270,6 +274,10 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+			d.holds.hold(slot.addr.Local, time.Now()) // no answer: see portHold
+		}
 		return nil, nil, PhaseDial, err
 	}
 	if local, ok := raw.LocalAddr().(*net.TCPAddr); ok {

@@ -134,6 +134,7 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	p.running = ctx
 	p.start = time.Now()
 	close(p.started)
+	defer p.dialer.holds.release()
 	if p.cfg.Conn.FreshFraction < 1 {
 		p.watcher = newCloseWatcher()
 		if p.watcher != nil {

@@ -135,14 +135,16 @@ func TestTimeoutWhenServerStalls(t *testing.T) {
 	}
 }
 
-// TestConnectTimeout fills a listener's accept queue (it never accepts), so
-// the kernel drops further SYNs and connection attempts get no answer.
-func TestConnectTimeout(t *testing.T) {
+// unansweringAddr is a listener whose accept queue is full (it never
+// accepts), so the kernel drops further SYNs: connection attempts to it get
+// no answer.
+func unansweringAddr(t *testing.T) *net.TCPAddr {
+	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Close(fd)
+	t.Cleanup(func() { syscall.Close(fd) })
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +153,19 @@ func TestConnectTimeout(t *testing.T) {
 	}
 	sa, _ := syscall.Getsockname(fd)
 	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*syscall.SockaddrInet4).Port}
-	// Fill the accept queue.
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 4; i++ { // fill the accept queue
 		c, err := net.DialTimeout("tcp", addr.String(), 200*time.Millisecond)
 		if err != nil {
 			break
 		}
-		defer c.Close()
+		t.Cleanup(func() { c.Close() })
 	}
+	return addr
+}
+
+// TestConnectTimeout: connection attempts that get no answer.
+func TestConnectTimeout(t *testing.T) {
+	addr := unansweringAddr(t)
 	_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
 		fresh(c)
 		c.Rate, c.Duration, c.ConnectTimeout = 20, 200*time.Millisecond, 100*time.Millisecond

@@ -1,0 +1,75 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bindable reports whether a new socket can bind port on every address:
+// what the kernel checks before handing the port to a connection.
+func bindable(t *testing.T, port uint16) bool {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	err = syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(port)})
+	if err != nil && !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// An unanswered connect's source port stays bound by the prober (the
+// kernel refuses it to anyone else) for conntrack's 120 s, then is freed;
+// a canceled dial holds nothing.
+func TestUnansweredConnectHoldsItsPort(t *testing.T) {
+	addr := unansweringAddr(t)
+	target, err := ParseTarget("http://" + addr.String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDialer(&Config{Target: target})
+	defer d.holds.release()
+	slot := d.newSlot()
+	var ports []uint16
+	for range 3 {
+		if _, _, _, err := d.dial(context.Background(), time.Now().Add(50*time.Millisecond), slot); err == nil {
+			t.Fatal("a dial to a full accept queue was answered")
+		}
+		ports = append(ports, slot.addr.Local.Port())
+	}
+	if held := d.holds.ports(); !slices.Equal(held, ports) {
+		t.Fatalf("held %v, want the unanswered dials' ports %v", held, ports)
+	}
+	for _, p := range ports {
+		if bindable(t, p) {
+			t.Errorf("port %d is free to bind while held", p)
+		}
+	}
+
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, _, _ = d.dial(canceled, time.Now().Add(50*time.Millisecond), slot)
+	if n := len(d.holds.ports()); n != 3 {
+		t.Fatalf("a canceled dial changed the holds: %d held", n)
+	}
+
+	// The next hold after holdFor frees the earlier ones.
+	d.holds.hold(netip.AddrPortFrom(netip.IPv4Unspecified(), ports[0]+1), time.Now().Add(holdFor))
+	for _, p := range ports {
+		if !bindable(t, p) {
+			t.Errorf("port %d still held after %s", p, holdFor)
+		}
+	}
+	d.holds.release()
+	if len(d.holds.ports()) != 0 {
+		t.Fatal("release left holds")
+	}
+}
