@@ -246,12 +246,14 @@ func changeTime(p *Pod) time.Time {
 	return time.Time{}
 }
 
-// causeBy is the latest time a pod's change can have caused the failure:
-// a refusal answers the first SYN, at the start; every other failure can be
-// caused while it lasts (a timeout, a cut connection, a SYN retransmitted
-// to an IP that vanished meanwhile), up to its end.
+// causeBy is the latest time a pod's change can have caused the failure.
+// A refusal answers the first SYN, and a connect timeout means nothing
+// answered it: either way the pod's state when the request began decides
+// (a pod still there answers a SYN at once, with a RST if nothing listens).
+// Any other failure can be caused while it lasts (a timeout waiting for
+// the response, a connection cut), up to its end.
 func causeBy(f *report.Failure, c prober.Class) time.Time {
-	if c == prober.Refused || f.End.IsZero() {
+	if c == prober.Refused || c == prober.ConnectTimeout || f.End.IsZero() {
 		return beganAt(f)
 	}
 	return f.End

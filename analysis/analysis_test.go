@@ -396,3 +396,21 @@ func TestTerminatingPodsAreTheLikelyCause(t *testing.T) {
 		t.Errorf("reset: %s (confidence %v, candidates %v)", f.LikelyPod, f.Confidence, f.Candidates)
 	}
 }
+
+// A connect timeout means no one answered the first SYN, sent when the
+// request began: a pod deleted while the attempt waited out its 2 s cannot
+// have caused it, however long the wait.
+func TestConnectTimeoutIsCausedByWhenItBegan(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(6500, report.PodDeletionRequested, "b", "old"),
+	}, Failures: []report.Failure{{Intended: at(6000), Start: at(6000), End: at(8000), Class: "connect_timeout", Fresh: true}}}
+	analyse(r)
+	f := r.Failures[0]
+	if f.LikelyPod != "a" || f.Confidence != 1 || len(f.Candidates) != 0 {
+		t.Fatalf("likely %q (confidence %v, candidates %v): b's deletion came 0.5s after the SYN went unanswered (%s)",
+			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
+	}
+}

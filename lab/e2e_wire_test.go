@@ -105,7 +105,8 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 	}
 	// Causality, from the report alone: no failure is put on a pod whose
 	// deletion was received more than the recorded tolerance after the
-	// failure could have been caused (its end; a refusal's start); and with
+	// failure could have been caused (its end; a refusal's or a connect
+	// timeout's start); and with
 	// the old pods deleted one after another, the failures spread over
 	// them instead of all landing on the last one.
 	tol := time.Duration(r.rep.Attribution.ReceiveToleranceMS * float64(time.Millisecond))
@@ -118,8 +119,8 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 	likely := map[string]bool{}
 	for _, f := range r.rep.Failures {
 		by := f.End
-		if f.Class == report.ClassRefused {
-			by = f.Start
+		if f.Class == report.ClassRefused || f.Class == report.ClassConnectTimeout {
+			by = f.Start // the first SYN was refused, or never answered
 		}
 		if at, ok := deleted[f.LikelyPod]; ok && f.Backend == "" && at.After(by.Add(tol)) {
 			t.Errorf("%s (%s) put on %s, whose deletion was received %s after it could have been caused (tolerance %s)",
