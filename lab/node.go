@@ -337,13 +337,25 @@ func cgroupHierarchies() []string {
 }
 
 // makeCgroups creates CgroupRoot/<node> in every hierarchy (the kubelet
-// refuses a cgroup root that does not exist). A new cpuset cgroup has no
-// CPUs or memory nodes until given its parent's.
+// refuses a cgroup root that does not exist). On cgroup v1 a new cpuset
+// cgroup has no CPUs or memory nodes until given its parent's; on v2 a new
+// cgroup's children get only the controllers it enables for its subtree
+// (untested: these machines have v1 only).
 func makeCgroups(node string) error {
 	for _, h := range cgroupHierarchies() {
 		for _, dir := range []string{filepath.Join(h, CgroupRoot), filepath.Join(h, CgroupRoot, node)} {
 			if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 				return fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+			if h == "/sys/fs/cgroup" { // v2: pass every available controller down
+				if avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
+					var enable []string
+					for _, c := range strings.Fields(string(avail)) {
+						enable = append(enable, "+"+c)
+					}
+					_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0o644)
+				}
+				continue
 			}
 			if filepath.Base(h) == "cpuset" {
 				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
