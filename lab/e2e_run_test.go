@@ -154,6 +154,23 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("exit %d, want 3\n%s", r.exit, r.out())
 		}
 		checkRunReport(t, r, "failed")
+		// The kubelet failed it the upstream way: the lab has no registry
+		// and no such image.
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reasons []string
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Waiting != nil && strings.Contains(cs.Image, "no-such-image") {
+					reasons = append(reasons, cs.State.Waiting.Reason)
+				}
+			}
+		}
+		if len(reasons) == 0 || (reasons[0] != "ErrImagePull" && reasons[0] != "ImagePullBackOff") {
+			t.Errorf("the bad image's pod waits for %v, want ErrImagePull or ImagePullBackOff", reasons)
+		}
 	})
 }
 
