@@ -63,6 +63,27 @@ func tolerance(r *report.Report) (time.Duration, string) {
 	return best, source
 }
 
+// serverLead is the largest lead of the apiserver's clock over ours the
+// timeline shows: a change received before the time the apiserver gave it.
+func serverLead(r *report.Report) time.Duration {
+	var lead time.Duration
+	for _, e := range r.Timeline {
+		if e.Server != nil && e.Server.After(e.At) {
+			lead = max(lead, e.Server.Sub(e.At))
+		}
+	}
+	return lead
+}
+
+func hasDeletionServerTimes(r *report.Report) bool {
+	for _, e := range r.Timeline {
+		if e.Kind == report.PodDeletionRequested && e.Server != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Explanation is what the analysis adds to a report: the kept failures with
 // their likely pod and context (in the same order), how sure those are, the
 // outage windows, each pod's traffic and the findings.
@@ -82,7 +103,15 @@ type Explanation struct {
 func Explain(r *report.Report) Explanation {
 	pods := FoldPods(r.Timeline)
 	tol, source := tolerance(r)
-	a := attributor{pods: pods, tol: tol, start: r.StartedAt}
+	lead := serverLead(r)
+	if hasDeletionServerTimes(r) {
+		source += "; a deletion counts from the apiserver's own time of the request instead (floored to the second, so never later than it"
+		if lead > 0 {
+			source += fmt.Sprintf(", moved back by the %dms the apiserver's clock was seen ahead of ours", lead.Milliseconds())
+		}
+		source += ")"
+	}
+	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source}}
 	for i, f := range r.Failures {
@@ -157,14 +186,28 @@ const anyClass = prober.Class(255)
 
 // attributor matches failures to the pod changes that can have caused them.
 type attributor struct {
-	pods  *Pods
-	tol   time.Duration // the receive tolerance (see tolerance)
-	start time.Time
+	pods *Pods
+	tol  time.Duration // the receive tolerance (see tolerance)
+	// serverLead is how far the apiserver's clock was seen ahead of ours
+	// (a change received before its server time): 0 when it never was.
+	serverLead time.Duration
+	start      time.Time
 }
 
-// deletedBy reports whether p's deletion can have acted by t: rollprobe
-// received it no later than the tolerance after t.
-func (a attributor) deletedBy(p *Pod, t time.Time) bool { return p.DeletedBy(t, a.tol) }
+// deletedBy reports whether p's deletion can have acted by t. When the
+// apiserver recorded the request's time, that time (floored to its second,
+// so never later than the request; moved back by any lead the apiserver's
+// clock showed over ours) is the earliest the request can have been made:
+// the deletion can have acted by t exactly when that is not after t. This
+// bound is the change's own, and never wider than the tolerance, which
+// must cover the slowest change of the run. Without it: received no later
+// than the tolerance after t.
+func (a attributor) deletedBy(p *Pod, t time.Time) bool {
+	if p.DeletedAt != nil && p.DeletedServer != nil {
+		return !p.DeletedServer.Add(-a.serverLead).After(t)
+	}
+	return p.DeletedBy(t, a.tol)
+}
 
 // attribute names the pod a failure most likely hit. With the backend
 // header on the response it is certain. Otherwise causality comes first:

@@ -414,3 +414,40 @@ func TestConnectTimeoutIsCausedByWhenItBegan(t *testing.T) {
 			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
 	}
 }
+
+// A deletion whose request time the apiserver recorded can have acted only
+// from that time on (floored to its second, it is never later than the
+// request): a pod whose deletion the apiserver dates after the failure is
+// no candidate, though the run's tolerance (set by a slower change) would
+// have let it in.
+func TestDeletionCountsFromItsServerTime(t *testing.T) {
+	server := func(ms int) *time.Time { x := at(ms); return &x }
+	del := func(ms int, pod string, srv int) report.Event {
+		e := ev(ms, report.PodDeletionRequested, pod, "old")
+		e.Server = server(srv)
+		return e
+	}
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		del(5900, "a", 5000), // received 0.9 s late: the tolerance is 0.9 s
+		del(6050, "b", 6000),
+	}, Failures: []report.Failure{fail(5950, "refused", true, "")}}
+	analyse(r)
+	f := r.Failures[0]
+	if f.LikelyPod != "a" || f.Confidence != 1 {
+		t.Fatalf("likely %q (confidence %v, candidates %v): the apiserver dates b's deletion after the failure (%s)",
+			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
+	}
+	if r.Attribution.ReceiveToleranceMS != 900 || !strings.Contains(r.Attribution.ToleranceSource, "apiserver's own time of the request") {
+		t.Fatalf("attribution %+v", *r.Attribution)
+	}
+
+	// An apiserver clock ahead of ours moves every such bound back by its lead.
+	r.Timeline = append(r.Timeline, report.Event{At: at(7000), Server: server(7300), Kind: report.PodCreated, Pod: "n", Revision: "new"})
+	r.Failures = []report.Failure{fail(5950, "refused", true, "")}
+	analyse(r)
+	if f := r.Failures[0]; f.Confidence == 1 || !strings.Contains(r.Attribution.ToleranceSource, "300ms the apiserver's clock was seen ahead") {
+		t.Fatalf("with the apiserver 300 ms ahead, b's deletion (6.0 s by its clock) can have acted by 5.95 s: %+v; %s", f, r.Attribution.ToleranceSource)
+	}
+}

@@ -20,8 +20,12 @@ type Pod struct {
 	CreatedAt *time.Time
 	// ReadyAt is when the pod last turned ready before its deletion was
 	// requested (for a pod present at the start and ready then, the start).
-	ReadyAt        *time.Time
-	DeletedAt      *time.Time // deletion requested
+	ReadyAt   *time.Time
+	DeletedAt *time.Time // deletion requested
+	// DeletedServer is the apiserver's own time of the deletion request,
+	// floored to its second: never later than the request (nil when the
+	// timeline lacks it).
+	DeletedServer  *time.Time
 	EndpointGoneAt *time.Time // removed from the EndpointSlice
 	ExitAt         *time.Time // its container terminated, with ExitCode
 	ExitCode       *int32
@@ -110,7 +114,7 @@ func (ps *Pods) Apply(e report.Event) {
 	case e.Kind == report.PodUnready:
 		p.Ready = false
 	case e.Kind == report.PodDeletionRequested:
-		p.DeletedAt, p.Terminating = &at, true
+		p.DeletedAt, p.DeletedServer, p.Terminating = &at, e.Server, true
 	case e.Kind == report.EndpointRemoved:
 		p.Serving = false
 		p.EndpointGoneAt = &at
