@@ -297,7 +297,7 @@ default), where kube-proxy routes ClusterIP traffic, or the client host (--clien
 which is not a node and reaches Services only through NodePorts, as a load balancer would.`,
 		Example: `  rollprobe lab exec -- kubectl get pods -o wide
   rollprobe lab exec -- rollprobe probe http://10.96.12.34/
-  rollprobe lab exec --node lab-node-2 -- curl -s http://10.96.12.34/
+  rollprobe lab exec --node lab-node-2 -- rollprobe probe http://10.96.12.34/ --duration 5s
   rollprobe lab exec --client -- rollprobe probe http://10.100.0.11:30080/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
