@@ -511,8 +511,12 @@ func nothingLeft(t *testing.T, pids []int, sysctlsBefore string) {
 	if strings.Contains(string(tables), "kube-proxy") {
 		t.Errorf("nft tables left: %s", tables)
 	}
-	if left, _ := filepath.Glob("/sys/fs/cgroup/*" + lab.CgroupRoot); len(left) > 0 {
-		t.Errorf("cgroups left: %v", left)
+	// The kubelets keep their pods under the lab's own cgroup root, never
+	// in a kubepods cgroup of the host's.
+	for _, pattern := range []string{"/sys/fs/cgroup/*" + lab.CgroupRoot, "/sys/fs/cgroup/*/kubepods"} {
+		if left, _ := filepath.Glob(pattern); len(left) > 0 {
+			t.Errorf("cgroups left: %v", left)
+		}
 	}
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), stateDir) {
 		t.Errorf("mounts left under %s", stateDir)
