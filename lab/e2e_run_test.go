@@ -584,7 +584,9 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	dir := t.TempDir()
 	reportPath, exitPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "exit")
 	bin := filepath.Join(binDir, "rollprobe")
-	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s",
+	// The terminal outlives the command for 30 s, so a run that ended early
+	// (a failed preflight) leaves its message on the screen.
+	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s; sleep 30",
 		bin, stateDir, bin, ip, reportPath, exitPath)
 	forgetUnansweredSYNs(t)
 	term := tmuxtest.Start(t, 80, 24, script)

@@ -228,15 +228,26 @@ func TestLab(t *testing.T) {
 		}
 		client = c
 		apply(t, "graceful")
-		waitRollout(t, ctx, c, "graceful")
-		// The endpoints are in the API now; the lagged node's kube-proxy
-		// hears of them only through the delay line, so the ClusterIP cannot
-		// answer there sooner, while it does on the other node.
-		ready := time.Now()
 		svc, err := c.Kube.CoreV1().Services("default").Get(ctx, "graceful", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The moment the first endpoint is ready in the API (seen within
+		// 20 ms): the lagged node's kube-proxy hears of it only through the
+		// delay line, so the ClusterIP cannot answer there sooner, while it
+		// does on the other node.
+		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, e := range endpointsOf(ctx, c, "graceful") {
+				if is(e.Ready) {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("no endpoint of graceful turned ready: %v", err)
+		}
+		ready := time.Now()
 		took := map[string]time.Duration{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
