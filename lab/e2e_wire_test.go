@@ -36,6 +36,9 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 	}{
 		{"naive", []string{"--conn", "new"}, true},
 		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false},
+		// Cuts on kept-alive connections: each one's SYN was sent when its
+		// connection was made, before the rollout.
+		{"keepalive-close", []string{"--conn", "keepalive"}, false},
 	} {
 		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.sample, tc.args, tc.spread) })
 	}
@@ -57,35 +60,43 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 	for _, s := range wire.SYNs() {
 		syns[s.Src.Port()] = append(syns[s.Src.Port()], s)
 	}
-	// A source port is handed out again once its connection is closed:
-	// the SYN of a failure is the first one from its port at or after the
-	// request began (tcpdump and the report read the same clock).
-	synOf := func(port uint16, began, ended time.Time) (netip.AddrPort, bool) {
+	// A source port is handed out again once its connection is closed
+	// (tcpdump and the report read the same clock). The SYN of a failure on
+	// a fresh connection is the first one from its port at or after the
+	// request began; on a reused connection, the last one before it began:
+	// when that connection was made.
+	synOf := func(f report.Failure, port uint16) (capture.SYN, bool) {
+		var last capture.SYN
+		found := false
 		for _, s := range syns[port] {
-			if !s.At.Before(began.Add(-time.Millisecond)) && !s.At.After(ended) {
-				return s.Dst, true
+			if f.Fresh && !s.At.Before(f.Start.Add(-time.Millisecond)) && !s.At.After(f.End) {
+				return s, true
+			}
+			if !f.Fresh && s.At.Before(f.Start) {
+				last, found = s, true
 			}
 		}
-		return netip.AddrPort{}, false
+		return last, found
 	}
 	podAt := podIPs(r.rep)
 
 	checked := map[string]int{}
 	for _, f := range r.rep.Failures {
-		if !f.Fresh || f.LocalAddr == "" {
+		if f.LocalAddr == "" {
 			continue
 		}
 		local, err := netip.ParseAddrPort(f.LocalAddr)
 		if err != nil {
 			t.Fatalf("local_addr %q: %v", f.LocalAddr, err)
 		}
-		dst, onWire := synOf(local.Port(), f.Start, f.End)
+		syn, onWire := synOf(f, local.Port())
 		if !onWire {
 			checked["not on the wire: "+f.Class]++
 			continue // no SYN left the node (no neighbour for a vanished pod IP)
 		}
 		checked["on the wire: "+f.Class]++
-		wirePod := podAt(dst, f.Start)
+		dst := syn.Dst
+		wirePod := podAt(dst, syn.At)
 		if wirePod == "" {
 			t.Fatalf("the SYN of %s (%s) went to %s, which no pod of the run had", f.RequestID, f.Class, dst)
 		}
