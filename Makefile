@@ -24,9 +24,9 @@ demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a grace
 demo-probe: build ## no root, no cluster: probe a local app through a naive restart
 	bash lab/demo-probe.sh
 
-test: ## every test (what CI runs; the lab's alone, after the others: its rollouts must not share 2 CPUs with other tests); says loudly when the lab's end-to-end tests were skipped
+test: ## every test (what CI runs), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); says loudly when the lab's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
-	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 $$(go list ./... | grep -v '/lab$$') && \
+	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -p 1 $$(go list ./... | grep -v '/lab$$') && \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; status=$$?; \
 	if [ -s "$$skipped" ]; then \
 	  echo; echo "*** The lab's end-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \

@@ -249,7 +249,9 @@ func TestJSONOutput(t *testing.T) {
 func TestProgressLines(t *testing.T) {
 	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/ok"), "--rate", "50", "--duration", "1200ms", "--progress", "500ms")
-	if r.code != 0 {
+	// 4: the machine was too busy to hold the rate (the verdict says so);
+	// this test is about the progress lines, not the verdict.
+	if r.code != 0 && r.code != 4 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	lines := strings.Count(r.stderr, "req/s")
