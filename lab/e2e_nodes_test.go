@@ -101,7 +101,7 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 			if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
 				t.Fatal(err)
 			}
-			health := pollStatus(ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
+			health := pollStatus(t, ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
 			r := startRunOn(t, []string{"--client"}, tc.sample, target, "--conn", "new", "--settle", "3s").wait(t)
 			codes := health()
 			if r.repErr != nil {
@@ -124,10 +124,10 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 }
 
 // pollStatus polls url from the client host every 100 ms until the
-// returned function is called, which returns the distinct status codes in
-// the order they changed (0 for no answer).
-func pollStatus(ctx context.Context, url string) func() []int {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(netns.LabNetNS), DisableKeepAlives: true}}
+// returned function is called (or the test ends), which returns the
+// distinct status codes in the order they changed (0 for no answer).
+func pollStatus(t *testing.T, ctx context.Context, url string) func() []int {
+	client := clientIn(netns.LabNetNS, time.Second)
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	var codes []int
@@ -151,9 +151,13 @@ func pollStatus(ctx context.Context, url string) func() []int {
 			}
 		}
 	}()
-	return func() []int {
+	stop := func() []int {
 		cancel()
 		<-done
+		mu.Lock()
+		defer mu.Unlock()
 		return codes
 	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

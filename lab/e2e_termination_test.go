@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/lab"
-	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // testTermination checks, on the real kubelet and kube-proxy, what
@@ -63,12 +61,12 @@ func createService(t *testing.T, ctx context.Context, c *lab.Client, name string
 
 // endpointsOf returns the conditions of the Service's endpoints by pod.
 func endpointsOf(ctx context.Context, c *lab.Client, service string) map[string]discoveryv1.EndpointConditions {
-	slices, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	list, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	out := map[string]discoveryv1.EndpointConditions{}
 	if err != nil {
 		return out
 	}
-	for _, s := range slices.Items {
+	for _, s := range list.Items {
 		for _, e := range s.Endpoints {
 			if e.TargetRef != nil {
 				out[e.TargetRef.Name] = e.Conditions
@@ -84,7 +82,7 @@ func is(b *bool) bool { return b != nil && *b }
 // counts the answers by the pod that gave them ("" for a failure).
 func answers(t *testing.T, ip string, n int) map[string]int {
 	t.Helper()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(firstNode().NS), DisableKeepAlives: true}}
+	client := clientIn(firstNode().NS, 2*time.Second)
 	by := map[string]int{}
 	for range n {
 		resp, err := client.Get("http://" + ip + "/")
@@ -311,18 +309,26 @@ func testPreStopAndGrace(t *testing.T, ctx context.Context, c *lab.Client) {
 	if err := logs.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// kubectl runs until the container's log ends: a test failing before
+	// that ends it here, by PID.
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- logs.Wait() }()
+	t.Cleanup(func() {
+		_ = logs.Process.Kill()
+		<-waitDone
+	})
 	time.Sleep(time.Second) // the stream is open
 	deleted := time.Now()
 	if err := c.Kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// kubectl logs -f ends when the container does.
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- logs.Wait() }()
 	select {
-	case <-waitDone:
+	case err := <-waitDone:
+		waitDone <- err // for the cleanup
 	case <-time.After(30 * time.Second):
 		_ = logs.Process.Kill()
+		waitDone <- <-waitDone // reaped: out is complete
 		t.Fatalf("the container log did not end within 30s:\n%s", out.String())
 	}
 	var hookStart, hookEnd, sigterm, lastAlive time.Time

@@ -422,7 +422,7 @@ func waitServing(t *testing.T, ctx context.Context, clusterIP string) {
 
 // waitServingFrom waits until url answers 200 from namespace ns.
 func waitServingFrom(ctx context.Context, ns, url string) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: netns.DialContextIn(ns), DisableKeepAlives: true}}
+	client := clientIn(ns, time.Second)
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		resp, err := client.Get(url)
 		if err != nil {
@@ -553,4 +553,10 @@ func forgetUnansweredSYNs(t *testing.T) {
 		// conntrack exits 1 when nothing matched.
 		_ = exec.Command("ip", "netns", "exec", n.NS, "conntrack", "-D", "-p", "tcp", "--state", "SYN_SENT").Run()
 	}
+}
+
+// clientIn is an HTTP client whose every request is a fresh connection
+// made from inside namespace ns (a node, or the hub as the client host).
+func clientIn(ns string, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: netns.DialContextIn(ns), DisableKeepAlives: true}}
 }

@@ -23,10 +23,10 @@ const busybox = "/bin/busybox"
 
 var busyboxApplets = []string{"sh", "sleep", "cat", "ls", "wget", "ps", "kill", "date", "echo", "true", "false", "nc"}
 
-// FullImageName is the reference the CRI resolves a short name to
+// fullImageName is the reference the CRI resolves a short name to
 // (rollprobe/demoapp:v1 -> docker.io/rollprobe/demoapp:v1): images must be
 // imported under it to be found.
-func FullImageName(ref string) string {
+func fullImageName(ref string) string {
 	first, _, hasSlash := strings.Cut(ref, "/")
 	switch {
 	case !hasSlash:
@@ -104,7 +104,7 @@ func (c Config) writeImages() ([]string, error) {
 		bin := c.Images[repo]
 		var names []string
 		for _, tag := range ImageTags {
-			names = append(names, FullImageName(repo+":"+tag))
+			names = append(names, fullImageName(repo+":"+tag))
 		}
 		c.logf("image %s (%s) from %s", repo, strings.Join(ImageTags, ", "), bin)
 		if err := write(fmt.Sprintf("image-%d", i), ociimage.Image{Names: names, Files: files(bin),

@@ -51,8 +51,9 @@ const (
 var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler}
 
 const (
-	apiServerURL = "https://" + netns.HubIP + ":6443"
-	etcdAddr     = "127.0.0.1:2379"
+	apiServerAddr = netns.HubIP + ":6443"
+	apiServerURL  = "https://" + apiServerAddr
+	etcdAddr      = "127.0.0.1:2379"
 	// delayAddr is where a lagged node's delay proxy listens, inside that
 	// node's namespace.
 	delayAddr = "127.0.0.1:6444"
@@ -139,6 +140,14 @@ func Up(ctx context.Context, c Config) error {
 	if err := requireRoot(); err != nil {
 		return err
 	}
+	// The daemons and the node mount namespaces are given paths under the
+	// state directory: they must not depend on this process's working
+	// directory.
+	state, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = state
 	if c.Nodes < 1 || c.Nodes > netns.MaxNodes {
 		return fmt.Errorf("a lab has 1 to %d nodes, not %d", netns.MaxNodes, c.Nodes)
 	}
@@ -205,7 +214,7 @@ func up(ctx context.Context, c Config) error {
 	}
 
 	c.logf("lab network %s on %s (hub %s, no uplink), %d nodes", netns.LabCIDR, netns.LabNetNS, netns.HubIP, c.Nodes)
-	if err := netns.SetupHub(nodes); err != nil {
+	if err := netns.SetupHub(); err != nil {
 		return err
 	}
 	for _, n := range nodes {

@@ -132,7 +132,7 @@ func (c Config) startNode(ctx context.Context, n netns.Node, nodeToken, proxyTok
 	}
 	if lag := c.ProxyLag[n.Name]; lag > 0 {
 		if err := start(compDelay, false, nil, c.Self, "lab", "delay-proxy", "--listen="+delayAddr,
-			"--upstream="+netns.HubIP+":6443", "--delay="+lag.String()); err != nil {
+			"--upstream="+apiServerAddr, "--delay="+lag.String()); err != nil {
 			return err
 		}
 	}
@@ -157,15 +157,12 @@ func (c Config) makeMountNS(n netns.Node) error {
 	if err := os.WriteFile(c.mountNSPath(n), nil, 0o600); err != nil {
 		return err
 	}
-	state, err := filepath.Abs(c.StateDir)
-	if err != nil {
-		return err
-	}
+	state := c.StateDir // absolute (Up)
 	// Every source is read through /mnt, where the state directory stays
 	// reachable while /run, /var/lib or /var/log (its parent, maybe) are
 	// hidden; at the end it is bound back at its own path.
 	src := func(parts ...string) string {
-		rel, _ := filepath.Rel(state, c.nodeDir(n, parts...))
+		rel, _ := filepath.Rel(state, c.nodeDir(n, parts...)) // both absolute: no error
 		return filepath.Join("/mnt", rel)
 	}
 	var script strings.Builder

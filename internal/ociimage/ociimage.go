@@ -167,7 +167,7 @@ func WriteFile(path string, img Image) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("image %s: %w", img.Names[0], err)
+		return fmt.Errorf("image %s: %w", path, err)
 	}
 	return nil
 }

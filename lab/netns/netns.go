@@ -15,8 +15,8 @@ import (
 // Network layout. The lab network is a bridge in the hub namespace, which is
 // both the control-plane host and a client host that is not a node (for
 // NodePort or load-balancer style traffic). Each node is a namespace with
-// eth0 on the lab network and a pod bridge (cni0, made by the CNI bridge
-// plugin) for its pod subnet. No namespace has a route out of the lab, so lab
+// eth0 on the lab network and a pod bridge for its pod subnet, which the CNI
+// bridge plugin adopts. No namespace has a route out of the lab, so lab
 // traffic cannot leave the machine.
 const (
 	LabNetNS    = "rollprobe-lab" // the hub: control plane and client host
@@ -25,9 +25,6 @@ const (
 	HubIP       = "10.100.0.1" // the apiserver's address
 	ClusterCIDR = "10.244.0.0/16"
 	ServiceCIDR = "10.96.0.0/16"
-	// APIServerIP is the first address of the Service CIDR: the kubernetes
-	// Service's ClusterIP.
-	APIServerIP = "10.96.0.1"
 	// NodeNSPrefix starts every node namespace's name.
 	NodeNSPrefix = "rollprobe-lab-node-"
 	// PodBridge is each node's bridge for its pods (the CNI bridge
@@ -40,8 +37,7 @@ const (
 
 // Node is one node's place in the layout.
 type Node struct {
-	Index      int    // 1-based
-	Name       string // the Kubernetes node name, lab-node-<i>
+	Name       string // the Kubernetes node name, lab-node-<i> (1-based)
 	NS         string // its network namespace
 	IP         string // on the lab network: the node's InternalIP
 	PodCIDR    string
@@ -52,13 +48,16 @@ type Node struct {
 // NodeName is the name of the i-th node (1-based).
 func NodeName(i int) string { return fmt.Sprintf("lab-node-%d", i) }
 
+// nodeNS is the network namespace of the i-th node.
+func nodeNS(i int) string { return fmt.Sprintf("%s%d", NodeNSPrefix, i) }
+
 // Nodes is the layout of a lab of n nodes.
 func Nodes(n int) []Node {
 	nodes := make([]Node, n)
 	for i := range nodes {
 		idx := i + 1
 		nodes[i] = Node{
-			Index: idx, Name: NodeName(idx), NS: "rollprobe-" + NodeName(idx),
+			Name: NodeName(idx), NS: nodeNS(idx),
 			IP:      fmt.Sprintf("10.100.0.%d", 10+idx),
 			PodCIDR: fmt.Sprintf("10.244.%d.0/24", idx), PodGateway: fmt.Sprintf("10.244.%d.1", idx),
 			hubVeth: fmt.Sprintf("rpn%d", idx),
@@ -128,10 +127,9 @@ func PIDs(ns string) []int {
 	return pids
 }
 
-// SetupHub creates the hub namespace and the lab network bridge, and routes
-// every node's pod subnet through that node, so the client host reaches
-// pods directly (as a cloud VPC routes pod ranges). It is idempotent.
-func SetupHub(nodes []Node) error {
+// SetupHub creates the hub namespace and the lab network bridge. It is
+// idempotent.
+func SetupHub() error {
 	if err := ensureNS(LabNetNS); err != nil {
 		return err
 	}
@@ -152,7 +150,9 @@ func SetupHub(nodes []Node) error {
 
 // SetupNode creates node n's namespace and links it to the lab network:
 // eth0 with the node IP, a default route to the hub, and its pod bridge
-// with the pods' gateway address (the CNI bridge plugin adopts it).
+// with the pods' gateway address (the CNI bridge plugin adopts it). The hub
+// routes the node's pod subnet through it, so the client host reaches pods
+// directly (as a cloud VPC routes pod ranges).
 //
 // Traffic the node itself sends to Services and to other nodes' pods leaves
 // with the pod gateway as its source, as an overlay network's node address
