@@ -279,7 +279,7 @@ func startRunOn(t *testing.T, host []string, sample, target string, args ...stri
 		"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0",
 		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"))
 	full = append(full, args...)
-	forgetUnansweredSYNs(t)
+	forgetEarlierConnections(t)
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
 	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
@@ -588,7 +588,7 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 	// (a failed preflight) leaves its message on the screen.
 	script := fmt.Sprintf("%s lab exec --state-dir %s -- %s run --ui tui --deployment naive --target http://%s/ --backend-header X-Pod-Name --baseline 2s --settle 5s --timeout 2m --report %s; echo $? > %s; sleep 30",
 		bin, stateDir, bin, ip, reportPath, exitPath)
-	forgetUnansweredSYNs(t)
+	forgetEarlierConnections(t)
 	term := tmuxtest.Start(t, 80, 24, script)
 	capture := term.Screen
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,7 +368,7 @@ func rollUnderLoad(t *testing.T, ctx context.Context, c *lab.Client, name string
 	apply(t, name)
 	clusterIP := ensureSample(t, ctx, c, name)
 	path := filepath.Join(t.TempDir(), "report.json")
-	forgetUnansweredSYNs(t)
+	forgetEarlierConnections(t)
 	probe := exec.Command(filepath.Join(binDir, "rollprobe"), "lab", "exec", "--state-dir", stateDir, "--",
 		filepath.Join(binDir, "rollprobe"), "probe", "http://"+clusterIP+"/", "--rate", "200", "--duration", "20s",
 		"--conn", "new", "--backend-header", "X-Pod-Name", "--progress", "0", "--report", path)
@@ -540,19 +542,43 @@ func nothingLeft(t *testing.T, pids []int, sysctlsBefore string) {
 	}
 }
 
-// forgetUnansweredSYNs deletes the nodes' conntrack entries of connection
-// attempts that were never answered. kube-proxy does not clear TCP entries
-// of removed endpoints (kubernetes#101607): for 120 s a new connection that
-// happens to reuse the source port of an earlier failed attempt to the same
-// Service follows that entry to the vanished pod. Each test's prober starts
-// as a fresh client would, without the previous test's leftovers; within a
-// run, nothing is cleared.
-func forgetUnansweredSYNs(t *testing.T) {
+// forgetEarlierConnections deletes every conntrack entry towards the
+// Service CIDR in the nodes and the client host. kube-proxy does not clear
+// TCP entries of removed endpoints (kubernetes#101607), and netfilter lets a
+// new SYN follow an entry it matches unless that entry is in TIME_WAIT or
+// CLOSE: an unanswered attempt (SYN_SENT, 120 s) or a connection cut
+// without a reset (ESTABLISHED, then FIN_WAIT for 120 s after the client
+// gives up) sends a later connection from the same source port to a pod
+// that is gone. Each test's prober starts as a fresh client would, without
+// the previous test's leftovers; within a run, nothing is cleared.
+func forgetEarlierConnections(t *testing.T) {
 	t.Helper()
+	namespaces := []string{netns.LabNetNS}
 	for _, n := range netns.Nodes(lab.DefaultNodes) {
-		// conntrack exits 1 when nothing matched.
-		_ = exec.Command("ip", "netns", "exec", n.NS, "conntrack", "-D", "-p", "tcp", "--state", "SYN_SENT").Run()
+		namespaces = append(namespaces, n.NS)
 	}
+	for _, ns := range namespaces {
+		// conntrack exits 1 when nothing matched.
+		_ = exec.Command("ip", "netns", "exec", ns, "conntrack", "-D", "-p", "tcp",
+			"--orig-dst", serviceNet.Addr().String(), "--mask-dst", serviceMask()).Run()
+	}
+}
+
+// serviceNet is the lab's Service CIDR.
+var serviceNet = netip.MustParsePrefix(netns.ServiceCIDR)
+
+// serviceMask is serviceNet's mask in dotted form, as conntrack takes it.
+func serviceMask() string {
+	m := net.CIDRMask(serviceNet.Bits(), 32)
+	return net.IP(m).String()
+}
+
+// conntrackDump is the node's conntrack table towards the Service CIDR, for
+// a failure message.
+func conntrackDump(ns string) string {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "conntrack", "-L", "-p", "tcp",
+		"--orig-dst", serviceNet.Addr().String(), "--mask-dst", serviceMask()).CombinedOutput()
+	return string(out)
 }
 
 // clientIn is an HTTP client whose every request is a fresh connection

@@ -98,7 +98,8 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 		dst := syn.Dst
 		wirePod := podAt(dst, syn.At)
 		if wirePod == "" {
-			t.Fatalf("the SYN of %s (%s) went to %s, which no pod of the run had", f.RequestID, f.Class, dst)
+			t.Fatalf("the SYN of %s (%s) from %s went to %s, which no pod of the run had; conntrack of %s now:\n%s",
+				f.RequestID, f.Class, f.LocalAddr, dst, firstNode().NS, conntrackDump(firstNode().NS))
 		}
 		switch {
 		case f.Confidence == 1 && f.LikelyPod != wirePod:
