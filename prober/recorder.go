@@ -89,6 +89,7 @@ type runState struct {
 	failures []Result // the first keepFailures, by intended time within a tick
 
 	open       map[int64]*openSecond // seconds not yet final
+	spareHists []*hdr.Histogram      // emptied histograms of final seconds
 	rows       []SecondRow           // final seconds; dense: rows[i].Second == i
 	closedUpTo int64                 // seconds below this are final
 }
@@ -96,7 +97,8 @@ type runState struct {
 // openSecond is a second still receiving results.
 type openSecond struct {
 	row     SecondRow
-	latency *hdr.Histogram // responses completed in this second
+	latency *hdr.Histogram // responses completed in this second, from the intended send
+	service *hdr.Histogram // the same responses, from the actual send
 }
 
 // NewRecorder makes a recorder that keeps the first keepFailures failures
@@ -212,20 +214,21 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 		startRow.SlowConnects++
 	}
 	startRow.MaxLag = max(startRow.MaxLag, lag)
-	endRow, endHist := r.second(int64(res.End / time.Second))
+	endRow, endOpen := r.second(int64(res.End / time.Second))
 	endRow.Classes[res.Class]++
 	if res.HasResponse() {
 		recordMicros(st.latency, res.Latency())
 		recordMicros(st.service, res.ServiceTime())
-		if endHist != nil {
-			recordMicros(endHist, res.Latency())
+		if endOpen != nil {
+			recordMicros(endOpen.latency, res.Latency())
+			recordMicros(endOpen.service, res.ServiceTime())
 		}
 		if res.Backend != "" {
 			countBackend(st.backends, res.Backend)
 			switch {
 			case endRow.Backends == nil:
 				endRow.Backends = map[string]uint64{}
-			case endHist == nil:
+			case endOpen == nil:
 				// A final row: snapshots share its map, so copy on write.
 				endRow.Backends = maps.Clone(endRow.Backends)
 			}
@@ -235,20 +238,31 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 	return res.Class != OK && r.keepFailures > 0
 }
 
-// second returns the row for second k and, while k is open, its latency
-// histogram. A result for a second already final (its worker was
-// descheduled between measuring and recording for longer than
+// second returns the row for second k and, while k is open, the open
+// second (nil once final). A result for a second already final (its worker
+// was descheduled between measuring and recording for longer than
 // closeGrace) still adds to the counts but not to the quantiles. Under r.mu.
-func (r *Recorder) second(k int64) (*SecondRow, *hdr.Histogram) {
+func (r *Recorder) second(k int64) (*SecondRow, *openSecond) {
 	if k < r.st.closedUpTo {
 		return r.row(k), nil
 	}
 	o := r.st.open[k]
 	if o == nil {
-		o = &openSecond{row: SecondRow{Second: k}, latency: newHistogram()}
+		o = &openSecond{row: SecondRow{Second: k}, latency: r.histogram(), service: r.histogram()}
 		r.st.open[k] = o
 	}
-	return &o.row, o.latency
+	return &o.row, o
+}
+
+// histogram returns an empty histogram, reusing one a final second gave
+// back (each is about 180 KB). Under r.mu.
+func (r *Recorder) histogram() *hdr.Histogram {
+	if n := len(r.st.spareHists); n > 0 {
+		h := r.st.spareHists[n-1]
+		r.st.spareHists = r.st.spareHists[:n-1]
+		return h
+	}
+	return newHistogram()
 }
 
 // row returns the final row for second k, growing the dense series. Under r.mu.
@@ -266,8 +280,11 @@ type SecondRow struct {
 	Sent     uint64
 	Classes  [NumClasses]uint64
 	P50, P99 time.Duration // latency (from intended time) of responses completed
-	MaxLag   time.Duration
-	Backends map[string]uint64
+	// ServiceP50 and ServiceP99: the same responses' service time (from
+	// the actual send).
+	ServiceP50, ServiceP99 time.Duration
+	MaxLag                 time.Duration
+	Backends               map[string]uint64
 	// SlowConnects counts requests begun in the second that succeeded
 	// only after a retransmitted SYN (Result.SlowConnect).
 	SlowConnects uint64
@@ -363,6 +380,12 @@ func (r *Recorder) finalise(limit int64) {
 		*row = o.row
 		row.P50 = time.Duration(o.latency.ValueAtQuantile(50)) * time.Microsecond
 		row.P99 = time.Duration(o.latency.ValueAtQuantile(99)) * time.Microsecond
+		row.ServiceP50 = time.Duration(o.service.ValueAtQuantile(50)) * time.Microsecond
+		row.ServiceP99 = time.Duration(o.service.ValueAtQuantile(99)) * time.Microsecond
+		for _, h := range []*hdr.Histogram{o.latency, o.service} {
+			h.Reset()
+			r.st.spareHists = append(r.st.spareHists, h)
+		}
 		delete(r.st.open, k)
 	}
 	r.st.closedUpTo = max(r.st.closedUpTo, limit)

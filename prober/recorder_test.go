@@ -211,3 +211,36 @@ func TestSnapshotFrom(t *testing.T) {
 		}
 	}
 }
+
+// Each second's quantiles are of the responses completed in it: latency
+// from the intended send, service time from the actual one; a second's
+// histograms are emptied before another second reuses them.
+func TestSecondQuantilesFromIntendedAndActualSend(t *testing.T) {
+	rec := NewRecorder(0)
+	s := rec.NewStream()
+	add := func(second int, lag, service time.Duration) {
+		at := time.Duration(second) * time.Second
+		res := Result{Intended: at, Start: at + lag, End: at + lag + service, Class: OK, Status: 200}
+		s.Add(&res)
+	}
+	for range 100 {
+		add(0, 300*time.Millisecond, 10*time.Millisecond) // a late prober: latency 310 ms, service 10 ms
+	}
+	rec.Tick(5 * time.Second) // second 0 final; its histograms go back to the spares
+	for range 100 {
+		add(6, 0, 40*time.Millisecond)
+	}
+	s.Close()
+	rec.Tick(time.Hour)
+	rows := rec.Snapshot().Rows
+	near := func(got, want time.Duration) bool { return got > want*99/100 && got < want*101/100 }
+	r0, r6 := rows[0], rows[6]
+	if !near(r0.P50, 310*time.Millisecond) || !near(r0.P99, 310*time.Millisecond) ||
+		!near(r0.ServiceP50, 10*time.Millisecond) || !near(r0.ServiceP99, 10*time.Millisecond) {
+		t.Fatalf("second 0: latency p50 %v p99 %v, service p50 %v p99 %v; want 310ms and 10ms",
+			r0.P50, r0.P99, r0.ServiceP50, r0.ServiceP99)
+	}
+	if !near(r6.P99, 40*time.Millisecond) || !near(r6.ServiceP99, 40*time.Millisecond) {
+		t.Fatalf("second 6 (reused histograms): latency p99 %v, service p99 %v; want 40ms", r6.P99, r6.ServiceP99)
+	}
+}

@@ -200,15 +200,20 @@ type ProberStats struct {
 // SeriesRow is one second of the run: Sent counts requests begun in it,
 // the rest requests completed in it.
 type SeriesRow struct {
-	T        int64             `json:"t"`
-	Sent     uint64            `json:"sent"`
-	OK       uint64            `json:"ok"`
-	Failed   uint64            `json:"failed"`
-	ByClass  map[string]uint64 `json:"by_class,omitempty"` // failures only, non-zero only
-	P50MS    float64           `json:"p50_ms"`
-	P99MS    float64           `json:"p99_ms"`
-	MaxLagMS float64           `json:"max_lag_ms"`
-	Backends map[string]uint64 `json:"backends,omitempty"`
+	T       int64             `json:"t"`
+	Sent    uint64            `json:"sent"`
+	OK      uint64            `json:"ok"`
+	Failed  uint64            `json:"failed"`
+	ByClass map[string]uint64 `json:"by_class,omitempty"` // failures only, non-zero only
+	// P50MS and P99MS: latency from the intended send time of the
+	// responses completed in the second; ServiceP50MS and ServiceP99MS:
+	// their service time, from the actual send (absent in older reports).
+	P50MS        float64           `json:"p50_ms"`
+	P99MS        float64           `json:"p99_ms"`
+	ServiceP50MS float64           `json:"service_p50_ms,omitempty"`
+	ServiceP99MS float64           `json:"service_p99_ms,omitempty"`
+	MaxLagMS     float64           `json:"max_lag_ms"`
+	Backends     map[string]uint64 `json:"backends,omitempty"`
 	// SlowConnects: requests begun in the second that succeeded only
 	// after a retransmitted SYN.
 	SlowConnects uint64 `json:"slow_connects,omitempty"`
