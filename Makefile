@@ -24,13 +24,14 @@ demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a grace
 demo-probe: build ## no root, no cluster: probe a local app through a naive restart
 	bash lab/demo-probe.sh
 
-test: ## every test (what CI runs), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); says loudly when the lab's end-to-end tests were skipped
+test: ## every test (what CI runs), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); says loudly when the lab's or the browser's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -p 1 $$(go list ./... | grep -v '/lab$$') && \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; status=$$?; \
 	if [ -s "$$skipped" ]; then \
-	  echo; echo "*** The lab's end-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
-	  echo "*** They need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; ROLLPROBE_REQUIRE_LAB=1 makes a skip a failure (CI sets it)."; \
+	  echo; echo "*** End-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
+	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium."; \
+	  echo "*** ROLLPROBE_REQUIRE_LAB=1 and ROLLPROBE_REQUIRE_BROWSER=1 make such a skip a failure (CI sets both)."; \
 	fi; exit $$status
 
 test-short: ## unit tests only
@@ -72,4 +73,4 @@ lab-down: ## take the lab down (root)
 	bin/rollprobe lab down
 
 clean:
-	rm -rf bin
+	rm -rf bin test-artifacts

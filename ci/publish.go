@@ -13,6 +13,7 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/report/render"
+	"github.com/rollprobe/rollprobe/report/render/htmlreport"
 )
 
 // Outputs are where a command's results go. Format is the summary on
@@ -20,6 +21,7 @@ import (
 type Outputs struct {
 	ReportPath string // the JSON report artifact; "" for none (not for doctor)
 	JUnitPath  string // "" for none
+	HTMLPath   string // the self-contained HTML page; "" for none (not for doctor)
 	Format     string
 	Stdout     io.Writer
 	Stderr     io.Writer
@@ -31,10 +33,10 @@ type Outputs struct {
 // Check reports, before anything is sent or changed, why an output could
 // not be written (a missing directory, a directory at the path): a usage
 // error for the command, exit 2. Each problem is a *field.Error naming
-// the field (ReportPath, JUnitPath), for the command to rename.
+// the field (ReportPath, JUnitPath, HTMLPath), for the command to rename.
 func (o Outputs) Check() error {
 	var errs []error
-	for _, out := range []struct{ field, path string }{{"ReportPath", o.ReportPath}, {"JUnitPath", o.JUnitPath}} {
+	for _, out := range []struct{ field, path string }{{"ReportPath", o.ReportPath}, {"JUnitPath", o.JUnitPath}, {"HTMLPath", o.HTMLPath}} {
 		if out.path != "" {
 			if err := atomicfile.CheckWritable(out.path); err != nil {
 				errs = append(errs, field.Invalid(out.field, out.path, err.Error()))
@@ -53,6 +55,7 @@ const (
 // document is one command's result as the publishing pipeline sees it.
 type document struct {
 	artifact func(path string) error // nil: the command writes no report file
+	page     func(io.Writer) error   // the HTML page; nil: none
 	suite    Suite
 	checks   []Check
 	markdown func(io.Writer) error
@@ -67,6 +70,7 @@ type document struct {
 func Publish(r *report.Report, o Outputs) error {
 	return publish(document{
 		artifact: func(path string) error { return report.WriteFile(path, r) },
+		page:     func(w io.Writer) error { return htmlreport.Write(w, r) },
 		suite: Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
 			Time: r.DurationS, Started: r.StartedAt},
 		checks:   Checks(r),
@@ -115,6 +119,11 @@ func publish(d document, o Outputs) error {
 			failed(err)
 		}
 	}
+	if o.HTMLPath != "" && d.page != nil {
+		if err := atomicfile.Write(o.HTMLPath, d.page); err != nil {
+			failed(err)
+		}
+	}
 	if o.JUnitPath != "" {
 		if err := atomicfile.Write(o.JUnitPath, func(w io.Writer) error { return WriteJUnitChecks(w, d.suite, d.checks) }); err != nil {
 			failed(err)
@@ -135,6 +144,9 @@ func publish(d document, o Outputs) error {
 		err = d.text(o.Stdout)
 		if err == nil && o.ReportPath != "" && d.artifact != nil && !outputFailed {
 			_, err = fmt.Fprintf(o.Stdout, "report: %s\n", o.ReportPath)
+		}
+		if err == nil && o.HTMLPath != "" && d.page != nil && !outputFailed {
+			_, err = fmt.Fprintf(o.Stdout, "html: %s\n", o.HTMLPath)
 		}
 	}
 	if github {

@@ -430,6 +430,8 @@ func TestOutputsCheckedBeforeTraffic(t *testing.T) {
 		{"--report", filepath.Join(dir, "missing", "r.json")},
 		{"--report", dir},
 		{"--junit", filepath.Join(dir, "missing", "j.xml")},
+		{"--html", filepath.Join(dir, "missing", "r.html")},
+		{"--html", dir},
 	} {
 		r := run(t, append([]string{"probe", srv.URL("/ok"), "--rate", "50", "--duration", "200ms", "--ui", "none"}, args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
@@ -442,6 +444,32 @@ func TestOutputsCheckedBeforeTraffic(t *testing.T) {
 	r := run(t, "doctor", "--deployment", "web", "--junit", filepath.Join(dir, "missing", "j.xml"))
 	if r.code != 2 || !strings.Contains(r.stderr, "--junit") {
 		t.Errorf("doctor: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// --html writes the page of the run: the same page report show -o html
+// makes from the JSON report written beside it.
+func TestHTMLOutput(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	dir := t.TempDir()
+	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	r := run(t, "probe", srv.URL("/status/503"), "--rate", "20", "--duration", "500ms", "--ui", "none",
+		"--report", jsonPath, "--html", htmlPath)
+	if r.code != 1 || !strings.Contains(r.stdout, "html: "+htmlPath) {
+		t.Fatalf("exit %d, stdout %q; want 1 and the page's path", r.code, r.stdout)
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := run(t, "report", "show", jsonPath, "-o", "html")
+	if shown.code != 0 || shown.stdout != string(page) {
+		t.Fatalf("report show -o html: exit %d, %d bytes; --html wrote %d bytes (they differ)", shown.code, len(shown.stdout), len(page))
+	}
+	for _, want := range []string{`id="timeline"`, "http_5xx", `data-class="http_5xx"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %s", want)
+		}
 	}
 }
 

@@ -115,12 +115,14 @@ func tool() report.Tool { return report.Tool{Name: "rollprobe", Version: version
 type outputFlags struct {
 	reportPath string
 	junitPath  string
+	htmlPath   string
 	output     string
 }
 
 func (f *outputFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.reportPath, "report", "", "write the JSON report to this file (atomically)")
 	fs.StringVar(&f.junitPath, "junit", "", "write JUnit XML to this file: one test case per check")
+	fs.StringVar(&f.htmlPath, "html", "", "write a self-contained HTML page of the run to this file (opens offline)")
 	fs.StringVarP(&f.output, "output", "o", ci.FormatText, "summary on stdout: text or json (the full report)")
 }
 
@@ -130,12 +132,12 @@ func (f *outputFlags) validate() error {
 	if f.output != ci.FormatText && f.output != ci.FormatJSON {
 		return fmt.Errorf("-o %q: want text or json", f.output)
 	}
-	return field.Rename(ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath}.Check(), outputFlagNames)
+	return field.Rename(ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, HTMLPath: f.htmlPath}.Check(), outputFlagNames)
 }
 
 // outputFlagNames name the flags of ci.Outputs' fields.
-var outputFlagNames = map[string]string{"ReportPath": "--report", "JUnitPath": "--junit"}
+var outputFlagNames = map[string]string{"ReportPath": "--report", "JUnitPath": "--junit", "HTMLPath": "--html"}
 
 func (f *outputFlags) of(g *globalOptions) ci.Outputs {
-	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, Format: f.output, Stdout: g.stdout, Stderr: g.stderr}
+	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, HTMLPath: f.htmlPath, Format: f.output, Stdout: g.stdout, Stderr: g.stderr}
 }

@@ -38,10 +38,11 @@ for sample in naive graceful; do
   echo "demo: === rollprobe run on '$sample' ($(head -1 "lab/manifests/$sample.yaml" | sed 's/^# [a-z-]*: //'))"
   set +e
   "$rp" lab exec -- "$rp" run --deployment "$sample" --target "http://$ip/" --backend-header X-Pod-Name \
-    --baseline 3s --settle 3s --progress 0 --exit-when-done --report "$out/$sample.json"
+    --baseline 3s --settle 3s --progress 0 --exit-when-done --report "$out/$sample.json" --html "$out/$sample.html"
   codes+=($?)
   set -e
 done
 echo
 echo "demo: naive exited ${codes[0]} (1: requests dropped), graceful exited ${codes[1]} (0: none dropped)."
 echo "demo: reports, with every failed request and the pod/endpoint timeline: $out/naive.json $out/graceful.json"
+echo "demo: the same runs as pages to open in a browser (offline, self-contained): $out/naive.html $out/graceful.html"

@@ -250,6 +250,7 @@ type runResult struct {
 	repErr     error
 	reportPath string
 	junitPath  string
+	htmlPath   string
 	output     *syncBuffer
 }
 
@@ -277,7 +278,8 @@ func startRunOn(t *testing.T, host []string, sample, target string, args ...stri
 	full = append(full, "--", filepath.Join(binDir, "rollprobe"), "run",
 		"--deployment", sample, "--target", target, "--backend-header", "X-Pod-Name",
 		"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0",
-		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"))
+		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"),
+		"--html", filepath.Join(dir, "report.html"))
 	full = append(full, args...)
 	forgetEarlierConnections(t)
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
@@ -309,7 +311,8 @@ func (s *startedRun) waitFor(t *testing.T, text string) {
 func (s *startedRun) wait(t *testing.T) *runResult {
 	t.Helper()
 	err := s.cmd.Wait()
-	r := &runResult{output: s.output, reportPath: filepath.Join(s.dir, "report.json"), junitPath: filepath.Join(s.dir, "junit.xml")}
+	r := &runResult{output: s.output, reportPath: filepath.Join(s.dir, "report.json"), junitPath: filepath.Join(s.dir, "junit.xml"),
+		htmlPath: filepath.Join(s.dir, "report.html")}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.exit = ee.ExitCode()
 	} else if err != nil {
@@ -327,6 +330,7 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
 	}
 	validateSchema(t, r.reportPath)
+	checkPage(t, r.htmlPath, r.rep)
 	rep := r.rep
 	if rep.Command != "run" || rep.Rollout == nil || rep.Rollout.Status != status {
 		t.Fatalf("rollout %+v, want status %s\n%s", rep.Rollout, status, r.out())
@@ -342,6 +346,45 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	}
 	if deletions != 3 || rep.Rollout.NewRevision == "" || rep.Rollout.NewRevision == rep.Rollout.OldRevision {
 		t.Fatalf("%d old pods' deletions in the timeline, revisions %s -> %s", deletions, rep.Rollout.OldRevision, rep.Rollout.NewRevision)
+	}
+}
+
+// checkPage: the run's HTML page (--html) draws what its report holds: a
+// lane per pod, a band per outage, every finding. (report/render/htmlreport
+// tests the page in depth; this checks it on each of the lab's scenarios.)
+func checkPage(t *testing.T, path string, rep *report.Report) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("--html: %v", err)
+	}
+	page := string(b)
+	pods := map[string]bool{}
+	for _, p := range rep.Pods {
+		pods[p.Pod] = true
+	}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && e.Kind != report.KubeEvent {
+			pods[e.Pod] = true
+		}
+	}
+	for pod := range pods {
+		if !strings.Contains(page, `<g class="lane" data-pod="`+pod+`"`) {
+			t.Errorf("page: no lane for pod %s", pod)
+		}
+	}
+	for i := range rep.Outages {
+		if !strings.Contains(page, fmt.Sprintf(`id="outage-%d"`, i+1)) {
+			t.Errorf("page: no band for outage %d", i+1)
+		}
+	}
+	for _, f := range rep.Findings {
+		if !strings.Contains(page, `id="finding-`+f.ID+`"`) {
+			t.Errorf("page: no finding %s", f.ID)
+		}
+	}
+	if strings.Contains(page, " src=") || strings.Contains(page, "<link") {
+		t.Errorf("page: loads a resource")
 	}
 }
 

@@ -1,0 +1,461 @@
+package htmlreport
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/rollprobe/rollprobe/internal/fixture"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// lab reads a report the lab's demo wrote (testdata/naive.json: three
+// outages, three old pods deleted and three new ones; graceful.json:
+// nothing dropped).
+func lab(t *testing.T, name string) *report.Report {
+	t.Helper()
+	r, err := report.ReadFile("testdata/" + name + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// probeOnly is a probe report: the naive run without its rollout sections.
+func probeOnly(t *testing.T) *report.Report {
+	r := lab(t, "naive")
+	r.Command, r.Rollout, r.Attribution, r.Timeline, r.Pods, r.Findings = "probe", nil, nil, nil, nil, nil
+	for i := range r.Failures {
+		r.Failures[i].LikelyPod, r.Failures[i].Candidates, r.Failures[i].Context, r.Failures[i].Confidence = "", nil, "", 0
+	}
+	return r
+}
+
+// older is a report as an older rollprobe wrote it: no service-time
+// series, no attribution section, no addresses on failures.
+func older(t *testing.T) *report.Report {
+	r := lab(t, "naive")
+	r.Attribution = nil
+	for i := range r.Series {
+		r.Series[i].ServiceP50MS, r.Series[i].ServiceP99MS = 0, 0
+	}
+	for i := range r.Failures {
+		r.Failures[i].LocalAddr, r.Failures[i].RemoteAddr = "", ""
+	}
+	return r
+}
+
+func render(t *testing.T, r *report.Report) (string, *html.Node) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.String(), doc
+}
+
+// walk calls fn on every element.
+func walk(n *html.Node, fn func(*html.Node)) {
+	if n.Type == html.ElementNode {
+		fn(n)
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		walk(c, fn)
+	}
+}
+
+func attr(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
+// find returns every element with the tag (any if "") whose attribute key
+// has the value (any value if val is "").
+func find(doc *html.Node, tag, key, val string) []*html.Node {
+	var out []*html.Node
+	walk(doc, func(n *html.Node) {
+		if tag != "" && n.Data != tag {
+			return
+		}
+		if v, ok := attr(n, key); ok && (val == "" || v == val) {
+			out = append(out, n)
+		}
+	})
+	return out
+}
+
+func text(n *html.Node) string {
+	var b strings.Builder
+	var rec func(*html.Node)
+	rec = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			rec(c)
+		}
+	}
+	rec(n)
+	return b.String()
+}
+
+func offset(r *report.Report, at time.Time) float64 { return at.Sub(r.StartedAt).Seconds() }
+
+// near compares a coordinate the page printed with an offset.
+func near(t *testing.T, printed string, want float64) bool {
+	t.Helper()
+	v, err := strconv.ParseFloat(printed, 64)
+	if err != nil {
+		t.Fatalf("coordinate %q: %v", printed, err)
+	}
+	return math.Abs(v-want) < 0.002
+}
+
+var allReports = []struct {
+	name string
+	get  func(t *testing.T) *report.Report
+}{
+	{"naive (lab)", func(t *testing.T) *report.Report { return lab(t, "naive") }},
+	{"graceful (lab, no failure)", func(t *testing.T) *report.Report { return lab(t, "graceful") }},
+	{"fixture", func(*testing.T) *report.Report { return fixture.NaiveRun() }},
+	{"probe (no rollout)", probeOnly},
+	{"older report", older},
+}
+
+// The page loads nothing: no element names a resource, no style imports
+// or points anywhere but inside the page, the script asks for nothing.
+func TestLoadsNothing(t *testing.T) {
+	for _, tc := range allReports {
+		t.Run(tc.name, func(t *testing.T) {
+			page, doc := render(t, tc.get(t))
+			walk(doc, func(n *html.Node) {
+				switch n.Data {
+				case "link", "img", "iframe", "object", "embed", "video", "audio", "source", "image", "use", "base", "form":
+					t.Errorf("<%s> element: could load something", n.Data)
+				}
+				for _, a := range n.Attr {
+					switch strings.ToLower(a.Key) {
+					case "src", "srcset", "action", "poster", "data", "xlink:href", "background":
+						t.Errorf("<%s %s=%q>: a resource attribute", n.Data, a.Key, a.Val)
+					case "href":
+						if !strings.HasPrefix(a.Val, "#") {
+							t.Errorf("<%s href=%q>: a link out of the page", n.Data, a.Val)
+						}
+					case "style":
+						if strings.Contains(a.Val, "url(") {
+							t.Errorf("<%s style=%q>: url()", n.Data, a.Val)
+						}
+					}
+				}
+				if n.Data == "style" || n.Data == "script" {
+					body := text(n)
+					for _, bad := range []string{"@import", "url(", "http:", "https:", "//cdn", "fetch(", "XMLHttpRequest", "import(", "WebSocket", "sendBeacon"} {
+						if strings.Contains(body, bad) {
+							t.Errorf("<%s> contains %q", n.Data, bad)
+						}
+					}
+				}
+			})
+			scripts := 0
+			walk(doc, func(n *html.Node) {
+				if n.Data == "script" {
+					scripts++
+				}
+			})
+			if scripts != 1 || !strings.Contains(page, `id="timeline"`) {
+				t.Errorf("%d scripts (want the one inline), timeline drawn: %v", scripts, strings.Contains(page, `id="timeline"`))
+			}
+		})
+	}
+}
+
+// Every pod of the report has a lane and a row; a deleted pod's lane marks
+// the deletion where the report has it; a SIGKILLed one is marked so.
+func TestEveryPodHasALane(t *testing.T) {
+	for _, tc := range allReports {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.get(t)
+			_, doc := render(t, r)
+			pods := map[string]bool{}
+			for _, p := range r.Pods {
+				pods[p.Pod] = true
+			}
+			for _, e := range r.Timeline {
+				if e.Pod != "" && e.Kind != report.KubeEvent {
+					pods[e.Pod] = true
+				}
+			}
+			lanes := find(doc, "g", "data-pod", "")
+			if len(lanes) != len(pods) {
+				t.Errorf("%d lanes for %d pods", len(lanes), len(pods))
+			}
+			for pod := range pods {
+				l := find(doc, "g", "data-pod", pod)
+				if len(l) != 1 {
+					t.Errorf("pod %s: %d lanes", pod, len(l))
+					continue
+				}
+				if len(find(doc, "text", "data-pod", pod)) != 1 {
+					t.Errorf("pod %s: no name beside its lane", pod)
+				}
+			}
+			for _, p := range r.Pods {
+				if len(find(doc, "tr", "data-pod", p.Pod)) != 1 {
+					t.Errorf("pod %s: no row in the pods table", p.Pod)
+				}
+				lane := find(doc, "g", "data-pod", p.Pod)
+				if p.DeletedAt == nil || len(lane) != 1 || r.Timeline == nil {
+					continue
+				}
+				marks := find(lane[0], "line", "class", "mark-deletion")
+				if len(marks) != 1 {
+					t.Errorf("pod %s: %d deletion marks, want 1", p.Pod, len(marks))
+					continue
+				}
+				x, _ := attr(marks[0], "x1")
+				if !near(t, x, offset(r, *p.DeletedAt)) {
+					t.Errorf("pod %s: deletion marked at %s, the report says %+.3fs", p.Pod, x, offset(r, *p.DeletedAt))
+				}
+			}
+		})
+	}
+}
+
+// A pod's lane follows its events: ready, then terminating from the
+// deletion request, exited from the container's end, gone with the pod;
+// its endpoint ready, then terminating but serving, then not serving,
+// then removed. A SIGKILL is marked as one.
+func TestLaneFollowsTheLifecycle(t *testing.T) {
+	t0 := fixture.T0
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	killed := int32(137)
+	r := &report.Report{StartedAt: t0, DurationS: 20, Command: "run",
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "web-1", Ready: true},
+			{At: at(0), Kind: report.EndpointAdded, Pod: "web-1", Ready: true, Serving: true},
+			{At: at(5), Kind: report.PodDeletionRequested, Pod: "web-1"},
+			{At: at(5.1), Kind: report.EndpointTerminating, Pod: "web-1", Serving: true, Terminating: true},
+			{At: at(8), Kind: report.EndpointNotServing, Pod: "web-1", Terminating: true},
+			{At: at(9), Kind: report.ContainerTerminated, Pod: "web-1", ExitCode: &killed},
+			{At: at(9.2), Kind: report.EndpointRemoved, Pod: "web-1"},
+			{At: at(10), Kind: report.PodGone, Pod: "web-1"},
+			{At: at(4), Kind: report.PodCreated, Pod: "web-2"},
+			{At: at(6), Kind: report.PodReady, Pod: "web-2"},
+		}}
+	m := newModel(r)
+	var l1, l2 *lane
+	for _, g := range m.Groups {
+		for _, l := range g.Lanes {
+			switch l.Pod {
+			case "web-1":
+				l1 = l
+			case "web-2":
+				l2 = l
+			}
+		}
+	}
+	if l1 == nil || l2 == nil {
+		t.Fatalf("lanes: %+v", m.Groups)
+	}
+	want1 := []segment{{0, 5, podReady}, {5, 9, podTerminating}, {9, 10, podExited}}
+	if !slices.Equal(l1.Life, want1) {
+		t.Errorf("web-1 life %v, want %v", l1.Life, want1)
+	}
+	wantEP := []segment{{0, 5.1, epReady}, {5.1, 8, epServingTerm}, {8, 9.2, epTerminatingOut}}
+	if !slices.Equal(l1.Endpoint, wantEP) {
+		t.Errorf("web-1 endpoint %v, want %v", l1.Endpoint, wantEP)
+	}
+	kinds := []string{}
+	for _, mk := range l1.Markers {
+		kinds = append(kinds, fmt.Sprintf("%s@%g", mk.Kind, mk.T))
+	}
+	if !slices.Equal(kinds, []string{"deletion@5", "sigkill@9"}) {
+		t.Errorf("web-1 markers %v", kinds)
+	}
+	want2 := []segment{{4, 6, podStarting}, {6, 20, podReady}}
+	if !slices.Equal(l2.Life, want2) {
+		t.Errorf("web-2 life %v, want %v (ready to the end of the axis)", l2.Life, want2)
+	}
+	_, doc := render(t, r)
+	if len(find(doc, "line", "class", "mark-sigkill")) != 1 {
+		t.Errorf("no SIGKILL mark on the page")
+	}
+}
+
+// Every outage is a band at its place, a row, and a link to the finding
+// that explains it; every finding is on the page with its evidence and fix.
+func TestOutagesAndFindings(t *testing.T) {
+	for _, tc := range allReports {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.get(t)
+			_, doc := render(t, r)
+			for i, o := range r.Outages {
+				id := fmt.Sprintf("outage-%d", i+1)
+				bands := find(doc, "rect", "id", id)
+				if len(bands) != 1 {
+					t.Errorf("%s: %d bands", id, len(bands))
+					continue
+				}
+				from, _ := attr(bands[0], "data-from")
+				to, _ := attr(bands[0], "data-to")
+				if !near(t, from, offset(r, o.Start)) || !near(t, to, offset(r, o.End)) {
+					t.Errorf("%s: band %s..%s, the report says %+.3f..%+.3f", id, from, to, offset(r, o.Start), offset(r, o.End))
+				}
+				if !strings.Contains(text(bands[0]), fmt.Sprintf("%d failed", o.Count)) {
+					t.Errorf("%s: band title %q lacks its count", id, text(bands[0]))
+				}
+				if len(find(doc, "tr", "data-outage", strconv.Itoa(i+1))) != 1 {
+					t.Errorf("%s: no row in the outages table", id)
+				}
+			}
+			for _, f := range r.Findings {
+				sec := find(doc, "section", "id", "finding-"+f.ID)
+				if len(sec) != 1 {
+					t.Errorf("finding %s: %d sections", f.ID, len(sec))
+					continue
+				}
+				body := text(sec[0])
+				for _, want := range append([]string{f.Title, f.Fix}, f.Evidence...) {
+					if !strings.Contains(body, want) {
+						t.Errorf("finding %s lacks %q", f.ID, want)
+					}
+				}
+			}
+		})
+	}
+	// In the naive run every outage is explained by the traffic finding,
+	// and the band's label links to it.
+	r := lab(t, "naive")
+	_, doc := render(t, r)
+	for i := range r.Outages {
+		labels := find(doc, "g", "data-outage", strconv.Itoa(i+1))
+		if len(labels) != 1 {
+			t.Fatalf("outage %d: %d labels", i+1, len(labels))
+		}
+		links := find(labels[0], "a", "href", "#finding-stops-accepting-before-endpoints-propagate")
+		if len(links) != 1 {
+			t.Errorf("outage %d's label does not link to the finding that explains it", i+1)
+		}
+	}
+}
+
+// Every second with a failure has a mark in the failure strip, and the
+// failures table has a row per kept failure with its class.
+func TestEveryFailureSecondIsMarked(t *testing.T) {
+	r := lab(t, "naive")
+	_, doc := render(t, r)
+	marks := map[string]bool{}
+	for _, l := range find(doc, "line", "class", "failmark") {
+		x, _ := attr(l, "x1")
+		marks[x] = true
+	}
+	n := 0
+	for _, row := range r.Series {
+		if row.Failed == 0 {
+			continue
+		}
+		n++
+		if !marks[num(float64(row.T)+0.5)] {
+			t.Errorf("second %d (%d failed) has no mark", row.T, row.Failed)
+		}
+	}
+	if n == 0 || len(marks) != n {
+		t.Errorf("%d marks for %d seconds with failures", len(marks), n)
+	}
+	rows := find(doc, "tr", "data-class", "")
+	if len(rows) != len(r.Failures) {
+		t.Errorf("%d failure rows, the report kept %d", len(rows), len(r.Failures))
+	}
+	for i, row := range rows {
+		if c, _ := attr(row, "data-class"); c != r.Failures[i].Class {
+			t.Errorf("row %d: class %s, want %s", i, c, r.Failures[i].Class)
+		}
+	}
+}
+
+// An hour with 20 pods fits in 2 MB, and so does a three-hour run folded
+// into buckets; in both, every second with a failure is still marked.
+func TestLongRunsStaySmallAndShowEveryFailure(t *testing.T) {
+	for _, hours := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%dh", hours), func(t *testing.T) {
+			r := longRun(hours*3600, 20)
+			page, doc := render(t, r)
+			if len(page) > 2<<20 {
+				t.Errorf("%d bytes, over 2 MB", len(page))
+			}
+			t.Logf("%d bytes", len(page))
+			per := (len(r.Series) + maxBars - 1) / maxBars
+			marks := map[string]bool{}
+			for _, l := range find(doc, "line", "class", "failmark") {
+				x, _ := attr(l, "x1")
+				marks[x] = true
+			}
+			for _, row := range r.Series {
+				if row.Failed == 0 {
+					continue
+				}
+				start := row.T / int64(per) * int64(per)
+				if !marks[num(float64(start)+float64(per)/2)] {
+					t.Fatalf("second %d with %d failures: its bucket (from %d) is not marked", row.T, row.Failed, start)
+				}
+			}
+			if lanes := find(doc, "g", "data-pod", ""); len(lanes) != 20 {
+				t.Errorf("%d lanes, want 20", len(lanes))
+			}
+		})
+	}
+}
+
+// longRun is a synthetic run of the given seconds at 1,000 req/s with pods
+// replaced in waves and a failure every 97 s (a lone failure among 97,000
+// successes: what folding must not hide).
+func longRun(seconds, pods int) *report.Report {
+	t0 := fixture.T0
+	r := &report.Report{Schema: report.Schema, Command: "run", Target: "http://svc/", StartedAt: t0,
+		DurationS: float64(seconds), EndedAt: t0.Add(time.Duration(seconds) * time.Second),
+		Totals:  report.Totals{ByClass: map[string]uint64{}},
+		Rollout: &report.Rollout{Namespace: "ns", Deployment: "web", OldRevision: "old", NewRevision: "new"}}
+	for s := range seconds {
+		row := report.SeriesRow{T: int64(s), Sent: 1000, OK: 1000, P50MS: 1.5 + float64(s%7), P99MS: 9 + float64(s%13),
+			ServiceP50MS: 1.2, ServiceP99MS: 8}
+		if s%97 == 50 {
+			row.OK, row.Failed, row.ByClass = 999, 1, map[string]uint64{report.ClassRefused: 1}
+			at := t0.Add(time.Duration(s)*time.Second + 300*time.Millisecond)
+			r.Failures = append(r.Failures, report.Failure{Class: report.ClassRefused, Phase: "dial", Intended: at, Start: at, End: at,
+				Error: "connect: connection refused", Fresh: true})
+			r.Totals.ByClass[report.ClassRefused]++
+		}
+		r.Series = append(r.Series, row)
+	}
+	for i := range pods {
+		rev := "old"
+		if i >= pods/2 {
+			rev = "new"
+		}
+		pod := fmt.Sprintf("web-%s-%02d", rev, i)
+		at := t0.Add(time.Duration(i*seconds/pods) * time.Second)
+		r.Pods = append(r.Pods, report.PodTraffic{Pod: pod, Revision: rev})
+		r.Timeline = append(r.Timeline,
+			report.Event{At: at, Kind: report.PodCreated, Pod: pod, Revision: rev},
+			report.Event{At: at.Add(2 * time.Second), Kind: report.PodReady, Pod: pod, Revision: rev},
+			report.Event{At: at.Add(2 * time.Second), Kind: report.EndpointReady, Pod: pod, Ready: true, Serving: true},
+			report.Event{At: at.Add(600 * time.Second), Kind: report.PodDeletionRequested, Pod: pod},
+			report.Event{At: at.Add(605 * time.Second), Kind: report.PodGone, Pod: pod})
+	}
+	return r
+}
