@@ -347,6 +347,9 @@ func TestOutagesAndFindings(t *testing.T) {
 		if len(labels) != 1 {
 			t.Fatalf("outage %d: %d labels", i+1, len(labels))
 		}
+		if want := fmt.Sprintf("#%d: %d failed %s", i+1, r.Outages[i].Count, classList(r.Outages[i].ByClass)); !strings.Contains(text(labels[0]), want) {
+			t.Errorf("outage %d's label %q, want it to start %q", i+1, text(labels[0]), want)
+		}
 		links := find(labels[0], "a", "href", "#finding-stops-accepting-before-endpoints-propagate")
 		if len(links) != 1 {
 			t.Errorf("outage %d's label does not link to the finding that explains it", i+1)

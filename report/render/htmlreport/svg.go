@@ -21,8 +21,8 @@ const (
 	plotW      = svgWidth - plotX - 20
 	labelRowY  = 12 // rollout markers' labels, alternating with the row under it
 	labelRowH  = 12
-	bandRowY   = 40 // outages' labels
-	rateY      = 50
+	bandRowY   = 38 // outages' labels, alternating with the row under it
+	rateY      = 60
 	rateH      = 150
 	failStripY = rateY + rateH + 4
 	failStripH = 8
@@ -237,8 +237,8 @@ func timeline(m *model) (string, int) {
 		if len(bd.FindingIDs) > 0 {
 			target = "#finding-" + bd.FindingIDs[0]
 		}
-		b.f(`<g class="tlabel band-label" data-t="%s" data-outage="%d" transform="translate(%s,0)"><a href="%s"><text x="0" y="%d">#%d: %d failed</text></a><title>%s</title></g>`,
-			num(bd.From), bd.N, num(xOf(m, bd.From)), esc(target), bandRowY, bd.N, bd.Count, esc(bd.Classes))
+		b.f(`<g class="tlabel band-label" data-t="%s" data-outage="%d" transform="translate(%s,0)"><a href="%s"><text x="0" y="%d">#%d: %d failed <tspan class="band-classes">%s</tspan></text></a><title>%s%s</title></g>`,
+			num(bd.From), bd.N, num(xOf(m, bd.From)), esc(target), bandRowY+(bd.N-1)%2*labelRowH, bd.N, bd.Count, esc(bd.Classes), esc(bd.Classes), esc(contextSuffix(bd.Context)))
 	}
 	b.WriteString(`</svg>`)
 	return b.String(), height
