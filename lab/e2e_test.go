@@ -25,6 +25,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/rollprobe/rollprobe/internal/testbin"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
@@ -42,20 +43,10 @@ var (
 )
 
 // skipOrFail skips a lab test, or fails it under ROLLPROBE_REQUIRE_LAB=1
-// (CI). A skip is also written to ROLLPROBE_LAB_SKIPPED, when set, so that
-// make test can say it loudly (go test prints nothing of a passing package).
+// (CI).
 func skipOrFail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("ROLLPROBE_REQUIRE_LAB") == "1" {
-		t.Fatalf(format, args...)
-	}
-	if path := os.Getenv("ROLLPROBE_LAB_SKIPPED"); path != "" {
-		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-			fmt.Fprintf(f, "%s: %s\n", t.Name(), fmt.Sprintf(format, args...))
-			f.Close()
-		}
-	}
-	t.Skipf(format, args...)
+	testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_LAB", format, args...)
 }
 
 func rollprobe(t *testing.T, args ...string) (string, error) {

@@ -13,32 +13,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 // chromium finds Debian's Chromium, or skips (fails under
-// ROLLPROBE_REQUIRE_BROWSER=1, as CI sets it). A skip is written to
-// ROLLPROBE_LAB_SKIPPED, when set, for make test to say so loudly.
+// ROLLPROBE_REQUIRE_BROWSER=1, as CI sets it).
 func chromium(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("short: no browser")
 	}
 	path, err := exec.LookPath("chromium")
-	if err == nil {
-		return path
+	if err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_BROWSER", "no chromium on PATH (apt-get install chromium)")
 	}
-	why := "TestInBrowser: no chromium on PATH (apt-get install chromium)"
-	if os.Getenv("ROLLPROBE_REQUIRE_BROWSER") == "1" {
-		t.Fatal(why)
-	}
-	if skipped := os.Getenv("ROLLPROBE_LAB_SKIPPED"); skipped != "" {
-		if f, err := os.OpenFile(skipped, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			_, _ = f.WriteString(why + "\n")
-			_ = f.Close()
-		}
-	}
-	t.Skip(why)
-	return ""
+	return path
 }
 
 // artifactDir is where the browser test keeps its screenshots:
