@@ -30,8 +30,8 @@ test: ## every test (what CI runs), one package at a time (the engine's and the 
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; status=$$?; \
 	if [ -s "$$skipped" ]; then \
 	  echo; echo "*** End-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
-	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium."; \
-	  echo "*** ROLLPROBE_REQUIRE_LAB=1 and ROLLPROBE_REQUIRE_BROWSER=1 make such a skip a failure (CI sets both)."; \
+	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium; the nginx capture test root, tcpdump and nginx-light."; \
+	  echo "*** ROLLPROBE_REQUIRE_LAB=1, ROLLPROBE_REQUIRE_BROWSER=1 and ROLLPROBE_REQUIRE_NGINX=1 make such a skip a failure (CI sets them)."; \
 	fi; exit $$status
 
 test-short: ## unit tests only

@@ -20,6 +20,12 @@ func fail(ms int, class string, fresh bool, backend string) report.Failure {
 	return report.Failure{Intended: at(ms), Start: at(ms), End: at(ms + 2), Class: class, Fresh: fresh, Backend: backend}
 }
 
+// cutInFlight marks an eof as closed after the server had the request.
+func cutInFlight(f report.Failure) report.Failure {
+	f.ServerClose = report.CloseAfterRequest
+	return f
+}
+
 // analyse puts Explain's results into r, as the rollout flow does. A
 // report without a rollout section gets one whose trigger was received
 // 20 ms after it was sent: the watch's delay bound, hence the tolerance.
@@ -102,10 +108,10 @@ func TestKeepAliveReadyAndKillFindings(t *testing.T) {
 			ev(8100, report.PodGone, "a", "old"),
 		},
 		Failures: []report.Failure{
-			fail(2100, "refused", true, ""),     // right after n turned ready
-			fail(5200, "eof_reused", false, ""), // kept-alive connection cut at a's termination
-			fail(5300, "http_5xx", true, "a"),   // the app named itself
-			fail(60000, "timeout", true, ""),    // nothing happening
+			fail(2100, "refused", true, ""),                  // right after n turned ready
+			cutInFlight(fail(5200, "eof_reused", false, "")), // kept-alive connection cut at a's termination
+			fail(5300, "http_5xx", true, "a"),                // the app named itself
+			fail(60000, "timeout", true, ""),                 // nothing happening
 		}}
 	analyse(r)
 	for _, id := range []string{ReadyTooEarly, AbruptKeepAliveClose, ServerErrors, GraceTooShort, Unexplained} {
@@ -115,6 +121,9 @@ func TestKeepAliveReadyAndKillFindings(t *testing.T) {
 	}
 	if find(r, StopsBeforePropagation) != nil {
 		t.Errorf("no refused after a deletion, yet a propagation finding")
+	}
+	if fd := find(r, AbruptKeepAliveClose); fd != nil && !strings.Contains(strings.Join(fd.Evidence, " "), "1 were closed after the server had the request") {
+		t.Errorf("the keep-alive finding does not say how the connection was closed: %+v", fd.Evidence)
 	}
 	if fd := find(r, ServerErrors); fd != nil && !strings.Contains(strings.Join(fd.Evidence, " "), "the app itself") {
 		t.Errorf("5xx source: %+v", fd)

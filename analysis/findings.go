@@ -228,14 +228,23 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 }
 
 func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
+	evidence := []string{
+		fmt.Sprintf("%d requests on reused connections failed (%s) from %s, after their pods' deletion was requested", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+		"endpoint changes never touch established connections: kept-alive clients keep sending to a terminating pod until it closes the connection",
+	}
+	closes := map[string]int{}
+	for _, f := range g.fails {
+		closes[f.ServerClose]++
+	}
+	if b, a := closes[report.CloseBeforeRequest], closes[report.CloseAfterRequest]; b+a > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d were closed after the server had the request (its kernel acknowledged it: cut in flight), "+
+			"%d met a connection the server had already closed while idle (the request was never acknowledged: the keep-alive race, which closing idle connections at shutdown causes)", a, b))
+	}
 	return report.Finding{
-		Title: "kept-alive connections were closed abruptly at pod termination",
-		Evidence: []string{
-			fmt.Sprintf("%d requests on reused connections failed (%s) from %s, after their pods' deletion was requested", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
-			"endpoint changes never touch established connections: kept-alive clients keep sending to a terminating pod until it closes the connection",
-		},
-		Fix:  "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain",
-		Pods: g.podList(),
+		Title:    "kept-alive connections were closed abruptly at pod termination",
+		Evidence: evidence,
+		Fix:      "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain",
+		Pods:     g.podList(),
 	}, true
 }
 

@@ -506,6 +506,9 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 		res.canceled = true
 	} else {
 		res.Class = classify(err, phase, reused)
+		if c != nil && (res.Class == EOF || res.Class == EOFReused) {
+			res.ServerClose = serverCloseOf(c.raw)
+		}
 	}
 	if c != nil {
 		c.close()

@@ -93,3 +93,27 @@ func (p Phase) String() string {
 	}
 	return fmt.Sprintf("phase(%d)", p)
 }
+
+// ServerClose says, for a connection the server closed without answering
+// (eof, eof_reused), whether the server's kernel had acknowledged the
+// request first: the wire's own record of whether the server took it. It
+// tells the keep-alive race (the server closed an idle connection as the
+// request went out: nothing was processed, a retry is safe) from a cut in
+// flight (the server had the request and closed without answering).
+type ServerClose uint8
+
+const (
+	CloseUnknown       ServerClose = iota // not an eof, or the kernel cannot say (Linux before 4.19)
+	CloseBeforeRequest                    // the request was never acknowledged
+	CloseAfterRequest                     // acknowledged, then closed unanswered
+)
+
+func (s ServerClose) String() string {
+	switch s {
+	case CloseBeforeRequest:
+		return report.CloseBeforeRequest
+	case CloseAfterRequest:
+		return report.CloseAfterRequest
+	}
+	return ""
+}

@@ -82,11 +82,14 @@ type runState struct {
 	fresh    uint64
 	reused   uint64
 	canceled uint64
-	slow     uint64         // successes after a retransmitted SYN
-	outages  report.Windows // target failures by intended time: the report's outage definition, live
-	maxLag   time.Duration
-	kept     int      // failures kept in full
-	failures []Result // the first keepFailures, by intended time within a tick
+	slow     uint64 // successes after a retransmitted SYN
+	// serverClose counts eof and eof_reused by ServerClose (the rest
+	// are CloseUnknown).
+	serverClose [3]uint64
+	outages     report.Windows // target failures by intended time: the report's outage definition, live
+	maxLag      time.Duration
+	kept        int      // failures kept in full
+	failures    []Result // the first keepFailures, by intended time within a tick
 
 	open       map[int64]*openSecond // seconds not yet final
 	spareHists []*hdr.Histogram      // emptied histograms of final seconds
@@ -202,6 +205,7 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 	} else {
 		st.reused++
 	}
+	st.serverClose[res.ServerClose]++
 	lag := res.Lag()
 	st.maxLag = max(st.maxLag, lag)
 	if res.Class.Failed() {
@@ -407,6 +411,10 @@ type Totals struct {
 	FailuresIn uint64 // failures recorded (target failures and local errors)
 	// SlowConnects: successes after a retransmitted SYN.
 	SlowConnects uint64
+	// ClosedBeforeRequest and ClosedAfterRequest split eof and eof_reused
+	// by whether the server's kernel had acknowledged the request
+	// (ServerClose); those it could not tell are in neither.
+	ClosedBeforeRequest, ClosedAfterRequest uint64
 }
 
 // Sent is the number of attempts with an outcome.
@@ -485,7 +493,9 @@ func (r *Recorder) totals() Totals {
 		Canceled: st.canceled,
 		MaxLag:   st.maxLag,
 
-		SlowConnects: st.slow,
+		SlowConnects:        st.slow,
+		ClosedBeforeRequest: st.serverClose[CloseBeforeRequest],
+		ClosedAfterRequest:  st.serverClose[CloseAfterRequest],
 	}
 	for code, n := range st.status {
 		if n > 0 {

@@ -30,6 +30,9 @@ type Result struct {
 	// even when the connect failed). nil for successes, which pay nothing
 	// for it.
 	Addr *ConnAddr
+	// ServerClose, for eof and eof_reused, says whether the server's
+	// kernel had acknowledged the request before the close.
+	ServerClose ServerClose
 	// canceled: cut short because the run was stopped (Ctrl-C); such an
 	// attempt has no outcome and is counted apart, never as a failure.
 	canceled bool

@@ -35,3 +35,106 @@ func TestMixedKeepsItsKeptAliveConnections(t *testing.T) {
 			sent, tot.Fresh, tot.Reused)
 	}
 }
+
+// eof_reused tells the keep-alive race (the server closed the connection
+// before the request reached it) from a cut in flight (it had the request
+// and closed unanswered), and the wire agrees on every one: the server's
+// FIN acknowledges the request's bytes after a cut, and not in the race.
+func TestServerCloseAgreesWithTheWire(t *testing.T) {
+	if err := capture.Available(); err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want ServerClose // what every eof_reused must be; CloseUnknown: any
+	}{
+		{"/close-reused", CloseAfterRequest},
+		{"/answer-then-close?ms=1", CloseUnknown},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			srv := faultserver.New(t, "pod-a")
+			_, port, _ := strings.Cut(srv.Addr(), ":")
+			wire := capture.Start(t, "", "lo", "tcp port "+port)
+			p, snap := probe(t, srv.URL(tc.path), func(c *Config) {
+				// One worker sending every millisecond: the next request goes
+				// out about when /answer-then-close closes (a rate the
+				// capture keeps up with, unlike a closed loop).
+				c.Rate, c.Workers, c.MaxWorkers, c.Duration, c.Conn = 1000, 1, 1, 500*time.Millisecond, ConnMode{FreshFraction: 0}
+			})
+			segs := wire.Segments()
+			if n := wire.Dropped(); n > 0 {
+				t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
+			}
+			tot := snap.Totals
+			eofs := tot.Classes[EOF] + tot.Classes[EOFReused]
+			if tot.Classes[EOFReused] == 0 {
+				t.Fatalf("no eof_reused at all: %v", tot.Classes)
+			}
+			if tot.ClosedBeforeRequest+tot.ClosedAfterRequest != eofs {
+				t.Fatalf("split %d before + %d after, of %d eof and eof_reused: the kernel places every one here",
+					tot.ClosedBeforeRequest, tot.ClosedAfterRequest, eofs)
+			}
+			count := map[ServerClose]int{}
+			for _, f := range p.Recorder().Failures() {
+				if f.Class != EOFReused {
+					continue
+				}
+				count[f.ServerClose]++
+				if tc.want != CloseUnknown && f.ServerClose != tc.want {
+					t.Errorf("seq %d: %v, want %v", f.Seq, f.ServerClose, tc.want)
+				}
+				if onWire := wireClose(t, segs, f.Addr, p.Start().Add(f.Start)); onWire != f.ServerClose {
+					t.Errorf("seq %d from %v: the prober says %v, the wire %v", f.Seq, f.Addr.Local, f.ServerClose, onWire)
+				}
+			}
+			t.Logf("%s: %v; eof_reused kept, by server close: %v", tc.path, tot.Classes, count)
+		})
+	}
+}
+
+// wireClose is the capture's verdict on the connection a failure was on:
+// the one from the last SYN its local port sent before the failure began.
+// After the request if the server acknowledged the client's last data (the
+// request) with anything but a reset, before it if not.
+func wireClose(t *testing.T, segs []capture.Segment, a *ConnAddr, began time.Time) ServerClose {
+	t.Helper()
+	if a == nil {
+		t.Fatal("a failure on a connection without its addresses")
+	}
+	from := -1
+	for i, s := range segs {
+		if s.Src == a.Local && s.Dst == a.Remote && s.Flags == "S" && !s.At.After(began) {
+			from = i
+		}
+	}
+	if from < 0 {
+		t.Fatalf("%v: no SYN before %v on the wire", a.Local, began)
+	}
+	var conn []capture.Segment
+	for _, s := range segs[from:] {
+		if s.Src == a.Local && s.Dst == a.Remote && s.Flags == "S" && len(conn) > 0 {
+			break // the port's next connection
+		}
+		if (s.Src == a.Local && s.Dst == a.Remote) || (s.Src == a.Remote && s.Dst == a.Local) {
+			conn = append(conn, s)
+		}
+	}
+	var request *capture.Segment
+	fin := false
+	for i := range conn {
+		s := &conn[i]
+		if s.Src == a.Local && s.SeqEnd != s.Seq {
+			request = s
+		}
+		fin = fin || (s.Src == a.Remote && s.Has('F'))
+	}
+	if request == nil || !fin {
+		t.Fatalf("%v: the wire has no request or no FIN from the server on this connection: %+v", a.Local, conn)
+	}
+	for _, s := range conn {
+		if s.Src == a.Remote && s.HasAck && !s.Has('R') && int32(s.Ack-request.SeqEnd) >= 0 {
+			return CloseAfterRequest
+		}
+	}
+	return CloseBeforeRequest
+}

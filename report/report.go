@@ -171,6 +171,12 @@ type Totals struct {
 	// retransmitted (connect took about 1 s or more): the latency spikes
 	// the same race causes when a SYN goes to an IP that no longer answers.
 	SlowConnects uint64 `json:"slow_connects,omitempty"`
+	// EOFBeforeRequest and EOFAfterRequest split the eof and eof_reused
+	// failures by server_close: the keep-alive race (the request never
+	// reached a listening socket; nothing was processed) and cuts in
+	// flight. Failures the kernel could not place are in neither.
+	EOFBeforeRequest uint64 `json:"eof_before_request"`
+	EOFAfterRequest  uint64 `json:"eof_after_request"`
 }
 
 // Quantiles of a latency distribution in milliseconds, over requests that
@@ -243,6 +249,9 @@ type Failure struct {
 	// unspecified (0.0.0.0) and the port is the one its SYN left from.
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
+	// ServerClose, on eof and eof_reused, is CloseBeforeRequest or
+	// CloseAfterRequest; absent when the kernel could not tell.
+	ServerClose string `json:"server_close,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
 	// is (1: named by the backend header, or the only pod that can have
 	// caused it; else 1/len(Candidates)), the pods that could have

@@ -19,6 +19,13 @@ const (
 	ClassLocal          = "local"
 )
 
+// Values of a failure's server_close: for eof and eof_reused, whether the
+// server's kernel had acknowledged the request before the server closed.
+const (
+	CloseBeforeRequest = "before_request" // never acknowledged: the keep-alive race, nothing processed
+	CloseAfterRequest  = "after_request"  // acknowledged, then closed unanswered: cut in flight
+)
+
 // ClassNames lists every outcome, ok first, local last.
 var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
 	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}

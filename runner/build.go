@@ -68,6 +68,8 @@ func build(run probeRun) *report.Report {
 			FreshConnections:  tot.Fresh,
 			ReusedConnections: tot.Reused,
 			SlowConnects:      tot.SlowConnects,
+			EOFBeforeRequest:  tot.ClosedBeforeRequest,
+			EOFAfterRequest:   tot.ClosedAfterRequest,
 		},
 		LatencyMS: quantiles(latency),
 		ServiceMS: quantiles(service),
@@ -157,6 +159,7 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 		ConnRequests: res.ConnReqs,
 		ConnAgeMS:    ms(res.ConnAge),
 		Backend:      res.Backend,
+		ServerClose:  res.ServerClose.String(),
 	}
 	if res.Err != nil {
 		f.Error = res.Err.Error()

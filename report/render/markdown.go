@@ -30,6 +30,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 	if c := ClassCounts(r.Totals.ByClass); c != "" {
 		fmt.Fprintf(&b, "Failures: %s\n\n", c)
 	}
+	if line := EOFSplit(r.Totals); line != "" {
+		fmt.Fprintf(&b, "Closed without an answer: %s\n\n", line)
+	}
 	if len(r.Outages) > 0 {
 		b.WriteString("| outage | duration | failed | context |\n|---|---|---|---|\n")
 		for _, o := range r.Outages {
@@ -56,6 +59,20 @@ func Markdown(w io.Writer, r *report.Report) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// EOFSplit says how the eof and eof_reused failures split by server close:
+// "3 before the request reached the server (the keep-alive race: nothing
+// processed), 2 after it (cut in flight)"; "" when there are none.
+func EOFSplit(t report.Totals) string {
+	var parts []string
+	if n := t.EOFBeforeRequest; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d before the request reached the server (the keep-alive race: nothing processed)", n))
+	}
+	if n := t.EOFAfterRequest; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d after the server had it (cut in flight)", n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ClassCounts lists the non-zero failure counts of a by-class map as

@@ -27,6 +27,23 @@ func TestRunMarkdown(t *testing.T) {
 	golden.Check(t, "naive.summary.md", md.Bytes())
 }
 
+// eof and eof_reused are split by server close in both summaries.
+func TestEOFSplit(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Totals.EOFBeforeRequest, r.Totals.EOFAfterRequest = 3, 2
+	var text, md bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "3 before the request reached the server (the keep-alive race: nothing processed), 2 after the server had it (cut in flight)"
+	if !strings.Contains(text.String(), "closes    "+want) || !strings.Contains(md.String(), want) {
+		t.Fatalf("the split is missing:\n%s\n%s", text.String(), md.String())
+	}
+}
+
 // More than podsOpenUpTo pods: the table is collapsed.
 func TestMarkdownCollapsesALongPodTable(t *testing.T) {
 	r := fixture.NaiveRun()

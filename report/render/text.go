@@ -56,6 +56,9 @@ func Text(w io.Writer, r *report.Report) error {
 		}
 		fmt.Fprintf(&b, "  failures  %s\n", strings.Join(parts, "  "))
 	}
+	if line := EOFSplit(t); line != "" {
+		fmt.Fprintf(&b, "  closes    %s\n", line)
+	}
 	if codes := sortedKeys(t.ByStatus); len(codes) > 0 {
 		parts := make([]string, len(codes))
 		for i, code := range codes {

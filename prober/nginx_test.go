@@ -1,0 +1,229 @@
+package prober
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/testenv"
+)
+
+// A real nginx stopped fast (nginx -s stop) in the middle of a run with
+// --conn mixed=0.5: every class the prober counts equals what a packet
+// capture of the same traffic shows, connection by connection.
+func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
+	if err := capture.Available(); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "%v", err)
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
+	}
+	addr, dir := startNginx(t, bin)
+	wire := capture.Start(t, "", "lo", fmt.Sprintf("tcp port %d", addr.Port()))
+
+	stopped := make(chan error, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		out, err := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir, "-s", "stop").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("nginx -s stop: %v: %s", err, out)
+		}
+		stopped <- err
+	}()
+	_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
+		c.Rate, c.Duration, c.Conn, c.BackendHeader = 400, 3*time.Second, ConnMode{FreshFraction: 0.5}, ""
+	})
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	segs := wire.Segments()
+	if n := wire.Dropped(); n > 0 {
+		t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
+	}
+	onWire := judgeConnections(segs, addr)
+	tot := snap.Totals
+	got := map[Class]uint64{}
+	for c := Class(0); c < numClasses; c++ {
+		if tot.Classes[c] > 0 || onWire.classes[c] > 0 {
+			got[c] = tot.Classes[c]
+		}
+	}
+	t.Logf("prober %v; wire %v; %d connections (%d fresh counted)", got, onWire.classes, onWire.syns, tot.Fresh)
+	for c := Class(0); c < numClasses; c++ {
+		if tot.Classes[c] != onWire.classes[c] {
+			t.Errorf("%s: the prober counts %d, the wire shows %d", c, tot.Classes[c], onWire.classes[c])
+		}
+	}
+	if uint64(onWire.syns) != tot.Fresh {
+		t.Errorf("the wire saw %d connection attempts, the prober counts %d fresh connections", onWire.syns, tot.Fresh)
+	}
+	if tot.Classes[OK] == 0 || tot.Classes[Refused] == 0 {
+		t.Errorf("the run did not span the stop: %v", got)
+	}
+}
+
+// wireCounts is the referee's view of a run.
+type wireCounts struct {
+	classes [NumClasses]uint64
+	syns    int
+}
+
+// judgeConnections classifies every request on the wire, with the rules a
+// client's kernel follows. Per connection (from a client SYN to the port's
+// next one): a SYN answered by a reset was refused, one never answered
+// timed out; on an established connection every server data segment is a
+// response (each is one small segment, one request at a time), and a
+// request left unanswered ended by the server's first FIN (an eof, on a
+// reused connection eof_reused) or reset (reset), or by nothing (timeout).
+func judgeConnections(segs []capture.Segment, server netip.AddrPort) wireCounts {
+	var w wireCounts
+	type conn struct {
+		synAcked, refused  bool
+		requests, answered int
+		end                byte // the server's first 'F' or 'R' after establishment
+	}
+	open := map[netip.AddrPort]*conn{}
+	var order []*conn
+	for _, s := range segs {
+		fromClient := s.Dst == server
+		client := s.Src
+		if !fromClient {
+			client = s.Dst
+		}
+		if fromClient && s.Flags == "S" {
+			if c := open[client]; c != nil && !c.synAcked && !c.refused {
+				continue // a retransmitted SYN of the same attempt
+			}
+			c := &conn{}
+			open[client] = c
+			order = append(order, c)
+			w.syns++
+			continue
+		}
+		c := open[client]
+		if c == nil {
+			continue
+		}
+		switch {
+		case !fromClient && s.Has('S'):
+			c.synAcked = true
+		case !fromClient && s.Has('R') && !c.synAcked:
+			c.refused = true
+		case fromClient && s.SeqEnd != s.Seq:
+			c.requests++
+		case !fromClient && s.SeqEnd != s.Seq && c.end == 0:
+			c.answered++
+		}
+		if !fromClient && c.synAcked && c.end == 0 && (s.Has('F') || s.Has('R')) {
+			if s.Has('F') && s.SeqEnd != s.Seq {
+				c.answered++ // a response carried with the FIN
+			}
+			c.end = 'F'
+			if s.Has('R') {
+				c.end = 'R'
+			}
+		}
+	}
+	for _, c := range order {
+		switch {
+		case c.refused:
+			w.classes[Refused]++
+			continue
+		case !c.synAcked:
+			w.classes[ConnectTimeout]++
+			continue
+		}
+		w.classes[OK] += uint64(c.answered)
+		if c.requests <= c.answered {
+			continue
+		}
+		switch c.end {
+		case 'F':
+			if c.answered > 0 {
+				w.classes[EOFReused]++
+			} else {
+				w.classes[EOF]++
+			}
+		case 'R':
+			w.classes[Reset]++
+		default:
+			w.classes[Timeout]++
+		}
+	}
+	return w
+}
+
+// startNginx runs nginx (one worker, 200 for everything, keep-alive) on a
+// free loopback port in the foreground, ours by PID, stopped when the test
+// ends if the test did not stop it. It returns the address and nginx's
+// prefix directory (its configuration, pid file and logs).
+func startNginx(t *testing.T, bin string) (netip.AddrPort, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.MustParseAddrPort(ln.Addr().String())
+	_ = ln.Close()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s;
+  proxy_temp_path %[1]s;
+  fastcgi_temp_path %[1]s;
+  uwsgi_temp_path %[1]s;
+  scgi_temp_path %[1]s;
+  keepalive_timeout 300s;
+  keepalive_requests 1000000;
+  server {
+    listen %[2]s;
+    location / { return 200 "ok\n"; }
+  }
+}
+`, dir, addr)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: the master ends its workers
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		}
+	})
+	for range 100 {
+		if c, err := net.Dial("tcp", addr.String()); err == nil {
+			_ = c.Close()
+			return addr, dir
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+	t.Fatalf("nginx did not listen on %s: %s", addr, log)
+	return addr, dir
+}
