@@ -93,6 +93,7 @@ type runState struct {
 
 	open       map[int64]*openSecond // seconds not yet final
 	spareHists []*hdr.Histogram      // emptied histograms of final seconds
+	export     *export               // nil unless EnableExport
 	rows       []SecondRow           // final seconds; dense: rows[i].Second == i
 	closedUpTo int64                 // seconds below this are final
 }
@@ -163,11 +164,15 @@ func (s *Stream) take() *[]Result {
 // the rate falls, so capacity follows the rate rather than its peak.
 const maxKeptCap = 4096
 
-func countBackend(m map[string]uint64, b string) {
+func countBackend(m map[string]uint64, b string) { countBackendN(m, b, 1) }
+
+// countBackendN counts n responses from backend b, under OtherBackends once
+// maxBackends distinct values are known.
+func countBackendN(m map[string]uint64, b string, n uint64) {
 	if _, ok := m[b]; !ok && len(m) >= maxBackends {
 		b = OtherBackends
 	}
-	m[b]++
+	m[b] += n
 }
 
 // Record adds one result directly to the merged state, under the lock
@@ -192,6 +197,9 @@ func (r *Recorder) keep(res *Result) {
 // to keep in full (the caller decides, to keep them in time order). Under r.mu.
 func (r *Recorder) add(res *Result) (keepable bool) {
 	st := &r.st
+	if st.export != nil {
+		r.exportResult(res)
+	}
 	if res.canceled {
 		st.canceled++
 		return false
