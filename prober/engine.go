@@ -503,7 +503,7 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 	}
 	if w.p.running.Err() != nil {
 		// Our own stop cut it short (abortInFlight, or the dial context).
-		res.canceled = true
+		res.Canceled = true
 	} else {
 		res.Class = classify(err, phase, reused)
 		if c != nil && (res.Class == EOF || res.Class == EOFReused) {

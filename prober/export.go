@@ -61,7 +61,7 @@ func (r *Recorder) EnableExport() {
 // exportResult notes res for export. Under r.mu.
 func (r *Recorder) exportResult(res *Result) {
 	x := r.st.export
-	if res.canceled || res.Class != OK {
+	if res.Canceled || res.Class != OK {
 		x.results = append(x.results, *res)
 		return
 	}

@@ -117,3 +117,24 @@ func (s ServerClose) String() string {
 	}
 	return ""
 }
+
+// ParsePhase is the inverse of Phase.String ("" is PhaseNone).
+func ParsePhase(s string) (Phase, error) {
+	for p, n := range phaseNames {
+		if n == s {
+			return Phase(p), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown phase %q", s)
+}
+
+// ParseServerClose is the inverse of ServerClose.String ("" is
+// CloseUnknown).
+func ParseServerClose(s string) (ServerClose, error) {
+	for _, c := range []ServerClose{CloseUnknown, CloseBeforeRequest, CloseAfterRequest} {
+		if c.String() == s {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown server close %q", s)
+}

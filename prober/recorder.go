@@ -23,6 +23,10 @@ const (
 
 func newHistogram() *hdr.Histogram { return hdr.New(histLowest, histHighest, histSigFigs) }
 
+// HistogramShape is the recorder's histograms' range (microseconds) and
+// significant digits: histograms of one shape merge exactly.
+func HistogramShape() (lowest, highest, digits int64) { return histLowest, histHighest, histSigFigs }
+
 func recordMicros(h *hdr.Histogram, d time.Duration) {
 	us := d.Microseconds()
 	if us < histLowest {
@@ -200,7 +204,7 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 	if st.export != nil {
 		r.exportResult(res)
 	}
-	if res.canceled {
+	if res.Canceled {
 		st.canceled++
 		return false
 	}

@@ -33,9 +33,12 @@ type Result struct {
 	// ServerClose, for eof and eof_reused, says whether the server's
 	// kernel had acknowledged the request before the close.
 	ServerClose ServerClose
-	// canceled: cut short because the run was stopped (Ctrl-C); such an
+	// Source is where the result was measured: 0 for this process, i for
+	// the i-th in-cluster prober (1-based) whose results were merged in.
+	Source uint16
+	// Canceled: cut short because the run was stopped (Ctrl-C); such an
 	// attempt has no outcome and is counted apart, never as a failure.
-	canceled bool
+	Canceled bool
 }
 
 // SlowConnectAfter is the connect time from which a SYN must have been

@@ -1,0 +1,194 @@
+// Package fleet runs rollprobe's probers inside the cluster: prober pods
+// that run the same binary, stream their results to stdout (fleet/wire),
+// and a CLI that follows their logs and merges them exactly into one
+// prober.Recorder, so the report, the dashboard and the CI outputs read the
+// merged run as they read a local one.
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/rollprobe/rollprobe/fleet/wire"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// Merger merges the streams of several probers into one recorder. Feed it
+// each prober's log lines as they come, in any interleaving across probers;
+// it is safe for concurrent use (one goroutine per prober's log).
+type Merger struct {
+	rec *prober.Recorder
+
+	mu      sync.Mutex
+	sources []*source
+	final   int64 // seconds before this are final in rec
+}
+
+// source is one prober's stream.
+type source struct {
+	name  string
+	seq   wire.Sequence
+	hello *wire.Hello
+	// started is the prober's start on the CLI's clock; shift is how far
+	// it is from the run's start (its offsets are moved by it).
+	started     time.Time
+	shift       time.Duration
+	shiftSecond int64 // shift in whole seconds, for aggregates
+	finalBefore int64
+	end         *wire.End
+	err         error // the stream's fatal error (a gap), once
+	lines       uint64
+}
+
+// SourceState is what the merger knows of one prober.
+type SourceState struct {
+	Name  string
+	Hello *wire.Hello
+	// Started is the prober's start on the CLI's clock (zero until its
+	// started line).
+	Started time.Time
+	End     *wire.End
+	Err     error
+	Lines   uint64
+}
+
+// NewMerger merges into rec (a recorder of the run, which no local workers
+// feed) the streams of the named probers; their results get Source i+1.
+func NewMerger(rec *prober.Recorder, names []string) *Merger {
+	m := &Merger{rec: rec}
+	for _, n := range names {
+		m.sources = append(m.sources, &source{name: n})
+	}
+	return m
+}
+
+// ErrStream is a stream that broke the protocol or lost lines: the merge
+// can no longer be exact for that prober.
+var ErrStream = errors.New("prober stream")
+
+// Started sets where prober i's offsets go on the run's timeline: its run
+// began at start on the CLI's clock; the run's own start is runStart.
+// Call it before feeding the prober's results (on its started line, once
+// its clock offset is known).
+func (m *Merger) Started(i int, start, runStart time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sources[i]
+	s.started = start
+	s.shift = start.Sub(runStart)
+	s.shiftSecond = int64(math.Round(s.shift.Seconds()))
+}
+
+// Feed takes one log line of prober i. Lines that are not the protocol's
+// are returned as ErrNotProtocol (for the caller to log); lines seen
+// before are skipped; a gap or a bad line is an ErrStream, after which
+// the prober's stream is ignored.
+func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
+	l, err := wire.Parse(line)
+	if errors.Is(err, wire.ErrNotProtocol) {
+		return l, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sources[i]
+	if s.err != nil {
+		return l, s.err
+	}
+	if err != nil {
+		return l, s.fail(err)
+	}
+	fresh, err := s.seq.Accept(l.Seq)
+	if err != nil {
+		return l, s.fail(err)
+	}
+	if !fresh {
+		return l, nil
+	}
+	s.lines++
+	switch l.Kind {
+	case wire.KindHello:
+		s.hello = l.Hello
+	case wire.KindResult:
+		res, err := l.Result.ToResult()
+		if err != nil {
+			return l, s.fail(err)
+		}
+		res.Source = uint16(i + 1)
+		res.Intended += s.shift
+		res.Start += s.shift
+		res.End += s.shift
+		if res.Intended < 0 {
+			return l, s.fail(fmt.Errorf("a result %v before the run's start", -res.Intended))
+		}
+		m.rec.Ingest([]prober.Result{res})
+	case wire.KindAgg:
+		a, err := l.Agg.ToAggregate()
+		if err != nil {
+			return l, s.fail(err)
+		}
+		a.Second += s.shiftSecond
+		if a.Second < 0 {
+			return l, s.fail(fmt.Errorf("an aggregate of second %d before the run's start", a.Second))
+		}
+		m.rec.IngestAggregate(a)
+	case wire.KindFinal:
+		s.finalBefore = l.Final.Before + s.shiftSecond
+		m.finaliseLocked()
+	case wire.KindEnd:
+		s.end = l.End
+		s.finalBefore = math.MaxInt64
+		m.finaliseLocked()
+	}
+	return l, nil
+}
+
+func (s *source) fail(err error) error {
+	s.err = fmt.Errorf("%w %s: %w", ErrStream, s.name, err)
+	return s.err
+}
+
+// finaliseLocked makes final the seconds every live prober has finalised.
+// A prober whose stream broke holds nothing back: the run is inconclusive
+// anyway, and the others' rows still read right.
+func (m *Merger) finaliseLocked() {
+	before := int64(math.MaxInt64)
+	for _, s := range m.sources {
+		if s.err == nil {
+			before = min(before, s.finalBefore)
+		}
+	}
+	if before > m.final {
+		m.final = before
+		m.rec.FinaliseBefore(before)
+	}
+}
+
+// Finish makes every second final, whatever the streams said: the end.
+func (m *Merger) Finish() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.final = math.MaxInt64
+	m.rec.FinaliseBefore(math.MaxInt64)
+}
+
+// NextSeq is the sequence number the merger expects next from prober i:
+// a resumed log stream's lines before it are skipped.
+func (m *Merger) NextSeq(i int) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sources[i].seq.Next()
+}
+
+// State copies what the merger knows of each prober.
+func (m *Merger) State() []SourceState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]SourceState, len(m.sources))
+	for i, s := range m.sources {
+		out[i] = SourceState{Name: s.name, Hello: s.hello, Started: s.started, End: s.end, Err: s.err, Lines: s.lines}
+	}
+	return out
+}

@@ -1,0 +1,371 @@
+// Package wire is the line protocol of rollprobe's in-cluster probers: what
+// a prober pod writes to stdout and the CLI reads back from the pod's log
+// (pods/log), to merge every prober's results exactly (prober.Recorder's
+// Export and Ingest).
+//
+// Contract (version 1):
+//   - One protocol line per log line: Prefix, then a JSON object. Other
+//     lines (a Go panic, anything on stderr, which the container log
+//     interleaves) are not the protocol's and are passed over.
+//   - Every protocol line carries seq, 1, 2, 3... without gaps. A reader
+//     that sees a seq again (a log stream resumed from its start) skips
+//     it; one that sees a seq skipped has lost lines: the merge can no
+//     longer be exact, and the run is inconclusive.
+//   - hello comes first (the prober's name, node and version), started
+//     once the prober's run begins (its wall clock's start), then results
+//     (each result that is not OK, in full), aggregates (OK results by
+//     second, with latency and service-time HDR histograms in
+//     hdrhistogram-go's V2 compressed encoding) and final marks (seconds
+//     before it are final), and end last (the prober's summary). pong
+//     answers a ping from the CLI (clock offset estimation) at any time.
+//   - Times of results and seconds are offsets from the prober's start,
+//     which the CLI sets to the run's start (so every prober's offsets are
+//     on one timeline); wall times are Unix nanoseconds on the prober's
+//     clock.
+package wire
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// Version is the protocol's version; Prefix names it on every line.
+const (
+	Version = 1
+	Prefix  = "rp1 "
+)
+
+// Kind names a line's content.
+type Kind string
+
+const (
+	KindHello   Kind = "hello"
+	KindStarted Kind = "started"
+	KindResult  Kind = "result"
+	KindAgg     Kind = "agg"
+	KindFinal   Kind = "final"
+	KindPong    Kind = "pong"
+	KindEnd     Kind = "end"
+)
+
+// Line is one protocol line: its sequence number, its kind, and the one
+// field of that kind.
+type Line struct {
+	Seq     uint64   `json:"seq"`
+	Kind    Kind     `json:"k"`
+	Hello   *Hello   `json:"hello,omitempty"`
+	Started *Started `json:"started,omitempty"`
+	Result  *Result  `json:"r,omitempty"`
+	Agg     *Agg     `json:"a,omitempty"`
+	Final   *Final   `json:"final,omitempty"`
+	Pong    *Pong    `json:"pong,omitempty"`
+	End     *End     `json:"end,omitempty"`
+}
+
+// Hello introduces a prober.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Prober   string `json:"prober"` // its pod's name
+	Node     string `json:"node"`
+	Version  string `json:"version"` // rollprobe's
+	// WallNS is the prober's clock when it wrote the line.
+	WallNS int64 `json:"wall_ns"`
+}
+
+// Started says when the prober's run began, on its own clock: the origin
+// of every offset it writes.
+type Started struct {
+	WallNS int64 `json:"wall_ns"`
+}
+
+// Result is a prober.Result that was not OK, in full.
+type Result struct {
+	Seq         uint64 `json:"seq"`
+	IntendedNS  int64  `json:"intended_ns"`
+	StartNS     int64  `json:"start_ns"`
+	EndNS       int64  `json:"end_ns"`
+	Class       string `json:"class"`
+	Phase       string `json:"phase,omitempty"`
+	Status      int    `json:"status,omitempty"`
+	Fresh       bool   `json:"fresh,omitempty"`
+	SlowConnect bool   `json:"slow,omitempty"`
+	ConnReqs    uint32 `json:"conn_reqs,omitempty"`
+	ConnAgeNS   int64  `json:"conn_age_ns,omitempty"`
+	Backend     string `json:"backend,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Local       string `json:"local,omitempty"`
+	Remote      string `json:"remote,omitempty"`
+	ServerClose string `json:"server_close,omitempty"`
+	Canceled    bool   `json:"canceled,omitempty"`
+}
+
+// Agg is a prober.Aggregate: one second's OK results, as deltas.
+type Agg struct {
+	Second   int64             `json:"s"`
+	Sent     uint64            `json:"sent,omitempty"`
+	Slow     uint64            `json:"slow,omitempty"`
+	MaxLagNS int64             `json:"max_lag_ns,omitempty"`
+	Fresh    uint64            `json:"fresh,omitempty"`
+	Reused   uint64            `json:"reused,omitempty"`
+	OK       uint64            `json:"ok,omitempty"`
+	Status   map[int]uint64    `json:"status,omitempty"`
+	Backends map[string]uint64 `json:"backends,omitempty"`
+	Latency  string            `json:"latency,omitempty"` // HDR V2 compressed, base64 (hdrhistogram-go's Encode)
+	Service  string            `json:"service,omitempty"`
+}
+
+// Final says the prober's seconds before Before are final.
+type Final struct {
+	Before int64 `json:"before"`
+}
+
+// Pong answers the CLI's ping ID: when the prober read it, on its clock.
+type Pong struct {
+	ID     uint64 `json:"id"`
+	WallNS int64  `json:"wall_ns"`
+}
+
+// End is the prober's summary, its last line.
+type End struct {
+	ElapsedNS int64   `json:"elapsed_ns"`
+	SendingNS int64   `json:"sending_ns"`
+	Target    float64 `json:"target"`
+	Workers   int     `json:"workers"`
+	Canceled  bool    `json:"canceled,omitempty"`
+	// Error is why the prober ended early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// Encode renders l as one protocol line, newline included.
+func Encode(l Line) ([]byte, error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(Prefix)+len(b)+1)
+	out = append(out, Prefix...)
+	out = append(out, b...)
+	return append(out, '\n'), nil
+}
+
+// ErrNotProtocol marks a log line that is not a protocol line.
+var ErrNotProtocol = errors.New("not a protocol line")
+
+// maxLine bounds a protocol line: an aggregate's two histograms are a few
+// KB compressed; anything near this is not ours.
+const maxLine = 1 << 20
+
+// Parse reads one log line (without its newline). A line without Prefix
+// is ErrNotProtocol; a protocol line that does not validate is another
+// error.
+func Parse(line []byte) (Line, error) {
+	line = bytes.TrimRight(line, "\r\n")
+	rest, ok := bytes.CutPrefix(line, []byte(Prefix))
+	if !ok {
+		return Line{}, ErrNotProtocol
+	}
+	if len(rest) > maxLine {
+		return Line{}, fmt.Errorf("protocol line of %d bytes: over %d", len(rest), maxLine)
+	}
+	var l Line
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return Line{}, fmt.Errorf("protocol line: %w", err)
+	}
+	if dec.More() {
+		return Line{}, errors.New("protocol line: data after the object")
+	}
+	return l, l.validate()
+}
+
+// validate checks that the line carries exactly its kind's field, and
+// that the field's values are in range.
+func (l Line) validate() error {
+	if l.Seq == 0 {
+		return errors.New("protocol line without seq")
+	}
+	set := 0
+	for _, p := range []bool{l.Hello != nil, l.Started != nil, l.Result != nil, l.Agg != nil, l.Final != nil, l.Pong != nil, l.End != nil} {
+		if p {
+			set++
+		}
+	}
+	has := map[Kind]bool{KindHello: l.Hello != nil, KindStarted: l.Started != nil, KindResult: l.Result != nil,
+		KindAgg: l.Agg != nil, KindFinal: l.Final != nil, KindPong: l.Pong != nil, KindEnd: l.End != nil}
+	if present, known := has[l.Kind]; !known || !present || set != 1 {
+		return fmt.Errorf("protocol line %d: kind %q with %d fields", l.Seq, l.Kind, set)
+	}
+	switch {
+	case l.Hello != nil && l.Hello.Protocol != Version:
+		return fmt.Errorf("protocol version %d: this rollprobe reads version %d (use the same rollprobe version for the CLI and the probers)", l.Hello.Protocol, Version)
+	case l.Result != nil:
+		_, err := l.Result.ToResult()
+		return err
+	case l.Agg != nil:
+		_, err := l.Agg.ToAggregate()
+		return err
+	case l.End != nil && (l.End.ElapsedNS < 0 || l.End.SendingNS < 0 || l.End.Workers < 0 || !finite(l.End.Target)):
+		return fmt.Errorf("protocol line %d: end out of range", l.Seq)
+	}
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// FromResult is res as a line's payload.
+func FromResult(res *prober.Result) *Result {
+	r := &Result{Seq: res.Seq, IntendedNS: int64(res.Intended), StartNS: int64(res.Start), EndNS: int64(res.End),
+		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
+		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), Backend: res.Backend,
+		ServerClose: res.ServerClose.String(), Canceled: res.Canceled}
+	if res.Err != nil {
+		r.Error = res.Err.Error()
+	}
+	if a := res.Addr; a != nil {
+		if a.Local.IsValid() {
+			r.Local = a.Local.String()
+		}
+		if a.Remote.IsValid() {
+			r.Remote = a.Remote.String()
+		}
+	}
+	return r
+}
+
+// ToResult is the prober.Result the line carries. Its error, if any, is
+// the error's text.
+func (r *Result) ToResult() (prober.Result, error) {
+	class, err := prober.ParseClass(r.Class)
+	if err != nil {
+		return prober.Result{}, err
+	}
+	phase, err := prober.ParsePhase(r.Phase)
+	if err != nil {
+		return prober.Result{}, err
+	}
+	closed, err := prober.ParseServerClose(r.ServerClose)
+	if err != nil {
+		return prober.Result{}, err
+	}
+	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.Status < 0 || r.Status > 999 {
+		return prober.Result{}, fmt.Errorf("result %d: times or status out of range", r.Seq)
+	}
+	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
+		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
+		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, Canceled: r.Canceled}
+	if r.Error != "" {
+		res.Err = errors.New(r.Error)
+	}
+	if r.Local != "" || r.Remote != "" {
+		var a prober.ConnAddr
+		if r.Local != "" {
+			if a.Local, err = netip.ParseAddrPort(r.Local); err != nil {
+				return prober.Result{}, fmt.Errorf("result %d: %w", r.Seq, err)
+			}
+		}
+		if r.Remote != "" {
+			if a.Remote, err = netip.ParseAddrPort(r.Remote); err != nil {
+				return prober.Result{}, fmt.Errorf("result %d: %w", r.Seq, err)
+			}
+		}
+		res.Addr = &a
+	}
+	return res, nil
+}
+
+// FromAggregate is a as a line's payload.
+func FromAggregate(a *prober.Aggregate) (*Agg, error) {
+	out := &Agg{Second: a.Second, Sent: a.Sent, Slow: a.Slow, MaxLagNS: int64(a.MaxLag), Fresh: a.Fresh, Reused: a.Reused,
+		OK: a.OK, Status: a.Status, Backends: a.Backends}
+	if a.Latency != nil {
+		for _, x := range []struct {
+			h   *hdr.Histogram
+			out *string
+		}{{a.Latency, &out.Latency}, {a.Service, &out.Service}} {
+			b, err := x.h.Encode(hdr.V2CompressedEncodingCookieBase)
+			if err != nil {
+				return nil, err
+			}
+			*x.out = string(b)
+		}
+	}
+	return out, nil
+}
+
+// ToAggregate is the prober.Aggregate the line carries, its histograms
+// decoded and checked to have the recorder's range and precision (only
+// then does merging them stay exact).
+func (a *Agg) ToAggregate() (prober.Aggregate, error) {
+	if a.Second < 0 || a.MaxLagNS < 0 {
+		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d out of range", a.Second)
+	}
+	out := prober.Aggregate{Second: a.Second, Sent: a.Sent, Slow: a.Slow, MaxLag: time.Duration(a.MaxLagNS), Fresh: a.Fresh,
+		Reused: a.Reused, OK: a.OK, Status: a.Status, Backends: a.Backends}
+	for code := range a.Status {
+		if code <= 0 || code > 999 {
+			return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: status %d", a.Second, code)
+		}
+	}
+	if (a.Latency == "") != (a.Service == "") {
+		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: one histogram of two", a.Second)
+	}
+	if a.Latency == "" {
+		return out, nil
+	}
+	var err error
+	if out.Latency, err = decodeHistogram(a.Latency); err != nil {
+		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: latency: %w", a.Second, err)
+	}
+	if out.Service, err = decodeHistogram(a.Service); err != nil {
+		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: service time: %w", a.Second, err)
+	}
+	return out, nil
+}
+
+// decodeHistogram decodes an encoded histogram whose shape (range and
+// precision) is the recorder's: the shape is read from the header first,
+// so a line cannot make the decoder allocate a histogram of any other size.
+func decodeHistogram(enc string) (*hdr.Histogram, error) {
+	if len(enc) > maxLine {
+		return nil, errors.New("histogram too long")
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) < 8 {
+		return nil, errors.New("histogram too short")
+	}
+	z, err := zlib.NewReader(bytes.NewReader(raw[8:]))
+	if err != nil {
+		return nil, err
+	}
+	var header struct {
+		Cookie, PayloadLength, NormalizingIndexOffset, SignificantFigures int32
+		Lowest, Highest                                                   int64
+	}
+	err = binary.Read(z, binary.BigEndian, &header)
+	_ = z.Close()
+	if err != nil {
+		return nil, fmt.Errorf("histogram header: %w", err)
+	}
+	lowest, highest, digits := prober.HistogramShape()
+	if header.Lowest != lowest || header.Highest != highest || int64(header.SignificantFigures) != digits {
+		return nil, fmt.Errorf("histogram of range %d..%d at %d digits: the recorder's is %d..%d at %d",
+			header.Lowest, header.Highest, header.SignificantFigures, lowest, highest, digits)
+	}
+	return hdr.Decode([]byte(enc))
+}

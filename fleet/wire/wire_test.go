@@ -1,0 +1,184 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// Every field of a result that is not OK survives the line.
+func TestResultRoundTrip(t *testing.T) {
+	in := prober.Result{Seq: 42, Intended: 1500 * time.Millisecond, Start: 1501 * time.Millisecond, End: 3501 * time.Millisecond,
+		Class: prober.EOFReused, Phase: prober.PhaseReadHeaders, Status: 0, Fresh: false, SlowConnect: true, ConnReqs: 7,
+		ConnAge: 12 * time.Second, Backend: "web-1", Err: errors.New("connection closed before any response byte"),
+		Addr:        &prober.ConnAddr{Local: netip.MustParseAddrPort("10.244.1.5:40000"), Remote: netip.MustParseAddrPort("10.96.0.10:80")},
+		ServerClose: prober.CloseBeforeRequest, Canceled: true}
+	b, err := Encode(Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Result.ToResult()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Err.Error() != in.Err.Error() {
+		t.Fatalf("error %q, want %q", out.Err, in.Err)
+	}
+	out.Err, in.Err = nil, nil
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+}
+
+// An aggregate's histograms come back bucket for bucket.
+func TestAggregateRoundTrip(t *testing.T) {
+	lowest, highest, digits := prober.HistogramShape()
+	lat, svc := hdr.New(lowest, highest, int(digits)), hdr.New(lowest, highest, int(digits))
+	for i := range int64(1000) {
+		_ = lat.RecordValue(100 + i*i)
+		_ = svc.RecordValue(50 + i)
+	}
+	in := prober.Aggregate{Second: 9, Sent: 10, Slow: 1, MaxLag: time.Millisecond, Fresh: 4, Reused: 6, OK: 1000,
+		Status: map[int]uint64{200: 990, 204: 10}, Backends: map[string]uint64{"a": 600, "b": 400}, Latency: lat, Service: svc}
+	a, err := FromAggregate(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(Line{Seq: 3, Kind: KindAgg, Agg: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Agg.ToAggregate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Latency.Equals(lat) || !out.Service.Equals(svc) {
+		t.Fatal("histograms changed on the way")
+	}
+	out.Latency, out.Service, in.Latency, in.Service = nil, nil, nil, nil
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+}
+
+// A histogram of another shape is refused before it is decoded: merging
+// it would not be exact, and decoding a wide one allocates without bound.
+func TestAggregateOfAnotherShapeIsRefused(t *testing.T) {
+	wide := hdr.New(1, math.MaxInt64/4, 5)
+	_ = wide.RecordValue(10)
+	enc, err := wide.Encode(hdr.V2CompressedEncodingCookieBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agg{Second: 1, OK: 1, Latency: string(enc), Service: string(enc)}
+	if _, err := a.ToAggregate(); err == nil || !strings.Contains(err.Error(), "the recorder's is") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Parse tells other log lines from protocol lines, and refuses lines that
+// do not hold together.
+func TestParseRefuses(t *testing.T) {
+	if _, err := Parse([]byte("panic: runtime error")); !errors.Is(err, ErrNotProtocol) {
+		t.Fatalf("a panic line: %v", err)
+	}
+	for _, bad := range []string{
+		`rp1 {"seq":1,"k":"end"}`,                                                       // kind without its field
+		`rp1 {"seq":1,"k":"end","end":{},"final":{}}`,                                   // two fields
+		`rp1 {"k":"end","end":{}}`,                                                      // no seq
+		`rp1 {"seq":1,"k":"nope","end":{}}`,                                             // unknown kind
+		`rp1 {"seq":1,"k":"end","end":{},"extra":1}`,                                    // unknown field
+		`rp1 {"seq":1,"k":"end","end":{}} {}`,                                           // trailing data
+		`rp1 {"seq":1,"k":"result","r":{"class":"bogus"}}`,                              // unknown class
+		`rp1 {"seq":1,"k":"result","r":{"class":"reset","intended_ns":5,"start_ns":4}}`, // started before intended
+		`rp1 {"seq":1,"k":"hello","hello":{"protocol":2}}`,                              // another version
+		`rp1 {"seq":1,"k":"agg","a":{"s":1,"latency":"AAAA"}}`,                          // one histogram of two
+		`rp1 {"seq":1,"k":"agg","a":{"s":1,"status":{"0":1}}}`,                          // status 0
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || errors.Is(err, ErrNotProtocol) {
+			t.Errorf("%s: accepted (%v)", bad, err)
+		}
+	}
+}
+
+// The writer numbers lines 1, 2, 3; a reader takes each once, skips those
+// seen again, and stops at a gap.
+func TestSequence(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for i := range 3 {
+		if err := w.Write(Line{Kind: KindFinal, Final: &Final{Before: int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []uint64
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		l, err := Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, l.Seq)
+	}
+	if !reflect.DeepEqual(seqs, []uint64{1, 2, 3}) {
+		t.Fatalf("seqs %v", seqs)
+	}
+	var s Sequence
+	for _, step := range []struct {
+		seq  uint64
+		want bool
+		gap  bool
+	}{{1, true, false}, {2, true, false}, {1, false, false}, {2, false, false}, {3, true, false}, {5, false, true}} {
+		got, err := s.Accept(step.seq)
+		if got != step.want || errors.Is(err, ErrGap) != step.gap {
+			t.Fatalf("Accept(%d) = %v, %v", step.seq, got, err)
+		}
+	}
+}
+
+// The parser takes any bytes without panicking, and what it accepts
+// encodes and parses back to the same line.
+func FuzzParse(f *testing.F) {
+	lat := hdr.New(1, 3600000000, 3)
+	_ = lat.RecordValue(1234)
+	enc, _ := lat.Encode(hdr.V2CompressedEncodingCookieBase)
+	for _, seed := range []string{
+		`rp1 {"seq":1,"k":"hello","hello":{"protocol":1,"prober":"p","node":"n","version":"v","wall_ns":1}}`,
+		`rp1 {"seq":2,"k":"result","r":{"seq":3,"intended_ns":1,"start_ns":2,"end_ns":3,"class":"refused","phase":"dial","local":"1.2.3.4:5"}}`,
+		`rp1 {"seq":3,"k":"agg","a":{"s":1,"ok":1,"status":{"200":1},"latency":"` + string(enc) + `","service":"` + string(enc) + `"}}`,
+		`rp1 {"seq":4,"k":"end","end":{"elapsed_ns":1,"target":100}}`,
+		`not ours`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		l, err := Parse(line)
+		if err != nil {
+			return
+		}
+		b, err := Encode(l)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode it: %v", line, err)
+		}
+		again, err := Parse(b)
+		if err != nil || !reflect.DeepEqual(again, l) {
+			t.Fatalf("%q: re-parsed %+v, %v; want %+v", b, again, err, l)
+		}
+	})
+}
