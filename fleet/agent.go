@@ -1,0 +1,201 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/fleet/wire"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// The agent is the prober pod's side: it waits for the CLI's word on
+// stdin, probes, and streams its results to stdout.
+//
+// Commands, one per line on stdin (the CLI attaches to the container):
+//
+//	ping ID       answer pong ID with this clock's time (offset estimation)
+//	config JSON   the prober's configuration (wire.ProberConfig): sent here,
+//	              not in the pod's spec, so no header value or credential
+//	              is stored in the cluster
+//	start WALLNS  begin the run at that time on this clock (after config)
+//	stop          end the send window; finish, write end, exit
+//
+// Stdin closing is not a stop: an attach stream can break and be made
+// again. MaxDuration bounds the run whatever happens to the CLI, and the
+// pod's activeDeadlineSeconds bounds the pod.
+
+// AgentConfig is what a prober pod runs with; the probing itself comes
+// with the config command.
+type AgentConfig struct {
+	RunID   string // the CLI's run, for the request IDs (with this prober's index)
+	Name    string // the pod's name
+	Node    string // the node it runs on
+	Version string // rollprobe's
+	// MaxDuration ends the run if no stop came by then (the CLI was
+	// killed): the run's own timeout and a margin.
+	MaxDuration time.Duration
+	// StartTimeout ends the agent if no start came by then.
+	StartTimeout time.Duration
+}
+
+// exportEvery is how often the agent takes the recorder's export: the
+// merged view lags the probers by about this much more than a local one.
+const exportEvery = 250 * time.Millisecond
+
+// RunAgent runs one prober: reads commands from in, writes the protocol to
+// out. It returns when the run has ended and its end line is written, or
+// with the error that stopped it (also written as the end line's error
+// when it can be).
+func RunAgent(ctx context.Context, cfg AgentConfig, in io.Reader, out io.Writer) error {
+	w := wire.NewWriter(out)
+	if err := w.Write(wire.Line{Kind: wire.KindHello, Hello: &wire.Hello{Protocol: wire.Version, Prober: cfg.Name,
+		Node: cfg.Node, Version: cfg.Version, WallNS: time.Now().UnixNano()}}); err != nil {
+		return err
+	}
+	cmds := make(chan command, 16)
+	go readCommands(in, w, cmds)
+
+	startBy := time.NewTimer(cfg.StartTimeout)
+	defer startBy.Stop()
+	var at time.Time
+	var pcfg *prober.Config
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			return endWith(w, prober.Summary{}, ctx.Err())
+		case <-startBy.C:
+			return endWith(w, prober.Summary{}, fmt.Errorf("no start within %v", cfg.StartTimeout))
+		case c := <-cmds:
+			switch c.name {
+			case "config":
+				if c.err != nil {
+					return endWith(w, prober.Summary{}, c.err)
+				}
+				got, err := c.config.Config()
+				if err != nil {
+					return endWith(w, prober.Summary{}, fmt.Errorf("config: %w", err))
+				}
+				pcfg = &got
+			case "start":
+				if pcfg == nil {
+					return endWith(w, prober.Summary{}, errors.New("start before config"))
+				}
+				at = c.at
+				break wait
+			case "stop":
+				return endWith(w, prober.Summary{}, nil)
+			}
+		}
+	}
+
+	p, err := prober.New(*pcfg, cfg.RunID)
+	if err != nil {
+		return endWith(w, prober.Summary{}, err)
+	}
+	p.Recorder().EnableExport()
+	if d := time.Until(at); d > 0 {
+		time.Sleep(d)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := p.Go(runCtx)
+	<-p.Started()
+	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: p.Start().UnixNano()}}); err != nil {
+		cancel()
+		<-done
+		return err
+	}
+	limit := time.NewTimer(cfg.MaxDuration)
+	defer limit.Stop()
+	tick := time.NewTicker(exportEvery)
+	defer tick.Stop()
+	export := func() error {
+		x := p.Recorder().TakeExport()
+		defer p.Recorder().ReleaseExport(x)
+		return w.WriteExport(x)
+	}
+	for {
+		select {
+		case o := <-done:
+			// The engine has stopped and made its last tick: everything
+			// is final.
+			if err := export(); err != nil {
+				return err
+			}
+			return endWith(w, o.Summary, o.Err)
+		case <-tick.C:
+			if err := export(); err != nil {
+				cancel()
+				<-done
+				return err
+			}
+		case <-limit.C:
+			p.Stop()
+		case c := <-cmds:
+			if c.name == "stop" {
+				p.Stop()
+			}
+		}
+	}
+}
+
+// endWith writes the end line: the summary, and err if the run failed.
+func endWith(w *wire.Writer, s prober.Summary, err error) error {
+	end := &wire.End{ElapsedNS: int64(s.Elapsed), SendingNS: int64(s.Sending), Target: s.Target, Workers: s.Workers, Canceled: s.Canceled}
+	if err != nil {
+		end.Error = err.Error()
+	}
+	if werr := w.Write(wire.Line{Kind: wire.KindEnd, End: end}); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+type command struct {
+	name   string
+	at     time.Time
+	config wire.ProberConfig
+	err    error // a command that could not be read
+}
+
+// readCommands parses stdin; ping is answered here at once (the time of
+// reading is what the offset estimate needs), the rest is passed on.
+// Unknown lines are ignored: a newer CLI may say more.
+func readCommands(in io.Reader, w *wire.Writer, out chan<- command) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 1<<20) // a config with a body
+	for sc.Scan() {
+		now := time.Now()
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		switch fields[0] {
+		case "config":
+			c, err := wire.ParseConfigCommand(strings.TrimSpace(strings.TrimPrefix(line, "config")))
+			out <- command{name: "config", config: c, err: err}
+		case "ping":
+			if len(fields) == 2 {
+				if id, err := strconv.ParseUint(fields[1], 10, 64); err == nil {
+					_ = w.Write(wire.Line{Kind: wire.KindPong, Pong: &wire.Pong{ID: id, WallNS: now.UnixNano()}})
+				}
+			}
+		case "start":
+			if len(fields) == 2 {
+				if ns, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
+					out <- command{name: "start", at: time.Unix(0, ns)}
+				}
+			}
+		case "stop":
+			out <- command{name: "stop"}
+		}
+	}
+}

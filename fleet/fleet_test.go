@@ -1,0 +1,304 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// cluster is a fake API server whose prober pods run in-process agents:
+// attach reaches the agent's stdin and stdout, and the log is what it wrote.
+type cluster struct {
+	kube *fake.Clientset
+	// waiting, when set, is the reason every pod's container waits with
+	// instead of running (a bad image).
+	waiting string
+	n       atomic.Int64
+
+	mu     sync.Mutex
+	agents map[string]*agentProc
+	// breakLogOnce makes the first log stream of each pod end early.
+	breakLogOnce bool
+	broken       map[string]bool
+}
+
+type agentProc struct {
+	stdinW *io.PipeWriter
+	log    *followBuf
+	out    io.Writer // the attached stdout, while attached
+	outMu  sync.Mutex
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{kube: fake.NewClientset(), agents: map[string]*agentProc{}, broken: map[string]bool{}}
+	c.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		i := c.n.Add(1)
+		p.Name = fmt.Sprintf("%s%d", p.GenerateName, i)
+		p.Spec.NodeName = fmt.Sprintf("node-%d", i)
+		if c.waiting != "" {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: Container, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: c.waiting, Message: "pull access denied"}}}}
+			return false, nil, nil
+		}
+		p.Status.Phase = corev1.PodRunning
+		c.start(t, p.Name, p.Spec.NodeName)
+		return false, nil, nil
+	})
+	return c
+}
+
+// start runs the pod's agent.
+func (c *cluster) start(t *testing.T, pod, node string) {
+	inR, inW := io.Pipe()
+	proc := &agentProc{stdinW: inW, log: newFollowBuf()}
+	c.mu.Lock()
+	c.agents[pod] = proc
+	c.mu.Unlock()
+	out := writerFunc(func(b []byte) (int, error) {
+		proc.outMu.Lock()
+		if proc.out != nil {
+			_, _ = proc.out.Write(b)
+		}
+		proc.outMu.Unlock()
+		return proc.log.Write(b)
+	})
+	go func() {
+		_ = RunAgent(context.Background(), AgentConfig{RunID: pod, Name: pod, Node: node, Version: "test",
+			MaxDuration: time.Minute, StartTimeout: time.Minute}, inR, out)
+		proc.log.Close()
+	}()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func (c *cluster) Attach(ctx context.Context, pod string, stdin io.Reader, stdout io.Writer) error {
+	c.mu.Lock()
+	proc := c.agents[pod]
+	c.mu.Unlock()
+	if proc == nil {
+		return fmt.Errorf("no pod %s", pod)
+	}
+	proc.outMu.Lock()
+	proc.out = stdout
+	proc.outMu.Unlock()
+	go func() { _, _ = io.Copy(proc.stdinW, stdin) }()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (c *cluster) Logs(ctx context.Context, pod string) (io.ReadCloser, error) {
+	c.mu.Lock()
+	proc := c.agents[pod]
+	breakIt := c.breakLogOnce && !c.broken[pod]
+	c.broken[pod] = true
+	c.mu.Unlock()
+	if proc == nil {
+		return nil, fmt.Errorf("no pod %s", pod)
+	}
+	r := proc.log.reader(ctx)
+	if breakIt {
+		return &cutReader{r: r, after: 3}, nil
+	}
+	return r, nil
+}
+
+// followBuf is an append-only log that readers follow until it is closed.
+type followBuf struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	data   []byte
+	closed bool
+}
+
+func newFollowBuf() *followBuf {
+	b := &followBuf{}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *followBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	b.data = append(b.data, p...)
+	b.mu.Unlock()
+	b.cond.Broadcast()
+	return len(p), nil
+}
+
+func (b *followBuf) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+type followReader struct {
+	b   *followBuf
+	off int
+	ctx context.Context
+}
+
+func (b *followBuf) reader(ctx context.Context) *followReader {
+	r := &followReader{b: b, ctx: ctx}
+	go func() { <-ctx.Done(); b.cond.Broadcast() }()
+	return r
+}
+
+func (r *followReader) Read(p []byte) (int, error) {
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	for r.off == len(r.b.data) {
+		if r.b.closed {
+			return 0, io.EOF
+		}
+		if r.ctx.Err() != nil {
+			return 0, r.ctx.Err()
+		}
+		r.b.cond.Wait()
+	}
+	n := copy(p, r.b.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *followReader) Close() error { return nil }
+
+// cutReader ends a stream after a few lines, as a broken connection would.
+type cutReader struct {
+	r     io.Reader
+	after int
+	lines int
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.lines >= c.after {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := c.r.Read(p)
+	c.lines += bytes.Count(p[:n], []byte("\n"))
+	return n, err
+}
+
+func (c *cutReader) Close() error { return nil }
+
+func fleetConfig(t *testing.T, c *cluster, srv *faultserver.Server, count int) Config {
+	cfg := prober.DefaultConfig()
+	target, err := prober.ParseTarget(srv.URL("/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Target, cfg.Rate, cfg.BackendHeader = target, 300, "X-Pod-Name"
+	return Config{Kube: c.kube, Streams: c, RunID: "r1", Probe: cfg, Logf: t.Logf,
+		Pods: PodSpec{Namespace: "ns", Image: "rollprobe/rollprobe:test", Count: count, MaxDuration: time.Minute, StartTimeout: 10 * time.Second}}
+}
+
+func podsLeft(t *testing.T, c *cluster) int {
+	list, err := c.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// Three probers, one per node, started together and stopped together: the
+// merged recorder counts exactly what the server answered, each prober's
+// log stream breaks once and is resumed without loss, and no pod is left.
+func TestFleetRunsAndMergesExactly(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	c := newCluster(t)
+	c.breakLogOnce = true
+	f, err := Launch(context.Background(), fleetConfig(t, c, srv, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	done := f.Go(context.Background())
+	time.Sleep(time.Second)
+	f.Stop()
+	out := <-done
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	nodes := map[string]bool{}
+	for _, m := range f.Members() {
+		if m.Lost != "" || m.Started.IsZero() || m.Share != 100 {
+			t.Errorf("member %+v", m)
+		}
+		nodes[m.Node] = true
+	}
+	if len(nodes) != 3 {
+		t.Errorf("probers on %d nodes, want 3", len(nodes))
+	}
+	tot := f.Recorder().Totals()
+	if answered := srv.Counts().Answered; tot.Classes[prober.OK] != uint64(answered) || tot.Sent() != uint64(answered) || answered < 200 {
+		t.Fatalf("merged %d ok of %d sent; the server answered %d (want ~300)", tot.Classes[prober.OK], tot.Sent(), answered)
+	}
+	if out.Summary.Start != f.Start() || out.Summary.Workers == 0 {
+		t.Errorf("summary %+v", out.Summary)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := podsLeft(t, c); n != 0 {
+		t.Fatalf("%d prober pods left after Close", n)
+	}
+}
+
+// A prober pod that cannot pull its image is a start error naming the
+// reason, and no pod is left behind.
+func TestFleetBadImage(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	c := newCluster(t)
+	c.waiting = "ErrImagePull"
+	_, err := Launch(context.Background(), fleetConfig(t, c, srv, 2))
+	if !errors.Is(err, ErrProberStart) || !strings.Contains(err.Error(), "ErrImagePull") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := podsLeft(t, c); n != 0 {
+		t.Fatalf("%d prober pods left", n)
+	}
+	if srv.Counts().Requests != 0 {
+		t.Fatal("requests were sent")
+	}
+}
+
+// The pods are what the contract says: labelled with the run, spread over
+// nodes, no service account token, non-root, bounded by a deadline, and
+// nothing but the agent's flags in the spec (the configuration comes over
+// the attach stream).
+func TestProberPodSpec(t *testing.T) {
+	s := PodSpec{Namespace: "ns", Image: "img", RunID: "abc", Count: 1, MaxDuration: 10 * time.Minute, StartTimeout: time.Minute}
+	p := s.pod(0)
+	if p.Labels[LabelRun] != "abc" || p.Labels[LabelName] != NameValue {
+		t.Errorf("labels %v", p.Labels)
+	}
+	if *p.Spec.ActiveDeadlineSeconds != int64((15 * time.Minute).Seconds()) {
+		t.Errorf("deadline %d", *p.Spec.ActiveDeadlineSeconds)
+	}
+	if *p.Spec.AutomountServiceAccountToken || !*p.Spec.SecurityContext.RunAsNonRoot || len(p.Spec.TopologySpreadConstraints) != 1 {
+		t.Errorf("spec %+v", p.Spec)
+	}
+	args := strings.Join(p.Spec.Containers[0].Args, " ")
+	if args != "fleet-agent --run-id abc.1 --max-duration 10m0s --start-timeout 1m0s" || !p.Spec.Containers[0].Stdin {
+		t.Errorf("args %q", args)
+	}
+}

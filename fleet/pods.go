@@ -1,0 +1,244 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Labels on every prober pod: what it is, and which run made it (so a
+// leftover can be found and removed by hand: kubectl delete pod -l ...).
+const (
+	LabelName = "app.kubernetes.io/name"
+	LabelRun  = "rollprobe.io/run"
+	NameValue = "rollprobe-prober"
+	// Container is the prober's container name.
+	Container = "prober"
+)
+
+// PodSpec is how the prober pods are made.
+type PodSpec struct {
+	Namespace string
+	Image     string
+	RunID     string
+	Count     int
+	// MaxDuration bounds a prober's run if the CLI vanishes; the pod's
+	// activeDeadlineSeconds (MaxDuration plus a margin) bounds the pod.
+	MaxDuration time.Duration
+	// StartTimeout bounds the wait for every pod to run (and each agent's
+	// wait for the start).
+	StartTimeout time.Duration
+}
+
+// deadlineMargin is how long past MaxDuration a prober pod may live: its
+// agent stops by itself at MaxDuration; the margin covers the start.
+const deadlineMargin = 5 * time.Minute
+
+// pod is the i-th prober pod of the run. It needs no ServiceAccount token
+// (the agent talks to nobody but the target) and runs as an unprivileged
+// user on a read-only root; probers spread over the nodes, one per node
+// while there are nodes to spread over.
+func (s PodSpec) pod(i int) *corev1.Pod {
+	selector := map[string]string{LabelName: NameValue, LabelRun: s.RunID}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: fmt.Sprintf("rollprobe-%s-%d-", s.RunID, i),
+			Namespace:    s.Namespace,
+			Labels:       selector,
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         ptr.To(int64((s.MaxDuration + deadlineMargin).Seconds())),
+			TerminationGracePeriodSeconds: ptr.To(int64(10)),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+			}},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532))},
+			Containers: []corev1.Container{{
+				Name:  Container,
+				Image: s.Image,
+				Args: []string{"fleet-agent", "--run-id", fmt.Sprintf("%s.%d", s.RunID, i+1),
+					"--max-duration", s.MaxDuration.String(), "--start-timeout", s.StartTimeout.String()},
+				Stdin: true, // the CLI's commands (attach): nothing secret goes into the spec
+				Env: []corev1.EnvVar{
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+				},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+				}},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+// ErrProberStart is a prober pod that did not run within the start
+// timeout (a bad image, no capacity): a usage error, nothing triggered.
+var ErrProberStart = errors.New("prober pods did not start")
+
+// Pod is a running prober pod.
+type Pod struct {
+	Name, Node string
+}
+
+// launch creates the prober pods and waits until every one runs. On any
+// error it deletes what it created before returning.
+func launch(ctx context.Context, kube kubernetes.Interface, s PodSpec) (pods []Pod, err error) {
+	var created []string
+	defer func() {
+		if err != nil {
+			deletePods(kube, s.Namespace, s.RunID)
+		}
+	}()
+	for i := range s.Count {
+		p, err := kube.CoreV1().Pods(s.Namespace).Create(ctx, s.pod(i), metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create prober pod: %w", err)
+		}
+		created = append(created, p.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	defer cancel()
+	running, err := waitRunning(ctx, kube, s, created)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range created {
+		pods = append(pods, running[name])
+	}
+	return pods, nil
+}
+
+// waitRunning watches the run's pods until every one of names runs, one
+// fails, or ctx ends; the error names each pod that is not running and why.
+func waitRunning(ctx context.Context, kube kubernetes.Interface, s PodSpec, names []string) (map[string]Pod, error) {
+	sel := labels.SelectorFromSet(map[string]string{LabelName: NameValue, LabelRun: s.RunID}).String()
+	list, err := kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list prober pods: %w", err)
+	}
+	last := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		last[list.Items[i].Name] = &list.Items[i]
+	}
+	w, err := kube.CoreV1().Pods(s.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("watch prober pods: %w", err)
+	}
+	defer w.Stop()
+	for {
+		running := map[string]Pod{}
+		for _, name := range names {
+			p := last[name]
+			if p == nil {
+				continue
+			}
+			if why := failedToStart(p); why != "" {
+				return nil, fmt.Errorf("%w: %s: %s", ErrProberStart, name, why)
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				running[name] = Pod{Name: name, Node: p.Spec.NodeName}
+			}
+		}
+		if len(running) == len(names) {
+			return running, nil
+		}
+		select {
+		case <-ctx.Done():
+			var waiting []string
+			for _, name := range names {
+				if _, ok := running[name]; !ok {
+					waiting = append(waiting, name+" ("+pendingReason(last[name])+")")
+				}
+			}
+			return nil, fmt.Errorf("%w within %v: %s", ErrProberStart, s.StartTimeout, strings.Join(waiting, ", "))
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("watch prober pods: closed")
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod {
+				if ev.Type == watch.Deleted {
+					return nil, fmt.Errorf("%w: %s was deleted", ErrProberStart, p.Name)
+				}
+				last[p.Name] = p
+			}
+		}
+	}
+}
+
+// failedToStart is why a pod will not run (a pull that failed, a
+// container that ended), or "" while it may still.
+func failedToStart(p *corev1.Pod) string {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return fmt.Sprintf("phase %s %s", p.Status.Phase, p.Status.Reason)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError":
+				return strings.TrimSpace(w.Reason + ": " + w.Message)
+			}
+		}
+		if t := cs.State.Terminated; t != nil {
+			return fmt.Sprintf("container ended: %s (exit %d)", t.Reason, t.ExitCode)
+		}
+	}
+	return ""
+}
+
+// pendingReason is what a pod is waiting for.
+func pendingReason(p *corev1.Pod) string {
+	if p == nil {
+		return "not seen"
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSpace("unschedulable: " + c.Message)
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return strings.TrimSpace(w.Reason + " " + w.Message)
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+// deletePods removes every prober pod of the run, whatever the context:
+// cleanup must also run after a Ctrl-C. It waits for nothing (the pods
+// end within their grace period).
+func deletePods(kube kubernetes.Interface, namespace, runID string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sel := labels.SelectorFromSet(map[string]string{LabelName: NameValue, LabelRun: runID}).String()
+	list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list prober pods to delete: %w", err)
+	}
+	var errs []error
+	for _, p := range list.Items {
+		err := kube.CoreV1().Pods(namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete prober pod %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
