@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rollprobe/rollprobe/internal/field"
@@ -29,32 +30,39 @@ func (k *kubeFlags) bind(f *pflag.FlagSet) {
 // client loads the kubeconfig and resolves the Deployment's namespace and
 // name (a NS/ prefix on --deployment wins over -n and the context's).
 func (k *kubeFlags) client() (kube kubernetes.Interface, ns, name string, err error) {
+	kube, _, ns, name, err = k.clientAndConfig()
+	return kube, ns, name, err
+}
+
+// clientAndConfig is client with the REST configuration it was made from
+// (attaching to pods needs it).
+func (k *kubeFlags) clientAndConfig() (kube kubernetes.Interface, restCfg *rest.Config, ns, name string, err error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if k.kubeconfig != "" {
 		rules.ExplicitPath = k.kubeconfig
 	}
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
-	restCfg, err := loader.ClientConfig()
+	restCfg, err = loader.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
 		// client-go's own message names KUBERNETES_MASTER, which nothing
 		// here reads.
-		return nil, "", "", fmt.Errorf("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+		return nil, nil, "", "", fmt.Errorf("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
 	}
 	if err != nil {
-		return nil, "", "", fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, "", "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns = k.namespace
 	if ns == "" {
 		if ns, _, err = loader.Namespace(); err != nil {
-			return nil, "", "", fmt.Errorf("kubeconfig namespace: %w", err)
+			return nil, nil, "", "", fmt.Errorf("kubeconfig namespace: %w", err)
 		}
 	}
 	if ns, name, err = rollout.ParseDeploymentRef(k.deployment, ns); err != nil {
-		return nil, "", "", field.Rename(err, map[string]string{"Deployment": "--deployment"})
+		return nil, nil, "", "", field.Rename(err, map[string]string{"Deployment": "--deployment"})
 	}
 	kube, err = kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, "", "", fmt.Errorf("kubernetes client: %w", err)
 	}
-	return kube, ns, name, nil
+	return kube, restCfg, ns, name, nil
 }

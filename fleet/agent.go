@@ -33,7 +33,7 @@ import (
 // AgentConfig is what a prober pod runs with; the probing itself comes
 // with the config command.
 type AgentConfig struct {
-	RunID   string // the CLI's run, for the request IDs (with this prober's index)
+	RunID   string // the CLI's run and this prober's index (RUN.i), for its logs
 	Name    string // the pod's name
 	Node    string // the node it runs on
 	Version string // rollprobe's
@@ -95,7 +95,7 @@ wait:
 		}
 	}
 
-	p, err := prober.New(*pcfg, cfg.RunID)
+	p, err := prober.New(*pcfg, fmt.Sprintf("rollprobe/%s (prober %s)", cfg.Version, cfg.Name))
 	if err != nil {
 		return endWith(w, prober.Summary{}, err)
 	}
@@ -107,7 +107,7 @@ wait:
 	defer cancel()
 	done := p.Go(runCtx)
 	<-p.Started()
-	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: p.Start().UnixNano()}}); err != nil {
+	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: p.Start().UnixNano(), RunID: p.RunID()}}); err != nil {
 		cancel()
 		<-done
 		return err

@@ -386,6 +386,10 @@ func (f *Fleet) Members() []Member {
 	return out
 }
 
+// Sources is what the merger counted of each prober (its run ID, what it
+// sent, by class), in the order of Members.
+func (f *Fleet) Sources() []SourceState { return f.merger.State() }
+
 // StartSpread is the time between the first and the last prober's start.
 func (f *Fleet) StartSpread() time.Duration {
 	var starts []time.Time

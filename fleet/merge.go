@@ -38,14 +38,18 @@ type source struct {
 	shift       time.Duration
 	shiftSecond int64 // shift in whole seconds, for aggregates
 	finalBefore int64
+	runID       string // the prober's own, for its request IDs
 	end         *wire.End
 	err         error // the stream's fatal error (a gap), once
 	lines       uint64
+	sent        uint64
+	byClass     [prober.NumClasses]uint64
 }
 
 // SourceState is what the merger knows of one prober.
 type SourceState struct {
 	Name  string
+	RunID string // the prober's own run ID ("" before its started line)
 	Hello *wire.Hello
 	// Started is the prober's start on the CLI's clock (zero until its
 	// started line).
@@ -53,6 +57,10 @@ type SourceState struct {
 	End     *wire.End
 	Err     error
 	Lines   uint64
+	// Sent and ByClass count what the prober measured (canceled
+	// attempts aside).
+	Sent    uint64
+	ByClass [prober.NumClasses]uint64
 }
 
 // NewMerger merges into rec (a recorder of the run, which no local workers
@@ -111,6 +119,8 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 	switch l.Kind {
 	case wire.KindHello:
 		s.hello = l.Hello
+	case wire.KindStarted:
+		s.runID = l.Started.RunID
 	case wire.KindResult:
 		res, err := l.Result.ToResult()
 		if err != nil {
@@ -124,6 +134,10 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 			return l, s.fail(fmt.Errorf("a result %v before the run's start", -res.Intended))
 		}
 		m.rec.Ingest([]prober.Result{res})
+		if !res.Canceled {
+			s.sent++
+			s.byClass[res.Class]++
+		}
 	case wire.KindAgg:
 		a, err := l.Agg.ToAggregate()
 		if err != nil {
@@ -134,6 +148,8 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 			return l, s.fail(fmt.Errorf("an aggregate of second %d before the run's start", a.Second))
 		}
 		m.rec.IngestAggregate(a)
+		s.sent += a.Sent
+		s.byClass[prober.OK] += a.OK
 	case wire.KindFinal:
 		s.finalBefore = l.Final.Before + s.shiftSecond
 		m.finaliseLocked()
@@ -188,7 +204,8 @@ func (m *Merger) State() []SourceState {
 	defer m.mu.Unlock()
 	out := make([]SourceState, len(m.sources))
 	for i, s := range m.sources {
-		out[i] = SourceState{Name: s.name, Hello: s.hello, Started: s.started, End: s.end, Err: s.err, Lines: s.lines}
+		out[i] = SourceState{Name: s.name, RunID: s.runID, Hello: s.hello, Started: s.started, End: s.end, Err: s.err, Lines: s.lines,
+			Sent: s.sent, ByClass: s.byClass}
 	}
 	return out
 }

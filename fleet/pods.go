@@ -71,6 +71,9 @@ func (s PodSpec) pod(i int) *corev1.Pod {
 			Containers: []corev1.Container{{
 				Name:  Container,
 				Image: s.Image,
+				// A release's tag never changes; a node that has the image
+				// (a lab, a pre-pulled node) need not reach a registry.
+				ImagePullPolicy: corev1.PullIfNotPresent,
 				Args: []string{"fleet-agent", "--run-id", fmt.Sprintf("%s.%d", s.RunID, i+1),
 					"--max-duration", s.MaxDuration.String(), "--start-timeout", s.StartTimeout.String()},
 				Stdin: true, // the CLI's commands (attach): nothing secret goes into the spec

@@ -46,7 +46,37 @@ type Report struct {
 	Outages     []Outage     `json:"outages,omitempty"`
 	Pods        []PodTraffic `json:"pods,omitempty"`
 	Findings    []Finding    `json:"findings,omitempty"`
+	// Probers: the in-cluster probers the run probed from (run --probers).
+	Probers []ProberInfo `json:"probers,omitempty"`
 }
+
+// ProberInfo is one in-cluster prober: where it ran, its part of the load,
+// what it measured, its clock, and whether its results are complete.
+type ProberInfo struct {
+	Pod      string            `json:"pod"`
+	Node     string            `json:"node"`
+	ShareRPS float64           `json:"share_rps"`
+	Sent     uint64            `json:"sent"`
+	OK       uint64            `json:"ok"`
+	Failed   uint64            `json:"failed"`
+	ByClass  map[string]uint64 `json:"by_class"` // failures only, non-zero only
+	// ClockOffsetMS is its clock minus the CLI's, estimated from the ping
+	// with the shortest round trip (ClockRTTMS); its times in this report
+	// are on the CLI's clock.
+	ClockOffsetMS float64    `json:"clock_offset_ms"`
+	ClockRTTMS    float64    `json:"clock_rtt_ms"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	// Status is ProberOK or ProberLost; Lost says why and LostAt when.
+	Status string     `json:"status"`
+	Lost   string     `json:"lost,omitempty"`
+	LostAt *time.Time `json:"lost_at,omitempty"`
+}
+
+// Prober statuses.
+const (
+	ProberOK   = "ok"
+	ProberLost = "lost" // its results are incomplete: the run is inconclusive
+)
 
 // Attribution says how failures were matched to the pods that caused them,
 // and how sure that is.
@@ -201,6 +231,9 @@ type ProberStats struct {
 	// Canceled: in-flight attempts cut by an interruption; no outcome.
 	Canceled uint64  `json:"canceled"`
 	SendingS float64 `json:"sending_s"`
+	// StartSpreadMS, when probing from the cluster: from the first
+	// prober's start to the last one's.
+	StartSpreadMS float64 `json:"start_spread_ms,omitempty"`
 }
 
 // SeriesRow is one second of the run: Sent counts requests begun in it,
@@ -247,6 +280,10 @@ type Failure struct {
 	// ends (ip:port), fresh or reused, to find it in conntrack, a packet
 	// capture or server logs. When the connect failed, the local IP is
 	// unspecified (0.0.0.0) and the port is the one its SYN left from.
+	// Prober and Node name the in-cluster prober that measured the
+	// failure (run --probers); empty when this process probed.
+	Prober     string `json:"prober,omitempty"`
+	Node       string `json:"node,omitempty"`
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
 	// ServerClose, on eof and eof_reused, is CloseBeforeRequest or

@@ -26,6 +26,9 @@ type Facts struct {
 	Interrupted  bool
 	// RolloutFailed, when set, says why the rollout failed or timed out.
 	RolloutFailed string
+	// LostProbers says, for each in-cluster prober whose results are
+	// incomplete, which and why: the run cannot prove anything.
+	LostProbers []string
 }
 
 // Verdict is the outcome of a run as CI sees it.
@@ -57,6 +60,10 @@ func Judge(f Facts, b Budget) Verdict {
 	}
 	if f.RolloutFailed != "" {
 		v.Reasons = append(v.Reasons, "rollout failed: "+f.RolloutFailed)
+	}
+	for _, lost := range f.LostProbers {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, lost+": the merged results are incomplete")
 	}
 	if f.LocalErrors > 0 {
 		v.Inconclusive = true

@@ -47,3 +47,17 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// A prober whose results were lost makes a clean run inconclusive, and the
+// reason names it; failures above budget still come first.
+func TestLostProberIsInconclusive(t *testing.T) {
+	lost := []string{"prober p-1 on node n-2 lost results at +4.0s: stream gap"}
+	v := Judge(Facts{Sent: 100, TargetRate: 10, AchievedRate: 10, LostProbers: lost}, Budget{})
+	if v.Pass || !v.Inconclusive || v.ExitCode != exitcode.Inconclusive || !strings.Contains(strings.Join(v.Reasons, " "), "p-1 on node n-2") {
+		t.Fatalf("%+v", v)
+	}
+	v = Judge(Facts{Sent: 100, Failed: 3, TargetRate: 10, AchievedRate: 10, LostProbers: lost}, Budget{})
+	if v.ExitCode != exitcode.Failures {
+		t.Fatalf("failures above budget with a lost prober: exit %d", v.ExitCode)
+	}
+}

@@ -14,10 +14,14 @@ import (
 // Permission is one verb on one resource.
 type Permission struct {
 	Verb, Group, Resource string
+	Subresource           string // "log", "attach"; "" for the resource itself
 }
 
 func (p Permission) String() string {
 	r := p.Resource
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
 	if p.Group != "" {
 		r += "." + p.Group
 	}
@@ -29,17 +33,17 @@ func (p Permission) String() string {
 // Deployments. deploy/rbac.yaml grants exactly this set.
 func RequiredPermissions(trigger Trigger) []Permission {
 	perms := []Permission{
-		{"get", "apps", "deployments"}, {"list", "apps", "deployments"}, {"watch", "apps", "deployments"},
-		{"list", "apps", "replicasets"}, {"watch", "apps", "replicasets"},
-		{"list", "", "pods"}, {"watch", "", "pods"},
-		{"get", "", "services"}, {"list", "", "services"},
-		{"list", "discovery.k8s.io", "endpointslices"}, {"watch", "discovery.k8s.io", "endpointslices"},
-		{"list", "", "events"}, {"watch", "", "events"},
-		{"list", "policy", "poddisruptionbudgets"}, // the doctor's static checks
+		{Verb: "get", Group: "apps", Resource: "deployments"}, {Verb: "list", Group: "apps", Resource: "deployments"}, {Verb: "watch", Group: "apps", Resource: "deployments"},
+		{Verb: "list", Group: "apps", Resource: "replicasets"}, {Verb: "watch", Group: "apps", Resource: "replicasets"},
+		{Verb: "list", Group: "", Resource: "pods"}, {Verb: "watch", Group: "", Resource: "pods"},
+		{Verb: "get", Group: "", Resource: "services"}, {Verb: "list", Group: "", Resource: "services"},
+		{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, {Verb: "watch", Group: "discovery.k8s.io", Resource: "endpointslices"},
+		{Verb: "list", Group: "", Resource: "events"}, {Verb: "watch", Group: "", Resource: "events"},
+		{Verb: "list", Group: "policy", Resource: "poddisruptionbudgets"}, // the doctor's static checks
 	}
 	if trigger != nil {
 		for _, v := range trigger.Verbs() {
-			perms = append(perms, Permission{v, "apps", "deployments"})
+			perms = append(perms, Permission{Verb: v, Group: "apps", Resource: "deployments"})
 		}
 	}
 	return perms
@@ -47,6 +51,19 @@ func RequiredPermissions(trigger Trigger) []Permission {
 
 // CheckPermissions asks the apiserver (SelfSubjectAccessReview) whether the
 // caller holds every permission, and names each one it lacks.
+// ProberPermissions is what probing from the cluster (run --probers)
+// needs in the probers' namespace, on top of RequiredPermissions: making,
+// watching and deleting the prober pods, attaching to them (get for
+// WebSocket, create for SPDY) and reading their logs.
+func ProberPermissions() []Permission {
+	return []Permission{
+		{Verb: "create", Resource: "pods"}, {Verb: "delete", Resource: "pods"}, {Verb: "get", Resource: "pods"},
+		{Verb: "list", Resource: "pods"}, {Verb: "watch", Resource: "pods"},
+		{Verb: "get", Resource: "pods", Subresource: "log"},
+		{Verb: "create", Resource: "pods", Subresource: "attach"}, {Verb: "get", Resource: "pods", Subresource: "attach"},
+	}
+}
+
 func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace string, perms []Permission) error {
 	ctx, cancel := Bound(ctx)
 	defer cancel()
@@ -54,7 +71,7 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 	for _, p := range perms {
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource,
+				Namespace: namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource,
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {

@@ -18,7 +18,7 @@ func TestCheckPermissionsNamesWhatIsMissing(t *testing.T) {
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
 		ra := review.Spec.ResourceAttributes
-		p := Permission{ra.Verb, ra.Group, ra.Resource}.String()
+		p := Permission{Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource, Subresource: ra.Subresource}.String()
 		asked = append(asked, p)
 		if ra.Namespace != "prod" {
 			t.Errorf("asked about namespace %q", ra.Namespace)

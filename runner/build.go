@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -22,6 +24,8 @@ type probeRun struct {
 	Recorder *prober.Recorder
 	// RolloutFailed, for rollprobe run, says why the rollout failed.
 	RolloutFailed string
+	// Fleet, when the run probed from the cluster, is its probers.
+	Fleet *fleet.Fleet
 }
 
 // build assembles the probe half of a report (everything a probe without a
@@ -125,9 +129,30 @@ func build(run probeRun) *report.Report {
 		r.Series = append(r.Series, sr)
 	}
 
+	// Each prober has its own run ID (its requests' IDs), pod and node.
+	var lost []string
+	runIDs, pods, nodes := []string{run.RunID}, []string{""}, []string{""}
+	if fl := run.Fleet; fl != nil {
+		sources := fl.Sources()
+		for i, m := range fl.Members() {
+			src := sources[i]
+			runIDs, pods, nodes = append(runIDs, src.RunID), append(pods, m.Pod), append(nodes, m.Node)
+			r.Probers = append(r.Probers, proberInfo(m, src, sum.Start))
+			if m.Lost != "" {
+				lost = append(lost, fmt.Sprintf("prober %s on node %s lost results at %+.1fs: %s", m.Pod, m.Node, m.LostAt.Sub(sum.Start).Seconds(), m.Lost))
+			}
+		}
+		r.Prober.StartSpreadMS = ms(fl.StartSpread())
+	}
 	kept := run.Recorder.Failures()
 	for i := range kept {
-		r.Failures = append(r.Failures, failure(&kept[i], sum.Start, run.RunID))
+		src := int(kept[i].Source)
+		if src >= len(runIDs) {
+			src = 0
+		}
+		f := failure(&kept[i], sum.Start, runIDs[src])
+		f.Prober, f.Node = pods[src], nodes[src]
+		r.Failures = append(r.Failures, f)
 	}
 	r.FailureInfo = report.FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
 
@@ -139,6 +164,7 @@ func build(run probeRun) *report.Report {
 		AchievedRate:  achieved,
 		Interrupted:   sum.Canceled,
 		RolloutFailed: run.RolloutFailed,
+		LostProbers:   lost,
 	}, run.Budget)
 	return r
 }
@@ -173,6 +199,29 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 		}
 	}
 	return f
+}
+
+// proberInfo is one in-cluster prober's line of the report.
+func proberInfo(m fleet.Member, src fleet.SourceState, start time.Time) report.ProberInfo {
+	p := report.ProberInfo{Pod: m.Pod, Node: m.Node, ShareRPS: m.Share, Sent: src.Sent, OK: src.ByClass[prober.OK],
+		ByClass: map[string]uint64{}, ClockOffsetMS: ms(m.ClockOffset), ClockRTTMS: ms(m.RTT), Status: report.ProberOK}
+	for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
+		if n := src.ByClass[c]; n > 0 {
+			p.ByClass[c.String()] = n
+			if c.Failed() {
+				p.Failed += n
+			}
+		}
+	}
+	if !m.Started.IsZero() {
+		t := m.Started.UTC()
+		p.StartedAt = &t
+	}
+	if m.Lost != "" {
+		t := m.LostAt.UTC()
+		p.Status, p.Lost, p.LostAt = report.ProberLost, m.Lost, &t
+	}
+	return p
 }
 
 func quantiles(h *hdr.Histogram) report.Quantiles {

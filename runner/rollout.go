@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -54,7 +55,15 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	if err != nil {
 		cfg.logf("doctor checks skipped: %v", err)
 	}
-	if err := checkBaseline(bounded, cfg); err != nil {
+	probers := cfg.Probers != nil && cfg.Probers.Count > 0
+	if probers {
+		// The probers check the baseline from where they probe (this
+		// process may have no route to the Service); their permissions
+		// are checked before any pod is made.
+		if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.proberNamespace(), rollout.ProberPermissions()); err != nil {
+			return fail(fmt.Errorf("probing from the cluster: %w", err))
+		}
+	} else if err := checkBaseline(bounded, cfg); err != nil {
 		return fail(err)
 	}
 
@@ -70,20 +79,47 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	probeCfg := cfg.Probe
 	probeCfg.Duration = 0
-	p, err := prober.New(probeCfg, userAgent(cfg.Tool, ""))
-	if err != nil {
-		w.Stop()
-		return fail(err)
+	var p load
+	var fl *fleet.Fleet
+	if probers {
+		fl, err = fleet.Launch(bounded, fleet.Config{Kube: cfg.Kube, Streams: cfg.Probers.Streams, RunID: newRunID(), Probe: probeCfg,
+			Logf: cfg.logf, Pods: fleet.PodSpec{Namespace: cfg.proberNamespace(), Image: cfg.Probers.Image, Count: cfg.Probers.Count,
+				MaxDuration: cfg.Timeout + time.Minute, StartTimeout: cfg.Probers.StartTimeout}})
+		if err != nil {
+			w.Stop()
+			return fail(err)
+		}
+		p = fl
+	} else {
+		local, err := prober.New(probeCfg, userAgent(cfg.Tool, ""))
+		if err != nil {
+			w.Stop()
+			return fail(err)
+		}
+		p = local
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
-	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision()}, done: make(chan struct{})}
+	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision(), fleet: fl}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
+	if fl != nil {
+		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))
+	}
 	go func() {
 		defer close(run.done)
 		defer cancelBounded()
 		defer w.Stop()
+		if fl != nil {
+			defer func() {
+				if err := fl.Close(); err != nil {
+					cfg.logf("prober pods: %v (delete them with: kubectl delete pod -n %s -l %s=%s)", err, cfg.proberNamespace(), fleet.LabelRun, fl.RunID())
+				}
+			}()
+		}
 		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) }}
+		if fl != nil {
+			f.baselineCheck = func() error { return baselineHealthy(fl.Recorder(), probeCfg) }
+		}
 		out := f.follow(ctx, bounded)
 		phase.Store(PhaseDone)
 		p.Stop()
@@ -96,8 +132,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			out.status = report.StatusInterrupted
 			cfg.logf("interrupted: the cluster is left as it is (the rollout may still be in progress)")
 		}
+		if out.baselineErr != nil {
+			run.err = exitcode.UsageError(out.baselineErr)
+			return
+		}
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
-			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure()})
+			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl})
 		rep.Rollout = out.section(cfg, target, run.live.oldRev)
 		if in.Version.Known() {
 			rep.Rollout.ServerVersion = in.Version.String()
@@ -124,6 +164,9 @@ type outcome struct {
 	// triggerSeenAfter: from sending the trigger's own write to receiving
 	// it through the watch (0 when the trigger wrote nothing itself).
 	triggerSeenAfter time.Duration
+	// baselineErr: the target failed during the baseline (probing from
+	// the cluster); nothing was triggered.
+	baselineErr error
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -150,6 +193,9 @@ type follower struct {
 	w        *rollout.Watcher
 	tl       *rollout.Timeline
 	setPhase func(Phase)
+	// baselineCheck, when set, must pass after the baseline for the
+	// trigger to fire.
+	baselineCheck func() error
 }
 
 func now() *time.Time {
@@ -167,6 +213,13 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg.logf("baseline: probing for %s before the rollout", cfg.Baseline)
 	if !sleep(bounded, cfg.Baseline) {
 		return f.ended(ctx, bounded, out, "")
+	}
+	if f.baselineCheck != nil {
+		if err := f.baselineCheck(); err != nil {
+			out.baselineErr = err
+			cfg.logf("%v: nothing triggered", err)
+			return out
+		}
 	}
 	startGen := f.w.Deployment().Generation
 	out.triggeredAt = now()
@@ -298,6 +351,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// baselineHealthy says whether the baseline the probers measured holds
+// only successes (the check checkBaseline makes when probing from here).
+func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
+	tot := rec.Totals()
+	sent, ok := tot.Sent(), tot.Classes[prober.OK]
+	if sent > 0 && ok == sent {
+		return nil
+	}
+	detail := ""
+	if fails := rec.Failures(); len(fails) > 0 {
+		detail = fmt.Sprintf(": first failure %s", fails[0].Class)
+		if fails[0].Err != nil {
+			detail += " " + fails[0].Err.Error()
+		}
+	}
+	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests from the probers succeeded%s",
+		c.Target.Redacted(), ok, sent, detail)
 }
 
 // checkBaseline sends a short burst at the target before anything changes:

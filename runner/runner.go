@@ -10,6 +10,8 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -40,11 +43,21 @@ const (
 // lines). Every method is safe to call from any goroutine while the run
 // goes on; the rollout methods return zero values for a probe.
 type Live struct {
-	prober  *prober.Prober
+	prober  load
 	phase   *atomic.Value // Phase
 	watcher *rollout.Watcher
 	tl      *rollout.Timeline
 	oldRev  string
+	fleet   *fleet.Fleet // nil when probing from here
+}
+
+// Probers is what is known of each in-cluster prober; nil when probing
+// from this process.
+func (l Live) Probers() []fleet.Member {
+	if l.fleet == nil {
+		return nil
+	}
+	return l.fleet.Members()
 }
 
 // Start is when probing began.
@@ -78,6 +91,19 @@ func (l Live) Revisions() (old, current string) {
 		return "", ""
 	}
 	return l.oldRev, l.watcher.NewRevision()
+}
+
+// load is where a run's requests come from: the local prober, or the
+// in-cluster probers (fleet.Fleet), whose results are merged into one
+// recorder that reads as a local one.
+type load interface {
+	Go(ctx context.Context) <-chan prober.Outcome
+	Stop()
+	Start() time.Time
+	Elapsed() time.Duration
+	Recorder() *prober.Recorder
+	RunID() string
+	Config() prober.Config
 }
 
 // Run is a started flow.
@@ -160,6 +186,36 @@ type RolloutConfig struct {
 	// Log receives the run's own lines (preflight, trigger, rollout
 	// progress); nil for none.
 	Log io.Writer
+
+	// Probers, when set, probes from prober pods in the cluster instead
+	// of from this process.
+	Probers *ProbersConfig
+}
+
+// ProbersConfig is the in-cluster probers of a run (rollprobe run
+// --probers N).
+type ProbersConfig struct {
+	Count        int
+	Image        string
+	Namespace    string // "" for the Deployment's
+	StartTimeout time.Duration
+	// Streams reaches the pods (attach, logs): fleet.KubeStreams.
+	Streams fleet.Streams
+}
+
+// proberNamespace is where the prober pods go.
+func (cfg *RolloutConfig) proberNamespace() string {
+	if cfg.Probers != nil && cfg.Probers.Namespace != "" {
+		return cfg.Probers.Namespace
+	}
+	return cfg.Namespace
+}
+
+// newRunID names a run of in-cluster probers (their pods' label).
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // errTimedOut is the cause of the run's deadline.

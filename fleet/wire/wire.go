@@ -88,6 +88,9 @@ type Hello struct {
 // of every offset it writes.
 type Started struct {
 	WallNS int64 `json:"wall_ns"`
+	// RunID is the prober's own run ID: its requests carry RunID-seq in
+	// the request ID header.
+	RunID string `json:"run_id"`
 }
 
 // Result is a prober.Result that was not OK, in full.
