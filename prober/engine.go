@@ -45,6 +45,9 @@ type Prober struct {
 	// backendHeader is cfg.BackendHeader in lower case, as the response
 	// reader compares it.
 	backendHeader string
+	// reuseBlindly, for tests only, reuses an idle connection without
+	// asking whether the server closed it: the keep-alive race on purpose.
+	reuseBlindly bool
 
 	start   time.Time
 	seq     atomic.Uint64
@@ -405,7 +408,7 @@ func (w *worker) do(res *Result) {
 	// go on fresh connections and the rest on long-lived ones, instead of
 	// each fresh request ending the kept-alive connection before it.
 	var c *conn
-	if !fresh && w.c != nil && !w.c.reusable(res.Start, res.Lag()) {
+	if !fresh && w.c != nil && !p.reuseBlindly && !w.c.reusable(res.Start, res.Lag()) {
 		// An idle connection the server closed is dropped here, before
 		// anything is sent on it.
 		w.c.close()

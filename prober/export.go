@@ -41,6 +41,10 @@ type Aggregate struct {
 	Backends map[string]uint64
 	Latency  *hdr.Histogram // from the intended send; nil when none completed
 	Service  *hdr.Histogram // from the actual send
+	// LatencyBuckets and ServiceBuckets are the same histograms as read
+	// back from a stream (sparse: no dense counts array to allocate and
+	// walk); IngestAggregate uses them when set.
+	LatencyBuckets, ServiceBuckets *hdr.PackedHistogram
 }
 
 // export is an exporting recorder's pending output. Under r.mu.
@@ -194,10 +198,7 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	for b, n := range a.Backends {
 		countBackendN(st.backends, b, n)
 	}
-	if a.Latency != nil {
-		st.latency.Merge(a.Latency)
-		st.service.Merge(a.Service)
-	}
+	a.merge(st.latency, st.service)
 	if a.Sent > 0 || a.Slow > 0 || a.MaxLag > 0 {
 		begun, _ := r.second(a.Second)
 		begun.Sent += a.Sent
@@ -209,9 +210,8 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	}
 	done, open := r.second(a.Second)
 	done.Classes[OK] += a.OK
-	if open != nil && a.Latency != nil {
-		open.latency.Merge(a.Latency)
-		open.service.Merge(a.Service)
+	if open != nil {
+		a.merge(open.latency, open.service)
 	}
 	if len(a.Backends) > 0 {
 		switch {
@@ -223,6 +223,26 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 		for b, n := range a.Backends {
 			countBackendN(done.Backends, b, n)
 		}
+	}
+}
+
+// merge adds the aggregate's histograms to latency and service, exactly
+// (the same shape: bucket for bucket).
+func (a *Aggregate) merge(latency, service *hdr.Histogram) {
+	switch {
+	case a.LatencyBuckets != nil:
+		for _, x := range []struct {
+			to   *hdr.Histogram
+			from *hdr.PackedHistogram
+		}{{latency, a.LatencyBuckets}, {service, a.ServiceBuckets}} {
+			x.from.ForEachBucket(func(value, count int64) bool {
+				_ = x.to.RecordValues(value, count)
+				return true
+			})
+		}
+	case a.Latency != nil:
+		latency.Merge(a.Latency)
+		service.Merge(a.Service)
 	}
 }
 

@@ -26,9 +26,6 @@ package wire
 
 import (
 	"bytes"
-	"compress/zlib"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,46 +326,30 @@ func (a *Agg) ToAggregate() (prober.Aggregate, error) {
 		return out, nil
 	}
 	var err error
-	if out.Latency, err = decodeHistogram(a.Latency); err != nil {
+	if out.LatencyBuckets, err = decodeHistogram(a.Latency); err != nil {
 		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: latency: %w", a.Second, err)
 	}
-	if out.Service, err = decodeHistogram(a.Service); err != nil {
+	if out.ServiceBuckets, err = decodeHistogram(a.Service); err != nil {
 		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: service time: %w", a.Second, err)
 	}
 	return out, nil
 }
 
-// decodeHistogram decodes an encoded histogram whose shape (range and
-// precision) is the recorder's: the shape is read from the header first,
-// so a line cannot make the decoder allocate a histogram of any other size.
-func decodeHistogram(enc string) (*hdr.Histogram, error) {
+// decodeHistogram decodes an encoded histogram (sparse: nothing is
+// allocated per bucket of the range) and checks that its shape is the
+// recorder's: only then does merging it stay exact.
+func decodeHistogram(enc string) (*hdr.PackedHistogram, error) {
 	if len(enc) > maxLine {
 		return nil, errors.New("histogram too long")
 	}
-	raw, err := base64.StdEncoding.DecodeString(enc)
+	h, err := hdr.DecodePacked([]byte(enc))
 	if err != nil {
 		return nil, err
-	}
-	if len(raw) < 8 {
-		return nil, errors.New("histogram too short")
-	}
-	z, err := zlib.NewReader(bytes.NewReader(raw[8:]))
-	if err != nil {
-		return nil, err
-	}
-	var header struct {
-		Cookie, PayloadLength, NormalizingIndexOffset, SignificantFigures int32
-		Lowest, Highest                                                   int64
-	}
-	err = binary.Read(z, binary.BigEndian, &header)
-	_ = z.Close()
-	if err != nil {
-		return nil, fmt.Errorf("histogram header: %w", err)
 	}
 	lowest, highest, digits := prober.HistogramShape()
-	if header.Lowest != lowest || header.Highest != highest || int64(header.SignificantFigures) != digits {
+	if h.LowestTrackableValue() != lowest || h.HighestTrackableValue() != highest || h.SignificantFigures() != digits {
 		return nil, fmt.Errorf("histogram of range %d..%d at %d digits: the recorder's is %d..%d at %d",
-			header.Lowest, header.Highest, header.SignificantFigures, lowest, highest, digits)
+			h.LowestTrackableValue(), h.HighestTrackableValue(), h.SignificantFigures(), lowest, highest, digits)
 	}
-	return hdr.Decode([]byte(enc))
+	return h, nil
 }

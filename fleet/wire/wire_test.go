@@ -69,13 +69,21 @@ func TestAggregateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.Latency.Equals(lat) || !out.Service.Equals(svc) {
+	if !dense(out.LatencyBuckets).Equals(lat) || !dense(out.ServiceBuckets).Equals(svc) {
 		t.Fatal("histograms changed on the way")
 	}
-	out.Latency, out.Service, in.Latency, in.Service = nil, nil, nil, nil
+	out.LatencyBuckets, out.ServiceBuckets, in.Latency, in.Service = nil, nil, nil, nil
 	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
 	}
+}
+
+// dense is p as a recorder's histogram.
+func dense(p *hdr.PackedHistogram) *hdr.Histogram {
+	lowest, highest, digits := prober.HistogramShape()
+	h := hdr.New(lowest, highest, int(digits))
+	p.ForEachBucket(func(v, c int64) bool { _ = h.RecordValues(v, c); return true })
+	return h
 }
 
 // A histogram of another shape is refused before it is decoded: merging

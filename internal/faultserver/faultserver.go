@@ -10,9 +10,9 @@
 //	/close              read the request, then close without answering
 //	/close-reused       answer the first request on a connection; close without
 //	                    answering when a later request arrives on it
-//	/answer-then-close?ms=N  answer 200 (keep-alive), then close the connection
-//	                    N ms later: a client sending its next request about
-//	                    then races the close (the keep-alive race, on purpose)
+//	/answer-then-close  answer 200 (keep-alive), then close the connection at
+//	                    once: the client's next request on it meets a closed
+//	                    connection (the keep-alive race, on purpose)
 //	/short              promise 100 body bytes, send 10, close
 //	/cut-headers        send the status line and half a header line, close
 //	/badchunk           chunked body with a malformed chunk size
@@ -240,7 +240,6 @@ func (s *Server) serve(c net.Conn) {
 		}
 		s.answered.Add(1)
 		if path == "/answer-then-close" {
-			time.Sleep(time.Duration(ms) * time.Millisecond)
 			return
 		}
 		if closeAfter {

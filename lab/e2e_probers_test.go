@@ -1,0 +1,229 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollprobe/rollprobe/fleet"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// proberArgs probe from two prober pods, with the lab's image of this
+// rollprobe.
+var proberArgs = []string{"--probers", "2", "--prober-image", "rollprobe/rollprobe:latest"}
+
+// Probing from the cluster: rollprobe runs on the client host, which has
+// no route to the ClusterIP, and its prober pods probe from the nodes.
+func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
+	t.Run("naive from two probers", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...).wait(t)
+		checkRunReport(t, r, report.StatusComplete)
+		if r.exit != 1 || r.rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d, %d failed; want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
+		}
+		checkProbers(t, ctx, c, r.rep)
+		for _, f := range r.rep.Failures {
+			switch f.Class {
+			case "refused", "connect_timeout", "reset", "eof_reused":
+			default:
+				t.Errorf("failure %s of a kind local probing does not see here: %s (%s)", f.RequestID, f.Class, f.Error)
+			}
+			if f.Prober == "" || f.Node == "" {
+				t.Fatalf("failure %s names no prober or node", f.RequestID)
+			}
+		}
+		if findingByID(r.rep, "stops-accepting-before-endpoints-propagate") == nil {
+			t.Errorf("findings %v: want the propagation finding, as local probing gives", findingIDs(r.rep))
+		}
+	})
+
+	t.Run("graceful from two probers: ok is what the pods served", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		old := podsOf(t, ctx, c, "graceful")
+		before := map[string]int{}
+		finals := map[string]chan int{}
+		for _, p := range old {
+			before[p.Name] = servedNow(t, p.Status.PodIP)
+			finals[p.Name] = followServed(t, ctx, c, p.Name)
+		}
+		r := startRunOn(t, []string{"--client"}, "graceful", "http://"+ip+"/", proberArgs...).wait(t)
+		checkRunReport(t, r, report.StatusComplete)
+		if r.exit != 0 {
+			t.Fatalf("exit %d; want 0\n%s", r.exit, r.out())
+		}
+		checkProbers(t, ctx, c, r.rep)
+		served := 0
+		for name, ch := range finals {
+			select {
+			case n := <-ch:
+				served += n - before[name]
+			case <-time.After(30 * time.Second):
+				t.Fatalf("old pod %s never logged what it served", name)
+			}
+		}
+		for _, p := range podsOf(t, ctx, c, "graceful") {
+			served += servedNow(t, p.Status.PodIP)
+		}
+		if uint64(served) != r.rep.Totals.OK {
+			t.Fatalf("the pods served %d requests during the run; the merged report counts %d ok", served, r.rep.Totals.OK)
+		}
+		t.Logf("the pods served %d, the probers' merged ok %d", served, r.rep.Totals.OK)
+	})
+
+	t.Run("a bad prober image changes nothing", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		gen := deploymentGeneration(t, ctx, c, "naive")
+		r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", "--probers", "2",
+			"--prober-image", "rollprobe/nothing:v1", "--prober-start-timeout", "30s").wait(t)
+		if r.exit != 2 || !strings.Contains(r.out(), "ErrImagePull") {
+			t.Fatalf("exit %d; want 2 naming ErrImagePull\n%s", r.exit, r.out())
+		}
+		if got := deploymentGeneration(t, ctx, c, "naive"); got != gen {
+			t.Fatalf("the Deployment changed (generation %d -> %d): something was triggered", gen, got)
+		}
+		noProberPods(t, ctx, c)
+	})
+
+	t.Run("Ctrl-C mid-rollout leaves no prober pod", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		s := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...)
+		s.waitFor(t, "triggered")
+		if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		r := s.wait(t)
+		if r.exit != 130 || r.repErr != nil {
+			t.Fatalf("exit %d, report %v; want 130 with a report\n%s", r.exit, r.repErr, r.out())
+		}
+		noProberPods(t, ctx, c)
+		waitRollout(t, ctx, c, "naive") // let the interrupted rollout finish for the next test
+	})
+}
+
+// checkProbers: two probers on two nodes, each with its part of the
+// rate, started together, none lost; their counts add up to the totals;
+// and no prober pod is left.
+func checkProbers(t *testing.T, ctx context.Context, c *lab.Client, rep *report.Report) {
+	t.Helper()
+	if len(rep.Probers) != 2 || rep.Probers[0].Node == rep.Probers[1].Node {
+		t.Fatalf("probers %+v: want two, on two nodes", rep.Probers)
+	}
+	var sent, ok uint64
+	for _, p := range rep.Probers {
+		if p.Status != report.ProberOK || p.ShareRPS != rep.Config.Rate/2 || p.StartedAt == nil {
+			t.Errorf("prober %+v", p)
+		}
+		sent, ok = sent+p.Sent, ok+p.OK
+	}
+	if sent != rep.Totals.Sent || ok != rep.Totals.OK {
+		t.Errorf("the probers sent %d (%d ok); the totals say %d (%d ok)", sent, ok, rep.Totals.Sent, rep.Totals.OK)
+	}
+	if s := rep.Prober.StartSpreadMS; s >= 100 {
+		t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
+	}
+	t.Logf("probers on %s and %s, start spread %.2f ms, clock offsets %.3f and %.3f ms", rep.Probers[0].Node, rep.Probers[1].Node,
+		rep.Prober.StartSpreadMS, rep.Probers[0].ClockOffsetMS, rep.Probers[1].ClockOffsetMS)
+	noProberPods(t, ctx, c)
+}
+
+// noProberPods: every prober pod is gone (deleted, not merely ending).
+func noProberPods(t *testing.T, ctx context.Context, c *lab.Client) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: fleet.LabelName + "=" + fleet.NameValue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			return
+		}
+		deleting := true
+		for _, p := range list.Items {
+			deleting = deleting && p.DeletionTimestamp != nil
+		}
+		if !deleting || time.Now().After(deadline) {
+			t.Fatalf("%d prober pods left (deletion requested for all: %v)", len(list.Items), deleting)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func podsOf(t *testing.T, ctx context.Context, c *lab.Client, app string) []corev1.Pod {
+	t.Helper()
+	list, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func deploymentGeneration(t *testing.T, ctx context.Context, c *lab.Client, name string) int64 {
+	t.Helper()
+	d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Generation
+}
+
+var servedStat = regexp.MustCompile(`served=(\d+)`)
+
+// servedNow asks a demoapp pod how many requests it has served (its
+// /stats, from the first node).
+func servedNow(t *testing.T, podIP string) int {
+	t.Helper()
+	resp, err := clientIn(firstNode().NS, 5*time.Second).Get("http://" + podIP + ":8080/stats")
+	if err != nil {
+		t.Fatalf("stats of %s: %v", podIP, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := servedStat.FindSubmatch(b)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("stats of %s: %d %s", podIP, resp.StatusCode, b)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+var stoppedServed = regexp.MustCompile(`stopped, served (\d+)`)
+
+// followServed follows a demoapp pod's log and sends the count its last
+// line gives ("stopped, served N") when it has shut down.
+func followServed(t *testing.T, ctx context.Context, c *lab.Client, pod string) chan int {
+	t.Helper()
+	stream, err := c.Kube.CoreV1().Pods("default").GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", pod, err)
+	}
+	out := make(chan int, 1)
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { _ = stream.Close() }) })
+	go func() {
+		defer once.Do(func() { _ = stream.Close() })
+		sc := bufio.NewScanner(stream)
+		for sc.Scan() {
+			if m := stoppedServed.FindStringSubmatch(sc.Text()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				out <- n
+				return
+			}
+		}
+	}()
+	return out
+}
