@@ -460,3 +460,38 @@ func TestDeletionCountsFromItsServerTime(t *testing.T) {
 		t.Fatalf("with the apiserver 300 ms ahead, b's deletion (6.0 s by its clock) can have acted by 5.95 s: %+v; %s", f, r.Attribution.ToleranceSource)
 	}
 }
+
+// Probing from the cluster, connection failures that go on clearly longer
+// on one node than on the others name that node; a spread under a second
+// names none.
+func TestNodeRoutesLate(t *testing.T) {
+	nodeFail := func(ms int, node string) report.Failure {
+		f := fail(ms, "refused", true, "")
+		f.Node = node
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		fails []report.Failure
+		want  string // the finding's title; "" for none
+	}{
+		{"one node 2.5 s later", []report.Failure{nodeFail(3000, "a"), nodeFail(4000, "a"), nodeFail(3000, "b"), nodeFail(6500, "b")},
+			"kube-proxy on node b routed to terminating pods 2.5s longer than elsewhere"},
+		{"only one node failed, for 1.5 s", []report.Failure{nodeFail(3000, "b"), nodeFail(4500, "b")},
+			"kube-proxy on node b routed to terminating pods 1.5s longer than elsewhere"},
+		{"both alike", []report.Failure{nodeFail(3000, "a"), nodeFail(4000, "a"), nodeFail(3100, "b"), nodeFail(4400, "b")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &report.Report{StartedAt: t0, Failures: tc.fails,
+				Probers: []report.ProberInfo{{Pod: "p1", Node: "a"}, {Pod: "p2", Node: "b"}}}
+			analyse(r)
+			fd := find(r, NodeRoutesLate)
+			switch {
+			case tc.want == "" && fd != nil:
+				t.Fatalf("unexpected finding %+v", fd)
+			case tc.want != "" && (fd == nil || fd.Title != tc.want):
+				t.Fatalf("finding %+v, want %q", fd, tc.want)
+			}
+		})
+	}
+}

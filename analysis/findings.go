@@ -18,6 +18,7 @@ const (
 	AbruptKeepAliveClose   = "abrupt-keepalive-close"
 	ReadyTooEarly          = "ready-before-serving"
 	GraceTooShort          = "grace-period-too-short"
+	NodeRoutesLate         = "node-routes-to-terminating-pods-longer"
 	ServerErrors           = "5xx-during-rollout"
 	Unexplained            = "failures-without-lifecycle-event"
 )
@@ -98,6 +99,7 @@ var rules = []rule{
 		}, renderReadyTooEarly},
 	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx }, renderServerErrors},
 	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},
+	{NodeRoutesLate, report.SeverityWarning, nil, renderNodeRoutesLate},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 
@@ -298,6 +300,83 @@ func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 		Evidence: []string{fmt.Sprintf("%d pods ended with exit code %d after their deletion was requested: %s", len(killed), report.SIGKILLExitCode, strings.Join(killed, ", "))},
 		Fix:      "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here",
 		Pods:     killed,
+	}, true
+}
+
+// nodeLagAtLeast is how much longer one node's connection failures must
+// go on than every other node's for a finding: less is the spread of any
+// rollout (each kube-proxy syncs on its own).
+const nodeLagAtLeast = time.Second
+
+// renderNodeRoutesLate: probing from the cluster, new connections failed
+// for clearly longer on one node than on the others: that node's
+// kube-proxy (or whatever routes Service traffic there) learnt of the
+// endpoint changes late. Only connection failures count (refused,
+// connect_timeout): they are what stale routing makes.
+func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
+	type node struct {
+		name        string
+		n           int
+		first, last time.Time
+	}
+	byName := map[string]*node{}
+	for _, p := range x.r.Probers {
+		if byName[p.Node] == nil {
+			byName[p.Node] = &node{name: p.Node}
+		}
+	}
+	if len(byName) < 2 {
+		return report.Finding{}, false
+	}
+	for _, f := range x.r.Failures {
+		nd := byName[f.Node]
+		if nd == nil || (f.Class != report.ClassRefused && f.Class != report.ClassConnectTimeout) {
+			continue
+		}
+		if nd.n == 0 || f.Intended.Before(nd.first) {
+			nd.first = f.Intended
+		}
+		if f.Intended.After(nd.last) {
+			nd.last = f.Intended
+		}
+		nd.n++
+	}
+	nodes := make([]*node, 0, len(byName))
+	for _, nd := range byName {
+		nodes = append(nodes, nd)
+	}
+	sort.Slice(nodes, func(i, j int) bool {
+		if nodes[i].last.Equal(nodes[j].last) {
+			return nodes[i].name < nodes[j].name
+		}
+		return nodes[i].last.After(nodes[j].last)
+	})
+	top, next := nodes[0], nodes[1]
+	var longer time.Duration
+	switch {
+	case top.n == 0:
+		return report.Finding{}, false
+	case next.n == 0:
+		longer = top.last.Sub(top.first) // the others had none at all
+	default:
+		longer = top.last.Sub(next.last)
+	}
+	if longer < nodeLagAtLeast {
+		return report.Finding{}, false
+	}
+	evidence := []string{fmt.Sprintf("new connections failed (refused, connect_timeout) %.1fs longer from the prober on node %s than from any other", longer.Seconds(), top.name)}
+	for _, nd := range nodes {
+		if nd.n == 0 {
+			evidence = append(evidence, fmt.Sprintf("node %s: none failed", nd.name))
+			continue
+		}
+		evidence = append(evidence, fmt.Sprintf("node %s: %d failed from %+.2fs to %+.2fs", nd.name, nd.n, nd.first.Sub(x.r.StartedAt).Seconds(), nd.last.Sub(x.r.StartedAt).Seconds()))
+	}
+	return report.Finding{
+		Title:    fmt.Sprintf("kube-proxy on node %s routed to terminating pods %.1fs longer than elsewhere", top.name, longer.Seconds()),
+		Evidence: evidence,
+		Fix: fmt.Sprintf("look at how node %s routes Service traffic: kube-proxy's health, its CPU and its connection to the API server "+
+			"(endpoint changes reach it late); until then a preStop sleep must cover the slowest node, as the propagation finding's does", top.name),
 	}, true
 }
 

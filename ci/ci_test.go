@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/internal/fixture"
 	"github.com/rollprobe/rollprobe/internal/golden"
 	"github.com/rollprobe/rollprobe/report"
@@ -88,5 +89,14 @@ func TestDoctorChecks(t *testing.T) {
 	}
 	if failed != 2 {
 		t.Fatalf("--fail-on warning: %d failed checks, want 2", failed)
+	}
+}
+
+// A prober's progress line names it, its node, its rate and failures, and
+// says when its results were lost.
+func TestProberLine(t *testing.T) {
+	got := ProberLine(fleet.Status{Pod: "p-0", Node: "n-1", Rate: 50, Sent: 500, Failed: 2, Lost: "stream gap"})
+	if want := "prober p-0 on n-1: 50 req/s, completed 500, failed 2, LOST: stream gap"; !strings.Contains(got, want) {
+		t.Fatalf("%q, want %q", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 )
 
@@ -14,6 +15,9 @@ import (
 type Source interface {
 	Recorder() *prober.Recorder
 	Elapsed() time.Duration
+	// Probers is each in-cluster prober's status (nil when probing from
+	// here): a line each under the merged one.
+	Probers() []fleet.Status
 }
 
 // StartProgress prints one plain line every interval to w until the returned
@@ -42,10 +46,22 @@ func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
 				}
 				lastSent, lastAt = sent, now
 				fmt.Fprintln(w, ProgressLine(now, totals, rate))
+				for _, p := range src.Probers() {
+					fmt.Fprintln(w, ProberLine(p))
+				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// ProberLine formats one in-cluster prober's progress line.
+func ProberLine(p fleet.Status) string {
+	line := fmt.Sprintf("           prober %s on %s: %g req/s, completed %d, failed %d", p.Pod, p.Node, p.Rate, p.Sent, p.Failed)
+	if p.Lost != "" {
+		line += ", LOST: " + p.Lost
+	}
+	return line
 }
 
 // ProgressLine formats one progress line.

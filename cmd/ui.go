@@ -95,6 +95,7 @@ func attachView(g *globalOptions, mode uiMode, ui uiFlags, every time.Duration, 
 		}
 		src.Start, src.Recorder, src.Log = live.Start(), live.Recorder(), sink
 		src.Phase = func() string { return string(live.Phase()) }
+		src.Probers = live.Probers
 		if tl := live.Timeline(); tl != nil {
 			src.Timeline, src.Deployment, src.Revisions = tl, live.Deployment, live.Revisions
 		}

@@ -386,6 +386,30 @@ func (f *Fleet) Members() []Member {
 	return out
 }
 
+// Status is one prober's line in a live view.
+type Status struct {
+	Pod, Node    string
+	Rate         float64 // its share, req/s
+	Sent, Failed uint64  // merged so far (failed: target failures)
+	Lost         string
+}
+
+// Statuses is each prober's live line, in the order of Members.
+func (f *Fleet) Statuses() []Status {
+	members, sources := f.Members(), f.Sources()
+	out := make([]Status, len(members))
+	for i, m := range members {
+		s := Status{Pod: m.Pod, Node: m.Node, Rate: m.Share, Sent: sources[i].Sent, Lost: m.Lost}
+		for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
+			if c.Failed() {
+				s.Failed += sources[i].ByClass[c]
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
 // Sources is what the merger counted of each prober (its run ID, what it
 // sent, by class), in the order of Members.
 func (f *Fleet) Sources() []SourceState { return f.merger.State() }

@@ -51,13 +51,13 @@ type Live struct {
 	fleet   *fleet.Fleet // nil when probing from here
 }
 
-// Probers is what is known of each in-cluster prober; nil when probing
-// from this process.
-func (l Live) Probers() []fleet.Member {
+// Probers is each in-cluster prober's live status; nil when probing from
+// this process.
+func (l Live) Probers() []fleet.Status {
 	if l.fleet == nil {
 		return nil
 	}
-	return l.fleet.Members()
+	return l.fleet.Statuses()
 }
 
 // Start is when probing began.

@@ -11,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/internal/golden"
 )
 
@@ -276,5 +277,20 @@ func TestChartTailStartsAnywhere(t *testing.T) {
 		if got != want {
 			t.Errorf("%dx%d: the chart moved with SecondsFrom:\n%s\nwant\n%s", size[0], size[1], got, want)
 		}
+	}
+}
+
+// Probing from the cluster, a line under the merged counters shows each
+// prober: its node, its rate, its failures, and a lost one as lost.
+func TestProbersLine(t *testing.T) {
+	s := naiveMidRollout()
+	s.Probers = []fleet.Status{{Pod: "p-0", Node: "lab-node-1", Rate: 100, Sent: 900, Failed: 3},
+		{Pod: "p-1", Node: "lab-node-2", Rate: 100, Sent: 800, Lost: "stream gap"}}
+	out := render(withSnapshot(New(Options{}), s), 120, 30)
+	if !strings.Contains(out, "probers  lab-node-1 100/s 3 failed  lab-node-2 100/s LOST") {
+		t.Fatalf("no probers line:\n%s", out)
+	}
+	if strings.Contains(render(withSnapshot(New(Options{}), naiveMidRollout()), 120, 30), "probers") {
+		t.Fatal("a probers line when probing from here")
 	}
 }

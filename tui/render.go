@@ -49,6 +49,9 @@ func (m Model) render() string {
 		top = append(top, m.rolloutLine(w))
 	}
 	top = append(top, m.counters(w), m.latencyLine(w))
+	if len(m.snap.Probers) > 0 {
+		top = append(top, m.probersLine(w))
+	}
 	top = append(top, m.chart(w)...)
 	footer := m.footer(w)
 	rest := h - len(top) - 1
@@ -131,6 +134,25 @@ func (m Model) counters(w int) string {
 		ratio = fmt.Sprintf("%.3f%%", 100*float64(s.Sent-s.Failed)/float64(s.Sent))
 	}
 	return spread(strings.Join(parts, "  "), fmt.Sprintf("done %d  success %s", s.Sent, ratio), w)
+}
+
+// probersLine: one entry per in-cluster prober, its node, rate and
+// failures (the merged counts are above).
+func (m Model) probersLine(int) string {
+	parts := []string{"probers"}
+	for _, p := range m.snap.Probers {
+		entry := fmt.Sprintf("%s %g/s", p.Node, p.Rate)
+		switch {
+		case p.Lost != "":
+			entry = m.st.bad.Render(entry + " LOST")
+		case p.Failed > 0:
+			entry += " " + m.st.bad.Render(fmt.Sprintf("%d failed", p.Failed))
+		default:
+			entry += " " + m.st.good.Render("ok")
+		}
+		parts = append(parts, entry)
+	}
+	return strings.Join(parts, "  ")
 }
 
 func (m Model) latencyLine(int) string {

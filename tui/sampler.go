@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -32,8 +33,11 @@ type Source struct {
 	// probe.
 	Revisions func() (old, current string)
 	Phase     func() string
-	Log       *LogSink // lines the run logged; may be nil
-	Now       func() time.Time
+	// Probers is each in-cluster prober's status; nil when probing from
+	// here.
+	Probers func() []fleet.Status
+	Log     *LogSink // lines the run logged; may be nil
+	Now     func() time.Time
 	// RequestTimeout is the prober's: how long after an outage's last
 	// failure a request can still fail and join it.
 	RequestTimeout time.Duration
@@ -86,6 +90,9 @@ func (s *Sampler) Sample() Snapshot {
 	out := Snapshot{Command: s.src.Command, Target: s.src.Target, TargetRate: s.src.TargetRate, Elapsed: now.Sub(s.src.Start)}
 	if s.src.Phase != nil {
 		out.Phase = s.src.Phase()
+	}
+	if s.src.Probers != nil {
+		out.Probers = s.src.Probers()
 	}
 	t := snap.Totals
 	out.Sent, out.OK, out.Failed = t.Sent(), t.Classes[prober.OK], t.Failed()

@@ -5,7 +5,11 @@
 // reports after it returns.
 package tui
 
-import "time"
+import (
+	"time"
+
+	"github.com/rollprobe/rollprobe/fleet"
+)
 
 // Snapshot is everything one frame shows.
 type Snapshot struct {
@@ -30,6 +34,8 @@ type Snapshot struct {
 	Marks []Mark
 
 	Rollout *Rollout // nil for probe
+	// Probers are the in-cluster probers' statuses (run --probers).
+	Probers []fleet.Status
 	Pods    []Pod
 	Log     []LogLine // everything logged so far, oldest first
 }

@@ -41,6 +41,17 @@ func Markdown(w io.Writer, r *report.Report) error {
 		b.WriteString("\n")
 	}
 	writeMarkdownPods(&b, r)
+	if len(r.Probers) > 0 {
+		b.WriteString("| prober | node | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|\n")
+		for _, p := range r.Probers {
+			failed := fmt.Sprint(p.Failed)
+			if c := ClassCounts(p.ByClass); c != "" {
+				failed += " (" + c + ")"
+			}
+			fmt.Fprintf(&b, "| `%s` | `%s` | %.4g | %d | %s | %+.2f ms | %s %s |\n", p.Pod, p.Node, p.ShareRPS, p.Sent, failed, p.ClockOffsetMS, p.Status, p.Lost)
+		}
+		fmt.Fprintf(&b, "\nProbers started within %.2f ms of each other.\n\n", r.Prober.StartSpreadMS)
+	}
 	for _, f := range r.Findings {
 		static := ""
 		if f.Source == report.SourceDoctor {

@@ -93,6 +93,9 @@ func Text(w io.Writer, r *report.Report) error {
 		}
 		fmt.Fprintf(&b, "  backends  %s\n", strings.Join(parts, "  "))
 	}
+	if len(r.Probers) > 0 {
+		writeProbers(&b, r)
+	}
 	if len(r.Failures) > 0 {
 		first, last := r.Failures[0], r.Failures[len(r.Failures)-1]
 		span := fmt.Sprintf("from %+.3fs to %+.3fs", first.AtMS/1000, last.AtMS/1000)
@@ -214,6 +217,29 @@ func writePods(b *strings.Builder, r *report.Report) {
 		}
 		fmt.Fprintf(b, "            %-*s  %-10s  %8d  %14d  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
+}
+
+// writeProbers renders the in-cluster probers: one line each, which is the
+// per-node table when they are spread one per node.
+func writeProbers(b *strings.Builder, r *report.Report) {
+	width := len("prober")
+	nodeWidth := len("node")
+	for _, p := range r.Probers {
+		width, nodeWidth = max(width, len(p.Pod)), max(nodeWidth, len(p.Node))
+	}
+	fmt.Fprintf(b, "  probers   %-*s  %-*s  %7s  %7s  %7s  %9s  %s\n", width, "prober", nodeWidth, "node", "req/s", "sent", "failed", "clock", "status")
+	for _, p := range r.Probers {
+		status := p.Status
+		if p.Lost != "" {
+			status += ": " + p.Lost
+		}
+		fmt.Fprintf(b, "            %-*s  %-*s  %7.4g  %7d  %7d  %+7.2fms  %s", width, p.Pod, nodeWidth, p.Node, p.ShareRPS, p.Sent, p.Failed, p.ClockOffsetMS, status)
+		if c := ClassCounts(p.ByClass); c != "" {
+			fmt.Fprintf(b, "  (%s)", c)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "            started within %.2f ms of each other; times are on this machine's clock\n", r.Prober.StartSpreadMS)
 }
 
 // describeFailure says what one failure was: its class, where it failed,

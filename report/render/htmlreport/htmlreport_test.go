@@ -132,6 +132,7 @@ var allReports = []struct {
 }{
 	{"naive (lab)", func(t *testing.T) *report.Report { return lab(t, "naive") }},
 	{"graceful (lab, no failure)", func(t *testing.T) *report.Report { return lab(t, "graceful") }},
+	{"naive from two probers (lab)", func(t *testing.T) *report.Report { return lab(t, "naive-probers") }},
 	{"fixture", func(*testing.T) *report.Report { return fixture.NaiveRun() }},
 	{"probe (no rollout)", probeOnly},
 	{"older report", older},
@@ -321,6 +322,11 @@ func TestOutagesAndFindings(t *testing.T) {
 				}
 				if len(find(doc, "tr", "data-outage", strconv.Itoa(i+1))) != 1 {
 					t.Errorf("%s: no row in the outages table", id)
+				}
+			}
+			for _, p := range r.Probers {
+				if len(find(doc, "tr", "data-prober", p.Pod)) != 1 {
+					t.Errorf("prober %s: no row", p.Pod)
 				}
 			}
 			for _, f := range r.Findings {
