@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/prober"
@@ -27,10 +29,16 @@ type probeOptions struct {
 
 	target string
 	config prober.Config
+
+	// Probing from the cluster (--probers): its pods and the cluster.
+	probers    proberPodFlags
+	kube       kubeFlags
+	probersCfg *runner.ProbersConfig
+	kubeClient kubernetes.Interface
 }
 
 func newProbeCommand(g *globalOptions) *cobra.Command {
-	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), progress: 2 * time.Second}
+	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), progress: 2 * time.Second, probers: defaultProberPodFlags()}
 	cmd := &cobra.Command{
 		Use:   "probe URL",
 		Short: "Probe a URL at a fixed rate and classify every failed request",
@@ -59,6 +67,8 @@ be written at the end, 130 interrupted (the report is still written).`,
 		},
 	}
 	o.flags.bind(cmd.Flags())
+	o.probers.bind(cmd.Flags(), "the kubeconfig context's namespace")
+	o.kube.bindConnection(cmd.Flags())
 	o.outputs.bind(cmd.Flags())
 	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
 	o.ui.bind(cmd.Flags())
@@ -71,12 +81,23 @@ func (o *probeOptions) complete(args []string) error {
 	o.target = args[0]
 	cfg, err := o.flags.config(o.target)
 	o.config = cfg
-	return err
+	if err != nil || o.probers.count == 0 {
+		return err
+	}
+	kube, restCfg, ns, err := o.kube.connection()
+	if err != nil {
+		return err
+	}
+	o.kubeClient, o.probersCfg = kube, o.probers.config(kube, restCfg, ns)
+	return nil
 }
 
 // validate checks the flags that stand alone: the output and view choices.
 func (o *probeOptions) validate() error {
 	if err := o.outputs.validate(); err != nil {
+		return err
+	}
+	if err := o.probers.validate(); err != nil {
 		return err
 	}
 	if o.progress < 0 {
@@ -93,7 +114,8 @@ func (o *probeOptions) run(ctx context.Context) error {
 	// q in the dashboard stops the run as Ctrl-C does.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Budget: o.flags.budget(), Tool: tool()})
+	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Budget: o.flags.budget(), Tool: tool(),
+		Probers: o.probersCfg, Kube: o.kubeClient, Log: o.stderr})
 	if err != nil {
 		return exitcode.UsageError(err)
 	}

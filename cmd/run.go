@@ -13,7 +13,6 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
-	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -36,9 +35,7 @@ type runOptions struct {
 
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
-	probers                         int
-	proberImage, proberNamespace    string
-	proberStartTimeout              time.Duration
+	probers                         proberPodFlags
 	outputs                         outputFlags
 	progress                        time.Duration
 	ui                              uiFlags
@@ -51,7 +48,7 @@ type runOptions struct {
 func newRunCommand(g *globalOptions) *cobra.Command {
 	o := &runOptions{globalOptions: g, flags: defaultProberFlags(),
 		wait: 5 * time.Minute, baseline: 5 * time.Second, settle: 5 * time.Second, timeout: 15 * time.Minute, progress: 2 * time.Second,
-		proberImage: defaultProberImage(), proberStartTimeout: time.Minute}
+		probers: defaultProberPodFlags()}
 	// Half fresh, half kept-alive: a rollout drops both kinds of traffic, in
 	// different ways (routing lag vs. abrupt close).
 	o.flags.conn = "mixed=0.5"
@@ -108,24 +105,11 @@ left as it is).`,
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
-	f.IntVar(&o.probers, "probers", 0, "probe from N prober pods in the cluster (spread over the nodes; --rate is their total) instead of from here")
-	f.StringVar(&o.proberImage, "prober-image", o.proberImage, "with --probers: the probers' image (this rollprobe's version)")
-	f.StringVar(&o.proberNamespace, "prober-namespace", "", "with --probers: where the prober pods go (default: the Deployment's namespace)")
-	f.DurationVar(&o.proberStartTimeout, "prober-start-timeout", o.proberStartTimeout, "with --probers: how long the prober pods may take to run (a bad image fails here, exit 2)")
+	o.probers.bind(f, "the Deployment's namespace")
 	o.outputs.bind(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
 	o.ui.bind(f)
 	return cmd
-}
-
-// defaultProberImage is the release image of this rollprobe's version
-// (latest for a build that is not a release).
-func defaultProberImage() string {
-	v := version()
-	if !strings.HasPrefix(v, "v") || strings.Contains(v, "-") {
-		v = "latest"
-	}
-	return "rollprobe/rollprobe:" + v
 }
 
 // validate checks the flags that need nothing else: required ones, one
@@ -155,11 +139,8 @@ func (o *runOptions) validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))
 		}
 	}
-	if o.probers < 0 || o.probers > maxProbers {
-		errs = append(errs, fmt.Errorf("--probers %d: want 0 (probe from here) to %d", o.probers, maxProbers))
-	}
-	if o.probers > 0 && (o.proberImage == "" || o.proberStartTimeout <= 0) {
-		errs = append(errs, errors.New("--probers: --prober-image must be set and --prober-start-timeout positive"))
+	if err := o.probers.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
@@ -222,22 +203,12 @@ func (o *runOptions) complete() error {
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
 		Tool: tool(), Log: logOut,
 	}
-	if o.probers > 0 {
-		proberNS := o.proberNamespace
-		if proberNS == "" {
-			proberNS = ns
-		}
-		o.cfg.Probers = &runner.ProbersConfig{Count: o.probers, Image: o.proberImage, Namespace: proberNS,
-			StartTimeout: o.proberStartTimeout, Streams: fleet.KubeStreams{Kube: kube, Rest: restCfg, Namespace: proberNS}}
-	}
+	o.cfg.Probers = o.probers.config(kube, restCfg, ns)
 	if o.uiMode == uiNone {
 		o.cfg.Log = nil
 	}
 	return nil
 }
-
-// maxProbers bounds --probers: the merge was measured to this scale.
-const maxProbers = 100
 
 // triggerFlags name the flags of the trigger parsers' fields.
 var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,6 +83,26 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("the pods served %d requests during the run; the merged report counts %d ok", served, r.rep.Totals.OK)
 		}
 		t.Logf("the pods served %d, the probers' merged ok %d", served, r.rep.Totals.OK)
+	})
+
+	t.Run("probe from two probers", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		path := filepath.Join(t.TempDir(), "probe.json")
+		out, err := rollprobe(t, append([]string{"lab", "exec", "--state-dir", stateDir, "--client", "--",
+			filepath.Join(binDir, "rollprobe"), "probe", "http://" + ip + "/", "--rate", "100", "--duration", "3s",
+			"--progress", "0", "--report", path}, proberArgs...)...)
+		if err != nil {
+			t.Fatalf("probe --probers: %v\n%s", err, out)
+		}
+		rep, err := report.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		validateSchema(t, path)
+		if rep.Command != "probe" || rep.Totals.OK != rep.Totals.Sent || rep.Totals.Sent < 280 || rep.Totals.Sent > 320 {
+			t.Fatalf("%s: sent %d, ok %d; want about 300, all ok\n%s", rep.Command, rep.Totals.Sent, rep.Totals.OK, out)
+		}
+		checkProbers(t, ctx, c, rep)
 	})
 
 	t.Run("a bad prober image changes nothing", func(t *testing.T) {
@@ -226,4 +247,27 @@ func followServed(t *testing.T, ctx context.Context, c *lab.Client, pod string) 
 		}
 	}()
 	return out
+}
+
+// With one node's kube-proxy lagging, the probers' failures go on longer
+// on that node, and the finding names it.
+func testProbersSeeTheLaggedNode(t *testing.T, ctx context.Context, c *lab.Client, lagged string) {
+	ip := ensureSample(t, ctx, c, "naive")
+	r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...).wait(t)
+	checkRunReport(t, r, report.StatusComplete)
+	checkProbers(t, ctx, c, r.rep)
+	failed := map[string]uint64{}
+	for _, p := range r.rep.Probers {
+		failed[p.Node] = p.Failed
+	}
+	fd := findingByID(r.rep, "node-routes-to-terminating-pods-longer")
+	if fd == nil || !strings.Contains(fd.Title, "node "+lagged+" ") {
+		t.Fatalf("findings %v (%+v): want the lagged node %s named; failures by node %v\n%s", findingIDs(r.rep), fd, lagged, failed, r.out())
+	}
+	t.Logf("%s; failures by node %v", fd.Title, failed)
+	for node, n := range failed {
+		if node != lagged && n >= failed[lagged] {
+			t.Errorf("node %s's prober failed %d times, the lagged node's %d: want the lagged node's to be more", node, n, failed[lagged])
+		}
+	}
 }

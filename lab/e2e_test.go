@@ -266,6 +266,10 @@ func TestLab(t *testing.T) {
 		if other := firstNode().Name; took[other] > took[lagged.Name]-lag/2 {
 			t.Errorf("%s (no lag) answered %s after, not clearly before the lagged node (%s)", other, took[other], took[lagged.Name])
 		}
+
+		t.Run("probers in the cluster name the lagged node", func(t *testing.T) {
+			testProbersSeeTheLaggedNode(t, ctx, c, lagged.Name)
+		})
 	})
 
 	t.Run("down leaves nothing behind", func(t *testing.T) {

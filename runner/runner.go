@@ -24,6 +24,7 @@ import (
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -129,31 +130,82 @@ type ProbeConfig struct {
 	Probe  prober.Config
 	Budget report.Budget
 	Tool   report.Tool
+	// Probers, when set, probes from prober pods in the cluster (Kube's)
+	// instead of from this process; Log gets the fleet's lines.
+	Probers *ProbersConfig
+	Kube    kubernetes.Interface
+	Log     io.Writer
 }
 
 // StartProbe starts probing; cancelling ctx stops it (the report is then
 // marked interrupted).
 func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
-	p, err := prober.New(cfg.Probe, userAgent(cfg.Tool, ""))
-	if err != nil {
-		return nil, err
+	var p load
+	var fl *fleet.Fleet
+	if cfg.Probers != nil && cfg.Probers.Count > 0 {
+		var err error
+		if fl, err = startFleet(ctx, cfg); err != nil {
+			return nil, err
+		}
+		p = fl
+	} else {
+		local, err := prober.New(cfg.Probe, userAgent(cfg.Tool, ""))
+		if err != nil {
+			return nil, err
+		}
+		p = local
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseProbing)
-	run := &Run{live: Live{prober: p, phase: phase}, done: make(chan struct{})}
+	run := &Run{live: Live{prober: p, phase: phase, fleet: fl}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
+	var window *time.Timer
+	if fl != nil && cfg.Probe.Duration > 0 {
+		// The probers run until told: the send window is kept here.
+		window = time.AfterFunc(time.Until(fl.Start().Add(cfg.Probe.Duration)), fl.Stop)
+	}
 	go func() {
 		defer close(run.done)
+		if fl != nil {
+			defer fl.Close()
+		}
 		res := <-probeDone
+		if window != nil {
+			window.Stop()
+		}
 		phase.Store(PhaseDone)
 		if res.Err != nil {
 			run.err = res.Err
 			return
 		}
 		run.rep = build(probeRun{Tool: cfg.Tool, Command: "probe", RunID: p.RunID(), Config: p.Config(),
-			Budget: cfg.Budget, Summary: res.Summary, Recorder: p.Recorder()})
+			Budget: cfg.Budget, Summary: res.Summary, Recorder: p.Recorder(), Fleet: fl})
 	}()
 	return run, nil
+}
+
+// startFleet checks the permissions probing from the cluster needs and
+// launches the probers of a probe: errors are usage errors, nothing sent.
+func startFleet(ctx context.Context, cfg ProbeConfig) (*fleet.Fleet, error) {
+	pc := cfg.Probers
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "rollprobe: "+format+"\n", args...)
+		}
+	}
+	if err := rollout.CheckPermissions(ctx, cfg.Kube, pc.Namespace, rollout.ProberPermissions()); err != nil {
+		return nil, exitcode.UsageError(fmt.Errorf("probing from the cluster: %w", err))
+	}
+	maxDuration := 24 * time.Hour // a probe until Ctrl-C: the pods' deadline still ends them
+	if d := cfg.Probe.Duration; d > 0 {
+		maxDuration = d + time.Minute
+	}
+	fl, err := fleet.Launch(ctx, fleet.Config{Kube: cfg.Kube, Streams: pc.Streams, RunID: newRunID(), Probe: cfg.Probe, Logf: logf,
+		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout}})
+	if err != nil {
+		return nil, exitcode.UsageError(err)
+	}
+	return fl, nil
 }
 
 func userAgent(t report.Tool, note string) string {

@@ -1,0 +1,72 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/rollprobe/rollprobe/fleet"
+	"github.com/rollprobe/rollprobe/runner"
+)
+
+// proberPodFlags choose probing from prober pods in the cluster (run and
+// probe --probers N).
+type proberPodFlags struct {
+	count        int
+	image        string
+	namespace    string
+	startTimeout time.Duration
+}
+
+// maxProbers bounds --probers: the merge was measured to this scale.
+const maxProbers = 100
+
+func defaultProberPodFlags() proberPodFlags {
+	return proberPodFlags{image: defaultProberImage(), startTimeout: time.Minute}
+}
+
+func (p *proberPodFlags) bind(f *pflag.FlagSet, namespaceDefault string) {
+	f.IntVar(&p.count, "probers", 0, "probe from N prober pods in the cluster (spread over the nodes; --rate is their total) instead of from here")
+	f.StringVar(&p.image, "prober-image", p.image, "with --probers: the probers' image (this rollprobe's version)")
+	f.StringVar(&p.namespace, "prober-namespace", "", "with --probers: where the prober pods go (default: "+namespaceDefault+")")
+	f.DurationVar(&p.startTimeout, "prober-start-timeout", p.startTimeout, "with --probers: how long the prober pods may take to run (a bad image fails here, exit 2)")
+}
+
+func (p *proberPodFlags) validate() error {
+	var errs []error
+	if p.count < 0 || p.count > maxProbers {
+		errs = append(errs, fmt.Errorf("--probers %d: want 0 (probe from here) to %d", p.count, maxProbers))
+	}
+	if p.count > 0 && (p.image == "" || p.startTimeout <= 0) {
+		errs = append(errs, errors.New("--probers: --prober-image must be set and --prober-start-timeout positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// config is the runner's configuration of the probers (nil without
+// --probers); ns is the namespace they go to unless --prober-namespace.
+func (p *proberPodFlags) config(kube kubernetes.Interface, restCfg *rest.Config, ns string) *runner.ProbersConfig {
+	if p.count == 0 {
+		return nil
+	}
+	if p.namespace != "" {
+		ns = p.namespace
+	}
+	return &runner.ProbersConfig{Count: p.count, Image: p.image, Namespace: ns, StartTimeout: p.startTimeout,
+		Streams: fleet.KubeStreams{Kube: kube, Rest: restCfg, Namespace: ns}}
+}
+
+// defaultProberImage is the release image of this rollprobe's version
+// (latest for a build that is not a release).
+func defaultProberImage() string {
+	v := version()
+	if !strings.HasPrefix(v, "v") || strings.Contains(v, "-") {
+		v = "latest"
+	}
+	return "rollprobe/rollprobe:" + v
+}
