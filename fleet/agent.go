@@ -42,6 +42,16 @@ type AgentConfig struct {
 	MaxDuration time.Duration
 	// StartTimeout ends the agent if no start came by then.
 	StartTimeout time.Duration
+	// Now is the pod's clock (time.Now when nil): every wall time the
+	// agent writes or reads is on it. Tests skew it.
+	Now func() time.Time
+}
+
+func (cfg *AgentConfig) now() time.Time {
+	if cfg.Now != nil {
+		return cfg.Now()
+	}
+	return time.Now()
 }
 
 // exportEvery is how often the agent takes the recorder's export: the
@@ -55,11 +65,11 @@ const exportEvery = 250 * time.Millisecond
 func RunAgent(ctx context.Context, cfg AgentConfig, in io.Reader, out io.Writer) error {
 	w := wire.NewWriter(out)
 	if err := w.Write(wire.Line{Kind: wire.KindHello, Hello: &wire.Hello{Protocol: wire.Version, Prober: cfg.Name,
-		Node: cfg.Node, Version: cfg.Version, WallNS: time.Now().UnixNano()}}); err != nil {
+		Node: cfg.Node, Version: cfg.Version, WallNS: cfg.now().UnixNano()}}); err != nil {
 		return err
 	}
 	cmds := make(chan command, 16)
-	go readCommands(in, w, cmds)
+	go readCommands(in, w, cmds, cfg.now)
 
 	startBy := time.NewTimer(cfg.StartTimeout)
 	defer startBy.Stop()
@@ -100,14 +110,15 @@ wait:
 		return endWith(w, prober.Summary{}, err)
 	}
 	p.Recorder().EnableExport()
-	if d := time.Until(at); d > 0 {
+	if d := at.Sub(cfg.now()); d > 0 {
 		time.Sleep(d)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := p.Go(runCtx)
 	<-p.Started()
-	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: p.Start().UnixNano(), RunID: p.RunID()}}); err != nil {
+	started := p.Start().Add(cfg.now().Sub(time.Now())) // on the pod's clock
+	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: started.UnixNano(), RunID: p.RunID()}}); err != nil {
 		cancel()
 		<-done
 		return err
@@ -168,11 +179,11 @@ type command struct {
 // readCommands parses stdin; ping is answered here at once (the time of
 // reading is what the offset estimate needs), the rest is passed on.
 // Unknown lines are ignored: a newer CLI may say more.
-func readCommands(in io.Reader, w *wire.Writer, out chan<- command) {
+func readCommands(in io.Reader, w *wire.Writer, out chan<- command, clock func() time.Time) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 1<<20) // a config with a body
 	for sc.Scan() {
-		now := time.Now()
+		now := clock()
 		line := sc.Text()
 		fields := strings.Fields(line)
 		if len(fields) == 0 {

@@ -37,7 +37,10 @@ type cluster struct {
 	breakLogOnce bool
 	// attachErr, when set, is what every attach fails with.
 	attachErr error
-	broken       map[string]bool
+	// skews are the pods' clocks' offsets, in order of creation (none
+	// for the rest).
+	skews  []time.Duration
+	broken map[string]bool
 }
 
 type agentProc struct {
@@ -61,14 +64,18 @@ func newCluster(t *testing.T) *cluster {
 			return false, nil, nil
 		}
 		p.Status.Phase = corev1.PodRunning
-		c.start(t, p.Name, p.Spec.NodeName)
+		var skew time.Duration
+		if int(i) <= len(c.skews) {
+			skew = c.skews[i-1]
+		}
+		c.start(t, p.Name, p.Spec.NodeName, skew)
 		return false, nil, nil
 	})
 	return c
 }
 
 // start runs the pod's agent.
-func (c *cluster) start(t *testing.T, pod, node string) {
+func (c *cluster) start(t *testing.T, pod, node string, skew time.Duration) {
 	inR, inW := io.Pipe()
 	proc := &agentProc{stdinW: inW, log: newFollowBuf()}
 	c.mu.Lock()
@@ -84,7 +91,7 @@ func (c *cluster) start(t *testing.T, pod, node string) {
 	})
 	go func() {
 		_ = RunAgent(context.Background(), AgentConfig{RunID: pod, Name: pod, Node: node, Version: "test",
-			MaxDuration: time.Minute, StartTimeout: time.Minute}, inR, out)
+			MaxDuration: time.Minute, StartTimeout: time.Minute, Now: func() time.Time { return time.Now().Add(skew) }}, inR, out)
 		proc.log.Close()
 	}()
 }
@@ -350,5 +357,45 @@ func TestFleetInterrupted(t *testing.T) {
 	}
 	if err := f.Close(); err != nil || podsLeft(t, c) != 0 {
 		t.Fatalf("close: %v, %d pods left", err, podsLeft(t, c))
+	}
+}
+
+// Probers whose clocks are off by seconds, either way: each offset is
+// estimated to within its ping's round trip, every prober starts at the
+// one moment on its own clock, and the merged run lands on the CLI's
+// timeline (a result shifted by a wrong offset would fall before the
+// run's start, or seconds away).
+func TestFleetClockSkew(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	c := newCluster(t)
+	c.skews = []time.Duration{5 * time.Second, -3 * time.Second, 0}
+	f, err := Launch(context.Background(), fleetConfig(t, c, srv, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i, m := range f.Members() {
+		if d := m.ClockOffset - c.skews[i]; d > m.RTT || d < -m.RTT {
+			t.Errorf("prober %d: offset estimated %v, its clock is off by %v (round trip %v)", i, m.ClockOffset, c.skews[i], m.RTT)
+		}
+	}
+	done := f.Go(context.Background())
+	time.Sleep(700 * time.Millisecond)
+	f.Stop()
+	out := <-done
+	for _, m := range f.Members() {
+		if m.Lost != "" {
+			t.Fatalf("prober lost: %s", m.Lost)
+		}
+		if d := m.Started.Sub(f.Start()); d < -time.Second || d > time.Second {
+			t.Errorf("prober %s started %v from the run's start on the CLI's clock", m.Pod, d)
+		}
+	}
+	tot := f.Recorder().Totals()
+	if answered := uint64(srv.Counts().Answered); tot.Classes[prober.OK] != answered || answered == 0 {
+		t.Fatalf("merged ok %d, the server answered %d", tot.Classes[prober.OK], answered)
+	}
+	if out.Summary.Elapsed > 10*time.Second {
+		t.Errorf("the merged run lasts %v: a skew was not taken out", out.Summary.Elapsed)
 	}
 }
