@@ -140,6 +140,11 @@ wait:
 			if err := export(); err != nil {
 				return err
 			}
+			if o.Err == nil && ctx.Err() != nil {
+				// Terminated (the pod deleted, a node drained) before the
+				// CLI's stop: the results end early, and the CLI must know.
+				o.Err = errors.New("the prober was terminated before the run ended (its pod deleted?)")
+			}
 			return endWith(w, o.Summary, o.Err)
 		case <-tick.C:
 			if err := export(); err != nil {

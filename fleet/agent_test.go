@@ -109,3 +109,27 @@ func TestAgentRefusesABadConfig(t *testing.T) {
 		t.Fatalf("err %v, out %s", err, out.String())
 	}
 }
+
+// A prober terminated mid-run (its context ended: SIGTERM) writes what it
+// has and ends with an error, so the CLI counts it as lost, not as done.
+func TestAgentTerminated(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	cfg := prober.DefaultConfig()
+	target, err := prober.ParseTarget(srv.URL("/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Target = target
+	cmd, err := wire.ConfigCommand(wire.FromConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := strings.NewReader(cmd + fmt.Sprintf("start %d\n", time.Now().UnixNano()))
+	var out strings.Builder
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	err = RunAgent(ctx, AgentConfig{Name: "p", MaxDuration: time.Minute, StartTimeout: time.Minute}, in, &out)
+	if err == nil || !strings.Contains(out.String(), "terminated before the run ended") {
+		t.Fatalf("err %v; the end line does not say so: %s", err, out.String()[max(0, len(out.String())-300):])
+	}
+}

@@ -119,6 +119,34 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		noProberPods(t, ctx, c)
 	})
 
+	t.Run("a prober that dies makes the run inconclusive", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		s := startRunOn(t, []string{"--client"}, "graceful", "http://"+ip+"/", append(proberArgs, "--baseline", "4s")...)
+		s.waitFor(t, "probers sending from the cluster")
+		list, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: fleet.LabelName + "=" + fleet.NameValue})
+		if err != nil || len(list.Items) != 2 {
+			t.Fatalf("prober pods: %v, %v", list, err)
+		}
+		victim := list.Items[0].Name
+		if err := c.Kube.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := s.wait(t)
+		if r.exit != 4 || r.repErr != nil {
+			t.Fatalf("exit %d, report %v; want 4 with a report\n%s", r.exit, r.repErr, r.out())
+		}
+		if reasons := strings.Join(r.rep.Verdict.Reasons, "; "); !strings.Contains(reasons, victim) {
+			t.Errorf("the verdict does not name the lost prober %s: %s", victim, reasons)
+		}
+		for _, p := range r.rep.Probers {
+			if (p.Pod == victim) != (p.Status == report.ProberLost) || (p.Pod == victim && p.LostAt == nil) {
+				t.Errorf("prober %s: status %s, lost at %v", p.Pod, p.Status, p.LostAt)
+			}
+		}
+		noProberPods(t, ctx, c)
+		waitRollout(t, ctx, c, "graceful")
+	})
+
 	t.Run("Ctrl-C mid-rollout leaves no prober pod", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "naive")
 		s := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...)

@@ -210,7 +210,12 @@ func testRBAC(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	checkRunReport(t, r, "complete")
 
-	// Take watch on pods and events away.
+	// Take watch on pods and events away: from run's role, and the
+	// probers' role (which also grants watch on pods) altogether, which
+	// probing from here does not need.
+	if err := c.Kube.RbacV1().RoleBindings("default").Delete(ctx, "rollprobe-probers", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	role, err := c.Kube.RbacV1().Roles("default").Get(ctx, "rollprobe", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
