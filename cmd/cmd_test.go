@@ -572,8 +572,44 @@ func TestNoKubeconfig(t *testing.T) {
 	cmd := exec.Command(binary, "doctor", "--deployment", "web")
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG=")
 	r := runCmd(t, cmd)
-	if r.code != 2 || !strings.Contains(r.stderr, "pass --kubeconfig, set KUBECONFIG") || strings.Contains(r.stderr, "KUBERNETES_MASTER") {
+	if r.code != 2 || !strings.Contains(r.stderr, "pass --kubeconfig (or --server and --token), set KUBECONFIG") || strings.Contains(r.stderr, "KUBERNETES_MASTER") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// kubectl's connection flags, as client-go binds them, on every command
+// that talks to a cluster; the API's request timeout keeps kubectl's name
+// where it is free and is --kube-request-timeout where --request-timeout
+// is the prober's.
+func TestKubectlConnectionFlags(t *testing.T) {
+	common := []string{"--kubeconfig", "--context", "--namespace", "--cluster", "--user", "--server", "--token", "--as", "--as-group",
+		"--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--insecure-skip-tls-verify", "--tls-server-name"}
+	for cmd, timeout := range map[string]string{"run": "--kube-request-timeout", "probe": "--kube-request-timeout", "doctor": "--request-timeout"} {
+		r := run(t, cmd, "--help")
+		for _, flag := range append(common, timeout) {
+			if !strings.Contains(r.stdout, flag+" ") {
+				t.Errorf("%s --help lacks %s", cmd, flag)
+			}
+		}
+	}
+	if r := run(t, "run", "--help"); !strings.Contains(r.stdout, "--request-timeout duration") {
+		t.Errorf("run's --request-timeout is no longer the prober's:\n%s", r.stdout)
+	}
+}
+
+// Run as kubectl-rollprobe (a kubectl plugin), help and usage say
+// "kubectl rollprobe".
+func TestKubectlPluginName(t *testing.T) {
+	plugin := filepath.Join(t.TempDir(), "kubectl-rollprobe")
+	if err := os.Symlink(binary, plugin); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t, exec.Command(plugin, "run", "--help"))
+	if r.code != 0 || !strings.Contains(r.stdout, "kubectl rollprobe run --deployment") {
+		t.Fatalf("exit %d; usage does not say kubectl rollprobe:\n%s", r.code, r.stdout)
+	}
+	if r := run(t, "run", "--help"); strings.Contains(r.stdout, "kubectl rollprobe") {
+		t.Fatal("run as rollprobe, the usage says kubectl rollprobe")
 	}
 }
 

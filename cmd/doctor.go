@@ -63,7 +63,7 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 		},
 	}
 	f := cmd.Flags()
-	o.kube.bind(f)
+	o.kube.bind(f, "request-timeout")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command, every API call included")
 	f.DurationVar(&o.expectedDrain, "expected-drain", o.expectedDrain, "how long the app needs after SIGTERM to finish its requests (the grace period must cover preStop plus this)")
 	f.StringVar(&o.failOn, "fail-on", o.failOn, "exit 1 on findings of this severity or above: error, warning, info or never")

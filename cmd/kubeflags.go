@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // kubeconfigs with an oidc auth-provider, as kubectl reads them
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -12,49 +13,61 @@ import (
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
-// kubeFlags are the kubeconfig flags shared by the commands that talk to a
-// cluster, as kubectl spells them.
+// kubeFlags are the flags that choose the cluster, the identity and the
+// namespace: kubectl's own (clientcmd.BindOverrideFlags: --server,
+// --token, --as, --as-group, --cluster, --user, --certificate-authority,
+// --insecure-skip-tls-verify, --tls-server-name, ...), so CI jobs that
+// authenticate with a token or impersonation work as with kubectl. The
+// API request timeout is kubectl's --request-timeout where that name is
+// free (doctor) and --kube-request-timeout where it is the prober's (run,
+// probe).
 type kubeFlags struct {
-	kubeconfig, context, namespace string
-	deployment, service            string
+	kubeconfig          string
+	overrides           clientcmd.ConfigOverrides
+	deployment, service string
 }
 
-func (k *kubeFlags) bind(f *pflag.FlagSet) {
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&k.context, "context", "", "kubeconfig context")
-	f.StringVarP(&k.namespace, "namespace", "n", "", "namespace (default: the context's)")
+// bind binds the connection flags and the Deployment's.
+func (k *kubeFlags) bind(f *pflag.FlagSet, timeoutFlag string) {
+	k.bindConnection(f, timeoutFlag, "")
 	f.StringVar(&k.deployment, "deployment", "", "the Deployment: [NAMESPACE/]NAME")
 	f.StringVar(&k.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
 }
 
-// bindConnection binds only the flags that choose the cluster and the
-// namespace (probe --probers needs no Deployment).
-func (k *kubeFlags) bindConnection(f *pflag.FlagSet) {
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", "with --probers: kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&k.context, "context", "", "with --probers: kubeconfig context")
-	f.StringVarP(&k.namespace, "namespace", "n", "", "with --probers: namespace (default: the context's)")
+// bindConnection binds kubectl's connection flags; note prefixes their
+// help (probe uses them only with --probers).
+func (k *kubeFlags) bindConnection(f *pflag.FlagSet, timeoutFlag, note string) {
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", note+"kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.Timeout.LongName = timeoutFlag
+	for _, fi := range []*clientcmd.FlagInfo{&names.Timeout, &names.CurrentContext, &names.ContextOverrideFlags.Namespace,
+		&names.ContextOverrideFlags.ClusterName, &names.ContextOverrideFlags.AuthInfoName, &names.ClusterOverrideFlags.APIServer,
+		&names.AuthOverrideFlags.Token, &names.AuthOverrideFlags.Impersonate, &names.AuthOverrideFlags.ImpersonateGroups} {
+		fi.Description = note + fi.Description
+	}
+	clientcmd.BindOverrideFlags(&k.overrides, f, names)
 }
 
-// connection loads the kubeconfig: the client, its REST configuration and
-// the namespace (-n or the context's).
+// connection loads the kubeconfig with the flags' overrides: the client,
+// its REST configuration and the namespace (-n or the context's).
 func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if k.kubeconfig != "" {
 		rules.ExplicitPath = k.kubeconfig
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
 	restCfg, err := loader.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
-		return nil, nil, "", fmt.Errorf("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+		// client-go's own message names KUBERNETES_MASTER, which nothing
+		// here reads.
+		return nil, nil, "", fmt.Errorf("no kubeconfig: pass --kubeconfig (or --server and --token), set KUBECONFIG, or create ~/.kube/config")
 	}
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
-	ns := k.namespace
-	if ns == "" {
-		if ns, _, err = loader.Namespace(); err != nil {
-			return nil, nil, "", fmt.Errorf("kubeconfig namespace: %w", err)
-		}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("kubeconfig namespace: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {

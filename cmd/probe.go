@@ -68,7 +68,7 @@ be written at the end, 130 interrupted (the report is still written).`,
 	}
 	o.flags.bind(cmd.Flags())
 	o.probers.bind(cmd.Flags(), "the kubeconfig context's namespace")
-	o.kube.bindConnection(cmd.Flags())
+	o.kube.bindConnection(cmd.Flags(), "kube-request-timeout", "with --probers: ")
 	o.outputs.bind(cmd.Flags())
 	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
 	o.ui.bind(cmd.Flags())

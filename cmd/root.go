@@ -23,8 +23,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -91,6 +93,11 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 				g.stopProfile()
 			}
 		},
+	}
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		// Run as a kubectl plugin (kubectl-rollprobe, by link or krew):
+		// help and usage say how it is called.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rollprobe"}
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -93,7 +93,7 @@ left as it is).`,
 	f := cmd.Flags()
 	o.flags.bind(f)
 	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
-	o.kube.bind(f)
+	o.kube.bind(f, "kube-request-timeout")
 	f.StringVar(&o.target, "target", "", "URL to probe (the Service's address as clients reach it)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")

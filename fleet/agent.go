@@ -117,7 +117,7 @@ wait:
 	defer cancel()
 	done := p.Go(runCtx)
 	<-p.Started()
-	started := p.Start().Add(cfg.now().Sub(time.Now())) // on the pod's clock
+	started := p.Start().Add(time.Until(cfg.now())) // on the pod's clock
 	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: started.UnixNano(), RunID: p.RunID()}}); err != nil {
 		cancel()
 		<-done

@@ -1,0 +1,60 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// --server and --token reach the client without any kubeconfig file, as a
+// CI job passes them; -n sets the namespace.
+func TestServerAndTokenFlags(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	var k kubeFlags
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	k.bind(fs, "kube-request-timeout")
+	if err := fs.Parse([]string{"--server", "https://10.0.0.1:6443", "--token", "s3cret", "-n", "prod", "--as", "ci-bot",
+		"--insecure-skip-tls-verify", "--kube-request-timeout", "7s"}); err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, ns, err := k.connection()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://10.0.0.1:6443" || cfg.BearerToken != "s3cret" || ns != "prod" || cfg.Impersonate.UserName != "ci-bot" ||
+		!cfg.Insecure || cfg.Timeout.String() != "7s" {
+		t.Fatalf("config host %q token %q ns %q as %q insecure %v timeout %v", cfg.Host, cfg.BearerToken, ns, cfg.Impersonate.UserName, cfg.Insecure, cfg.Timeout)
+	}
+}
+
+// A kubeconfig whose user authenticates with the oidc auth-provider loads
+// (client-go knows the provider only if it is registered).
+func TestOIDCKubeconfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://10.0.0.1:6443"}
+users:
+- name: u
+  user:
+    auth-provider:
+      name: oidc
+      config: {client-id: rollprobe, idp-issuer-url: "https://idp.example", id-token: x.y.z}
+contexts:
+- name: ctx
+  context: {cluster: c, user: u, namespace: web}
+current-context: ctx
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kubeFlags{kubeconfig: path}
+	if _, _, ns, err := k.connection(); err != nil || ns != "web" {
+		t.Fatalf("ns %q, err %v", ns, err)
+	}
+}
