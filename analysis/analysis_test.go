@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -493,5 +494,19 @@ func TestNodeRoutesLate(t *testing.T) {
 				t.Fatalf("finding %+v, want %q", fd, tc.want)
 			}
 		})
+	}
+}
+
+// Every finding ID the rules can give is one the report's JSON Schema
+// allows: a report with a new finding must still validate.
+func TestFindingIDsAreInTheSchema(t *testing.T) {
+	schema, err := os.ReadFile("../report/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range rules {
+		if !strings.Contains(string(schema), `"`+rl.id+`"`) {
+			t.Errorf("finding %s is not in report.schema.json's findings[].id enum", rl.id)
+		}
 	}
 }

@@ -29,6 +29,10 @@ var proberArgs = []string{"--probers", "2", "--prober-image", "rollprobe/rollpro
 // Probing from the cluster: rollprobe runs on the client host, which has
 // no route to the ClusterIP, and its prober pods probe from the nodes.
 func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
+	// The run suite leaves graceful with a failed rollout (a bad image):
+	// applying its manifest again rolls it back to the good one.
+	apply(t, "graceful")
+
 	t.Run("naive from two probers", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "naive")
 		r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...).wait(t)
