@@ -368,7 +368,8 @@ func (f *Fleet) summary(canceled bool) prober.Summary {
 			s.Elapsed = max(s.Elapsed, shift+time.Duration(e.ElapsedNS))
 			s.Sending = max(s.Sending, shift+time.Duration(e.SendingNS))
 			s.Workers += e.Workers
-			s.Canceled = s.Canceled || e.Canceled
+			// A prober cut short (its pod deleted) is lost, not an
+			// interruption of the run: only the CLI's own is.
 		}
 		m.mu.Unlock()
 	}
