@@ -10,13 +10,20 @@ LDFLAGS := -s -w -X github.com/rollprobe/rollprobe/cmd.Version=$(VERSION)
 TOOLS := $(CACHE)/tools
 STATICCHECK := $(TOOLS)/staticcheck
 
-.PHONY: all build demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build image demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
 build: ## build bin/rollprobe and bin/demoapp (static: the lab runs them as container images)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/rollprobe .
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/demoapp ./lab/demoapp
+
+image: ## the release image (OCI image layout tars, no Docker engine) for linux/amd64 and linux/arm64, in dist/
+	@for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux_$$arch/rollprobe . && \
+	  go run ./internal/ociimage/mkimage -binary dist/linux_$$arch/rollprobe -arch $$arch \
+	    -name docker.io/rollprobe/rollprobe:$(VERSION) -out dist/rollprobe-image-$$arch.tar || exit 1; \
+	done
 
 demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a graceful rollout under rollprobe run
 	bash lab/demo.sh
@@ -73,4 +80,4 @@ lab-down: ## take the lab down (root)
 	bin/rollprobe lab down
 
 clean:
-	rm -rf bin test-artifacts
+	rm -rf bin dist test-artifacts

@@ -3,6 +3,7 @@ package ci
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,5 +99,41 @@ func TestProberLine(t *testing.T) {
 	got := ProberLine(fleet.Status{Pod: "p-0", Node: "n-1", Rate: 50, Sent: 500, Failed: 2, Lost: "stream gap"})
 	if want := "prober p-0 on n-1: 50 req/s, completed 500, failed 2, LOST: stream gap"; !strings.Contains(got, want) {
 		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+// GitHub shows 10 annotations per level: 9 are written, and a tenth says
+// how many more there are.
+func TestAnnotationsCappedPerLevel(t *testing.T) {
+	var checks []Check
+	for i := range 14 {
+		checks = append(checks, Check{Name: fmt.Sprintf("e%d", i), Failed: true, Message: "bad"})
+	}
+	for i := range 3 {
+		checks = append(checks, Check{Name: fmt.Sprintf("w%d", i), Warning: true, Message: "meh"})
+	}
+	var out strings.Builder
+	if err := WriteCheckAnnotations(&out, checks); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if n := strings.Count(s, "::error "); n != 10 || strings.Count(s, "::warning ") != 3 {
+		t.Fatalf("%d errors, %d warnings:\n%s", n, strings.Count(s, "::warning "), s)
+	}
+	if !strings.Contains(s, "::error title=rollprobe: 5 more::5 more checks") || strings.Contains(s, "e9") {
+		t.Fatalf("the tenth error annotation does not count the rest:\n%s", s)
+	}
+}
+
+// A step summary over 1 MiB is cut at a line, with a note, to fit.
+func TestStepSummaryCapped(t *testing.T) {
+	line := strings.Repeat("x", 99) + "\n"
+	md := []byte(strings.Repeat(line, 20000)) // 2 MB
+	got := capSummary(md)
+	if len(got) > maxStepSummary || !strings.HasSuffix(string(got), "The JSON report has everything.*\n") {
+		t.Fatalf("%d bytes, ends %q", len(got), got[max(0, len(got)-80):])
+	}
+	if small := []byte("# ok\n"); string(capSummary(small)) != string(small) {
+		t.Fatal("a small summary was changed")
 	}
 }

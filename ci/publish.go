@@ -1,6 +1,7 @@
 package ci
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,7 +132,15 @@ func publish(d document, o Outputs) error {
 	}
 	github := getenv("GITHUB_ACTIONS") == "true"
 	if path := getenv("GITHUB_STEP_SUMMARY"); github && path != "" {
-		if err := appendFile(path, d.markdown); err != nil {
+		capped := func(w io.Writer) error {
+			var md bytes.Buffer
+			if err := d.markdown(&md); err != nil {
+				return err
+			}
+			_, err := w.Write(capSummary(md.Bytes()))
+			return err
+		}
+		if err := appendFile(path, capped); err != nil {
 			fmt.Fprintf(o.Stderr, "rollprobe: step summary: %v\n", err)
 		}
 	}

@@ -199,8 +199,8 @@ func findLabBins() (string, error) {
 // the demoapp next to this binary, rollprobe/rollprobe is this binary.
 func labImages(self string, extra []string) (map[string]string, error) {
 	m := map[string]string{
-		"rollprobe/demoapp":   demoappNextTo(self),
-		"rollprobe/rollprobe": self,
+		"rollprobe/demoapp": demoappNextTo(self),
+		lab.ReleaseRepo:     self,
 	}
 	for _, e := range extra {
 		repo, path, ok := strings.Cut(e, "=")

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -52,25 +51,24 @@ func checkImageBinaries(c Config) error {
 		bins[repo] = path
 	}
 	for image, path := range bins {
-		if err := checkStatic(path); err != nil {
+		if err := ociimage.CheckStatic(path); err != nil {
 			return fmt.Errorf("image %s: %w", image, err)
 		}
 	}
 	return nil
 }
 
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("binary %s: %w", path, err)
+// ReleaseRepo is rollprobe's own image repository.
+const ReleaseRepo = "rollprobe/rollprobe"
+
+// hostCABundle is this machine's CA bundle for the release image ("" when
+// there is none: the lab's targets are plain HTTP).
+func hostCABundle() string {
+	const debian = "/etc/ssl/certs/ca-certificates.crt"
+	if _, err := os.Stat(debian); err == nil {
+		return debian
 	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("binary %s is dynamically linked; an image has no C library: build it with CGO_ENABLED=0 (make build does)", path)
-		}
-	}
-	return nil
+	return ""
 }
 
 // writeImages writes one OCI image tarball per mapped repository (under
@@ -107,8 +105,13 @@ func (c Config) writeImages() ([]string, error) {
 			names = append(names, fullImageName(repo+":"+tag))
 		}
 		c.logf("image %s (%s) from %s", repo, strings.Join(ImageTags, ", "), bin)
-		if err := write(fmt.Sprintf("image-%d", i), ociimage.Image{Names: names, Files: files(bin),
-			Entrypoint: []string{"/bin/" + filepath.Base(bin)}}); err != nil {
+		img := ociimage.Image{Names: names, Files: files(bin), Entrypoint: []string{"/bin/" + filepath.Base(bin)}}
+		if repo == ReleaseRepo {
+			// rollprobe's own image is the release image, not one made
+			// for the lab: the prober pods run what a release ships.
+			img = ociimage.Release(names, bin, hostCABundle(), "amd64")
+		}
+		if err := write(fmt.Sprintf("image-%d", i), img); err != nil {
 			return nil, err
 		}
 	}

@@ -144,3 +144,69 @@ func TestBadImages(t *testing.T) {
 		}
 	}
 }
+
+// The release image: the binary at /rollprobe as the entrypoint, the CA
+// bundle where Go looks for it, a non-root user, and no shell.
+func TestReleaseImage(t *testing.T) {
+	dir := t.TempDir()
+	bin, ca := filepath.Join(dir, "rollprobe"), filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(bin, []byte("\x7fELF rollprobe"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Write(&out, Release([]string{"docker.io/rollprobe/rollprobe:v1.0.0"}, bin, ca, "arm64")); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := readTar(t, out.Bytes())
+	var index struct {
+		Manifests []descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) != 1 || index.Manifests[0].Platform.Architecture != "arm64" {
+		t.Fatalf("index %+v", index.Manifests)
+	}
+	var manifest struct {
+		Config descriptor   `json:"config"`
+		Layers []descriptor `json:"layers"`
+	}
+	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		Architecture string
+		Config       struct {
+			Entrypoint []string
+			User       string
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(blob(t, files, manifest.Config.Digest), &config); err != nil {
+		t.Fatal(err)
+	}
+	if config.Architecture != "arm64" || strings.Join(config.Config.Entrypoint, " ") != "/rollprobe" || config.Config.User != ReleaseUser {
+		t.Fatalf("config %+v", config)
+	}
+	layer, headers := readTar(t, blob(t, files, manifest.Layers[0].Digest))
+	if string(layer["rollprobe"]) != "\x7fELF rollprobe" || headers["rollprobe"].Mode != 0o755 {
+		t.Fatalf("rollprobe: %q mode %o", layer["rollprobe"], headers["rollprobe"].Mode)
+	}
+	if !strings.HasPrefix(string(layer[CABundlePath]), "-----BEGIN CERTIFICATE") {
+		t.Fatalf("no CA bundle at %s", CABundlePath)
+	}
+	for name := range layer {
+		if strings.HasSuffix(name, "/sh") || name == "bin/busybox" {
+			t.Errorf("the release image carries a shell: %s", name)
+		}
+	}
+}
+
+// A dynamically linked binary cannot go into an image without a C library.
+func TestCheckStatic(t *testing.T) {
+	if err := CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Fatalf("/bin/sh: %v", err)
+	}
+}
