@@ -31,7 +31,7 @@ func newFleetAgentCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.RunID, "run-id", "", "the CLI's run ID and this prober's index, for request IDs")
+	f.StringVar(&cfg.RunID, "run-id", "", "the CLI's run ID and this prober's index (RUN.i), for the requests' User-Agent")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "this prober's name (its pod; default $POD_NAME)")
 	f.StringVar(&cfg.Node, "node", cfg.Node, "the node it runs on (default $NODE_NAME)")
 	f.DurationVar(&cfg.MaxDuration, "max-duration", cfg.MaxDuration, "end the run by then if the CLI never says stop")

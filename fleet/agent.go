@@ -33,7 +33,10 @@ import (
 // AgentConfig is what a prober pod runs with; the probing itself comes
 // with the config command.
 type AgentConfig struct {
-	RunID   string // the CLI's run and this prober's index (RUN.i), for its logs
+	// RunID is the CLI's run and this prober's index (RUN.i): it goes in
+	// the User-Agent of every request, so a server's logs tell which run
+	// and which prober sent it.
+	RunID   string
 	Name    string // the pod's name
 	Node    string // the node it runs on
 	Version string // rollprobe's
@@ -105,7 +108,7 @@ wait:
 		}
 	}
 
-	p, err := prober.New(*pcfg, fmt.Sprintf("rollprobe/%s (prober %s)", cfg.Version, cfg.Name))
+	p, err := prober.New(*pcfg, fmt.Sprintf("rollprobe/%s (prober %s of run %s)", cfg.Version, cfg.Name, cfg.RunID))
 	if err != nil {
 		return endWith(w, prober.Summary{}, err)
 	}

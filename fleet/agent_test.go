@@ -19,12 +19,7 @@ import (
 // count exactly what the server saw.
 func TestAgentStreamsWhatTheServerSaw(t *testing.T) {
 	srv := faultserver.New(t, "pod-a")
-	cfg := prober.DefaultConfig()
-	target, err := prober.ParseTarget(srv.URL("/ok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Target, cfg.Rate, cfg.BackendHeader = target, 200, "X-Pod-Name"
+	cfg := okConfig(t, srv, 200)
 
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -114,12 +109,7 @@ func TestAgentRefusesABadConfig(t *testing.T) {
 // has and ends with an error, so the CLI counts it as lost, not as done.
 func TestAgentTerminated(t *testing.T) {
 	srv := faultserver.New(t, "pod-a")
-	cfg := prober.DefaultConfig()
-	target, err := prober.ParseTarget(srv.URL("/ok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Target = target
+	cfg := okConfig(t, srv, prober.DefaultRate)
 	cmd, err := wire.ConfigCommand(wire.FromConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +122,17 @@ func TestAgentTerminated(t *testing.T) {
 	if err == nil || !strings.Contains(out.String(), "terminated before the run ended") {
 		t.Fatalf("err %v; the end line does not say so: %s", err, out.String()[max(0, len(out.String())-300):])
 	}
+}
+
+// okConfig is a prober's configuration for srv's /ok at rate, with the
+// backend header.
+func okConfig(t *testing.T, srv *faultserver.Server, rate float64) prober.Config {
+	t.Helper()
+	cfg := prober.DefaultConfig()
+	target, err := prober.ParseTarget(srv.URL("/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Target, cfg.Rate, cfg.BackendHeader = target, rate, "X-Pod-Name"
+	return cfg
 }

@@ -26,6 +26,7 @@ import (
 // attach reaches the agent's stdin and stdout, and the log is what it wrote.
 type cluster struct {
 	kube *fake.Clientset
+	ctx  context.Context // the agents' lifetime: the test's
 	// waiting, when set, is the reason every pod's container waits with
 	// instead of running (a bad image).
 	waiting string
@@ -51,7 +52,9 @@ type agentProc struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{kube: fake.NewClientset(), agents: map[string]*agentProc{}, broken: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // agents still waiting for a start (a launch that failed) end with the test
+	c := &cluster{kube: fake.NewClientset(), agents: map[string]*agentProc{}, broken: map[string]bool{}, ctx: ctx}
 	c.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		i := c.n.Add(1)
@@ -90,7 +93,7 @@ func (c *cluster) start(t *testing.T, pod, node string, skew time.Duration) {
 		return proc.log.Write(b)
 	})
 	go func() {
-		_ = RunAgent(context.Background(), AgentConfig{RunID: pod, Name: pod, Node: node, Version: "test",
+		_ = RunAgent(c.ctx, AgentConfig{RunID: pod, Name: pod, Node: node, Version: "test",
 			MaxDuration: time.Minute, StartTimeout: time.Minute, Now: func() time.Time { return time.Now().Add(skew) }}, inR, out)
 		proc.log.Close()
 	}()
@@ -213,13 +216,7 @@ func (c *cutReader) Read(p []byte) (int, error) {
 func (c *cutReader) Close() error { return nil }
 
 func fleetConfig(t *testing.T, c *cluster, srv *faultserver.Server, count int) Config {
-	cfg := prober.DefaultConfig()
-	target, err := prober.ParseTarget(srv.URL("/ok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Target, cfg.Rate, cfg.BackendHeader = target, 300, "X-Pod-Name"
-	return Config{Kube: c.kube, Streams: c, RunID: "r1", Probe: cfg, Logf: t.Logf,
+	return Config{Kube: c.kube, Streams: c, RunID: "r1", Probe: okConfig(t, srv, 300), Logf: t.Logf,
 		Pods: PodSpec{Namespace: "ns", Image: "rollprobe/rollprobe:test", Count: count, MaxDuration: time.Minute, StartTimeout: 10 * time.Second}}
 }
 

@@ -32,11 +32,9 @@ type source struct {
 	name  string
 	seq   wire.Sequence
 	hello *wire.Hello
-	// started is the prober's start on the CLI's clock; shift is how far
-	// it is from the run's start (its offsets are moved by it).
-	started     time.Time
+	// shift is how far the prober's start is from the run's, on the CLI's
+	// clock: its offsets are moved by it (aggregates by whole seconds).
 	shift       time.Duration
-	shiftSecond int64 // shift in whole seconds, for aggregates
 	finalBefore int64
 	runID       string // the prober's own, for its request IDs
 	end         *wire.End
@@ -51,12 +49,9 @@ type SourceState struct {
 	Name  string
 	RunID string // the prober's own run ID ("" before its started line)
 	Hello *wire.Hello
-	// Started is the prober's start on the CLI's clock (zero until its
-	// started line).
-	Started time.Time
-	End     *wire.End
-	Err     error
-	Lines   uint64
+	End   *wire.End
+	Err   error
+	Lines uint64
 	// Sent and ByClass count what the prober measured (canceled
 	// attempts aside).
 	Sent    uint64
@@ -84,11 +79,11 @@ var ErrStream = errors.New("prober stream")
 func (m *Merger) Started(i int, start, runStart time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := m.sources[i]
-	s.started = start
-	s.shift = start.Sub(runStart)
-	s.shiftSecond = int64(math.Round(s.shift.Seconds()))
+	m.sources[i].shift = start.Sub(runStart)
 }
+
+// shiftSeconds is the shift in whole seconds, for the per-second lines.
+func (s *source) shiftSeconds() int64 { return int64(math.Round(s.shift.Seconds())) }
 
 // Feed takes one log line of prober i. Lines that are not the protocol's
 // are returned as ErrNotProtocol (for the caller to log); lines seen
@@ -143,7 +138,7 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 		if err != nil {
 			return l, s.fail(err)
 		}
-		a.Second += s.shiftSecond
+		a.Second += s.shiftSeconds()
 		if a.Second < 0 {
 			return l, s.fail(fmt.Errorf("an aggregate of second %d before the run's start", a.Second))
 		}
@@ -151,7 +146,7 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 		s.sent += a.Sent
 		s.byClass[prober.OK] += a.OK
 	case wire.KindFinal:
-		s.finalBefore = l.Final.Before + s.shiftSecond
+		s.finalBefore = l.Final.Before + s.shiftSeconds()
 		m.finaliseLocked()
 	case wire.KindEnd:
 		s.end = l.End
@@ -190,21 +185,13 @@ func (m *Merger) Finish() {
 	m.rec.FinaliseBefore(math.MaxInt64)
 }
 
-// NextSeq is the sequence number the merger expects next from prober i:
-// a resumed log stream's lines before it are skipped.
-func (m *Merger) NextSeq(i int) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.sources[i].seq.Next()
-}
-
 // State copies what the merger knows of each prober.
 func (m *Merger) State() []SourceState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]SourceState, len(m.sources))
 	for i, s := range m.sources {
-		out[i] = SourceState{Name: s.name, RunID: s.runID, Hello: s.hello, Started: s.started, End: s.end, Err: s.err, Lines: s.lines,
+		out[i] = SourceState{Name: s.name, RunID: s.runID, Hello: s.hello, End: s.end, Err: s.err, Lines: s.lines,
 			Sent: s.sent, ByClass: s.byClass}
 	}
 	return out

@@ -45,8 +45,10 @@ type Prober struct {
 	// backendHeader is cfg.BackendHeader in lower case, as the response
 	// reader compares it.
 	backendHeader string
-	// reuseBlindly, for tests only, reuses an idle connection without
-	// asking whether the server closed it: the keep-alive race on purpose.
+	// reuseBlindly, for tests only, makes connections that are reused
+	// without asking whether the server closed them (no close watcher, no
+	// peek): the keep-alive race on purpose. Set once per connection, not
+	// checked per request.
 	reuseBlindly bool
 
 	start   time.Time
@@ -408,7 +410,7 @@ func (w *worker) do(res *Result) {
 	// go on fresh connections and the rest on long-lived ones, instead of
 	// each fresh request ending the kept-alive connection before it.
 	var c *conn
-	if !fresh && w.c != nil && !p.reuseBlindly && !w.c.reusable(res.Start, res.Lag()) {
+	if !fresh && w.c != nil && !w.c.reusable(res.Start, res.Lag()) {
 		// An idle connection the server closed is dropped here, before
 		// anything is sent on it.
 		w.c.close()
@@ -424,7 +426,14 @@ func (w *worker) do(res *Result) {
 		}
 		connected := p.Elapsed()
 		res.SlowConnect = connected-res.Start >= SlowConnectAfter
-		c = newConn(raw, rw, connected, p.watcher, !fresh)
+		watcher := p.watcher
+		if p.reuseBlindly {
+			watcher = nil
+		}
+		c = newConn(raw, rw, connected, watcher, !fresh)
+		if p.reuseBlindly {
+			c.peek = nil // without watcher or peek, reusable never looks
+		}
 		c.addr = w.dialed.addr
 		if !fresh {
 			w.c = c

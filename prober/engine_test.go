@@ -274,6 +274,23 @@ func TestLiveCountsAtALowRate(t *testing.T) {
 // the socket finds it before a request is written into a closed
 // connection. On time, no system call is made.
 func TestLateWorkerConfirmsReuse(t *testing.T) {
+	raw, server := tcpPair(t)
+	c := newConn(raw, raw, 0, nil, true)
+	c.watcher = &closeWatcher{} // a watcher that has not run since the FIN: peerGone stays false
+	server.Close()              // the FIN
+	time.Sleep(50 * time.Millisecond)
+	if !c.reusable(time.Second, 0) {
+		t.Fatal("on time, reuse should rest on the watcher alone (no system call)")
+	}
+	if c.reusable(time.Second, 5*time.Millisecond) {
+		t.Fatal("running late, a connection the server closed was taken for reuse")
+	}
+}
+
+// tcpPair is a connected loopback TCP pair (client, server side), both
+// closed when the test ends.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -286,20 +303,11 @@ func TestLateWorkerConfirmsReuse(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
-	c := newConn(raw, raw, 0, nil, true)
-	c.watcher = &closeWatcher{} // a watcher that has not run since the FIN: peerGone stays false
-	server := <-accepted
-	server.Close() // the FIN
-	time.Sleep(50 * time.Millisecond)
-	if !c.reusable(time.Second, 0) {
-		t.Fatal("on time, reuse should rest on the watcher alone (no system call)")
-	}
-	if c.reusable(time.Second, 5*time.Millisecond) {
-		t.Fatal("running late, a connection the server closed was taken for reuse")
-	}
+	server = <-accepted
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }

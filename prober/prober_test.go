@@ -19,6 +19,14 @@ import (
 // probe runs a short bounded probe against target and returns the totals.
 func probe(t *testing.T, target string, mutate func(*Config)) (*Prober, Snapshot) {
 	t.Helper()
+	return runTestProber(t, target, mutate, nil)
+}
+
+// runTestProber makes a prober for target (the tests' defaults, then
+// mutate), lets prepare set what tests may set, runs it to the end, and
+// returns it with its snapshot.
+func runTestProber(t *testing.T, target string, mutate func(*Config), prepare func(*Prober)) (*Prober, Snapshot) {
+	t.Helper()
 	cfg := DefaultConfig()
 	u, err := ParseTarget(target)
 	if err != nil {
@@ -35,6 +43,9 @@ func probe(t *testing.T, target string, mutate func(*Config)) (*Prober, Snapshot
 	p, err := New(cfg, "rollprobe-test")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(p)
 	}
 	if _, err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)

@@ -20,24 +20,7 @@ func TestServerCloseOf(t *testing.T) {
 		{"closed after reading it (cut in flight)", true, CloseAfterRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err == nil {
-					accepted <- c
-				}
-			}()
-			client, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			server := <-accepted
+			client, server := tcpPair(t)
 			request := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			if tc.readRequest {
 				if _, err := client.Write(request); err != nil {

@@ -1,7 +1,6 @@
 package prober
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -145,20 +144,5 @@ func wireClose(t *testing.T, segs []capture.Segment, a *ConnAddr, began time.Tim
 // probeBlindly is probe with reuseBlindly set.
 func probeBlindly(t *testing.T, target string, mutate func(*Config)) (*Prober, Snapshot) {
 	t.Helper()
-	cfg := DefaultConfig()
-	u, err := ParseTarget(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Target, cfg.Timeout = u, 2*time.Second
-	mutate(&cfg)
-	p, err := New(cfg, "rollprobe-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.reuseBlindly = true
-	if _, err := p.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return p, p.Recorder().Snapshot()
+	return runTestProber(t, target, mutate, func(p *Prober) { p.reuseBlindly = true })
 }

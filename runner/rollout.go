@@ -82,9 +82,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	var p load
 	var fl *fleet.Fleet
 	if probers {
-		fl, err = fleet.Launch(bounded, fleet.Config{Kube: cfg.Kube, Streams: cfg.Probers.Streams, RunID: newRunID(), Probe: probeCfg,
-			Logf: cfg.logf, Pods: fleet.PodSpec{Namespace: cfg.proberNamespace(), Image: cfg.Probers.Image, Count: cfg.Probers.Count,
-				MaxDuration: cfg.Timeout + time.Minute, StartTimeout: cfg.Probers.StartTimeout}})
+		pc := *cfg.Probers
+		pc.Namespace = cfg.proberNamespace()
+		fl, err = pc.launch(bounded, cfg.Kube, probeCfg, cfg.Timeout+time.Minute, cfg.logf)
 		if err != nil {
 			w.Stop()
 			return fail(err)
@@ -100,7 +100,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
-	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision(), fleet: fl}, done: make(chan struct{})}
+	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision()}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
 	if fl != nil {
 		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))

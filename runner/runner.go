@@ -49,16 +49,15 @@ type Live struct {
 	watcher *rollout.Watcher
 	tl      *rollout.Timeline
 	oldRev  string
-	fleet   *fleet.Fleet // nil when probing from here
 }
 
 // Probers is each in-cluster prober's live status; nil when probing from
 // this process.
 func (l Live) Probers() []fleet.Status {
-	if l.fleet == nil {
-		return nil
+	if fl, ok := l.prober.(*fleet.Fleet); ok {
+		return fl.Statuses()
 	}
-	return l.fleet.Statuses()
+	return nil
 }
 
 // Start is when probing began.
@@ -157,7 +156,7 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseProbing)
-	run := &Run{live: Live{prober: p, phase: phase, fleet: fl}, done: make(chan struct{})}
+	run := &Run{live: Live{prober: p, phase: phase}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
 	var window *time.Timer
 	if fl != nil && cfg.Probe.Duration > 0 {
@@ -200,12 +199,19 @@ func startFleet(ctx context.Context, cfg ProbeConfig) (*fleet.Fleet, error) {
 	if d := cfg.Probe.Duration; d > 0 {
 		maxDuration = d + time.Minute
 	}
-	fl, err := fleet.Launch(ctx, fleet.Config{Kube: cfg.Kube, Streams: pc.Streams, RunID: newRunID(), Probe: cfg.Probe, Logf: logf,
-		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout}})
+	fl, err := pc.launch(ctx, cfg.Kube, cfg.Probe, maxDuration, logf)
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}
 	return fl, nil
+}
+
+// launch starts the probers for a run of probe's load that may last up
+// to maxDuration (their pods' own bound should this process die).
+func (pc *ProbersConfig) launch(ctx context.Context, kube kubernetes.Interface, probe prober.Config, maxDuration time.Duration,
+	logf func(string, ...any)) (*fleet.Fleet, error) {
+	return fleet.Launch(ctx, fleet.Config{Kube: kube, Streams: pc.Streams, RunID: newRunID(), Probe: probe, Logf: logf,
+		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout}})
 }
 
 func userAgent(t report.Tool, note string) string {

@@ -68,9 +68,6 @@ func (s *Sequence) Accept(seq uint64) (bool, error) {
 	return true, nil
 }
 
-// Next is the sequence number expected next.
-func (s *Sequence) Next() uint64 { return max(s.next, 1) }
-
 // WriteExport writes what a recorder exported: each result, each
 // aggregate, then the seconds now final.
 func (w *Writer) WriteExport(x prober.Export) error {

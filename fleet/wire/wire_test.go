@@ -22,14 +22,7 @@ func TestResultRoundTrip(t *testing.T) {
 		ConnAge: 12 * time.Second, Backend: "web-1", Err: errors.New("connection closed before any response byte"),
 		Addr:        &prober.ConnAddr{Local: netip.MustParseAddrPort("10.244.1.5:40000"), Remote: netip.MustParseAddrPort("10.96.0.10:80")},
 		ServerClose: prober.CloseBeforeRequest, Canceled: true}
-	b, err := Encode(Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
 	out, err := l.Result.ToResult()
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +50,7 @@ func TestAggregateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Encode(Line{Seq: 3, Kind: KindAgg, Agg: a})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Parse(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := roundTrip(t, Line{Seq: 3, Kind: KindAgg, Agg: a})
 	out, err := l.Agg.ToAggregate()
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +62,20 @@ func TestAggregateRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
 	}
+}
+
+// roundTrip encodes l as a line and parses it back.
+func roundTrip(t *testing.T, l Line) Line {
+	t.Helper()
+	b, err := Encode(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
 }
 
 // dense is p as a recorder's histogram.

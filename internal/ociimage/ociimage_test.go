@@ -52,6 +52,33 @@ func blob(t *testing.T, files map[string][]byte, digest string) []byte {
 	return b
 }
 
+// manifestOf is what an image manifest points to.
+type manifestOf struct {
+	Config descriptor   `json:"config"`
+	Layers []descriptor `json:"layers"`
+}
+
+// unpack reads an image layout tar: its files, its index's entries, and
+// the manifest of the first.
+func unpack(t *testing.T, data []byte) (map[string][]byte, []descriptor, manifestOf) {
+	t.Helper()
+	files, _ := readTar(t, data)
+	var index struct {
+		Manifests []descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) == 0 {
+		t.Fatal("an empty index")
+	}
+	var manifest manifestOf
+	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	return files, index.Manifests, manifest
+}
+
 func TestLayoutIsConsistent(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "app")
 	if err := os.WriteFile(bin, []byte("\x7fELF pretend binary"), 0o755); err != nil {
@@ -67,26 +94,13 @@ func TestLayoutIsConsistent(t *testing.T) {
 	if err := Write(&out, img); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := readTar(t, out.Bytes())
+	files, index, manifest := unpack(t, out.Bytes())
 	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Fatalf("oci-layout %q", files["oci-layout"])
 	}
-	var index struct {
-		Manifests []descriptor `json:"manifests"`
-	}
-	if err := json.Unmarshal(files["index.json"], &index); err != nil {
-		t.Fatal(err)
-	}
-	if len(index.Manifests) != 2 || index.Manifests[1].Annotations["io.containerd.image.name"] != "docker.io/rollprobe/demoapp:v2" ||
-		index.Manifests[1].Annotations["org.opencontainers.image.ref.name"] != "v2" {
-		t.Fatalf("index: %+v", index.Manifests)
-	}
-	var manifest struct {
-		Config descriptor   `json:"config"`
-		Layers []descriptor `json:"layers"`
-	}
-	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
-		t.Fatal(err)
+	if len(index) != 2 || index[1].Annotations["io.containerd.image.name"] != "docker.io/rollprobe/demoapp:v2" ||
+		index[1].Annotations["org.opencontainers.image.ref.name"] != "v2" {
+		t.Fatalf("index: %+v", index)
 	}
 	var config struct {
 		Config struct {
@@ -160,22 +174,9 @@ func TestReleaseImage(t *testing.T) {
 	if err := Write(&out, Release([]string{"docker.io/rollprobe/rollprobe:v1.0.0"}, bin, ca, "arm64")); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := readTar(t, out.Bytes())
-	var index struct {
-		Manifests []descriptor `json:"manifests"`
-	}
-	if err := json.Unmarshal(files["index.json"], &index); err != nil {
-		t.Fatal(err)
-	}
-	if len(index.Manifests) != 1 || index.Manifests[0].Platform.Architecture != "arm64" {
-		t.Fatalf("index %+v", index.Manifests)
-	}
-	var manifest struct {
-		Config descriptor   `json:"config"`
-		Layers []descriptor `json:"layers"`
-	}
-	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
-		t.Fatal(err)
+	files, index, manifest := unpack(t, out.Bytes())
+	if len(index) != 1 || index[0].Platform.Architecture != "arm64" {
+		t.Fatalf("index %+v", index)
 	}
 	var config struct {
 		Architecture string

@@ -42,7 +42,7 @@ func Text(w io.Writer, r *report.Report) error {
 		b.WriteString("\n")
 	}
 	t := r.Totals
-	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)", t.Sent, t.OK, t.Failed, percent(t.Failed, t.Sent))
+	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)", t.Sent, t.OK, t.Failed, Percent(t.Failed, t.Sent))
 	if n := r.Prober.Canceled; n > 0 {
 		fmt.Fprintf(&b, "  canceled %d (in flight when interrupted: no outcome)", n)
 	}
@@ -68,18 +68,18 @@ func Text(w io.Writer, r *report.Report) error {
 	}
 	l := r.LatencyMS
 	fmt.Fprintf(&b, "  latency   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (from intended send time)\n",
-		msText(l.P50), msText(l.P90), msText(l.P99), msText(l.P999), msText(l.Max))
+		Millis(l.P50), Millis(l.P90), Millis(l.P99), Millis(l.P999), Millis(l.Max))
 	s := r.ServiceMS
 	fmt.Fprintf(&b, "  service   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (from actual send)\n",
-		msText(s.P50), msText(s.P90), msText(s.P99), msText(s.P999), msText(s.Max))
+		Millis(s.P50), Millis(s.P90), Millis(s.P99), Millis(s.P999), Millis(s.Max))
 	p := r.Prober
 	if p.TargetRate > 0 {
 		fmt.Fprintf(&b, "  prober    %.1f of %g req/s, max schedule lag %s, %d workers, %d local errors\n",
-			p.AchievedRate, p.TargetRate, msText(p.MaxScheduleLagMS), p.Workers, p.LocalErrors)
+			p.AchievedRate, p.TargetRate, Millis(p.MaxScheduleLagMS), p.Workers, p.LocalErrors)
 	} else {
 		fmt.Fprintf(&b, "  prober    %.1f req/s, %d workers, %d local errors\n", p.AchievedRate, p.Workers, p.LocalErrors)
 	}
-	fmt.Fprintf(&b, "  conns     %d fresh (%s), %d reused", t.FreshConnections, percent(t.FreshConnections, t.FreshConnections+t.ReusedConnections), t.ReusedConnections)
+	fmt.Fprintf(&b, "  conns     %d fresh (%s), %d reused", t.FreshConnections, Percent(t.FreshConnections, t.FreshConnections+t.ReusedConnections), t.ReusedConnections)
 	if t.SlowConnects > 0 {
 		fmt.Fprintf(&b, "; %d succeeded only after a retransmitted SYN (about 1 s late)", t.SlowConnects)
 	}
@@ -157,7 +157,8 @@ func VerdictWord(r *report.Report) string {
 	return "FAIL"
 }
 
-func percent(n, of uint64) string {
+// Percent is n of of as a percentage with three significant digits.
+func Percent(n, of uint64) string {
 	if of == 0 {
 		return "0%"
 	}
@@ -165,7 +166,8 @@ func percent(n, of uint64) string {
 }
 
 // msText formats milliseconds with a unit that keeps three significant digits.
-func msText(v float64) string {
+// Millis is a duration in milliseconds as people read it: µs, ms or s.
+func Millis(v float64) string {
 	switch {
 	case v == 0:
 		return "-"

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,9 +62,16 @@ func headless(t *testing.T, browser, url string, args ...string) (stdout string,
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
 		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
 	cmd := exec.CommandContext(ctx, browser, append(append(base, args...), url)...)
+	// Chromium starts helper processes (renderer, GPU, zygote): in a
+	// process group of its own they end with it, killed by its PID's
+	// group if the timeout stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // any helper left behind; ESRCH when none is
+	if err != nil {
 		t.Fatalf("chromium %v: %v\n%s", args, err, errOut.String())
 	}
 	for _, line := range strings.Split(errOut.String(), "\n") {

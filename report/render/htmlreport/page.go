@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/report"
+	textrender "github.com/rollprobe/rollprobe/report/render" // the shared formats of numbers for people
 )
 
 var (
@@ -41,8 +42,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
 	},
-	"ms":      func(v float64) string { return msText(v) },
-	"percent": func(n, of uint64) string { return percent(n, of) },
+	"ms":      textrender.Millis,
+	"percent": textrender.Percent,
 	"join":    strings.Join,
 	"color":   func(c string) string { return classColor[c] },
 	"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
@@ -91,7 +92,7 @@ type podView struct {
 // Write renders r as an HTML page.
 func Write(w io.Writer, r *report.Report) error {
 	m := newModel(r)
-	svg, _ := timeline(m)
+	svg := timeline(m)
 	v := view{
 		R: r, Timeline: template.HTML(svg),
 		Bands: m.Bands, CSS: template.CSS(styleCSS + colorRules()), JS: template.JS(zoomJS),
@@ -163,23 +164,4 @@ func colorRules() string {
 		fmt.Fprintf(&b, ".s-%s{fill:%s}", s, stateColor[s])
 	}
 	return b.String()
-}
-
-func msText(v float64) string {
-	switch {
-	case v == 0:
-		return "-"
-	case v < 10:
-		return fmt.Sprintf("%.2f ms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0f ms", v)
-	}
-	return fmt.Sprintf("%.2f s", v/1000)
-}
-
-func percent(n, of uint64) string {
-	if of == 0 {
-		return "0%"
-	}
-	return fmt.Sprintf("%.3g%%", 100*float64(n)/float64(of))
 }

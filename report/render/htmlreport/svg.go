@@ -86,7 +86,7 @@ func num(v float64) string {
 }
 
 // timeline draws the whole timeline SVG.
-func timeline(m *model) (string, int) {
+func timeline(m *model) string {
 	var b svgBuilder
 	nLanes, nGroups := 0, len(m.Groups)
 	for _, g := range m.Groups {
@@ -241,7 +241,7 @@ func timeline(m *model) (string, int) {
 			num(bd.From), bd.N, num(xOf(m, bd.From)), esc(target), bandRowY+(bd.N-1)%2*labelRowH, bd.N, bd.Count, esc(bd.Classes), esc(bd.Classes), esc(contextSuffix(bd.Context)))
 	}
 	b.WriteString(`</svg>`)
-	return b.String(), height
+	return b.String()
 }
 
 // plot opens a plot SVG at y of height h showing [from, from+span].
