@@ -111,9 +111,18 @@ func Explain(r *report.Report) Explanation {
 		}
 		source += ")"
 	}
+	ordered := 0
+	for _, e := range r.Timeline {
+		if e.Kind == report.PodDeletionRequested && e.CommittedAfter != nil {
+			ordered++
+		}
+	}
+	if ordered > 0 {
+		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
+	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
-		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source}}
+		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	for i, f := range r.Failures {
 		a.attribute(&f)
 		x.Failures[i] = f
@@ -194,19 +203,38 @@ type attributor struct {
 	start      time.Time
 }
 
-// deletedBy reports whether p's deletion can have acted by t. When the
-// apiserver recorded the request's time, that time (floored to its second,
-// so never later than the request; moved back by any lead the apiserver's
-// clock showed over ours) is the earliest the request can have been made:
-// the deletion can have acted by t exactly when that is not after t. This
-// bound is the change's own, and never wider than the tolerance, which
-// must cover the slowest change of the run. Without it: received no later
-// than the tolerance after t.
+// deletedBy reports whether p's deletion can have acted by t: whether
+// the earliest time the request can have been made is not after t. The
+// bounds, each the change's own and the latest that applies:
+//   - the apiserver's order of writes: committed after the send of the
+//     last pods list with a lower resourceVersion (rollout.RevisionClock);
+//   - the apiserver's own time of the request, floored to its second (so
+//     never later than the request) and moved back by any lead its clock
+//     showed over ours;
+//   - without either: received no later than the tolerance after t (the
+//     tolerance must cover the slowest change of the run).
 func (a attributor) deletedBy(p *Pod, t time.Time) bool {
-	if p.DeletedAt != nil && p.DeletedServer != nil {
-		return !p.DeletedServer.Add(-a.serverLead).After(t)
+	if p.DeletedAt == nil {
+		return false
+	}
+	if earliest, ok := a.deletionNotBefore(p); ok {
+		return !earliest.After(t)
 	}
 	return p.DeletedBy(t, a.tol)
+}
+
+// deletionNotBefore is the latest lower bound on p's deletion request that
+// the timeline gives (see deletedBy), false when it gives none.
+func (a attributor) deletionNotBefore(p *Pod) (time.Time, bool) {
+	var earliest time.Time
+	ok := false
+	if p.DeletedServer != nil {
+		earliest, ok = p.DeletedServer.Add(-a.serverLead), true
+	}
+	if c := p.DeletedCommittedAfter; c != nil && (!ok || c.After(earliest)) {
+		earliest, ok = *c, true
+	}
+	return earliest, ok
 }
 
 // attribute names the pod a failure most likely hit. With the backend
@@ -306,7 +334,12 @@ func causeBy(f *report.Failure, c prober.Class) time.Time {
 // caused (by), and not more than 5 minutes before the request began at t;
 // the pod not gone for more than 30 s (routes to a vanished pod IP linger
 // as long as the proxies lag). For a class that needs an answer from the
-// pod's IP, the pod must still have been there when the request began.
+// pod's IP, the pod must still have been there when the request began:
+// after a graceful stop (its container's exit seen before the object went)
+// the kubelet had torn the sandbox down before it deleted the object, so
+// nothing answered from that IP once rollprobe received the pod gone;
+// otherwise (a forced deletion removes the object while containers may
+// still run) the tolerance is allowed on top.
 func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 	var out []*Pod
 	for _, p := range a.pods.All() {
@@ -315,7 +348,7 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 		}
 		switch {
 		case p.GoneAt == nil:
-		case c != anyClass && answered(c) && t.After(p.GoneAt.Add(a.tol)):
+		case c != anyClass && answered(c) && t.After(p.GoneAt.Add(a.goneSlack(p))):
 			continue
 		case t.Sub(*p.GoneAt) >= 30*time.Second:
 			continue
@@ -325,18 +358,34 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 	return out
 }
 
+// goneSlack is how long after rollprobe received p gone its IP may still
+// have answered (see terminatingAt).
+func (a attributor) goneSlack(p *Pod) time.Duration {
+	if p.ExitAt != nil && p.GoneAt != nil && !p.ExitAt.After(*p.GoneAt) {
+		return 0
+	}
+	return a.tol
+}
+
 // justReadyAt: pods that turned ready within readyWindow before t. A
 // connect_timeout is never theirs: a new pod's IP exists and answers, with a
-// refusal if nothing listens yet.
+// refusal if nothing listens yet. Nor is a refusal one whose readiness
+// probe had connected where the Service sends traffic (it listened when it
+// turned ready), unless its container exited by then.
 func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 	if c == prober.ConnectTimeout {
 		return nil
 	}
 	var out []*Pod
 	for _, p := range a.pods.All() {
-		if p.ReadyAt != nil && !p.Present && !p.ReadyAt.After(t.Add(a.tol)) && t.Sub(*p.ReadyAt) < readyWindow {
-			out = append(out, p)
+		if p.ReadyAt == nil || p.Present || p.ReadyAt.After(t.Add(a.tol)) || t.Sub(*p.ReadyAt) >= readyWindow {
+			continue
 		}
+		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol))
+		if c == prober.Refused && p.ReadinessConnects && !exited {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }

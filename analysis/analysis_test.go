@@ -510,3 +510,129 @@ func TestFindingIDsAreInTheSchema(t *testing.T) {
 		}
 	}
 }
+
+// The demo's case: three old pods deleted 0.25 s apart within one second
+// of the apiserver's clock, so its floored times cannot tell them apart.
+// The revision clock's bounds can: a failure before b's deletion was
+// committed is a's for certain; later ones stay ambiguous, and the closest
+// preceding deletion is the likely pod.
+func TestCommitBoundsSeparateDeletionsWithinOneSecond(t *testing.T) {
+	tm := func(ms int) *time.Time { x := at(ms); return &x }
+	del := func(ms int, pod string, committedAfter int) report.Event {
+		e := ev(ms, report.PodDeletionRequested, pod, "old")
+		e.Server = tm(3000) // all three within second 3 of the apiserver's clock
+		if committedAfter >= 0 {
+			e.CommittedAfter = tm(committedAfter)
+		}
+		return e
+	}
+	timeline := func(bounds ...int) []report.Event {
+		tl := []report.Event{}
+		for _, p := range []string{"a", "b", "c"} {
+			tl = append(tl, report.Event{At: at(0), Kind: report.PodPresent, Pod: p, Revision: "old", Ready: true})
+		}
+		return append(tl, del(3780, "a", bounds[0]), del(4040, "b", bounds[1]), del(4280, "c", bounds[2]))
+	}
+	failures := func() []report.Failure {
+		return []report.Failure{fail(3790, "refused", true, ""), fail(3900, "refused", true, ""),
+			fail(4100, "refused", true, ""), fail(4300, "refused", true, "")}
+	}
+
+	r := &report.Report{StartedAt: t0, Timeline: timeline(3700, 3980, 4200), Failures: failures()}
+	analyse(r)
+	want := []struct {
+		pod   string
+		cands string
+	}{{"a", ""}, {"a", ""}, {"b", "a,b"}, {"c", "a,b,c"}}
+	for i, w := range want {
+		f := r.Failures[i]
+		if f.LikelyPod != w.pod || strings.Join(f.Candidates, ",") != w.cands {
+			t.Errorf("failure at %v: likely %q candidates %v, want %q among %q (%s)", f.Start.Sub(t0), f.LikelyPod, f.Candidates, w.pod, w.cands, f.Context)
+		}
+	}
+	if r.Attribution.Certain != 2 || r.Attribution.Ambiguous != 2 {
+		t.Errorf("attribution %+v", *r.Attribution)
+	}
+
+	// Without the bounds, the floored server times make all three
+	// candidates for every failure.
+	r = &report.Report{StartedAt: t0, Timeline: timeline(-1, -1, -1), Failures: failures()}
+	analyse(r)
+	if r.Attribution.Certain != 0 || len(r.Failures[0].Candidates) != 3 {
+		t.Errorf("without commit bounds: attribution %+v, first candidates %v", *r.Attribution, r.Failures[0].Candidates)
+	}
+
+	// A bound earlier than the floored server time is not used over it.
+	r = &report.Report{StartedAt: t0, Timeline: timeline(3700, 2500, 2500), Failures: failures()}
+	analyse(r)
+	if len(r.Failures[0].Candidates) != 3 {
+		t.Errorf("bounds before the server's second: first candidates %v", r.Failures[0].Candidates)
+	}
+}
+
+// A refusal needs nothing listening. A new pod whose readiness probe
+// connects where the Service sends traffic was listening when it turned
+// ready, so it is no candidate for a refusal (the naive sample); one
+// without such a probe is (late-ready), and so is one whose container has
+// since exited.
+func TestRefusalsSkipPodsWhoseReadinessConnects(t *testing.T) {
+	ready := func(ms int, pod string, connects bool) report.Event {
+		e := ev(ms, report.PodReady, pod, "new")
+		e.ReadinessConnects = connects
+		return e
+	}
+	exit := int32(1)
+	for _, tc := range []struct {
+		name  string
+		extra []report.Event
+		cands string
+	}{
+		{"the probe connects", []report.Event{ready(4900, "n", true)}, ""},
+		{"no such probe", []report.Event{ready(4900, "n", false)}, "a,n"},
+		{"the probe connects, but the container exited", []report.Event{ready(4900, "n", true),
+			{At: at(5005), Kind: report.ContainerTerminated, Pod: "n", Revision: "new", ExitCode: &exit}}, "a,n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := append([]report.Event{{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+				ev(4000, report.PodCreated, "n", "new")}, tc.extra...)
+			tl = append(tl, ev(5000, report.PodDeletionRequested, "a", "old"))
+			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{fail(5020, "refused", true, "")}}
+			analyse(r)
+			f := r.Failures[0]
+			if f.LikelyPod != "a" || strings.Join(f.Candidates, ",") != tc.cands {
+				t.Errorf("likely %q candidates %v, want a among %q", f.LikelyPod, f.Candidates, tc.cands)
+			}
+		})
+	}
+}
+
+// A pod that stopped gracefully (its exit seen before the object went) had
+// no sandbox left when rollprobe received it gone: a refusal after that is
+// not its, however large the tolerance. After a forced deletion (no exit
+// seen) its containers may still have answered for a while.
+func TestRefusalAfterAGracefulPodWentIsNotItsOwn(t *testing.T) {
+	exit := int32(0)
+	for _, tc := range []struct {
+		name     string
+		graceful bool
+		cands    string
+	}{{"graceful", true, ""}, {"forced", false, "a,b"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			created := ev(1000, report.PodCreated, "n", "new")
+			srv := at(100) // received 0.9 s after its server time: the tolerance is 0.9 s
+			created.Server = &srv
+			tl := []report.Event{{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true}, created,
+				ev(5000, report.PodDeletionRequested, "a", "old")}
+			if tc.graceful {
+				tl = append(tl, report.Event{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit})
+			}
+			tl = append(tl, ev(5500, report.PodGone, "a", "old"), ev(5600, report.PodDeletionRequested, "b", "old"))
+			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{fail(5700, "refused", true, "")}}
+			analyse(r)
+			if f := r.Failures[0]; f.LikelyPod != "b" || strings.Join(f.Candidates, ",") != tc.cands {
+				t.Errorf("likely %q candidates %v, want b among %q (tolerance %vms)", f.LikelyPod, f.Candidates, tc.cands, r.Attribution.ReceiveToleranceMS)
+			}
+		})
+	}
+}

@@ -20,16 +20,22 @@ type Pod struct {
 	CreatedAt *time.Time
 	// ReadyAt is when the pod last turned ready before its deletion was
 	// requested (for a pod present at the start and ready then, the start).
-	ReadyAt   *time.Time
-	DeletedAt *time.Time // deletion requested
+	ReadyAt *time.Time
+	// ReadinessConnects: when it turned ready, its readiness probe had
+	// connected where the Service sends traffic (it was listening).
+	ReadinessConnects bool
+	DeletedAt         *time.Time // deletion requested
 	// DeletedServer is the apiserver's own time of the deletion request,
 	// floored to its second: never later than the request (nil when the
 	// timeline lacks it).
-	DeletedServer  *time.Time
-	EndpointGoneAt *time.Time // removed from the EndpointSlice
-	ExitAt         *time.Time // its container terminated, with ExitCode
-	ExitCode       *int32
-	GoneAt         *time.Time // the pod object deleted
+	DeletedServer *time.Time
+	// DeletedCommittedAfter is a local time the deletion was committed
+	// after, from the apiserver's order of writes (nil when unknown).
+	DeletedCommittedAfter *time.Time
+	EndpointGoneAt        *time.Time // removed from the EndpointSlice
+	ExitAt                *time.Time // its container terminated, with ExitCode
+	ExitCode              *int32
+	GoneAt                *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
 	// terminating conditions, and whether the object is gone.
@@ -102,19 +108,19 @@ func (ps *Pods) Apply(e report.Event) {
 	case e.Kind == report.PodPresent:
 		p.Present, p.Ready = true, e.Ready
 		if e.Ready {
-			p.ReadyAt = &at
+			p.ReadyAt, p.ReadinessConnects = &at, e.ReadinessConnects
 		}
 	case e.Kind == report.PodCreated:
 		p.CreatedAt = &at
 	case e.Kind == report.PodReady:
 		p.Ready = true
 		if p.ReadyAt == nil || p.DeletedAt == nil {
-			p.ReadyAt = &at
+			p.ReadyAt, p.ReadinessConnects = &at, e.ReadinessConnects
 		}
 	case e.Kind == report.PodUnready:
 		p.Ready = false
 	case e.Kind == report.PodDeletionRequested:
-		p.DeletedAt, p.DeletedServer, p.Terminating = &at, e.Server, true
+		p.DeletedAt, p.DeletedServer, p.DeletedCommittedAfter, p.Terminating = &at, e.Server, e.CommittedAfter, true
 	case e.Kind == report.EndpointRemoved:
 		p.Serving = false
 		p.EndpointGoneAt = &at

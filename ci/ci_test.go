@@ -39,6 +39,67 @@ func TestJUnit(t *testing.T) {
 	}
 }
 
+// A run that could not be judged is an <error>, dropped requests a
+// <failure>; the suite's properties name the version, target and revisions.
+func TestJUnitErrorsAndProperties(t *testing.T) {
+	decode := func(r *report.Report) junitSuite {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := WriteJUnit(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		var doc junitSuites
+		if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+			t.Fatalf("not XML: %v", err)
+		}
+		if doc.Errors != doc.Suites[0].Errors || doc.Failures != doc.Suites[0].Failures {
+			t.Errorf("totals %d/%d disagree with the suite's %d/%d", doc.Errors, doc.Failures, doc.Suites[0].Errors, doc.Suites[0].Failures)
+		}
+		return doc.Suites[0]
+	}
+	caseNamed := func(s junitSuite, name string) junitCase {
+		for _, c := range s.Cases {
+			if c.Name == name {
+				return c
+			}
+		}
+		t.Fatalf("no case %q in %+v", name, s.Cases)
+		return junitCase{}
+	}
+
+	naive := decode(fixture.NaiveRun())
+	props := map[string]string{}
+	for _, p := range naive.Properties {
+		props[p.Name] = p.Value
+	}
+	ro := fixture.NaiveRun().Rollout
+	if props["rollprobe.target"] != fixture.NaiveRun().Target || props["rollprobe.old_revision"] != ro.OldRevision ||
+		props["rollprobe.new_revision"] != ro.NewRevision || props["rollprobe.verdict"] != "fail" || props["rollprobe.version"] == "" {
+		t.Errorf("properties %v", props)
+	}
+	if naive.Errors != 0 || caseNamed(naive, "no dropped requests").Failure == nil {
+		t.Errorf("naive: errors %d, the drop check %+v", naive.Errors, caseNamed(naive, "no dropped requests"))
+	}
+
+	failed := fixture.NaiveRun()
+	failed.Rollout.Status, failed.Rollout.Message = report.StatusFailed, "ProgressDeadlineExceeded"
+	s := decode(failed)
+	if c := caseNamed(s, "rollout completed"); c.Error == nil || c.Failure != nil || !strings.Contains(c.Error.Body, "ProgressDeadlineExceeded") {
+		t.Errorf("a failed rollout: %+v", c)
+	}
+	if s.Errors != 1 || caseNamed(s, "no dropped requests").Failure == nil {
+		t.Errorf("a failed rollout that dropped requests: errors %d", s.Errors)
+	}
+
+	inconclusive := fixture.NaiveRun()
+	inconclusive.Totals.Failed, inconclusive.Findings = 0, nil
+	inconclusive.Verdict = report.Verdict{Inconclusive: true, Reasons: []string{"achieved 80% of the target rate"}}
+	s = decode(inconclusive)
+	if c := caseNamed(s, "the run is conclusive"); c.Error == nil || !strings.Contains(c.Error.Body, "80%") || s.Failures != 0 || s.Errors != 1 {
+		t.Errorf("inconclusive: %+v (failures %d errors %d)", c, s.Failures, s.Errors)
+	}
+}
+
 func TestAnnotations(t *testing.T) {
 	var ann bytes.Buffer
 	if err := WriteAnnotations(&ann, fixture.NaiveRun()); err != nil {

@@ -23,17 +23,25 @@ type junitSuites struct {
 	Name     string       `xml:"name,attr"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
 	Time     float64      `xml:"time,attr"`
 	Suites   []junitSuite `xml:"testsuite"`
 }
 
 type junitSuite struct {
-	Name      string      `xml:"name,attr"`
-	Tests     int         `xml:"tests,attr"`
-	Failures  int         `xml:"failures,attr"`
-	Time      float64     `xml:"time,attr"`
-	Timestamp string      `xml:"timestamp,attr"`
-	Cases     []junitCase `xml:"testcase"`
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Time       float64         `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr"`
+	Properties []junitProperty `xml:"properties>property,omitempty"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 type junitCase struct {
@@ -41,6 +49,7 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Time      float64       `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
 
@@ -53,8 +62,12 @@ type junitFailure struct {
 // Check is one pass/fail statement about a run, shared by JUnit and the
 // GitHub annotations.
 type Check struct {
-	Name    string
-	Failed  bool
+	Name   string
+	Failed bool
+	// Error: the check failed because the run could not be judged (the
+	// rollout failed, the prober could not hold its rate), not because
+	// requests dropped; JUnit says <error> instead of <failure>.
+	Error   bool
 	Warning bool // not a failure, but worth a look
 	Message string
 	Detail  string
@@ -77,7 +90,7 @@ func Checks(r *report.Report) []Check {
 	if ro := r.Rollout; ro != nil {
 		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
 		if ro.Status != report.StatusComplete {
-			c.Failed, c.Detail = true, ro.Message
+			c.Failed, c.Error, c.Detail = true, true, ro.Message
 		}
 		checks = append(checks, c)
 		kill := Check{Name: "no SIGKILL during termination", Message: "no container was killed at the end of its grace period"}
@@ -102,7 +115,7 @@ func Checks(r *report.Report) []Check {
 		})
 	}
 	if r.Verdict.Inconclusive {
-		checks = append(checks, Check{Name: "prober held its rate", Failed: true, Message: "inconclusive",
+		checks = append(checks, Check{Name: "the run is conclusive", Failed: true, Error: true, Message: "inconclusive",
 			Detail: strings.Join(r.Verdict.Reasons, "\n")})
 	}
 	return checks
@@ -111,7 +124,7 @@ func Checks(r *report.Report) []Check {
 // WriteJUnit writes the report's checks as JUnit XML.
 func WriteJUnit(w io.Writer, r *report.Report) error {
 	return WriteJUnitChecks(w, Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
-		Time: r.DurationS, Started: r.StartedAt}, Checks(r))
+		Time: r.DurationS, Started: r.StartedAt, Properties: properties(r)}, Checks(r))
 }
 
 // Suite names a JUnit test suite.
@@ -119,15 +132,46 @@ type Suite struct {
 	Name, Classname string
 	Time            float64 // seconds
 	Started         time.Time
+	// Properties go into the suite's <properties>, in order.
+	Properties [][2]string
+}
+
+// properties are what a CI dashboard shows beside the results: the tool's
+// version, the target, and for run the Deployment and its revisions.
+func properties(r *report.Report) [][2]string {
+	props := [][2]string{{"rollprobe.version", r.Tool.Version}, {"rollprobe.command", r.Command}, {"rollprobe.target", r.Target},
+		{"rollprobe.verdict", verdictWord(r.Verdict)}}
+	if ro := r.Rollout; ro != nil {
+		props = append(props, [2]string{"rollprobe.deployment", ro.Namespace + "/" + ro.Deployment},
+			[2]string{"rollprobe.old_revision", ro.OldRevision}, [2]string{"rollprobe.new_revision", ro.NewRevision},
+			[2]string{"rollprobe.rollout_status", string(ro.Status)})
+	}
+	return props
+}
+
+func verdictWord(v report.Verdict) string {
+	switch {
+	case v.Inconclusive:
+		return "inconclusive"
+	case v.Pass:
+		return "pass"
+	}
+	return "fail"
 }
 
 // WriteJUnitChecks writes checks as one JUnit test suite: a failed check is
 // a failure, a warning passes with the warning in its output.
 func WriteJUnitChecks(w io.Writer, s Suite, checks []Check) error {
 	suite := junitSuite{Name: s.Name, Time: s.Time, Timestamp: s.Started.UTC().Format(time.RFC3339)}
+	for _, p := range s.Properties {
+		suite.Properties = append(suite.Properties, junitProperty{Name: p[0], Value: p[1]})
+	}
 	for _, c := range checks {
 		tc := junitCase{Name: c.Name, Classname: s.Classname}
 		switch {
+		case c.Failed && c.Error:
+			tc.Error = &junitFailure{Message: c.Message, Type: "rollprobe", Body: c.Detail}
+			suite.Errors++
 		case c.Failed:
 			tc.Failure = &junitFailure{Message: c.Message, Type: "rollprobe", Body: c.Detail}
 			suite.Failures++
@@ -139,7 +183,7 @@ func WriteJUnitChecks(w io.Writer, s Suite, checks []Check) error {
 		suite.Cases = append(suite.Cases, tc)
 	}
 	suite.Tests = len(suite.Cases)
-	doc := junitSuites{Name: "rollprobe", Tests: suite.Tests, Failures: suite.Failures, Time: suite.Time, Suites: []junitSuite{suite}}
+	doc := junitSuites{Name: "rollprobe", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Time: suite.Time, Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

@@ -65,6 +65,12 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
+	if restCfg.QPS == 0 {
+		// client-go's default (5/s, bursts of 10) is shared by every call
+		// of the client; run's revision clock alone lists 10 times a
+		// second while a rollout is followed.
+		restCfg.QPS, restCfg.Burst = 50, 100
+	}
 	ns, _, err := loader.Namespace()
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("kubeconfig namespace: %w", err)

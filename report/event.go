@@ -54,18 +54,30 @@ const SIGKILLExitCode = 137
 // endpoint_removed, the last ones seen); on pod_present, Ready is the pod's
 // Ready condition. Elsewhere they are false. Absent in JSON means false.
 type Event struct {
-	At          time.Time  `json:"at"`
-	Server      *time.Time `json:"server_time,omitempty"`
-	Kind        EventKind  `json:"kind"`
-	Pod         string     `json:"pod,omitempty"`
-	Revision    string     `json:"revision,omitempty"`
-	IP          string     `json:"ip,omitempty"`
-	Ready       bool       `json:"ready,omitempty"`
-	Serving     bool       `json:"serving,omitempty"`
-	Terminating bool       `json:"terminating,omitempty"`
-	ExitCode    *int32     `json:"exit_code,omitempty"`
-	Reason      string     `json:"reason,omitempty"`
-	Detail      string     `json:"detail,omitempty"`
+	At     time.Time  `json:"at"`
+	Server *time.Time `json:"server_time,omitempty"`
+	// ResourceVersion, on pod events, is the pod's version in the update
+	// that showed the change.
+	ResourceVersion string `json:"resource_version,omitempty"`
+	// CommittedAfter, on pod_deletion_requested, is a local time the
+	// apiserver committed the deletion after: the send time of the last
+	// list whose resourceVersion was below the deletion's (see
+	// rollout.RevisionClock). Unlike Server it has no 1 s flooring.
+	CommittedAfter *time.Time `json:"committed_after,omitempty"`
+	Kind           EventKind  `json:"kind"`
+	Pod            string     `json:"pod,omitempty"`
+	Revision       string     `json:"revision,omitempty"`
+	IP             string     `json:"ip,omitempty"`
+	Ready          bool       `json:"ready,omitempty"`
+	Serving        bool       `json:"serving,omitempty"`
+	Terminating    bool       `json:"terminating,omitempty"`
+	// ReadinessConnects, on pod_ready and pod_present, is that the pod's
+	// readiness probe connects to every port the Service sends it traffic
+	// on: Ready, it was listening there.
+	ReadinessConnects bool   `json:"readiness_connects,omitempty"`
+	ExitCode          *int32 `json:"exit_code,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+	Detail            string `json:"detail,omitempty"`
 }
 
 // Killed reports whether e is a container that ended by SIGKILL.

@@ -93,6 +93,14 @@ type Attribution struct {
 	Certain      int `json:"certain"`
 	Ambiguous    int `json:"ambiguous"`
 	Unattributed int `json:"unattributed"`
+	// RevisionMarks is how many pods lists dated the apiserver's order of
+	// writes (one every RevisionMarkPeriodMS while the rollout was
+	// followed), and DeletionsOrdered how many deletions they bounded:
+	// a deletion with a version above a mark's was made after the mark
+	// was sent (see rollout.RevisionClock).
+	RevisionMarks        int     `json:"revision_marks"`
+	RevisionMarkPeriodMS float64 `json:"revision_mark_period_ms,omitempty"`
+	DeletionsOrdered     int     `json:"deletions_ordered"`
 }
 
 // Outage is a contiguous burst of failed requests: from the first

@@ -234,7 +234,7 @@ func (w *Watcher) onReplicaSet(obj any) {
 }
 
 func podEvent(kind report.EventKind, p *corev1.Pod) report.Event {
-	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP}
+	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP, ResourceVersion: p.ResourceVersion}
 }
 
 func (w *Watcher) onPodAdd(obj any) {
@@ -251,6 +251,7 @@ func (w *Watcher) onPodAdd(obj any) {
 	e.Server = ptrTime(p.CreationTimestamp)
 	if kind == report.PodPresent {
 		e.Ready = podReady(p)
+		e.ReadinessConnects = ReadinessConnects(p, w.target.Service)
 	}
 	w.tl.Add(e)
 	if kind == report.PodCreated {
@@ -296,6 +297,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 			kind = report.PodReady
 		}
 		e := podEvent(kind, n)
+		e.ReadinessConnects = is && ReadinessConnects(n, w.target.Service)
 		if c := podCondition(n, corev1.PodReady); c != nil {
 			e.Server = ptrTime(c.LastTransitionTime)
 		}

@@ -116,11 +116,20 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 				}
 			}()
 		}
+		// The revision clock dates the deletions more finely than the
+		// apiserver's 1 s timestamps (see rollout.RevisionClock); it runs
+		// while the rollout is followed, when the deletions happen.
+		clock := rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)
+		clockCtx, stopClock := context.WithCancel(ctx)
+		clockDone := make(chan struct{})
+		go func() { defer close(clockDone); clock.Run(clockCtx) }()
 		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) }}
 		if fl != nil {
 			f.baselineCheck = func() error { return baselineHealthy(fl.Recorder(), probeCfg) }
 		}
 		out := f.follow(ctx, bounded)
+		stopClock()
+		<-clockDone
 		phase.Store(PhaseDone)
 		p.Stop()
 		res := <-probeDone
@@ -143,7 +152,10 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
 		rep.Timeline = tl.Events()
+		marks, _ := clock.Marks()
+		rollout.Stamp(rep.Timeline, marks)
 		x := analysis.Explain(rep)
+		x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
 		rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
 		rep.Findings = x.Findings
 		if doctorOK { // run after the analysis: its advice names what the traffic measured

@@ -1,0 +1,153 @@
+package rollout
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// RevisionClock ties the apiserver's order of writes to the local clock.
+//
+// Every period it lists the namespace's pods with a field selector that
+// matches none: the answer is empty and cheap, and it carries the list's
+// resourceVersion, the revision of the pods resource at some moment
+// between sending and receiving it. A pod whose resourceVersion is
+// greater than a mark's was written after that moment, so after the
+// mark's send time: a precise lower bound on when a change was made (and
+// so on when the kubelet can have acted on it), where the objects'
+// own timestamps are floored to the second. resourceversion.Compare gives
+// that comparison its meaning, between versions of one resource.
+//
+// The bound holds only for the write that set what the watch delivered:
+// after a watch resumed (a relist), an update can carry a later write's
+// version; Stamp stops there.
+type RevisionClock struct {
+	kube      kubernetes.Interface
+	namespace string
+	period    time.Duration
+	now       func() time.Time
+
+	mu    sync.Mutex
+	marks []RevisionMark
+	fails int
+}
+
+// RevisionMark is one list: its resourceVersion, seen between Sent and
+// Received on the local clock.
+type RevisionMark struct {
+	Sent, Received time.Time
+	Version        string
+}
+
+// markSelector matches no pod (names cannot contain '#').
+const markSelector = "rollprobe#revision-mark"
+
+// NewRevisionClock makes a clock marking every period (100 ms when 0).
+func NewRevisionClock(kube kubernetes.Interface, namespace string, period time.Duration, now func() time.Time) *RevisionClock {
+	if period <= 0 {
+		period = 100 * time.Millisecond
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &RevisionClock{kube: kube, namespace: namespace, period: period, now: now}
+}
+
+// Period is the time between marks.
+func (c *RevisionClock) Period() time.Duration { return c.period }
+
+// Run marks until ctx ends, one list at a time (a slow answer delays the
+// next mark rather than piling up requests).
+func (c *RevisionClock) Run(ctx context.Context) {
+	t := time.NewTicker(c.period)
+	defer t.Stop()
+	for {
+		c.Mark(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Mark takes one mark now. A failed list is counted, not fatal: a missing
+// mark only widens the bounds around it.
+func (c *RevisionClock) Mark(ctx context.Context) {
+	sent := c.now()
+	list, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", markSelector).String(),
+	})
+	received := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || !validVersion(list.ResourceVersion) {
+		if ctx.Err() == nil {
+			c.fails++
+		}
+		return
+	}
+	c.marks = append(c.marks, RevisionMark{Sent: sent, Received: received, Version: list.ResourceVersion})
+}
+
+// Marks returns the marks taken so far and how many lists failed.
+func (c *RevisionClock) Marks() (marks []RevisionMark, failed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]RevisionMark(nil), c.marks...), c.fails
+}
+
+func validVersion(rv string) bool {
+	_, err := resourceversion.CompareResourceVersion(rv, rv)
+	return err == nil
+}
+
+// CommittedAfter is the latest send time of a mark whose version is below
+// rv: the write with version rv was made after it. False when no mark is
+// below rv (or rv is not a resource version).
+func CommittedAfter(marks []RevisionMark, rv string) (time.Time, bool) {
+	var best time.Time
+	found := false
+	for _, m := range marks {
+		if cmp, err := resourceversion.CompareResourceVersion(m.Version, rv); err == nil && cmp < 0 && m.Sent.After(best) {
+			best, found = m.Sent, true
+		}
+	}
+	return best, found
+}
+
+// Stamp sets CommittedAfter on the deletion requests, from the marks: the
+// first update that shows a pod's deletion timestamp carries the version
+// of the deletion's own write. A watch that resumed (watch_error) ends the
+// stamping there: after a relist an update can carry a later write's
+// version than the change it reports. It returns how many it stamped.
+func Stamp(events []report.Event, marks []RevisionMark) int {
+	if len(marks) == 0 {
+		return 0
+	}
+	marks = append([]RevisionMark(nil), marks...)
+	sort.Slice(marks, func(i, j int) bool { return marks[i].Sent.Before(marks[j].Sent) })
+	n := 0
+	for i := range events {
+		e := &events[i]
+		if e.Kind == report.WatchError {
+			return n
+		}
+		if e.ResourceVersion == "" || e.Kind != report.PodDeletionRequested {
+			continue
+		}
+		if t, ok := CommittedAfter(marks, e.ResourceVersion); ok {
+			e.CommittedAfter = &t
+			n++
+		}
+	}
+	return n
+}
