@@ -53,7 +53,7 @@ func (h *portHold) hold(local netip.AddrPort, now time.Time) {
 	if local.Addr().Is6() && !local.Addr().Is4In6() {
 		family, sa = syscall.AF_INET6, &syscall.SockaddrInet6{Port: int(local.Port())}
 	}
-	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	fd, err := streamSocket(family)
 	if err != nil {
 		return
 	}
