@@ -9,8 +9,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rollprobe/rollprobe/cmd.Version=$(VERSION)
 TOOLS := $(CACHE)/tools
 STATICCHECK := $(TOOLS)/staticcheck
+# goreleaser, pinned (v2.15.1 is the newest that builds with Go 1.26 from the
+# module proxy alone), built once into the cache.
+GORELEASER_VERSION := v2.15.1
+GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
 
-.PHONY: all build image demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -25,6 +29,13 @@ image: ## the release image (OCI image layout tars, no Docker engine) for linux/
 	    -name docker.io/rollprobe/rollprobe:$(VERSION) -out dist/rollprobe-image-$$arch.tar || exit 1; \
 	done
 
+$(GORELEASER):
+	GOBIN=$(dir $@) GOFLAGS= go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+release-snapshot: $(GORELEASER) ## the whole release, locally, in dist/: archives (linux, darwin x amd64, arm64), checksums.txt, the krew manifest, the multi-platform image
+	$(GORELEASER) release --snapshot --clean
+	go run ./internal/ociimage/mkimage -goreleaser dist
+
 demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a graceful rollout under rollprobe run
 	bash lab/demo.sh
 
@@ -37,8 +48,9 @@ test: ## every test (what CI runs), one package at a time (the engine's and the 
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; status=$$?; \
 	if [ -s "$$skipped" ]; then \
 	  echo; echo "*** End-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
-	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium; the nginx capture test root, tcpdump and nginx-light."; \
-	  echo "*** ROLLPROBE_REQUIRE_LAB=1, ROLLPROBE_REQUIRE_BROWSER=1 and ROLLPROBE_REQUIRE_NGINX=1 make such a skip a failure (CI sets them)."; \
+	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium; the nginx capture test root, tcpdump and nginx-light;"; \
+	  echo "*** the release's tests 'make release-snapshot' and skopeo; the OpenMetrics test python3-prometheus-client."; \
+	  echo "*** ROLLPROBE_REQUIRE_LAB/BROWSER/NGINX/RELEASE/TOOLS=1 make such a skip a failure (CI sets them)."; \
 	fi; exit $$status
 
 test-short: ## unit tests only

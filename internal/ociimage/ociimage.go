@@ -71,12 +71,67 @@ func Write(w io.Writer, img Image) error {
 	if len(img.Names) == 0 {
 		return errors.New("ociimage: an image needs at least one name")
 	}
+	blobs, manifest, err := build(img)
+	if err != nil {
+		return err
+	}
+	return writeLayout(w, blobs, manifest, img.Names)
+}
+
+// WriteIndex writes one image for several platforms (one Image per
+// architecture, their Names ignored) as a layout whose index.json names an
+// image index: a registry push with `skopeo copy --all` uploads every
+// platform under names, and a pull picks the puller's.
+func WriteIndex(w io.Writer, names []string, imgs []Image) error {
+	if len(names) == 0 {
+		return errors.New("ociimage: an image needs at least one name")
+	}
+	if len(imgs) == 0 {
+		return errors.New("ociimage: an index needs at least one image")
+	}
+	var all []layoutBlob
+	var manifests []descriptor
+	seen := map[string]bool{}
+	for _, img := range imgs {
+		blobs, manifest, err := build(img)
+		if err != nil {
+			return err
+		}
+		if seen[manifest.Platform.Architecture] {
+			return fmt.Errorf("ociimage: two images for linux/%s", manifest.Platform.Architecture)
+		}
+		seen[manifest.Platform.Architecture] = true
+		all = append(all, blobs...)
+		manifests = append(manifests, manifest)
+	}
+	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": MediaTypeIndex, "manifests": manifests})
+	if err != nil {
+		return err
+	}
+	indexDesc := describe(MediaTypeIndex, index)
+	return writeLayout(w, append(all, layoutBlob{indexDesc, index}), indexDesc, names)
+}
+
+// WriteIndexFile is WriteIndex to a file, like WriteFile.
+func WriteIndexFile(path string, names []string, imgs []Image) error {
+	return writeFile(path, func(w io.Writer) error { return WriteIndex(w, names, imgs) })
+}
+
+// layoutBlob is one content-addressed file of a layout.
+type layoutBlob struct {
+	d    descriptor
+	data []byte
+}
+
+// build makes an image's layer, config and manifest; the manifest's
+// descriptor carries its platform.
+func build(img Image) ([]layoutBlob, descriptor, error) {
 	if len(img.Entrypoint) == 0 {
-		return errors.New("ociimage: an image needs an entrypoint")
+		return nil, descriptor{}, errors.New("ociimage: an image needs an entrypoint")
 	}
 	layer, err := layerTar(append(append([]File(nil), base...), img.Files...))
 	if err != nil {
-		return err
+		return nil, descriptor{}, err
 	}
 	arch := img.Architecture
 	if arch == "" {
@@ -94,7 +149,7 @@ func Write(w io.Writer, img Image) error {
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDesc.Digest}},
 	})
 	if err != nil {
-		return err
+		return nil, descriptor{}, err
 	}
 	configDesc := describe(MediaTypeConfig, config)
 	manifest, err := json.Marshal(map[string]any{
@@ -104,13 +159,19 @@ func Write(w io.Writer, img Image) error {
 		"layers":        []descriptor{layerDesc},
 	})
 	if err != nil {
-		return err
+		return nil, descriptor{}, err
 	}
 	manifestDesc := describe(MediaTypeManifest, manifest)
+	manifestDesc.Platform = &platform{Architecture: arch, OS: "linux"}
+	return []layoutBlob{{layerDesc, layer}, {configDesc, config}, {manifestDesc, manifest}}, manifestDesc, nil
+}
+
+// writeLayout writes the blobs and an index.json naming top (a manifest or
+// an index) under every name.
+func writeLayout(w io.Writer, blobs []layoutBlob, top descriptor, names []string) error {
 	var entries []descriptor
-	for _, name := range img.Names {
-		d := manifestDesc
-		d.Platform = &platform{Architecture: arch, OS: "linux"}
+	for _, name := range names {
+		d := top
 		d.Annotations = map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": tagOf(name)}
 		entries = append(entries, d)
 	}
@@ -133,11 +194,13 @@ func Write(w io.Writer, img Image) error {
 	if err := tw.WriteHeader(header("blobs/sha256", tar.TypeDir, 0o755, 0)); err != nil {
 		return err
 	}
-	for _, blob := range []struct {
-		d    descriptor
-		data []byte
-	}{{layerDesc, layer}, {configDesc, config}, {manifestDesc, manifest}} {
-		if err := add("blobs/sha256/"+strings.TrimPrefix(blob.d.Digest, "sha256:"), blob.data); err != nil {
+	written := map[string]bool{}
+	for _, b := range blobs {
+		if written[b.d.Digest] { // the same base layer or config twice
+			continue
+		}
+		written[b.d.Digest] = true
+		if err := add("blobs/sha256/"+strings.TrimPrefix(b.d.Digest, "sha256:"), b.data); err != nil {
 			return err
 		}
 	}
@@ -153,12 +216,16 @@ func Write(w io.Writer, img Image) error {
 // WriteFile writes img to path (through a temporary file, so a reader never
 // sees half an image).
 func WriteFile(path string, img Image) error {
+	return writeFile(path, func(w io.Writer) error { return Write(w, img) })
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
-	err = Write(f, img)
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

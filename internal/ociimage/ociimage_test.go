@@ -211,3 +211,58 @@ func TestCheckStatic(t *testing.T) {
 		t.Fatalf("/bin/sh: %v", err)
 	}
 }
+
+// One image for two platforms: index.json names an image index whose
+// manifests carry their platforms, each pointing at a config of that
+// architecture and a layer with that platform's binary.
+func TestIndexForTwoPlatforms(t *testing.T) {
+	dir := t.TempDir()
+	var imgs []Image
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(dir, arch)
+		if err := os.WriteFile(bin, []byte("binary for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, Release([]string{"ignored"}, bin, "", arch))
+	}
+	var out bytes.Buffer
+	if err := WriteIndex(&out, []string{"docker.io/rollprobe/rollprobe:v1.2.3"}, imgs); err != nil {
+		t.Fatal(err)
+	}
+	files, top, _ := unpack(t, out.Bytes())
+	if len(top) != 1 || top[0].MediaType != MediaTypeIndex || top[0].Annotations["org.opencontainers.image.ref.name"] != "v1.2.3" {
+		t.Fatalf("index.json: %+v", top)
+	}
+	var index struct {
+		Manifests []descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(blob(t, files, top[0].Digest), &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) != 2 {
+		t.Fatalf("image index: %+v", index)
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		d := index.Manifests[i]
+		if d.MediaType != MediaTypeManifest || d.Platform == nil || d.Platform.Architecture != arch || d.Platform.OS != "linux" {
+			t.Fatalf("manifest %d: %+v", i, d)
+		}
+		var m manifestOf
+		if err := json.Unmarshal(blob(t, files, d.Digest), &m); err != nil {
+			t.Fatal(err)
+		}
+		var config struct {
+			Architecture string `json:"architecture"`
+		}
+		if err := json.Unmarshal(blob(t, files, m.Config.Digest), &config); err != nil || config.Architecture != arch {
+			t.Fatalf("%s config: %+v %v", arch, config, err)
+		}
+		layer, _ := readTar(t, blob(t, files, m.Layers[0].Digest))
+		if string(layer["rollprobe"]) != "binary for "+arch {
+			t.Errorf("%s layer has %q", arch, layer["rollprobe"])
+		}
+	}
+	if err := WriteIndex(&out, []string{"x"}, []Image{imgs[0], imgs[0]}); err == nil {
+		t.Error("two images for one platform were accepted")
+	}
+}
