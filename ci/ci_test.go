@@ -198,3 +198,16 @@ func TestStepSummaryCapped(t *testing.T) {
 		t.Fatal("a small summary was changed")
 	}
 }
+
+// A value with a newline takes GitHub's heredoc form, with a delimiter the
+// value does not contain.
+func TestStepOutputs(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeStepOutputs(&b, [][2]string{{"verdict", "pass"}, {"report", "odd\nROLLPROBE_EOF\nname.json"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "verdict=pass\nreport<<ROLLPROBE_EOF_\nodd\nROLLPROBE_EOF\nname.json\nROLLPROBE_EOF_\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+}

@@ -123,8 +123,13 @@ func Checks(r *report.Report) []Check {
 
 // WriteJUnit writes the report's checks as JUnit XML.
 func WriteJUnit(w io.Writer, r *report.Report) error {
-	return WriteJUnitChecks(w, Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
-		Time: r.DurationS, Started: r.StartedAt, Properties: properties(r)}, Checks(r))
+	return WriteJUnitChecks(w, suiteOf(r), Checks(r))
+}
+
+// suiteOf is the JUnit suite of a probe or run report.
+func suiteOf(r *report.Report) Suite {
+	return Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
+		Time: r.DurationS, Started: r.StartedAt, Properties: properties(r)}
 }
 
 // Suite names a JUnit test suite.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/atomicfile"
@@ -63,6 +64,9 @@ type document struct {
 	text     func(io.Writer) error
 	json     any
 	code     exitcode.Code
+	// outputs are the step outputs written to $GITHUB_OUTPUT under GitHub
+	// Actions, besides exit-code and the paths of the files written.
+	outputs [][2]string
 }
 
 // Publish writes every output requested for a probe or run report and
@@ -72,13 +76,14 @@ func Publish(r *report.Report, o Outputs) error {
 	return publish(document{
 		artifact: func(path string) error { return report.WriteFile(path, r) },
 		page:     func(w io.Writer) error { return htmlreport.Write(w, r) },
-		suite: Suite{Name: "rollprobe " + r.Command + " " + r.Target, Classname: "rollprobe." + r.Command,
-			Time: r.DurationS, Started: r.StartedAt},
+		suite:    suiteOf(r),
 		checks:   Checks(r),
 		markdown: func(w io.Writer) error { return render.Markdown(w, r) },
 		text:     func(w io.Writer) error { return render.Text(w, r) },
 		json:     r,
 		code:     r.Verdict.ExitCode,
+		outputs: [][2]string{{"verdict", verdictWord(r.Verdict)}, {"failed", fmt.Sprint(r.Totals.Failed)},
+			{"sent", fmt.Sprint(r.Totals.Sent)}},
 	}, o)
 }
 
@@ -165,6 +170,17 @@ func publish(d document, o Outputs) error {
 	if outputFailed || err != nil {
 		code = exitcode.WithOutputFailure(code)
 	}
+	if path := getenv("GITHUB_OUTPUT"); github && path != "" {
+		outs := append([][2]string{{"exit-code", fmt.Sprint(int(code))}}, d.outputs...)
+		for _, f := range []struct{ name, path string }{{"report", o.ReportPath}, {"junit", o.JUnitPath}, {"html", o.HTMLPath}} {
+			if f.path != "" && !outputFailed {
+				outs = append(outs, [2]string{f.name, f.path})
+			}
+		}
+		if werr := appendFile(path, func(w io.Writer) error { return writeStepOutputs(w, outs) }); werr != nil {
+			fmt.Fprintf(o.Stderr, "rollprobe: step outputs: %v\n", werr)
+		}
+	}
 	if err != nil {
 		return exitcode.With(code, fmt.Errorf("write summary: %w", err))
 	}
@@ -186,4 +202,26 @@ func appendFile(path string, write func(io.Writer) error) error {
 		err = cerr
 	}
 	return err
+}
+
+// writeStepOutputs writes name=value lines for $GITHUB_OUTPUT; a value
+// with a newline (a path could have one) uses the heredoc form with a
+// delimiter the value does not contain.
+func writeStepOutputs(w io.Writer, outs [][2]string) error {
+	for _, o := range outs {
+		var err error
+		if strings.ContainsAny(o[1], "\r\n") {
+			delim := "ROLLPROBE_EOF"
+			for strings.Contains(o[1], delim) {
+				delim += "_"
+			}
+			_, err = fmt.Fprintf(w, "%s<<%s\n%s\n%s\n", o[0], delim, o[1], delim)
+		} else {
+			_, err = fmt.Fprintf(w, "%s=%s\n", o[0], o[1])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

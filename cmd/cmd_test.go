@@ -286,9 +286,10 @@ func TestCIOutputs(t *testing.T) {
 	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	outputs := filepath.Join(dir, "output")
 	cmd := exec.Command(binary, "probe", srv.URL("/reset"), "--conn", "new", "--rate", "100", "--duration", "300ms",
-		"--progress", "0", "--junit", filepath.Join(dir, "junit.xml"))
-	cmd.Env = append(os.Environ(), "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY="+summary)
+		"--progress", "0", "--junit", filepath.Join(dir, "junit.xml"), "--report", filepath.Join(dir, "r.json"))
+	cmd.Env = append(os.Environ(), "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY="+summary, "GITHUB_OUTPUT="+outputs)
 	r := runCmd(t, cmd)
 	if r.code != 1 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -303,6 +304,21 @@ func TestCIOutputs(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "::error title=rollprobe: no dropped requests::") {
 		t.Fatalf("no annotation on stdout:\n%s", r.stdout)
+	}
+	// The step outputs: name=value lines, agreeing with the report.
+	out, _ := os.ReadFile(outputs)
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	rep, err := report.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["verdict"] != "fail" || got["exit-code"] != "1" || got["failed"] != fmt.Sprint(rep.Totals.Failed) || rep.Totals.Failed == 0 ||
+		got["sent"] != fmt.Sprint(rep.Totals.Sent) || got["report"] != filepath.Join(dir, "r.json") || got["junit"] != filepath.Join(dir, "junit.xml") {
+		t.Fatalf("step outputs %v (report: %d of %d failed)\n%s", got, rep.Totals.Failed, rep.Totals.Sent, out)
 	}
 }
 

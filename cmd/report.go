@@ -16,14 +16,17 @@ func newReportCommand(g *globalOptions) *cobra.Command {
 	format := "text"
 	show := &cobra.Command{
 		Use:   "show FILE",
-		Short: "Render a saved report (text, markdown, html or json)",
+		Short: "Render a saved report (text, markdown, html, json or openmetrics)",
 		Long: `Render a saved report. -o html writes one self-contained page (the run on a
 zoomable timeline: requests by class, latency, a lane per pod, outages linked
-to their findings) that opens offline: rollprobe report show r.json -o html > r.html`,
+to their findings) that opens offline: rollprobe report show r.json -o html > r.html.
+-o openmetrics writes the key numbers (requests by class, failures, outage
+seconds, latency quantiles, how long the old pods took to go) for GitLab's
+metrics report: rollprobe report show r.json -o openmetrics > metrics.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "markdown" && format != "html" && format != "json" {
-				return exitcode.UsageError(fmt.Errorf("-o %q: want text, markdown, html or json", format))
+			if format != "text" && format != "markdown" && format != "html" && format != "json" && format != "openmetrics" {
+				return exitcode.UsageError(fmt.Errorf("-o %q: want text, markdown, html, json or openmetrics", format))
 			}
 			rep, err := report.ReadFile(args[0])
 			if err != nil {
@@ -35,13 +38,15 @@ to their findings) that opens offline: rollprobe report show r.json -o html > r.
 				return render.Markdown(g.stdout, rep)
 			case "html":
 				return htmlreport.Write(g.stdout, rep)
+			case "openmetrics":
+				return render.OpenMetrics(g.stdout, rep)
 			case "json":
 				return report.Encode(g.stdout, rep)
 			}
 			return render.Text(g.stdout, rep)
 		},
 	}
-	show.Flags().StringVarP(&format, "output", "o", format, "text, markdown, html or json")
+	show.Flags().StringVarP(&format, "output", "o", format, "text, markdown, html, json or openmetrics (GitLab's metrics report)")
 	cmd.AddCommand(show)
 	return cmd
 }

@@ -1,5 +1,5 @@
 // Package testenv decides what a test does when the machine lacks what it
-// needs (root, the lab's binaries, Chromium, nginx): skip it, or fail it
+// needs (root, the lab's binaries, Chromium, nginx, a release snapshot): skip it, or fail it
 // where a skip would hide a regression (CI sets the REQUIRE variables).
 // Every skip is also written to the file ROLLPROBE_LAB_SKIPPED names, so
 // make test can say it loudly at the end: go test prints nothing of a
@@ -14,7 +14,7 @@ import (
 
 // SkipOrFail skips t, or fails it when the environment variable require is
 // "1" (ROLLPROBE_REQUIRE_LAB, ROLLPROBE_REQUIRE_BROWSER,
-// ROLLPROBE_REQUIRE_NGINX), saying why.
+// ROLLPROBE_REQUIRE_NGINX, ROLLPROBE_REQUIRE_RELEASE, ROLLPROBE_REQUIRE_TOOLS), saying why.
 func SkipOrFail(t testing.TB, require, format string, args ...any) {
 	t.Helper()
 	why := fmt.Sprintf(format, args...)
