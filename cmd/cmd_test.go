@@ -639,3 +639,24 @@ func reapOnFailure(t *testing.T, cmd *exec.Cmd) {
 		}
 	})
 }
+
+// install copies the binary into a directory (an init container's way out
+// of the release image); a missing directory is a usage error.
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	r := run(t, "install", dir)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != filepath.Join(dir, "rollprobe") {
+		t.Fatalf("exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	out, err := exec.Command(filepath.Join(dir, "rollprobe"), "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rollprobe version") {
+		t.Fatalf("the copy does not run: %v %s", err, out)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+	if r := run(t, "install", filepath.Join(dir, "missing")); r.code != 2 || !strings.Contains(r.stderr, "not a directory") {
+		t.Fatalf("missing dir: exit %d %s", r.code, r.stderr)
+	}
+}

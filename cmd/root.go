@@ -104,7 +104,7 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
-	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g), newFleetAgentCommand(g),
+	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g), newFleetAgentCommand(g), newInstallCommand(g),
 		&cobra.Command{Use: "version", Short: "Print rollprobe's version", Args: cobra.NoArgs,
 			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(g.stdout, "rollprobe version %s\n", version()) }})
 	return root

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -285,6 +286,14 @@ func followServed(t *testing.T, ctx context.Context, c *lab.Client, pod string) 
 // on that node, and the finding names it.
 func testProbersSeeTheLaggedNode(t *testing.T, ctx context.Context, c *lab.Client, lagged string) {
 	ip := ensureSample(t, ctx, c, "naive")
+	// ensureSample waits for the Service from the client host; the lagged
+	// node's kube-proxy learns of the endpoints seconds later, and a
+	// prober there would find the baseline refused until then.
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		if err := waitServingFrom(ctx, n.NS, "http://"+ip+"/"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", proberArgs...).wait(t)
 	checkRunReport(t, r, report.StatusComplete)
 	checkProbers(t, ctx, c, r.rep)

@@ -204,9 +204,24 @@ func testRBAC(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	ip := ensureSample(t, ctx, c, "graceful")
 
-	r := startRun(t, "graceful", ip, "--kubeconfig", kubeconfig).wait(t)
+	// As a CI job authenticates: no kubeconfig at all, kubectl's --server,
+	// --token and --certificate-authority flags.
+	cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	caFile := cluster.CertificateAuthority
+	if len(cluster.CertificateAuthorityData) > 0 {
+		caFile = filepath.Join(t.TempDir(), "ca.crt")
+		if err := os.WriteFile(caFile, cluster.CertificateAuthorityData, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := filepath.Join(t.TempDir(), "empty.kubeconfig")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, "graceful", ip, "--kubeconfig", empty, "--server", cluster.Server, "--token", token,
+		"--certificate-authority", caFile).wait(t)
 	if r.exit != 0 {
-		t.Fatalf("as the ServiceAccount with deploy/rbac.yaml: exit %d\n%s", r.exit, r.out())
+		t.Fatalf("as the ServiceAccount with deploy/rbac.yaml, by --server/--token flags: exit %d\n%s", r.exit, r.out())
 	}
 	checkRunReport(t, r, "complete")
 

@@ -205,6 +205,7 @@ func TestLab(t *testing.T) {
 
 	t.Run("run", func(t *testing.T) { testRun(t, ctx, client) })
 	t.Run("probers in the cluster", func(t *testing.T) { testProbers(t, ctx, client) })
+	t.Run("examples", func(t *testing.T) { testExamples(t, ctx, client) })
 	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
 	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })

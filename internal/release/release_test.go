@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -58,8 +59,22 @@ func snapshot(t *testing.T) dist {
 
 var platforms = [][2]string{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}}
 
-// untar returns the regular files of a .tar.gz.
+// untarred keeps each archive's files: unpacking is slow under -race.
+var untarred sync.Map // path -> map[string][]byte
+
+// untar returns the regular files of a .tar.gz (the same map for every
+// caller: do not change it).
 func untar(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	if files, ok := untarred.Load(path); ok {
+		return files.(map[string][]byte)
+	}
+	files := readTarGz(t, path)
+	untarred.Store(path, files)
+	return files
+}
+
+func readTarGz(t *testing.T, path string) map[string][]byte {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
