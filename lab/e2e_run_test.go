@@ -206,14 +206,11 @@ func testRBAC(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	// As a CI job authenticates: no kubeconfig at all, kubectl's --server,
 	// --token and --certificate-authority flags.
+	// The lab's own kubeconfig skips TLS verification; here the apiserver's
+	// self-signed certificate (with its CA, from --cert-dir) is the
+	// --certificate-authority, so the flag is exercised for real.
 	cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
-	caFile := cluster.CertificateAuthority
-	if len(cluster.CertificateAuthorityData) > 0 {
-		caFile = filepath.Join(t.TempDir(), "ca.crt")
-		if err := os.WriteFile(caFile, cluster.CertificateAuthorityData, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	caFile := filepath.Join(stateDir, "pki", "apiserver", "apiserver.crt")
 	empty := filepath.Join(t.TempDir(), "empty.kubeconfig")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
