@@ -69,7 +69,7 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 jsonfield() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
 
 # --- 1. keep-alive max throughput, 32 connections -----------------------------
-log "1/5 keep-alive max throughput (${REPS}x ${DUR}s each)"
+log "1/7 keep-alive max throughput (${REPS}x ${DUR}s each)"
 : >"$work/tp"
 # Each repetition runs wrk and rollprobe back to back, in alternating order
 # (wrk first in odd repetitions, rollprobe first in even ones), so that a
@@ -87,17 +87,25 @@ for i in $(seq "$REPS"); do
     echo "rollprobe-p$threads $r" >>"$work/tp"
     echo "ratio-p$threads $(python3 -c "print(f'{$r/$w:.3f}')")" >>"$work/tp"
   done
+  # rollprobe at its defaults (no GOMAXPROCS): the closed model chooses its
+  # own Ps; compared with the better of this repetition's two wrk runs.
+  "$RP" probe "$URL" --rate 0 --concurrency 32 --duration "${DUR}s" --progress 0 -o json >"$work/rp.json" || true
+  d=$(jsonfield "$work/rp.json" "d['prober']['achieved_rate']")
+  echo "rollprobe-default $d" >>"$work/tp"
+  bestw=$(tail -7 "$work/tp" | awk '$1 ~ /^wrk-t/ {if ($2 > b) b = $2} END {print b}')
+  echo "ratio-default $(python3 -c "print(f'{$d/$bestw:.3f}')")" >>"$work/tp"
   h=$(hey -c 32 -z "${DUR}s" "$URL" | awk '/Requests\/sec/ {print $2}')
   echo "hey $h" >>"$work/tp"
-  log "  rep $i: $(tail -7 "$work/tp" | tr '\n' ' ')"
+  log "  rep $i: $(tail -10 "$work/tp" | tr '\n' ' ')"
 done
 tp() { awk -v k="$1" '$1==k {print $2}' "$work/tp" | median; }
 span() { awk -v k="$1" '$1==k {print $2}' "$work/tp" | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
 wrk2=$(tp wrk-t2); rp2=$(tp rollprobe-p2); wrk1=$(tp wrk-t1); rp1=$(tp rollprobe-p1); hey=$(tp hey)
 r2=$(tp ratio-p2); r1=$(tp ratio-p1); r2span=$(span ratio-p2); r1span=$(span ratio-p1)
+rpd=$(tp rollprobe-default); rd=$(tp ratio-default); rdspan=$(span ratio-default)
 
 # --- 2. CPU per request at a fixed 10,000 req/s --------------------------------
-log "2/5 CPU per request at 10,000 req/s (${REPS}x ${DUR}s each)"
+log "2/7 CPU per request at 10,000 req/s (${REPS}x ${DUR}s each)"
 : >"$work/cpu"
 cpu_us() { awk -v n="$2" '{printf "%.2f\n", ($1+$2)/n*1e6}' "$1"; }
 for i in $(seq "$REPS"); do
@@ -124,17 +132,83 @@ cpu() { awk -v k="$1" '$1==k {print $2}' "$work/cpu" | median; }
 cf=$(cpu fortio); cfu=$(cpu fortio-uniform); cf1=$(cpu fortio-p1); crp=$(cpu rollprobe); crp2=$(cpu rollprobe-p2)
 p999=$(cpu rollprobe-p999); p999p2=$(cpu rollprobe-p2-p999)
 
-# --- 3. fresh connections: 2,000 req/s for 60 s ---------------------------------
-log "3/5 --conn new at 2,000 req/s for 60s"
+# --- 3. fresh connections: CPU per request at a fixed 3,000 req/s ----------------
+# One connection per request, as --conn new sends them (kube-proxy routes
+# each new connection: what half of run's default mix exercises). The
+# three tools in a rotating order per repetition; ratios per repetition.
+log "3/7 fresh connections: CPU per request at 3,000 req/s (${REPS}x ${DUR}s each)"
+: >"$work/fresh"
+fresh_rp() {
+  /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --conn new --rate 3000 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+}
+fresh_fortio() {
+  /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -keepalive=false -uniform -qps 3000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
+  n=$(awk '/All done/ {print $3}' "$work/f.out"); echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+}
+fresh_hey() {
+  # hey's -q is per worker: 30 workers x 100 = 3,000 req/s.
+  /usr/bin/time -f "%U %S" -o "$work/t" hey -disable-keepalive -c 30 -q 100 -z "${DUR}s" "$URL" >"$work/h.out" 2>&1
+  n=$(awk '/\[200\]/ {s += $2} END {print s}' "$work/h.out"); echo "hey $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+}
+for i in $(seq "$REPS"); do
+  case $((i % 3)) in
+    1) fresh_rp; fresh_fortio; fresh_hey ;;
+    2) fresh_fortio; fresh_hey; fresh_rp ;;
+    0) fresh_hey; fresh_rp; fresh_fortio ;;
+  esac
+  last=$(tail -3 "$work/fresh")
+  r=$(awk '$1=="rollprobe" {print $2}' <<<"$last"); f=$(awk '$1=="fortio" {print $2}' <<<"$last"); h=$(awk '$1=="hey" {print $2}' <<<"$last")
+  echo "ratio-fortio $(python3 -c "print(f'{$r/$f:.3f}')")" >>"$work/fresh"
+  echo "ratio-hey $(python3 -c "print(f'{$r/$h:.3f}')")" >>"$work/fresh"
+  log "  rep $i: $(tail -5 "$work/fresh" | tr '\n' ' ')"
+done
+fr() { awk -v k="$1" '$1==k {print $2}' "$work/fresh" | median; }
+frs() { awk -v k="$1" '$1==k {print $2}' "$work/fresh" | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}'; }
+fresh_cpu_rp=$(fr rollprobe); fresh_cpu_f=$(fr fortio); fresh_cpu_h=$(fr hey)
+fresh_rf=$(fr ratio-fortio); fresh_rfs=$(frs ratio-fortio); fresh_rh=$(fr ratio-hey); fresh_rhs=$(frs ratio-hey)
+
+# --- 4. fresh connections: the maximum rate ----------------------------------------
+log "4/7 fresh connections: maximum rate, 32 at a time (${REPS}x ${DUR}s each)"
+: >"$work/freshmax"
+max_rp() {
+  "$RP" probe "$URL" --conn new --rate 0 --concurrency 32 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
+  echo "rollprobe $(jsonfield "$work/rp.json" "d['totals']['ok']/d['duration_s']")" >>"$work/freshmax"
+}
+max_fortio() {
+  "$FORTIO" load -keepalive=false -qps 0 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
+  echo "fortio $(awk '/All done/ {print $(NF-1)}' "$work/f.out")" >>"$work/freshmax"
+}
+max_hey() {
+  hey -disable-keepalive -c 32 -z "${DUR}s" "$URL" >"$work/h.out" 2>&1
+  echo "hey $(awk '/Requests\/sec/ {print $2}' "$work/h.out")" >>"$work/freshmax"
+}
+for i in $(seq "$REPS"); do
+  case $((i % 3)) in
+    1) max_rp; max_fortio; max_hey ;;
+    2) max_fortio; max_hey; max_rp ;;
+    0) max_hey; max_rp; max_fortio ;;
+  esac
+  last=$(tail -3 "$work/freshmax")
+  r=$(awk '$1=="rollprobe" {print $2}' <<<"$last"); best=$(awk '$1!="rollprobe" {if ($2 > b) b = $2} END {print b}' <<<"$last")
+  echo "ratio-best $(python3 -c "print(f'{$r/$best:.3f}')")" >>"$work/freshmax"
+  log "  rep $i: $(tail -4 "$work/freshmax" | tr '\n' ' ')"
+done
+fm() { awk -v k="$1" '$1==k {print $2}' "$work/freshmax" | median; }
+fmax_rp=$(fm rollprobe); fmax_f=$(fm fortio); fmax_h=$(fm hey); fmax_r=$(fm ratio-best)
+fmax_rs=$(awk '$1=="ratio-best" {print $2}' "$work/freshmax" | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}')
+
+# --- 5. fresh connections: 2,000 req/s for 60 s ---------------------------------
+log "5/7 --conn new at 2,000 req/s for 60s"
 "$RP" probe "$URL" --conn new --rate 2000 --duration 60s --progress 0 -o json >"$work/new.json" || true
 new_sent=$(jsonfield "$work/new.json" "d['totals']['sent']")
 new_local=$(jsonfield "$work/new.json" "d['prober']['local_errors']")
 new_failed=$(jsonfield "$work/new.json" "d['totals']['failed']")
 new_rate=$(jsonfield "$work/new.json" "d['prober']['achieved_rate']")
 
-# --- 4. memory: 20,000 req/s for LONG seconds -----------------------------------
+# --- 6. memory: 20,000 req/s for LONG seconds -----------------------------------
 if [ "$LONG" -gt 0 ]; then
-  log "4/5 RSS at 20,000 req/s for ${LONG}s"
+  log "6/7 RSS at 20,000 req/s for ${LONG}s"
   /usr/bin/time -f "%M" -o "$work/rss" "$RP" probe "$URL" --rate 20000 --duration "${LONG}s" --progress 0 -o json >"$work/long.json" || true
   rss_mb=$(awk '{printf "%.1f", $1/1024}' "$work/rss")
   long_rate=$(jsonfield "$work/long.json" "d['prober']['achieved_rate']")
@@ -143,8 +217,8 @@ else
   rss_mb="not run (LONG=0)"; long_rate="-"; long_sent="-"
 fi
 
-# --- 5. the dashboard's cost to throughput (Go benchmark) ------------------------
-log "5/5 prober throughput with and without the dashboard"
+# --- 7. the dashboard's cost to throughput (Go benchmark) ------------------------
+log "7/7 prober throughput with and without the dashboard"
 go test ./tui -run XXX -bench DashboardOverhead -benchtime 1x >"$work/dash.out"
 dash() { awk -v k="$1" '/^BenchmarkDashboardOverhead/ {for (i=1;i<NF;i++) if ($(i+1)==k) print $i}' "$work/dash.out"; }
 dash_ratio=$(dash ratio); dash_with=$(dash req/s-with); dash_without=$(dash req/s-without)
@@ -169,6 +243,7 @@ Reproduce: \`make build && make bench\` (\`REPS=9 make bench\` for more repetiti
 | wrk -t1 -c32 (1 thread) | $wrk1 | |
 | rollprobe, GOMAXPROCS=1 | $rp1 | **$r1** × wrk -t1 ($r1span) |
 | hey -c 32 | $hey | rollprobe (2 procs) = $(ratio "$rp2" "$hey") × hey |
+| rollprobe at its defaults (no GOMAXPROCS: the closed model picks its Ps) | $rpd | **$rd** × the better wrk of each repetition ($rdspan) |
 
 Each repetition runs wrk and rollprobe back to back, wrk first in odd repetitions and rollprobe
 first in even ones; the ratio is taken per repetition, so a drift in the shared machine's speed
@@ -191,6 +266,26 @@ In the open model rollprobe sizes GOMAXPROCS to the rate (\`prober.Procs\`: 12,5
 3,000 new-connection req/s per P): an idle P makes the Go runtime wake a thread for every timer
 and network event. Latency p99.9 (from the intended time) at this rate: $p999 ms with 1 P,
 $p999p2 ms with 2.
+
+## Fresh connections: CPU per request at a fixed 3,000 req/s (user+sys, µs per request)
+
+| client | µs/request | rollprobe ÷ reference: median of paired runs (range) |
+|---|---|---|
+| rollprobe --conn new --rate 3000 | $fresh_cpu_rp | |
+| fortio load -keepalive=false -uniform -qps 3000 -c 32 | $fresh_cpu_f | **$fresh_rf** ($fresh_rfs) |
+| hey -disable-keepalive -c 30 -q 100 | $fresh_cpu_h | **$fresh_rh** ($fresh_rhs) |
+
+Each request on its own connection. The three run in a rotating order in each repetition.
+
+## Fresh connections: maximum rate, 32 at a time (successful req/s)
+
+| client | req/s (median) |
+|---|---|
+| rollprobe --conn new --rate 0 --concurrency 32 | $fmax_rp |
+| fortio load -keepalive=false -qps 0 -c 32 | $fmax_f |
+| hey -disable-keepalive -c 32 | $fmax_h |
+
+rollprobe ÷ the better of fortio and hey in each repetition: **$fmax_r** ($fmax_rs).
 
 ## Fresh connections: --conn new at 2,000 req/s for 60 s
 

@@ -110,7 +110,7 @@ func (o *probeOptions) validate() error {
 
 // run probes with the chosen view attached, then publishes.
 func (o *probeOptions) run(ctx context.Context) error {
-	procs := o.flags.applyProcs(o.config) // before the run: the runtime starts with it
+	procs := o.flags.applyProcs(&o.config) // before the run: the runtime starts with it
 	// q in the dashboard stops the run as Ctrl-C does.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -102,15 +102,20 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 
 // applyProcs sets GOMAXPROCS for the run: --procs, else what the rate needs
 // (prober.Procs), unless the GOMAXPROCS environment variable already chose.
-// It returns the value in effect.
-func (f *proberFlags) applyProcs(cfg prober.Config) int {
+// In the closed model, left to itself, the prober chooses while it runs
+// (cfg.TuneProcs): as fast as possible depends on where the server is.
+// It returns the value in effect at the start.
+func (f *proberFlags) applyProcs(cfg *prober.Config) int {
 	switch {
 	case f.procs > 0:
 		return setProcs(f.procs)
 	case os.Getenv("GOMAXPROCS") != "":
 		return runtime.GOMAXPROCS(0)
+	case cfg.Rate <= 0 && runtime.NumCPU() > 1:
+		cfg.TuneProcs = runtime.NumCPU()
+		return setProcs(1)
 	}
-	return setProcs(prober.Procs(cfg, runtime.NumCPU()))
+	return setProcs(prober.Procs(*cfg, runtime.NumCPU()))
 }
 
 func setProcs(n int) int {

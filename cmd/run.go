@@ -217,7 +217,7 @@ var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
 // view until the run ends (under the dashboard, until the user leaves its
 // end screen), and publishes.
 func (o *runOptions) run(ctx context.Context) error {
-	o.log.Info("prober", "procs", o.flags.applyProcs(o.cfg.Probe))
+	o.log.Info("prober", "procs", o.flags.applyProcs(&o.cfg.Probe))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	run, err := runner.StartRollout(ctx, o.cfg)

@@ -40,10 +40,16 @@ type conn struct {
 	peekClosed bool
 }
 
-// newConn wraps an established connection. reusable connections are
+// newConn wraps an established connection, reading through br (reset to
+// it) or, when br is nil, a new buffer. reusable connections are
 // registered with the close watcher (when there is one).
-func newConn(raw, rw net.Conn, born time.Duration, watcher *closeWatcher, reusable bool) *conn {
-	c := &conn{raw: raw, rw: rw, born: born, br: bufio.NewReaderSize(rw, readBufferSize)}
+func newConn(raw, rw net.Conn, born time.Duration, watcher *closeWatcher, reusable bool, br *bufio.Reader) *conn {
+	if br == nil {
+		br = bufio.NewReaderSize(rw, readBufferSize)
+	} else {
+		br.Reset(rw)
+	}
+	c := &conn{raw: raw, rw: rw, born: born, br: br}
 	sc, ok := raw.(syscall.Conn)
 	if !ok || !reusable {
 		return c

@@ -110,8 +110,12 @@ type Config struct {
 	Rate        float64
 	Duration    time.Duration // 0: until the context is cancelled
 	Concurrency int           // closed model workers
-	Workers     int           // open model: workers to start with
-	MaxWorkers  int           // open model: upper bound when falling behind
+	// TuneProcs, closed model only: when above 1, Run chooses GOMAXPROCS
+	// between 1 and TuneProcs by measuring the rate (see procTuner); 0
+	// leaves GOMAXPROCS as it is.
+	TuneProcs  int
+	Workers    int // open model: workers to start with
+	MaxWorkers int // open model: upper bound when falling behind
 
 	Conn           ConnMode
 	Timeout        time.Duration // whole request, connect included

@@ -1,11 +1,13 @@
 package prober
 
 import (
+	"bufio"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +126,7 @@ type Summary struct {
 	Target   float64       // requests per second asked for (0: closed model)
 	Workers  int           // workers at the end (the high-water mark)
 	Canceled bool          // stopped by the context, not by the duration
+	Procs    int           // GOMAXPROCS at the end (the tuner's choice, when it chose)
 }
 
 // Run probes until the duration ends or ctx is cancelled, then waits for
@@ -175,6 +178,10 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 		defer bt.Stop()
 		backlog = bt.C
 	}
+	var tuner *procTuner
+	if p.pacer == nil && p.cfg.TuneProcs > 1 {
+		tuner = newProcTuner(p.cfg.TuneProcs, runtime.GOMAXPROCS, func() uint64 { return p.rec.Totals().Sent() })
+	}
 	canceled := false
 	stopReq := p.stopReq
 	var stoppedAt time.Duration
@@ -183,6 +190,9 @@ wait:
 		select {
 		case <-tick.C:
 			p.rec.Tick(p.Elapsed())
+			if tuner != nil && !tuner.Done() {
+				tuner.step(p.Elapsed())
+			}
 		case <-backlog:
 			p.growForBacklog()
 		case <-done:
@@ -224,6 +234,7 @@ wait:
 		Target:   p.cfg.Rate,
 		Workers:  p.Workers(),
 		Canceled: canceled,
+		Procs:    runtime.GOMAXPROCS(0),
 	}, nil
 }
 
@@ -372,6 +383,10 @@ type worker struct {
 	backend  string    // last backend value, reused while it repeats
 	stream   *Stream   // this worker's results, merged by the recorder's tick
 	dialed   *dialSlot // its dialer, and the addresses of its last dial
+	// spare is the read buffer of the worker's last closed one-request
+	// connection, for its next one: at thousands of fresh connections a
+	// second a new 16 KiB buffer each was most of the prober's allocation.
+	spare *bufio.Reader
 }
 
 func (w *worker) loop() {
@@ -430,7 +445,11 @@ func (w *worker) do(res *Result) {
 		if p.reuseBlindly {
 			watcher = nil
 		}
-		c = newConn(raw, rw, connected, watcher, !fresh)
+		var br *bufio.Reader
+		if fresh {
+			br, w.spare = w.spare, nil
+		}
+		c = newConn(raw, rw, connected, watcher, !fresh, br)
 		if p.reuseBlindly {
 			c.peek = nil // without watcher or peek, reusable never looks
 		}
@@ -545,6 +564,9 @@ func (w *worker) retire(c *conn, waitForClose bool) {
 		_, _ = c.br.Read(b[:])
 	}
 	c.close()
+	if waitForClose { // a one-request connection: its buffer serves the next
+		w.spare = c.br
+	}
 }
 
 // retireWait bounds the wait for the server's FIN after Connection: close.

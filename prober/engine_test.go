@@ -275,7 +275,7 @@ func TestLiveCountsAtALowRate(t *testing.T) {
 // connection. On time, no system call is made.
 func TestLateWorkerConfirmsReuse(t *testing.T) {
 	raw, server := tcpPair(t)
-	c := newConn(raw, raw, 0, nil, true)
+	c := newConn(raw, raw, 0, nil, true, nil)
 	c.watcher = &closeWatcher{} // a watcher that has not run since the FIN: peerGone stays false
 	server.Close()              // the FIN
 	time.Sleep(50 * time.Millisecond)

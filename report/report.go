@@ -235,7 +235,10 @@ type ProberStats struct {
 	AchievedRate     float64 `json:"achieved_rate"`
 	MaxScheduleLagMS float64 `json:"max_schedule_lag_ms"`
 	Workers          int     `json:"workers"`
-	LocalErrors      uint64  `json:"local_errors"`
+	// Procs is the Ps (GOMAXPROCS) the prober ran on, at the end: in the
+	// closed model, chosen by measuring unless set (--procs, GOMAXPROCS).
+	Procs       int    `json:"procs,omitempty"`
+	LocalErrors uint64 `json:"local_errors"`
 	// Canceled: in-flight attempts cut by an interruption; no outcome.
 	Canceled uint64  `json:"canceled"`
 	SendingS float64 `json:"sending_s"`

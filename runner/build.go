@@ -105,6 +105,7 @@ func build(run probeRun) *report.Report {
 		AchievedRate:     round(achieved, 2),
 		MaxScheduleLagMS: ms(tot.MaxLag),
 		Workers:          sum.Workers,
+		Procs:            sum.Procs,
 		LocalErrors:      tot.Classes[prober.Local],
 		Canceled:         tot.Canceled,
 		SendingS:         seconds(sum.Sending),
