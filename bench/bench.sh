@@ -143,7 +143,9 @@ fresh_rp() {
   n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_fortio() {
-  /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -keepalive=false -uniform -qps 3000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
+  # fortio's default (its 32 threads send in phase): cheaper per request
+  # than its -uniform mode, so the harder reference.
+  /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -keepalive=false -qps 3000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
   n=$(awk '/All done/ {print $3}' "$work/f.out"); echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_hey() {
@@ -214,7 +216,12 @@ if [ "$LONG" -gt 0 ]; then
   long_rate=$(jsonfield "$work/long.json" "d['prober']['achieved_rate']")
   long_sent=$(jsonfield "$work/long.json" "d['totals']['sent']")
 else
-  rss_mb="not run (LONG=0)"; long_rate="-"; long_sent="-"
+  rss_mb=""
+fi
+if [ -n "$rss_mb" ]; then
+  rss_line="Peak RSS **$rss_mb MB** over the whole run ($long_sent requests at $long_rate req/s)."
+else
+  rss_line="Not run (LONG=0)."
 fi
 
 # --- 7. the dashboard's cost to throughput (Go benchmark) ------------------------
@@ -247,8 +254,8 @@ Reproduce: \`make build && make bench\` (\`REPS=9 make bench\` for more repetiti
 
 Each repetition runs wrk and rollprobe back to back, wrk first in odd repetitions and rollprobe
 first in even ones; the ratio is taken per repetition, so a drift in the shared machine's speed
-cancels out. Both are bound by the loopback system calls (\`bin/rollprobe --cpuprofile cpu.prof
-probe ...\` here: ~80% of the samples are in write, read and epoll), so what separates them is mostly scheduling.
+cancels out. Both are bound by the loopback system calls; where rollprobe's time goes, and why it
+is behind wrk with one thread: [PROFILE.md](PROFILE.md).
 
 ## CPU per request at a fixed 10,000 req/s (user+sys, µs per request)
 
@@ -272,10 +279,11 @@ $p999p2 ms with 2.
 | client | µs/request | rollprobe ÷ reference: median of paired runs (range) |
 |---|---|---|
 | rollprobe --conn new --rate 3000 | $fresh_cpu_rp | |
-| fortio load -keepalive=false -uniform -qps 3000 -c 32 | $fresh_cpu_f | **$fresh_rf** ($fresh_rfs) |
+| fortio load -keepalive=false -qps 3000 -c 32 | $fresh_cpu_f | **$fresh_rf** ($fresh_rfs) |
 | hey -disable-keepalive -c 30 -q 100 | $fresh_cpu_h | **$fresh_rh** ($fresh_rhs) |
 
-Each request on its own connection. The three run in a rotating order in each repetition.
+Each request on its own connection. The three run in a rotating order in each repetition. Where
+the time goes: [PROFILE.md](PROFILE.md).
 
 ## Fresh connections: maximum rate, 32 at a time (successful req/s)
 
@@ -293,9 +301,9 @@ sent $new_sent at $new_rate req/s: **$new_local local errors**, $new_failed fail
 The prober waits for the server's FIN after \`Connection: close\`, so TIME_WAIT stays on the
 server side and the prober does not exhaust its ephemeral ports.
 
-## Memory: 20,000 req/s for ${LONG} s (keep-alive)
+## Memory: 20,000 req/s for ${LONG:-0} s (keep-alive)
 
-Peak RSS **$rss_mb MB** over the whole run ($long_sent requests at $long_rate req/s).
+$rss_line
 
 ## The dashboard's cost to throughput
 
