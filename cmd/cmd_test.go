@@ -25,18 +25,7 @@ var binary string
 
 // TestMain builds the real rollprobe binary once; every test runs it as a
 // user or a CI job would and checks its exit code and outputs.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rollprobe-cmd-test")
-	if err != nil {
-		panic(err)
-	}
-	if binary, err = testbin.Build(dir, "rollprobe", ".."); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "rollprobe", "..", &binary) }
 
 type result struct {
 	code           int

@@ -23,18 +23,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rollprobe-examples")
-	if err != nil {
-		panic(err)
-	}
-	if binary, err = testbin.Build(dir, "rollprobe", ".."); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "rollprobe", "..", &binary) }
 
 // documents splits a YAML file into its documents.
 func documents(t *testing.T, name string) [][]byte {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // Build compiles pkg (a path as go build takes it, relative to the test's
@@ -21,4 +22,21 @@ func Build(dir, name, pkg string) (string, error) {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
+}
+
+// Main is the TestMain of a package whose tests run a real binary: it
+// builds pkg as name into a temporary directory, points *binary at it,
+// runs the tests, removes the directory and exits with the tests' code.
+func Main(m *testing.M, name, pkg string, binary *string) {
+	dir, err := os.MkdirTemp("", "rollprobe-"+name+"-test")
+	if err != nil {
+		panic(err)
+	}
+	if *binary, err = Build(dir, name, pkg); err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -18,18 +17,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "demoapp-test")
-	if err != nil {
-		panic(err)
-	}
-	if binary, err = testbin.Build(dir, "demoapp", "."); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "demoapp", ".", &binary) }
 
 type app struct {
 	cmd  *exec.Cmd
