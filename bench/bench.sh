@@ -132,6 +132,16 @@ cpu() { awk -v k="$1" '$1==k {print $2}' "$work/cpu" | median; }
 cf=$(cpu fortio); cfu=$(cpu fortio-uniform); cf1=$(cpu fortio-p1); crp=$(cpu rollprobe); crp2=$(cpu rollprobe-p2)
 p999=$(cpu rollprobe-p999); p999p2=$(cpu rollprobe-p2-p999)
 
+# rotate3 I A B C runs the three in an order that rotates with repetition
+# I, so a drift in the shared machine's speed favours none of them.
+rotate3() {
+  case $(($1 % 3)) in
+    1) "$2"; "$3"; "$4" ;;
+    2) "$3"; "$4"; "$2" ;;
+    0) "$4"; "$2"; "$3" ;;
+  esac
+}
+
 # --- 3. fresh connections: CPU per request at a fixed 3,000 req/s ----------------
 # One connection per request, as --conn new sends them (kube-proxy routes
 # each new connection: what half of run's default mix exercises). The
@@ -154,11 +164,7 @@ fresh_hey() {
   n=$(awk '/\[200\]/ {s += $2} END {print s}' "$work/h.out"); echo "hey $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 for i in $(seq "$REPS"); do
-  case $((i % 3)) in
-    1) fresh_rp; fresh_fortio; fresh_hey ;;
-    2) fresh_fortio; fresh_hey; fresh_rp ;;
-    0) fresh_hey; fresh_rp; fresh_fortio ;;
-  esac
+  rotate3 "$i" fresh_rp fresh_fortio fresh_hey
   last=$(tail -3 "$work/fresh")
   r=$(awk '$1=="rollprobe" {print $2}' <<<"$last"); f=$(awk '$1=="fortio" {print $2}' <<<"$last"); h=$(awk '$1=="hey" {print $2}' <<<"$last")
   echo "ratio-fortio $(python3 -c "print(f'{$r/$f:.3f}')")" >>"$work/fresh"
@@ -186,11 +192,7 @@ max_hey() {
   echo "hey $(awk '/Requests\/sec/ {print $2}' "$work/h.out")" >>"$work/freshmax"
 }
 for i in $(seq "$REPS"); do
-  case $((i % 3)) in
-    1) max_rp; max_fortio; max_hey ;;
-    2) max_fortio; max_hey; max_rp ;;
-    0) max_hey; max_rp; max_fortio ;;
-  esac
+  rotate3 "$i" max_rp max_fortio max_hey
   last=$(tail -3 "$work/freshmax")
   r=$(awk '$1=="rollprobe" {print $2}' <<<"$last"); best=$(awk '$1!="rollprobe" {if ($2 > b) b = $2} END {print b}' <<<"$last")
   echo "ratio-best $(python3 -c "print(f'{$r/$best:.3f}')")" >>"$work/freshmax"

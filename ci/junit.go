@@ -145,23 +145,13 @@ type Suite struct {
 // version, the target, and for run the Deployment and its revisions.
 func properties(r *report.Report) [][2]string {
 	props := [][2]string{{"rollprobe.version", r.Tool.Version}, {"rollprobe.command", r.Command}, {"rollprobe.target", r.Target},
-		{"rollprobe.verdict", verdictWord(r.Verdict)}}
+		{"rollprobe.verdict", r.VerdictWord()}}
 	if ro := r.Rollout; ro != nil {
 		props = append(props, [2]string{"rollprobe.deployment", ro.Namespace + "/" + ro.Deployment},
 			[2]string{"rollprobe.old_revision", ro.OldRevision}, [2]string{"rollprobe.new_revision", ro.NewRevision},
 			[2]string{"rollprobe.rollout_status", string(ro.Status)})
 	}
 	return props
-}
-
-func verdictWord(v report.Verdict) string {
-	switch {
-	case v.Inconclusive:
-		return "inconclusive"
-	case v.Pass:
-		return "pass"
-	}
-	return "fail"
 }
 
 // WriteJUnitChecks writes checks as one JUnit test suite: a failed check is

@@ -82,7 +82,7 @@ func Publish(r *report.Report, o Outputs) error {
 		text:     func(w io.Writer) error { return render.Text(w, r) },
 		json:     r,
 		code:     r.Verdict.ExitCode,
-		outputs: [][2]string{{"verdict", verdictWord(r.Verdict)}, {"failed", fmt.Sprint(r.Totals.Failed)},
+		outputs: [][2]string{{"verdict", r.VerdictWord()}, {"failed", fmt.Sprint(r.Totals.Failed)},
 			{"sent", fmt.Sprint(r.Totals.Sent)}},
 	}, o)
 }

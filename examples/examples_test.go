@@ -33,7 +33,7 @@ func documents(t *testing.T, name string) [][]byte {
 		t.Fatal(err)
 	}
 	var docs [][]byte
-	r := utilyaml.NewYAMLReader(bufioReader(data))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
 		if err != nil {
@@ -322,8 +322,6 @@ func TestEveryRecipeIsTested(t *testing.T) {
 		}
 	}
 }
-
-func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
 
 // stripComments drops comment lines (a document of only comments is empty).
 func stripComments(doc []byte) []byte {

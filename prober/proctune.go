@@ -14,7 +14,7 @@ import "time"
 // It is driven by Run's sample tick (step), from one goroutine; setProcs
 // is runtime.GOMAXPROCS in the prober and a recorder in tests.
 type procTuner struct {
-	max      int
+	maxProcs int
 	setProcs func(int) int
 	// completed is how many requests have completed so far.
 	completed func() uint64
@@ -41,8 +41,8 @@ const (
 	gainNeeded = 1.05
 )
 
-func newProcTuner(max int, setProcs func(int) int, completed func() uint64) *procTuner {
-	t := &procTuner{max: max, setProcs: setProcs, completed: completed, cur: 1, best: 1}
+func newProcTuner(maxProcs int, setProcs func(int) int, completed func() uint64) *procTuner {
+	t := &procTuner{maxProcs: maxProcs, setProcs: setProcs, completed: completed, cur: 1, best: 1}
 	setProcs(1)
 	t.settleUntil = tuneSettle
 	return t
@@ -71,7 +71,7 @@ func (t *procTuner) step(now time.Duration) {
 	switch {
 	case t.cur == 1 || rate > t.bestRate*gainNeeded:
 		t.best, t.bestRate = t.cur, rate
-		if t.cur < t.max {
+		if t.cur < t.maxProcs {
 			t.change(t.cur+1, now)
 			return
 		}

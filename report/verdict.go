@@ -41,6 +41,19 @@ type Verdict struct {
 	Interrupted  bool `json:"interrupted"`
 }
 
+// VerdictWord is the run's verdict in one word, as the HTML page, the JUnit
+// properties and the GitHub step outputs say it: pass, inconclusive (the
+// run proved nothing and dropped nothing), or fail.
+func (r *Report) VerdictWord() string {
+	switch {
+	case r.Verdict.Pass:
+		return "pass"
+	case r.Verdict.Inconclusive && r.Totals.Failed == 0:
+		return "inconclusive"
+	}
+	return "fail"
+}
+
 // Judge applies the budget. Precedence when several things went wrong: an
 // interruption (130) wins, then a failed rollout (3), then failures above
 // budget (1) — observed drops are real evidence even from a prober that

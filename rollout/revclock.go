@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"sort"
 	"sync"
 	"time"
 
@@ -23,8 +22,8 @@ import (
 // greater than a mark's was written after that moment, so after the
 // mark's send time: a precise lower bound on when a change was made (and
 // so on when the kubelet can have acted on it), where the objects'
-// own timestamps are floored to the second. resourceversion.Compare gives
-// that comparison its meaning, between versions of one resource.
+// own timestamps are floored to the second. resourceversion.CompareResourceVersion
+// gives that comparison its meaning, between versions of one resource.
 //
 // The bound holds only for the write that set what the watch delivered:
 // after a watch resumed (a relist), an update can carry a later write's
@@ -37,14 +36,13 @@ type RevisionClock struct {
 
 	mu    sync.Mutex
 	marks []RevisionMark
-	fails int
 }
 
-// RevisionMark is one list: its resourceVersion, seen between Sent and
-// Received on the local clock.
+// RevisionMark is one list: its resourceVersion, and when it was sent on
+// the local clock (the bound a higher version gives).
 type RevisionMark struct {
-	Sent, Received time.Time
-	Version        string
+	Sent    time.Time
+	Version string
 }
 
 // markSelector matches no pod (names cannot contain '#').
@@ -79,30 +77,26 @@ func (c *RevisionClock) Run(ctx context.Context) {
 	}
 }
 
-// Mark takes one mark now. A failed list is counted, not fatal: a missing
-// mark only widens the bounds around it.
+// Mark takes one mark now. A failed list is skipped: a missing mark only
+// widens the bounds around it.
 func (c *RevisionClock) Mark(ctx context.Context) {
 	sent := c.now()
 	list, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", markSelector).String(),
 	})
-	received := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil || !validVersion(list.ResourceVersion) {
-		if ctx.Err() == nil {
-			c.fails++
-		}
 		return
 	}
-	c.marks = append(c.marks, RevisionMark{Sent: sent, Received: received, Version: list.ResourceVersion})
-}
-
-// Marks returns the marks taken so far and how many lists failed.
-func (c *RevisionClock) Marks() (marks []RevisionMark, failed int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]RevisionMark(nil), c.marks...), c.fails
+	c.marks = append(c.marks, RevisionMark{Sent: sent, Version: list.ResourceVersion})
+}
+
+// Marks returns the marks taken so far.
+func (c *RevisionClock) Marks() []RevisionMark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]RevisionMark(nil), c.marks...)
 }
 
 func validVersion(rv string) bool {
@@ -130,11 +124,6 @@ func CommittedAfter(marks []RevisionMark, rv string) (time.Time, bool) {
 // stamping there: after a relist an update can carry a later write's
 // version than the change it reports. It returns how many it stamped.
 func Stamp(events []report.Event, marks []RevisionMark) int {
-	if len(marks) == 0 {
-		return 0
-	}
-	marks = append([]RevisionMark(nil), marks...)
-	sort.Slice(marks, func(i, j int) bool { return marks[i].Sent.Before(marks[j].Sent) })
 	n := 0
 	for i := range events {
 		e := &events[i]

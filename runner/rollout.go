@@ -152,7 +152,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
 		rep.Timeline = tl.Events()
-		marks, _ := clock.Marks()
+		marks := clock.Marks()
 		rollout.Stamp(rep.Timeline, marks)
 		x := analysis.Explain(rep)
 		x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())

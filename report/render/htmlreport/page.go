@@ -101,15 +101,8 @@ func Write(w io.Writer, r *report.Report) error {
 	if ro := r.Rollout; ro != nil {
 		v.Title = fmt.Sprintf("rollprobe run: %s/%s", ro.Namespace, ro.Deployment)
 	}
-	switch {
-	case r.Verdict.Pass:
-		v.VerdictClass, v.VerdictWord = "pass", "pass"
-	case r.Verdict.Inconclusive && r.Totals.Failed == 0:
-		v.VerdictClass, v.VerdictWord = "inconclusive", "inconclusive"
-	default:
-		v.VerdictClass, v.VerdictWord = "fail", "fail"
-	}
-	v.VerdictWord += fmt.Sprintf(" (exit %d)", r.Verdict.ExitCode)
+	v.VerdictClass = r.VerdictWord()
+	v.VerdictWord = fmt.Sprintf("%s (exit %d)", v.VerdictClass, r.Verdict.ExitCode)
 	for _, c := range report.FailureClassNames() {
 		if n := r.Totals.ByClass[c]; n > 0 {
 			v.Classes = append(v.Classes, classCount{c, n})
