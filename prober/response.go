@@ -18,8 +18,9 @@ var (
 	errTruncated = errors.New("response truncated")
 )
 
-// maxHeaderLine bounds one status or header line. Responses with longer lines
-// are treated as broken framing rather than buffered without limit.
+// maxHeaderLine bounds one status, header or chunk-size line, its line end
+// excluded. Responses with longer lines are treated as broken framing rather
+// than buffered without limit.
 const maxHeaderLine = 16 << 10
 
 // response is what the prober keeps of an HTTP/1.1 response: enough to judge
@@ -29,137 +30,290 @@ type response struct {
 	// close: the server will close the connection after this response
 	// (Connection: close, HTTP/1.0 without keep-alive, or a close-delimited body).
 	close bool
-	// backend is the value of the configured backend header, valid only until
-	// the next read from the reader; callers copy or intern it.
+	// backend is the value of the configured backend header, a copy in the
+	// parser's scratch buffer: valid until the parser is reset.
 	backend []byte
 	// headers: the header section was read to its end (a failure after it
 	// is in the body).
 	headers bool
 }
 
-// readResponse reads one complete response (headers and body) from br.
-// backendHeader, when non-empty, must be lower case; isHead says the request
-// was HEAD (no body follows whatever the headers say).
+// parseState is where a respParser is within a response.
+type parseState uint8
+
+const (
+	inStatusLine parseState = iota // a status line (the first, or after an interim 1xx)
+	inHeaders                      // header lines, up to the empty one
+	inBody                         // the rest of a Content-Length body
+	inChunkSize                    // a chunk-size line
+	inChunkData                    // the rest of a chunk's data
+	inChunkEnd                     // the line end after a chunk's data
+	inTrailers                     // trailer lines, up to the empty one
+	inUntilClose                   // a close-delimited body: everything up to EOF
+	parsed                         // the response is complete
+)
+
+// respParser frames one HTTP/1.1 response from bytes as they arrive, in
+// pieces of any size: the event loop feeds it what each non-blocking read
+// returned, readResponse what a bufio.Reader holds. It never reads past
+// the response: what follows it in a feed is left unconsumed.
 //
-// Error contract: errNoResponse when the stream ended before any byte;
-// errTruncated (wrapped) when it ended mid-response or the framing is broken;
-// any other error is the underlying reader's (ECONNRESET, a deadline...).
-// got reports whether at least one response byte arrived.
-//
-// The backend value is copied into scratch (grown as needed) so that reading
-// the body cannot overwrite it; resp.backend aliases scratch.
-func readResponse(br *bufio.Reader, isHead bool, backendHeader string, scratch []byte) (resp response, got bool, err error) {
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			if len(line) == 0 && errors.Is(err, io.EOF) && !got {
-				return resp, false, errNoResponse
-			}
-			return resp, got || len(line) > 0, framingErr("status line", err)
-		}
-		got = true
-		status, minor, err := parseStatusLine(line)
-		if err != nil {
-			return resp, true, err
-		}
-		resp = response{status: status, close: minor == 0}
-		var (
-			contentLength int64 = -1
-			chunked       bool
-			keepAlive10   bool
-		)
-		for {
-			line, err := readLine(br)
-			if err != nil {
-				return resp, true, framingErr("headers", err)
-			}
-			if len(line) == 0 {
-				break
-			}
-			colon := bytes.IndexByte(line, ':')
-			if colon <= 0 {
-				return resp, true, fmt.Errorf("%w: malformed header line %q", errTruncated, truncateForError(line))
-			}
-			name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
-			switch {
-			case equalFoldASCII(name, "content-length"):
-				n, ok := parseContentLength(value)
-				if !ok || (contentLength >= 0 && contentLength != n) {
-					return resp, true, fmt.Errorf("%w: bad Content-Length %q", errTruncated, truncateForError(value))
-				}
-				contentLength = n
-			case equalFoldASCII(name, "transfer-encoding"):
-				// Only chunked is meaningful to a client; any other coding
-				// (not sent by servers in practice) is framed by close.
-				chunked = hasToken(value, "chunked")
-			case equalFoldASCII(name, "connection"):
-				if hasToken(value, "close") {
-					resp.close = true
-				}
-				if hasToken(value, "keep-alive") {
-					keepAlive10 = true
-				}
-			case backendHeader != "" && equalFoldASCII(name, backendHeader):
-				resp.backend = value
-			}
-		}
-		resp.headers = true
-		if minor == 0 && keepAlive10 {
-			resp.close = false
-		}
-		if status >= 100 && status < 200 && status != 101 {
-			// Interim response (100 Continue, 103 Early Hints): the final
-			// one follows on the same stream.
-			continue
-		}
-		if resp.backend != nil {
-			// Body reads below may overwrite the buffer the value points into.
-			resp.backend = append(scratch[:0], resp.backend...)
-		}
-		switch {
-		case isHead || status == 204 || status == 304 || (status >= 100 && status < 200):
-		case chunked:
-			err = discardChunked(br)
-		case contentLength >= 0:
-			err = discardN(br, contentLength)
-		default:
-			// Close-delimited body: read to EOF; the connection is done.
-			resp.close = true
-			_, err = br.WriteTo(io.Discard)
-		}
-		return resp, true, err
-	}
+// Contract, the same for every way of splitting the stream (checked against
+// the blocking parser it replaced by FuzzParserAgreesWithTheOracle):
+// feed consumes bytes and says when the response is complete; a framing
+// error (wrapping errTruncated) ends the response. When the stream ends
+// first, end gives the outcome: errNoResponse before any byte, a
+// truncation inside the response, nil for a body delimited by the close.
+// Errors of the connection itself are the caller's to return unchanged.
+type respParser struct {
+	isHead        bool
+	backendHeader string // lower case; "" when none is wanted
+	scratch       []byte // the backend value's copy, reused across responses
+
+	state parseState
+	resp  response
+	got   bool   // a response byte has arrived
+	line  []byte // the start of a line whose end has not arrived yet
+
+	minor         int   // HTTP/1.minor of the current status line
+	contentLength int64 // -1: none given
+	chunked       bool
+	keepAlive10   bool  // Connection: keep-alive, meaningful for HTTP/1.0
+	remaining     int64 // body or chunk bytes still to come
 }
 
-// readLine returns one line without its CRLF (or bare LF). The slice points
-// into br's buffer and is valid until the next read.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull || (err == nil && len(line) > maxHeaderLine) {
-		return line, fmt.Errorf("%w: line longer than %d bytes", errTruncated, br.Size())
+// reset readies p for a new response, keeping its buffers.
+func (p *respParser) reset(isHead bool, backendHeader string) {
+	*p = respParser{isHead: isHead, backendHeader: backendHeader, scratch: p.scratch[:0], line: p.line[:0], contentLength: -1}
+}
+
+// feed consumes the response's bytes from data. done: the response is
+// complete, and data[n:] is not part of it. A non-nil err is a framing
+// error; the response is over and unusable.
+func (p *respParser) feed(data []byte) (n int, done bool, err error) {
+	if len(data) > 0 {
+		p.got = true
 	}
-	if err != nil {
-		return line, err
+	for n < len(data) {
+		switch p.state {
+		case inBody, inChunkData:
+			take := int(min(p.remaining, int64(len(data)-n)))
+			n += take
+			p.remaining -= int64(take)
+			if p.remaining > 0 {
+				return n, false, nil
+			}
+			if p.state == inBody {
+				p.state = parsed
+				return n, true, nil
+			}
+			p.state = inChunkEnd
+			continue
+		case inUntilClose:
+			return len(data), false, nil
+		case parsed:
+			return n, true, nil
+		}
+		line, used, complete, err := p.nextLine(data[n:])
+		n += used
+		if err != nil || !complete {
+			return n, false, err
+		}
+		if err := p.onLine(line); err != nil {
+			return n, false, err
+		}
+		if p.state == parsed {
+			return n, true, nil
+		}
 	}
-	line = line[:len(line)-1]
+	return n, p.state == parsed, nil
+}
+
+// end is the outcome when the stream ended (EOF) before feed said done.
+func (p *respParser) end() error {
+	switch p.state {
+	case inStatusLine:
+		if !p.got {
+			return errNoResponse
+		}
+		return closedIn("status line")
+	case inHeaders:
+		return closedIn("headers")
+	case inUntilClose, parsed:
+		return nil
+	}
+	return closedIn("body")
+}
+
+func closedIn(where string) error {
+	return fmt.Errorf("%w: connection closed in the %s", errTruncated, where)
+}
+
+// nextLine takes the next line from data, joined to the part carried from
+// earlier feeds: complete is false when data ended inside it (then all of
+// data was taken and carried). The line has no CR LF (or bare LF); it is
+// valid until the next feed.
+func (p *respParser) nextLine(data []byte) (line []byte, used int, complete bool, err error) {
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		if len(p.line)+len(data) >= maxHeaderLine {
+			return nil, len(data), false, fmt.Errorf("%w: line longer than %d bytes", errTruncated, maxHeaderLine)
+		}
+		p.line = append(p.line, data...)
+		return nil, len(data), false, nil
+	}
+	if len(p.line)+i >= maxHeaderLine {
+		return nil, i + 1, false, fmt.Errorf("%w: line longer than %d bytes", errTruncated, maxHeaderLine)
+	}
+	line = data[:i]
+	if len(p.line) > 0 {
+		p.line = append(p.line, line...)
+		line = p.line
+		p.line = p.line[:0]
+	}
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
 	if bytes.IndexByte(line, '\r') >= 0 {
 		// A bare CR is invalid in HTTP/1.1 (RFC 9112 §2.2); accepting it
 		// would let one header smuggle a line into another value.
-		return line, fmt.Errorf("%w: bare CR in %q", errTruncated, truncateForError(line))
+		return nil, i + 1, false, fmt.Errorf("%w: bare CR in %q", errTruncated, truncateForError(line))
 	}
-	return line, nil
+	return line, i + 1, true, nil
 }
 
-// framingErr turns a clean EOF in the middle of a response into errTruncated
-// and passes connection errors through.
-func framingErr(where string, err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: connection closed in the %s", errTruncated, where)
+// onLine advances the state machine by one complete line.
+func (p *respParser) onLine(line []byte) error {
+	switch p.state {
+	case inStatusLine:
+		status, minor, err := parseStatusLine(line)
+		if err != nil {
+			return err
+		}
+		p.resp = response{status: status, close: minor == 0}
+		p.minor, p.contentLength, p.chunked, p.keepAlive10 = minor, -1, false, false
+		p.state = inHeaders
+	case inHeaders:
+		if len(line) == 0 {
+			p.endOfHeaders()
+			return nil
+		}
+		return p.header(line)
+	case inChunkSize:
+		size, err := parseChunkSize(line)
+		if err != nil {
+			return err
+		}
+		if size == 0 {
+			p.state = inTrailers
+		} else {
+			p.state, p.remaining = inChunkData, size
+		}
+	case inChunkEnd:
+		if len(line) != 0 {
+			return fmt.Errorf("%w: missing CRLF after chunk", errTruncated)
+		}
+		p.state = inChunkSize
+	case inTrailers:
+		if len(line) == 0 {
+			p.state = parsed
+		}
 	}
-	return err
+	return nil
+}
+
+func (p *respParser) header(line []byte) error {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return fmt.Errorf("%w: malformed header line %q", errTruncated, truncateForError(line))
+	}
+	name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
+	switch {
+	case equalFoldASCII(name, "content-length"):
+		n, ok := parseContentLength(value)
+		if !ok || (p.contentLength >= 0 && p.contentLength != n) {
+			return fmt.Errorf("%w: bad Content-Length %q", errTruncated, truncateForError(value))
+		}
+		p.contentLength = n
+	case equalFoldASCII(name, "transfer-encoding"):
+		// Only chunked is meaningful to a client; any other coding
+		// (not sent by servers in practice) is framed by close.
+		p.chunked = hasToken(value, "chunked")
+	case equalFoldASCII(name, "connection"):
+		if hasToken(value, "close") {
+			p.resp.close = true
+		}
+		if hasToken(value, "keep-alive") {
+			p.keepAlive10 = true
+		}
+	case p.backendHeader != "" && equalFoldASCII(name, p.backendHeader):
+		// Copied now: the line lives in the caller's buffer only until
+		// the next read.
+		p.scratch = append(p.scratch[:0], value...)
+		p.resp.backend = p.scratch
+	}
+	return nil
+}
+
+// endOfHeaders decides how the body is framed.
+func (p *respParser) endOfHeaders() {
+	p.resp.headers = true
+	if p.minor == 0 && p.keepAlive10 {
+		p.resp.close = false
+	}
+	status := p.resp.status
+	switch {
+	case status >= 100 && status < 200 && status != 101:
+		// Interim response (100 Continue, 103 Early Hints): the final
+		// one follows on the same stream.
+		p.state = inStatusLine
+	case p.isHead || status == 204 || status == 304 || (status >= 100 && status < 200):
+		p.state = parsed
+	case p.chunked:
+		p.state = inChunkSize
+	case p.contentLength == 0:
+		p.state = parsed
+	case p.contentLength > 0:
+		p.state, p.remaining = inBody, p.contentLength
+	default:
+		// Close-delimited body: read to EOF; the connection is done.
+		p.resp.close = true
+		p.state = inUntilClose
+	}
+}
+
+// readResponse reads one complete response (headers and body) from br,
+// through a respParser. backendHeader, when non-empty, must be lower case;
+// isHead says the request was HEAD (no body follows whatever the headers
+// say).
+//
+// Error contract: errNoResponse when the stream ended before any byte;
+// errTruncated (wrapped) when it ended mid-response or the framing is broken;
+// any other error is the underlying reader's (ECONNRESET, a deadline...).
+// got reports whether at least one response byte arrived. Nothing after the
+// response is consumed from br.
+//
+// The backend value is copied into scratch (grown as needed), which
+// resp.backend then aliases.
+func readResponse(br *bufio.Reader, isHead bool, backendHeader string, scratch []byte) (resp response, got bool, err error) {
+	p := respParser{scratch: scratch}
+	p.reset(isHead, backendHeader)
+	for {
+		if br.Buffered() == 0 {
+			if _, err := br.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = p.end()
+				}
+				return p.resp, p.got, err
+			}
+		}
+		data, _ := br.Peek(br.Buffered())
+		n, done, err := p.feed(data)
+		_, _ = br.Discard(n)
+		if err != nil || done {
+			return p.resp, p.got, err
+		}
+	}
 }
 
 func parseStatusLine(line []byte) (status, minor int, err error) {
@@ -202,78 +356,37 @@ func parseContentLength(v []byte) (int64, bool) {
 	return n, true
 }
 
-func discardN(br *bufio.Reader, n int64) error {
-	for n > 0 {
-		chunk := n
-		if chunk > 1<<30 {
-			chunk = 1 << 30
-		}
-		m, err := br.Discard(int(chunk))
-		n -= int64(m)
-		if err != nil {
-			return framingErr("body", err)
-		}
-	}
-	return nil
-}
-
 // maxChunkSize bounds a single chunk; larger sizes are treated as garbage.
 const maxChunkSize = 1 << 40
 
-func discardChunked(br *bufio.Reader) error {
-	for {
-		line, err := readLine(br)
-		if err != nil {
-			return framingErr("body", err)
-		}
-		if semi := bytes.IndexByte(line, ';'); semi >= 0 {
-			line = line[:semi]
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 || len(line) > 10 {
-			return fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
-		}
-		var size int64
-		for _, c := range line {
-			var d byte
-			switch {
-			case c >= '0' && c <= '9':
-				d = c - '0'
-			case c >= 'a' && c <= 'f':
-				d = c - 'a' + 10
-			case c >= 'A' && c <= 'F':
-				d = c - 'A' + 10
-			default:
-				return fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
-			}
-			size = size<<4 | int64(d)
-		}
-		if size > maxChunkSize {
-			return fmt.Errorf("%w: chunk size %d too large", errTruncated, size)
-		}
-		if size == 0 {
-			// Trailer section, ended by an empty line.
-			for {
-				line, err := readLine(br)
-				if err != nil {
-					return framingErr("body", err)
-				}
-				if len(line) == 0 {
-					return nil
-				}
-			}
-		}
-		if err := discardN(br, size); err != nil {
-			return err
-		}
-		line, err = readLine(br)
-		if err != nil {
-			return framingErr("body", err)
-		}
-		if len(line) != 0 {
-			return fmt.Errorf("%w: missing CRLF after chunk", errTruncated)
-		}
+// parseChunkSize reads a chunk-size line (hex, extensions after ';').
+func parseChunkSize(line []byte) (int64, error) {
+	if semi := bytes.IndexByte(line, ';'); semi >= 0 {
+		line = line[:semi]
 	}
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || len(line) > 10 {
+		return 0, fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
+	}
+	var size int64
+	for _, c := range line {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
+		}
+		size = size<<4 | int64(d)
+	}
+	if size > maxChunkSize {
+		return 0, fmt.Errorf("%w: chunk size %d too large", errTruncated, size)
+	}
+	return size, nil
 }
 
 // equalFoldASCII compares b with the lower-case ASCII string s, ignoring case.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -132,4 +133,131 @@ func ExampleParseStatusSet() {
 	s, _ := ParseStatusSet("200-299,304")
 	fmt.Println(s.Contains(204), s.Contains(304), s.Contains(404), s)
 	// Output: true true false 200-299,304
+}
+
+// chunkReader returns data in pieces whose sizes come from rng (1 to 64
+// bytes), as TCP may deliver it.
+type chunkReader struct {
+	data []byte
+	rng  *rand.Rand
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.data), 1+r.rng.IntN(64))
+	copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// parsedResponse is everything a parser's caller can observe.
+type parsedResponse struct {
+	status      int
+	close       bool
+	headers     bool
+	backend     string
+	got         bool
+	err         string
+	noResponse  bool
+	truncated   bool
+	unconsumed  string
+	backendSeen bool
+}
+
+func observe(resp response, got bool, err error, rest string) parsedResponse {
+	o := parsedResponse{status: resp.status, close: resp.close, headers: resp.headers, backend: string(resp.backend),
+		backendSeen: resp.backend != nil, got: got, unconsumed: rest}
+	if err != nil {
+		// After an error the connection is dropped: what is left unread
+		// is nobody's.
+		o.err, o.unconsumed = err.Error(), ""
+		o.noResponse, o.truncated = errors.Is(err, errNoResponse), errors.Is(err, errTruncated)
+	}
+	return o
+}
+
+// feedInPieces drives a respParser directly, as the event loop does: each
+// piece is what one read returned; the end of data is EOF.
+func feedInPieces(data []byte, isHead bool, rng *rand.Rand) parsedResponse {
+	var p respParser
+	p.reset(isHead, "x-pod-name")
+	off := 0
+	for off < len(data) {
+		piece := data[off:min(len(data), off+1+rng.IntN(64))]
+		n, done, err := p.feed(piece)
+		off += n
+		if err != nil || done {
+			return observe(p.resp, p.got, err, string(data[off:]))
+		}
+		if n != len(piece) {
+			panic("feed left bytes of an incomplete response")
+		}
+	}
+	return observe(p.resp, p.got, p.end(), "")
+}
+
+// FuzzParserAgreesWithTheOracle: however the stream is cut into reads,
+// the incremental parser (directly, and behind readResponse) sees exactly
+// what the blocking parser it replaced saw in one read: status, framing,
+// backend, whether a byte arrived, the error (text and kind) and where the
+// response ended.
+func FuzzParserAgreesWithTheOracle(f *testing.F) {
+	for _, seed := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Pod-Name: a\r\n\r\nabcNEXT",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\nNEXT",
+		"HTTP/1.0 404 Not Found\r\n\r\nbody",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\nNEXT",
+		"HTTP/1.1 100 Continue\r\nX-Pod-Name: early\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX-Pod-Name: a\r\nConnection: close\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", maxHeaderLine-4) + "\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", maxHeaderLine) + "\r\n\r\n",
+		"\n",
+		"",
+	} {
+		f.Add([]byte(seed), false, uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, isHead bool, seed uint64) {
+		br := bufio.NewReaderSize(strings.NewReader(string(data)), readBufferSize)
+		resp, got, err := oracleReadResponse(br, isHead, "x-pod-name", nil)
+		rest, _ := io.ReadAll(br)
+		want := observe(resp, got, err, string(rest))
+		if len(data) > readBufferSize {
+			// The oracle's backend value aliased its buffer, which moves
+			// when a long response refills it: the new parser copies it.
+			want.backend, want.backendSeen = "", false
+		}
+		rng := rand.New(rand.NewPCG(seed, seed>>7))
+		cr := bufio.NewReaderSize(&chunkReader{data: data, rng: rng}, readBufferSize)
+		resp, got, err = readResponse(cr, isHead, "x-pod-name", nil)
+		rest, _ = io.ReadAll(cr)
+		for name, have := range map[string]parsedResponse{
+			"readResponse": observe(resp, got, err, string(rest)),
+			"feed":         feedInPieces(data, isHead, rng),
+		} {
+			if len(data) > readBufferSize {
+				have.backend, have.backendSeen = "", false
+			}
+			if have != want {
+				t.Fatalf("%s disagrees with the oracle on %.300q (%d bytes, head %v):\n have %.500v\n want %.500v", name, data, len(data), isHead, have, want)
+			}
+		}
+	})
+}
+
+// A backend header seen before the rest of the header section arrives is
+// still whole at the end: the old parser kept a slice into its buffer,
+// which a refill for the following lines could move.
+func TestBackendSurvivesARefill(t *testing.T) {
+	raw := "HTTP/1.1 200 OK\r\nX-Pod-Name: pod-a\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 100)+"\r\n", 200) + "Content-Length: 0\r\n\r\n"
+	br := bufio.NewReaderSize(&chunkReader{data: []byte(raw), rng: rand.New(rand.NewPCG(1, 2))}, readBufferSize)
+	resp, _, err := readResponse(br, false, "x-pod-name", nil)
+	if err != nil || string(resp.backend) != "pod-a" {
+		t.Fatalf("backend %q, err %v", resp.backend, err)
+	}
 }
