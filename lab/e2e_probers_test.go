@@ -44,7 +44,11 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		checkProbers(t, ctx, c, r.rep)
 		for _, f := range r.rep.Failures {
 			switch f.Class {
-			case "refused", "connect_timeout", "reset", "eof_reused":
+			// naive exits at once on SIGTERM: new connections are refused
+			// or time out, connections it had are cut (reset, eof_reused),
+			// and one it accepted just before exiting, with the request not
+			// yet in, ends with its FIN first (eof: seen once in CI).
+			case "refused", "connect_timeout", "reset", "eof_reused", "eof":
 			default:
 				t.Errorf("failure %s of a kind local probing does not see here: %s (%s)", f.RequestID, f.Class, f.Error)
 			}
