@@ -39,6 +39,7 @@ type proberFlags struct {
 	maxFailures    uint64
 	maxFailureRate float64
 	procs          int
+	engine         string
 	// timeoutFlag names the request-timeout flag: "timeout" for probe,
 	// "request-timeout" for run, whose --timeout bounds the whole run.
 	timeoutFlag string
@@ -53,7 +54,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H", "Method": "-X",
+		"Header": "-H", "Method": "-X", "Engine": "--engine",
 	}
 }
 
@@ -72,6 +73,7 @@ func defaultProberFlags() proberFlags {
 		expectStatus:   d.ExpectStatus.String(),
 		requestID:      d.RequestIDHeader,
 		keepFailures:   d.KeepFailures,
+		engine:         "auto",
 		timeoutFlag:    "timeout",
 		targetName:     "URL",
 	}
@@ -80,9 +82,9 @@ func defaultProberFlags() proberFlags {
 func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.rate, "rate", f.rate, "requests per second at fixed intended send times (open model); 0 for the closed model with --concurrency")
 	fs.DurationVar(&f.duration, "duration", f.duration, "how long to send; 0 sends until interrupted")
-	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): workers sending back to back")
-	fs.IntVar(&f.workers, "workers", f.workers, "open model: workers to start with, at least one per 3 ms of the rate (more are added when all are busy)")
-	fs.IntVar(&f.maxWorkers, "max-workers", f.maxWorkers, "open model: upper bound on workers (each holds at most one connection)")
+	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): requests in flight, each sent as the last one ends")
+	fs.IntVar(&f.workers, "workers", f.workers, "open model: requests planned in flight at once (as many kept-alive connections), at least one per 3 ms of the rate; more when all are busy")
+	fs.IntVar(&f.maxWorkers, "max-workers", f.maxWorkers, "open model: the most requests in flight at once (each on its own connection); beyond it requests wait and their lag shows")
 	fs.StringVar(&f.conn, "conn", f.conn, "connections: new (one per request, exercises kube-proxy routing), keepalive (exercises draining) or mixed=F (fraction F new)")
 	fs.StringVarP(&f.method, "method", "X", f.method, "HTTP method")
 	fs.StringArrayVarP(&f.headers, "header", "H", nil, `request header "Name: value" (repeatable)`)
@@ -97,6 +99,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.keepFailures, "keep-failures", f.keepFailures, "failures kept in full in the report; later ones are only counted")
 	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
 	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
+	fs.StringVar(&f.engine, "engine", f.engine, "how requests are driven: loops (event loops over non-blocking sockets; Linux, an http:// target given by IP address), goroutines (Go's net package: https, names resolved for every connection), or auto (loops where they can, else goroutines); both record the same outcome for the same exchange")
 	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
 }
 
@@ -135,6 +138,9 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 	cfg.Rate, cfg.Duration = f.rate, f.duration
 	cfg.Concurrency, cfg.Workers, cfg.MaxWorkers = f.concurrency, f.workers, f.maxWorkers
 	if cfg.Conn, err = prober.ParseConnMode(f.conn); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Engine, err = prober.ParseEngine(f.engine); err != nil {
 		errs = append(errs, err)
 	}
 	cfg.Method = strings.ToUpper(f.method)

@@ -368,6 +368,9 @@ func (f *Fleet) summary(canceled bool) prober.Summary {
 			s.Elapsed = max(s.Elapsed, shift+time.Duration(e.ElapsedNS))
 			s.Sending = max(s.Sending, shift+time.Duration(e.SendingNS))
 			s.Workers += e.Workers
+			if s.Engine == "" {
+				s.Engine = prober.Engine(e.Engine) // one binary, one configuration: one engine
+			}
 			// A prober cut short (its pod deleted) is lost, not an
 			// interruption of the run: only the CLI's own is.
 		}

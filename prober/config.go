@@ -129,6 +129,37 @@ type Config struct {
 	// KeepFailures is how many failures are kept in full; later ones are
 	// only counted, so memory stays flat on long runs.
 	KeepFailures int
+
+	// Engine chooses how requests are driven (EngineAuto: the event loops
+	// where they can serve the target, else goroutines).
+	Engine Engine
+}
+
+// Engine names the prober's engine. Both record the same outcome for the
+// same exchange; they differ in cost.
+type Engine string
+
+const (
+	// EngineAuto: the event loops for an http:// target given by IP
+	// address on Linux, else the goroutines.
+	EngineAuto Engine = ""
+	// EngineLoops: one event loop per P over non-blocking sockets
+	// (loop_linux.go): the cheaper engine.
+	EngineLoops Engine = "loops"
+	// EngineGoroutines: a goroutine per request in flight on Go's net
+	// package: TLS, names resolved per connection, every platform.
+	EngineGoroutines Engine = "goroutines"
+)
+
+// ParseEngine parses "auto", "loops" or "goroutines".
+func ParseEngine(s string) (Engine, error) {
+	switch Engine(s) {
+	case "auto", EngineAuto:
+		return EngineAuto, nil
+	case EngineLoops, EngineGoroutines:
+		return Engine(s), nil
+	}
+	return "", field.Invalid("Engine", strconv.Quote(s), "want auto, loops or goroutines")
 }
 
 // Defaults. A 5 s request timeout: during a rollout a request that takes
@@ -269,6 +300,15 @@ func (c *Config) Validate() error {
 	}
 	if len(c.ExpectStatus) == 0 {
 		errs = append(errs, field.Missing("ExpectStatus", "empty set"))
+	}
+	switch c.Engine {
+	case EngineAuto, EngineGoroutines:
+	case EngineLoops:
+		if _, why := loopTarget(c); why != "" && c.Target != nil {
+			bad("Engine", string(c.Engine), "the event-loop engine cannot serve this target: "+why)
+		}
+	default:
+		bad("Engine", strconv.Quote(string(c.Engine)), "want auto, loops or goroutines")
 	}
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")

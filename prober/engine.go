@@ -6,7 +6,9 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -52,6 +54,9 @@ type Prober struct {
 	// peek): the keep-alive race on purpose. Set once per connection, not
 	// checked per request.
 	reuseBlindly bool
+	// bindPort, for tests only, is the source port the event loops bind
+	// every new socket to (0: an ephemeral one): a test of the self-connect.
+	bindPort uint16
 
 	start   time.Time
 	seq     atomic.Uint64
@@ -61,6 +66,15 @@ type Prober struct {
 	scheduleEnded atomic.Bool
 
 	watcher *closeWatcher // nil where unsupported: connections are peeked instead
+
+	// engine is the engine chosen for the run (New, then Run if the loops
+	// cannot start); loops is the event-loop engine while it runs.
+	engine   Engine
+	loopAddr netip.AddrPort
+	loops    *loopEngine
+	// aborting: the run's context was canceled; the loops cut every
+	// attempt in flight.
+	aborting atomic.Bool
 
 	stopReq  chan struct{} // closed by Stop
 	stopOnce sync.Once
@@ -93,8 +107,18 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
+	p.engine = EngineGoroutines
+	if cfg.Engine != EngineGoroutines {
+		if addr, why := loopTarget(&p.cfg); why == "" {
+			p.engine, p.loopAddr = EngineLoops, addr
+		}
+	}
 	return p, nil
 }
+
+// Engine is the engine the run uses (known once Run has begun: the loops
+// may fail to start, and an automatic choice then falls back).
+func (p *Prober) Engine() Engine { return p.engine }
 
 // RunID is the prefix of every request ID this prober sends ("<run>-<seq>").
 func (p *Prober) RunID() string { return p.runID }
@@ -115,8 +139,15 @@ func (p *Prober) Start() time.Time { return p.start }
 // Elapsed is the time since the run started on the monotonic clock.
 func (p *Prober) Elapsed() time.Duration { return time.Since(p.start) }
 
-// Workers is the current number of workers.
-func (p *Prober) Workers() int { return int(p.workers.Load()) }
+// Workers is the current number of workers: goroutines, or for the event
+// loops the most requests they could have had in flight (see
+// loopEngine.workers).
+func (p *Prober) Workers() int {
+	if p.loops != nil {
+		return p.loops.workers()
+	}
+	return int(p.workers.Load())
+}
 
 // Summary is what a finished run hands to reporters.
 type Summary struct {
@@ -127,6 +158,7 @@ type Summary struct {
 	Workers  int           // workers at the end (the high-water mark)
 	Canceled bool          // stopped by the context, not by the duration
 	Procs    int           // GOMAXPROCS at the end (the tuner's choice, when it chose)
+	Engine   Engine        // the engine that ran (loops or goroutines)
 }
 
 // Run probes until the duration ends or ctx is cancelled, then waits for
@@ -143,15 +175,37 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	p.start = time.Now()
 	close(p.started)
 	defer p.dialer.holds.release()
-	if p.cfg.Conn.FreshFraction < 1 {
-		p.watcher = newCloseWatcher()
-		if p.watcher != nil {
-			defer p.watcher.close()
+	if p.engine == EngineLoops {
+		// One loop per P, but no more loops than requests may be in flight:
+		// MaxWorkers and Concurrency bound the whole run, and a loop holds
+		// at least one.
+		loops := runtime.GOMAXPROCS(0)
+		if p.pacer == nil && p.cfg.TuneProcs > 1 {
+			loops = p.cfg.TuneProcs
+		}
+		if p.pacer == nil {
+			loops = min(loops, p.cfg.Concurrency)
+		} else {
+			loops = min(loops, p.cfg.MaxWorkers)
+		}
+		var err error
+		if p.loops, err = startLoops(p, p.loopAddr, loops); err != nil {
+			if p.cfg.Engine == EngineLoops {
+				return Summary{}, fmt.Errorf("prober: %w", err)
+			}
+			p.engine = EngineGoroutines // the automatic choice falls back
 		}
 	}
-
-	for range InitialWorkers(p.cfg) {
-		p.spawn()
+	if p.engine == EngineGoroutines {
+		if p.cfg.Conn.FreshFraction < 1 {
+			p.watcher = newCloseWatcher()
+			if p.watcher != nil {
+				defer p.watcher.close()
+			}
+		}
+		for range InitialWorkers(p.cfg) {
+			p.spawn()
+		}
 	}
 
 	// Stop at the end of the send window even when no worker is awake to
@@ -173,14 +227,18 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	// worker has claimed: every worker is busy (say, blocked on connect
 	// timeouts to a vanished pod), so none is free to notice.
 	var backlog <-chan time.Time
-	if p.pacer != nil {
+	if p.pacer != nil && p.loops == nil {
 		bt := time.NewTicker(backlogEvery)
 		defer bt.Stop()
 		backlog = bt.C
 	}
 	var tuner *procTuner
 	if p.pacer == nil && p.cfg.TuneProcs > 1 {
-		tuner = newProcTuner(p.cfg.TuneProcs, runtime.GOMAXPROCS, func() uint64 { return p.rec.Totals().Sent() })
+		setProcs := runtime.GOMAXPROCS
+		if p.loops != nil {
+			setProcs = p.loops.setProcs
+		}
+		tuner = newProcTuner(p.cfg.TuneProcs, setProcs, func() uint64 { return p.rec.Totals().Sent() })
 	}
 	canceled := false
 	stopReq := p.stopReq
@@ -204,16 +262,19 @@ wait:
 		case <-timer:
 			// The send window is over; in-flight requests may finish.
 			p.stopped.Store(true)
+			p.wakeLoops()
 			timer = nil
 		case <-stopReq:
 			// Stop: end the send window now, as the duration would.
 			p.stopped.Store(true)
+			p.wakeLoops()
 			stopReq = nil
 			stoppedAt = p.Elapsed()
 		case <-ctx.Done():
 			sendEnd = p.Elapsed()
 			canceled = true
 			p.stopped.Store(true)
+			p.aborting.Store(true)
 			p.abortInFlight()
 			<-done
 			break wait
@@ -235,7 +296,15 @@ wait:
 		Workers:  p.Workers(),
 		Canceled: canceled,
 		Procs:    runtime.GOMAXPROCS(0),
+		Engine:   p.engine,
 	}, nil
+}
+
+// wakeLoops makes the event loops look at the run's state now.
+func (p *Prober) wakeLoops() {
+	if p.loops != nil {
+		p.loops.wake()
+	}
 }
 
 // Outcome is what Run returned.
@@ -326,6 +395,7 @@ func (p *Prober) spawn() bool {
 // abortInFlight cuts every in-flight request by expiring its connection's
 // deadline. Deadlines are safe to set from another goroutine.
 func (p *Prober) abortInFlight() {
+	p.wakeLoops() // the loops cut their own (they see aborting)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.all {

@@ -21,27 +21,29 @@ func startServer(t *testing.T) *faultserver.Server {
 // latency must count from their intended send time (wrk2 style), while their
 // service time stays small.
 func TestCoordinatedOmission(t *testing.T) {
-	srv := startServer(t)
-	p, snap := probe(t, srv.URL("/slow-first?ms=1000"), func(c *Config) {
-		c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, 2*time.Second, 1, 1
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		p, snap := probe(t, srv.URL("/slow-first?ms=1000"), func(c *Config) {
+			c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, 2*time.Second, 1, 1
+		})
+		if snap.Totals.Classes[OK] != snap.Totals.Sent() {
+			t.Fatalf("classes %v", snap.Totals.Classes)
+		}
+		latency, service := p.Recorder().Latencies()
+		const half = 500_000 // µs
+		// ~50 requests were due in the first 500 ms of the stall; each waited
+		// at least until it ended, so more than 40 have latency > 500 ms...
+		if n := latency.TotalCount() - countBelow(latency, half); n < 40 {
+			t.Errorf("%d requests with latency > 500ms from intended time, want > 40 (max %dµs)", n, latency.Max())
+		}
+		// ...while only the stalled request itself took that long to serve.
+		if n := service.TotalCount() - countBelow(service, half); n > 2 {
+			t.Errorf("%d requests with service time > 500ms, want only the stalled one", n)
+		}
+		if snap.Totals.MaxLag < 500*time.Millisecond {
+			t.Errorf("max schedule lag %v, want the stall to show as lag", snap.Totals.MaxLag)
+		}
 	})
-	if snap.Totals.Classes[OK] != snap.Totals.Sent() {
-		t.Fatalf("classes %v", snap.Totals.Classes)
-	}
-	latency, service := p.Recorder().Latencies()
-	const half = 500_000 // µs
-	// ~50 requests were due in the first 500 ms of the stall; each waited
-	// at least until it ended, so more than 40 have latency > 500 ms...
-	if n := latency.TotalCount() - countBelow(latency, half); n < 40 {
-		t.Errorf("%d requests with latency > 500ms from intended time, want > 40 (max %dµs)", n, latency.Max())
-	}
-	// ...while only the stalled request itself took that long to serve.
-	if n := service.TotalCount() - countBelow(service, half); n > 2 {
-		t.Errorf("%d requests with service time > 500ms, want only the stalled one", n)
-	}
-	if snap.Totals.MaxLag < 500*time.Millisecond {
-		t.Errorf("max schedule lag %v, want the stall to show as lag", snap.Totals.MaxLag)
-	}
 }
 
 // countBelow counts recorded values below v (µs).
@@ -59,16 +61,18 @@ func countBelow(h *hdr.Histogram, v int64) int64 {
 // 20 requests are in flight at once; starting from one worker the pool must
 // grow so that the schedule is held.
 func TestWorkersGrowWhenAllAreBusy(t *testing.T) {
-	srv := startServer(t)
-	p, snap := probe(t, srv.URL("/stall?ms=200"), func(c *Config) {
-		c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 100
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		p, snap := probe(t, srv.URL("/stall?ms=200"), func(c *Config) {
+			c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 100
+		})
+		if w := p.Workers(); w < 15 {
+			t.Errorf("%d workers, want at least 15 for ~20 concurrent requests", w)
+		}
+		if sent := snap.Totals.Sent(); sent < 95 || snap.Totals.Classes[OK] != sent {
+			t.Errorf("sent %d (ok %d), want the full schedule of 100", sent, snap.Totals.Classes[OK])
+		}
 	})
-	if w := p.Workers(); w < 15 {
-		t.Errorf("%d workers, want at least 15 for ~20 concurrent requests", w)
-	}
-	if sent := snap.Totals.Sent(); sent < 95 || snap.Totals.Classes[OK] != sent {
-		t.Errorf("sent %d (ok %d), want the full schedule of 100", sent, snap.Totals.Classes[OK])
-	}
 }
 
 // TestFallingBehindIsRecorded: capped at 2 workers against 100 ms responses
@@ -76,158 +80,174 @@ func TestWorkersGrowWhenAllAreBusy(t *testing.T) {
 // the run: it stops at the duration, and the shortfall shows as fewer
 // requests sent and as schedule lag.
 func TestFallingBehindIsRecorded(t *testing.T) {
-	srv := startServer(t)
-	p, snap := probe(t, srv.URL("/stall?ms=100"), func(c *Config) {
-		c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 2
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		p, snap := probe(t, srv.URL("/stall?ms=100"), func(c *Config) {
+			c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 2
+		})
+		if sent := snap.Totals.Sent(); sent > 40 {
+			t.Errorf("sent %d with 2 workers at 100ms each, want about 20", sent)
+		}
+		if p.Workers() != 2 {
+			t.Errorf("%d workers, want the cap of 2", p.Workers())
+		}
+		if snap.Totals.MaxLag < 200*time.Millisecond {
+			t.Errorf("max lag %v, want the backlog to show", snap.Totals.MaxLag)
+		}
 	})
-	if sent := snap.Totals.Sent(); sent > 40 {
-		t.Errorf("sent %d with 2 workers at 100ms each, want about 20", sent)
-	}
-	if p.Workers() != 2 {
-		t.Errorf("%d workers, want the cap of 2", p.Workers())
-	}
-	if snap.Totals.MaxLag < 200*time.Millisecond {
-		t.Errorf("max lag %v, want the backlog to show", snap.Totals.MaxLag)
-	}
 }
 
 // TestMixedConnections: every fresh request opens exactly one connection the
 // server accepts, so the server's accept count equals the prober's fresh count.
 func TestMixedConnections(t *testing.T) {
-	srv := startServer(t)
-	_, snap := probe(t, srv.URL("/ok"), func(c *Config) { c.Conn = ConnMode{FreshFraction: 0.5} })
-	srv.Close()
-	tot := snap.Totals
-	if tot.Fresh == 0 || tot.Reused == 0 {
-		t.Fatalf("fresh %d reused %d: want both", tot.Fresh, tot.Reused)
-	}
-	if got := uint64(srv.Counts().Conns); got != tot.Fresh {
-		t.Errorf("server accepted %d connections, prober opened %d", got, tot.Fresh)
-	}
-	if tot.Backends["pod-a"] != tot.Classes[OK] {
-		t.Errorf("backend counts %v, want every ok response attributed to pod-a", tot.Backends)
-	}
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		_, snap := probe(t, srv.URL("/ok"), func(c *Config) { c.Conn = ConnMode{FreshFraction: 0.5} })
+		srv.Close()
+		tot := snap.Totals
+		if tot.Fresh == 0 || tot.Reused == 0 {
+			t.Fatalf("fresh %d reused %d: want both", tot.Fresh, tot.Reused)
+		}
+		if got := uint64(srv.Counts().Conns); got != tot.Fresh {
+			t.Errorf("server accepted %d connections, prober opened %d", got, tot.Fresh)
+		}
+		if tot.Backends["pod-a"] != tot.Classes[OK] {
+			t.Errorf("backend counts %v, want every ok response attributed to pod-a", tot.Backends)
+		}
+	})
 }
 
 // TestClosedModel: back-to-back workers, no pacing.
 func TestClosedModel(t *testing.T) {
-	srv := startServer(t)
-	p, snap := probe(t, srv.URL("/ok"), func(c *Config) { c.Rate, c.Concurrency, c.Duration = 0, 4, 300*time.Millisecond })
-	srv.Close()
-	if p.Workers() != 4 {
-		t.Errorf("%d workers, want 4", p.Workers())
-	}
-	if sent := snap.Totals.Sent(); sent < 100 || uint64(srv.Counts().Answered) != sent {
-		t.Errorf("sent %d, server answered %d", sent, srv.Counts().Answered)
-	}
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		p, snap := probe(t, srv.URL("/ok"), func(c *Config) { c.Rate, c.Concurrency, c.Duration = 0, 4, 300*time.Millisecond })
+		srv.Close()
+		if p.Workers() != 4 {
+			t.Errorf("%d workers, want 4", p.Workers())
+		}
+		if sent := snap.Totals.Sent(); sent < 100 || uint64(srv.Counts().Answered) != sent {
+			t.Errorf("sent %d, server answered %d", sent, srv.Counts().Answered)
+		}
+	})
 }
 
 // TestSeriesAddsUp: the per-second rows partition the totals.
 func TestSeriesAddsUp(t *testing.T) {
-	srv := startServer(t)
-	_, snap := probe(t, srv.URL("/close-reused"), func(c *Config) { c.Rate, c.Duration = 300, 2200*time.Millisecond })
-	var sent uint64
-	var classes [NumClasses]uint64
-	for i, row := range snap.Rows {
-		if row.Second != int64(i) {
-			t.Fatalf("row %d has second %d", i, row.Second)
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		_, snap := probe(t, srv.URL("/close-reused"), func(c *Config) { c.Rate, c.Duration = 300, 2200*time.Millisecond })
+		var sent uint64
+		var classes [NumClasses]uint64
+		for i, row := range snap.Rows {
+			if row.Second != int64(i) {
+				t.Fatalf("row %d has second %d", i, row.Second)
+			}
+			sent += row.Sent
+			for c := range classes {
+				classes[c] += row.Classes[c]
+			}
 		}
-		sent += row.Sent
-		for c := range classes {
-			classes[c] += row.Classes[c]
+		if len(snap.Rows) < 2 || len(snap.Rows) > 4 {
+			t.Errorf("%d rows for a 2.2s run", len(snap.Rows))
 		}
-	}
-	if len(snap.Rows) < 2 || len(snap.Rows) > 4 {
-		t.Errorf("%d rows for a 2.2s run", len(snap.Rows))
-	}
-	if sent != snap.Totals.Sent() || classes != snap.Totals.Classes {
-		t.Errorf("rows sum to sent %d %v, totals %d %v", sent, classes, snap.Totals.Sent(), snap.Totals.Classes)
-	}
-	if snap.Rows[0].P50 == 0 || snap.Rows[0].OK() == 0 || snap.Rows[0].Failed() == 0 {
-		t.Errorf("row 0 = %+v, want latency, ok and eof_reused", snap.Rows[0])
-	}
+		if sent != snap.Totals.Sent() || classes != snap.Totals.Classes {
+			t.Errorf("rows sum to sent %d %v, totals %d %v", sent, classes, snap.Totals.Sent(), snap.Totals.Classes)
+		}
+		if snap.Rows[0].P50 == 0 || snap.Rows[0].OK() == 0 || snap.Rows[0].Failed() == 0 {
+			t.Errorf("row 0 = %+v, want latency, ok and eof_reused", snap.Rows[0])
+		}
+	})
 }
 
 // TestInterruptCutsInFlightWithoutBlame: cancelling the run cuts requests in
 // flight; they are counted as canceled, never as timeouts of the target.
 func TestInterruptCutsInFlightWithoutBlame(t *testing.T) {
-	srv := startServer(t)
-	cfg := DefaultConfig()
-	cfg.Target, _ = ParseTarget(srv.URL("/stall?ms=5000"))
-	cfg.Rate, cfg.Duration, cfg.Timeout = 50, 10*time.Second, 8*time.Second
-	p, err := New(cfg, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for p.Recorder().Snapshot().Totals.Canceled == 0 && srv.Counts().Requests < 10 {
-			time.Sleep(10 * time.Millisecond)
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		cfg := DefaultConfig()
+		cfg.Target, _ = ParseTarget(srv.URL("/stall?ms=5000"))
+		cfg.Rate, cfg.Duration, cfg.Timeout = 50, 10*time.Second, 8*time.Second
+		p, err := New(withEngine(t, cfg), "test")
+		if err != nil {
+			t.Fatal(err)
 		}
-		cancel()
-	}()
-	sum, err := p.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := p.Recorder().Snapshot()
-	if !sum.Canceled || snap.Totals.Canceled < 10 {
-		t.Errorf("canceled=%v, %d requests cut; want the in-flight ones cut", sum.Canceled, snap.Totals.Canceled)
-	}
-	if snap.Totals.Sent() != 0 {
-		t.Errorf("classes %v: requests cut by our stop must not be outcomes", snap.Totals.Classes)
-	}
-	if sum.Elapsed > 5*time.Second {
-		t.Errorf("run took %v after cancel: in-flight requests were not cut", sum.Elapsed)
-	}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for p.Recorder().Snapshot().Totals.Canceled == 0 && srv.Counts().Requests < 10 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+		sum, err := p.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEngine(t, p)
+		snap := p.Recorder().Snapshot()
+		if !sum.Canceled || snap.Totals.Canceled < 10 {
+			t.Errorf("canceled=%v, %d requests cut; want the in-flight ones cut", sum.Canceled, snap.Totals.Canceled)
+		}
+		if snap.Totals.Sent() != 0 {
+			t.Errorf("classes %v: requests cut by our stop must not be outcomes", snap.Totals.Classes)
+		}
+		if sum.Elapsed > 5*time.Second {
+			t.Errorf("run took %v after cancel: in-flight requests were not cut", sum.Elapsed)
+		}
+	})
 }
 
 // TestStopEndsTheRunCleanly: Stop ends an open-ended run like a duration
 // would, not like an interruption.
 func TestStopEndsTheRunCleanly(t *testing.T) {
-	srv := startServer(t)
-	cfg := DefaultConfig()
-	cfg.Target, _ = ParseTarget(srv.URL("/ok"))
-	cfg.Rate, cfg.Duration = 100, 0
-	p, err := New(cfg, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for p.Recorder().Snapshot().Totals.Sent() < 20 {
-			time.Sleep(10 * time.Millisecond)
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		cfg := DefaultConfig()
+		cfg.Target, _ = ParseTarget(srv.URL("/ok"))
+		cfg.Rate, cfg.Duration = 100, 0
+		p, err := New(withEngine(t, cfg), "test")
+		if err != nil {
+			t.Fatal(err)
 		}
-		p.Stop()
-		p.Stop()
-	}()
-	sum, err := p.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := p.Recorder().Snapshot()
-	if sum.Canceled || snap.Totals.Canceled != 0 || snap.Totals.Sent() < 20 || snap.Totals.Classes[OK] != snap.Totals.Sent() {
-		t.Fatalf("canceled=%v totals %+v", sum.Canceled, snap.Totals)
-	}
-	if sum.Sending > sum.Elapsed || sum.Sending <= 0 {
-		t.Fatalf("sending window %v of %v", sum.Sending, sum.Elapsed)
-	}
+		go func() {
+			for p.Recorder().Snapshot().Totals.Sent() < 20 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			p.Stop()
+			p.Stop()
+		}()
+		sum, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEngine(t, p)
+		snap := p.Recorder().Snapshot()
+		if sum.Canceled || snap.Totals.Canceled != 0 || snap.Totals.Sent() < 20 || snap.Totals.Classes[OK] != snap.Totals.Sent() {
+			t.Fatalf("canceled=%v totals %+v", sum.Canceled, snap.Totals)
+		}
+		if sum.Sending > sum.Elapsed || sum.Sending <= 0 {
+			t.Fatalf("sending window %v of %v", sum.Sending, sum.Elapsed)
+		}
+	})
 }
 
 // TestBacklogGrowsThePoolWhenAllWorkersBlock: every request stalls 500 ms
 // and the pool starts with one worker. No worker is free to notice the
 // backlog, yet the schedule must be held: the run loop adds workers.
 func TestBacklogGrowsThePoolWhenAllWorkersBlock(t *testing.T) {
-	srv := startServer(t)
-	p, snap := probe(t, srv.URL("/stall?ms=500"), func(c *Config) {
-		c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 500
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		p, snap := probe(t, srv.URL("/stall?ms=500"), func(c *Config) {
+			c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 500
+		})
+		if p.Workers() < 40 {
+			t.Errorf("%d workers for ~50 requests in flight", p.Workers())
+		}
+		// Without the backlog check the lag would reach the 500 ms stall.
+		if snap.Totals.MaxLag > 250*time.Millisecond {
+			t.Errorf("max schedule lag %v: the pool grew too late", snap.Totals.MaxLag)
+		}
 	})
-	if p.Workers() < 40 {
-		t.Errorf("%d workers for ~50 requests in flight", p.Workers())
-	}
-	// Without the backlog check the lag would reach the 500 ms stall.
-	if snap.Totals.MaxLag > 250*time.Millisecond {
-		t.Errorf("max schedule lag %v: the pool grew too late", snap.Totals.MaxLag)
-	}
 }
 
 // The pool grows only when the workers are inside requests, not when they
@@ -246,27 +266,30 @@ func TestShouldGrow(t *testing.T) {
 // Live views see results while the run goes on, at low rates too (the
 // tick merges a sleeping worker's stream as well).
 func TestLiveCountsAtALowRate(t *testing.T) {
-	srv := startServer(t)
-	cfg := DefaultConfig()
-	cfg.Target, _ = ParseTarget(srv.URL("/ok"))
-	cfg.Rate, cfg.Duration = 5, 3*time.Second
-	p, err := New(cfg, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _, _ = p.Run(context.Background()); close(done) }()
-	<-p.Started()
-	// Poll until three results show; they must show before the run ends
-	// (held results would appear only when the workers exit).
-	for p.Recorder().Snapshot().Totals.Sent() < 3 {
-		select {
-		case <-done:
-			t.Fatal("the live view showed fewer than 3 results before the run ended")
-		case <-time.After(20 * time.Millisecond):
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		cfg := DefaultConfig()
+		cfg.Target, _ = ParseTarget(srv.URL("/ok"))
+		cfg.Rate, cfg.Duration = 5, 3*time.Second
+		p, err := New(withEngine(t, cfg), "test")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	<-done
+		done := make(chan struct{})
+		go func() { _, _ = p.Run(context.Background()); close(done) }()
+		<-p.Started()
+		// Poll until three results show; they must show before the run ends
+		// (held results would appear only when the workers exit).
+		for p.Recorder().Snapshot().Totals.Sent() < 3 {
+			select {
+			case <-done:
+				t.Fatal("the live view showed fewer than 3 results before the run ended")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		<-done
+		checkEngine(t, p)
+	})
 }
 
 // A worker running late does not take the close watcher's word: the

@@ -19,55 +19,67 @@ import (
 // --conn mixed=0.5: every class the prober counts equals what a packet
 // capture of the same traffic shows, connection by connection.
 func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
-	if err := capture.Available(); err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "%v", err)
-	}
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
-	}
-	addr, dir := startNginx(t, bin)
-	wire := capture.Start(t, "", "lo", fmt.Sprintf("tcp port %d", addr.Port()))
-
-	stopped := make(chan error, 1)
-	go func() {
-		time.Sleep(1500 * time.Millisecond)
-		out, err := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir, "-s", "stop").CombinedOutput()
+	forEachEngine(t, func(t *testing.T) {
+		if err := capture.Available(); err != nil {
+			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "%v", err)
+		}
+		bin, err := exec.LookPath("nginx")
 		if err != nil {
-			err = fmt.Errorf("nginx -s stop: %v: %s", err, out)
+			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
 		}
-		stopped <- err
-	}()
-	_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
-		c.Rate, c.Duration, c.Conn, c.BackendHeader = 400, 3*time.Second, ConnMode{FreshFraction: 0.5}, ""
+		addr, dir := startNginx(t, bin)
+		wire := capture.Start(t, "", "lo", fmt.Sprintf("tcp port %d", addr.Port()))
+
+		stopped := make(chan error, 1)
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			out, err := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir, "-s", "stop").CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("nginx -s stop: %v: %s", err, out)
+			}
+			stopped <- err
+		}()
+		pr, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
+			c.Rate, c.Duration, c.Conn, c.BackendHeader = 400, 3*time.Second, ConnMode{FreshFraction: 0.5}, ""
+		})
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		segs := wire.Segments()
+		if n := wire.Dropped(); n > 0 {
+			t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
+		}
+		onWire := judgeConnections(segs, addr)
+		tot := snap.Totals
+		got := map[Class]uint64{}
+		for c := Class(0); c < numClasses; c++ {
+			if tot.Classes[c] > 0 || onWire.classes[c] > 0 {
+				got[c] = tot.Classes[c]
+			}
+		}
+		t.Logf("prober %v; wire %v; %d connections (%d fresh counted)", got, onWire.classes, onWire.syns, tot.Fresh)
+		for _, f := range pr.Recorder().Failures() {
+			if f.Class == Reset {
+				t.Logf("DEBUG reset: phase %v reqs %d fresh %v addr %+v err %v", f.Phase, f.ConnReqs, f.Fresh, f.Addr, f.Err)
+				for _, sg := range segs {
+					if sg.Src.Port() == f.Addr.Local.Port() || sg.Dst.Port() == f.Addr.Local.Port() {
+						t.Logf("DEBUG   %+v", sg)
+					}
+				}
+			}
+		}
+		for c := Class(0); c < numClasses; c++ {
+			if tot.Classes[c] != onWire.classes[c] {
+				t.Errorf("%s: the prober counts %d, the wire shows %d", c, tot.Classes[c], onWire.classes[c])
+			}
+		}
+		if uint64(onWire.syns) != tot.Fresh {
+			t.Errorf("the wire saw %d connection attempts, the prober counts %d fresh connections", onWire.syns, tot.Fresh)
+		}
+		if tot.Classes[OK] == 0 || tot.Classes[Refused] == 0 {
+			t.Errorf("the run did not span the stop: %v", got)
+		}
 	})
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
-	segs := wire.Segments()
-	if n := wire.Dropped(); n > 0 {
-		t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
-	}
-	onWire := judgeConnections(segs, addr)
-	tot := snap.Totals
-	got := map[Class]uint64{}
-	for c := Class(0); c < numClasses; c++ {
-		if tot.Classes[c] > 0 || onWire.classes[c] > 0 {
-			got[c] = tot.Classes[c]
-		}
-	}
-	t.Logf("prober %v; wire %v; %d connections (%d fresh counted)", got, onWire.classes, onWire.syns, tot.Fresh)
-	for c := Class(0); c < numClasses; c++ {
-		if tot.Classes[c] != onWire.classes[c] {
-			t.Errorf("%s: the prober counts %d, the wire shows %d", c, tot.Classes[c], onWire.classes[c])
-		}
-	}
-	if uint64(onWire.syns) != tot.Fresh {
-		t.Errorf("the wire saw %d connection attempts, the prober counts %d fresh connections", onWire.syns, tot.Fresh)
-	}
-	if tot.Classes[OK] == 0 || tot.Classes[Refused] == 0 {
-		t.Errorf("the run did not span the stop: %v", got)
-	}
 }
 
 // wireCounts is the referee's view of a run.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func runTestProber(t *testing.T, target string, mutate func(*Config), prepare fu
 	cfg.Duration = 500 * time.Millisecond
 	cfg.Timeout = 2 * time.Second
 	cfg.BackendHeader = "X-Pod-Name"
+	cfg.Engine = engineOf(t)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -50,7 +52,43 @@ func runTestProber(t *testing.T, target string, mutate func(*Config), prepare fu
 	if _, err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	checkEngine(t, p)
 	return p, p.Recorder().Snapshot()
+}
+
+// forEachEngine runs body once per engine, as subtests named after it;
+// the probers the body makes (probe, withEngine) take the engine from
+// the test's name.
+func forEachEngine(t *testing.T, body func(t *testing.T)) {
+	for _, e := range []Engine{EngineLoops, EngineGoroutines} {
+		t.Run(string(e), body)
+	}
+}
+
+// engineOf is the engine a test's name asks for (forEachEngine), else
+// the automatic choice.
+func engineOf(t *testing.T) Engine {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if e := Engine(part); e == EngineLoops || e == EngineGoroutines {
+			return e
+		}
+	}
+	return EngineAuto
+}
+
+// withEngine is cfg with the engine the test asks for.
+func withEngine(t *testing.T, cfg Config) Config {
+	cfg.Engine = engineOf(t)
+	return cfg
+}
+
+// checkEngine fails a test whose prober ran on another engine than the
+// one it asked for.
+func checkEngine(t *testing.T, p *Prober) {
+	t.Helper()
+	if want := p.Config().Engine; want != EngineAuto && p.Engine() != want {
+		t.Fatalf("ran on the %s engine, asked for %s", p.Engine(), want)
+	}
 }
 
 func keepalive(c *Config) { c.Conn = ConnMode{FreshFraction: 0} }
@@ -61,44 +99,46 @@ func fresh(c *Config)     { c.Conn = ConnMode{FreshFraction: 1} }
 // what the server itself did: nothing retried, nothing lost, nothing
 // misattributed.
 func TestClassesMatchServerCounts(t *testing.T) {
-	tests := []struct {
-		name  string
-		path  string
-		mode  func(*Config)
-		class Class
-		// server is the server-side count that must equal the class count.
-		server func(faultserver.Counts) int64
-	}{
-		{"ok keepalive", "/ok", keepalive, OK, func(c faultserver.Counts) int64 { return c.Answered }},
-		{"ok fresh", "/ok", fresh, OK, func(c faultserver.Counts) int64 { return c.Answered }},
-		{"5xx", "/status/503", keepalive, HTTP5xx, func(c faultserver.Counts) int64 { return c.Answered }},
-		{"unexpected status", "/status/404", keepalive, HTTPStatus, func(c faultserver.Counts) int64 { return c.Answered }},
-		{"reset", "/reset", fresh, Reset, func(c faultserver.Counts) int64 { return c.Reset }},
-		{"close before response, fresh", "/close", fresh, EOF, func(c faultserver.Counts) int64 { return c.Closed }},
-		{"short body", "/short", fresh, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
-		{"broken chunking", "/badchunk", keepalive, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := faultserver.New(t, "pod-a")
-			_, snap := probe(t, srv.URL(tt.path), tt.mode)
-			srv.Close()
-			got := srv.Counts()
-			sent := snap.Totals.Sent()
-			if sent < 50 {
-				t.Fatalf("sent %d requests, want about 100", sent)
-			}
-			if n := snap.Totals.Classes[tt.class]; n != sent {
-				t.Errorf("%s = %d of %d sent; by class %v", tt.class, n, sent, snap.Totals.Classes)
-			}
-			if want := tt.server(got); uint64(want) != sent {
-				t.Errorf("server count %d != prober's %d (server %+v)", want, sent, got)
-			}
-			if uint64(got.Requests) != sent {
-				t.Errorf("server read %d requests, prober sent %d: a retry or a lost request", got.Requests, sent)
-			}
-		})
-	}
+	forEachEngine(t, func(t *testing.T) {
+		tests := []struct {
+			name  string
+			path  string
+			mode  func(*Config)
+			class Class
+			// server is the server-side count that must equal the class count.
+			server func(faultserver.Counts) int64
+		}{
+			{"ok keepalive", "/ok", keepalive, OK, func(c faultserver.Counts) int64 { return c.Answered }},
+			{"ok fresh", "/ok", fresh, OK, func(c faultserver.Counts) int64 { return c.Answered }},
+			{"5xx", "/status/503", keepalive, HTTP5xx, func(c faultserver.Counts) int64 { return c.Answered }},
+			{"unexpected status", "/status/404", keepalive, HTTPStatus, func(c faultserver.Counts) int64 { return c.Answered }},
+			{"reset", "/reset", fresh, Reset, func(c faultserver.Counts) int64 { return c.Reset }},
+			{"close before response, fresh", "/close", fresh, EOF, func(c faultserver.Counts) int64 { return c.Closed }},
+			{"short body", "/short", fresh, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
+			{"broken chunking", "/badchunk", keepalive, Truncated, func(c faultserver.Counts) int64 { return c.Truncated }},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				srv := faultserver.New(t, "pod-a")
+				_, snap := probe(t, srv.URL(tt.path), tt.mode)
+				srv.Close()
+				got := srv.Counts()
+				sent := snap.Totals.Sent()
+				if sent < 50 {
+					t.Fatalf("sent %d requests, want about 100", sent)
+				}
+				if n := snap.Totals.Classes[tt.class]; n != sent {
+					t.Errorf("%s = %d of %d sent; by class %v", tt.class, n, sent, snap.Totals.Classes)
+				}
+				if want := tt.server(got); uint64(want) != sent {
+					t.Errorf("server count %d != prober's %d (server %+v)", want, sent, got)
+				}
+				if uint64(got.Requests) != sent {
+					t.Errorf("server read %d requests, prober sent %d: a retry or a lost request", got.Requests, sent)
+				}
+			})
+		}
+	})
 }
 
 // TestNoSilentRetryOnReusedConnection is the keep-alive race: the server
@@ -106,44 +146,50 @@ func TestClassesMatchServerCounts(t *testing.T) {
 // would replay such a request; the prober must report it as eof_reused and
 // the server must see exactly as many requests as the prober sent.
 func TestNoSilentRetryOnReusedConnection(t *testing.T) {
-	srv := faultserver.New(t, "pod-a")
-	_, snap := probe(t, srv.URL("/close-reused"), keepalive)
-	srv.Close()
-	got := srv.Counts()
-	sent := snap.Totals.Sent()
-	if uint64(got.Requests) != sent {
-		t.Fatalf("server saw %d requests, prober sent %d", got.Requests, sent)
-	}
-	if snap.Totals.Classes[EOFReused] == 0 || snap.Totals.Classes[EOFReused] != uint64(got.Closed) {
-		t.Fatalf("eof_reused = %d, server closed %d reused connections (classes %v)",
-			snap.Totals.Classes[EOFReused], got.Closed, snap.Totals.Classes)
-	}
-	if snap.Totals.Classes[OK] != uint64(got.Answered) {
-		t.Fatalf("ok = %d, server answered %d", snap.Totals.Classes[OK], got.Answered)
-	}
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		_, snap := probe(t, srv.URL("/close-reused"), keepalive)
+		srv.Close()
+		got := srv.Counts()
+		sent := snap.Totals.Sent()
+		if uint64(got.Requests) != sent {
+			t.Fatalf("server saw %d requests, prober sent %d", got.Requests, sent)
+		}
+		if snap.Totals.Classes[EOFReused] == 0 || snap.Totals.Classes[EOFReused] != uint64(got.Closed) {
+			t.Fatalf("eof_reused = %d, server closed %d reused connections (classes %v)",
+				snap.Totals.Classes[EOFReused], got.Closed, snap.Totals.Classes)
+		}
+		if snap.Totals.Classes[OK] != uint64(got.Answered) {
+			t.Fatalf("ok = %d, server answered %d", snap.Totals.Classes[OK], got.Answered)
+		}
+	})
 }
 
 func TestRefusedWhenNothingListens(t *testing.T) {
-	srv := faultserver.New(t, "pod-a")
-	srv.StopListening()
-	defer srv.Close()
-	_, snap := probe(t, srv.URL("/ok"), fresh)
-	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Refused] != sent {
-		t.Fatalf("refused = %d of %d", snap.Totals.Classes[Refused], sent)
-	}
-	if c := srv.Counts(); c.Requests != 0 {
-		t.Fatalf("server read %d requests through a closed listener", c.Requests)
-	}
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		srv.StopListening()
+		defer srv.Close()
+		_, snap := probe(t, srv.URL("/ok"), fresh)
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Refused] != sent {
+			t.Fatalf("refused = %d of %d", snap.Totals.Classes[Refused], sent)
+		}
+		if c := srv.Counts(); c.Requests != 0 {
+			t.Fatalf("server read %d requests through a closed listener", c.Requests)
+		}
+	})
 }
 
 func TestTimeoutWhenServerStalls(t *testing.T) {
-	srv := faultserver.New(t, "pod-a")
-	_, snap := probe(t, srv.URL("/stall?ms=3000"), func(c *Config) {
-		c.Rate, c.Duration, c.Timeout = 20, 300*time.Millisecond, 200*time.Millisecond
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		_, snap := probe(t, srv.URL("/stall?ms=3000"), func(c *Config) {
+			c.Rate, c.Duration, c.Timeout = 20, 300*time.Millisecond, 200*time.Millisecond
+		})
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Timeout] != sent {
+			t.Fatalf("timeout = %d of %d (%v)", snap.Totals.Classes[Timeout], sent, snap.Totals.Classes)
+		}
 	})
-	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[Timeout] != sent {
-		t.Fatalf("timeout = %d of %d (%v)", snap.Totals.Classes[Timeout], sent, snap.Totals.Classes)
-	}
 }
 
 // unansweringAddr is a listener whose accept queue is full (it never
@@ -176,15 +222,17 @@ func unansweringAddr(t *testing.T) *net.TCPAddr {
 
 // TestConnectTimeout: connection attempts that get no answer.
 func TestConnectTimeout(t *testing.T) {
-	addr := unansweringAddr(t)
-	_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
-		fresh(c)
-		c.Rate, c.Duration, c.ConnectTimeout = 20, 200*time.Millisecond, 100*time.Millisecond
+	forEachEngine(t, func(t *testing.T) {
+		addr := unansweringAddr(t)
+		_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
+			fresh(c)
+			c.Rate, c.Duration, c.ConnectTimeout = 20, 200*time.Millisecond, 100*time.Millisecond
+		})
+		sent := snap.Totals.Sent()
+		if sent == 0 || snap.Totals.Classes[ConnectTimeout] != sent {
+			t.Fatalf("connect_timeout = %d of %d (%v)", snap.Totals.Classes[ConnectTimeout], sent, snap.Totals.Classes)
+		}
 	})
-	sent := snap.Totals.Sent()
-	if sent == 0 || snap.Totals.Classes[ConnectTimeout] != sent {
-		t.Fatalf("connect_timeout = %d of %d (%v)", snap.Totals.Classes[ConnectTimeout], sent, snap.Totals.Classes)
-	}
 }
 
 func TestTLS(t *testing.T) {
@@ -216,56 +264,58 @@ func TestTLS(t *testing.T) {
 // that got through; for a refused connect the port is the one bound before
 // connect(2), and the remote is the address dialed.
 func TestFailuresRecordTheirAddresses(t *testing.T) {
-	srv := faultserver.New(t, "pod-a")
-	p, _ := probe(t, srv.URL("/reset"), fresh)
-	fails := p.Recorder().Failures()
-	peers := map[netip.AddrPort]bool{}
-	for _, a := range srv.Peers() {
-		peers[a] = true
-	}
-	if len(fails) == 0 {
-		t.Fatal("no failures from /reset")
-	}
-	for _, f := range fails {
-		if f.Addr == nil || !peers[f.Addr.Local] || f.Addr.Remote.String() != srv.Addr() {
-			t.Fatalf("failure %v: addresses %+v; the server accepted %d clients", f.Class, f.Addr, len(peers))
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		p, _ := probe(t, srv.URL("/reset"), fresh)
+		fails := p.Recorder().Failures()
+		peers := map[netip.AddrPort]bool{}
+		for _, a := range srv.Peers() {
+			peers[a] = true
 		}
-	}
+		if len(fails) == 0 {
+			t.Fatal("no failures from /reset")
+		}
+		for _, f := range fails {
+			if f.Addr == nil || !peers[f.Addr.Local] || f.Addr.Remote.String() != srv.Addr() {
+				t.Fatalf("failure %v: addresses %+v; the server accepted %d clients", f.Class, f.Addr, len(peers))
+			}
+		}
 
-	srv.StopListening()
-	p, _ = probe(t, srv.URL("/ok"), fresh)
-	ports := map[uint16]bool{}
-	for _, f := range p.Recorder().Failures() {
-		if f.Class != Refused || f.Addr == nil || f.Addr.Local.Port() == 0 || f.Addr.Remote.String() != srv.Addr() {
-			t.Fatalf("refused failure without its addresses: %v %+v", f.Class, f.Addr)
+		srv.StopListening()
+		p, _ = probe(t, srv.URL("/ok"), fresh)
+		ports := map[uint16]bool{}
+		for _, f := range p.Recorder().Failures() {
+			if f.Class != Refused || f.Addr == nil || f.Addr.Local.Port() == 0 || f.Addr.Remote.String() != srv.Addr() {
+				t.Fatalf("refused failure without its addresses: %v %+v", f.Class, f.Addr)
+			}
+			ports[f.Addr.Local.Port()] = true
 		}
-		ports[f.Addr.Local.Port()] = true
-	}
-	if len(ports) < 2 {
-		t.Fatalf("every refused connect reported the same local port: %v", ports)
-	}
+		if len(ports) < 2 {
+			t.Fatalf("every refused connect reported the same local port: %v", ports)
+		}
 
-	// A failure on a reused connection carries that connection's ends,
-	// which the server accepted.
-	srv2 := faultserver.New(t, "pod-b")
-	p, _ = probe(t, srv2.URL("/close-reused"), keepalive)
-	peers2 := map[netip.AddrPort]bool{}
-	for _, a := range srv2.Peers() {
-		peers2[a] = true
-	}
-	reused := 0
-	for _, f := range p.Recorder().Failures() {
-		if f.Fresh {
-			continue
+		// A failure on a reused connection carries that connection's ends,
+		// which the server accepted.
+		srv2 := faultserver.New(t, "pod-b")
+		p, _ = probe(t, srv2.URL("/close-reused"), keepalive)
+		peers2 := map[netip.AddrPort]bool{}
+		for _, a := range srv2.Peers() {
+			peers2[a] = true
 		}
-		reused++
-		if f.Addr == nil || !peers2[f.Addr.Local] || f.Addr.Remote.String() != srv2.Addr() {
-			t.Fatalf("a failure on a reused connection without its addresses: %+v", f.Addr)
+		reused := 0
+		for _, f := range p.Recorder().Failures() {
+			if f.Fresh {
+				continue
+			}
+			reused++
+			if f.Addr == nil || !peers2[f.Addr.Local] || f.Addr.Remote.String() != srv2.Addr() {
+				t.Fatalf("a failure on a reused connection without its addresses: %+v", f.Addr)
+			}
 		}
-	}
-	if reused == 0 {
-		t.Fatal("no failure on a reused connection")
-	}
+		if reused == 0 {
+			t.Fatal("no failure on a reused connection")
+		}
+	})
 }
 
 // A connect whose first SYN is dropped succeeds on the retransmission, about
@@ -273,86 +323,90 @@ func TestFailuresRecordTheirAddresses(t *testing.T) {
 // referee: a listener whose accept queue is full drops SYNs, and the
 // client retransmits after its initial timeout (1 s).
 func TestSlowConnectAfterARetransmittedSYN(t *testing.T) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil { // an accept queue of one
-		t.Fatal(err)
-	}
-	ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	// Fill the accept queue: from now on the listener drops SYNs.
-	var fillers []net.Conn
-	for range 2 {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 200*time.Millisecond)
-		if err == nil {
-			fillers = append(fillers, c)
+	forEachEngine(t, func(t *testing.T) {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(fillers) == 0 {
-		t.Fatal("could not fill the accept queue")
-	}
-	// Drain the queue 300 ms in, well before the retransmission at 1 s,
-	// then answer every request.
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Listen(fd, 0); err != nil { // an accept queue of one
+			t.Fatal(err)
+		}
+		ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		// Fill the accept queue: from now on the listener drops SYNs.
+		var fillers []net.Conn
+		for range 2 {
+			c, err := net.DialTimeout("tcp", ln.Addr().String(), 200*time.Millisecond)
+			if err == nil {
+				fillers = append(fillers, c)
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				if n, _ := c.Read(buf); n > 0 {
-					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		}
+		if len(fillers) == 0 {
+			t.Fatal("could not fill the accept queue")
+		}
+		// Drain the queue 300 ms in, well before the retransmission at 1 s,
+		// then answer every request.
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
 				}
-			}()
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 4096)
+					if n, _ := c.Read(buf); n > 0 {
+						_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+					}
+				}()
+			}
+		}()
+		defer func() {
+			for _, c := range fillers {
+				c.Close()
+			}
+		}()
+		_, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
+			c.Rate, c.Duration, c.Conn = 1, 500*time.Millisecond, ConnMode{FreshFraction: 1}
+			c.BackendHeader = ""
+		})
+		if snap.Totals.Classes[OK] != 1 || snap.Totals.SlowConnects != 1 {
+			t.Fatalf("ok %d, slow connects %d (classes %v); want the one request ok after a retransmitted SYN",
+				snap.Totals.Classes[OK], snap.Totals.SlowConnects, snap.Totals.Classes)
 		}
-	}()
-	defer func() {
-		for _, c := range fillers {
-			c.Close()
+		if row := snap.Rows[0]; row.SlowConnects != 1 {
+			t.Fatalf("second 0: slow connects %d", row.SlowConnects)
 		}
-	}()
-	_, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
-		c.Rate, c.Duration, c.Conn = 1, 500*time.Millisecond, ConnMode{FreshFraction: 1}
-		c.BackendHeader = ""
 	})
-	if snap.Totals.Classes[OK] != 1 || snap.Totals.SlowConnects != 1 {
-		t.Fatalf("ok %d, slow connects %d (classes %v); want the one request ok after a retransmitted SYN",
-			snap.Totals.Classes[OK], snap.Totals.SlowConnects, snap.Totals.Classes)
-	}
-	if row := snap.Rows[0]; row.SlowConnects != 1 {
-		t.Fatalf("second 0: slow connects %d", row.SlowConnects)
-	}
 }
 
 // Where a failure happened is told by what was read: headers cut mid-line
 // fail in read_headers (with the status already read), a body cut short in
 // read_body.
 func TestPhaseOfACutResponse(t *testing.T) {
-	srv := faultserver.New(t, "pod-a")
-	for _, tc := range []struct {
-		path  string
-		phase Phase
-	}{{"/cut-headers", PhaseReadHeaders}, {"/short", PhaseReadBody}} {
-		p, _ := probe(t, srv.URL(tc.path), func(c *Config) { c.Rate, c.Duration, c.Conn = 10, 300*time.Millisecond, ConnMode{FreshFraction: 1} })
-		fails := p.Recorder().Failures()
-		if len(fails) == 0 {
-			t.Fatalf("%s: no failures", tc.path)
-		}
-		for _, f := range fails {
-			if f.Class != Truncated || f.Phase != tc.phase || f.Status != 200 {
-				t.Fatalf("%s: %v in %v, status %d; want truncated in %v with status 200", tc.path, f.Class, f.Phase, f.Status, tc.phase)
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		for _, tc := range []struct {
+			path  string
+			phase Phase
+		}{{"/cut-headers", PhaseReadHeaders}, {"/short", PhaseReadBody}} {
+			p, _ := probe(t, srv.URL(tc.path), func(c *Config) { c.Rate, c.Duration, c.Conn = 10, 300*time.Millisecond, ConnMode{FreshFraction: 1} })
+			fails := p.Recorder().Failures()
+			if len(fails) == 0 {
+				t.Fatalf("%s: no failures", tc.path)
+			}
+			for _, f := range fails {
+				if f.Class != Truncated || f.Phase != tc.phase || f.Status != 200 {
+					t.Fatalf("%s: %v in %v, status %d; want truncated in %v with status 200", tc.path, f.Class, f.Phase, f.Status, tc.phase)
+				}
 			}
 		}
-	}
+	})
 }

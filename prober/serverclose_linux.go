@@ -25,11 +25,17 @@ func serverCloseOf(raw net.Conn) ServerClose {
 	if err != nil {
 		return CloseUnknown
 	}
-	var info *unix.TCPInfo
-	var gerr error
-	if err := rc.Control(func(fd uintptr) {
-		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || gerr != nil {
+	result := CloseUnknown
+	if err := rc.Control(func(fd uintptr) { result = serverCloseOfFD(int(fd)) }); err != nil {
+		return CloseUnknown
+	}
+	return result
+}
+
+// serverCloseOfFD is serverCloseOf on a socket descriptor.
+func serverCloseOfFD(fd int) ServerClose {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
 		return CloseUnknown
 	}
 	if info.Bytes_sent == 0 { // a kernel before 4.19 leaves the field zero

@@ -14,26 +14,28 @@ import (
 // kept-alive connection. The wire's SYNs are the referee for the fresh
 // connections counted.
 func TestMixedKeepsItsKeptAliveConnections(t *testing.T) {
-	if err := capture.Available(); err != nil {
-		t.Skip(err)
-	}
-	srv := faultserver.New(t, "pod-a")
-	_, port, _ := strings.Cut(srv.Addr(), ":")
-	wire := capture.Start(t, "", "lo", capture.SYNFilter+" and dst port "+port)
-	_, snap := probe(t, srv.URL("/ok"), func(c *Config) {
-		c.Rate, c.Duration, c.Conn = 200, 2*time.Second, ConnMode{FreshFraction: 0.5}
+	forEachEngine(t, func(t *testing.T) {
+		if err := capture.Available(); err != nil {
+			t.Skip(err)
+		}
+		srv := faultserver.New(t, "pod-a")
+		_, port, _ := strings.Cut(srv.Addr(), ":")
+		wire := capture.Start(t, "", "lo", capture.SYNFilter+" and dst port "+port)
+		_, snap := probe(t, srv.URL("/ok"), func(c *Config) {
+			c.Rate, c.Duration, c.Conn = 200, 2*time.Second, ConnMode{FreshFraction: 0.5}
+		})
+		syns := wire.SYNs()
+		tot := snap.Totals
+		if uint64(len(syns)) != tot.Fresh {
+			t.Fatalf("the wire saw %d SYNs, the report counts %d fresh connections", len(syns), tot.Fresh)
+		}
+		// 400 requests, half fresh: the kept-alive half reuses its
+		// connections (each worker's first kept-alive request dials).
+		if sent := tot.Sent(); tot.Classes[OK] != sent || tot.Reused < sent*2/5 {
+			t.Fatalf("%d sent, %d fresh, %d reused: want about half reused (a fresh request must not close the kept-alive one)",
+				sent, tot.Fresh, tot.Reused)
+		}
 	})
-	syns := wire.SYNs()
-	tot := snap.Totals
-	if uint64(len(syns)) != tot.Fresh {
-		t.Fatalf("the wire saw %d SYNs, the report counts %d fresh connections", len(syns), tot.Fresh)
-	}
-	// 400 requests, half fresh: the kept-alive half reuses its
-	// connections (each worker's first kept-alive request dials).
-	if sent := tot.Sent(); tot.Classes[OK] != sent || tot.Reused < sent*2/5 {
-		t.Fatalf("%d sent, %d fresh, %d reused: want about half reused (a fresh request must not close the kept-alive one)",
-			sent, tot.Fresh, tot.Reused)
-	}
 }
 
 // eof_reused tells the keep-alive race (the server closed the connection
@@ -41,57 +43,59 @@ func TestMixedKeepsItsKeptAliveConnections(t *testing.T) {
 // and closed unanswered), and the wire agrees on every one: the server's
 // FIN acknowledges the request's bytes after a cut, and not in the race.
 func TestServerCloseAgreesWithTheWire(t *testing.T) {
-	if err := capture.Available(); err != nil {
-		t.Skip(err)
-	}
-	for _, tc := range []struct {
-		path string
-		want ServerClose // what every eof_reused must be
-	}{
-		{"/close-reused", CloseAfterRequest},
-		// The server closes each connection right after its answer; the
-		// prober reuses it 5 ms later without looking (reuseBlindly), so
-		// the request meets a connection already closed.
-		{"/answer-then-close", CloseBeforeRequest},
-	} {
-		t.Run(tc.path, func(t *testing.T) {
-			srv := faultserver.New(t, "pod-a")
-			_, port, _ := strings.Cut(srv.Addr(), ":")
-			wire := capture.Start(t, "", "lo", "tcp port "+port)
-			p, snap := probeBlindly(t, srv.URL(tc.path), func(c *Config) {
-				// One worker, a request every 5 ms: a rate the capture keeps
-				// up with, unlike a closed loop.
-				c.Rate, c.Workers, c.MaxWorkers, c.Duration, c.Conn = 200, 1, 1, time.Second, ConnMode{FreshFraction: 0}
+	forEachEngine(t, func(t *testing.T) {
+		if err := capture.Available(); err != nil {
+			t.Skip(err)
+		}
+		for _, tc := range []struct {
+			path string
+			want ServerClose // what every eof_reused must be
+		}{
+			{"/close-reused", CloseAfterRequest},
+			// The server closes each connection right after its answer; the
+			// prober reuses it 5 ms later without looking (reuseBlindly), so
+			// the request meets a connection already closed.
+			{"/answer-then-close", CloseBeforeRequest},
+		} {
+			t.Run(tc.path, func(t *testing.T) {
+				srv := faultserver.New(t, "pod-a")
+				_, port, _ := strings.Cut(srv.Addr(), ":")
+				wire := capture.Start(t, "", "lo", "tcp port "+port)
+				p, snap := probeBlindly(t, srv.URL(tc.path), func(c *Config) {
+					// One worker, a request every 5 ms: a rate the capture keeps
+					// up with, unlike a closed loop.
+					c.Rate, c.Workers, c.MaxWorkers, c.Duration, c.Conn = 200, 1, 1, time.Second, ConnMode{FreshFraction: 0}
+				})
+				segs := wire.Segments()
+				if n := wire.Dropped(); n > 0 {
+					t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
+				}
+				tot := snap.Totals
+				eofs := tot.Classes[EOF] + tot.Classes[EOFReused]
+				if tot.Classes[EOFReused] == 0 {
+					t.Fatalf("no eof_reused at all: %v", tot.Classes)
+				}
+				if tot.ClosedBeforeRequest+tot.ClosedAfterRequest != eofs {
+					t.Fatalf("split %d before + %d after, of %d eof and eof_reused: the kernel places every one here",
+						tot.ClosedBeforeRequest, tot.ClosedAfterRequest, eofs)
+				}
+				count := map[ServerClose]int{}
+				for _, f := range p.Recorder().Failures() {
+					if f.Class != EOFReused {
+						continue
+					}
+					count[f.ServerClose]++
+					if f.ServerClose != tc.want {
+						t.Errorf("seq %d: %v, want %v", f.Seq, f.ServerClose, tc.want)
+					}
+					if onWire := wireClose(t, segs, f.Addr, p.Start().Add(f.Start)); onWire != f.ServerClose {
+						t.Errorf("seq %d from %v: the prober says %v, the wire %v", f.Seq, f.Addr.Local, f.ServerClose, onWire)
+					}
+				}
+				t.Logf("%s: %v; eof_reused kept, by server close: %v", tc.path, tot.Classes, count)
 			})
-			segs := wire.Segments()
-			if n := wire.Dropped(); n > 0 {
-				t.Fatalf("the capture dropped %d packets: the referee cannot judge", n)
-			}
-			tot := snap.Totals
-			eofs := tot.Classes[EOF] + tot.Classes[EOFReused]
-			if tot.Classes[EOFReused] == 0 {
-				t.Fatalf("no eof_reused at all: %v", tot.Classes)
-			}
-			if tot.ClosedBeforeRequest+tot.ClosedAfterRequest != eofs {
-				t.Fatalf("split %d before + %d after, of %d eof and eof_reused: the kernel places every one here",
-					tot.ClosedBeforeRequest, tot.ClosedAfterRequest, eofs)
-			}
-			count := map[ServerClose]int{}
-			for _, f := range p.Recorder().Failures() {
-				if f.Class != EOFReused {
-					continue
-				}
-				count[f.ServerClose]++
-				if f.ServerClose != tc.want {
-					t.Errorf("seq %d: %v, want %v", f.Seq, f.ServerClose, tc.want)
-				}
-				if onWire := wireClose(t, segs, f.Addr, p.Start().Add(f.Start)); onWire != f.ServerClose {
-					t.Errorf("seq %d from %v: the prober says %v, the wire %v", f.Seq, f.Addr.Local, f.ServerClose, onWire)
-				}
-			}
-			t.Logf("%s: %v; eof_reused kept, by server close: %v", tc.path, tot.Classes, count)
-		})
-	}
+		}
+	})
 }
 
 // wireClose is the capture's verdict on the connection a failure was on:

@@ -237,7 +237,11 @@ type ProberStats struct {
 	Workers          int     `json:"workers"`
 	// Procs is the Ps (GOMAXPROCS) the prober ran on, at the end: in the
 	// closed model, chosen by measuring unless set (--procs, GOMAXPROCS).
-	Procs       int    `json:"procs,omitempty"`
+	Procs int `json:"procs,omitempty"`
+	// Engine is how the prober drove its requests: "loops" (event loops
+	// over non-blocking sockets) or "goroutines" (Go's net package: TLS,
+	// names). Both record the same outcome for the same exchange.
+	Engine      string `json:"engine,omitempty"`
 	LocalErrors uint64 `json:"local_errors"`
 	// Canceled: in-flight attempts cut by an interruption; no outcome.
 	Canceled uint64  `json:"canceled"`

@@ -106,6 +106,7 @@ func build(run probeRun) *report.Report {
 		MaxScheduleLagMS: ms(tot.MaxLag),
 		Workers:          sum.Workers,
 		Procs:            sum.Procs,
+		Engine:           string(sum.Engine),
 		LocalErrors:      tot.Classes[prober.Local],
 		Canceled:         tot.Canceled,
 		SendingS:         seconds(sum.Sending),

@@ -30,6 +30,7 @@ type ProberConfig struct {
 	BackendHeader    string      `json:"backend_header,omitempty"`
 	RequestIDHeader  string      `json:"request_id_header"`
 	KeepFailures     int         `json:"keep_failures"`
+	Engine           string      `json:"engine,omitempty"`
 }
 
 // FromConfig is cfg as the CLI sends it (Duration is not sent: the CLI
@@ -39,7 +40,7 @@ func FromConfig(cfg prober.Config) ProberConfig {
 		Rate: cfg.Rate, Concurrency: cfg.Concurrency, Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers,
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
 		Insecure: cfg.Insecure, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
-		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures}
+		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine)}
 }
 
 // Config is the prober.Config c describes, validated.
@@ -53,6 +54,9 @@ func (c ProberConfig) Config() (prober.Config, error) {
 		return cfg, err
 	}
 	if cfg.ExpectStatus, err = prober.ParseStatusSet(c.ExpectStatus); err != nil {
+		return cfg, err
+	}
+	if cfg.Engine, err = prober.ParseEngine(c.Engine); err != nil {
 		return cfg, err
 	}
 	cfg.Method, cfg.Header, cfg.Body = c.Method, c.Header, c.Body

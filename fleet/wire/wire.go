@@ -144,6 +144,9 @@ type End struct {
 	Target    float64 `json:"target"`
 	Workers   int     `json:"workers"`
 	Canceled  bool    `json:"canceled,omitempty"`
+	// Engine is the prober's engine (prober.Engine); empty from probers
+	// that predate it.
+	Engine string `json:"engine,omitempty"`
 	// Error is why the prober ended early, if it did.
 	Error string `json:"error,omitempty"`
 }

@@ -44,6 +44,9 @@ type Counts struct {
 	Reset     int64 // connections reset after a request
 	Closed    int64 // connections closed after reading a request, unanswered
 	Truncated int64 // responses cut short on purpose
+	// MaxInFlight is the most requests the server held at once (read,
+	// not yet answered or dropped): a bound on the client's concurrency.
+	MaxInFlight int64
 }
 
 // Server is a running fault server. Close it when done.
@@ -53,6 +56,7 @@ type Server struct {
 	addr string
 
 	conns, requests, answered, reset, closed, truncated atomic.Int64
+	inFlight, maxInFlight                               atomic.Int64
 	firstStall                                          atomic.Bool
 
 	mu    sync.Mutex
@@ -104,6 +108,7 @@ func (s *Server) Counts() Counts {
 	return Counts{
 		Conns: s.conns.Load(), Requests: s.requests.Load(), Answered: s.answered.Load(),
 		Reset: s.reset.Load(), Closed: s.closed.Load(), Truncated: s.truncated.Load(),
+		MaxInFlight: s.maxInFlight.Load(),
 	}
 }
 
@@ -169,12 +174,30 @@ func (s *Server) serve(c net.Conn) {
 	defer s.forget(c)
 	br := bufio.NewReader(c)
 	bw := bufio.NewWriter(c)
+	// held: a request of this connection is in flight. It ends before
+	// its answer is flushed or its connection closed, so the client can
+	// never see it end while the server still counts it.
+	held := false
+	release := func() {
+		if held {
+			s.inFlight.Add(-1)
+			held = false
+		}
+	}
+	defer release() // before forget closes the connection
 	for served := 0; ; served++ {
 		target, closeAfter, auth, err := readRequest(br)
 		if err != nil {
 			return
 		}
 		s.requests.Add(1)
+		held = true
+		for n := s.inFlight.Add(1); ; {
+			m := s.maxInFlight.Load()
+			if n <= m || s.maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
 		if auth != "" {
 			s.mu.Lock()
 			s.auths[auth]++
@@ -185,6 +208,7 @@ func (s *Server) serve(c net.Conn) {
 			// Not HTTP (a TLS ClientHello, say, whose random bytes can
 			// split into three fields): answer as a server would, and close.
 			_, _ = bw.WriteString("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			release()
 			_ = bw.Flush()
 			return
 		}
@@ -206,16 +230,19 @@ func (s *Server) serve(c net.Conn) {
 			return
 		case path == "/cut-headers":
 			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Len")
+			release()
 			_ = bw.Flush()
 			s.truncated.Add(1)
 			return
 		case path == "/short":
 			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nX-Pod-Name: " + s.Name + "\r\n\r\n0123456789")
+			release()
 			_ = bw.Flush()
 			s.truncated.Add(1)
 			return
 		case path == "/badchunk":
 			_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Pod-Name: " + s.Name + "\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+			release()
 			_ = bw.Flush()
 			s.truncated.Add(1)
 			return
@@ -235,6 +262,7 @@ func (s *Server) serve(c net.Conn) {
 			_, _ = bw.WriteString("Connection: close\r\n")
 		}
 		_, _ = bw.WriteString("\r\n" + body)
+		release()
 		if err := bw.Flush(); err != nil {
 			return
 		}
