@@ -352,6 +352,12 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	if rep.Command != "run" || rep.Rollout == nil || rep.Rollout.Status != status {
 		t.Fatalf("rollout %+v, want status %s\n%s", rep.Rollout, status, r.out())
 	}
+	// The lab's targets are ClusterIPs over http: the event loops probe
+	// them (from here or from the prober pods), so every rollout and
+	// capture check in this suite is of that engine.
+	if rep.Prober.Engine != "loops" {
+		t.Fatalf("the prober ran on the %q engine, want loops", rep.Prober.Engine)
+	}
 	if status != report.StatusComplete {
 		return
 	}
