@@ -107,13 +107,24 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
-	p.engine = EngineGoroutines
-	if cfg.Engine != EngineGoroutines {
-		if addr, why := loopTarget(&p.cfg); why == "" {
-			p.engine, p.loopAddr = EngineLoops, addr
-		}
+	p.engine = engineFor(&p.cfg)
+	if p.engine == EngineLoops {
+		p.loopAddr, _ = loopTarget(&p.cfg)
 	}
 	return p, nil
+}
+
+// engineFor is the engine a run of cfg uses: the one asked for, and for
+// EngineAuto the loops where they can serve the target. (Run falls back to
+// the goroutines if the loops cannot start.)
+func engineFor(cfg *Config) Engine {
+	if cfg.Engine == EngineGoroutines {
+		return EngineGoroutines
+	}
+	if _, why := loopTarget(cfg); why != "" {
+		return EngineGoroutines
+	}
+	return EngineLoops
 }
 
 // Engine is the engine the run uses (known once Run has begun: the loops
@@ -239,6 +250,9 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 			setProcs = p.loops.setProcs
 		}
 		tuner = newProcTuner(p.cfg.TuneProcs, setProcs, func() uint64 { return p.rec.Totals().Sent() })
+		if p.loops != nil {
+			tuner.shorter()
+		}
 	}
 	canceled := false
 	stopReq := p.stopReq

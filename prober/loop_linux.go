@@ -132,6 +132,7 @@ type loopConn struct {
 	oneRequest bool
 	born       time.Duration // when it was established
 	served     uint32        // requests completed on it
+	idleFrom   time.Duration // when its last response ended
 	addr       ConnAddr
 	localIP    bool // addr.Local has its IP (asked for on the failure path only)
 	dials      int  // connect attempts for the current request (a self-connect is retried)
@@ -201,6 +202,9 @@ type loop struct {
 	planned       int // this loop's share of the initial pool
 	maxInflight   int // its share of MaxWorkers
 	peaks         peakWindow
+	waiting       waitReason    // why the next due request has not started
+	growFrom      time.Duration // the current growth budget's start
+	grown         int           // connections added beyond the plan since growFrom
 
 	// closed model
 	quota     atomic.Int64
@@ -209,6 +213,15 @@ type loop struct {
 }
 
 const never = time.Duration(1<<63 - 1)
+
+// waitReason says why a due request of the open model waits.
+type waitReason uint8
+
+const (
+	waitNone waitReason = iota
+	waitConn            // for an idle connection, or growAfterLag to open one (or the growth budget)
+	waitCap             // MaxWorkers in flight: for one to end
+)
 
 // startLoops makes the engine's loops and starts them: n loops (the Ps),
 // sharing the run as the contract says.
@@ -390,6 +403,14 @@ func (l *loop) run() {
 		}
 		if !busy {
 			l.park()
+		} else {
+			// A loop that never parks keeps one scheduling tick: Go's
+			// sysmon then takes it for a goroutine hogging its P and, as
+			// it is mostly inside system calls, hands the P to another
+			// thread every 10 ms and keeps polling every 20 µs. A yield
+			// per busy round (nothing else to run: ~0.1 µs) says it is
+			// not stuck.
+			runtime.Gosched()
 		}
 	}
 }
@@ -416,7 +437,17 @@ func (l *loop) poll() int {
 func (l *loop) park() {
 	wakeAt := l.nextDeadline
 	if !l.e.closed && !l.scheduleEnded && !l.stopping() {
-		wakeAt = min(wakeAt, l.nextAt)
+		switch l.waiting {
+		case waitNone:
+			wakeAt = min(wakeAt, l.nextAt)
+		case waitConn: // a request ending wakes it sooner
+			at := l.nextAt + growAfterLag
+			if l.grown >= maxGrowStep {
+				at = max(at, l.growFrom+backlogEvery)
+			}
+			wakeAt = min(wakeAt, at)
+		case waitCap: // only a request ending (or a deadline) frees room
+		}
 	}
 	var deadline time.Time
 	if wakeAt != never {
@@ -515,25 +546,66 @@ func (l *loop) rollFresh() bool {
 
 // startDue starts the open model's due requests; it reports whether any
 // started.
+//
+// A kept-alive request beyond the planned pool takes an idle connection;
+// with none idle it waits for one to come free, and only once it is
+// growAfterLag late may it open one more, at most maxGrowStep every
+// backlogEvery: the goroutine engine's growth rule. Without it a burst of
+// due requests (a park ends on the runtime's 1 ms timer) opened a
+// connection each while those in flight were about to free theirs:
+// measured at 20,000 req/s, the pool ran to --max-workers in the first
+// second and that second's p99 to 110 ms.
 func (l *loop) startDue() bool {
 	started := false
-	pacer := l.p.pacer
-	for !l.scheduleEnded && l.inflight < l.maxInflight {
+	l.waiting = waitNone
+	for !l.scheduleEnded && !l.stopping() {
 		now := l.p.Elapsed()
-		if l.nextAt > now || l.stopping() {
+		if l.nextAt > now {
 			break
 		}
-		res := Result{Seq: l.nextSeq, Intended: l.nextAt, Start: now}
+		if l.inflight >= l.maxInflight {
+			l.waiting = waitCap
+			break
+		}
 		fresh := l.nextFresh
+		var c *loopConn
+		if !fresh && l.kept >= l.planned {
+			c = l.reusable(now)
+			if c == nil && now-l.nextAt >= growAfterLag && now-l.polledAt > growAfterLag {
+				// Late, but the loop's word on its connections is old
+				// too: it is behind (starved of CPU), and responses may
+				// have come in. Look before growing.
+				l.handle(l.events[:l.poll()])
+				c = l.reusable(now)
+			}
+			if c == nil && (now-l.nextAt < growAfterLag || !l.mayGrow(now)) {
+				l.waiting = waitConn
+				break
+			}
+		}
+		res := Result{Seq: l.nextSeq, Intended: l.nextAt, Start: now}
 		l.nextSeq += uint64(len(l.e.loops))
 		var ok bool
-		l.nextAt, ok = pacer.Offset(l.nextSeq)
+		l.nextAt, ok = l.p.pacer.Offset(l.nextSeq)
 		l.scheduleEnded = !ok
 		l.nextFresh = l.rollFresh()
-		l.begin(res, fresh)
+		l.begin(res, fresh, c)
 		started = true
 	}
 	return started
+}
+
+// mayGrow spends one of the maxGrowStep connections the open model may
+// add beyond its plan every backlogEvery.
+func (l *loop) mayGrow(now time.Duration) bool {
+	if now-l.growFrom >= backlogEvery {
+		l.growFrom, l.grown = now, 0
+	}
+	if l.grown >= maxGrowStep {
+		return false
+	}
+	l.grown++
+	return true
 }
 
 // startSlots runs the closed model's slots: it gives back what is over
@@ -558,7 +630,12 @@ func (l *loop) startSlots() bool {
 		l.idleSlots--
 		now := l.p.Elapsed()
 		seq := l.p.seq.Add(1) - 1
-		l.begin(Result{Seq: seq, Intended: now, Start: now}, l.rollFresh())
+		fresh := l.rollFresh()
+		var c *loopConn
+		if !fresh {
+			c = l.reusable(now)
+		}
+		l.begin(Result{Seq: seq, Intended: now, Start: now}, fresh, c)
 		started = true
 	}
 	return started
@@ -576,8 +653,9 @@ func (l *loop) takeSlot() bool {
 	}
 }
 
-// begin starts res: on an idle kept-alive connection, or on a new one.
-func (l *loop) begin(res Result, fresh bool) {
+// begin starts res on c, an idle kept-alive connection, or when c is nil
+// on a new one (for this request alone when fresh).
+func (l *loop) begin(res Result, fresh bool, c *loopConn) {
 	l.inflight++
 	if !l.e.closed {
 		l.peaks.note(res.Start, l.inflight)
@@ -585,31 +663,30 @@ func (l *loop) begin(res Result, fresh bool) {
 			l.workers.Store(w)
 		}
 	}
-	if !fresh && (l.e.closed || l.kept >= l.planned) {
-		if c := l.reusable(res.Start); c != nil {
-			c.res = res
-			c.res.ConnReqs = c.served
-			c.res.ConnAge = max(0, res.Start-c.born)
-			c.deadline = res.Start + l.p.cfg.Timeout
-			l.noteDeadline(c.deadline)
-			l.send(c)
-			return
-		}
+	if c == nil {
+		l.dial(res, fresh)
+		return
 	}
-	l.dial(res, fresh)
+	c.res = res
+	c.res.ConnReqs = c.served
+	c.res.ConnAge = max(0, res.Start-c.born)
+	c.deadline = res.Start + l.p.cfg.Timeout
+	l.noteDeadline(c.deadline)
+	l.send(c)
 }
 
 // reusable takes the idle connection idle longest that can carry another
 // request. Events up to the last poll closed those the server closed; when
-// that poll is older than lateAfter (a loop running late on a starved
-// machine: a FIN may have come since), a non-blocking MSG_PEEK confirms it,
+// that poll and the connection's last read are both older than lateAfter
+// (a loop running late on a starved machine: a FIN may have come since), a
+// non-blocking MSG_PEEK confirms it,
 // so a request is never written into a connection the server already
 // closed or reset (the goroutine engine's conn.reusable, for the same
 // reason).
 func (l *loop) reusable(now time.Duration) *loopConn {
 	for {
 		c := l.idle.pop()
-		if c == nil || now-l.polledAt <= lateAfter || l.p.reuseBlindly || peekOpen(c.fd) {
+		if c == nil || now-max(l.polledAt, c.idleFrom) <= lateAfter || l.p.reuseBlindly || peekOpen(c.fd) {
 			return c
 		}
 		l.closeConn(c)
@@ -640,7 +717,7 @@ func (l *loop) newConn(fd int) *loopConn {
 		c = &loopConn{slot: int32(len(l.conns))}
 		l.conns = append(l.conns, c)
 	}
-	c.fd, c.served, c.dials, c.localIP = fd, 0, 0, false
+	c.fd, c.served, c.dials, c.localIP, c.idleFrom = fd, 0, 0, false, 0
 	c.out = c.out[:0]
 	return c
 }
@@ -941,6 +1018,7 @@ func (l *loop) complete(c *loopConn, leftover, closed bool) {
 		res.Class = HTTPStatus
 	}
 	c.served++
+	c.idleFrom = res.End
 	l.stream.Add(res)
 	l.requestEnded()
 	switch {

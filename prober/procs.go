@@ -6,12 +6,18 @@ import (
 )
 
 // Per-P budgets for the open model, measured on loopback against nginx (2
-// cores, see bench/RESULTS.md): one P holds 10,000 kept-alive req/s with a
+// cores, see bench/RESULTS.md), each well below where one P starts to fall
+// behind. The goroutine engine's P holds 10,000 kept-alive req/s with a
 // p99.9 of ~4 ms and 5,000 new connections per second; at 30,000 req/s its
-// schedule lag grows to ~200 ms. The budgets keep well below that.
+// schedule lag grows to ~200 ms. An event loop's P holds 50,000 kept-alive
+// req/s with a p99 of 4 ms and 10,000 new connections with 3 ms; at
+// 15,000 new connections its p99 passes 100 ms.
 const (
 	keepAlivePerProc = 12500.0
 	freshPerProc     = 3000.0
+
+	loopKeepAlivePerProc = 25000.0
+	loopFreshPerProc     = 6000.0
 )
 
 // Procs is how many Ps (GOMAXPROCS) the prober needs for cfg: in the open
@@ -26,7 +32,11 @@ func Procs(cfg Config, numCPU int) int {
 		return max(1, numCPU)
 	}
 	f := cfg.Conn.FreshFraction
-	need := cfg.Rate*(1-f)/keepAlivePerProc + cfg.Rate*f/freshPerProc
+	perKeptAlive, perFresh := keepAlivePerProc, freshPerProc
+	if engineFor(&cfg) == EngineLoops {
+		perKeptAlive, perFresh = loopKeepAlivePerProc, loopFreshPerProc
+	}
+	need := cfg.Rate*(1-f)/perKeptAlive + cfg.Rate*f/perFresh
 	return max(1, min(numCPU, int(math.Ceil(need))))
 }
 
