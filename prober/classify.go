@@ -55,12 +55,25 @@ func classify(err error, phase Phase, reused bool) Class {
 	return Reset
 }
 
+// statusClass is the outcome of a complete response with status: ok when
+// expected, else http_5xx or http_status.
+func statusClass(expect StatusSet, status int) Class {
+	switch {
+	case expect.Contains(status):
+		return OK
+	case status >= 500 && status <= 599:
+		return HTTP5xx
+	}
+	return HTTPStatus
+}
+
 // isLocalResourceError reports errors caused by the prober's own host running
-// out of something: descriptors, ephemeral ports, buffers, memory.
+// out of something: descriptors, ephemeral ports, buffers, memory, epoll
+// watches (ENOSPC from epoll_ctl: fs.epoll.max_user_watches).
 func isLocalResourceError(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.ENOBUFS) ||
-		errors.Is(err, syscall.ENOMEM)
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOSPC)
 }
 
 func isDNSError(err error) bool {

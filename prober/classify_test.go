@@ -41,6 +41,7 @@ func TestClassify(t *testing.T) {
 		{"too many open files", opErr("dial", syscall.EMFILE), PhaseDial, false, Local},
 		{"no ephemeral port", opErr("dial", syscall.EADDRNOTAVAIL), PhaseDial, false, Local},
 		{"no buffer space", opErr("write", syscall.ENOBUFS), PhaseWrite, true, Local},
+		{"no epoll watch left", opErr("epoll_ctl", syscall.ENOSPC), PhaseDial, false, Local},
 		{"local beats tls phase", opErr("dial", syscall.EMFILE), PhaseTLS, false, Local},
 		{"unknown mid-exchange", errors.New("weird"), PhaseReadHeaders, true, Reset},
 	}

@@ -586,14 +586,7 @@ func (w *worker) do(res *Result) {
 		return
 	}
 	res.Status = resp.status
-	switch {
-	case cfg.ExpectStatus.Contains(resp.status):
-		res.Class = OK
-	case resp.status >= 500 && resp.status <= 599:
-		res.Class = HTTP5xx
-	default:
-		res.Class = HTTPStatus
-	}
+	res.Class = statusClass(cfg.ExpectStatus, resp.status)
 	c.served++
 	c.idleFrom = res.End
 	if fresh || resp.close {

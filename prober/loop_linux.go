@@ -1009,14 +1009,7 @@ func (l *loop) complete(c *loopConn, leftover, closed bool) {
 		res.Backend = l.backend
 	}
 	res.Status = resp.status
-	switch {
-	case p.cfg.ExpectStatus.Contains(resp.status):
-		res.Class = OK
-	case resp.status >= 500 && resp.status <= 599:
-		res.Class = HTTP5xx
-	default:
-		res.Class = HTTPStatus
-	}
+	res.Class = statusClass(p.cfg.ExpectStatus, resp.status)
 	c.served++
 	c.idleFrom = res.End
 	l.stream.Add(res)
