@@ -58,19 +58,10 @@ func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
 			}
 		}
 		t.Logf("prober %v; wire %v; %d connections (%d fresh counted)", got, onWire.classes, onWire.syns, tot.Fresh)
-		for _, f := range pr.Recorder().Failures() {
-			if f.Class == Reset {
-				t.Logf("DEBUG reset: phase %v reqs %d fresh %v addr %+v err %v", f.Phase, f.ConnReqs, f.Fresh, f.Addr, f.Err)
-				for _, sg := range segs {
-					if sg.Src.Port() == f.Addr.Local.Port() || sg.Dst.Port() == f.Addr.Local.Port() {
-						t.Logf("DEBUG   %+v", sg)
-					}
-				}
-			}
-		}
 		for c := Class(0); c < numClasses; c++ {
 			if tot.Classes[c] != onWire.classes[c] {
 				t.Errorf("%s: the prober counts %d, the wire shows %d", c, tot.Classes[c], onWire.classes[c])
+				showOnTheWire(t, pr.Recorder().Failures(), c, segs)
 			}
 		}
 		if uint64(onWire.syns) != tot.Fresh {
@@ -80,6 +71,25 @@ func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
 			t.Errorf("the run did not span the stop: %v", got)
 		}
 	})
+}
+
+// showOnTheWire logs, for a class the wire and the prober disagree on,
+// each of the prober's failures of that class with its connection's
+// segments: the evidence to settle who is wrong.
+func showOnTheWire(t *testing.T, failures []Result, class Class, segs []capture.Segment) {
+	t.Helper()
+	for _, f := range failures {
+		if f.Class != class || f.Addr == nil {
+			continue
+		}
+		t.Logf("%s: phase %s, %d requests before on its connection, fresh %v, %v -> %v: %v",
+			class, f.Phase, f.ConnReqs, f.Fresh, f.Addr.Local, f.Addr.Remote, f.Err)
+		for _, s := range segs {
+			if s.Src.Port() == f.Addr.Local.Port() || s.Dst.Port() == f.Addr.Local.Port() {
+				t.Logf("    %+v", s)
+			}
+		}
+	}
 }
 
 // wireCounts is the referee's view of a run.
