@@ -205,6 +205,8 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 				return Summary{}, fmt.Errorf("prober: %w", err)
 			}
 			p.engine = EngineGoroutines // the automatic choice falls back
+		} else {
+			defer p.loops.release() // runs after every loop has exited (the wait below)
 		}
 	}
 	if p.engine == EngineGoroutines {

@@ -237,6 +237,7 @@ func startLoops(p *Prober, target netip.AddrPort, n int) (*loopEngine, error) {
 			for _, l := range e.loops {
 				l.release()
 			}
+			e.release()
 			return nil, err
 		}
 		e.loops = append(e.loops, l)
@@ -338,6 +339,7 @@ func newLoop(e *loopEngine, index int) (*loop, error) {
 	}
 	fail := func(err error) (*loop, error) {
 		l.release()
+		l.closeWake()
 		return nil, err
 	}
 	if err := syscall.SetNonblock(epfd, true); err != nil {
@@ -359,15 +361,31 @@ func newLoop(e *loopEngine, index int) (*loop, error) {
 	return l, nil
 }
 
-// release closes the loop's own descriptors.
+// release closes the loop's epoll set, as it exits. Its eventfd stays
+// open until the engine's release: other goroutines (Run, the tuner, a
+// loop giving slots back) may still wake it, and a closed descriptor's
+// number could meanwhile belong to another loop's new socket.
 func (l *loop) release() {
-	if l.wakeFd >= 0 {
-		_ = syscall.Close(l.wakeFd)
-	}
 	if l.epFile != nil {
 		_ = l.epFile.Close()
-	} else {
+	} else if l.epfd >= 0 {
 		_ = syscall.Close(l.epfd)
+	}
+}
+
+// closeWake closes the loop's eventfd.
+func (l *loop) closeWake() {
+	if l.wakeFd >= 0 {
+		_ = syscall.Close(l.wakeFd)
+		l.wakeFd = -1
+	}
+}
+
+// release closes what the loops shared with the rest of the run (their
+// eventfds), once every loop has exited: Run calls it last.
+func (e *loopEngine) release() {
+	for _, l := range e.loops {
+		l.closeWake()
 	}
 }
 
@@ -509,13 +527,19 @@ func (l *loop) event(c *loopConn, ev uint32) {
 		}
 	case connIdle:
 		// The server closed it, failed it or sent something unsolicited
-		// (a 408, say): it cannot carry another request.
+		// (a 408, say): it cannot carry another request. An input event
+		// alone may be stale, raised by the last segment of a response
+		// already read with the one before: a peek tells.
 		if l.p.reuseBlindly {
 			return // the test knob: reuse it without looking
 		}
-		l.closeConn(c)
+		if ev&(evRDHUP|evHup|evErr) != 0 || (ev&evIn != 0 && !peekOpen(c.fd)) {
+			l.closeConn(c)
+		}
 	case connLingering:
-		l.closeConn(c) // the FIN (or an error): done waiting
+		if ev&(evIn|evRDHUP|evHup|evErr) != 0 {
+			l.closeConn(c) // the FIN (or an error): done waiting
+		}
 	}
 }
 

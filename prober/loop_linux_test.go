@@ -179,3 +179,32 @@ func TestTunerMovesSlotsBetweenLoops(t *testing.T) {
 		t.Fatalf("%d loops, want one per P the tuner may try (2)", n)
 	}
 }
+
+// An event on an idle connection closes it only for what it says: a FIN,
+// a hang-up or an error at once; input only if something is there (an
+// edge-triggered set can report input a read already took); output never.
+func TestIdleConnectionEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events uint32
+		server func(net.Conn)
+		closed bool
+	}{
+		{"stale input: nothing there", evIn, nil, false},
+		{"output only", evOut, nil, false},
+		{"unsolicited bytes", evIn, func(s net.Conn) { _, _ = s.Write([]byte("HTTP/1.1 408 Request Timeout\r\n\r\n")) }, true},
+		{"the server's FIN", evIn | evRDHUP, func(s net.Conn) { s.Close() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, c, server := idleConnOn(t)
+			if tc.server != nil {
+				tc.server(server)
+				time.Sleep(20 * time.Millisecond) // on loopback, delivered long before
+			}
+			l.event(c, tc.events)
+			if closed := c.state == connFree; closed != tc.closed {
+				t.Fatalf("closed %v, want %v", closed, tc.closed)
+			}
+		})
+	}
+}

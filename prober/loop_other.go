@@ -23,3 +23,4 @@ func startLoops(*Prober, netip.AddrPort, int) (*loopEngine, error) {
 func (*loopEngine) setProcs(n int) int { return n }
 func (*loopEngine) wake()              {}
 func (*loopEngine) workers() int       { return 0 }
+func (*loopEngine) release()           {}
