@@ -35,12 +35,18 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 		spread bool
 		// minCertain is the least share of the failures checked on the
 		// wire that must be certain: naive's readiness probe connects
-		// and its deletions are dated by the revision clock, so most of
+		// and its deletions are dated by the revision clock, so many of
 		// its failures can have had only one cause (late-ready's new pods
 		// have no readiness probe: refusals stay honestly ambiguous).
+		// Without the clock 5 of 105 were certain; with it, 14 runs here
+		// gave 19-61% (5 counted by class: refusals 65-100%, connect
+		// timeouts 19-38%, as which vanished IP a node still routed to
+		// depends on its kube-proxy's lag, which rollprobe cannot see,
+		// and the 3 deletions come 0.6 s apart). A tenth tells the two
+		// apart with room for that spread.
 		minCertain float64
 	}{
-		{"naive", []string{"--conn", "new"}, true, 0.2},
+		{"naive", []string{"--conn", "new"}, true, 0.1},
 		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false, 0},
 		// Cuts on kept-alive connections: each one's SYN was sent when its
 		// connection was made, before the rollout.
