@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -592,7 +595,42 @@ func ensureSample(t *testing.T, ctx context.Context, c *lab.Client, sample strin
 		t.Fatal(err)
 	}
 	waitServing(t, ctx, svc.Spec.ClusterIP)
+	waitEveryEndpointServes(t, ctx, c, sample)
 	return svc.Spec.ClusterIP
+}
+
+// waitEveryEndpointServes waits until each ready endpoint of service
+// answers 200 at its own address: a run's baseline must find the target
+// healthy, and a sample whose pods turn ready before they listen
+// (late-ready) answers through one pod while another still refuses (a
+// fresh-clone CI run's baseline met one such refusal).
+func waitEveryEndpointServes(t *testing.T, ctx context.Context, c *lab.Client, service string) {
+	t.Helper()
+	list, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, s := range list.Items {
+		if len(s.Ports) != 1 || s.Ports[0].Port == nil {
+			t.Fatalf("endpoint slice %s has ports %v, want one", s.Name, s.Ports)
+		}
+		for _, e := range s.Endpoints {
+			if is(e.Conditions.Ready) {
+				for _, a := range e.Addresses {
+					urls = append(urls, fmt.Sprintf("http://%s/", net.JoinHostPort(a, strconv.Itoa(int(*s.Ports[0].Port)))))
+				}
+			}
+		}
+	}
+	if len(urls) == 0 {
+		t.Fatalf("service %s has no ready endpoint", service)
+	}
+	for _, u := range urls {
+		if err := waitServingFrom(ctx, firstNode().NS, u); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func findingByID(r *report.Report, id string) *report.Finding {
