@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -69,9 +68,8 @@ type Prober struct {
 
 	// engine is the engine chosen for the run (New, then Run if the loops
 	// cannot start); loops is the event-loop engine while it runs.
-	engine   Engine
-	loopAddr netip.AddrPort
-	loops    *loopEngine
+	engine Engine
+	loops  *loopEngine
 	// aborting: the run's context was canceled; the loops cut every
 	// attempt in flight.
 	aborting atomic.Bool
@@ -108,9 +106,6 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
 	p.engine = engineFor(&p.cfg)
-	if p.engine == EngineLoops {
-		p.loopAddr, _ = loopTarget(&p.cfg)
-	}
 	return p, nil
 }
 
@@ -199,8 +194,9 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 		} else {
 			loops = min(loops, p.cfg.MaxWorkers)
 		}
+		addr, _ := loopTarget(&p.cfg) // engineFor chose the loops: it can serve the target
 		var err error
-		if p.loops, err = startLoops(p, p.loopAddr, loops); err != nil {
+		if p.loops, err = startLoops(p, addr, loops); err != nil {
 			if p.cfg.Engine == EngineLoops {
 				return Summary{}, fmt.Errorf("prober: %w", err)
 			}

@@ -1048,7 +1048,7 @@ func (l *loop) complete(c *loopConn, leftover, closed bool) {
 		l.noteDeadline(c.deadline)
 	case c.oneRequest || resp.close || leftover || closed:
 		l.closeConn(c)
-	case !l.e.closed && l.kept > max(l.planned, 2*l.peaks.max(res.End)):
+	case !l.e.closed && l.kept > l.planned && l.kept > 2*l.peaks.max(res.End):
 		l.closeConn(c) // more idle connections than the recent peak needs
 	default:
 		c.state = connIdle

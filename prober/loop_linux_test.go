@@ -154,7 +154,7 @@ func TestLoopsTellASelfConnect(t *testing.T) {
 
 // The closed model's P tuner moves slots between loops while requests are
 // in flight: never more in flight than the concurrency, none lost or sent
-// twice, and the run ends on the P count it chose.
+// twice, and one loop for each P the tuner may try.
 func TestTunerMovesSlotsBetweenLoops(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // the tuner sets it for the whole process
 	srv := startServer(t)

@@ -74,10 +74,9 @@ func newProcTuner(maxProcs int, setProcs func(int) int, completed func() uint64)
 }
 
 // shorter gives the tuner the event loops' shorter trials.
-func (t *procTuner) shorter() *procTuner {
+func (t *procTuner) shorter() {
 	t.settle, t.window = loopTuneSettle, loopTuneWindow
 	t.settleUntil = min(t.settleUntil, t.settle)
-	return t
 }
 
 // Procs is the P count in effect (the chosen one once done).

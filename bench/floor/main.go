@@ -23,6 +23,17 @@ import (
 	"time"
 )
 
+// Epoll bits as epoll(7) names them (package syscall's EPOLLET is negative).
+const (
+	epollRDHUP = 0x2000 // the peer closed its side (its FIN is in)
+	epollET    = 1 << 31
+)
+
+// drainFor bounds the wait, once the sending window is over, for answers
+// and FINs still to come: a server that never answers cannot keep the
+// floor running (what is left then counts as failed).
+const drainFor = 5 * time.Second
+
 type conn struct {
 	fd      int
 	reading bool // connected and the request sent
@@ -92,13 +103,22 @@ func run(ap netip.AddrPort, rate float64, dur time.Duration, evidence, finwait b
 				_ = syscall.Close(fd)
 				continue
 			}
-			ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | 0x2000 | 1<<31, Fd: int32(fd)}
+			ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | epollRDHUP | epollET, Fd: int32(fd)}
 			if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 				return sent, answered, failed, err
 			}
 			conns[int32(fd)] = &conn{fd: fd}
 		}
 		if now >= dur && len(conns) == 0 {
+			return sent, answered, failed, nil
+		}
+		if now >= dur+drainFor {
+			for _, c := range conns {
+				if !c.done { // answered already: only its FIN is missing
+					failed++
+				}
+				closeConn(c)
+			}
 			return sent, answered, failed, nil
 		}
 		n, _ := syscall.EpollWait(ep, events, 0)
@@ -144,7 +164,7 @@ func run(ap netip.AddrPort, rate float64, dur time.Duration, evidence, finwait b
 					continue
 				}
 				answered++
-				if !finwait || ev.Events&0x2000 != 0 {
+				if !finwait || ev.Events&epollRDHUP != 0 {
 					closeConn(c)
 					continue
 				}
