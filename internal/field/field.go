@@ -7,6 +7,7 @@ package field
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is one bad value of one field.
@@ -14,13 +15,26 @@ type Error struct {
 	Field   string // the domain's name of the field, e.g. "Timeout"
 	Value   string // the value as the user wrote it, "" to show none
 	Problem string // what is wrong, e.g. "must be positive"
+	// Other, when set, is a second field the problem is with (renamed as
+	// Field is); Problem names it with OtherPlaceholder.
+	Other string
 }
 
+// OtherPlaceholder stands for Error.Other in Error.Problem.
+const OtherPlaceholder = "{other}"
+
 func (e *Error) Error() string {
+	problem := strings.ReplaceAll(e.Problem, OtherPlaceholder, e.Other)
 	if e.Value == "" {
-		return e.Field + ": " + e.Problem
+		return e.Field + ": " + problem
 	}
-	return fmt.Sprintf("%s %s: %s", e.Field, e.Value, e.Problem)
+	return fmt.Sprintf("%s %s: %s", e.Field, e.Value, problem)
+}
+
+// Conflict reports a value of a field that conflicts with another field's;
+// problem names the other with OtherPlaceholder.
+func Conflict(name string, value any, other, problem string) *Error {
+	return &Error{Field: name, Value: fmt.Sprint(value), Other: other, Problem: problem}
 }
 
 // Invalid reports a bad value of a field; value is formatted with %v.
@@ -43,12 +57,14 @@ func Rename(err error, names map[string]string) error {
 	}
 	var fe *Error
 	if errors.As(err, &fe) && err == error(fe) {
+		renamed := *fe
 		if flag, ok := names[fe.Field]; ok {
-			renamed := *fe
 			renamed.Field = flag
-			return &renamed
 		}
-		return fe
+		if flag, ok := names[fe.Other]; ok {
+			renamed.Other = flag
+		}
+		return &renamed
 	}
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
