@@ -29,6 +29,9 @@ type Facts struct {
 	// LostProbers says, for each in-cluster prober whose results are
 	// incomplete, which and why: the run cannot prove anything.
 	LostProbers []string
+	// Internal, when set, is rollprobe's own failure during the run (a
+	// recovered panic, an engine that stopped on its own): exit 70.
+	Internal string
 }
 
 // Verdict is the outcome of a run as CI sees it.
@@ -39,6 +42,30 @@ type Verdict struct {
 	// Inconclusive: the run could not prove anything either way.
 	Inconclusive bool `json:"inconclusive"`
 	Interrupted  bool `json:"interrupted"`
+	// OutputsFailed names each output that could not be written (the
+	// report file itself is then missing, and this is read from the JUnit,
+	// the HTML page or the summary); the exit code accounts for it.
+	OutputsFailed []string `json:"outputs_failed,omitempty"`
+}
+
+// WithOutputsFailed is v for a run some of whose outputs could not be
+// written, each named in failed ("the JUnit XML junit.xml: no space left
+// on device"): each becomes a reason, the run no longer passes, and the
+// exit code is OutputFailed unless the verdict's own code takes
+// precedence (exitcode.WithOutputFailure). The summary, the JUnit and the
+// outputs that were written then state the process's real exit code.
+func (v Verdict) WithOutputsFailed(failed []string) Verdict {
+	if len(failed) == 0 {
+		return v
+	}
+	v.Reasons = append([]string(nil), v.Reasons...) // v shares its slices with the report it came from
+	for _, f := range failed {
+		v.Reasons = append(v.Reasons, "could not write "+f)
+	}
+	v.OutputsFailed = append(append([]string(nil), v.OutputsFailed...), failed...)
+	v.ExitCode = exitcode.WithOutputFailure(v.ExitCode)
+	v.Pass = false
+	return v
 }
 
 // VerdictWord is the run's verdict in one word, as the HTML page, the JUnit
@@ -55,9 +82,11 @@ func (r *Report) VerdictWord() string {
 }
 
 // Judge applies the budget. Precedence when several things went wrong: an
-// interruption (130) wins, then a failed rollout (3), then failures above
-// budget (1) — observed drops are real evidence even from a prober that
-// fell behind — then inconclusive (4). Every reason is listed either way.
+// interruption (130) wins, then rollprobe's own failure (70: nothing else
+// it concluded can be trusted), then a failed rollout (3), then failures
+// above budget (1) — observed drops are real evidence even from a prober
+// that fell behind — then inconclusive (4). Every reason is listed either
+// way. (5, an output not written, is decided after Judge: WithOutputsFailed.)
 func Judge(f Facts, b Budget) Verdict {
 	v := Verdict{Reasons: []string{}}
 	overBudget := f.Failed > b.MaxFailures
@@ -90,6 +119,10 @@ func Judge(f Facts, b Budget) Verdict {
 		v.Inconclusive = true
 		v.Reasons = append(v.Reasons, "no request was sent")
 	}
+	if f.Internal != "" {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, "internal error: "+f.Internal)
+	}
 	if f.Interrupted {
 		v.Interrupted = true
 		v.Reasons = append(v.Reasons, "interrupted before the end: the results cover only part of the run")
@@ -97,6 +130,8 @@ func Judge(f Facts, b Budget) Verdict {
 	switch {
 	case f.Interrupted:
 		v.ExitCode = exitcode.Interrupted
+	case f.Internal != "":
+		v.ExitCode = exitcode.Internal
 	case f.RolloutFailed != "":
 		v.ExitCode = exitcode.RolloutFailed
 	case overBudget:

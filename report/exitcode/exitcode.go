@@ -30,7 +30,15 @@ const (
 	// not be written; the summary was still printed. Precedence: 130, 3,
 	// 1, then this, then 4.
 	OutputFailed Code = 5
-	// Interrupted: stopped by SIGINT/SIGTERM; the report is still written.
+	// Internal: rollprobe itself failed after the run began (a panic in
+	// one of its goroutines, an engine that stopped on its own): the
+	// report is still written and says so, and nothing it measured may be
+	// trusted as proof. 70 is EX_SOFTWARE in BSD's sysexits.h. Never 2:
+	// past the trigger something was changed, and Go's runtime exits 2 on
+	// an unrecovered panic, which must not read as "nothing was changed".
+	// Precedence: 130, then this, then 3, 1, 5, 4.
+	Internal Code = 70
+	// Interrupted: stopped by SIGINT/SIGTERM/SIGHUP; the report is still written.
 	Interrupted Code = 130
 )
 
@@ -48,6 +56,8 @@ func (c Code) String() string {
 		return "inconclusive"
 	case OutputFailed:
 		return "an output could not be written"
+	case Internal:
+		return "internal error"
 	case Interrupted:
 		return "interrupted"
 	}
@@ -74,6 +84,10 @@ func With(code Code, err error) error { return &Error{Code: code, Err: err} }
 
 // UsageError marks err as a usage, configuration or preflight error (exit 2).
 func UsageError(err error) error { return With(Usage, err) }
+
+// InternalError marks err as rollprobe's own failure after the run began
+// (exit 70).
+func InternalError(err error) error { return With(Internal, err) }
 
 // Silent is an error whose message has already been reported (the verdict
 // printed with the report); the root command exits with its code and prints
@@ -136,7 +150,7 @@ func innermost(err error) (Code, bool) {
 // OutputFailed otherwise.
 func WithOutputFailure(code Code) Code {
 	switch code {
-	case Interrupted, RolloutFailed, Failures:
+	case Interrupted, Internal, RolloutFailed, Failures:
 		return code
 	}
 	return OutputFailed

@@ -143,14 +143,17 @@ func Text(w io.Writer, r *report.Report) error {
 	return err
 }
 
-// VerdictWord is the verdict in one word: PASS, FAIL, INCONCLUSIVE or
-// INTERRUPTED.
+// VerdictWord is the verdict in one word: PASS, FAIL, INCONCLUSIVE,
+// INTERRUPTED, or ERROR (rollprobe failed, or an output could not be
+// written, and nothing took precedence).
 func VerdictWord(r *report.Report) string {
 	switch {
 	case r.Verdict.Pass:
 		return "PASS"
 	case r.Verdict.Interrupted:
 		return "INTERRUPTED"
+	case r.Verdict.ExitCode == exitcode.Internal || r.Verdict.ExitCode == exitcode.OutputFailed:
+		return "ERROR"
 	case r.Verdict.Inconclusive && r.Verdict.ExitCode == exitcode.Inconclusive:
 		return "INCONCLUSIVE"
 	}
