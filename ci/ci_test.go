@@ -2,8 +2,11 @@ package ci
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/rollprobe/rollprobe/internal/fixture"
 	"github.com/rollprobe/rollprobe/internal/golden"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 func TestJUnit(t *testing.T) {
@@ -97,6 +101,104 @@ func TestJUnitErrorsAndProperties(t *testing.T) {
 	s = decode(inconclusive)
 	if c := caseNamed(s, "the run is conclusive"); c.Error == nil || !strings.Contains(c.Error.Body, "80%") || s.Failures != 0 || s.Errors != 1 {
 		t.Errorf("inconclusive: %+v (failures %d errors %d)", c, s.Failures, s.Errors)
+	}
+
+	// An interrupted run that dropped nothing is not green.
+	interrupted := fixture.NaiveRun()
+	interrupted.Totals.Failed, interrupted.Findings = 0, nil
+	interrupted.Verdict = report.Judge(report.Facts{Sent: 100, Interrupted: true}, report.Budget{})
+	s = decode(interrupted)
+	if c := caseNamed(s, "the run ran to its end"); c.Error == nil || !strings.Contains(c.Error.Message, "130") || s.Errors != 1 {
+		t.Errorf("interrupted: %+v (failures %d errors %d)", c, s.Failures, s.Errors)
+	}
+}
+
+// One output that cannot be written at the end makes the exit code 5, and
+// every output that was written says so: the summary line, the report
+// file and the JUnit state exit 5 and name the output.
+func TestOutputFailureIsStatedEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	o := Outputs{ReportPath: filepath.Join(dir, "r.json"), JUnitPath: filepath.Join(dir, "j.xml"),
+		HTMLPath: filepath.Join(dir, "gone", "page.html"), Format: FormatText, Getenv: func(string) string { return "" }}
+	var stdout, stderr bytes.Buffer
+	o.Stdout, o.Stderr = &stdout, &stderr
+	pass := fixture.NaiveRun()
+	pass.Totals.Failed, pass.Findings = 0, nil
+	pass.Verdict = report.Judge(report.Facts{Sent: 100}, report.Budget{})
+	err := Publish(pass, o)
+	if code := exitcode.Of(err); code != exitcode.OutputFailed {
+		t.Fatalf("exit %d, want 5 (%v)", code, err)
+	}
+	if !strings.Contains(stdout.String(), "verdict: ERROR (exit 5)") || !strings.Contains(stdout.String(), "could not write the HTML page") {
+		t.Errorf("the summary does not state exit 5 and why:\n%s", stdout.String())
+	}
+	if strings.Contains(stdout.String(), "\nhtml:") || !strings.Contains(stdout.String(), "report: "+o.ReportPath) {
+		t.Errorf("the summary lists the wrong files:\n%s", stdout.String())
+	}
+	rep, err := report.ReadFile(o.ReportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict.ExitCode != exitcode.OutputFailed || rep.Verdict.Pass || len(rep.Verdict.OutputsFailed) != 1 {
+		t.Errorf("the report file's verdict %+v", rep.Verdict)
+	}
+	junit, _ := os.ReadFile(o.JUnitPath)
+	if !strings.Contains(string(junit), `name="every output was written"`) || !strings.Contains(string(junit), "exit 5") {
+		t.Errorf("the JUnit does not say so:\n%s", junit)
+	}
+}
+
+// "-" writes an artifact to standard output, and the summary then goes to
+// standard error, so that standard output is the artifact alone.
+func TestArtifactOnStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o := Outputs{ReportPath: Stdio, Format: FormatText, Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	r := fixture.NaiveRun()
+	_ = Publish(r, o)
+	var back report.Report
+	if err := json.Unmarshal(stdout.Bytes(), &back); err != nil || back.Totals.Sent != r.Totals.Sent {
+		t.Fatalf("standard output is not the report alone: %v\n%.300s", err, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "verdict: FAIL (exit 1)") {
+		t.Errorf("the summary did not go to stderr:\n%s", stderr.String())
+	}
+}
+
+// Two outputs at one file are refused before anything runs, compared as
+// files; the null device may take several, standard output only one.
+func TestOutputsAtOneFile(t *testing.T) {
+	dir := t.TempDir()
+	same := filepath.Join(dir, "same.json")
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(same, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Outputs
+		ok   bool
+	}{
+		{"one string", Outputs{ReportPath: same, JUnitPath: same}, false},
+		{"through a link", Outputs{ReportPath: same, HTMLPath: link}, false},
+		{"dot", Outputs{ReportPath: same, HTMLPath: filepath.Join(dir, ".", "same.json")}, false},
+		{"two stdouts", Outputs{ReportPath: Stdio, JUnitPath: Stdio}, false},
+		{"stdout and -o json", Outputs{ReportPath: Stdio, Format: FormatJSON}, false},
+		{"the null device", Outputs{ReportPath: os.DevNull, JUnitPath: os.DevNull, HTMLPath: os.DevNull}, true},
+		{"different files", Outputs{ReportPath: same, JUnitPath: filepath.Join(dir, "j.xml"), HTMLPath: Stdio}, true},
+	} {
+		err := tc.o.Check()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Check() = %v", tc.name, err)
+		}
+		if !tc.ok && tc.o.Format != FormatJSON && !strings.Contains(fmt.Sprint(err), "the same file as") {
+			t.Errorf("%s: %v does not say why", tc.name, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the check left %d entries", len(entries))
 	}
 }
 

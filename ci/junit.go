@@ -118,6 +118,17 @@ func Checks(r *report.Report) []Check {
 		checks = append(checks, Check{Name: "the run is conclusive", Failed: true, Error: true, Message: "inconclusive",
 			Detail: strings.Join(r.Verdict.Reasons, "\n")})
 	}
+	// An interrupted run proved nothing about the part it did not see: an
+	// error, never a green suite.
+	if r.Verdict.Interrupted {
+		checks = append(checks, Check{Name: "the run ran to its end", Failed: true, Error: true,
+			Message: fmt.Sprintf("interrupted (exit %d)", r.Verdict.ExitCode), Detail: strings.Join(r.Verdict.Reasons, "\n")})
+	}
+	if len(r.Verdict.OutputsFailed) > 0 {
+		checks = append(checks, Check{Name: "every output was written", Failed: true, Error: true,
+			Message: fmt.Sprintf("%d output(s) could not be written (exit %d)", len(r.Verdict.OutputsFailed), r.Verdict.ExitCode),
+			Detail:  strings.Join(r.Verdict.OutputsFailed, "\n")})
+	}
 	return checks
 }
 

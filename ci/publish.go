@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,20 +33,65 @@ type Outputs struct {
 	Getenv func(string) string
 }
 
+// Stdio is the path that means standard output: the artifact is written
+// there, and the summary then goes to standard error, so that standard
+// output carries the artifact alone.
+const Stdio = "-"
+
 // Check reports, before anything is sent or changed, why an output could
-// not be written (a missing directory, a directory at the path): a usage
-// error for the command, exit 2. Each problem is a *field.Error naming
-// the field (ReportPath, JUnitPath, HTMLPath), for the command to rename.
+// not be written (a missing directory, a directory at the path, a name too
+// long), and refuses two outputs at one file (compared as files: through
+// links, directories resolved; the null device may take several) or two
+// on standard output: a usage error for the command, exit 2. Each problem
+// is a *field.Error naming the field (ReportPath, JUnitPath, HTMLPath), for
+// the command to rename.
 func (o Outputs) Check() error {
 	var errs []error
-	for _, out := range []struct{ field, path string }{{"ReportPath", o.ReportPath}, {"JUnitPath", o.JUnitPath}, {"HTMLPath", o.HTMLPath}} {
-		if out.path != "" {
-			if err := atomicfile.CheckWritable(out.path); err != nil {
-				errs = append(errs, field.Invalid(out.field, out.path, err.Error()))
+	type out struct{ field, path string }
+	var outs []out
+	for _, f := range o.files() {
+		if f.path != "" {
+			outs = append(outs, out{f.field, f.path})
+		}
+	}
+	for i, a := range outs {
+		if a.path == Stdio {
+			if o.Format == FormatJSON {
+				errs = append(errs, field.Invalid(a.field, a.path, "standard output already carries the summary as JSON"))
+			}
+		} else if err := atomicfile.CheckWritable(a.path); err != nil {
+			errs = append(errs, field.Invalid(a.field, a.path, err.Error()))
+			continue
+		}
+		for _, b := range outs[:i] {
+			same := a.path == Stdio && b.path == Stdio
+			if a.path != Stdio && b.path != Stdio && !atomicfile.SameFile(a.path, os.DevNull) {
+				same = atomicfile.SameFile(a.path, b.path)
+			}
+			if same {
+				errs = append(errs, field.Conflict(a.field, a.path, b.field, "the same file as "+field.OtherPlaceholder+": one would overwrite the other"))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ToStdout says whether an artifact is written to standard output (the
+// summary then goes to standard error, and no dashboard may take it).
+func (o Outputs) ToStdout() bool {
+	for _, f := range o.files() {
+		if f.path == Stdio {
+			return true
+		}
+	}
+	return false
+}
+
+// file is one artifact output: its field, path and name in messages.
+type file struct{ field, path, label string }
+
+func (o Outputs) files() []file {
+	return []file{{"ReportPath", o.ReportPath, "the JSON report"}, {"HTMLPath", o.HTMLPath, "the HTML page"}, {"JUnitPath", o.JUnitPath, "the JUnit XML"}}
 }
 
 // Output formats of the summary on stdout.
@@ -56,9 +102,9 @@ const (
 
 // document is one command's result as the publishing pipeline sees it.
 type document struct {
-	artifact func(path string) error // nil: the command writes no report file
+	artifact func(w io.Writer) error // the JSON report; nil: the command writes no report file
 	page     func(io.Writer) error   // the HTML page; nil: none
-	suite    Suite
+	junit    func(io.Writer) error
 	checks   []Check
 	markdown func(io.Writer) error
 	text     func(io.Writer) error
@@ -67,16 +113,17 @@ type document struct {
 	// outputs are the step outputs written to $GITHUB_OUTPUT under GitHub
 	// Actions, besides exit-code and the paths of the files written.
 	outputs [][2]string
+	// amend, when set, is the document once outputs could not be written
+	// (each named in failed): its verdict, JUnit and summary then state
+	// the real exit code. nil: only the code changes.
+	amend func(failed []string) document
 }
 
-// Publish writes every output requested for a probe or run report and
-// returns the verdict's exit code as a Silent error (the summary has
-// explained it), or nil on a pass.
-func Publish(r *report.Report, o Outputs) error {
-	return publish(document{
-		artifact: func(path string) error { return report.WriteFile(path, r) },
+func reportDocument(r *report.Report) document {
+	return document{
+		artifact: func(w io.Writer) error { return report.Encode(w, r) },
 		page:     func(w io.Writer) error { return htmlreport.Write(w, r) },
-		suite:    suiteOf(r),
+		junit:    func(w io.Writer) error { return WriteJUnit(w, r) },
 		checks:   Checks(r),
 		markdown: func(w io.Writer) error { return render.Markdown(w, r) },
 		text:     func(w io.Writer) error { return render.Text(w, r) },
@@ -84,7 +131,21 @@ func Publish(r *report.Report, o Outputs) error {
 		code:     r.Verdict.ExitCode,
 		outputs: [][2]string{{"verdict", r.VerdictWord()}, {"failed", fmt.Sprint(r.Totals.Failed)},
 			{"sent", fmt.Sprint(r.Totals.Sent)}},
-	}, o)
+		amend: func(failed []string) document {
+			amended := *r
+			amended.Verdict = r.Verdict.WithOutputsFailed(failed)
+			return reportDocument(&amended)
+		},
+	}
+}
+
+// Publish writes every output requested for a probe or run report and
+// returns the verdict's exit code as a Silent error (the summary has
+// explained it), or nil on a pass.
+func Publish(r *report.Report, o Outputs) error {
+	p := NewPublication(r, o)
+	p.WriteFiles()
+	return p.Finish()
 }
 
 // PublishDoctor writes every output requested for a doctor result: exit 1
@@ -94,88 +155,181 @@ func PublishDoctor(r report.DoctorResult, o Outputs) error {
 	if !r.Pass {
 		code = exitcode.Failures
 	}
-	return publish(document{
-		suite:    Suite{Name: fmt.Sprintf("rollprobe doctor %s/%s", r.Namespace, r.Deployment), Classname: "rollprobe.doctor", Started: time.Now()},
-		checks:   DoctorChecks(r),
+	suite := Suite{Name: fmt.Sprintf("rollprobe doctor %s/%s", r.Namespace, r.Deployment), Classname: "rollprobe.doctor", Started: time.Now()}
+	checks := DoctorChecks(r)
+	p := &Publication{o: o, d: document{
+		junit:    func(w io.Writer) error { return WriteJUnitChecks(w, suite, checks) },
+		checks:   checks,
 		markdown: func(w io.Writer) error { return render.DoctorMarkdown(w, r) },
 		text:     func(w io.Writer) error { return render.DoctorText(w, r) },
 		json:     r,
 		code:     code,
-	}, o)
+	}}
+	p.WriteFiles()
+	return p.Finish()
 }
 
-// publish is the one pipeline: the artifacts first, then the GitHub step
-// summary, the summary on stdout and the annotations last (they follow the
-// summary in the log). An artifact that cannot be written (the disk filled
-// up since Check) is reported on stderr and the rest is still written: the
-// summary is the evidence of last resort. The exit code is then
-// OutputFailed unless the verdict's own code takes precedence.
-func publish(d document, o Outputs) error {
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
+// Publication is one result on its way out, in two steps: WriteFiles (the
+// artifacts and the GitHub step summary: what must exist once the run has
+// ended, before anything says it does) and Finish (the summary on stdout,
+// the annotations, the step outputs). A dashboard shows its end screen
+// between the two, naming only the files written and the real exit code.
+type Publication struct {
+	o       Outputs
+	d       document
+	written []Written
+	failed  []string
+	wrote   bool
+}
+
+// Written is an output that was written: its flag's field, its label in
+// the summary ("report", "html", "junit") and its path.
+type Written struct{ Field, Label, Path string }
+
+// NewPublication prepares the outputs of a probe or run report.
+func NewPublication(r *report.Report, o Outputs) *Publication {
+	return &Publication{o: o, d: reportDocument(r)}
+}
+
+// WriteFiles writes the report, the HTML page and the JUnit XML, then the
+// GitHub step summary. An output that cannot be written (the disk filled
+// up since Check) is reported on stderr and the rest is still written;
+// the verdict then names it and the outputs already written are written
+// again with that verdict, so none of them claims an exit code the
+// process will not have.
+func (p *Publication) WriteFiles() {
+	if p.wrote {
+		return
 	}
-	outputFailed := false
-	failed := func(err error) {
-		fmt.Fprintf(o.Stderr, "rollprobe: %v\n", err)
-		outputFailed = true
+	p.wrote = true
+	type artifact struct {
+		file
+		write func(io.Writer) error
 	}
-	if o.ReportPath != "" && d.artifact != nil {
-		if err := d.artifact(o.ReportPath); err != nil {
-			failed(err)
+	artifactsOf := func(d document) []artifact {
+		var as []artifact
+		for _, f := range p.o.files() {
+			var w func(io.Writer) error
+			switch f.field {
+			case "ReportPath":
+				w = d.artifact
+			case "HTMLPath":
+				w = d.page
+			case "JUnitPath":
+				w = d.junit
+			}
+			if f.path != "" && w != nil {
+				as = append(as, artifact{f, w})
+			}
+		}
+		return as
+	}
+	var ok []artifact
+	for _, a := range artifactsOf(p.d) {
+		if err := p.writeOne(a.path, a.write); err != nil {
+			fmt.Fprintf(p.o.Stderr, "rollprobe: %s: %v\n", a.label, err)
+			p.failed = append(p.failed, fmt.Sprintf("%s %s: %v", a.label, a.path, errors.Unwrap(err)))
+		} else {
+			ok = append(ok, a)
 		}
 	}
-	if o.HTMLPath != "" && d.page != nil {
-		if err := atomicfile.Write(o.HTMLPath, d.page); err != nil {
-			failed(err)
+	if len(p.failed) > 0 {
+		if p.d.amend != nil {
+			p.d = p.d.amend(p.failed)
+		}
+		p.d.code = exitcode.WithOutputFailure(p.d.code)
+		again := ok
+		ok = nil
+		for _, a := range artifactsOf(p.d) {
+			if !slices.ContainsFunc(again, func(b artifact) bool { return b.field == a.field }) {
+				continue
+			}
+			if err := p.writeOne(a.path, a.write); err != nil {
+				fmt.Fprintf(p.o.Stderr, "rollprobe: %s: %v\n", a.label, err)
+				continue
+			}
+			ok = append(ok, a)
 		}
 	}
-	if o.JUnitPath != "" {
-		if err := atomicfile.Write(o.JUnitPath, func(w io.Writer) error { return WriteJUnitChecks(w, d.suite, d.checks) }); err != nil {
-			failed(err)
-		}
+	for _, a := range ok {
+		p.written = append(p.written, Written{a.field, writtenLabel[a.field], a.path})
 	}
-	github := getenv("GITHUB_ACTIONS") == "true"
-	if path := getenv("GITHUB_STEP_SUMMARY"); github && path != "" {
+	getenv := p.getenv()
+	if path := getenv("GITHUB_STEP_SUMMARY"); getenv("GITHUB_ACTIONS") == "true" && path != "" {
 		capped := func(w io.Writer) error {
 			var md bytes.Buffer
-			if err := d.markdown(&md); err != nil {
+			if err := p.d.markdown(&md); err != nil {
 				return err
 			}
 			_, err := w.Write(capSummary(md.Bytes()))
 			return err
 		}
 		if err := appendFile(path, capped); err != nil {
-			fmt.Fprintf(o.Stderr, "rollprobe: step summary: %v\n", err)
+			fmt.Fprintf(p.o.Stderr, "rollprobe: step summary: %v\n", err)
 		}
+	}
+}
+
+// writeOne writes one artifact: to standard output for "-", else through
+// atomicfile (in place for devices and FIFOs).
+func (p *Publication) writeOne(path string, write func(io.Writer) error) error {
+	if path == Stdio {
+		if err := write(p.o.Stdout); err != nil {
+			return fmt.Errorf("write standard output: %w", err)
+		}
+		return nil
+	}
+	return atomicfile.Write(path, write)
+}
+
+// Code is the exit code the process will have once Finish has printed the
+// summary: the verdict's, or OutputFailed when an output could not be
+// written and nothing takes precedence.
+func (p *Publication) Code() exitcode.Code { return p.d.code }
+
+// Written is every artifact written, in the order report, HTML, JUnit.
+func (p *Publication) Written() []Written { return p.written }
+
+// Failed names each artifact that could not be written, and why.
+func (p *Publication) Failed() []string { return p.failed }
+
+// Finish writes what is left (WriteFiles first if it was not called): the
+// summary (on stdout, or stderr when an artifact went to stdout), the
+// GitHub annotations and step outputs. It returns the exit code as a
+// Silent error (the summary has explained it), or nil on a pass.
+func (p *Publication) Finish() error {
+	p.WriteFiles()
+	o, d := p.o, p.d
+	summary := o.Stdout
+	if o.ToStdout() {
+		summary = o.Stderr
 	}
 	var err error
 	if o.Format == FormatJSON {
-		enc := json.NewEncoder(o.Stdout)
+		enc := json.NewEncoder(summary)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(d.json)
 	} else {
-		err = d.text(o.Stdout)
-		if err == nil && o.ReportPath != "" && d.artifact != nil && !outputFailed {
-			_, err = fmt.Fprintf(o.Stdout, "report: %s\n", o.ReportPath)
-		}
-		if err == nil && o.HTMLPath != "" && d.page != nil && !outputFailed {
-			_, err = fmt.Fprintf(o.Stdout, "html: %s\n", o.HTMLPath)
+		err = d.text(summary)
+		for _, w := range p.written {
+			if err == nil && w.Path != Stdio {
+				_, err = fmt.Fprintf(summary, "%s: %s\n", w.Label, w.Path)
+			}
 		}
 	}
+	getenv := p.getenv()
+	github := getenv("GITHUB_ACTIONS") == "true"
 	if github {
-		_ = WriteCheckAnnotations(o.Stdout, d.checks)
+		_ = WriteCheckAnnotations(summary, d.checks)
 	}
 	code := d.code
-	if outputFailed || err != nil {
+	if err != nil {
 		code = exitcode.WithOutputFailure(code)
 	}
 	if path := getenv("GITHUB_OUTPUT"); github && path != "" {
 		outs := append([][2]string{{"exit-code", fmt.Sprint(int(code))}}, d.outputs...)
-		for _, f := range []struct{ name, path string }{{"report", o.ReportPath}, {"junit", o.JUnitPath}, {"html", o.HTMLPath}} {
-			if f.path != "" && !outputFailed {
-				outs = append(outs, [2]string{f.name, f.path})
-			}
+		for _, w := range p.written {
+			outs = append(outs, [2]string{w.Label, w.Path})
 		}
 		if werr := appendFile(path, func(w io.Writer) error { return writeStepOutputs(w, outs) }); werr != nil {
 			fmt.Fprintf(o.Stderr, "rollprobe: step outputs: %v\n", werr)
@@ -188,6 +342,17 @@ func publish(d document, o Outputs) error {
 		return exitcode.Silent{Code: code}
 	}
 	return nil
+}
+
+// writtenLabel names each artifact in the summary's last lines and in
+// $GITHUB_OUTPUT.
+var writtenLabel = map[string]string{"ReportPath": "report", "HTMLPath": "html", "JUnitPath": "junit"}
+
+func (p *Publication) getenv() func(string) string {
+	if p.o.Getenv != nil {
+		return p.o.Getenv
+	}
+	return os.Getenv
 }
 
 // appendFile appends what write produces to path (GitHub's step summary is

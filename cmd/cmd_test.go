@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rollprobe/rollprobe/internal/faultserver"
 	"github.com/rollprobe/rollprobe/internal/testbin"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -431,16 +434,29 @@ func TestUnansweringAPIServer(t *testing.T) {
 func TestOutputsCheckedBeforeTraffic(t *testing.T) {
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "same.json"), filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"--report", filepath.Join(dir, "missing", "r.json")},
 		{"--report", dir},
 		{"--junit", filepath.Join(dir, "missing", "j.xml")},
 		{"--html", filepath.Join(dir, "missing", "r.html")},
 		{"--html", dir},
+		// Two outputs at one file (one would be lost), compared as files.
+		{"--junit", filepath.Join(dir, "same.json"), "--report", filepath.Join(dir, "same.json")},
+		{"--html", filepath.Join(dir, "link.json"), "--report", filepath.Join(dir, "same.json")},
+		{"--junit", "-", "--report", "-"},
+		{"--report", "-", "-o", "json"},
+		// A name the file system refuses fails here, not after the run.
+		{"--report", filepath.Join(dir, strings.Repeat("r", 251)+".json")},
 	} {
 		r := run(t, append([]string{"probe", srv.URL("/ok"), "--rate", "50", "--duration", "200ms", "--ui", "none"}, args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", args, r.code, r.stderr, args[0])
+		}
+		if strings.Contains(r.stderr, ".rollprobe-") {
+			t.Errorf("%v: the error names rollprobe's temporary file: %s", args, r.stderr)
 		}
 	}
 	if n := srv.Counts().Requests; n != 0 {
@@ -515,12 +531,68 @@ func TestOutputFailureAtTheEnd(t *testing.T) {
 		if errors.As(err, &exit) {
 			code = exit.ExitCode()
 		}
-		if code != tc.code || !strings.Contains(stdout.String(), "verdict:") || !strings.Contains(stderr.String(), "r.json") {
+		// The summary line states the process's real exit code and why.
+		if code != tc.code || !strings.Contains(stdout.String(), fmt.Sprintf("(exit %d)", tc.code)) ||
+			!strings.Contains(stdout.String(), "could not write the JSON report") || !strings.Contains(stderr.String(), "r.json") {
 			t.Fatalf("%s: exit %d (want %d)\nstdout: %s\nstderr: %s", tc.path, code, tc.code, stdout.String(), stderr.String())
 		}
-		if _, err := os.Stat(junit); err != nil {
+		if strings.Contains(stdout.String(), "report: ") {
+			t.Errorf("%s: the summary names a report that was not written:\n%s", tc.path, stdout.String())
+		}
+		xml, err := os.ReadFile(junit)
+		if err != nil {
 			t.Fatalf("%s: JUnit not written after the report failed: %v", tc.path, err)
 		}
+		if !strings.Contains(string(xml), `name="every output was written"`) {
+			t.Errorf("%s: the JUnit does not say an output failed:\n%s", tc.path, xml)
+		}
+	}
+}
+
+// An output path that is not a regular file is written in place, never
+// replaced: a character device stays a device, a FIFO's reader gets the
+// report, and "-" puts the report on stdout with the summary on stderr.
+// (As root, --report /dev/null used to replace the machine's /dev/null.)
+func TestOutputsToSpecialFiles(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	dir := t.TempDir()
+	probe := []string{"probe", srv.URL("/ok"), "--rate", "20", "--duration", "300ms", "--ui", "none"}
+
+	null := filepath.Join(dir, "null") // a null device of our own: never risk the machine's
+	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_LAB", "mknod needs root: %v", err)
+	}
+	for _, flag := range []string{"--report", "--junit", "--html"} {
+		r := run(t, append(probe, flag, null)...)
+		if fi, err := os.Lstat(null); r.code != 0 || err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			t.Fatalf("%s %s: exit %d, now %v (%v): the device was replaced\n%s", flag, null, r.code, fi.Mode(), err, r.stderr)
+		}
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() { b, _ := os.ReadFile(fifo); got <- b }()
+	if r := run(t, append(probe, "--report", fifo)...); r.code != 0 {
+		t.Fatalf("--report FIFO: exit %d\n%s", r.code, r.stderr)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(<-got, &rep); err != nil || rep.Totals.Sent == 0 {
+		t.Fatalf("the FIFO's reader got no report: %v", err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO was replaced: %v", err)
+	}
+
+	r := run(t, append(probe, "--report", "-")...)
+	rep = report.Report{}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil || rep.Totals.Sent == 0 {
+		t.Fatalf("--report -: exit %d, stdout is not the report alone (%v):\n%.300s", r.code, err, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "verdict: PASS (exit 0)") {
+		t.Errorf("--report -: the summary is not on stderr:\n%s", r.stderr)
 	}
 }
 

@@ -85,7 +85,7 @@ func (o *doctorOptions) validate() error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
-	if err := field.Rename(ci.Outputs{JUnitPath: o.junitPath}.Check(), outputFlagNames); err != nil {
+	if err := field.Rename(ci.Outputs{JUnitPath: o.junitPath, Format: o.output}.Check(), outputFlagNames); err != nil {
 		errs = append(errs, err)
 	}
 	if o.output != ci.FormatText && o.output != ci.FormatJSON {

@@ -103,7 +103,7 @@ func (o *probeOptions) validate() error {
 	if o.progress < 0 {
 		return fmt.Errorf("--progress %s: must not be negative", o.progress)
 	}
-	mode, err := o.ui.resolve(o.stdout)
+	mode, err := o.ui.resolve(o.stdout, o.outputs.toStdout())
 	o.uiMode = mode
 	return err
 }
@@ -112,6 +112,7 @@ func (o *probeOptions) validate() error {
 func (o *probeOptions) run(ctx context.Context) error {
 	procs := o.flags.applyProcs(&o.config) // before the run: the runtime starts with it
 	// q in the dashboard stops the run as Ctrl-C does.
+	signals := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Budget: o.flags.budget(), Tool: tool(),
@@ -120,15 +121,19 @@ func (o *probeOptions) run(ctx context.Context) error {
 		return exitcode.UsageError(err)
 	}
 	o.log.Info("probing", "target", o.config.Target.Redacted(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
-	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, nil, run.Live(), tui.Source{Command: "probe",
+	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, nil, run.Live(), tui.Source{Command: "probe",
 		Target: o.config.Target.Redacted(), TargetRate: o.config.Rate, RequestTimeout: o.config.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon()
 		return err
 	}
-	view.finish(rep, o.outputs.reportPath)
-	return ci.Publish(rep, o.outputs.of(o.globalOptions))
+	// Every output is written before the view says the run is done: a
+	// closed terminal on the end screen loses nothing.
+	pub := ci.NewPublication(rep, o.outputs.of(o.globalOptions))
+	pub.WriteFiles()
+	view.finish(rep, pub)
+	return pub.Finish()
 }
 
 func tool() report.Tool { return report.Tool{Name: "rollprobe", Version: version()} }
@@ -142,9 +147,9 @@ type outputFlags struct {
 }
 
 func (f *outputFlags) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&f.reportPath, "report", "", "write the JSON report to this file (atomically)")
-	fs.StringVar(&f.junitPath, "junit", "", "write JUnit XML to this file: one test case per check")
-	fs.StringVar(&f.htmlPath, "html", "", "write a self-contained HTML page of the run to this file (opens offline)")
+	fs.StringVar(&f.reportPath, "report", "", "write the JSON report to this file (atomically; a device or FIFO in place; - for stdout, the summary then on stderr)")
+	fs.StringVar(&f.junitPath, "junit", "", "write JUnit XML to this file: one test case per check (- for stdout)")
+	fs.StringVar(&f.htmlPath, "html", "", "write a self-contained HTML page of the run to this file, opens offline (- for stdout)")
 	fs.StringVarP(&f.output, "output", "o", ci.FormatText, "summary on stdout: text or json (the full report)")
 }
 
@@ -154,7 +159,12 @@ func (f *outputFlags) validate() error {
 	if f.output != ci.FormatText && f.output != ci.FormatJSON {
 		return fmt.Errorf("-o %q: want text or json", f.output)
 	}
-	return field.Rename(ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, HTMLPath: f.htmlPath}.Check(), outputFlagNames)
+	return field.Rename(ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, HTMLPath: f.htmlPath, Format: f.output}.Check(), outputFlagNames)
+}
+
+// toStdout says whether an output is written to standard output ("-").
+func (f *outputFlags) toStdout() bool {
+	return ci.Outputs{ReportPath: f.reportPath, JUnitPath: f.junitPath, HTMLPath: f.htmlPath}.ToStdout()
 }
 
 // outputFlagNames name the flags of ci.Outputs' fields.

@@ -145,7 +145,7 @@ func (o *runOptions) validate() error {
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
-	mode, err := o.ui.resolve(o.stdout)
+	mode, err := o.ui.resolve(o.stdout, o.outputs.toStdout())
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -218,6 +218,7 @@ var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
 // end screen), and publishes.
 func (o *runOptions) run(ctx context.Context) error {
 	o.log.Info("prober", "procs", o.flags.applyProcs(&o.cfg.Probe))
+	signals := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	run, err := runner.StartRollout(ctx, o.cfg)
@@ -228,18 +229,22 @@ func (o *runOptions) run(ctx context.Context) error {
 		}
 		return err
 	}
-	view := attachView(o.globalOptions, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
+	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
 		tui.Source{Command: "run", Target: o.cfg.Probe.Target.Redacted(), TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon()
 		return err
 	}
-	view.finish(rep, o.outputs.reportPath)
+	// Every output is written before the view says the run is done: a
+	// closed terminal on the end screen loses nothing.
+	pub := ci.NewPublication(rep, o.outputs.of(o.globalOptions))
+	pub.WriteFiles()
+	view.finish(rep, pub)
 	if o.uiMode != uiTUI {
 		o.flushSink()
 	}
-	return ci.Publish(rep, o.outputs.of(o.globalOptions))
+	return pub.Finish()
 }
 
 // flushSink prints the lines the sink holds that were not passed through.

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,4 +65,76 @@ func TestDashboardStopsOnQ(t *testing.T) {
 	if s := term.Screen(); !strings.Contains(s, "verdict: INTERRUPTED (exit 130)") {
 		t.Fatalf("no summary after the dashboard:\n%s", s)
 	}
+}
+
+// TestDashboardEndScreenLosesNothing: when the dashboard shows the end of
+// the run, its outputs already exist (it names only those), and the
+// process ends on a closed terminal or SIGTERM while the end screen waits
+// for a key. (Before, nothing was written until a key was pressed, and a
+// dashboard whose terminal was gone ran on for hours, deaf to signals.)
+func TestDashboardEndScreenLosesNothing(t *testing.T) {
+	if !tmuxtest.Available() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI installs tmux (.ci/run): the dashboard test must not skip there")
+		}
+		t.Skip("needs tmux")
+	}
+	for _, end := range []string{"terminal closed", "SIGTERM"} {
+		t.Run(end, func(t *testing.T) {
+			srv := faultserver.New(t, "pod-a")
+			dir := t.TempDir()
+			reportPath, junitPath, pidPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "j.xml"), filepath.Join(dir, "pid")
+			script := fmt.Sprintf("echo $$ > %s; NO_COLOR=1 exec %s probe %s --ui tui --rate 50 --duration 1s --report %s --junit %s",
+				pidPath, binary, srv.URL("/ok"), reportPath, junitPath)
+			term := tmuxtest.Start(t, 200, 40, script)
+			poll := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s; screen:\n%s", what, term.Screen())
+					}
+				}
+			}
+			pid := 0
+			poll("no PID", func() bool {
+				b, _ := os.ReadFile(pidPath)
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				return pid > 0
+			})
+			t.Cleanup(func() { // ours by PID, if it outlived the test
+				if alive(pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			poll("no end screen", func() bool {
+				s := term.Screen()
+				return strings.Contains(s, "verdict: PASS (exit 0)") && strings.Contains(s, "report: "+reportPath) && strings.Contains(s, "junit: "+junitPath)
+			})
+			// No key pressed: the files the screen names exist.
+			if rep, err := report.ReadFile(reportPath); err != nil || rep.Totals.Sent == 0 || !rep.Verdict.Pass {
+				t.Fatalf("the end screen names a report that is not there: %v", err)
+			}
+			if _, err := os.Stat(junitPath); err != nil {
+				t.Fatalf("the end screen names a JUnit that is not there: %v", err)
+			}
+			if end == "SIGTERM" {
+				if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := term.Close(); err != nil { // tmux hangs up its panes: SIGHUP, the terminal gone
+				t.Fatal(err)
+			}
+			poll("the dashboard outlived "+end, func() bool { return !alive(pid) })
+		})
+	}
+}
+
+// alive says whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,10 +46,14 @@ func (u *uiFlags) bind(f *pflag.FlagSet) {
 // resolve turns auto into tui or plain: the dashboard needs a terminal on
 // stdin and stdout, and CI logs want lines. An explicit tui without a
 // terminal is a usage error, found before anything runs (the dashboard
-// would otherwise fail mid-run and cut the run short).
-func (u *uiFlags) resolve(stdout io.Writer) (uiMode, error) {
+// would otherwise fail mid-run and cut the run short). An output written
+// to standard output ("-") leaves no room for the dashboard there.
+func (u *uiFlags) resolve(stdout io.Writer, artifactOnStdout bool) (uiMode, error) {
 	switch uiMode(u.mode) {
 	case uiTUI:
+		if artifactOnStdout {
+			return "", errors.New("--ui tui: an output goes to standard output (-); use --ui plain or none")
+		}
 		if out, ok := stdout.(*os.File); !ok || !term.IsTerminal(int(out.Fd())) {
 			return "", errors.New("--ui tui: standard output is not a terminal; use --ui plain (progress lines) or none")
 		}
@@ -65,7 +70,7 @@ func (u *uiFlags) resolve(stdout io.Writer) (uiMode, error) {
 		return uiMode(u.mode), nil
 	case uiAuto:
 		out, ok := stdout.(*os.File)
-		if ok && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) &&
+		if ok && !artifactOnStdout && term.IsTerminal(int(out.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) &&
 			os.Getenv("CI") == "" && os.Getenv("TERM") != "dumb" {
 			return uiTUI, nil
 		}
@@ -77,8 +82,10 @@ func (u *uiFlags) resolve(stdout io.Writer) (uiMode, error) {
 // view is what shows a run while it goes on: the dashboard, progress
 // lines, or nothing.
 type view interface {
-	// finish ends the view with the run's report.
-	finish(rep *report.Report, reportPath string)
+	// finish ends the view with the run's report, once its files are
+	// written (pub.WriteFiles): the end screen names only files that
+	// exist and the exit code the process will have.
+	finish(rep *report.Report, pub *ci.Publication)
 	// abandon ends the view of a run that ended without a report.
 	abandon()
 }
@@ -86,8 +93,10 @@ type view interface {
 // attachView starts the view mode asks for on a running flow. src names
 // the run (command, target, rate); the rest is read from live. sink, for
 // run, holds the run's log lines (the dashboard shows them); stop ends the
-// run early (q in the dashboard).
-func attachView(g *globalOptions, mode uiMode, ui uiFlags, every time.Duration, sink *tui.LogSink, live runner.Live, src tui.Source, stop func()) view {
+// run early (q in the dashboard); signals is the command's context, done
+// on SIGINT, SIGTERM or SIGHUP: the dashboard then leaves in any phase,
+// its end screen included.
+func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFlags, every time.Duration, sink *tui.LogSink, live runner.Live, src tui.Source, stop func()) view {
 	switch {
 	case mode == uiTUI:
 		if sink == nil {
@@ -99,7 +108,7 @@ func attachView(g *globalOptions, mode uiMode, ui uiFlags, every time.Duration, 
 		if tl := live.Timeline(); tl != nil {
 			src.Timeline, src.Deployment, src.Revisions = tl, live.Deployment, live.Revisions
 		}
-		return startDashboard(g, sink, src, ui, stop)
+		return startDashboard(g, signals, sink, src, ui, stop)
 	case mode == uiPlain && every > 0:
 		return progressView{stop: ci.StartProgress(g.stderr, every, live)}
 	}
@@ -109,13 +118,14 @@ func attachView(g *globalOptions, mode uiMode, ui uiFlags, every time.Duration, 
 // progressView is the plain view: progress lines until the run ends.
 type progressView struct{ stop func() }
 
-func (p progressView) finish(*report.Report, string) { p.stop() }
-func (p progressView) abandon()                      { p.stop() }
+func (p progressView) finish(*report.Report, *ci.Publication) { p.stop() }
+func (p progressView) abandon()                               { p.stop() }
 
 // dashboard is the live view of one run: the Bubble Tea program, and the
 // sink that takes the run's log lines while it owns the terminal.
 type dashboard struct {
 	g       *globalOptions
+	signals context.Context
 	program *tea.Program
 	sink    *tui.LogSink
 	exited  chan struct{}
@@ -125,12 +135,12 @@ type dashboard struct {
 // startDashboard takes the terminal: logs go to the sink (shown in the
 // event log, printed once the dashboard is gone). stop ends the run early
 // (q); it is also called if the dashboard dies before the run ends.
-func startDashboard(g *globalOptions, sink *tui.LogSink, src tui.Source, ui uiFlags, stop func()) *dashboard {
+func startDashboard(g *globalOptions, signals context.Context, sink *tui.LogSink, src tui.Source, ui uiFlags, stop func()) *dashboard {
 	sink.PassThrough(nil)
 	g.setLogOutput(sink)
 	sampler := tui.NewSampler(src)
 	model := tui.New(tui.Options{Sample: sampler.Sample, Stop: stop, ExitWhenDone: ui.exitWhenDone, Color: os.Getenv("NO_COLOR") == ""})
-	d := &dashboard{g: g, sink: sink, exited: make(chan struct{})}
+	d := &dashboard{g: g, signals: signals, sink: sink, exited: make(chan struct{})}
 	d.program = tea.NewProgram(model, tea.WithOutput(g.stdout), tea.WithoutSignalHandler(), tea.WithFPS(30))
 	go func() {
 		defer close(d.exited)
@@ -144,10 +154,11 @@ func startDashboard(g *globalOptions, sink *tui.LogSink, src tui.Source, ui uiFl
 }
 
 // finish shows the end of the run, waits until the user leaves (or at once
-// with --exit-when-done, or when the run was interrupted), gives the
-// terminal back and prints what was logged meanwhile.
-func (d *dashboard) finish(rep *report.Report, reportPath string) {
-	d.close(tui.DoneMsg(doneOf(rep, reportPath)))
+// with --exit-when-done, when the run was interrupted, or on a signal),
+// gives the terminal back and prints what was logged meanwhile. The
+// outputs are already written: leaving changes nothing but the screen.
+func (d *dashboard) finish(rep *report.Report, pub *ci.Publication) {
+	d.close(tui.DoneMsg(doneOf(rep, pub)))
 }
 
 // abandon closes the dashboard when the run ended without a report.
@@ -159,7 +170,15 @@ func (d *dashboard) abandon() {
 // terminal and the logs back, and prints what was logged meanwhile.
 func (d *dashboard) close(done tui.DoneMsg) {
 	d.program.Send(done) // a no-op if the program has already ended
-	<-d.exited
+	select {
+	case <-d.exited:
+	case <-d.signals.Done():
+		// SIGINT, SIGTERM, or SIGHUP from a closed terminal while the end
+		// screen waits for a key: the process must end (it used to wait
+		// forever on a terminal that no longer existed).
+		d.program.Kill()
+		<-d.exited
+	}
 	d.g.setLogOutput(d.g.stderr)
 	if d.runErr != nil {
 		fmt.Fprintf(d.g.stderr, "rollprobe: live view: %v\n", d.runErr)
@@ -167,10 +186,20 @@ func (d *dashboard) close(done tui.DoneMsg) {
 	_, _ = io.WriteString(d.g.stderr, d.sink.Text())
 }
 
-// doneOf is the end screen of a report.
-func doneOf(r *report.Report, reportPath string) tui.Done {
-	d := tui.Done{Verdict: render.VerdictWord(r), ExitCode: int(r.Verdict.ExitCode), Reasons: r.Verdict.Reasons,
-		ReportPath: reportPath, Interrupted: r.Verdict.Interrupted}
+// doneOf is the end screen of a report whose outputs pub has written: the
+// verdict and exit code as the process will end (an output that could not
+// be written included), and the files that exist.
+func doneOf(r *report.Report, pub *ci.Publication) tui.Done {
+	v := r.Verdict
+	if failed := pub.Failed(); len(failed) > 0 {
+		v = v.WithOutputsFailed(failed)
+	}
+	shown := *r
+	shown.Verdict = v
+	d := tui.Done{Verdict: render.VerdictWord(&shown), ExitCode: int(pub.Code()), Reasons: v.Reasons, Interrupted: v.Interrupted}
+	for _, w := range pub.Written() {
+		d.Files = append(d.Files, w.Label+": "+w.Path)
+	}
 	for _, f := range r.Findings {
 		d.Findings = append(d.Findings, tui.Finding{Severity: string(f.Severity), Title: f.Title, Fix: f.Fix, Static: f.Source == report.SourceDoctor})
 	}

@@ -16,11 +16,13 @@ const Frame = 100 * time.Millisecond
 // Done is the end of a run, as the dashboard shows it until a key is
 // pressed.
 type Done struct {
-	Verdict    string // PASS, FAIL, INCONCLUSIVE, INTERRUPTED, ERROR
-	ExitCode   int
-	Reasons    []string
-	Findings   []Finding
-	ReportPath string
+	Verdict  string // PASS, FAIL, INCONCLUSIVE, INTERRUPTED, ERROR
+	ExitCode int
+	Reasons  []string
+	Findings []Finding
+	// Files are the outputs already written when the screen shows,
+	// one line each ("report: r.json").
+	Files []string
 	// Interrupted (a signal, or q before the end): leave at once.
 	Interrupted bool
 }

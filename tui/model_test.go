@@ -77,7 +77,7 @@ func TestGoldenRenders(t *testing.T) {
 			{Severity: "error", Title: "pods stopped accepting connections while traffic was still routed to them",
 				Fix: "give the container a preStop hook that waits at least 3s (lifecycle.preStop.sleep.seconds: 3) so it keeps serving until endpoints have propagated"},
 			{Severity: "error", Title: "no preStop hook: the app is told to stop while traffic is still routed to it", Fix: "lifecycle.preStop.sleep.seconds: 5", Static: true},
-		}, ReportPath: "bin/demo/naive.json"})
+		}, Files: []string{"report: bin/demo/naive.json"}})
 	golden.Check(t, "done-80x24.txt", []byte(render(done.(Model), 80, 24)+"\n"))
 }
 

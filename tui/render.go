@@ -349,9 +349,7 @@ func (m Model) doneLines(w int) []string {
 			lines = append(lines, "        "+l)
 		}
 	}
-	if d.ReportPath != "" {
-		lines = append(lines, "report: "+d.ReportPath)
-	}
+	lines = append(lines, d.Files...)
 	return lines
 }
 
