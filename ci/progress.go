@@ -28,6 +28,11 @@ func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer func() {
+			if v := recover(); v != nil { // the run goes on; its lines stop
+				fmt.Fprintf(w, "rollprobe: progress lines stopped by an internal error: %v\n", v)
+			}
+		}()
 		t := time.NewTicker(every)
 		defer t.Stop()
 		var lastSent uint64

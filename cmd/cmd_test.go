@@ -721,3 +721,25 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("missing dir: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// A panic inside the run is rollprobe's own failure: exit 70 with the
+// report written and marked (Go's runtime would exit 2, "nothing was
+// sent or changed", and write nothing).
+func TestInternalErrorExits70(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	path := filepath.Join(t.TempDir(), "r.json")
+	junit := filepath.Join(t.TempDir(), "j.xml")
+	cmd := exec.Command(binary, "probe", srv.URL("/ok"), "--rate", "100", "--duration", "20s", "--ui", "none", "--report", path, "--junit", junit)
+	cmd.Env = append(os.Environ(), "ROLLPROBE_TEST_PANIC=prober")
+	r := runCmd(t, cmd)
+	if r.code != 70 || !strings.Contains(r.stdout, "verdict: ERROR (exit 70)") || !strings.Contains(r.stdout, "internal error: panic in a prober") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	rep, err := report.ReadFile(path)
+	if err != nil || rep.Verdict.ExitCode != 70 || rep.Verdict.InternalError == "" || rep.Totals.Sent < 2 {
+		t.Fatalf("report: %v %+v", err, rep.Verdict)
+	}
+	if xml, _ := os.ReadFile(junit); !strings.Contains(string(xml), "<error") {
+		t.Errorf("the JUnit has no <error>:\n%s", xml)
+	}
+}

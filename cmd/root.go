@@ -113,9 +113,19 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 // Execute runs the command line and returns the process exit code. SIGINT,
 // SIGTERM and SIGHUP (a closed terminal) cancel the command's context: commands stop cleanly, write
 // their reports and return an interruption (exit 130).
-func Execute() int {
+//
+// A panic on the command's own goroutine (the run's goroutines recover
+// their own and mark the report) exits 70, not Go's 2: after the trigger,
+// 2 would tell CI that nothing was changed.
+func Execute() (code int) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	defer func() {
+		if v := recover(); v != nil {
+			fmt.Fprintf(os.Stderr, "rollprobe: internal error (exit %d), please report it: panic: %v\n%s", exitcode.Internal, v, debug.Stack())
+			code = int(exitcode.Internal)
+		}
+	}()
 	root := NewRootCommand(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
 	return exitCode(err, os.Stderr)

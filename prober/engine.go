@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +79,15 @@ type Prober struct {
 	stopReq  chan struct{} // closed by Stop
 	stopOnce sync.Once
 
+	// fault is the first panic recovered in one of the run's goroutines
+	// (Summary.Fault); faultOnce guards it.
+	fault     string
+	faultOnce sync.Once
+	// injectPanic makes a worker or loop panic once it has sent two
+	// requests (ROLLPROBE_TEST_PANIC=prober): how the tests prove a panic
+	// ends in a marked report and exit 70, not Go's exit 2.
+	injectPanic atomic.Bool
+
 	mu      sync.Mutex
 	all     []*worker
 	wg      sync.WaitGroup
@@ -106,7 +117,34 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
 	p.engine = engineFor(&p.cfg)
+	p.injectPanic.Store(os.Getenv(TestPanicEnv) == "prober")
 	return p, nil
+}
+
+// TestPanicEnv names the environment variable that injects a panic, for
+// tests of rollprobe's own failure (exit 70): "prober" in a worker or loop
+// of the prober, "run" in the rollout flow once its report is built
+// (package runner). Never set in use.
+const TestPanicEnv = "ROLLPROBE_TEST_PANIC"
+
+// recoverFault, deferred at the top of each of the run's goroutines,
+// turns a panic into the run's fault: the first is kept with its stack,
+// the run stops as if by Stop (the results so far are kept and reported),
+// and Summary.Fault says what happened. Without it a panic in any
+// goroutine ends the process with Go's exit 2, which a CI gate reads as
+// "nothing was sent or changed", and no report.
+func (p *Prober) recoverFault(where string) {
+	if v := recover(); v != nil {
+		p.faultOnce.Do(func() { p.fault = fmt.Sprintf("panic in %s: %v\n%s", where, v, debug.Stack()) })
+		p.Stop()
+	}
+}
+
+// checkInjectedPanic panics when the test knob asks for it.
+func (p *Prober) checkInjectedPanic() {
+	if p.rec.Totals().Sent() >= 2 && p.injectPanic.CompareAndSwap(true, false) {
+		panic("injected by " + TestPanicEnv)
+	}
 }
 
 // engineFor is the engine a run of cfg uses: the one asked for, and for
@@ -165,6 +203,10 @@ type Summary struct {
 	Canceled bool          // stopped by the context, not by the duration
 	Procs    int           // GOMAXPROCS at the end (the tuner's choice, when it chose)
 	Engine   Engine        // the engine that ran (loops or goroutines)
+	// Fault, when set, is a panic recovered in one of the run's goroutines
+	// (with its stack): the run stopped there, and its results are
+	// rollprobe's own failure, not the target's (exit 70).
+	Fault string
 }
 
 // Run probes until the duration ends or ctx is cancelled, then waits for
@@ -301,6 +343,7 @@ wait:
 	}
 	p.rec.Tick(time.Duration(1 << 62))
 	return Summary{
+		Fault:    p.fault, // final: every goroutine has exited (done)
 		Start:    p.start,
 		Elapsed:  max(p.Elapsed(), sendEnd),
 		Sending:  sendEnd,
@@ -383,6 +426,18 @@ func shouldGrow(workers, inFlight int64) bool { return workers-inFlight <= 1 }
 // flight complete normally (within their timeout), and Run returns a run
 // that was not interrupted. Safe to call more than once, from any goroutine.
 func (p *Prober) Stop() { p.stopOnce.Do(func() { close(p.stopReq) }) }
+
+// Stopping says whether the run no longer sends new requests, or soon
+// will not: Stop was called (a recovered panic calls it too), the send
+// window ended, or the run was cancelled.
+func (p *Prober) Stopping() bool {
+	select {
+	case <-p.stopReq:
+		return true
+	default:
+	}
+	return p.stopped.Load() || p.aborting.Load()
+}
 
 func (p *Prober) spawn() bool {
 	n := p.workers.Add(1)
@@ -475,6 +530,7 @@ func (w *worker) loop() {
 	defer w.p.wg.Done()
 	w.stream = w.p.rec.NewStream()
 	defer w.stream.Close() // before Done: Run's final Tick merges all of it
+	defer w.p.recoverFault("a prober worker")
 	defer func() {
 		if w.c != nil {
 			w.c.close()
@@ -485,6 +541,9 @@ func (w *worker) loop() {
 		seq, intended, ok := w.next()
 		if !ok {
 			return
+		}
+		if w.p.injectPanic.Load() {
+			w.p.checkInjectedPanic()
 		}
 		res = Result{Seq: seq, Intended: intended}
 		w.busy.Store(true)

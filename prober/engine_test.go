@@ -4,6 +4,8 @@ import (
 	"context"
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"net"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -333,4 +335,32 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 	server = <-accepted
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// A panic in a worker or loop ends the run as Stop would, with its
+// results so far and the panic (with its stack) in Summary.Fault, on both
+// engines: never a crashed process (Go's exit 2) or a lost report.
+func TestPanicBecomesTheRunsFault(t *testing.T) {
+	t.Setenv(TestPanicEnv, "prober")
+	forEachEngine(t, func(t *testing.T) {
+		srv := startServer(t)
+		cfg := withEngine(t, DefaultConfig())
+		cfg.Target, _ = url.Parse(srv.URL("/ok"))
+		cfg.Rate, cfg.Duration = 200, 30*time.Second // ends on the panic, far before the duration
+		p, err := New(cfg, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEngine(t, p)
+		if !strings.Contains(sum.Fault, "injected by "+TestPanicEnv) || !strings.Contains(sum.Fault, "goroutine") {
+			t.Fatalf("fault %q", sum.Fault)
+		}
+		if sum.Sending >= cfg.Duration || p.Recorder().Totals().Sent() < 2 {
+			t.Fatalf("the run went on after the panic: sending %v, sent %d", sum.Sending, p.Recorder().Totals().Sent())
+		}
+	})
 }

@@ -397,7 +397,11 @@ func (l *loop) run() {
 	l.stream = l.p.rec.NewStream()
 	defer l.stream.Close() // before Done: Run's final Tick merges all of it
 	defer l.release()
+	defer l.p.recoverFault("a prober event loop")
 	for {
+		if l.p.injectPanic.Load() {
+			l.p.checkInjectedPanic()
+		}
 		if l.p.aborting.Load() {
 			l.abort()
 			return

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rollprobe/rollprobe/report/exitcode"
 )
@@ -30,7 +31,8 @@ type Facts struct {
 	// incomplete, which and why: the run cannot prove anything.
 	LostProbers []string
 	// Internal, when set, is rollprobe's own failure during the run (a
-	// recovered panic, an engine that stopped on its own): exit 70.
+	// recovered panic with its stack, an engine that stopped on its own):
+	// exit 70 (Verdict.WithInternal).
 	Internal string
 }
 
@@ -42,10 +44,32 @@ type Verdict struct {
 	// Inconclusive: the run could not prove anything either way.
 	Inconclusive bool `json:"inconclusive"`
 	Interrupted  bool `json:"interrupted"`
+	// InternalError, when set, is rollprobe's own failure during the run
+	// (a recovered panic, with its stack): exit 70. A bug report needs it.
+	InternalError string `json:"internal_error,omitempty"`
 	// OutputsFailed names each output that could not be written (the
 	// report file itself is then missing, and this is read from the JUnit,
 	// the HTML page or the summary); the exit code accounts for it.
 	OutputsFailed []string `json:"outputs_failed,omitempty"`
+}
+
+// WithInternal is v for a run in which rollprobe itself failed (fault: a
+// recovered panic and its stack): the first line becomes a reason, the run
+// proves nothing, and the exit code is Internal unless it was interrupted
+// (Judge's precedence). Judge applies it for Facts.Internal; the runner
+// for a failure after the verdict was judged (in the analysis, say).
+func (v Verdict) WithInternal(fault string) Verdict {
+	if fault == "" {
+		return v
+	}
+	first, _, _ := strings.Cut(fault, "\n")
+	v.Reasons = append(append([]string(nil), v.Reasons...), "internal error: "+first)
+	v.InternalError = fault
+	v.Inconclusive, v.Pass = true, false
+	if v.ExitCode != exitcode.Interrupted {
+		v.ExitCode = exitcode.Internal
+	}
+	return v
 }
 
 // WithOutputsFailed is v for a run some of whose outputs could not be
@@ -119,10 +143,6 @@ func Judge(f Facts, b Budget) Verdict {
 		v.Inconclusive = true
 		v.Reasons = append(v.Reasons, "no request was sent")
 	}
-	if f.Internal != "" {
-		v.Inconclusive = true
-		v.Reasons = append(v.Reasons, "internal error: "+f.Internal)
-	}
 	if f.Interrupted {
 		v.Interrupted = true
 		v.Reasons = append(v.Reasons, "interrupted before the end: the results cover only part of the run")
@@ -130,8 +150,6 @@ func Judge(f Facts, b Budget) Verdict {
 	switch {
 	case f.Interrupted:
 		v.ExitCode = exitcode.Interrupted
-	case f.Internal != "":
-		v.ExitCode = exitcode.Internal
 	case f.RolloutFailed != "":
 		v.ExitCode = exitcode.RolloutFailed
 	case overBudget:
@@ -142,5 +160,5 @@ func Judge(f Facts, b Budget) Verdict {
 		v.ExitCode = exitcode.OK
 	}
 	v.Pass = v.ExitCode == exitcode.OK
-	return v
+	return v.WithInternal(f.Internal)
 }

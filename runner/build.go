@@ -167,6 +167,7 @@ func build(run probeRun) *report.Report {
 		Interrupted:   sum.Canceled,
 		RolloutFailed: run.RolloutFailed,
 		LostProbers:   lost,
+		Internal:      sum.Fault,
 	}, run.Budget)
 	return r
 }

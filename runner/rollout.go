@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +107,10 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	if fl != nil {
 		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))
 	}
+	// proberEnded closes when the load ends on its own or by Stop; the
+	// outcome is then read from outcome.
+	outcomeCh, proberEnded := make(chan prober.Outcome, 1), make(chan struct{})
+	go func() { o := <-probeDone; outcomeCh <- o; close(proberEnded) }()
 	go func() {
 		defer close(run.done)
 		defer cancelBounded()
@@ -123,7 +129,8 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		clockCtx, stopClock := context.WithCancel(ctx)
 		clockDone := make(chan struct{})
 		go func() { defer close(clockDone); clock.Run(clockCtx) }()
-		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) }}
+		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) },
+			sending: func() error { return loadSending(bounded, p, proberEnded) }}
 		if fl != nil {
 			f.baselineCheck = func() error { return baselineHealthy(fl.Recorder(), probeCfg) }
 		}
@@ -132,9 +139,16 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		<-clockDone
 		phase.Store(PhaseDone)
 		p.Stop()
-		res := <-probeDone
+		res := <-outcomeCh
 		if res.Err != nil {
-			run.err = res.Err
+			// Past the preflight a code-less error would read as exit 2,
+			// "nothing was changed": the load itself failed, and the
+			// rollout may have been triggered.
+			err := fmt.Errorf("the prober failed: %w", res.Err)
+			if out.triggeredAt == nil {
+				err = fmt.Errorf("%w (nothing was triggered)", err)
+			}
+			run.err = exitcode.InternalError(err)
 			return
 		}
 		if res.Summary.Canceled && !out.status.Failed() {
@@ -143,7 +157,13 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 		if out.baselineErr != nil {
 			run.err = exitcode.UsageError(out.baselineErr)
+			if out.triggeredAt != nil { // never: the check comes before the trigger
+				run.err = exitcode.InternalError(out.baselineErr)
+			}
 			return
+		}
+		if res.Summary.Fault == "" {
+			res.Summary.Fault = f.fault // the prober's own panic comes first
 		}
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl})
@@ -152,18 +172,81 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
 		rep.Timeline = tl.Events()
-		marks := clock.Marks()
-		rollout.Stamp(rep.Timeline, marks)
-		x := analysis.Explain(rep)
-		x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
-		rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
-		rep.Findings = x.Findings
-		if doctorOK { // run after the analysis: its advice names what the traffic measured
-			rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain, MeasuredPreStop: x.PreStopSeconds})...)
-		}
 		run.rep = rep
+		// The report stands from here on: a panic in the analysis leaves it
+		// without its explanations, marked as rollprobe's failure (exit 70).
+		if fault := guard("the analysis", func() { explain(rep, clock, in, doctorOK, cfg) }); fault != "" {
+			rep.Verdict = rep.Verdict.WithInternal(fault)
+		}
 	}()
 	return run, nil
+}
+
+// explain adds the analysis (failures placed on the timeline, outages,
+// per-pod traffic, findings) and the doctor's static checks to rep.
+func explain(rep *report.Report, clock *rollout.RevisionClock, in doctor.Input, doctorOK bool, cfg RolloutConfig) {
+	if os.Getenv(prober.TestPanicEnv) == "run" {
+		panic("injected by " + prober.TestPanicEnv)
+	}
+	marks := clock.Marks()
+	rollout.Stamp(rep.Timeline, marks)
+	x := analysis.Explain(rep)
+	x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
+	rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
+	rep.Findings = x.Findings
+	if doctorOK { // run after the analysis: its advice names what the traffic measured
+		rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain, MeasuredPreStop: x.PreStopSeconds})...)
+	}
+}
+
+// guard runs f and returns the panic it recovered, with its stack ("" if
+// none): a panic in a run's goroutine must end in a report marked as
+// rollprobe's failure, not in Go's exit 2.
+func guard(where string, f func()) (fault string) {
+	defer func() {
+		if v := recover(); v != nil {
+			fault = fmt.Sprintf("panic in %s: %v\n%s", where, v, debug.Stack())
+		}
+	}()
+	f()
+	return ""
+}
+
+// loadSending waits until the load is sending (a request went out) and
+// says why not if it ended first or ctx did: the trigger fires only while
+// every request that will judge it is being sent. For probers in the
+// cluster, a lost prober counts as not sending.
+func loadSending(ctx context.Context, p load, ended <-chan struct{}) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ended:
+			return errors.New("the prober stopped before the trigger")
+		default:
+		}
+		switch l := p.(type) {
+		case *prober.Prober:
+			if l.Stopping() {
+				return errors.New("the prober stopped before the trigger")
+			}
+		case *fleet.Fleet:
+			for _, st := range l.Statuses() {
+				if st.Lost != "" {
+					return fmt.Errorf("prober %s stopped before the trigger: %s", st.Pod, st.Lost)
+				}
+			}
+		}
+		if p.Recorder().Totals().Sent() > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ended:
+		case <-tick.C:
+		}
+	}
 }
 
 // outcome is how following the rollout ended; the report's rollout section
@@ -208,6 +291,11 @@ type follower struct {
 	// baselineCheck, when set, must pass after the baseline for the
 	// trigger to fire.
 	baselineCheck func() error
+	// sending must return nil, the load sending, for the trigger to fire.
+	sending func() error
+	// fault is a panic recovered while following (follow then returns the
+	// outcome as far as it got).
+	fault string
 }
 
 func now() *time.Time {
@@ -222,6 +310,12 @@ func now() *time.Time {
 func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg := f.cfg
 	out = outcome{status: report.StatusNotStarted}
+	defer func() {
+		if v := recover(); v != nil { // out is what was known when it panicked
+			f.fault = fmt.Sprintf("panic in following the rollout: %v\n%s", v, debug.Stack())
+			cfg.logf("internal error while following the rollout: %v", v)
+		}
+	}()
 	cfg.logf("baseline: probing for %s before the rollout", cfg.Baseline)
 	if !sleep(bounded, cfg.Baseline) {
 		return f.ended(ctx, bounded, out, "")
@@ -230,6 +324,18 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if err := f.baselineCheck(); err != nil {
 			out.baselineErr = err
 			cfg.logf("%v: nothing triggered", err)
+			return out
+		}
+	}
+	if f.sending != nil {
+		if err := f.sending(); err != nil {
+			if bounded.Err() != nil {
+				return f.ended(ctx, bounded, out, "")
+			}
+			// The load's own error or panic, if any, is reported with the
+			// outcome and takes precedence; this says why nothing changed.
+			out.message = err.Error() + ": nothing was triggered"
+			cfg.logf("%s", out.message)
 			return out
 		}
 	}

@@ -174,7 +174,8 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 		}
 		phase.Store(PhaseDone)
 		if res.Err != nil {
-			run.err = res.Err
+			// Requests may have been sent: not a usage error (exit 2).
+			run.err = exitcode.InternalError(fmt.Errorf("the prober failed: %w", res.Err))
 			return
 		}
 		run.rep = build(probeRun{Tool: cfg.Tool, Command: "probe", RunID: p.RunID(), Config: p.Config(),

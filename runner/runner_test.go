@@ -264,3 +264,47 @@ func TestTriggerWriteIsTimed(t *testing.T) {
 		t.Fatalf("attribution %+v, trigger seen after %v ms", rep.Attribution, rep.Rollout.TriggerSeenAfterMS)
 	}
 }
+
+// A panic in the prober during the baseline: the trigger never fires
+// (nothing probes it), the report is still made and marked as
+// rollprobe's own failure, exit 70 (Go's runtime would have exited 2,
+// "nothing was changed", with no report).
+func TestProberPanicBeforeTheTrigger(t *testing.T) {
+	t.Setenv(prober.TestPanicEnv, "prober")
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	cfg := config(t, kube, "/ok")
+	cfg.Baseline = 500 * time.Millisecond // the panic comes after 2 requests
+	rep, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict.ExitCode != exitcode.Internal || !strings.Contains(rep.Verdict.InternalError, "injected by") ||
+		!strings.Contains(rep.Verdict.InternalError, "goroutine") || rep.Totals.Sent < 2 {
+		t.Fatalf("verdict %+v, sent %d", rep.Verdict, rep.Totals.Sent)
+	}
+	if w := writes(kube); len(w) > 0 || hasEvent(rep, report.RolloutTriggered) {
+		t.Fatalf("the trigger fired with nothing probing: writes %v", w)
+	}
+	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "nothing was triggered") {
+		t.Errorf("rollout %+v", rep.Rollout)
+	}
+	validate(t, rep)
+}
+
+// A panic after the report was built (in the analysis): the report keeps
+// what was measured, is marked exit 70 with the stack, and validates.
+func TestAnalysisPanicMarksTheReport(t *testing.T) {
+	t.Setenv(prober.TestPanicEnv, "run")
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	rep, err := run(context.Background(), config(t, kube, "/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict.ExitCode != exitcode.Internal || rep.Verdict.Pass || !strings.Contains(rep.Verdict.InternalError, "panic in the analysis") ||
+		rep.Totals.Sent == 0 || !hasEvent(rep, report.RolloutTriggered) {
+		t.Fatalf("verdict %+v, sent %d", rep.Verdict, rep.Totals.Sent)
+	}
+	validate(t, rep)
+}
