@@ -89,7 +89,11 @@ func Checks(r *report.Report) []Check {
 	checks = append(checks, drop)
 	if ro := r.Rollout; ro != nil {
 		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
-		if ro.Status != report.StatusComplete {
+		switch ro.Status {
+		case report.StatusComplete:
+		case report.StatusNoChange: // an idempotent deploy: nothing to prove, nothing failed
+			c.Warning, c.Message = true, ro.Message
+		default:
 			c.Failed, c.Error, c.Detail = true, true, ro.Message
 		}
 		checks = append(checks, c)

@@ -27,6 +27,7 @@ const (
 	RolloutComplete      EventKind = "rollout_complete"
 	RolloutFailed        EventKind = "rollout_failed"
 	AllOldPodsGone       EventKind = "old_pods_gone"
+	NoRollout            EventKind = "no_rollout"  // the trigger ended without changing the workload
 	WatchError           EventKind = "watch_error" // a watch broke; the informer resumes it
 	KubeEvent            EventKind = "k8s_event"   // a Kubernetes Event about our objects
 )

@@ -78,6 +78,10 @@ const (
 	StatusFailed      RolloutStatus = "failed"
 	StatusTimedOut    RolloutStatus = "timed_out"
 	StatusInterrupted RolloutStatus = "interrupted"
+	// StatusNoChange: the trigger (a deploy command, --exec) ended without
+	// changing the Deployment (its generation unchanged): no rollout
+	// happened, and the verdict is the traffic's alone.
+	StatusNoChange RolloutStatus = "no_change"
 )
 
 // Model is the load model of a probe.

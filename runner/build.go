@@ -157,6 +157,15 @@ func build(run probeRun) *report.Report {
 		r.Failures = append(r.Failures, f)
 	}
 	r.FailureInfo = report.FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
+	// Outages by the one definition (report.Windows), over every target
+	// failure the recorder saw, kept in full or not: a probe has them too
+	// (a run's analysis replaces them with the same windows and adds what
+	// the pods were doing).
+	windows, _ := run.Recorder.OutagesFrom(0)
+	for _, w := range windows {
+		r.Outages = append(r.Outages, report.Outage{Start: sum.Start.Add(w.Start).UTC(), End: sum.Start.Add(w.End).UTC(),
+			DurationS: math.Round((w.End-w.Start).Seconds()*1000) / 1000, Count: int(w.Count), ByClass: w.ByClass})
+	}
 
 	r.Verdict = report.Judge(report.Facts{
 		Sent:          r.Totals.Sent,

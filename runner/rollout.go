@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/fleet"
@@ -352,6 +354,22 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		cfg.logf("trigger failed: %v", err)
 		return out
 	}
+	if _, isExec := cfg.Trigger.(rollout.Exec); isExec {
+		// A deploy step is often idempotent (helm upgrade with nothing
+		// new). The command has exited, so its writes are committed: a
+		// fresh read, not the watch's cache, says whether it changed the
+		// Deployment. Without this the run waited out --timeout and
+		// failed (exit 3) although nothing was ever going to roll.
+		cur, err := cfg.Kube.AppsV1().Deployments(cfg.Namespace).Get(bounded, cfg.Deployment, metav1.GetOptions{})
+		if err == nil && cur.Generation == startGen {
+			out.status, out.message = report.StatusNoChange, "the deploy command changed nothing: no rollout (the Deployment's generation is unchanged)"
+			f.tl.Add(report.Event{Kind: report.NoRollout, Detail: out.message})
+			cfg.logf("%s; settling for %s", out.message, cfg.Settle)
+			f.setPhase(PhaseSettling)
+			sleep(ctx, cfg.Settle)
+			return out
+		}
+	}
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
 	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the Deployment itself
@@ -363,7 +381,8 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	cfg.logf("triggered: %s", cfg.Trigger.Describe())
 
-	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch {
+	_, isWatch := cfg.Trigger.(rollout.Watch)
+	if isWatch {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool {
 			return f.w.Deployment().Generation != startGen || !rollout.DeploymentProgress(f.w.Deployment()).Done
@@ -393,7 +412,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
 			cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
 		}
-		if pr.Message != lastMsg && pr.Message != "" {
+		// Until the watch shows the triggered generation, the status is
+		// the object's before the trigger ("successfully rolled out").
+		if pr.Message != lastMsg && pr.Message != "" && (d.Generation > startGen || isWatch) {
 			lastMsg = pr.Message
 			cfg.logf("rollout: %s", pr.Message)
 		}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/url"
@@ -122,10 +123,17 @@ func TestPreflightChangesNothing(t *testing.T) {
 // A restart the cluster never acts on: the trigger patched the template
 // annotation, the run times out (exit 3) and still reports what it probed,
 // with the doctor's findings.
+//
+// The fake never bumps the generation: every status the run sees is the
+// object's from before the trigger, and none may be printed as the
+// rollout's progress ("successfully rolled out" right after the trigger).
 func TestTimeoutIsARolloutFailure(t *testing.T) {
 	d, svc := objects()
 	kube := fakeKube(nil, d, svc)
-	rep, err := run(context.Background(), config(t, kube, "/ok"))
+	cfg := config(t, kube, "/ok")
+	var log bytes.Buffer
+	cfg.Log = &log
+	rep, err := run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +156,9 @@ func TestTimeoutIsARolloutFailure(t *testing.T) {
 	validate(t, rep)
 	if !hasEvent(rep, report.RolloutTriggered) || !hasEvent(rep, report.RolloutFailed) {
 		t.Errorf("timeline %+v", rep.Timeline)
+	}
+	if strings.Contains(log.String(), "rollout: ") {
+		t.Errorf("progress printed from the object as it was before the trigger:\n%s", log.String())
 	}
 }
 
@@ -235,6 +246,11 @@ func TestProbeFlow(t *testing.T) {
 		rep.Totals.Sent == 0 || rep.Verdict.ExitCode != exitcode.Failures || rep.Rollout != nil {
 		t.Fatalf("phase %q, report %+v", r.Live().Phase(), rep.Totals)
 	}
+	// A probe has outages too (OpenMetrics said 0 outages for one that
+	// failed every request).
+	if len(rep.Outages) != 1 || uint64(rep.Outages[0].Count) != rep.Totals.Failed {
+		t.Errorf("outages %+v for %d failures", rep.Outages, rep.Totals.Failed)
+	}
 }
 
 // The restart trigger's own write is timed to its receipt through the
@@ -305,6 +321,30 @@ func TestAnalysisPanicMarksTheReport(t *testing.T) {
 	if rep.Verdict.ExitCode != exitcode.Internal || rep.Verdict.Pass || !strings.Contains(rep.Verdict.InternalError, "panic in the analysis") ||
 		rep.Totals.Sent == 0 || !hasEvent(rep, report.RolloutTriggered) {
 		t.Fatalf("verdict %+v, sent %d", rep.Verdict, rep.Totals.Sent)
+	}
+	validate(t, rep)
+}
+
+// A deploy command that changes nothing (an idempotent helm upgrade): the
+// run says so and ends in seconds with the traffic's verdict, instead of
+// waiting out the timeout and failing the rollout (exit 3).
+func TestExecThatChangesNothing(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Exec{Argv: []string{"true"}}
+	cfg.Timeout = time.Minute
+	start := time.Now()
+	rep, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.Status != report.StatusNoChange || !strings.Contains(rep.Rollout.Message, "changed nothing") ||
+		!rep.Verdict.Pass || !hasEvent(rep, report.NoRollout) {
+		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
+	}
+	if took := time.Since(start); took > cfg.Timeout/2 {
+		t.Fatalf("took %v: it waited for the timeout", took)
 	}
 	validate(t, rep)
 }

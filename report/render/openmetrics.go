@@ -33,8 +33,12 @@ func OpenMetrics(w io.Writer, r *report.Report) error {
 	for _, o := range r.Outages {
 		outageSeconds += o.DurationS
 	}
-	m.gauge("rollprobe_outages", "bursts of failed requests", float64(len(r.Outages)))
-	m.gauge("rollprobe_outage_seconds", "seconds with requests failing, summed over the outages", outageSeconds)
+	// A report with failures and no outages was written before probes had
+	// outages: the count is unknown there, not 0.
+	if r.Totals.Failed == 0 || len(r.Outages) > 0 {
+		m.gauge("rollprobe_outages", "bursts of failed requests", float64(len(r.Outages)))
+		m.gauge("rollprobe_outage_seconds", "seconds with requests failing, summed over the outages", outageSeconds)
+	}
 	m.gauge("rollprobe_slow_connects", "requests that succeeded only after a retransmitted SYN", float64(r.Totals.SlowConnects))
 	for _, q := range []struct {
 		name, help string
