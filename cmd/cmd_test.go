@@ -88,6 +88,15 @@ func TestExitCodes(t *testing.T) {
 		{"no scheme", []string{"probe", "127.0.0.1:8080/healthz"}, 2, "want an absolute URL with its scheme, like http://127.0.0.1:8080/healthz"},
 		{"method with a line break", []string{"probe", srv.URL("/ok"), "-X", "GET /x HTTP/1.1\r\nX: y"}, 2, "-X"},
 		{"header value with a line break", []string{"probe", srv.URL("/ok"), "-H", "X-A: b\r\nX-B: c"}, 2, "-H"},
+		// Header names the prober puts on the wire or reads: tokens only.
+		{"request ID header with a line break", []string{"probe", srv.URL("/ok"), "--request-id-header", "X-Id\r\nX-Injected: 1"}, 2, "--request-id-header"},
+		{"request ID header with a space", []string{"probe", srv.URL("/ok"), "--request-id-header", "Bad Header"}, 2, "not a header name"},
+		{"backend header with a colon", []string{"probe", srv.URL("/ok"), "--backend-header", "a:b"}, 2, "--backend-header"},
+		{"two namespaces", []string{"run", "--deployment", "prod/web", "-n", "other", "--target", "http://x/"}, 2, "name two namespaces"},
+		{"doctor with two namespaces", []string{"doctor", "--deployment", "prod/web", "--namespace", "other"}, 2, "name two namespaces"},
+		{"wait without watch", []string{"run", "--deployment", "web", "--target", "http://x/", "--wait", "1m"}, 2, "--wait applies only with --watch"},
+		{"rate beyond any machine", []string{"probe", srv.URL("/ok"), "--rate", "1e12", "--duration", "100ms", "--progress", "0", "--workers", "2", "--max-workers", "8"}, 4,
+			"--rate 1e+12 is beyond what one machine can send"},
 		{"doctor without deployment", []string{"doctor"}, 2, "--deployment is required"},
 		{"lab of too many nodes", []string{"lab", "up", "--nodes", "5", "--state-dir", "/nonexistent"}, 2, "--nodes 5: want 1 to 4"},
 		{"lab lag of a node it lacks", []string{"lab", "up", "--nodes", "2", "--proxy-lag", "lab-node-3=1s", "--state-dir", "/nonexistent"}, 2, "nodes lab-node-1 to lab-node-2"},
@@ -357,9 +366,34 @@ func TestErrorsNameTheFlag(t *testing.T) {
 		!strings.Contains(r.stderr, "--connect-timeout -1s: must be positive") || strings.Contains(r.stderr, "--timeout 0s") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+	// probe's --timeout is the deprecated spelling of --request-timeout
+	// (one meaning per name: --timeout bounds the whole run and doctor).
 	r = run(t, "probe", "--timeout", "0", "http://127.0.0.1:1/")
-	if r.code != 2 || !strings.Contains(r.stderr, "--timeout 0s: must be positive") {
+	if r.code != 2 || !strings.Contains(r.stderr, "--timeout 0s: must be positive") || !strings.Contains(r.stderr, "use --request-timeout") || r.stdout != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "probe", "--request-timeout", "0", "http://127.0.0.1:1/")
+	if r.code != 2 || !strings.Contains(r.stderr, "--request-timeout 0s: must be positive") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Kubernetes flags do nothing for a probe without --probers: refused,
+	// not ignored (--insecure-skip-tls-verify looked like the target's).
+	r = run(t, "probe", "--insecure-skip-tls-verify", "https://127.0.0.1:1/")
+	if r.code != 2 || !strings.Contains(r.stderr, "--insecure-skip-tls-verify: for the Kubernetes API, used only with --probers") ||
+		!strings.Contains(r.stderr, "--insecure") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Every timeout is a duration; doctor's kubectl-style --request-timeout
+	// still works, deprecated.
+	for _, args := range [][]string{{"doctor", "--deployment", "web", "--kube-request-timeout", "soon"},
+		{"run", "--deployment", "web", "--target", "http://x/", "--kube-request-timeout", "5"}} {
+		if r = run(t, args...); r.code != 2 || !strings.Contains(r.stderr, "--kube-request-timeout") || !strings.Contains(r.stderr, "invalid argument") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	r = run(t, "doctor", "--deployment", "web", "--request-timeout", "1s", "--kubeconfig", writeKubeconfig(t, "http://127.0.0.1:1"))
+	if r.code != 2 || !strings.Contains(r.stderr, "use --kube-request-timeout") || !strings.Contains(r.stderr, "connection refused") {
+		t.Fatalf("doctor --request-timeout: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run(t, "run", "--deployment", "a/b/c", "--target", "http://127.0.0.1:1/", "--kubeconfig", writeKubeconfig(t, "http://127.0.0.1:1"))
 	if r.code != 2 || !strings.Contains(r.stderr, `--deployment "a/b/c": want [NAMESPACE/]NAME`) {
@@ -424,6 +458,22 @@ func TestUnansweringAPIServer(t *testing.T) {
 			cancel()
 			if r.code != 2 || !strings.Contains(r.stderr, ln.Addr().String()) {
 				t.Errorf("%s %v: exit %d, stderr %q; want 2 naming the server", scheme, args[0], r.code, r.stderr)
+			}
+		}
+	}
+	// Each call's own bound: the error says which call, which bound, and
+	// how to change it (it said only "context deadline exceeded").
+	kubeconfig := writeKubeconfig(t, "http://"+ln.Addr().String())
+	for _, args := range [][]string{
+		{"doctor", "--deployment", "web"},
+		{"run", "--deployment", "web", "--target", "http://127.0.0.1:1/", "--ui", "none"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		r := runCmd(t, exec.CommandContext(ctx, binary, append(args, "--kubeconfig", kubeconfig, "--kube-request-timeout", "1s")...))
+		cancel()
+		for _, want := range []string{"get deployment default/web", "no answer from the Kubernetes API server within 1s", "--kube-request-timeout"} {
+			if r.code != 2 || !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: exit %d, stderr %q; want 2 saying %q", args[0], r.code, r.stderr, want)
 			}
 		}
 	}
@@ -655,17 +705,31 @@ func TestNoKubeconfig(t *testing.T) {
 }
 
 // kubectl's connection flags, as client-go binds them, on every command
-// that talks to a cluster; the API's request timeout keeps kubectl's name
-// where it is free and is --kube-request-timeout where --request-timeout
-// is the prober's.
+// that talks to a cluster; the bound on each API call is
+// --kube-request-timeout everywhere, a duration (--request-timeout is the
+// prober's). probe's help says each is for --probers.
 func TestKubectlConnectionFlags(t *testing.T) {
 	common := []string{"--kubeconfig", "--context", "--namespace", "--cluster", "--user", "--server", "--token", "--as", "--as-group",
-		"--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--insecure-skip-tls-verify", "--tls-server-name"}
-	for cmd, timeout := range map[string]string{"run": "--kube-request-timeout", "probe": "--kube-request-timeout", "doctor": "--request-timeout"} {
+		"--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--insecure-skip-tls-verify", "--tls-server-name",
+		"--kube-request-timeout"}
+	for _, cmd := range []string{"run", "probe", "doctor"} {
 		r := run(t, cmd, "--help")
-		for _, flag := range append(common, timeout) {
+		for _, flag := range common {
 			if !strings.Contains(r.stdout, flag+" ") {
 				t.Errorf("%s --help lacks %s", cmd, flag)
+			}
+		}
+		if !strings.Contains(r.stdout, "--kube-request-timeout duration") {
+			t.Errorf("%s: --kube-request-timeout is not a duration", cmd)
+		}
+		if cmd != "probe" {
+			continue
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			for _, flag := range common {
+				if strings.Contains(line, flag+" ") && !strings.Contains(line, "with --probers: ") {
+					t.Errorf("probe --help: %s is not marked as for --probers: %s", flag, line)
+				}
 			}
 		}
 	}

@@ -52,6 +52,7 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
   rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.kube.warnDeprecated(o.stderr)
 			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
@@ -63,7 +64,8 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 		},
 	}
 	f := cmd.Flags()
-	o.kube.bind(f, "request-timeout")
+	o.kube.bind(f, "kube-request-timeout")
+	o.kube.deprecatedTimeout(f, "request-timeout")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command, every API call included")
 	f.DurationVar(&o.expectedDrain, "expected-drain", o.expectedDrain, "how long the app needs after SIGTERM to finish its requests (the grace period must cover preStop plus this)")
 	f.StringVar(&o.failOn, "fail-on", o.failOn, "exit 1 on findings of this severity or above: error, warning, info or never")
@@ -82,6 +84,9 @@ func (o *doctorOptions) validate() error {
 		errs = append(errs, fmt.Errorf("--fail-on %q: want error, warning, info or never", o.failOn))
 	}
 	o.threshold = threshold
+	if err := o.kube.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}

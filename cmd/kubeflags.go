@@ -2,6 +2,9 @@ package cmd
 
 import (
 	"fmt"
+	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
@@ -18,13 +21,22 @@ import (
 // --token, --as, --as-group, --cluster, --user, --certificate-authority,
 // --insecure-skip-tls-verify, --tls-server-name, ...), so CI jobs that
 // authenticate with a token or impersonation work as with kubectl. The
-// API request timeout is kubectl's --request-timeout where that name is
-// free (doctor) and --kube-request-timeout where it is the prober's (run,
-// probe).
+// bound on each API call is --kube-request-timeout in every command
+// (--request-timeout is the prober's request timeout; doctor keeps it as a
+// deprecated spelling).
 type kubeFlags struct {
 	kubeconfig          string
 	overrides           clientcmd.ConfigOverrides
 	deployment, service string
+	// requestTimeout bounds each API call (0: rollout.DefaultCallTimeout);
+	// a duration like every other timeout (clientcmd binds it as a string).
+	requestTimeout time.Duration
+	// names are the connection flags bound, for probe to refuse them
+	// without --probers.
+	names []string
+	fs    *pflag.FlagSet
+	// deprecated is the old spelling of the API call bound ("" if none).
+	deprecated string
 }
 
 // bind binds the connection flags and the Deployment's.
@@ -34,18 +46,65 @@ func (k *kubeFlags) bind(f *pflag.FlagSet, timeoutFlag string) {
 	f.StringVar(&k.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
 }
 
-// bindConnection binds kubectl's connection flags; note prefixes their
-// help (probe uses them only with --probers).
+// bindConnection binds kubectl's connection flags and the API call bound
+// (timeoutFlag); note prefixes the help of every one of them (probe uses
+// them only with --probers).
 func (k *kubeFlags) bindConnection(f *pflag.FlagSet, timeoutFlag, note string) {
-	f.StringVar(&k.kubeconfig, "kubeconfig", "", note+"kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	before := map[string]bool{}
+	f.VisitAll(func(fl *pflag.Flag) { before[fl.Name] = true })
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.DurationVar(&k.requestTimeout, timeoutFlag, 0, fmt.Sprintf("bound on each Kubernetes API call (default %s)", rollout.DefaultCallTimeout))
 	names := clientcmd.RecommendedConfigOverrideFlags("")
-	names.Timeout.LongName = timeoutFlag
-	for _, fi := range []*clientcmd.FlagInfo{&names.Timeout, &names.CurrentContext, &names.ContextOverrideFlags.Namespace,
-		&names.ContextOverrideFlags.ClusterName, &names.ContextOverrideFlags.AuthInfoName, &names.ClusterOverrideFlags.APIServer,
-		&names.AuthOverrideFlags.Token, &names.AuthOverrideFlags.Impersonate, &names.AuthOverrideFlags.ImpersonateGroups} {
-		fi.Description = note + fi.Description
-	}
+	names.Timeout.LongName = "" // bound above, as a duration
 	clientcmd.BindOverrideFlags(&k.overrides, f, names)
+	k.fs = f
+	f.VisitAll(func(fl *pflag.Flag) {
+		if !before[fl.Name] {
+			fl.Usage = note + fl.Usage
+			k.names = append(k.names, fl.Name)
+		}
+	})
+}
+
+// deprecatedTimeout keeps name working as the API call bound, hidden
+// (doctor's kubectl-style --request-timeout is the prober's request
+// timeout in run and probe); warnDeprecated says so when it is used.
+func (k *kubeFlags) deprecatedTimeout(f *pflag.FlagSet, name string) {
+	f.DurationVar(&k.requestTimeout, name, 0, "bound on each Kubernetes API call")
+	_ = f.MarkHidden(name)
+	k.deprecated = name
+}
+
+// warnDeprecated tells, on w, that the deprecated spelling was used. (Not
+// pflag's MarkDeprecated: cobra prints its message on stdout, into -o
+// json's document.)
+func (k *kubeFlags) warnDeprecated(w io.Writer) {
+	if k.deprecated != "" && k.fs.Changed(k.deprecated) {
+		fmt.Fprintf(w, "rollprobe: --%s is deprecated here: use --kube-request-timeout (--request-timeout is the request timeout of run and probe)\n", k.deprecated)
+	}
+}
+
+// setOutsideProbers names the connection flags given on the command line:
+// probe without --probers talks to no cluster, and must say so rather
+// than ignore them.
+func (k *kubeFlags) setOutsideProbers() []string {
+	var set []string
+	for _, n := range k.names {
+		if k.fs != nil && k.fs.Changed(n) {
+			set = append(set, "--"+n)
+		}
+	}
+	return set
+}
+
+// validate refuses what the flags say twice and differently: a namespace
+// on --deployment NS/NAME and another with -n.
+func (k *kubeFlags) validate() error {
+	ns, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(k.deployment, "deployment/"), "deploy/"), "/")
+	if other := k.overrides.Context.Namespace; ok && other != "" && other != ns {
+		return fmt.Errorf("--deployment %s and --namespace %s name two namespaces: give one", k.deployment, other)
+	}
+	return nil
 }
 
 // connection loads the kubeconfig with the flags' overrides: the client,
@@ -55,6 +114,13 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	if k.kubeconfig != "" {
 		rules.ExplicitPath = k.kubeconfig
 	}
+	if k.requestTimeout < 0 {
+		return nil, nil, "", fmt.Errorf("--kube-request-timeout %s: must not be negative", k.requestTimeout)
+	}
+	if k.requestTimeout > 0 {
+		k.overrides.Timeout = k.requestTimeout.String()
+	}
+	rollout.SetCallTimeout(k.requestTimeout)
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
 	restCfg, err := loader.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {

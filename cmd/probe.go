@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,6 +58,12 @@ be written at the end, 130 interrupted (the report is still written).`,
   rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("timeout") {
+				fmt.Fprintln(o.stderr, "rollprobe: --timeout is deprecated in probe: use --request-timeout (in run and doctor --timeout bounds the whole command)")
+				if !cmd.Flags().Changed("request-timeout") {
+					o.flags.timeoutFlag = "timeout" // errors name the flag typed
+				}
+			}
 			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
@@ -67,6 +75,12 @@ be written at the end, 130 interrupted (the report is still written).`,
 		},
 	}
 	o.flags.bind(cmd.Flags())
+	// --timeout was probe's request timeout; in run and doctor it bounds
+	// the whole command. One meaning per name: the old spelling still works.
+	// (Not pflag's MarkDeprecated: cobra prints its message on stdout,
+	// into -o json's document.)
+	cmd.Flags().DurationVar(&o.flags.timeout, "timeout", o.flags.timeout, "request timeout")
+	_ = cmd.Flags().MarkHidden("timeout")
 	o.probers.bind(cmd.Flags(), "the kubeconfig context's namespace")
 	o.kube.bindConnection(cmd.Flags(), "kube-request-timeout", "with --probers: ")
 	o.outputs.bind(cmd.Flags())
@@ -100,11 +114,23 @@ func (o *probeOptions) validate() error {
 	if err := o.probers.validate(); err != nil {
 		return err
 	}
+	if set := o.kube.setOutsideProbers(); len(set) > 0 && o.probers.count == 0 {
+		hint := ""
+		if slices.Contains(set, "--insecure-skip-tls-verify") {
+			hint = " (the target's certificate check is --insecure)"
+		}
+		return fmt.Errorf("%s: for the Kubernetes API, used only with --probers; this probe talks to no cluster%s", strings.Join(set, ", "), hint)
+	}
 	if o.progress < 0 {
 		return fmt.Errorf("--progress %s: must not be negative", o.progress)
 	}
 	mode, err := o.ui.resolve(o.stdout, o.outputs.toStdout())
 	o.uiMode = mode
+	if err == nil {
+		for _, n := range o.flags.notes() {
+			fmt.Fprintln(o.stderr, "rollprobe: note: "+n)
+		}
+	}
 	return err
 }
 

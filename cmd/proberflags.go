@@ -40,8 +40,9 @@ type proberFlags struct {
 	maxFailureRate float64
 	procs          int
 	engine         string
-	// timeoutFlag names the request-timeout flag: "timeout" for probe,
-	// "request-timeout" for run, whose --timeout bounds the whole run.
+	// timeoutFlag names the request-timeout flag: "request-timeout" (probe
+	// keeps "timeout" as a deprecated spelling: in run and doctor it bounds
+	// the whole command).
 	timeoutFlag string
 	// targetName names the target: "URL" (probe's argument) or "--target".
 	targetName string
@@ -55,6 +56,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
 		"Header": "-H", "Method": "-X", "Engine": "--engine",
+		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
 }
 
@@ -74,7 +76,7 @@ func defaultProberFlags() proberFlags {
 		requestID:      d.RequestIDHeader,
 		keepFailures:   d.KeepFailures,
 		engine:         "auto",
-		timeoutFlag:    "timeout",
+		timeoutFlag:    "request-timeout",
 		targetName:     "URL",
 	}
 }
@@ -183,6 +185,20 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 		}
 	}
 	return cfg, field.Rename(errors.Join(errs...), f.flagNames())
+}
+
+// maxPlausibleRate is far above what one machine can send (the engines
+// reach a few hundred thousand requests a second on loopback).
+const maxPlausibleRate = 10_000_000
+
+// notes are what the flags ask for that is allowed but not what it seems,
+// printed on stderr before the run.
+func (f *proberFlags) notes() []string {
+	if f.rate > maxPlausibleRate {
+		return []string{fmt.Sprintf("--rate %g is beyond what one machine can send: the prober sends as fast as it can, "+
+			"and a run that cannot hold its rate is inconclusive (exit 4); for as fast as possible, use --rate 0 with --concurrency", f.rate)}
+	}
+	return nil
 }
 
 func (f *proberFlags) budget() report.Budget {

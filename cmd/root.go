@@ -139,6 +139,9 @@ func exitCode(err error, stderr io.Writer) int {
 		if errors.Is(err, rollout.ErrNameTheService) {
 			err = fmt.Errorf("%w (--service)", err)
 		}
+		if errors.Is(err, rollout.ErrNoAnswer) {
+			err = fmt.Errorf("%w; check that the kubeconfig (or --server) points at an API server that answers; --kube-request-timeout sets this bound", err)
+		}
 		fmt.Fprintf(stderr, "rollprobe: %v\n", err)
 	}
 	return int(code)

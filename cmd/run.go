@@ -52,7 +52,6 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	// Half fresh, half kept-alive: a rollout drops both kinds of traffic, in
 	// different ways (routing lag vs. abrupt close).
 	o.flags.conn = "mixed=0.5"
-	o.flags.timeoutFlag = "request-timeout"
 	o.flags.targetName = "--target"
 	cmd := &cobra.Command{
 		Use:   "run --deployment [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
@@ -142,6 +141,12 @@ func (o *runOptions) validate() error {
 	if err := o.probers.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := o.kube.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.kube.fs.Changed("wait") && !o.watch {
+		errs = append(errs, errors.New("--wait applies only with --watch (how long to wait for a rollout started elsewhere)"))
+	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
@@ -150,6 +155,11 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.uiMode = mode
+	if len(errs) == 0 {
+		for _, n := range o.flags.notes() {
+			fmt.Fprintln(o.stderr, "rollprobe: note: "+n)
+		}
+	}
 	return errors.Join(errs...)
 }
 

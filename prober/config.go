@@ -313,6 +313,14 @@ func (c *Config) Validate() error {
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")
 	}
+	// These two name headers on the wire: anything but a token (a line
+	// break, a colon, a space) would add header lines or break framing.
+	if c.RequestIDHeader != "" && !validToken(c.RequestIDHeader) {
+		bad("RequestIDHeader", strconv.Quote(c.RequestIDHeader), "not a header name (a token: letters, digits and !#$%&'*+-.^_`|~, no space, colon or line break)")
+	}
+	if c.BackendHeader != "" && !validToken(c.BackendHeader) {
+		bad("BackendHeader", strconv.Quote(c.BackendHeader), "not a header name (a token: letters, digits and !#$%&'*+-.^_`|~, no space, colon or line break)")
+	}
 	for name, values := range c.Header {
 		if !validToken(name) {
 			bad("Header", strconv.Quote(name), "not a header name (a token, no space or line break)")

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -57,6 +58,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	ctx, cancel := Bound(ctx)
 	defer cancel()
 	d, err := kube.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
+	err = Explain(ctx, err)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deployment %s/%s not found", ns, deployment)
 	}
@@ -66,6 +68,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	t := &Target{Namespace: ns, Deployment: d}
 	if service != "" {
 		svc, err := kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
+		err = Explain(ctx, err)
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("service %s/%s not found", ns, service)
 		}
@@ -81,7 +84,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	}
 	list, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list services in %s: %w", ns, err)
+		return nil, fmt.Errorf("list services in %s: %w", ns, Explain(ctx, err))
 	}
 	var matches []corev1.Service
 	for _, s := range list.Items {
@@ -143,12 +146,64 @@ func ServerVersion(ctx context.Context, kube kubernetes.Interface) advice.Versio
 	return advice.ParseVersion(strings.TrimRight(info.Major, "+") + "." + info.Minor)
 }
 
-// CallTimeout bounds one Kubernetes API call (or one short sequence of
-// them): a server that accepts connections and never answers must not hang
-// a command. Watches are not calls: their bound is the run's.
-const CallTimeout = 30 * time.Second
+// DefaultCallTimeout bounds one Kubernetes API call (or one short sequence
+// of them): a server that accepts connections and never answers must not
+// hang a command. Watches are not calls: their bound is the run's.
+const DefaultCallTimeout = 30 * time.Second
 
-// Bound gives ctx the CallTimeout unless it already ends sooner.
-func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, CallTimeout)
+// callTimeout is the bound in force (SetCallTimeout).
+var callTimeout atomic.Int64
+
+// SetCallTimeout sets the bound of each API call for this process (the
+// command's kube request timeout); 0 or less restores the default. Set it
+// before any call.
+func SetCallTimeout(d time.Duration) {
+	if d <= 0 {
+		d = DefaultCallTimeout
+	}
+	callTimeout.Store(int64(d))
 }
+
+// CallTimeout is the bound of each API call in force.
+func CallTimeout() time.Duration {
+	if d := callTimeout.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return DefaultCallTimeout
+}
+
+// ErrNoAnswer is the cause of a call that got no answer within its bound:
+// errors.Is finds it in what Bounded returns, for the command to say how
+// to change the bound.
+var ErrNoAnswer = errors.New("no answer from the Kubernetes API server")
+
+// Bound gives ctx the call timeout unless it already ends sooner; its
+// cause, when it ends, is ErrNoAnswer (Explain puts it in the error).
+func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := CallTimeout()
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w within %s, the bound of each API call", ErrNoAnswer, d))
+}
+
+// Explain is err from a call made with a context from Bound: when that
+// bound ended it, the error says so (client-go's own says only "context
+// deadline exceeded", which names neither the call's bound nor the
+// server's silence), and errors.Is(err, ErrNoAnswer) holds.
+func Explain(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case !errors.Is(cause, ErrNoAnswer), errors.Is(err, ErrNoAnswer):
+		return err
+	case strings.Contains(err.Error(), cause.Error()): // net/http quotes the cause itself
+		return noAnswer{err}
+	}
+	return fmt.Errorf("%w (%w)", cause, err)
+}
+
+// noAnswer is an error whose text already says the call got no answer.
+type noAnswer struct{ error }
+
+func (e noAnswer) Unwrap() error        { return e.error }
+func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
