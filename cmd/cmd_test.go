@@ -675,6 +675,29 @@ func TestCredentialsAreSentAndRedacted(t *testing.T) {
 	if r := run(t, "probe", "ftp://bob:Hunter2@host/"); r.code != 2 || strings.Contains(r.stderr, "Hunter2") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
+	// A token as the URL's user, and credentials in the query (the usual
+	// names and one named with --secret-param): sent, shown nowhere.
+	html := filepath.Join(dir, "r.html")
+	target = "http://T0KENUSER@" + srv.Addr() + "/ok?token=Zt0k&X-Amz-Signature=Zsig&custom=Zcustom&keep=visible"
+	r = run(t, "probe", target, "--rate", "10", "--duration", "500ms", "--ui", "none", "-v", "--secret-param", "custom",
+		"--report", reportPath, "--junit", junit, "--html", html)
+	if r.code != 0 || srv.Targets()["/ok?token=Zt0k&X-Amz-Signature=Zsig&custom=Zcustom&keep=visible"] == 0 ||
+		srv.Authorizations()["Basic VDBLRU5VU0VSOg=="] == 0 { // base64("T0KENUSER:")
+		t.Fatalf("exit %d; the credentials were not sent: %v %v", r.code, srv.Targets(), srv.Authorizations())
+	}
+	rep, _ = os.ReadFile(reportPath)
+	xml, _ = os.ReadFile(junit)
+	page, _ := os.ReadFile(html)
+	for name, text := range map[string]string{"stdout": r.stdout, "stderr": r.stderr, "report": string(rep), "junit": string(xml), "html": string(page)} {
+		for _, secret := range []string{"T0KENUSER", "Zt0k", "Zsig", "Zcustom"} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows %s", name, secret)
+			}
+		}
+	}
+	if !strings.Contains(r.stdout, "http://xxxxx@"+srv.Addr()+"/ok?token=xxxxx&X-Amz-Signature=xxxxx&custom=xxxxx&keep=visible") {
+		t.Errorf("the target is not shown redacted as expected:\n%s", r.stdout)
+	}
 	// -H Authorization: sent, stored nowhere.
 	r = run(t, "probe", srv.URL("/ok"), "--rate", "10", "--duration", "500ms", "--ui", "none", "-v",
 		"-H", "Authorization: Bearer t0ken-value", "--report", reportPath)

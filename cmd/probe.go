@@ -146,9 +146,9 @@ func (o *probeOptions) run(ctx context.Context) error {
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	o.log.Info("probing", "target", o.config.Target.Redacted(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
+	o.log.Info("probing", "target", o.config.RedactedTarget(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
 	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, nil, run.Live(), tui.Source{Command: "probe",
-		Target: o.config.Target.Redacted(), TargetRate: o.config.Rate, RequestTimeout: o.config.Timeout}, stop)
+		Target: o.config.RedactedTarget(), TargetRate: o.config.Rate, RequestTimeout: o.config.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon()

@@ -35,6 +35,7 @@ type proberFlags struct {
 	expectStatus   string
 	backendHeader  string
 	requestID      string
+	secretParams   []string
 	keepFailures   int
 	maxFailures    uint64
 	maxFailureRate float64
@@ -98,6 +99,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.expectStatus, "expect-status", f.expectStatus, "statuses that count as ok, like 200-399 or 200,204")
 	fs.StringVar(&f.backendHeader, "backend-header", "", "response header naming the serving backend (e.g. X-Pod-Name); responses are counted per value")
 	fs.StringVar(&f.requestID, "request-id-header", f.requestID, `header carrying a unique ID ("<run>-<seq>") on every request`)
+	fs.StringArrayVar(&f.secretParams, "secret-param", nil, "a query parameter of the URL whose value is a credential: sent, shown and stored as xxxxx (token, access_token, sig, key, ... and a user without password already are; repeatable)")
 	fs.IntVar(&f.keepFailures, "keep-failures", f.keepFailures, "failures kept in full in the report; later ones are only counted")
 	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
 	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
@@ -173,6 +175,7 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 		errs = append(errs, err)
 	}
 	cfg.BackendHeader, cfg.RequestIDHeader, cfg.KeepFailures = f.backendHeader, f.requestID, f.keepFailures
+	cfg.SecretParams = f.secretParams
 	if f.procs < 0 {
 		errs = append(errs, fmt.Errorf("--procs %d: must not be negative", f.procs))
 	}

@@ -240,7 +240,7 @@ func (o *runOptions) run(ctx context.Context) error {
 		return err
 	}
 	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
-		tui.Source{Command: "run", Target: o.cfg.Probe.Target.Redacted(), TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
+		tui.Source{Command: "run", Target: o.cfg.Probe.RedactedTarget(), TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon()

@@ -125,6 +125,9 @@ type Config struct {
 	ExpectStatus    StatusSet
 	BackendHeader   string // response header identifying the serving backend
 	RequestIDHeader string
+	// SecretParams names query parameters whose values are credentials,
+	// besides the usual ones (SecretParams): sent, never shown or stored.
+	SecretParams []string
 
 	// KeepFailures is how many failures are kept in full; later ones are
 	// only counted, so memory stays flat on long runs.
@@ -230,15 +233,82 @@ func ParseTarget(raw string) (*url.URL, error) {
 // userinfo matches the credentials of a URL (scheme://user:password@).
 var userinfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@:]*):[^/@]*@`)
 
-// RedactURL shows a URL as it may be logged or stored: a password in it
-// becomes xxxxx (url.URL.Redacted's form), even in a string that does not
-// parse.
+// RedactURL shows a URL as it may be logged or stored (RedactTarget with
+// the default secret parameters), even a string that does not parse.
 func RedactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+		return RedactTarget(u, nil)
 	}
 	return userinfo.ReplaceAllString(raw, "${1}:xxxxx@")
 }
+
+// SecretParams are the query parameters whose values are credentials in
+// the URLs people probe (API tokens, signed URLs' signatures); matched
+// without regard to case. Config.SecretParams adds more.
+var SecretParams = []string{"token", "access_token", "id_token", "refresh_token", "auth", "authorization",
+	"key", "api_key", "apikey", "api-key", "secret", "client_secret", "password", "passwd", "pwd",
+	"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature",
+	"x-goog-credential", "code", "session", "sessionid"}
+
+// RedactTarget shows u as it may be logged or stored, while the requests
+// still carry everything: a password becomes xxxxx (url.URL.Redacted's
+// form), so does a user without a password (a token passed as
+// http://TOKEN@host/), and so does the value of each query parameter named
+// in SecretParams or extra. Everything else is shown as given.
+func RedactTarget(u *url.URL, extra []string) string {
+	if u == nil {
+		return ""
+	}
+	r := *u
+	if r.User != nil {
+		if _, has := r.User.Password(); has {
+			r.User = url.UserPassword(r.User.Username(), "xxxxx")
+		} else if r.User.Username() != "" {
+			r.User = url.User("xxxxx")
+		}
+	}
+	if r.RawQuery != "" {
+		r.RawQuery = redactQuery(r.RawQuery, extra)
+	}
+	return r.String()
+}
+
+// redactQuery replaces secret parameters' values in a raw query, keeping
+// the rest byte for byte (order, encoding, parameters without a value).
+func redactQuery(raw string, extra []string) string {
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		name, _, hasValue := strings.Cut(p, "=")
+		if !hasValue {
+			continue
+		}
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if isSecretParam(name, extra) {
+			parts[i] = p[:strings.IndexByte(p, '=')+1] + "xxxxx"
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+func isSecretParam(name string, extra []string) bool {
+	for _, s := range SecretParams {
+		if strings.EqualFold(name, s) {
+			return true
+		}
+	}
+	for _, s := range extra {
+		if strings.EqualFold(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactedTarget is the target as it may be shown and stored
+// (RedactTarget with the configured secret parameters).
+func (c *Config) RedactedTarget() string { return RedactTarget(c.Target, c.SecretParams) }
 
 // validToken reports whether s is an HTTP token (RFC 9110 5.6.2): what a
 // method and a header name must be. Anything else (a space, CR, LF) would

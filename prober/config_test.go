@@ -3,6 +3,7 @@ package prober
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,28 @@ func TestTokensAndTargets(t *testing.T) {
 	var fe *field.Error
 	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "Header" {
 		t.Errorf("a header value with CRLF: %v", err)
+	}
+}
+
+func TestRedactTarget(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://host/x", "http://host/x"},
+		{"http://alice:pw@host/", "http://alice:xxxxx@host/"},
+		{"http://T0KEN@host/", "http://xxxxx@host/"},
+		{"https://h/p?a=1&token=s&TOKEN=s&b", "https://h/p?a=1&token=xxxxx&TOKEN=xxxxx&b"},
+		{"https://h/p?X-Amz-Signature=abc%2Fdef&X-Amz-Date=1", "https://h/p?X-Amz-Signature=xxxxx&X-Amz-Date=1"},
+		{"https://h/p?to%6Ben=s", "https://h/p?to%6Ben=xxxxx"}, // an escaped name is still the name
+		{"https://h/p?mine=s&keep=k", "https://h/p?mine=xxxxx&keep=k"},
+	} {
+		u, err := url.Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RedactTarget(u, []string{"MINE"}); got != tc.want {
+			t.Errorf("RedactTarget(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if got := RedactURL("ftp://bob:Hunter2@host/ x"); strings.Contains(got, "Hunter2") {
+		t.Errorf("RedactURL of a URL that does not parse: %s", got)
 	}
 }

@@ -42,7 +42,7 @@ func build(run probeRun) *report.Report {
 		Schema:      report.Schema,
 		Tool:        run.Tool,
 		Command:     run.Command,
-		Target:      cfg.Target.Redacted(),
+		Target:      cfg.RedactedTarget(),
 		StartedAt:   sum.Start.UTC(),
 		EndedAt:     sum.Start.Add(sum.Elapsed).UTC(),
 		DurationS:   seconds(sum.Elapsed),

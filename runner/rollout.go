@@ -508,7 +508,7 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
 		}
 	}
 	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests from the probers succeeded%s",
-		c.Target.Redacted(), ok, sent, detail)
+		c.RedactedTarget(), ok, sent, detail)
 }
 
 // checkBaseline sends a short burst at the target before anything changes:
@@ -543,7 +543,7 @@ func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
 			detail = fmt.Sprintf(": first failure %s (status %d)", fails[0].Class, fails[0].Status)
 		}
 		return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests succeeded%s",
-			c.Target.Redacted(), ok, sent, detail)
+			c.RedactedTarget(), ok, sent, detail)
 	}
 	return nil
 }

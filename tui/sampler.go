@@ -15,6 +15,7 @@ import (
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
+	reportrender "github.com/rollprobe/rollprobe/report/render"
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
@@ -248,7 +249,7 @@ func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
 	}
 	for name, n := range served {
 		if s.pods.Get(name) == nil {
-			rows = append(rows, Pod{Name: name, Served: n}) // probe: the backends are the pods
+			rows = append(rows, Pod{Name: reportrender.Printable(name), Served: n}) // probe: the backends are the pods (named by the server)
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool {

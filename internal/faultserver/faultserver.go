@@ -59,11 +59,12 @@ type Server struct {
 	inFlight, maxInFlight                               atomic.Int64
 	firstStall                                          atomic.Bool
 
-	mu    sync.Mutex
-	open  map[net.Conn]struct{}
-	peers []netip.AddrPort // every client address accepted, in order
-	auths map[string]int   // Authorization header values received, with counts
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	open    map[net.Conn]struct{}
+	peers   []netip.AddrPort // every client address accepted, in order
+	auths   map[string]int   // Authorization header values received, with counts
+	targets map[string]int   // request targets (path and query) received, with counts
+	wg      sync.WaitGroup
 }
 
 // Start listens on a loopback port and serves until Close.
@@ -72,7 +73,7 @@ func Start(name string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Name: name, ln: ln, addr: ln.Addr().String(), open: map[net.Conn]struct{}{}, auths: map[string]int{}}
+	s := &Server{Name: name, ln: ln, addr: ln.Addr().String(), open: map[net.Conn]struct{}{}, auths: map[string]int{}, targets: map[string]int{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -110,6 +111,14 @@ func (s *Server) Counts() Counts {
 		Reset: s.reset.Load(), Closed: s.closed.Load(), Truncated: s.truncated.Load(),
 		MaxInFlight: s.maxInFlight.Load(),
 	}
+}
+
+// Targets returns how many requests asked for each request target (the
+// path and query as sent).
+func (s *Server) Targets() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.targets)
 }
 
 // Authorizations returns how many requests carried each Authorization
@@ -198,11 +207,12 @@ func (s *Server) serve(c net.Conn) {
 				break
 			}
 		}
+		s.mu.Lock()
 		if auth != "" {
-			s.mu.Lock()
 			s.auths[auth]++
-			s.mu.Unlock()
 		}
+		s.targets[target]++
+		s.mu.Unlock()
 		u, err := url.Parse(target)
 		if err != nil {
 			// Not HTTP (a TLS ClientHello, say, whose random bytes can

@@ -46,7 +46,7 @@ func DoctorText(w io.Writer, r report.DoctorResult) error {
 		threshold = "never failing"
 	}
 	fmt.Fprintf(&b, "doctor: %s: %s, %s (%s)\n", verdict, plural(counts[report.SeverityError], "error"), plural(counts[report.SeverityWarning], "warning"), threshold)
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, Printable(b.String()))
 	return err
 }
 
@@ -77,6 +77,6 @@ func DoctorMarkdown(w io.Writer, r report.DoctorResult) error {
 		}
 		fmt.Fprintf(&b, "\nFix: %s\n", f.Fix)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, Printable(b.String()))
 	return err
 }

@@ -68,7 +68,7 @@ func Markdown(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, " — %s", strings.Join(r.Verdict.Reasons, "; "))
 	}
 	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, Printable(b.String()))
 	return err
 }
 

@@ -139,7 +139,7 @@ func Text(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, ": %s", strings.Join(r.Verdict.Reasons, "; "))
 	}
 	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, Printable(b.String()))
 	return err
 }
 
