@@ -59,6 +59,21 @@ type Options struct {
 	// (0: none yet); the advice names it instead of the default, so a
 	// report carries one number for one fix.
 	MeasuredPreStop int
+	// Measured, from a run, is what its traffic showed of the pods'
+	// shutdown; nil for doctor alone. Measured evidence outranks a static
+	// guess: a check it contradicts says what was measured and drops to a
+	// note.
+	Measured *Measured
+}
+
+// Measured is what a run measured of the pods' shutdown.
+type Measured struct {
+	PodsDeleted int    // pods whose deletion the run saw
+	Sent        uint64 // requests sent
+	Failed      uint64 // requests that failed (the target's failures)
+	// ServedAfterDeletion: responses from pods after their deletion was
+	// requested (known only with a backend header; 0 otherwise).
+	ServedAfterDeletion uint64
 }
 
 // DefaultExpectedDrain is a typical HTTP server's drain.
@@ -163,6 +178,20 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 	noHook := s.containers(func(c corev1.Container) bool { return c.Lifecycle == nil || c.Lifecycle.PreStop == nil })
 	if len(noHook) == 0 {
 		return report.Finding{}, false
+	}
+	if m := s.opts.Measured; m != nil && m.PodsDeleted > 0 && m.Sent > 0 && m.Failed == 0 {
+		// The run deleted pods under load and nothing dropped: whatever
+		// delays this app's shutdown (a sleep in its SIGTERM handler, a
+		// framework's graceful delay) worked here.
+		evidence := []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed", m.PodsDeleted, m.Sent)}
+		if m.ServedAfterDeletion > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d responses came from pods after their deletion was requested: they kept serving while endpoints propagated", m.ServedAfterDeletion))
+		}
+		return report.Finding{Severity: report.SeverityInfo,
+			Title:    "no preStop hook, but this run measured no drop: the app appears to delay its own shutdown; keep it so",
+			Evidence: evidence,
+			Fix:      "keep the app's shutdown delay above the endpoint propagation time (or make it explicit: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) + "); rollprobe run on every deploy keeps measuring it"}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",

@@ -260,3 +260,33 @@ func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
 		t.Fatalf("%+v", fs)
 	}
 }
+
+// A run that deleted pods under load and dropped nothing outranks the
+// static guess: the missing preStop hook becomes a note saying what was
+// measured (it printed an ERROR next to verdict PASS). A run that dropped
+// requests, one that deleted nothing, and doctor alone keep the error.
+func TestMeasuredNoDropOutranksTheStaticCheck(t *testing.T) {
+	d, svc, pdbs := good()
+	app(d).Lifecycle = nil
+	in := Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+	for _, tc := range []struct {
+		name     string
+		measured *Measured
+		want     report.Severity
+	}{
+		{"doctor alone", nil, report.SeverityError},
+		{"no drop", &Measured{PodsDeleted: 3, Sent: 9247, ServedAfterDeletion: 40}, report.SeverityInfo},
+		{"drops", &Measured{PodsDeleted: 3, Sent: 9247, Failed: 12}, report.SeverityError},
+		{"nothing deleted", &Measured{Sent: 9247}, report.SeverityError},
+	} {
+		fs := Run(in, Options{Measured: tc.measured})
+		if len(fs) != 1 || fs[0].ID != NoPreStop || fs[0].Severity != tc.want {
+			t.Fatalf("%s: %+v", tc.name, fs)
+		}
+		if tc.want == report.SeverityInfo && (!strings.Contains(fs[0].Title, "this run measured no drop") ||
+			!strings.Contains(strings.Join(fs[0].Evidence, "\n"), "none of its 9247 requests failed") ||
+			!strings.Contains(strings.Join(fs[0].Evidence, "\n"), "40 responses")) {
+			t.Errorf("%s: the note does not say what was measured: %+v", tc.name, fs[0])
+		}
+	}
+}

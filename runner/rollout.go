@@ -197,7 +197,17 @@ func explain(rep *report.Report, clock *rollout.RevisionClock, in doctor.Input, 
 	rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
 	rep.Findings = x.Findings
 	if doctorOK { // run after the analysis: its advice names what the traffic measured
-		rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain, MeasuredPreStop: x.PreStopSeconds})...)
+		measured := &doctor.Measured{Sent: rep.Totals.Sent, Failed: rep.Totals.Failed}
+		for _, e := range rep.Timeline {
+			if e.Kind == report.PodDeletionRequested {
+				measured.PodsDeleted++
+			}
+		}
+		for _, p := range rep.Pods {
+			measured.ServedAfterDeletion += p.ServedAfterDeletion
+		}
+		rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain,
+			MeasuredPreStop: x.PreStopSeconds, Measured: measured})...)
 	}
 }
 
