@@ -53,7 +53,7 @@ test: ## every test (what CI runs), one package at a time (the engine's and the 
 	  echo "*** ROLLPROBE_REQUIRE_LAB/BROWSER/NGINX/RELEASE/TOOLS=1 make such a skip a failure (CI sets them)."; \
 	fi; exit $$status
 
-test-short: ## unit tests only
+test-short: ## unit tests only: no binary built or run, no traffic, no lab (about 20 s)
 	go test -count=1 -short ./...
 
 $(STATICCHECK):

@@ -37,11 +37,13 @@ type result struct {
 
 func run(t *testing.T, args ...string) result {
 	t.Helper()
+	testbin.Required(t)
 	return runCmd(t, exec.Command(binary, args...))
 }
 
 func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	t.Helper()
+	testbin.Required(t)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -56,6 +58,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 }
 
 func TestExitCodes(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	// 10 requests over 1 s: the last is due 100 ms before the end, so a
 	// loaded machine (CI runs the lab's tests beside these) still sends
@@ -123,6 +126,7 @@ func TestExitCodes(t *testing.T) {
 // TestUsageErrorWritesNothing: a bad invocation changes nothing, not even
 // the report file.
 func TestUsageErrorWritesNothing(t *testing.T) {
+	testbin.Required(t)
 	path := filepath.Join(t.TempDir(), "report.json")
 	r := run(t, "probe", "http://127.0.0.1:1/", "--rate", "-5", "--report", path)
 	if r.code != 2 {
@@ -136,6 +140,7 @@ func TestUsageErrorWritesNothing(t *testing.T) {
 // Asking for the dashboard without a terminal is a usage error found
 // before anything runs, not a run cut short when the dashboard fails.
 func TestDashboardWithoutATerminalIsAUsageError(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	r := run(t, "probe", srv.URL("/ok"), "--ui", "tui", "--duration", "1s", "--report", path)
@@ -154,8 +159,9 @@ func TestDashboardWithoutATerminalIsAUsageError(t *testing.T) {
 // out of its own (EMFILE). That is its fault, not the target's: exit 4 and
 // no failure counted against the target.
 func TestLocalErrorsAreInconclusive(t *testing.T) {
+	testbin.Required(t)
 	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("prlimit (util-linux) not installed")
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "prlimit (util-linux) not installed")
 	}
 	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
@@ -181,6 +187,7 @@ func TestLocalErrorsAreInconclusive(t *testing.T) {
 // SIGINT (Ctrl-C), SIGTERM (a CI runner's cancel) and SIGHUP (a closed
 // terminal) all stop the run cleanly: report written, exit 130.
 func TestInterruptWritesReport(t *testing.T) {
+	testbin.Required(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) { interrupted(t, sig) })
 	}
@@ -227,6 +234,7 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 }
 
 func TestJSONOutput(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/close-reused"), "-o", "json", "--rate", "100", "--duration", "500ms",
 		"--backend-header", "X-Pod-Name", "--progress", "0")
@@ -248,6 +256,7 @@ func TestJSONOutput(t *testing.T) {
 }
 
 func TestProgressLines(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/ok"), "--rate", "50", "--duration", "1200ms", "--progress", "500ms")
 	// 4: the machine was too busy to hold the rate (the verdict says so);
@@ -270,6 +279,7 @@ func TestProgressLines(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	testbin.Required(t)
 	for _, args := range [][]string{{"--version"}, {"version"}} { // kubectl users type the command
 		r := run(t, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "rollprobe version") {
@@ -281,6 +291,7 @@ func TestVersion(t *testing.T) {
 // TestCIOutputs: --junit writes a test case per check, and under GitHub
 // Actions the step summary is appended and failures are annotated.
 func TestCIOutputs(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	summary := filepath.Join(dir, "summary.md")
@@ -326,6 +337,7 @@ func TestCIOutputs(t *testing.T) {
 // TestReportShow renders a saved report again; the text is the same summary
 // the probe printed, and a file of another schema is a usage error.
 func TestReportShow(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "report.json")
 	first := run(t, "probe", srv.URL("/status/503"), "--rate", "50", "--duration", "300ms", "--progress", "0", "--report", path)
@@ -361,6 +373,7 @@ func TestReportShow(t *testing.T) {
 // A bad value is reported under the flag the user typed: run's request
 // timeout is --request-timeout (its --timeout bounds the whole run).
 func TestErrorsNameTheFlag(t *testing.T) {
+	testbin.Required(t)
 	r := run(t, "run", "--deployment", "web", "--target", "http://127.0.0.1:1/", "--request-timeout", "0", "--connect-timeout", "-1s")
 	if r.code != 2 || !strings.Contains(r.stderr, "--request-timeout 0s: must be positive") ||
 		!strings.Contains(r.stderr, "--connect-timeout -1s: must be positive") || strings.Contains(r.stderr, "--timeout 0s") {
@@ -420,6 +433,7 @@ current-context: x
 // A server that accepts connections and never answers: doctor and run end
 // with exit 2 within their bound, naming the server, having changed nothing.
 func TestUnansweringAPIServer(t *testing.T) {
+	testbin.Required(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -482,6 +496,7 @@ func TestUnansweringAPIServer(t *testing.T) {
 // Every output path is checked before anything is sent: a missing
 // directory or a directory at the path is exit 2 with no request made.
 func TestOutputsCheckedBeforeTraffic(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	if err := os.Symlink(filepath.Join(dir, "same.json"), filepath.Join(dir, "link.json")); err != nil {
@@ -521,6 +536,7 @@ func TestOutputsCheckedBeforeTraffic(t *testing.T) {
 // --html writes the page of the run: the same page report show -o html
 // makes from the JSON report written beside it.
 func TestHTMLOutput(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
@@ -549,6 +565,7 @@ func TestHTMLOutput(t *testing.T) {
 // written, and the exit code says an output failed (5), unless the
 // verdict's own code comes first (failures above budget: 1).
 func TestOutputFailureAtTheEnd(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	for _, tc := range []struct {
 		path string
@@ -604,6 +621,7 @@ func TestOutputFailureAtTheEnd(t *testing.T) {
 // report, and "-" puts the report on stdout with the summary on stderr.
 // (As root, --report /dev/null used to replace the machine's /dev/null.)
 func TestOutputsToSpecialFiles(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	probe := []string{"probe", srv.URL("/ok"), "--rate", "20", "--duration", "300ms", "--ui", "none"}
@@ -650,6 +668,7 @@ func TestOutputsToSpecialFiles(t *testing.T) {
 // nowhere: not in the summary, the report, JUnit or the -v log. An -H
 // Authorization value is sent and stored nowhere either.
 func TestCredentialsAreSentAndRedacted(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
 	reportPath, junit := filepath.Join(dir, "r.json"), filepath.Join(dir, "j.xml")
@@ -710,6 +729,7 @@ func TestCredentialsAreSentAndRedacted(t *testing.T) {
 // The achieved rate and the duration are measured over the intended
 // window: 2 requests due at 0 and 0.5 s in a 1 s run are 2 req/s over 1 s.
 func TestRateOverTheIntendedWindow(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	r := run(t, "probe", srv.URL("/ok"), "--rate", "2", "--duration", "1s", "--ui", "none")
 	if r.code != 0 || !strings.Contains(r.stdout, ", 1.0s)") || !strings.Contains(r.stdout, "2.0 of 2 req/s") {
@@ -719,6 +739,7 @@ func TestRateOverTheIntendedWindow(t *testing.T) {
 
 // Without any kubeconfig the message says what rollprobe reads.
 func TestNoKubeconfig(t *testing.T) {
+	testbin.Required(t)
 	cmd := exec.Command(binary, "doctor", "--deployment", "web")
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG=")
 	r := runCmd(t, cmd)
@@ -732,6 +753,7 @@ func TestNoKubeconfig(t *testing.T) {
 // --kube-request-timeout everywhere, a duration (--request-timeout is the
 // prober's). probe's help says each is for --probers.
 func TestKubectlConnectionFlags(t *testing.T) {
+	testbin.Required(t)
 	common := []string{"--kubeconfig", "--context", "--namespace", "--cluster", "--user", "--server", "--token", "--as", "--as-group",
 		"--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--insecure-skip-tls-verify", "--tls-server-name",
 		"--kube-request-timeout"}
@@ -764,6 +786,7 @@ func TestKubectlConnectionFlags(t *testing.T) {
 // Run as kubectl-rollprobe (a kubectl plugin), help and usage say
 // "kubectl rollprobe".
 func TestKubectlPluginName(t *testing.T) {
+	testbin.Required(t)
 	plugin := filepath.Join(t.TempDir(), "kubectl-rollprobe")
 	if err := os.Symlink(binary, plugin); err != nil {
 		t.Fatal(err)
@@ -791,6 +814,7 @@ func reapOnFailure(t *testing.T, cmd *exec.Cmd) {
 // install copies the binary into a directory (an init container's way out
 // of the release image); a missing directory is a usage error.
 func TestInstall(t *testing.T) {
+	testbin.Required(t)
 	dir := t.TempDir()
 	r := run(t, "install", dir)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != filepath.Join(dir, "rollprobe") {
@@ -813,6 +837,7 @@ func TestInstall(t *testing.T) {
 // report written and marked (Go's runtime would exit 2, "nothing was
 // sent or changed", and write nothing).
 func TestInternalErrorExits70(t *testing.T) {
+	testbin.Required(t)
 	srv := faultserver.New(t, "pod-a")
 	path := filepath.Join(t.TempDir(), "r.json")
 	junit := filepath.Join(t.TempDir(), "j.xml")

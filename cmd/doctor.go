@@ -56,6 +56,12 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
+			if o.validateOnly {
+				if _, _, err := rollout.ParseDeploymentRef(o.kube.deployment, "default"); err != nil {
+					return exitcode.UsageError(field.Rename(err, map[string]string{"Deployment": "--deployment"}))
+				}
+				return o.validated()
+			}
 			if err := o.complete(); err != nil {
 				return exitcode.UsageError(err)
 			}

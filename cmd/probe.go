@@ -70,6 +70,9 @@ be written at the end, 130 interrupted (the report is still written).`,
 			if err := o.complete(args); err != nil {
 				return exitcode.UsageError(err)
 			}
+			if o.validateOnly {
+				return o.validated()
+			}
 			cmd.SilenceUsage = true
 			return o.run(cmd.Context())
 		},
@@ -95,7 +98,7 @@ func (o *probeOptions) complete(args []string) error {
 	o.target = args[0]
 	cfg, err := o.flags.config(o.target)
 	o.config = cfg
-	if err != nil || o.probers.count == 0 {
+	if err != nil || o.probers.count == 0 || o.validateOnly {
 		return err
 	}
 	kube, restCfg, ns, err := o.kube.connection()

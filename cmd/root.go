@@ -58,6 +58,17 @@ type globalOptions struct {
 	// rollprobe's own performance work; hidden).
 	cpuProfile  string
 	stopProfile func()
+	// validateOnly: check the command line (flags, target, outputs,
+	// trigger) and stop before anything is read from a cluster, sent or
+	// changed (--validate): how recipes and CI templates are checked.
+	validateOnly bool
+}
+
+// validated ends a command run with --validate: its command line passed
+// every check that needs nothing outside this process.
+func (g *globalOptions) validated() error {
+	_, err := fmt.Fprintln(g.stdout, "the command line is valid (--validate: nothing was read, sent or changed)")
+	return err
 }
 
 // NewRootCommand builds the command tree writing to the given streams.
@@ -103,6 +114,7 @@ failed request with its exact cause, and gives a verdict a CI gate can use.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	root.PersistentFlags().BoolVar(&g.validateOnly, "validate", false, "check the command line (flags, target, output paths, trigger) and exit 0 if it is valid, 2 if not: nothing is read from the cluster, sent or changed")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g), newFleetAgentCommand(g), newInstallCommand(g),
 		&cobra.Command{Use: "version", Short: "Print rollprobe's version", Args: cobra.NoArgs,

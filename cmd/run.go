@@ -85,6 +85,9 @@ left as it is).`,
 			if err := o.complete(); err != nil {
 				return exitcode.UsageError(err)
 			}
+			if o.validateOnly {
+				return o.validated()
+			}
 			cmd.SilenceUsage = true
 			return o.run(cmd.Context())
 		},
@@ -203,6 +206,10 @@ func (o *runOptions) complete() error {
 		trigger = rollout.Exec{Argv: o.execArgv, Stdout: logOut, Stderr: logOut}
 	}
 
+	if o.validateOnly { // the cluster is not read: the rest needs it
+		_, _, err := rollout.ParseDeploymentRef(o.kube.deployment, "default")
+		return field.Rename(err, map[string]string{"Deployment": "--deployment"})
+	}
 	kube, restCfg, ns, name, err := o.kube.clientAndConfig()
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testbin"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -20,11 +22,9 @@ import (
 // marked interrupted and exits 130. (The lab's e2e test covers run's
 // dashboard during a rollout.)
 func TestDashboardStopsOnQ(t *testing.T) {
+	testbin.Required(t)
 	if !tmuxtest.Available() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI installs tmux (.ci/run): the dashboard test must not skip there")
-		}
-		t.Skip("needs tmux")
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "needs tmux")
 	}
 	srv := faultserver.New(t, "pod-a")
 	dir := t.TempDir()
@@ -73,11 +73,9 @@ func TestDashboardStopsOnQ(t *testing.T) {
 // for a key. (Before, nothing was written until a key was pressed, and a
 // dashboard whose terminal was gone ran on for hours, deaf to signals.)
 func TestDashboardEndScreenLosesNothing(t *testing.T) {
+	testbin.Required(t)
 	if !tmuxtest.Available() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI installs tmux (.ci/run): the dashboard test must not skip there")
-		}
-		t.Skip("needs tmux")
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "needs tmux")
 	}
 	for _, end := range []string{"terminal closed", "SIGTERM"} {
 		t.Run(end, func(t *testing.T) {

@@ -66,16 +66,21 @@ func strictInto(t *testing.T, doc []byte, v any) {
 	}
 }
 
-// accepts checks that rollprobe takes args: its flag parser accepts them
-// (with --help appended, a valid command line prints help and exits 0; an
-// unknown flag or a bad value exits 2).
+// accepts checks that rollprobe takes args as they are: with --validate it
+// runs every check of the command line that needs nothing outside the
+// process (flags, values, target, trigger, output paths) and exits 0, or
+// 2 naming the problem. (Appending --help, as this did, checked only that
+// the flags exist.)
 func accepts(t *testing.T, args []string) {
 	t.Helper()
+	testbin.Required(t)
 	if len(args) > 0 && (args[0] == "rollprobe" || args[0] == "/rollprobe") {
 		args = args[1:]
 	}
-	out, err := exec.Command(binary, append(append([]string(nil), args...), "--help")...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Usage:") {
+	cmd := exec.Command(binary, append(append([]string(nil), args...), "--validate")...)
+	cmd.Dir = t.TempDir() // relative output paths are checked (and nothing left) there
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "the command line is valid") {
 		t.Fatalf("rollprobe %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
@@ -169,6 +174,7 @@ func TestArgoRolloutsAnalysisTemplate(t *testing.T) {
 }
 
 func TestFlaggerCanary(t *testing.T) {
+	testbin.Required(t)
 	docs := documents(t, "flagger-canary.yaml")
 	if len(docs) != 2 {
 		t.Fatalf("%d documents: want the Canary and the load tester patch", len(docs))
@@ -262,7 +268,9 @@ func TestGitHubWorkflow(t *testing.T) {
 			if s.With["trigger"] != "watch" {
 				t.Errorf("trigger %q: a GitOps controller starts the rollout; rollprobe watches", s.With["trigger"])
 			}
-			accepts(t, append([]string{"run", "--deployment", s.With["deployment"], "--watch"}, strings.Fields(s.With["args"])...))
+			// The command line action.yml composes from these inputs.
+			accepts(t, append([]string{"run", "--deployment", s.With["deployment"], "--target", s.With["target"], "--watch",
+				"--probers", s.With["probers"], "--rate", s.With["rate"]}, strings.Fields(s.With["args"])...))
 		}
 	}
 	if !found {

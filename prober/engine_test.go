@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 func startServer(t *testing.T) *faultserver.Server {
 	t.Helper()
+	testenv.Timed(t)
 	srv := faultserver.New(t, "pod-a")
 	return srv
 }

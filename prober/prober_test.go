@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 // probe runs a short bounded probe against target and returns the totals.
@@ -60,6 +61,7 @@ func runTestProber(t *testing.T, target string, mutate func(*Config), prepare fu
 // the probers the body makes (probe, withEngine) take the engine from
 // the test's name.
 func forEachEngine(t *testing.T, body func(t *testing.T)) {
+	testenv.Timed(t)
 	for _, e := range []Engine{EngineLoops, EngineGoroutines} {
 		t.Run(string(e), body)
 	}

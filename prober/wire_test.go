@@ -7,6 +7,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 // --conn mixed=0.5 sends half of the requests on fresh connections and
@@ -16,7 +17,7 @@ import (
 func TestMixedKeepsItsKeptAliveConnections(t *testing.T) {
 	forEachEngine(t, func(t *testing.T) {
 		if err := capture.Available(); err != nil {
-			t.Skip(err)
+			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the wire referee: %v", err)
 		}
 		srv := faultserver.New(t, "pod-a")
 		_, port, _ := strings.Cut(srv.Addr(), ":")
@@ -45,7 +46,7 @@ func TestMixedKeepsItsKeptAliveConnections(t *testing.T) {
 func TestServerCloseAgreesWithTheWire(t *testing.T) {
 	forEachEngine(t, func(t *testing.T) {
 		if err := capture.Available(); err != nil {
-			t.Skip(err)
+			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the wire referee: %v", err)
 		}
 		for _, tc := range []struct {
 			path string

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -55,6 +56,7 @@ func fakeKube(denied map[string]bool, objs ...runtime.Object) *fake.Clientset {
 
 func config(t *testing.T, kube *fake.Clientset, path string) RolloutConfig {
 	t.Helper()
+	testenv.Timed(t)
 	srv := faultserver.New(t, "web-0")
 	probe := prober.DefaultConfig()
 	probe.Target, _ = url.Parse(srv.URL(path))
@@ -227,6 +229,7 @@ func run(ctx context.Context, cfg RolloutConfig) (*report.Report, error) {
 // The probe flow: the live handle counts while it runs, Wait gives the
 // report with its verdict.
 func TestProbeFlow(t *testing.T) {
+	testenv.Timed(t)
 	srv := faultserver.New(t, "web-0")
 	cfg := prober.DefaultConfig()
 	cfg.Target, _ = url.Parse(srv.URL("/status/503"))

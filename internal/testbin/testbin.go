@@ -3,12 +3,25 @@
 package testbin
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 )
+
+// short: Main built no binary (-short).
+var short bool
+
+// Required skips t under -short, where Main built no binary: every test
+// that runs the binary calls it first.
+func Required(t testing.TB) {
+	t.Helper()
+	if short {
+		t.Skip("short: unit tests only (this one runs the binary)")
+	}
+}
 
 // Build compiles pkg (a path as go build takes it, relative to the test's
 // package directory) into dir/name and returns the binary's path. The
@@ -27,7 +40,16 @@ func Build(dir, name, pkg string) (string, error) {
 // Main is the TestMain of a package whose tests run a real binary: it
 // builds pkg as name into a temporary directory, points *binary at it,
 // runs the tests, removes the directory and exits with the tests' code.
+// Under -short (unit tests only) it builds nothing: the tests that run the
+// binary skip (Required), the package's unit tests still run.
 func Main(m *testing.M, name, pkg string, binary *string) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		short = true
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "rollprobe-"+name+"-test")
 	if err != nil {
 		panic(err)

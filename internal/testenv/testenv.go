@@ -29,3 +29,12 @@ func SkipOrFail(t testing.TB, require, format string, args ...any) {
 	}
 	t.Skip(why)
 }
+
+// Timed skips t under -short (make test-short: unit tests only): t sends
+// real traffic for a while, or waits on a clock, and belongs to make test.
+func Timed(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("short: unit tests only (this one sends traffic for a while)")
+	}
+}

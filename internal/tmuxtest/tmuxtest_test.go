@@ -7,16 +7,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 // A terminal shows its command's output, takes keys, and Close leaves no
 // tmux server behind.
 func TestTermShowsTakesKeysAndEnds(t *testing.T) {
 	if !Available() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI installs tmux (.ci/run)")
-		}
-		t.Skip("needs tmux")
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "needs tmux")
 	}
 	x := Start(t, 40, 10, "echo ready; read line; echo got $line; sleep 30")
 	waitFor := func(want string) {

@@ -86,6 +86,7 @@ func keptAlive(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 func TestImmediateExitsOnSIGTERM(t *testing.T) {
+	testbin.Required(t)
 	a := start(t, "--shutdown", "immediate")
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	if !a.exited(2 * time.Second) {
@@ -97,6 +98,7 @@ func TestImmediateExitsOnSIGTERM(t *testing.T) {
 }
 
 func TestCloseCutsKeptAliveConnections(t *testing.T) {
+	testbin.Required(t)
 	a := start(t, "--shutdown", "close")
 	c, br := keptAlive(t, a.addr)
 	defer c.Close()
@@ -111,6 +113,7 @@ func TestCloseCutsKeptAliveConnections(t *testing.T) {
 }
 
 func TestDrainKeepsServingWithConnectionClose(t *testing.T) {
+	testbin.Required(t)
 	a := start(t, "--shutdown", "drain=1s", "--unready-on-term")
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(100 * time.Millisecond)
@@ -136,6 +139,7 @@ func TestDrainKeepsServingWithConnectionClose(t *testing.T) {
 }
 
 func TestIgnoreSurvivesSIGTERM(t *testing.T) {
+	testbin.Required(t)
 	a := start(t, "--shutdown", "ignore")
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	if a.exited(500 * time.Millisecond) {
@@ -148,6 +152,7 @@ func TestIgnoreSurvivesSIGTERM(t *testing.T) {
 }
 
 func TestReadyDelay(t *testing.T) {
+	testbin.Required(t)
 	a := start(t, "--ready-delay", "1h")
 	resp, err := http.Get("http://" + a.addr + "/readyz")
 	if err != nil {
