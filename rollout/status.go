@@ -29,21 +29,19 @@ const TimedOutReason = "ProgressDeadlineExceeded"
 // pods, which still receive kept-alive traffic: see OldPodsGone.
 func DeploymentProgress(d *appsv1.Deployment) Progress {
 	if d.Generation > d.Status.ObservedGeneration {
-		return Progress{Message: "waiting for the deployment spec update to be observed"}
+		return Progress{Message: "waiting for deployment spec update to be observed"}
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == TimedOutReason {
 			return Progress{Failed: fmt.Sprintf("deployment %q exceeded its progress deadline: %s", d.Name, c.Message)}
 		}
 	}
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
 	s := d.Status
 	switch {
-	case s.UpdatedReplicas < replicas:
-		return Progress{Message: fmt.Sprintf("%d out of %d new replicas have been updated", s.UpdatedReplicas, replicas)}
+	// kubectl skips this check when spec.replicas is unset (an object the
+	// apiserver returns always has it: it defaults to 1).
+	case d.Spec.Replicas != nil && s.UpdatedReplicas < *d.Spec.Replicas:
+		return Progress{Message: fmt.Sprintf("%d out of %d new replicas have been updated", s.UpdatedReplicas, *d.Spec.Replicas)}
 	case s.Replicas > s.UpdatedReplicas:
 		return Progress{Message: fmt.Sprintf("%d old replicas are pending termination", s.Replicas-s.UpdatedReplicas)}
 	case s.AvailableReplicas < s.UpdatedReplicas:
