@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // readResponse reads one complete response (headers and body) from br.
@@ -166,21 +167,15 @@ func oracleDiscardChunked(br *bufio.Reader) error {
 		if len(line) == 0 || len(line) > 10 {
 			return fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
 		}
-		var size int64
-		for _, c := range line {
-			var d byte
-			switch {
-			case c >= '0' && c <= '9':
-				d = c - '0'
-			case c >= 'a' && c <= 'f':
-				d = c - 'a' + 10
-			case c >= 'A' && c <= 'F':
-				d = c - 'A' + 10
-			default:
-				return fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
-			}
-			size = size<<4 | int64(d)
+		// Its own reading of the hex digits, not the parser's
+		// parseChunkSize: an oracle that shared it would check itself.
+		// ParseUint takes no sign and no 0x (base 16 given), as RFC 9112's
+		// chunk-size = 1*HEXDIG.
+		u, perr := strconv.ParseUint(string(line), 16, 64)
+		if perr != nil {
+			return fmt.Errorf("%w: bad chunk size %q", errTruncated, truncateForError(line))
 		}
+		size := int64(u) // at most 10 hex digits: fits
 		if size > maxChunkSize {
 			return fmt.Errorf("%w: chunk size %d too large", errTruncated, size)
 		}
