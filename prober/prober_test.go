@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -320,6 +321,33 @@ func TestFailuresRecordTheirAddresses(t *testing.T) {
 	})
 }
 
+// listenDrops is the kernel's count of SYNs dropped by full accept queues
+// in this network namespace (TcpExt ListenDrops in /proc/net/netstat).
+func listenDrops(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "TcpExt:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == "ListenDrops" {
+				v, err := strconv.ParseInt(values[j], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatal("no TcpExt ListenDrops in /proc/net/netstat")
+	return 0
+}
+
 // A connect whose first SYN is dropped succeeds on the retransmission, about
 // a second later, and is counted as a slow connect. The kernel is the
 // referee: a listener whose accept queue is full drops SYNs, and the
@@ -352,10 +380,15 @@ func TestSlowConnectAfterARetransmittedSYN(t *testing.T) {
 		if len(fillers) == 0 {
 			t.Fatal("could not fill the accept queue")
 		}
-		// Drain the queue 300 ms in, well before the retransmission at 1 s,
-		// then answer every request.
+		// Drain the queue once the kernel has dropped a SYN (its
+		// ListenDrops counter moved: the prober's first SYN), well before
+		// the retransmission at 1 s, then answer every request. Waiting on
+		// the event, not a fixed 300 ms: a busy machine may send later.
+		drops := listenDrops(t)
 		go func() {
-			time.Sleep(300 * time.Millisecond)
+			for deadline := time.Now().Add(5 * time.Second); listenDrops(t) == drops && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			for {
 				c, err := ln.Accept()
 				if err != nil {
