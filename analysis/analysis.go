@@ -91,8 +91,11 @@ type Explanation struct {
 	Failures    []report.Failure
 	Attribution *report.Attribution
 	Outages     []report.Outage
-	Pods        []report.PodTraffic
-	Findings    []report.Finding
+	// NodeGaps: the entry node's gaps without a serving local endpoint
+	// (NodeGaps), each with the failures placed in it.
+	NodeGaps []report.NodeGap
+	Pods     []report.PodTraffic
+	Findings []report.Finding
 	// PreStopSeconds is the preStop sleep this run's traffic measured (0
 	// when no failure came after a deletion): the one number every piece
 	// of preStop advice in the report names.
@@ -139,7 +142,8 @@ func Explain(r *report.Report) Explanation {
 	x.Outages = outages(x.Failures, r.StartedAt, a)
 	countSlowConnects(x.Outages, r)
 	x.Pods = traffic(r, pods)
-	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, a)
+	x.NodeGaps = NodeGaps(r)
+	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, x.NodeGaps, a)
 	return x
 }
 
@@ -510,7 +514,7 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	for name := range names {
 		pt := report.PodTraffic{Pod: name, Served: r.Totals.ByBackend[name]}
 		if p := pods.Get(name); p != nil {
-			pt.Revision, pt.ReadyAt, pt.DeletedAt, pt.GoneAt, pt.ExitCode = p.Revision, p.ReadyAt, p.DeletedAt, p.GoneAt, p.ExitCode
+			pt.Revision, pt.Node, pt.ReadyAt, pt.DeletedAt, pt.GoneAt, pt.ExitCode = p.Revision, p.Node, p.ReadyAt, p.DeletedAt, p.GoneAt, p.ExitCode
 			if p.DeletedAt != nil {
 				cut := int64(p.DeletedAt.Sub(r.StartedAt) / time.Second)
 				for _, row := range r.Series {

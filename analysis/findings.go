@@ -21,6 +21,10 @@ const (
 	NodeRoutesLate         = "node-routes-to-terminating-pods-longer"
 	ServerErrors           = "5xx-during-rollout"
 	Unexplained            = "failures-without-lifecycle-event"
+	// LocalPolicyNoLocalEndpoint: traffic entered a node (its NodePort)
+	// whose endpoints had all stopped serving, under externalTrafficPolicy
+	// Local; only a Service with that policy can have it.
+	LocalPolicyNoLocalEndpoint = "local-policy-node-without-serving-endpoint"
 )
 
 // seen is what a rule reads about one failure: the failure, its class, the
@@ -32,6 +36,9 @@ type seen struct {
 	pod         *Pod
 	candidates  []*Pod // all the candidates, the likely pod among them; nil when certain
 	terminating bool
+	// gap: the failure began while the entry node had no serving local
+	// endpoint (externalTrafficPolicy: Local), or just after.
+	gap *report.NodeGap
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -72,6 +79,7 @@ type facts struct {
 	r       *report.Report
 	pods    *Pods
 	outages []report.Outage
+	gaps    []report.NodeGap
 	version advice.Version
 }
 
@@ -90,6 +98,9 @@ type rule struct {
 
 // rules in the order findings are reported.
 var rules = []rule{
+	// First: a failure in a node gap has its cause there, whatever the
+	// pods were doing (the race rule would otherwise claim it).
+	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
 	{StopsBeforePropagation, report.SeverityError,
 		func(s seen) bool { return s.terminating && connectionFailure(s.class) && !abruptClose(s) }, renderPropagation},
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
@@ -110,7 +121,7 @@ func abruptClose(s seen) bool {
 
 // findings applies the rules; preStop is the sleep the propagation finding
 // suggests (0 without one).
-func findings(r *report.Report, failures []report.Failure, outs []report.Outage, a attributor) (out []report.Finding, preStop int) {
+func findings(r *report.Report, failures []report.Failure, outs []report.Outage, gaps []report.NodeGap, a attributor) (out []report.Finding, preStop int) {
 	pods := a.pods
 	groups := map[string]*group{}
 	for i := range failures {
@@ -125,6 +136,10 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			}
 		}
 		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
+		if i := gapOf(gaps, f); i >= 0 {
+			s.gap = &gaps[i]
+			gaps[i].Failed++
+		}
 		var id string
 		for _, rl := range rules {
 			if rl.match != nil && rl.match(s) {
@@ -148,7 +163,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.ambiguous++
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, version: serverVersion(r)}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r)}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		preStop = PreStopSeconds(max(g.window, g.conservative))
 	}

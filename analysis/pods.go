@@ -12,6 +12,8 @@ import (
 // folds the whole timeline, the dashboard folds it as it grows.
 type Pod struct {
 	Name, Revision string
+	// Node is the node the pod runs on (from its events; "" until known).
+	Node string
 	// FirstSeen is the first event about the pod; Present, that it
 	// existed when watching began.
 	FirstSeen time.Time
@@ -93,6 +95,9 @@ func (ps *Pods) pod(e report.Event) *Pod {
 	}
 	if p.Revision == "" {
 		p.Revision = e.Revision
+	}
+	if p.Node == "" {
+		p.Node = e.Node
 	}
 	return p
 }

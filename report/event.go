@@ -69,6 +69,10 @@ type Event struct {
 	Pod            string     `json:"pod,omitempty"`
 	Revision       string     `json:"revision,omitempty"`
 	IP             string     `json:"ip,omitempty"`
+	// Node, on pod and endpoint events, is the node the pod runs on (the
+	// EndpointSlice's nodeName for endpoints): what a node-local traffic
+	// policy routes by. "" while a pod is not scheduled.
+	Node string `json:"node,omitempty"`
 	Ready          bool       `json:"ready,omitempty"`
 	Serving        bool       `json:"serving,omitempty"`
 	Terminating    bool       `json:"terminating,omitempty"`

@@ -44,8 +44,11 @@ type Report struct {
 	Attribution *Attribution `json:"attribution,omitempty"`
 	Timeline    []Event      `json:"timeline,omitempty"`
 	Outages     []Outage     `json:"outages,omitempty"`
-	Pods        []PodTraffic `json:"pods,omitempty"`
-	Findings    []Finding    `json:"findings,omitempty"`
+	// NodeGaps: the entry node's gaps without a serving local endpoint
+	// (externalTrafficPolicy: Local, a NodePort target).
+	NodeGaps []NodeGap    `json:"node_gaps,omitempty"`
+	Pods     []PodTraffic `json:"pods,omitempty"`
+	Findings []Finding    `json:"findings,omitempty"`
 	// Probers: the in-cluster probers the run probed from (run --probers).
 	Probers []ProberInfo `json:"probers,omitempty"`
 }
@@ -123,6 +126,7 @@ type Outage struct {
 type PodTraffic struct {
 	Pod       string     `json:"pod"`
 	Revision  string     `json:"revision,omitempty"`
+	Node      string     `json:"node,omitempty"`
 	ReadyAt   *time.Time `json:"ready_at,omitempty"`
 	DeletedAt *time.Time `json:"deletion_requested_at,omitempty"`
 	GoneAt    *time.Time `json:"gone_at,omitempty"`
@@ -167,6 +171,54 @@ type Rollout struct {
 	TriggeredAt        *time.Time `json:"triggered_at,omitempty"`
 	CompleteAt         *time.Time `json:"complete_at,omitempty"`
 	OldPodsGoneAt      *time.Time `json:"old_pods_gone_at,omitempty"`
+	// The Service as the run found it: its type, and the policy that
+	// keeps traffic entering a node on that node's own endpoints.
+	ServiceType           string `json:"service_type,omitempty"`
+	ExternalTrafficPolicy string `json:"external_traffic_policy,omitempty"`
+	HealthCheckNodePort   int32  `json:"health_check_node_port,omitempty"`
+	// Entry is how the target reaches the Service; nil when it is not
+	// known (a name, an address of nothing the run saw).
+	Entry *Entry `json:"entry,omitempty"`
+}
+
+// Entry is how the probed target reaches the Service.
+type Entry struct {
+	// Via: "cluster_ip", "node_port" (a node's address and one of the
+	// Service's node ports) or "load_balancer" (an ingress IP of its
+	// status).
+	Via string `json:"via"`
+	// Node, for node_port, is the node the target's address belongs to
+	// (known from the pods the run saw there; "" if none ran there).
+	Node string `json:"node,omitempty"`
+	Port int32  `json:"port,omitempty"`
+}
+
+// Ways a target reaches a Service (Entry.Via).
+const (
+	ViaClusterIP    = "cluster_ip"
+	ViaNodePort     = "node_port"
+	ViaLoadBalancer = "load_balancer"
+)
+
+// NodeGap is a time the entry node had no serving endpoint of the Service
+// while its externalTrafficPolicy was Local: kube-proxy there had nowhere
+// to send what entered (it does not forward to other nodes under Local).
+type NodeGap struct {
+	Node  string    `json:"node"`
+	Start time.Time `json:"start"`
+	// End is when an endpoint on the node served again; the run's end if
+	// none did (Open).
+	End  time.Time `json:"end"`
+	Open bool      `json:"open,omitempty"`
+	// StoppedServing is the pod whose endpoint stopped serving at Start;
+	// ServingAgain the one that served at End.
+	StoppedServing string `json:"stopped_serving,omitempty"`
+	ServingAgain   string `json:"serving_again,omitempty"`
+	// ReadyElsewhere are pods ready on other nodes meanwhile: capacity the
+	// Local policy kept out of reach.
+	ReadyElsewhere []string `json:"ready_elsewhere,omitempty"`
+	// Failed counts the failures the analysis placed in the gap.
+	Failed int `json:"failed"`
 }
 
 // Tool names the program that wrote the report.

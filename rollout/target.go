@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/internal/field"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Target is the Deployment under test and the Service in front of it.
@@ -207,3 +210,37 @@ type noAnswer struct{ error }
 
 func (e noAnswer) Unwrap() error        { return e.error }
 func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
+
+// EntryOf says how a target URL reaches svc: at its cluster IP and port, at
+// a node's address and one of its node ports (nodeIPs maps node addresses
+// to node names, as Watcher.NodeIPs gives them), or at a load balancer
+// ingress IP of its status; nil when none matches (a name, say).
+func EntryOf(svc *corev1.Service, target *url.URL, nodeIPs map[string]string) *report.Entry {
+	if svc == nil || target == nil {
+		return nil
+	}
+	host := target.Hostname()
+	port := 80
+	if target.Scheme == "https" {
+		port = 443
+	}
+	if p, err := strconv.Atoi(target.Port()); err == nil {
+		port = p
+	}
+	for _, sp := range svc.Spec.Ports {
+		if int(sp.Port) == port && (host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host)) {
+			return &report.Entry{Via: report.ViaClusterIP, Port: sp.Port}
+		}
+		if sp.NodePort != 0 && int(sp.NodePort) == port {
+			if node, ok := nodeIPs[host]; ok {
+				return &report.Entry{Via: report.ViaNodePort, Node: node, Port: sp.NodePort}
+			}
+		}
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if int(sp.Port) == port && ing.IP != "" && ing.IP == host {
+				return &report.Entry{Via: report.ViaLoadBalancer, Port: sp.Port}
+			}
+		}
+	}
+	return nil
+}

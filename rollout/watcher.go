@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -39,6 +40,8 @@ type Watcher struct {
 
 	// genSeen is when each Deployment generation was first received.
 	genSeen map[int64]time.Time
+	// nodeIPs maps node addresses to node names (noteNode).
+	nodeIPs map[string]string
 
 	// changed has a token whenever the Deployment, a ReplicaSet or a pod
 	// changed since the last receive (capacity 1: changes coalesce).
@@ -234,7 +237,33 @@ func (w *Watcher) onReplicaSet(obj any) {
 }
 
 func podEvent(kind report.EventKind, p *corev1.Pod) report.Event {
-	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP, ResourceVersion: p.ResourceVersion}
+	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP, ResourceVersion: p.ResourceVersion,
+		Node: p.Spec.NodeName}
+}
+
+// noteNode remembers the node a pod's host IP belongs to: how a target at
+// a node's address (a NodePort) is told to be that node's.
+func (w *Watcher) noteNode(p *corev1.Pod) {
+	if p.Spec.NodeName == "" || p.Status.HostIP == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.nodeIPs == nil {
+		w.nodeIPs = map[string]string{}
+	}
+	for _, ip := range p.Status.HostIPs {
+		w.nodeIPs[ip.IP] = p.Spec.NodeName
+	}
+	w.nodeIPs[p.Status.HostIP] = p.Spec.NodeName
+}
+
+// NodeIPs maps each node address seen on the target's pods (status.hostIPs)
+// to its node's name.
+func (w *Watcher) NodeIPs() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.nodeIPs)
 }
 
 func (w *Watcher) onPodAdd(obj any) {
@@ -242,6 +271,7 @@ func (w *Watcher) onPodAdd(obj any) {
 	if !ok {
 		return
 	}
+	w.noteNode(p)
 	// Pods that existed before we looked are the starting state.
 	kind := report.PodCreated
 	if w.started.IsZero() || p.CreationTimestamp.Time.Before(w.started.Add(-2*time.Second)) {
@@ -265,6 +295,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
+	w.noteNode(n)
 	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
 		e := podEvent(report.PodScheduled, n)
 		e.Detail = "node " + n.Spec.NodeName
@@ -327,7 +358,7 @@ func (w *Watcher) onPodDelete(obj any) {
 
 // endpointState is one endpoint's conditions, keyed by its pod (or address).
 type endpointState struct {
-	ip, pod                     string
+	ip, pod, node               string
 	ready, serving, terminating bool
 }
 
@@ -352,6 +383,9 @@ func sliceEndpoints(obj any) map[string]endpointState {
 		if ep.TargetRef != nil {
 			st.pod = ep.TargetRef.Name
 		}
+		if ep.NodeName != nil {
+			st.node = *ep.NodeName
+		}
 		key := st.pod
 		if key == "" {
 			key = st.ip
@@ -366,7 +400,7 @@ func sliceEndpoints(obj any) map[string]endpointState {
 func (w *Watcher) onSlice(oldObj, newObj any) {
 	before, after := sliceEndpoints(oldObj), sliceEndpoints(newObj)
 	ev := func(kind report.EventKind, st endpointState) {
-		w.tl.Add(report.Event{Kind: kind, Pod: st.pod, IP: st.ip, Ready: st.ready, Serving: st.serving, Terminating: st.terminating})
+		w.tl.Add(report.Event{Kind: kind, Pod: st.pod, IP: st.ip, Node: st.node, Ready: st.ready, Serving: st.serving, Terminating: st.terminating})
 	}
 	for key, n := range after {
 		o, existed := before[key]

@@ -170,6 +170,10 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl})
 		rep.Rollout = out.section(cfg, target, run.live.oldRev)
+		svc := target.Service
+		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
+		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+		rep.Rollout.Entry = rollout.EntryOf(svc, cfg.Probe.Target, w.NodeIPs())
 		if in.Version.Known() {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
@@ -194,7 +198,7 @@ func explain(rep *report.Report, clock *rollout.RevisionClock, in doctor.Input, 
 	rollout.Stamp(rep.Timeline, marks)
 	x := analysis.Explain(rep)
 	x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
-	rep.Failures, rep.Attribution, rep.Outages, rep.Pods = x.Failures, x.Attribution, x.Outages, x.Pods
+	rep.Failures, rep.Attribution, rep.Outages, rep.Pods, rep.NodeGaps = x.Failures, x.Attribution, x.Outages, x.Pods, x.NodeGaps
 	rep.Findings = x.Findings
 	if doctorOK { // run after the analysis: its advice names what the traffic measured
 		measured := &doctor.Measured{Sent: rep.Totals.Sent, Failed: rep.Totals.Failed}

@@ -40,6 +40,9 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, " (%s)", ro.Message)
 		}
 		b.WriteString("\n")
+		if e := ro.Entry; e != nil && e.Via == report.ViaNodePort {
+			fmt.Fprintf(&b, "  entry     node %s's NodePort %d (service type %s, externalTrafficPolicy %s)\n", orDash(e.Node), e.Port, orDash(ro.ServiceType), orDash(ro.ExternalTrafficPolicy))
+		}
 	}
 	t := r.Totals
 	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)", t.Sent, t.OK, t.Failed, Percent(t.Failed, t.Sent))
@@ -107,6 +110,19 @@ func Text(w io.Writer, r *report.Report) error {
 	if a := r.Attribution; a != nil && a.Certain+a.Ambiguous+a.Unattributed > 0 {
 		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
 			a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
+	}
+	for _, g := range r.NodeGaps {
+		fmt.Fprintf(&b, "  node gap  %s had no serving endpoint from %+.2fs", g.Node, g.Start.Sub(r.StartedAt).Seconds())
+		if g.Open {
+			b.WriteString(" to the end")
+		} else {
+			fmt.Fprintf(&b, " for %.2fs", g.End.Sub(g.Start).Seconds())
+		}
+		fmt.Fprintf(&b, " (%d failed", g.Failed)
+		if len(g.ReadyElsewhere) > 0 {
+			fmt.Fprintf(&b, "; ready on other nodes: %s", strings.Join(g.ReadyElsewhere, ", "))
+		}
+		b.WriteString(")\n")
 	}
 	if len(r.Outages) > 0 {
 		fmt.Fprintf(&b, "  outages   %d:", len(r.Outages))

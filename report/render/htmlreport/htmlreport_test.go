@@ -468,3 +468,35 @@ func longRun(seconds, pods int) *report.Report {
 	}
 	return r
 }
+
+// A node gap (externalTrafficPolicy: Local, a NodePort target) is drawn
+// across the lanes of the pods on that node, and only theirs, with a
+// legend entry; a run without one draws none.
+func TestNodeGapOnThePodLanes(t *testing.T) {
+	t0 := fixture.T0
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	r := &report.Report{StartedAt: t0, DurationS: 20, Command: "run",
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "web-1", Ready: true, Node: "n1"},
+			{At: at(0), Kind: report.PodPresent, Pod: "web-2", Ready: true, Node: "n2"},
+			{At: at(6), Kind: report.PodCreated, Pod: "web-3", Node: "n1"},
+		},
+		NodeGaps: []report.NodeGap{{Node: "n1", Start: at(5), End: at(9), Failed: 42}}}
+	_, doc := render(t, r)
+	gaps := find(doc, "rect", "class", "node-gap")
+	if len(gaps) != 2 {
+		t.Fatalf("%d node-gap rects, want one on each of n1's two lanes", len(gaps))
+	}
+	for _, g := range gaps {
+		if node, _ := attr(g, "data-node"); node != "n1" || !strings.Contains(text(g), "node n1 had no serving endpoint") || !strings.Contains(text(g), "42 failed") {
+			t.Errorf("gap rect %s %q", node, text(g))
+		}
+	}
+	page, _ := render(t, r)
+	if !strings.Contains(page, "the pod's node had no serving endpoint") {
+		t.Error("no legend entry for node gaps")
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "node-gap\"") || strings.Contains(page, "had no serving endpoint") {
+		t.Error("a run without node gaps draws one")
+	}
+}

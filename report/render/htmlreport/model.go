@@ -124,14 +124,25 @@ type marker struct {
 
 // lane is one pod's life on the timeline.
 type lane struct {
-	Pod       string
-	Revision  string
+	Pod      string
+	Revision string
+	Node     string // the node the pod runs on ("" if unknown)
+	// Gaps are the times the pod's node had no serving endpoint under
+	// externalTrafficPolicy: Local (report.NodeGaps): drawn across the
+	// lane, what entered the node then was dropped.
+	Gaps      []gapSpan
 	Group     string    // "old", "new" or "other"
 	Life      []segment // the pod's own state
 	Endpoint  []segment
 	Markers   []marker
 	Failures  int // kept failures attributed to this pod (likely pod)
 	FirstSeen float64
+}
+
+// gapSpan is a node gap as a lane shows it.
+type gapSpan struct {
+	From, To float64
+	Title    string
 }
 
 // laneGroup is a heading and the lanes under it.
@@ -238,6 +249,9 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 		t := max(off(e.At), from)
 		l := get(e.Pod, e.Revision, t)
 		l.FirstSeen = min(l.FirstSeen, t)
+		if l.Node == "" {
+			l.Node = e.Node
+		}
 		st := state[e.Pod]
 		if st == nil {
 			st = &open{}
@@ -329,6 +343,15 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 	for _, f := range r.Failures {
 		if l := byPod[f.LikelyPod]; l != nil {
 			l.Failures++
+		}
+	}
+	for _, g := range r.NodeGaps {
+		title := fmt.Sprintf("node %s had no serving endpoint (externalTrafficPolicy: Local), %+.2fs to %+.2fs: what entered it was dropped; %d failed",
+			g.Node, off(g.Start), off(g.End), g.Failed)
+		for _, l := range order {
+			if l.Node == g.Node {
+				l.Gaps = append(l.Gaps, gapSpan{From: max(off(g.Start), from), To: min(off(g.End), to), Title: title})
+			}
 		}
 	}
 

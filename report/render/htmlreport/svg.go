@@ -199,6 +199,10 @@ func timeline(m *model) string {
 					lanes.f(`<rect class="s-%s" x="%s" y="%d" width="%s" height="%d"><title>%s: %s, %+.2fs to %+.2fs</title></rect>`,
 						s.State, num(s.From), ly+3+lifeH, num(s.To-s.From), epH, esc(l.Pod), stateText[s.State], s.From, s.To)
 				}
+				for _, gp := range l.Gaps {
+					lanes.f(`<rect class="node-gap" data-node="%s" x="%s" y="%d" width="%s" height="%d"><title>%s</title></rect>`,
+						esc(l.Node), num(gp.From), ly, num(gp.To-gp.From), laneH, esc(gp.Title))
+				}
 				for _, mk := range l.Markers {
 					lanes.f(`<line class="mark-%s" x1="%s" x2="%s" y1="%d" y2="%d"><title>%s</title></line>`,
 						mk.Kind, num(mk.T), num(mk.T), ly, ly+laneH-1, esc(mk.Title))

@@ -1,0 +1,168 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// gapSlack is how long after a node gap ends a failure is still counted
+// as the gap's: kube-proxy installs the endpoint that ended it only once
+// the EndpointSlice change reaches it (1-3 s typically).
+const gapSlack = 3 * time.Second
+
+// NodeGaps finds the times the entry node had no serving endpoint of the
+// Service, when traffic enters through a node (a NodePort target) and the
+// Service's externalTrafficPolicy is Local: kube-proxy on that node then
+// uses only the node's own endpoints, ready ones first and, when none is
+// ready, terminating ones that still serve (ProxyTerminatingEndpoints);
+// with no serving endpoint on the node it drops what enters, although
+// other nodes may have ready pods. nil when the run is not of that kind.
+//
+// The endpoints are folded from the timeline's endpoint events (their
+// serving condition and node); a gap opens when the node's last serving
+// endpoint stops serving or goes, and closes when one serves again (or at
+// the run's end: Open). Failed is left for the analysis to count.
+func NodeGaps(r *report.Report) []report.NodeGap {
+	ro := r.Rollout
+	if ro == nil || ro.ExternalTrafficPolicy != "Local" || ro.Entry == nil || ro.Entry.Via != report.ViaNodePort || ro.Entry.Node == "" {
+		return nil
+	}
+	node := ro.Entry.Node
+	type endpoint struct {
+		node           string
+		serving, ready bool
+	}
+	eps := map[string]endpoint{}
+	servingOn := func() int {
+		n := 0
+		for _, ep := range eps {
+			if ep.node == node && ep.serving {
+				n++
+			}
+		}
+		return n
+	}
+	readyElsewhere := func(into map[string]bool) {
+		for pod, ep := range eps {
+			if ep.node != node && ep.ready {
+				into[pod] = true
+			}
+		}
+	}
+	var gaps []report.NodeGap
+	var open *report.NodeGap
+	var elsewhere map[string]bool
+	closeGap := func(end time.Time, pod string, isOpen bool) {
+		open.End, open.ServingAgain, open.Open = end, pod, isOpen
+		for pod := range elsewhere {
+			open.ReadyElsewhere = append(open.ReadyElsewhere, pod)
+		}
+		sort.Strings(open.ReadyElsewhere)
+		gaps = append(gaps, *open)
+		open = nil
+	}
+	for _, e := range r.Timeline {
+		if !e.Kind.IsEndpoint() || e.Pod == "" {
+			continue
+		}
+		before := servingOn()
+		if e.Kind == report.EndpointRemoved {
+			delete(eps, e.Pod)
+		} else {
+			eps[e.Pod] = endpoint{node: e.Node, serving: e.Serving, ready: e.Ready}
+		}
+		after := servingOn()
+		switch {
+		case open == nil && before > 0 && after == 0:
+			open = &report.NodeGap{Node: node, Start: e.At, StoppedServing: e.Pod}
+			elsewhere = map[string]bool{}
+			readyElsewhere(elsewhere)
+		case open != nil && after > 0:
+			closeGap(e.At, e.Pod, false)
+		case open != nil:
+			readyElsewhere(elsewhere)
+		}
+	}
+	if open != nil {
+		closeGap(r.EndedAt, "", true)
+	}
+	return gaps
+}
+
+// gapOf is the index of the gap f began in (or within gapSlack after), -1
+// if none.
+func gapOf(gaps []report.NodeGap, f *report.Failure) int {
+	began := beganAt(f)
+	for i, g := range gaps {
+		if !began.Before(g.Start) && began.Before(g.End.Add(gapSlack)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// renderLocalPolicy explains failures in node gaps: not the ordinary race
+// (the pod that stopped serving may well have been answering still), but
+// the Local policy keeping traffic on a node with nothing to serve it.
+func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
+	ro := x.r.Rollout
+	node := ro.Entry.Node
+	ev := []string{fmt.Sprintf("the target is node %s's NodePort %d of service %s (type %s, externalTrafficPolicy: Local): kube-proxy there sends what enters only to endpoints on %s, and drops it when none of them serves",
+		node, ro.Entry.Port, ro.Service, orUnknown(ro.ServiceType), node)}
+	elsewhere := map[string]bool{}
+	for _, gap := range x.gaps {
+		if gap.Failed == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s had no serving endpoint from %+.2fs", gap.Node, gap.Start.Sub(x.r.StartedAt).Seconds())
+		if gap.Open {
+			line += " to the end of the run"
+		} else {
+			line += fmt.Sprintf(" to %+.2fs (%.1fs)", gap.End.Sub(x.r.StartedAt).Seconds(), gap.End.Sub(gap.Start).Seconds())
+		}
+		if p := x.pods.Get(gap.StoppedServing); p != nil {
+			line += ": " + p.Name + " stopped serving"
+			if p.DeletedAt != nil && !p.DeletedAt.After(gap.Start) {
+				line += fmt.Sprintf(" %.1fs after its deletion was requested (it turned unready while it may still have been draining)", gap.Start.Sub(*p.DeletedAt).Seconds())
+			}
+		}
+		if gap.ServingAgain != "" {
+			line += ", and " + gap.ServingAgain + " served again"
+		}
+		ev = append(ev, line+fmt.Sprintf("; %d requests failed in it", gap.Failed))
+		for _, p := range gap.ReadyElsewhere {
+			elsewhere[p] = true
+		}
+	}
+	if len(elsewhere) > 0 {
+		var names []string
+		for p := range elsewhere {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		ev = append(ev, "meanwhile ready on other nodes: "+strings.Join(names, ", ")+" (capacity the Local policy kept out of reach)")
+	}
+	ev = append(ev, fmt.Sprintf("%d requests failed %s (%s)", len(g.fails), g.span(x.r.StartedAt), g.classes()))
+	fix := "keep the pod passing readiness while it drains (its endpoint stays serving, and kube-proxy falls back to a terminating endpoint that still serves: ProxyTerminatingEndpoints, on by default since 1.26); " +
+		"or have a replacement ready on the same node before the old pod stops serving"
+	if hc := ro.HealthCheckNodePort; hc > 0 {
+		ev = append(ev, fmt.Sprintf("kube-proxy's healthCheckNodePort %d on %s answers 503 while the node has no ready endpoint: a load balancer that checks it stops sending there", hc, node))
+		fix += fmt.Sprintf("; or put a load balancer in front that health-checks healthCheckNodePort %d", hc)
+	}
+	fix += "; or, if the app does not need the client's IP, externalTrafficPolicy: Cluster"
+	return report.Finding{
+		Title:    fmt.Sprintf("traffic entered node %s while it had no serving endpoint (externalTrafficPolicy: Local), and was dropped there", node),
+		Evidence: ev, Fix: fix, Pods: g.podList(),
+	}, true
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// localPolicyRun: pods a (node n1) and b (node n2) behind a Local-policy
+// Service probed at n1's NodePort. a is deleted at +5s; when it turns
+// unready on SIGTERM (+5.1s) n1 has no serving endpoint until its
+// replacement c is serving at +9s, while b stays ready on n2. servingOnTerm
+// keeps a serving while it drains instead (local-policy-serving).
+func localPolicyRun(servingOnTerm bool) *report.Report {
+	epEv := func(ms int, kind report.EventKind, pod, node string, ready, serving, terminating bool) report.Event {
+		return report.Event{At: at(ms), Kind: kind, Pod: pod, Node: node, Ready: ready, Serving: serving, Terminating: terminating}
+	}
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, Node: "n1"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, Node: "n2"},
+		epEv(1, report.EndpointAdded, "a", "n1", true, true, false),
+		epEv(1, report.EndpointAdded, "b", "n2", true, true, false),
+		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old", Node: "n1"},
+		epEv(5050, report.EndpointTerminating, "a", "n1", false, true, true),
+	}
+	if !servingOnTerm {
+		tl = append(tl, epEv(5100, report.EndpointNotServing, "a", "n1", false, false, true))
+	}
+	tl = append(tl,
+		report.Event{At: at(6000), Kind: report.PodCreated, Pod: "c", Revision: "new", Node: "n1"},
+		epEv(6100, report.EndpointAdded, "c", "n1", false, false, false),
+		epEv(9000, report.EndpointServing, "c", "n1", true, true, false),
+		epEv(9300, report.EndpointRemoved, "a", "n1", false, false, true),
+	)
+	r := &report.Report{StartedAt: t0, EndedAt: at(20000), Timeline: tl,
+		Rollout: &report.Rollout{TriggerSeenAfterMS: 20, Service: "web", ServiceType: "LoadBalancer", ExternalTrafficPolicy: "Local",
+			HealthCheckNodePort: 32080, Entry: &report.Entry{Via: report.ViaNodePort, Node: "n1", Port: 30080}}}
+	if !servingOnTerm {
+		for ms := 5600; ms <= 10500; ms += 700 { // blackholed SYNs, and one as kube-proxy catches up
+			r.Failures = append(r.Failures, fail(ms, "connect_timeout", true, ""))
+		}
+	}
+	return r
+}
+
+// Failures while the entry node had no serving endpoint are the Local
+// policy's finding, with the node, the window, the capacity elsewhere and
+// the fixes that apply; the ordinary race finding does not claim them.
+func TestLocalPolicyFinding(t *testing.T) {
+	r := localPolicyRun(false)
+	x := Explain(r)
+	r.Failures, r.Findings, r.NodeGaps = x.Failures, x.Findings, x.NodeGaps
+	if len(x.NodeGaps) != 1 {
+		t.Fatalf("gaps %+v", x.NodeGaps)
+	}
+	g := x.NodeGaps[0]
+	if g.Node != "n1" || !g.Start.Equal(at(5100)) || !g.End.Equal(at(9000)) || g.StoppedServing != "a" || g.ServingAgain != "c" ||
+		strings.Join(g.ReadyElsewhere, ",") != "b" || g.Failed != len(r.Failures) || g.Open {
+		t.Fatalf("gap %+v (failures %d)", g, len(r.Failures))
+	}
+	f := find(r, LocalPolicyNoLocalEndpoint)
+	if f == nil || f.Severity != report.SeverityError {
+		t.Fatalf("no local-policy finding: %+v", r.Findings)
+	}
+	evidence := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"node n1's NodePort 30080", "externalTrafficPolicy: Local", "from +5.10s to +9.00s",
+		"a stopped serving 0.1s after its deletion was requested", "c served again", "ready on other nodes: b",
+		"healthCheckNodePort 32080"} {
+		if !strings.Contains(evidence, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, evidence)
+		}
+	}
+	for _, want := range []string{"keep the pod passing readiness while it drains", "health-checks healthCheckNodePort 32080", "externalTrafficPolicy: Cluster"} {
+		if !strings.Contains(f.Fix, want) {
+			t.Errorf("fix lacks %q: %s", want, f.Fix)
+		}
+	}
+	if p := find(r, StopsBeforePropagation); p != nil {
+		t.Errorf("the race finding claims the blackhole's failures: %+v", p)
+	}
+}
+
+// The same rollout whose terminating pod keeps serving: no gap, nothing
+// dropped, no finding; and a ClusterIP target, or the Cluster policy, has
+// no node gaps at all.
+func TestNoNodeGapWhenAnEndpointServes(t *testing.T) {
+	if gaps := NodeGaps(localPolicyRun(true)); len(gaps) != 0 {
+		t.Errorf("gaps %+v with the terminating pod serving", gaps)
+	}
+	r := localPolicyRun(false)
+	r.Rollout.Entry = &report.Entry{Via: report.ViaClusterIP, Port: 80}
+	if gaps := NodeGaps(r); gaps != nil {
+		t.Errorf("gaps %+v at a ClusterIP", gaps)
+	}
+	r = localPolicyRun(false)
+	r.Rollout.ExternalTrafficPolicy = "Cluster"
+	if gaps := NodeGaps(r); gaps != nil {
+		t.Errorf("gaps %+v under the Cluster policy", gaps)
+	}
+}
