@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report/render/htmlreport"
 )
 
 // demoDeployment is a Deployment of demoapp with a readiness probe, for
@@ -109,6 +111,14 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 			t.Logf("%s: exit %d, %d of %d failed %v; %s's health check answered %v", tc.sample, r.exit, r.rep.Totals.Failed,
 				r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), node.Name, codes)
+			// The target is recognised as the node's NodePort of a Local
+			// Service, whatever happened.
+			ro := r.rep.Rollout
+			if e := ro.Entry; e == nil || e.Via != "node_port" || e.Node != node.Name || int(e.Port) != tc.nodePort ||
+				ro.ExternalTrafficPolicy != "Local" || ro.ServiceType != "LoadBalancer" || int(ro.HealthCheckNodePort) != tc.health {
+				t.Errorf("rollout section: entry %+v, type %q, policy %q, health %d", ro.Entry, ro.ServiceType, ro.ExternalTrafficPolicy, ro.HealthCheckNodePort)
+			}
+			local := findingByID(r.rep, "local-policy-node-without-serving-endpoint")
 			if tc.wantDrops {
 				if r.exit != 1 || r.rep.Totals.Failed == 0 {
 					t.Errorf("exit %d with %d failed: traffic to a node whose only pod terminates must drop", r.exit, r.rep.Totals.Failed)
@@ -116,8 +126,36 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 				if !slices.Contains(codes, http.StatusServiceUnavailable) || codes[0] != http.StatusOK {
 					t.Errorf("health check answers %v: want 200, then 503 while the node has no ready local endpoint", codes)
 				}
-			} else if r.exit != 0 || r.rep.Totals.Failed != 0 {
-				t.Errorf("exit %d with %d failed: kube-proxy must fall back to the terminating pod that still serves\n%s", r.exit, r.rep.Totals.Failed, r.out())
+				// The blackhole is explained as what it is: the node's gap
+				// without a serving endpoint claims the drops, not the race.
+				inGaps := 0
+				for _, g := range r.rep.NodeGaps {
+					if g.Node != node.Name || len(g.ReadyElsewhere) == 0 {
+						t.Errorf("gap %+v: want %s's, with a pod ready on another node", g, node.Name)
+					}
+					inGaps += g.Failed
+				}
+				if local == nil || local.Severity != "error" || inGaps == 0 {
+					t.Fatalf("no local-policy finding (gaps %+v):\n%+v", r.rep.NodeGaps, r.rep.Findings)
+				}
+				if race := findingByID(r.rep, "stops-accepting-before-endpoints-propagate"); race != nil {
+					t.Errorf("the race finding claims part of the blackhole:\n%s\n%s", strings.Join(race.Evidence, "\n"), strings.Join(local.Evidence, "\n"))
+				}
+				if inGaps != len(r.rep.Failures) {
+					t.Errorf("%d of %d kept failures fall in the node's gaps", inGaps, len(r.rep.Failures))
+				}
+				var page bytes.Buffer
+				if err := htmlreport.Write(&page, r.rep); err != nil || !strings.Contains(page.String(), `class="node-gap" data-node="`+node.Name+`"`) {
+					t.Errorf("the HTML page does not draw %s's gap on its pod lanes: %v", node.Name, err)
+				}
+				t.Logf("finding: %s / fix: %s", strings.Join(local.Evidence, " | "), local.Fix)
+			} else {
+				if r.exit != 0 || r.rep.Totals.Failed != 0 {
+					t.Errorf("exit %d with %d failed: kube-proxy must fall back to the terminating pod that still serves\n%s", r.exit, r.rep.Totals.Failed, r.out())
+				}
+				if local != nil || len(r.rep.NodeGaps) != 0 {
+					t.Errorf("a node gap where a terminating endpoint kept serving: %+v %+v", r.rep.NodeGaps, local)
+				}
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +124,7 @@ func testTerminatingServing(t *testing.T, ctx context.Context, c *lab.Client) {
 	if err != nil || len(pods.Items) != 2 {
 		t.Fatalf("pods: %v (%d)", err, len(pods.Items))
 	}
-	victim := pods.Items[0].Name
+	victim, victimIP := pods.Items[0].Name, pods.Items[0].Status.PodIP
 	if err := c.Kube.CoreV1().Pods("default").Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,12 @@ func testTerminatingServing(t *testing.T, ctx context.Context, c *lab.Client) {
 		v, ok := eps[victim]
 		return ok && !is(v.Ready) && is(v.Serving) && is(v.Terminating)
 	})
-	time.Sleep(2 * time.Second) // kube-proxy's sync after the slice change
+	// kube-proxy's own rules say when it has acted on the change: new
+	// connections no longer go to the victim (a fixed 2 s sleep could be
+	// too short on a busy runner).
+	waitProxyEndpoints(t, ctx, firstNode().NS, name, func(ips []string) bool {
+		return len(ips) > 0 && !slices.Contains(ips, victimIP)
+	})
 	by := answers(t, ip, 60)
 	t.Logf("with %s terminating and serving, the answers came from %v", victim, by)
 	if by[victim] > 0 || by[""] > 0 {
@@ -151,11 +158,62 @@ func testTerminatingServing(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		return len(eps) >= 2
 	})
-	time.Sleep(2 * time.Second)
+	// Every endpoint terminating: kube-proxy's rules list the serving ones
+	// (its fallback) once it has acted on it. The victim, still draining
+	// (30 s) and serving, is routed to only through the fallback: the
+	// event to wait for.
+	waitProxyEndpoints(t, ctx, firstNode().NS, name, func(ips []string) bool { return slices.Contains(ips, victimIP) })
 	by = answers(t, ip, 30)
 	t.Logf("with every endpoint terminating and serving, the answers came from %v", by)
 	if by[""] > 0 {
 		t.Errorf("%d of 30 requests failed: kube-proxy must fall back to terminating endpoints that still serve", by[""])
+	}
+}
+
+// proxyEndpoints are the pod IPs kube-proxy (nftables mode) on the node of
+// network namespace ns sends new connections to for the default/service
+// Service: the addresses its service chain DNATs to ("dnat ip to numgen
+// random mod N map { 0 : IP . PORT, ... }", kube-proxy 1.36; older ones
+// jump to endpoint chains named "endpoint-HASH-.../tcp/PORT__IP/PORT").
+func proxyEndpoints(t *testing.T, ns, service string) []string {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list table ip kube-proxy in %s: %v\n%s", ns, err, out)
+	}
+	var ips []string
+	in := false
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "chain service-"):
+			in = strings.Contains(line, "-default/"+service+"/tcp/")
+		case strings.HasPrefix(line, "chain "):
+			in = false
+		case in:
+			for _, m := range proxyEndpointIP.FindAllStringSubmatch(line, -1) {
+				if !slices.Contains(ips, m[1]) {
+					ips = append(ips, m[1])
+				}
+			}
+		}
+	}
+	return ips
+}
+
+var proxyEndpointIP = regexp.MustCompile(`(?:__|: )([0-9]+(?:\.[0-9]+){3})(?:/| \. )`)
+
+// waitProxyEndpoints waits until kube-proxy's rules on the node of ns send
+// service's new connections to IPs that satisfy done.
+func waitProxyEndpoints(t *testing.T, ctx context.Context, ns, service string, done func([]string) bool) {
+	t.Helper()
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = proxyEndpoints(t, ns, service)
+		return done(last), nil
+	})
+	if err != nil {
+		t.Fatalf("kube-proxy in %s still sends %s's connections to %v: %v", ns, service, last, err)
 	}
 }
 

@@ -72,10 +72,10 @@ type Event struct {
 	// Node, on pod and endpoint events, is the node the pod runs on (the
 	// EndpointSlice's nodeName for endpoints): what a node-local traffic
 	// policy routes by. "" while a pod is not scheduled.
-	Node string `json:"node,omitempty"`
-	Ready          bool       `json:"ready,omitempty"`
-	Serving        bool       `json:"serving,omitempty"`
-	Terminating    bool       `json:"terminating,omitempty"`
+	Node        string `json:"node,omitempty"`
+	Ready       bool   `json:"ready,omitempty"`
+	Serving     bool   `json:"serving,omitempty"`
+	Terminating bool   `json:"terminating,omitempty"`
 	// ReadinessConnects, on pod_ready and pod_present, is that the pod's
 	// readiness probe connects to every port the Service sends it traffic
 	// on: Ready, it was listening there.
