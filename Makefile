@@ -36,8 +36,14 @@ release-snapshot: $(GORELEASER) ## the whole release, locally, in dist/: archive
 	$(GORELEASER) release --snapshot --clean
 	go run ./internal/ociimage/mkimage -goreleaser dist
 
-demo: build lab-bins ## the newcomer's demo (root): the lab, a naive and a graceful rollout under rollprobe run
-	bash lab/demo.sh
+# Root-only targets re-run themselves with sudo when not root, keeping
+# PATH (sudo's secure_path hides Go), so one command works in a root
+# container without sudo and on a workstation with it.
+AS_ROOT = if [ "$$(id -u)" -ne 0 ]; then command -v sudo >/dev/null || { echo "$@ needs root, and sudo is not installed" >&2; exit 2; }; \
+	echo "$@ needs root: running it with sudo"; exec sudo env PATH="$$PATH" $(MAKE) $@; fi
+
+demo: ## the newcomer's demo (root; re-run with sudo when not root): the lab, a naive and a graceful rollout under rollprobe run
+	@$(AS_ROOT); $(MAKE) build lab-bins && bash lab/demo.sh
 
 demo-probe: build ## no root, no cluster: probe a local app through a naive restart
 	bash lab/demo-probe.sh
@@ -85,11 +91,11 @@ lab-deps: ## Debian packages the lab needs ($(LAB_DEBS)), installed when missing
 lab-bins: lab-deps ## build etcd, the Kubernetes components, containerd and the CNI plugins into $(CACHE)/lab-bins (~12 min cold, cached)
 	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh
 
-lab-up: build lab-bins ## bring the lab up (root)
-	bin/rollprobe lab up --bins "$$(ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh 2>/dev/null)"
+lab-up: ## bring the lab up (root; re-run with sudo when not root)
+	@$(AS_ROOT); $(MAKE) build lab-bins && bin/rollprobe lab up --bins "$$(ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh 2>/dev/null)"
 
-lab-down: ## take the lab down (root)
-	bin/rollprobe lab down
+lab-down: ## take the lab down (root; re-run with sudo when not root)
+	@$(AS_ROOT); bin/rollprobe lab down
 
 clean:
 	rm -rf bin dist test-artifacts

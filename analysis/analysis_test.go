@@ -636,3 +636,21 @@ func TestRefusalAfterAGracefulPodWentIsNotItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// Every finding the analysis can give has its page in docs/findings, and
+// the index lists it: the outputs link there (report.FindingDoc).
+func TestEveryFindingHasItsPage(t *testing.T) {
+	index, err := os.ReadFile("../docs/findings/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range rules {
+		page, err := os.ReadFile("../docs/findings/" + rl.id + ".md")
+		if err != nil || !strings.HasPrefix(string(page), "# `"+rl.id+"`") || !strings.Contains(string(page), "## The fix") {
+			t.Errorf("docs/findings/%s.md: %v (want a page titled with the ID, with a fix)", rl.id, err)
+		}
+		if !strings.Contains(string(index), "("+rl.id+".md)") {
+			t.Errorf("docs/findings/README.md does not list %s", rl.id)
+		}
+	}
+}

@@ -18,7 +18,7 @@ func DoctorChecks(r report.DoctorResult) []Check {
 		ck := Check{Name: "doctor: " + c.ID, Message: c.Title}
 		if f, ok := findings[c.ID]; ok {
 			ck.Message = f.Title
-			ck.Detail = strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix
+			ck.Detail = strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix + "\ndocs: " + report.FindingDoc(f.ID)
 			ck.Failed = r.FailOn.Fails(f.Severity)
 			ck.Warning = !ck.Failed
 		}

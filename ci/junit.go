@@ -100,7 +100,7 @@ func Checks(r *report.Report) []Check {
 		kill := Check{Name: "no SIGKILL during termination", Message: "no container was killed at the end of its grace period"}
 		for _, f := range r.Findings {
 			if f.ID == analysis.GraceTooShort {
-				kill.Failed, kill.Message, kill.Detail = true, f.Title, strings.Join(f.Evidence, "\n")+"\nfix: "+f.Fix
+				kill.Failed, kill.Message, kill.Detail = true, f.Title, strings.Join(f.Evidence, "\n")+"\nfix: "+f.Fix+"\ndocs: "+report.FindingDoc(f.ID)
 			}
 		}
 		checks = append(checks, kill)
@@ -115,7 +115,7 @@ func Checks(r *report.Report) []Check {
 		}
 		checks = append(checks, Check{
 			Name: name, Failed: f.Severity == report.SeverityError, Warning: f.Severity == report.SeverityWarning,
-			Message: f.Title, Detail: strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix,
+			Message: f.Title, Detail: strings.Join(f.Evidence, "\n") + "\nfix: " + f.Fix + "\ndocs: " + report.FindingDoc(f.ID),
 		})
 	}
 	if r.Verdict.Inconclusive {

@@ -290,3 +290,20 @@ func TestMeasuredNoDropOutranksTheStaticCheck(t *testing.T) {
 		}
 	}
 }
+
+// Every check's finding has its page in docs/findings, listed in the index.
+func TestEveryCheckHasItsPage(t *testing.T) {
+	index, err := os.ReadFile("../docs/findings/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range Checks() {
+		page, err := os.ReadFile("../docs/findings/" + c.ID + ".md")
+		if err != nil || !strings.HasPrefix(string(page), "# `"+c.ID+"`") || !strings.Contains(string(page), "## The fix") {
+			t.Errorf("docs/findings/%s.md: %v (want a page titled with the ID, with a fix)", c.ID, err)
+		}
+		if !strings.Contains(string(index), "("+c.ID+".md)") {
+			t.Errorf("docs/findings/README.md does not list %s", c.ID)
+		}
+	}
+}

@@ -7,7 +7,7 @@ set -euo pipefail
 bin=${BIN:-bin}
 out=$bin/demo
 if [ "$(id -u)" -ne 0 ]; then
-  echo "demo: the lab needs root (namespaces, cgroups, nftables): run 'sudo env PATH=\"\$PATH\" make demo'." >&2
+  echo "demo: the lab needs root (namespaces, cgroups, nftables): run 'make demo', which uses sudo when not root." >&2
   echo "demo: without root, 'make demo-probe' shows the prober on a local process instead." >&2
   exit 2
 fi

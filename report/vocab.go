@@ -94,3 +94,11 @@ const (
 
 // Failed reports whether the status ends the run as a failed rollout.
 func (s RolloutStatus) Failed() bool { return s == StatusFailed || s == StatusTimedOut }
+
+// DocsURL is where rollprobe's documentation (docs/ in its repository) is
+// read online.
+const DocsURL = "https://github.com/rollprobe/rollprobe/blob/main/docs/"
+
+// FindingDoc is the page that explains finding id: what happened, the
+// evidence, the fix (docs/findings/ID.md; a test keeps one per ID).
+func FindingDoc(id string) string { return DocsURL + "findings/" + id + ".md" }

@@ -36,6 +36,7 @@ func DoctorText(w io.Writer, r report.DoctorResult) error {
 			fmt.Fprintf(&b, "            - %s\n", e)
 		}
 		fmt.Fprintf(&b, "            fix: %s\n", f.Fix)
+		fmt.Fprintf(&b, "            docs: %s\n", report.FindingDoc(f.ID))
 	}
 	verdict := "PASS"
 	if !r.Pass {
@@ -75,7 +76,7 @@ func DoctorMarkdown(w io.Writer, r report.DoctorResult) error {
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
-		fmt.Fprintf(&b, "\nFix: %s\n", f.Fix)
+		fmt.Fprintf(&b, "\nFix: %s ([%s](%s))\n", f.Fix, f.ID, report.FindingDoc(f.ID))
 	}
 	_, err := io.WriteString(w, Printable(b.String()))
 	return err

@@ -61,7 +61,7 @@ func Markdown(w io.Writer, r *report.Report) error {
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
-		fmt.Fprintf(&b, "\n**Fix:** %s\n\n", f.Fix)
+		fmt.Fprintf(&b, "\n**Fix:** %s ([%s](%s))\n\n", f.Fix, f.ID, report.FindingDoc(f.ID))
 	}
 	fmt.Fprintf(&b, "**Verdict:** exit %d", r.Verdict.ExitCode)
 	if len(r.Verdict.Reasons) > 0 {

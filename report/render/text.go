@@ -149,6 +149,7 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, "            - %s\n", e)
 		}
 		fmt.Fprintf(&b, "            fix: %s\n", f.Fix)
+		fmt.Fprintf(&b, "            docs: %s\n", report.FindingDoc(f.ID))
 	}
 	fmt.Fprintf(&b, "verdict: %s (exit %d)", VerdictWord(r), r.Verdict.ExitCode)
 	if len(r.Verdict.Reasons) > 0 {

@@ -45,6 +45,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ms":      textrender.Millis,
 	"percent": textrender.Percent,
 	"join":    strings.Join,
+	"doc":     report.FindingDoc,
 	"color":   func(c string) string { return classColor[c] },
 	"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
 	"dur":     func(from, to float64) float64 { return to - from },
