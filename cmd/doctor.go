@@ -47,7 +47,9 @@ rollprobe run performs the same checks and adds them to its report; doctor is th
 alone, quick enough for every pull request.
 
 Exit codes: 0 no finding at or above --fail-on, 1 findings at or above it, 2 usage or access
-error (an unreachable or unanswering API server included: --timeout bounds the command).`,
+error (an unreachable or unanswering API server included: --timeout bounds the command).
+
+Docs: ` + report.DocsURL + `doctor.md`,
 		Example: `  rollprobe doctor --deployment prod/web
   rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml`,
 		Args: cobra.NoArgs,

@@ -52,7 +52,9 @@ truncated, timeout, http_5xx, http_status, dns, tls, local.
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage
 error (output paths included, checked before anything is sent), 4 inconclusive
 (the prober could not hold its rate or hit local errors), 5 an output could not
-be written at the end, 130 interrupted (the report is still written).`,
+be written at the end, 70 rollprobe itself failed (the report says how), 130 interrupted (the report is still written).
+
+Docs: ` + report.DocsURL + `probe.md`,
 		Example: `  rollprobe probe http://127.0.0.1:8080/ --rate 1000 --duration 30s
   rollprobe probe http://svc.ns:80/healthz --conn new --backend-header X-Pod-Name --report report.json
   rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,

@@ -31,6 +31,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -78,7 +79,9 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "rollprobe",
 		Short: "Prove that a Kubernetes rollout drops no requests",
 		Long: `rollprobe sends a steady, high rate of HTTP requests at a service, records every
-failed request with its exact cause, and gives a verdict a CI gate can use.`,
+failed request with its exact cause, and gives a verdict a CI gate can use.
+
+Documentation: ` + report.DocsURL + ` (each finding in a report links its own page).`,
 		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,

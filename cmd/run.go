@@ -14,6 +14,7 @@ import (
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/internal/field"
+	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
 	"github.com/rollprobe/rollprobe/rollout"
 	"github.com/rollprobe/rollprobe/runner"
@@ -66,8 +67,10 @@ Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAIN
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
 error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 5 an output
-could not be written at the end, 130 interrupted (the report is still written; the cluster is
-left as it is).`,
+could not be written at the end, 70 rollprobe itself failed (the report says how), 130 interrupted (the report is still written; the cluster is
+left as it is).
+
+Docs: ` + report.DocsURL + `run.md`,
 		Example: `  rollprobe run --deployment web --target http://web.prod.svc/healthz -n prod --report report.json
   rollprobe run --deployment prod/web --target http://10.96.0.42/ --image app=web:v2
   rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart`,

@@ -29,3 +29,7 @@ func Check(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from its golden file (rerun with -update after checking):\n%s", name, got)
 	}
 }
+
+// Updating says whether the tests run with -update: other files a test
+// keeps equal to the code (docs between markers) are rewritten too.
+func Updating() bool { return *update }

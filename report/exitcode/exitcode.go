@@ -42,6 +42,10 @@ const (
 	Interrupted Code = 130
 )
 
+// All is every code the program can exit with, in numeric order (the
+// docs list each: a test keeps them equal).
+var All = []Code{OK, Failures, Usage, RolloutFailed, Inconclusive, OutputFailed, Internal, Interrupted}
+
 func (c Code) String() string {
 	switch c {
 	case OK:
