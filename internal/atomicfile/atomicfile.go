@@ -29,12 +29,12 @@ const nameMax = 255
 // and the temporary file is removed.
 //
 // What is not a regular file is never replaced: a path that exists and is
-// a device, a FIFO or a socket, and any path under /dev or /proc (where
-// /dev/stdout and /dev/fd/N live), is opened and written in place. A
+// a device, a FIFO or a socket is opened and written in place. A
 // descriptor of this process (/dev/stdout, /dev/fd/1, /proc/self/fd/1) is
 // written through the descriptor itself, at its current offset: opening it
 // anew would start at offset 0 of a redirected file and overwrite what the
-// shell's redirection already holds.
+// shell's redirection already holds, and replacing its target would leave
+// the shell writing to an unlinked file.
 func Write(path string, write func(io.Writer) error) error {
 	if inPlace(path) {
 		if err := writeInPlace(path, write); err != nil {
@@ -166,11 +166,12 @@ func resolved(p string) string {
 }
 
 // inPlace says whether path is written where it is rather than replaced:
-// anything under /dev or /proc, or an existing file that is not regular
-// (a FIFO, a device, a socket). A directory is neither: Write fails on it.
+// a descriptor of this process (/dev/stdout, /dev/fd/N, which may stand
+// for a redirected regular file), or an existing file that is not regular
+// (a FIFO, a device, a socket). A regular file anywhere, /dev/shm
+// included, is replaced atomically; a directory is neither (Write fails).
 func inPlace(path string) bool {
-	abs, err := filepath.Abs(path)
-	if err == nil && (strings.HasPrefix(abs, "/dev/") || strings.HasPrefix(abs, "/proc/")) {
+	if _, ok := descriptor(path); ok {
 		return true
 	}
 	fi, err := os.Stat(path)
@@ -193,8 +194,7 @@ func descriptor(path string) (int, bool) {
 }
 
 // writeInPlace writes through the descriptor path names, or opens path for
-// writing (no truncation: a device or FIFO has nothing to truncate, and a
-// regular file under /dev is the system's, appended to).
+// writing (no truncation: a device or FIFO has nothing to truncate).
 func writeInPlace(path string, write func(io.Writer) error) error {
 	if fd, ok := descriptor(path); ok {
 		// Not closed: the descriptor belongs to the process.

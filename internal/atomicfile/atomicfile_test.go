@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 func TestWriteReplacesWholeOrNothing(t *testing.T) {
@@ -252,6 +254,28 @@ func TestSameFile(t *testing.T) {
 	} {
 		if got := SameFile(tc.a, tc.b); got != tc.same {
 			t.Errorf("SameFile(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}
+
+// A regular file under /dev (tmpfs at /dev/shm) is an ordinary file:
+// created when missing, replaced whole when present, never appended to.
+func TestRegularFileUnderDev(t *testing.T) {
+	dir, err := os.MkdirTemp("/dev/shm", "rollprobe-test-")
+	if err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "no /dev/shm here: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "r.json")
+	for _, text := range []string{"first", "second"} {
+		if err := CheckWritable(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, text); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != text {
+			t.Fatalf("%s holds %q, want %q", path, b, text)
 		}
 	}
 }
