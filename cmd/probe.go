@@ -156,7 +156,7 @@ func (o *probeOptions) run(ctx context.Context) error {
 		Target: o.config.RedactedTarget(), TargetRate: o.config.Rate, RequestTimeout: o.config.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
-		view.abandon()
+		view.abandon(err)
 		return err
 	}
 	// Every output is written before the view says the run is done: a

@@ -253,7 +253,7 @@ func (o *runOptions) run(ctx context.Context) error {
 		tui.Source{Command: "run", Target: o.cfg.Probe.RedactedTarget(), TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
-		view.abandon()
+		view.abandon(err)
 		return err
 	}
 	// Every output is written before the view says the run is done: a

@@ -86,8 +86,9 @@ type view interface {
 	// written (pub.WriteFiles): the end screen names only files that
 	// exist and the exit code the process will have.
 	finish(rep *report.Report, pub *ci.Publication)
-	// abandon ends the view of a run that ended without a report.
-	abandon()
+	// abandon ends the view of a run that ended without a report, with
+	// the error it ended on (its exit code is the one shown).
+	abandon(err error)
 }
 
 // attachView starts the view mode asks for on a running flow. src names
@@ -119,7 +120,7 @@ func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFla
 type progressView struct{ stop func() }
 
 func (p progressView) finish(*report.Report, *ci.Publication) { p.stop() }
-func (p progressView) abandon()                               { p.stop() }
+func (p progressView) abandon(error)                          { p.stop() }
 
 // dashboard is the live view of one run: the Bubble Tea program, and the
 // sink that takes the run's log lines while it owns the terminal.
@@ -162,8 +163,8 @@ func (d *dashboard) finish(rep *report.Report, pub *ci.Publication) {
 }
 
 // abandon closes the dashboard when the run ended without a report.
-func (d *dashboard) abandon() {
-	d.close(tui.DoneMsg{Verdict: "ERROR", ExitCode: int(exitcode.Usage), Interrupted: true})
+func (d *dashboard) abandon(err error) {
+	d.close(tui.DoneMsg{Verdict: "ERROR", ExitCode: int(exitcode.Of(err)), Interrupted: true})
 }
 
 // close ends the dashboard with done, waits for it to leave, gives the
