@@ -184,6 +184,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		if fault := guard("the analysis", func() { explain(rep, clock, in, doctorOK, cfg) }); fault != "" {
 			rep.Verdict = rep.Verdict.WithInternal(fault)
 		}
+		if out.declined && rep.Verdict.Pass {
+			// Nothing else explains why the load stopped: never a pass
+			// for a rollout that was not triggered.
+			rep.Verdict = rep.Verdict.WithInternal(out.message)
+		}
 	}()
 	return run, nil
 }
@@ -278,6 +283,10 @@ type outcome struct {
 	// baselineErr: the target failed during the baseline (probing from
 	// the cluster); nothing was triggered.
 	baselineErr error
+	// declined: rollprobe did not fire the trigger because the load was
+	// not sending (a prober lost, the local prober stopped). Not a failed
+	// rollout (exit 3): the load's own trouble decides the verdict.
+	declined bool
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -286,6 +295,9 @@ func (o outcome) failure() string {
 	case report.StatusFailed, report.StatusTimedOut:
 		return o.message
 	case report.StatusNotStarted:
+		if o.declined {
+			return ""
+		}
 		return o.message // watching: nothing started in time ("" when interrupted first)
 	}
 	return ""
@@ -350,7 +362,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			}
 			// The load's own error or panic, if any, is reported with the
 			// outcome and takes precedence; this says why nothing changed.
-			out.message = err.Error() + ": nothing was triggered"
+			out.message, out.declined = err.Error()+": nothing was triggered", true
 			cfg.logf("%s", out.message)
 			return out
 		}
