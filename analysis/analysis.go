@@ -462,11 +462,10 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	}
 	var out []report.Outage
 	for _, w := range ws.List() {
-		out = append(out, report.Outage{Start: start.Add(w.Start), End: start.Add(w.End), Count: int(w.Count), ByClass: w.ByClass})
+		out = append(out, w.Outage(start))
 	}
 	for i := range out {
 		o := &out[i]
-		o.DurationS = math.Round(o.End.Sub(o.Start).Seconds()*1000) / 1000
 		var names []string
 		for _, p := range a.terminatingAt(o.Start, o.Start, anyClass) {
 			names = append(names, p.Name)

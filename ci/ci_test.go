@@ -148,6 +148,30 @@ func TestOutputFailureIsStatedEverywhere(t *testing.T) {
 	}
 }
 
+// An artifact written to stdout reaches its reader once: when another
+// output fails, the replaced files are written again with the amended
+// verdict, but stdout (and a FIFO, a device) is not given a second document.
+func TestOutputFailureDoesNotRepeatStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o := Outputs{ReportPath: Stdio, JUnitPath: filepath.Join(t.TempDir(), "gone", "j.xml"), Format: FormatText,
+		Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	r := fixture.NaiveRun()
+	if code := exitcode.Of(Publish(r, o)); code != exitcode.Failures {
+		t.Fatalf("exit %d, want the verdict's 1", code)
+	}
+	dec := json.NewDecoder(&stdout)
+	var first report.Report
+	if err := dec.Decode(&first); err != nil {
+		t.Fatal(err)
+	}
+	if dec.More() {
+		t.Error("stdout holds a second document after an output failed")
+	}
+	if !strings.Contains(stderr.String(), "could not write the JUnit XML") {
+		t.Errorf("the summary on stderr does not say which output failed:\n%s", stderr.String())
+	}
+}
+
 // "-" writes an artifact to standard output, and the summary then goes to
 // standard error, so that standard output is the artifact alone.
 func TestArtifactOnStdout(t *testing.T) {

@@ -87,11 +87,13 @@ func (o Outputs) ToStdout() bool {
 	return false
 }
 
-// file is one artifact output: its field, path and name in messages.
-type file struct{ field, path, label string }
+// file is one artifact output: its field, path, name in messages, and
+// short name (the summary's last lines, $GITHUB_OUTPUT).
+type file struct{ field, path, label, short string }
 
 func (o Outputs) files() []file {
-	return []file{{"ReportPath", o.ReportPath, "the JSON report"}, {"HTMLPath", o.HTMLPath, "the HTML page"}, {"JUnitPath", o.JUnitPath, "the JUnit XML"}}
+	return []file{{"ReportPath", o.ReportPath, "the JSON report", "report"}, {"HTMLPath", o.HTMLPath, "the HTML page", "html"},
+		{"JUnitPath", o.JUnitPath, "the JUnit XML", "junit"}}
 }
 
 // Output formats of the summary on stdout.
@@ -113,10 +115,12 @@ type document struct {
 	// outputs are the step outputs written to $GITHUB_OUTPUT under GitHub
 	// Actions, besides exit-code and the paths of the files written.
 	outputs [][2]string
-	// amend, when set, is the document once outputs could not be written
-	// (each named in failed): its verdict, JUnit and summary then state
-	// the real exit code. nil: only the code changes.
-	amend func(failed []string) document
+	// report is the probe or run report the document renders (nil for
+	// doctor); amend, when set, is the document once outputs could not be
+	// written (each named in failed): its report's verdict, JUnit and
+	// summary then state the real exit code. nil: only the code changes.
+	report *report.Report
+	amend  func(failed []string) document
 }
 
 func reportDocument(r *report.Report) document {
@@ -131,6 +135,7 @@ func reportDocument(r *report.Report) document {
 		code:     r.Verdict.ExitCode,
 		outputs: [][2]string{{"verdict", r.VerdictWord()}, {"failed", fmt.Sprint(r.Totals.Failed)},
 			{"sent", fmt.Sprint(r.Totals.Sent)}},
+		report: r,
 		amend: func(failed []string) document {
 			amended := *r
 			amended.Verdict = r.Verdict.WithOutputsFailed(failed)
@@ -238,10 +243,18 @@ func (p *Publication) WriteFiles() {
 			p.d = p.d.amend(p.failed)
 		}
 		p.d.code = exitcode.WithOutputFailure(p.d.code)
+		// Replaced files are written again with the amended verdict; what
+		// was written in place (stdout, a FIFO, a device) already reached
+		// its reader, and a second document there would corrupt it.
 		again := ok
 		ok = nil
 		for _, a := range artifactsOf(p.d) {
-			if !slices.ContainsFunc(again, func(b artifact) bool { return b.field == a.field }) {
+			i := slices.IndexFunc(again, func(b artifact) bool { return b.field == a.field })
+			if i < 0 {
+				continue
+			}
+			if a.path == Stdio || atomicfile.InPlace(a.path) {
+				ok = append(ok, again[i])
 				continue
 			}
 			if err := p.writeOne(a.path, a.write); err != nil {
@@ -252,7 +265,7 @@ func (p *Publication) WriteFiles() {
 		}
 	}
 	for _, a := range ok {
-		p.written = append(p.written, Written{a.field, writtenLabel[a.field], a.path})
+		p.written = append(p.written, Written{a.field, a.short, a.path})
 	}
 	getenv := p.getenv()
 	if path := getenv("GITHUB_STEP_SUMMARY"); getenv("GITHUB_ACTIONS") == "true" && path != "" {
@@ -290,8 +303,9 @@ func (p *Publication) Code() exitcode.Code { return p.d.code }
 // Written is every artifact written, in the order report, HTML, JUnit.
 func (p *Publication) Written() []Written { return p.written }
 
-// Failed names each artifact that could not be written, and why.
-func (p *Publication) Failed() []string { return p.failed }
+// Report is the probe or run report as the outputs state it: its verdict
+// amended when an output could not be written (nil for doctor).
+func (p *Publication) Report() *report.Report { return p.d.report }
 
 // Finish writes what is left (WriteFiles first if it was not called): the
 // summary (on stdout, or stderr when an artifact went to stdout), the
@@ -343,10 +357,6 @@ func (p *Publication) Finish() error {
 	}
 	return nil
 }
-
-// writtenLabel names each artifact in the summary's last lines and in
-// $GITHUB_OUTPUT.
-var writtenLabel = map[string]string{"ReportPath": "report", "HTMLPath": "html", "JUnitPath": "junit"}
 
 func (p *Publication) getenv() func(string) string {
 	if p.o.Getenv != nil {

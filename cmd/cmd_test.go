@@ -647,8 +647,13 @@ func TestOutputsToSpecialFiles(t *testing.T) {
 		t.Fatalf("--report FIFO: exit %d\n%s", r.code, r.stderr)
 	}
 	var rep report.Report
-	if err := json.Unmarshal(<-got, &rep); err != nil || rep.Totals.Sent == 0 {
-		t.Fatalf("the FIFO's reader got no report: %v", err)
+	select {
+	case b := <-got:
+		if err := json.Unmarshal(b, &rep); err != nil || rep.Totals.Sent == 0 {
+			t.Fatalf("the FIFO's reader got no report: %v", err)
+		}
+	case <-time.After(30 * time.Second): // the reader is still blocked in open: nothing was written
+		t.Fatal("nothing was written to the FIFO")
 	}
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Fatalf("the FIFO was replaced: %v", err)

@@ -58,10 +58,7 @@ Docs: ` + report.DocsURL + `doctor.md`,
 			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
-			if o.validateOnly {
-				if _, _, err := rollout.ParseDeploymentRef(o.kube.deployment, "default"); err != nil {
-					return exitcode.UsageError(field.Rename(err, map[string]string{"Deployment": "--deployment"}))
-				}
+			if o.validateOnly { // validate checked all that needs no cluster
 				return o.validated()
 			}
 			if err := o.complete(); err != nil {
@@ -72,13 +69,14 @@ Docs: ` + report.DocsURL + `doctor.md`,
 		},
 	}
 	f := cmd.Flags()
-	o.kube.bind(f, "kube-request-timeout")
+	o.kube.bind(f)
 	o.kube.deprecatedTimeout(f, "request-timeout")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command, every API call included")
 	f.DurationVar(&o.expectedDrain, "expected-drain", o.expectedDrain, "how long the app needs after SIGTERM to finish its requests (the grace period must cover preStop plus this)")
 	f.StringVar(&o.failOn, "fail-on", o.failOn, "exit 1 on findings of this severity or above: error, warning, info or never")
 	f.StringVarP(&o.output, "output", "o", o.output, "output: text or json")
 	f.StringVar(&o.junitPath, "junit", "", "write JUnit XML (a test case per check) to this file")
+	g.bindValidate(f)
 	return cmd
 }
 

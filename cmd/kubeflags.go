@@ -3,7 +3,6 @@ package cmd
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -40,20 +39,20 @@ type kubeFlags struct {
 }
 
 // bind binds the connection flags and the Deployment's.
-func (k *kubeFlags) bind(f *pflag.FlagSet, timeoutFlag string) {
-	k.bindConnection(f, timeoutFlag, "")
+func (k *kubeFlags) bind(f *pflag.FlagSet) {
+	k.bindConnection(f, "")
 	f.StringVar(&k.deployment, "deployment", "", "the Deployment: [NAMESPACE/]NAME")
 	f.StringVar(&k.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
 }
 
 // bindConnection binds kubectl's connection flags and the API call bound
-// (timeoutFlag); note prefixes the help of every one of them (probe uses
-// them only with --probers).
-func (k *kubeFlags) bindConnection(f *pflag.FlagSet, timeoutFlag, note string) {
+// (--kube-request-timeout); note prefixes the help of every one of them
+// (probe uses them only with --probers).
+func (k *kubeFlags) bindConnection(f *pflag.FlagSet, note string) {
 	before := map[string]bool{}
 	f.VisitAll(func(fl *pflag.Flag) { before[fl.Name] = true })
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.DurationVar(&k.requestTimeout, timeoutFlag, 0, fmt.Sprintf("bound on each Kubernetes API call (default %s)", rollout.DefaultCallTimeout))
+	f.DurationVar(&k.requestTimeout, "kube-request-timeout", 0, fmt.Sprintf("bound on each Kubernetes API call (default %s)", rollout.DefaultCallTimeout))
 	names := clientcmd.RecommendedConfigOverrideFlags("")
 	names.Timeout.LongName = "" // bound above, as a duration
 	clientcmd.BindOverrideFlags(&k.overrides, f, names)
@@ -97,11 +96,18 @@ func (k *kubeFlags) setOutsideProbers() []string {
 	return set
 }
 
-// validate refuses what the flags say twice and differently: a namespace
-// on --deployment NS/NAME and another with -n.
+// validate checks what needs no cluster: --deployment's form, and that it
+// and -n do not name two namespaces. (A missing --deployment is the
+// command's to report.)
 func (k *kubeFlags) validate() error {
-	ns, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(k.deployment, "deployment/"), "deploy/"), "/")
-	if other := k.overrides.Context.Namespace; ok && other != "" && other != ns {
+	if k.deployment == "" {
+		return nil
+	}
+	ns, _, err := rollout.ParseDeploymentRef(k.deployment, "")
+	if err != nil {
+		return field.Rename(err, map[string]string{"Deployment": "--deployment"})
+	}
+	if other := k.overrides.Context.Namespace; ns != "" && other != "" && other != ns {
 		return fmt.Errorf("--deployment %s and --namespace %s name two namespaces: give one", k.deployment, other)
 	}
 	return nil

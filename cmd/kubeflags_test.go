@@ -15,7 +15,7 @@ func TestServerAndTokenFlags(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	var k kubeFlags
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	k.bind(fs, "kube-request-timeout")
+	k.bind(fs)
 	if err := fs.Parse([]string{"--server", "https://10.0.0.1:6443", "--token", "s3cret", "-n", "prod", "--as", "ci-bot",
 		"--insecure-skip-tls-verify", "--kube-request-timeout", "7s"}); err != nil {
 		t.Fatal(err)

@@ -87,8 +87,9 @@ Docs: ` + report.DocsURL + `probe.md`,
 	cmd.Flags().DurationVar(&o.flags.timeout, "timeout", o.flags.timeout, "request timeout")
 	_ = cmd.Flags().MarkHidden("timeout")
 	o.probers.bind(cmd.Flags(), "the kubeconfig context's namespace")
-	o.kube.bindConnection(cmd.Flags(), "kube-request-timeout", "with --probers: ")
+	o.kube.bindConnection(cmd.Flags(), "with --probers: ")
 	o.outputs.bind(cmd.Flags())
+	g.bindValidate(cmd.Flags())
 	cmd.Flags().DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
 	o.ui.bind(cmd.Flags())
 	return cmd
@@ -163,7 +164,7 @@ func (o *probeOptions) run(ctx context.Context) error {
 	// closed terminal on the end screen loses nothing.
 	pub := ci.NewPublication(rep, o.outputs.of(o.globalOptions))
 	pub.WriteFiles()
-	view.finish(rep, pub)
+	view.finish(pub)
 	return pub.Finish()
 }
 

@@ -30,6 +30,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -63,6 +64,13 @@ type globalOptions struct {
 	// trigger) and stop before anything is read from a cluster, sent or
 	// changed (--validate): how recipes and CI templates are checked.
 	validateOnly bool
+}
+
+// bindValidate binds --validate on the commands it means something for
+// (run, probe, doctor): on the root it would be accepted, and ignored, by
+// every other command.
+func (g *globalOptions) bindValidate(f *pflag.FlagSet) {
+	f.BoolVar(&g.validateOnly, "validate", false, "check the command line (flags, target, output paths, trigger) and exit 0 if it is valid, 2 if not: nothing is read from the cluster, sent or changed")
 }
 
 // validated ends a command run with --validate: its command line passed
@@ -117,7 +125,6 @@ Documentation: ` + report.DocsURL + ` (each finding in a report links its own pa
 	root.SetErr(stderr)
 	root.PersistentFlags().CountVarP(&g.verbosity, "verbose", "v", "more log output on stderr (-v info, -vv debug)")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
-	root.PersistentFlags().BoolVar(&g.validateOnly, "validate", false, "check the command line (flags, target, output paths, trigger) and exit 0 if it is valid, 2 if not: nothing is read from the cluster, sent or changed")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g), newFleetAgentCommand(g), newInstallCommand(g),
 		&cobra.Command{Use: "version", Short: "Print rollprobe's version", Args: cobra.NoArgs,

@@ -98,7 +98,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f := cmd.Flags()
 	o.flags.bind(f)
 	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
-	o.kube.bind(f, "kube-request-timeout")
+	o.kube.bind(f)
 	f.StringVar(&o.target, "target", "", "URL to probe (the Service's address as clients reach it)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
@@ -112,6 +112,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	o.probers.bind(f, "the Deployment's namespace")
 	o.outputs.bind(f)
+	g.bindValidate(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
 	o.ui.bind(f)
 	return cmd
@@ -209,9 +210,8 @@ func (o *runOptions) complete() error {
 		trigger = rollout.Exec{Argv: o.execArgv, Stdout: logOut, Stderr: logOut}
 	}
 
-	if o.validateOnly { // the cluster is not read: the rest needs it
-		_, _, err := rollout.ParseDeploymentRef(o.kube.deployment, "default")
-		return field.Rename(err, map[string]string{"Deployment": "--deployment"})
+	if o.validateOnly { // the cluster is not read: the rest needs it (validate checked --deployment)
+		return nil
 	}
 	kube, restCfg, ns, name, err := o.kube.clientAndConfig()
 	if err != nil {
@@ -260,7 +260,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	// closed terminal on the end screen loses nothing.
 	pub := ci.NewPublication(rep, o.outputs.of(o.globalOptions))
 	pub.WriteFiles()
-	view.finish(rep, pub)
+	view.finish(pub)
 	if o.uiMode != uiTUI {
 		o.flushSink()
 	}

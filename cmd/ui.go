@@ -85,7 +85,7 @@ type view interface {
 	// finish ends the view with the run's report, once its files are
 	// written (pub.WriteFiles): the end screen names only files that
 	// exist and the exit code the process will have.
-	finish(rep *report.Report, pub *ci.Publication)
+	finish(pub *ci.Publication)
 	// abandon ends the view of a run that ended without a report, with
 	// the error it ended on (its exit code is the one shown).
 	abandon(err error)
@@ -119,8 +119,8 @@ func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFla
 // progressView is the plain view: progress lines until the run ends.
 type progressView struct{ stop func() }
 
-func (p progressView) finish(*report.Report, *ci.Publication) { p.stop() }
-func (p progressView) abandon(error)                          { p.stop() }
+func (p progressView) finish(*ci.Publication) { p.stop() }
+func (p progressView) abandon(error)          { p.stop() }
 
 // dashboard is the live view of one run: the Bubble Tea program, and the
 // sink that takes the run's log lines while it owns the terminal.
@@ -158,8 +158,8 @@ func startDashboard(g *globalOptions, signals context.Context, sink *tui.LogSink
 // with --exit-when-done, when the run was interrupted, or on a signal),
 // gives the terminal back and prints what was logged meanwhile. The
 // outputs are already written: leaving changes nothing but the screen.
-func (d *dashboard) finish(rep *report.Report, pub *ci.Publication) {
-	d.close(tui.DoneMsg(doneOf(rep, pub)))
+func (d *dashboard) finish(pub *ci.Publication) {
+	d.close(tui.DoneMsg(doneOf(pub)))
 }
 
 // abandon closes the dashboard when the run ended without a report.
@@ -190,14 +190,10 @@ func (d *dashboard) close(done tui.DoneMsg) {
 // doneOf is the end screen of a report whose outputs pub has written: the
 // verdict and exit code as the process will end (an output that could not
 // be written included), and the files that exist.
-func doneOf(r *report.Report, pub *ci.Publication) tui.Done {
+func doneOf(pub *ci.Publication) tui.Done {
+	r := pub.Report()
 	v := r.Verdict
-	if failed := pub.Failed(); len(failed) > 0 {
-		v = v.WithOutputsFailed(failed)
-	}
-	shown := *r
-	shown.Verdict = v
-	d := tui.Done{Verdict: render.VerdictWord(&shown), ExitCode: int(pub.Code()), Reasons: v.Reasons, Interrupted: v.Interrupted}
+	d := tui.Done{Verdict: render.VerdictWord(r), ExitCode: int(pub.Code()), Reasons: v.Reasons, Interrupted: v.Interrupted}
 	for _, w := range pub.Written() {
 		d.Files = append(d.Files, w.Label+": "+w.Path)
 	}

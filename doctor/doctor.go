@@ -87,7 +87,7 @@ func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (
 	defer cancel()
 	pdbs, err := kube.PolicyV1().PodDisruptionBudgets(t.Namespace).List(call, metav1.ListOptions{})
 	if err != nil {
-		return in, fmt.Errorf("list poddisruptionbudgets: %w", rollout.Explain(call, err))
+		return in, fmt.Errorf("list poddisruptionbudgets: %w", rollout.CallError(call, err))
 	}
 	in.PDBs = pdbs.Items
 	in.Version = rollout.ServerVersion(ctx, kube)

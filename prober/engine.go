@@ -83,10 +83,13 @@ type Prober struct {
 	// (Summary.Fault); faultOnce guards it.
 	fault     string
 	faultOnce sync.Once
-	// injectPanic makes a worker or loop panic once it has sent two
-	// requests (ROLLPROBE_TEST_PANIC=prober): how the tests prove a panic
-	// ends in a marked report and exit 70, not Go's exit 2.
-	injectPanic atomic.Bool
+	// injectPanic makes one worker or loop panic once two requests have
+	// completed (ROLLPROBE_TEST_PANIC=prober): how the tests prove a panic
+	// ends in a marked report and exit 70, not Go's exit 2. Set in New and
+	// only read afterwards (the hot path pays a plain load); injected
+	// makes it happen once.
+	injectPanic bool
+	injected    atomic.Bool
 
 	mu      sync.Mutex
 	all     []*worker
@@ -117,7 +120,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
 	p.engine = engineFor(&p.cfg)
-	p.injectPanic.Store(os.Getenv(TestPanicEnv) == "prober")
+	p.injectPanic = os.Getenv(TestPanicEnv) == "prober"
 	return p, nil
 }
 
@@ -142,7 +145,7 @@ func (p *Prober) recoverFault(where string) {
 
 // checkInjectedPanic panics when the test knob asks for it.
 func (p *Prober) checkInjectedPanic() {
-	if p.rec.Totals().Sent() >= 2 && p.injectPanic.CompareAndSwap(true, false) {
+	if p.rec.Totals().Sent() >= 2 && p.injected.CompareAndSwap(false, true) {
 		panic("injected by " + TestPanicEnv)
 	}
 }
@@ -542,7 +545,7 @@ func (w *worker) loop() {
 		if !ok {
 			return
 		}
-		if w.p.injectPanic.Load() {
+		if w.p.injectPanic {
 			w.p.checkInjectedPanic()
 		}
 		res = Result{Seq: seq, Intended: intended}

@@ -70,15 +70,15 @@ func TestWorkersGrowWhenAllAreBusy(t *testing.T) {
 		p, snap := probe(t, srv.URL("/stall?ms=200"), func(c *Config) {
 			c.Rate, c.Duration, c.Workers, c.MaxWorkers = 100, time.Second, 1, 100
 		})
-		// What the server held at once is the referee, not the clock: a
-		// busy machine may send late, but the requests it sent overlapped
-		// only because the pool grew, and every one of them counts.
-		c := srv.Counts()
-		if c.MaxInFlight < 5 || int64(p.Workers()) < c.MaxInFlight {
-			t.Errorf("%d workers, the server held %d requests at once: want the pool grown past one (~20 expected)", p.Workers(), c.MaxInFlight)
+		if w := p.Workers(); w < 15 {
+			t.Errorf("%d workers, want at least 15 for ~20 concurrent requests", w)
 		}
-		if sent := snap.Totals.Sent(); sent != uint64(c.Requests) || snap.Totals.Classes[OK] != sent {
-			t.Errorf("sent %d (ok %d), the server read %d", sent, snap.Totals.Classes[OK], c.Requests)
+		if sent := snap.Totals.Sent(); sent < 95 || snap.Totals.Classes[OK] != sent {
+			t.Errorf("sent %d (ok %d), want the full schedule of 100", sent, snap.Totals.Classes[OK])
+		}
+		// The server's own count is the referee of what was sent.
+		if c := srv.Counts(); uint64(c.Requests) != snap.Totals.Sent() {
+			t.Errorf("the server read %d requests, the prober counts %d", c.Requests, snap.Totals.Sent())
 		}
 	})
 }

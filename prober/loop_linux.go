@@ -399,7 +399,7 @@ func (l *loop) run() {
 	defer l.release()
 	defer l.p.recoverFault("a prober event loop")
 	for {
-		if l.p.injectPanic.Load() {
+		if l.p.injectPanic {
 			l.p.checkInjectedPanic()
 		}
 		if l.p.aborting.Load() {

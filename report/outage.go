@@ -2,6 +2,7 @@ package report
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
@@ -17,6 +18,12 @@ type Window struct {
 	Start, End time.Duration
 	Count      uint64
 	ByClass    map[string]uint64
+}
+
+// Outage is w as the report holds it, its offsets placed after start.
+func (w Window) Outage(start time.Time) Outage {
+	from, to := start.Add(w.Start).UTC(), start.Add(w.End).UTC()
+	return Outage{Start: from, End: to, DurationS: math.Round(to.Sub(from).Seconds()*1000) / 1000, Count: int(w.Count), ByClass: w.ByClass}
 }
 
 // Windows is the one definition of an outage, shared by the report (the

@@ -75,7 +75,7 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("permission check (%s): %w", p, Explain(ctx, err))
+			return fmt.Errorf("permission check (%s): %w", p, CallError(ctx, err))
 		}
 		if !review.Status.Allowed {
 			missing = append(missing, p.String())

@@ -61,7 +61,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	ctx, cancel := Bound(ctx)
 	defer cancel()
 	d, err := kube.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
-	err = Explain(ctx, err)
+	err = CallError(ctx, err)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deployment %s/%s not found", ns, deployment)
 	}
@@ -71,7 +71,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	t := &Target{Namespace: ns, Deployment: d}
 	if service != "" {
 		svc, err := kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
-		err = Explain(ctx, err)
+		err = CallError(ctx, err)
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("service %s/%s not found", ns, service)
 		}
@@ -87,7 +87,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 	}
 	list, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list services in %s: %w", ns, Explain(ctx, err))
+		return nil, fmt.Errorf("list services in %s: %w", ns, CallError(ctx, err))
 	}
 	var matches []corev1.Service
 	for _, s := range list.Items {
@@ -181,17 +181,17 @@ func CallTimeout() time.Duration {
 var ErrNoAnswer = errors.New("no answer from the Kubernetes API server")
 
 // Bound gives ctx the call timeout unless it already ends sooner; its
-// cause, when it ends, is ErrNoAnswer (Explain puts it in the error).
+// cause, when it ends, is ErrNoAnswer (CallError puts it in the error).
 func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := CallTimeout()
 	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w within %s, the bound of each API call", ErrNoAnswer, d))
 }
 
-// Explain is err from a call made with a context from Bound: when that
+// CallError is err from a call made with a context from Bound: when that
 // bound ended it, the error says so (client-go's own says only "context
 // deadline exceeded", which names neither the call's bound nor the
 // server's silence), and errors.Is(err, ErrNoAnswer) holds.
-func Explain(ctx context.Context, err error) error {
+func CallError(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func strategicPatch(ctx context.Context, kube kubernetes.Interface, ns, name str
 	ctx, cancel := Bound(ctx)
 	defer cancel()
 	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch deployment %s/%s: %w", ns, name, Explain(ctx, err))
+		return fmt.Errorf("patch deployment %s/%s: %w", ns, name, CallError(ctx, err))
 	}
 	return nil
 }

@@ -163,8 +163,7 @@ func build(run probeRun) *report.Report {
 	// the pods were doing).
 	windows, _ := run.Recorder.OutagesFrom(0)
 	for _, w := range windows {
-		r.Outages = append(r.Outages, report.Outage{Start: sum.Start.Add(w.Start).UTC(), End: sum.Start.Add(w.End).UTC(),
-			DurationS: math.Round((w.End-w.Start).Seconds()*1000) / 1000, Count: int(w.Count), ByClass: w.ByClass})
+		r.Outages = append(r.Outages, w.Outage(sum.Start))
 	}
 
 	r.Verdict = report.Judge(report.Facts{

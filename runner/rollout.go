@@ -157,11 +157,8 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			out.status = report.StatusInterrupted
 			cfg.logf("interrupted: the cluster is left as it is (the rollout may still be in progress)")
 		}
-		if out.baselineErr != nil {
+		if out.baselineErr != nil { // checked before the trigger: nothing changed
 			run.err = exitcode.UsageError(out.baselineErr)
-			if out.triggeredAt != nil { // never: the check comes before the trigger
-				run.err = exitcode.InternalError(out.baselineErr)
-			}
 			return
 		}
 		if res.Summary.Fault == "" {
@@ -181,7 +178,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		run.rep = rep
 		// The report stands from here on: a panic in the analysis leaves it
 		// without its explanations, marked as rollprobe's failure (exit 70).
-		if fault := guard("the analysis", func() { explain(rep, clock, in, doctorOK, cfg) }); fault != "" {
+		if fault := guard("the analysis", func() { addAnalysis(rep, clock, in, doctorOK, cfg) }); fault != "" {
 			rep.Verdict = rep.Verdict.WithInternal(fault)
 		}
 		if out.declined && rep.Verdict.Pass {
@@ -193,9 +190,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	return run, nil
 }
 
-// explain adds the analysis (failures placed on the timeline, outages,
+// addAnalysis adds the analysis (failures placed on the timeline, outages,
 // per-pod traffic, findings) and the doctor's static checks to rep.
-func explain(rep *report.Report, clock *rollout.RevisionClock, in doctor.Input, doctorOK bool, cfg RolloutConfig) {
+func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Input, doctorOK bool, cfg RolloutConfig) {
 	if os.Getenv(prober.TestPanicEnv) == "run" {
 		panic("injected by " + prober.TestPanicEnv)
 	}
@@ -233,10 +230,11 @@ func guard(where string, f func()) (fault string) {
 	return ""
 }
 
-// loadSending waits until the load is sending (a request went out) and
-// says why not if it ended first or ctx did: the trigger fires only while
-// every request that will judge it is being sent. For probers in the
-// cluster, a lost prober counts as not sending.
+// loadSending waits until the load is sending (a request has completed:
+// the recorder counts completions) and says why not if it stopped or ended
+// first, or ctx did: the trigger fires only while every request that will
+// judge it is being sent. For probers in the cluster, a lost prober counts
+// as not sending.
 func loadSending(ctx context.Context, p load, ended <-chan struct{}) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

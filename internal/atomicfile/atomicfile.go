@@ -36,7 +36,7 @@ const nameMax = 255
 // shell's redirection already holds, and replacing its target would leave
 // the shell writing to an unlinked file.
 func Write(path string, write func(io.Writer) error) error {
-	if inPlace(path) {
+	if InPlace(path) {
 		if err := writeInPlace(path, write); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
@@ -90,7 +90,7 @@ func Write(path string, write func(io.Writer) error) error {
 // error, not evidence thrown away at the end. Its errors name path, never
 // the temporary file.
 func CheckWritable(path string) error {
-	if inPlace(path) {
+	if InPlace(path) {
 		if fd, ok := descriptor(path); ok {
 			flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 			if err != nil || flags&unix.O_ACCMODE == unix.O_RDONLY {
@@ -165,12 +165,13 @@ func resolved(p string) string {
 	return filepath.Join(dir, base)
 }
 
-// inPlace says whether path is written where it is rather than replaced:
+// InPlace says whether Write writes path where it is rather than replacing
+// it (what it writes then adds to what the reader already has):
 // a descriptor of this process (/dev/stdout, /dev/fd/N, which may stand
 // for a redirected regular file), or an existing file that is not regular
 // (a FIFO, a device, a socket). A regular file anywhere, /dev/shm
 // included, is replaced atomically; a directory is neither (Write fails).
-func inPlace(path string) bool {
+func InPlace(path string) bool {
 	if _, ok := descriptor(path); ok {
 		return true
 	}
