@@ -47,7 +47,7 @@ func newProbeCommand(g *globalOptions) *cobra.Command {
 		Long: `probe sends requests at URL at a fixed rate (open model, latency measured from each
 request's intended send time) or back to back (closed model), never retries, and
 classifies every failure: refused, connect_timeout, reset, eof, eof_reused,
-truncated, timeout, http_5xx, http_status, dns, tls, local.
+truncated, timeout, http_5xx, proxy_5xx, http_status, dns, tls, local.
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage
 error (output paths included, checked before anything is sent), 4 inconclusive

@@ -646,7 +646,7 @@ func (w *worker) do(res *Result) {
 		return
 	}
 	res.Status = resp.status
-	res.Class = statusClass(cfg.ExpectStatus, resp.status)
+	res.Class = statusClass(cfg, resp.status, resp.backend)
 	c.served++
 	c.idleFrom = res.End
 	if fresh || resp.close {

@@ -1037,7 +1037,7 @@ func (l *loop) complete(c *loopConn, leftover, closed bool) {
 		res.Backend = l.backend
 	}
 	res.Status = resp.status
-	res.Class = statusClass(p.cfg.ExpectStatus, resp.status)
+	res.Class = statusClass(&p.cfg, resp.status, resp.backend)
 	c.served++
 	c.idleFrom = res.End
 	l.stream.Add(res)

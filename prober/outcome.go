@@ -21,6 +21,7 @@ const (
 	Truncated
 	Timeout
 	HTTP5xx
+	Proxy5xx
 	HTTPStatus
 	DNS
 	TLS

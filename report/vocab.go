@@ -13,10 +13,14 @@ const (
 	ClassTruncated      = "truncated"
 	ClassTimeout        = "timeout"
 	ClassHTTP5xx        = "http_5xx"
-	ClassHTTPStatus     = "http_status"
-	ClassDNS            = "dns"
-	ClassTLS            = "tls"
-	ClassLocal          = "local"
+	// ClassProxy5xx is a 502, 503 or 504 that a proxy in front of the app
+	// generated (an ingress, a gateway, a sidecar): the response lacks the
+	// backend header that the app puts on every response of its own.
+	ClassProxy5xx   = "proxy_5xx"
+	ClassHTTPStatus = "http_status"
+	ClassDNS        = "dns"
+	ClassTLS        = "tls"
+	ClassLocal      = "local"
 )
 
 // Values of a failure's server_close: for eof and eof_reused, whether the
@@ -28,7 +32,7 @@ const (
 
 // ClassNames lists every outcome, ok first, local last.
 var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
-	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}
+	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassProxy5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}
 
 // FailureClassNames lists the classes that are failures (not ok), in
 // report order. local is among them: it is counted apart from the target's

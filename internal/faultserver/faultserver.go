@@ -6,6 +6,8 @@
 //
 //	/ok                 200 with a small body
 //	/status/NNN         status NNN
+//	/proxy-status/NNN   status NNN without X-Pod-Name, as a proxy in front of
+//	                    the app answers when it cannot reach it
 //	/reset              read the request, then reset the connection (SO_LINGER 0)
 //	/close              read the request, then close without answering
 //	/close-reused       answer the first request on a connection; close without
@@ -19,7 +21,7 @@
 //	/stall?ms=N         wait N ms, then answer 200
 //	/slow-first?ms=N    stall N ms on the server's first request only, then 200
 //
-// Every response carries X-Pod-Name with the server's name.
+// Every other response carries X-Pod-Name with the server's name.
 package faultserver
 
 import (
@@ -264,10 +266,15 @@ func (s *Server) serve(c net.Conn) {
 			}
 		case strings.HasPrefix(path, "/status/"):
 			status, _ = strconv.Atoi(strings.TrimPrefix(path, "/status/"))
+		case strings.HasPrefix(path, "/proxy-status/"):
+			status, _ = strconv.Atoi(strings.TrimPrefix(path, "/proxy-status/"))
 		}
 		body := "ok\n"
 		_, _ = bw.WriteString("HTTP/1.1 " + strconv.Itoa(status) + " " + statusText(status) + "\r\n" +
-			"Content-Length: " + strconv.Itoa(len(body)) + "\r\nX-Pod-Name: " + s.Name + "\r\n")
+			"Content-Length: " + strconv.Itoa(len(body)) + "\r\n")
+		if !strings.HasPrefix(path, "/proxy-status/") {
+			_, _ = bw.WriteString("X-Pod-Name: " + s.Name + "\r\n")
+		}
 		if closeAfter {
 			_, _ = bw.WriteString("Connection: close\r\n")
 		}

@@ -21,7 +21,7 @@ import (
 // began.
 func RandomResults(rng *rand.Rand, n int) []prober.Result {
 	classes := []prober.Class{prober.OK, prober.OK, prober.OK, prober.OK, prober.OK, prober.OK, prober.Refused, prober.ConnectTimeout,
-		prober.Reset, prober.EOF, prober.EOFReused, prober.Timeout, prober.HTTP5xx, prober.HTTPStatus, prober.Local}
+		prober.Reset, prober.EOF, prober.EOFReused, prober.Timeout, prober.HTTP5xx, prober.Proxy5xx, prober.HTTPStatus, prober.Local}
 	out := make([]prober.Result, n)
 	for i := range out {
 		intended := time.Duration(rng.Int64N(int64(6 * time.Second)))
@@ -42,6 +42,8 @@ func RandomResults(rng *rand.Rand, n int) []prober.Result {
 			res.SlowConnect = rng.IntN(40) == 0
 		case prober.HTTP5xx:
 			res.Status = 503
+		case prober.Proxy5xx:
+			res.Backend, res.Status = "", 502
 		case prober.HTTPStatus:
 			res.Status = 404
 		default:

@@ -51,6 +51,7 @@ var classColor = map[string]string{
 	report.ClassTruncated:      "#f0e442",
 	report.ClassTimeout:        "#000000",
 	report.ClassHTTP5xx:        "#009e73",
+	report.ClassProxy5xx:       "#117733",
 	report.ClassHTTPStatus:     "#882255",
 	report.ClassDNS:            "#44aa99",
 	report.ClassTLS:            "#999933",
