@@ -32,6 +32,8 @@ type proberFlags struct {
 	timeout        time.Duration
 	connectTimeout time.Duration
 	insecure       bool
+	caCert         string
+	connectTo      string
 	expectStatus   string
 	backendHeader  string
 	requestID      string
@@ -55,7 +57,7 @@ func (f *proberFlags) flagNames() map[string]string {
 	return map[string]string{
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
-		"ConnectTimeout": "--connect-timeout", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
+		"ConnectTimeout": "--connect-timeout", "CACert": "--cacert", "ConnectTo": "--connect-to", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
 		"Header": "-H", "Method": "-X", "Engine": "--engine",
 		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
@@ -95,7 +97,9 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
 	fs.DurationVar(&f.timeout, f.timeoutFlag, f.timeout, "a request without a complete response within this time is a timeout")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", f.connectTimeout, "a connection attempt without answer within this time is a connect_timeout")
-	fs.BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification")
+	fs.BoolVar(&f.insecure, "insecure", false, "skip the target's TLS certificate verification")
+	fs.StringVar(&f.connectTo, "connect-to", "", "IP:PORT to connect to instead of the target's host and port, which still name the Host header and the TLS server name (one ingress replica or node, probed by the name users take)")
+	fs.StringVar(&f.caCert, "cacert", "", "PEM file of the CA certificates an https target's certificate must chain to, instead of the system's (a private CA's)")
 	fs.StringVar(&f.expectStatus, "expect-status", f.expectStatus, "statuses that count as ok, like 200-399 or 200,204")
 	fs.StringVar(&f.backendHeader, "backend-header", "", "response header naming the serving backend (e.g. X-Pod-Name); responses are counted per value")
 	fs.StringVar(&f.requestID, "request-id-header", f.requestID, `header carrying a unique ID ("<run>-<seq>") on every request`)
@@ -171,6 +175,12 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 		cfg.Body = []byte(f.body)
 	}
 	cfg.Timeout, cfg.ConnectTimeout, cfg.Insecure = f.timeout, f.connectTimeout, f.insecure
+	cfg.ConnectTo = f.connectTo
+	if f.caCert != "" {
+		if cfg.CACert, err = os.ReadFile(f.caCert); err != nil {
+			errs = append(errs, fmt.Errorf("--cacert: %w", err))
+		}
+	}
 	if cfg.ExpectStatus, err = prober.ParseStatusSet(f.expectStatus); err != nil {
 		errs = append(errs, err)
 	}

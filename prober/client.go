@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"net"
@@ -257,6 +258,9 @@ func newDialer(cfg *Config) *dialer {
 		}
 	}
 	d := &dialer{address: net.JoinHostPort(u.Hostname(), port)}
+	if cfg.ConnectTo != "" {
+		d.address = cfg.ConnectTo
+	}
 	// No TCP keepalive probes: they would only add traffic; the request
 	// deadline bounds every wait.
 	d.net.KeepAlive = -1
@@ -265,6 +269,10 @@ func newDialer(cfg *Config) *dialer {
 			ServerName:         u.Hostname(),
 			InsecureSkipVerify: cfg.Insecure, //nolint:gosec // the user asked for it with --insecure
 			NextProtos:         []string{"http/1.1"},
+		}
+		if len(cfg.CACert) > 0 {
+			d.tls.RootCAs = x509.NewCertPool()
+			d.tls.RootCAs.AppendCertsFromPEM(cfg.CACert) // Validate checked it holds one
 		}
 	}
 	return d

@@ -1,10 +1,12 @@
 package prober
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -121,6 +123,15 @@ type Config struct {
 	Timeout        time.Duration // whole request, connect included
 	ConnectTimeout time.Duration
 	Insecure       bool // skip TLS certificate verification
+	// CACert holds PEM certificates an https target's certificate must
+	// chain to, instead of the system's roots (a private CA: an ingress's
+	// own, a mesh's). Empty: the system's roots.
+	CACert []byte
+	// ConnectTo, "IP:PORT", is where every connection goes instead of the
+	// target's host and port, which still name the Host header and the TLS
+	// server name: one ingress replica, node or load balancer probed as
+	// the name users take (curl's --connect-to ::IP:PORT).
+	ConnectTo string
 
 	ExpectStatus    StatusSet
 	BackendHeader   string // response header identifying the serving backend
@@ -382,6 +393,21 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")
+	}
+	if c.ConnectTo != "" {
+		if ap, err := netip.ParseAddrPort(c.ConnectTo); err != nil || ap.Port() == 0 {
+			bad("ConnectTo", strconv.Quote(c.ConnectTo), "want IP:PORT (an IPv6 address in brackets), like 10.0.0.7:443")
+		}
+	}
+	if len(c.CACert) > 0 {
+		switch {
+		case c.Insecure:
+			bad("CACert", "given", "a CA to verify with and no verification (Insecure): choose one")
+		case c.Target != nil && c.Target.Scheme != "https":
+			bad("CACert", "given", "the target is "+c.Target.Scheme+"://: only an https target has a certificate to verify")
+		case !x509.NewCertPool().AppendCertsFromPEM(c.CACert):
+			bad("CACert", "given", "no PEM certificate in it")
+		}
 	}
 	// These two name headers on the wire: anything but a token (a line
 	// break, a colon, a space) would add header lines or break framing.

@@ -35,6 +35,7 @@ func TestParseStatusSet(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	target, _ := ParseTarget("http://127.0.0.1:1/")
+	httpsTarget, _ := ParseTarget("https://127.0.0.1:1/")
 	tests := []struct {
 		name   string
 		mutate func(*Config)
@@ -49,6 +50,10 @@ func TestValidate(t *testing.T) {
 		{"negative duration", func(c *Config) { c.Duration = -time.Second }, "Duration"},
 		{"reserved header", func(c *Config) { c.Header = http.Header{"Connection": {"close"}} }, "Header"},
 		{"no target", func(c *Config) { c.Target = nil }, "Target"},
+		{"CA for https", func(c *Config) { c.Target, c.CACert = httpsTarget, selfSignedCA(t) }, ""},
+		{"CA for http", func(c *Config) { c.CACert = selfSignedCA(t) }, "CACert"},
+		{"CA and insecure", func(c *Config) { c.Target, c.CACert, c.Insecure = httpsTarget, selfSignedCA(t), true }, "CACert"},
+		{"CA without a certificate", func(c *Config) { c.Target, c.CACert = httpsTarget, []byte("not PEM") }, "CACert"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

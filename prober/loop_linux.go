@@ -97,6 +97,17 @@ func loopTarget(cfg *Config) (netip.AddrPort, string) {
 	if u.Scheme != "http" {
 		return netip.AddrPort{}, "an https target needs Go's TLS, which the goroutine engine drives"
 	}
+	if cfg.ConnectTo != "" {
+		// Validate checked it is an IP address and a port.
+		ap, err := netip.ParseAddrPort(cfg.ConnectTo)
+		if err != nil {
+			return netip.AddrPort{}, "connect-to " + cfg.ConnectTo + " is not an IP address and port"
+		}
+		if ap.Addr().Zone() != "" {
+			return netip.AddrPort{}, "a scoped IPv6 address"
+		}
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ""
+	}
 	ip, err := netip.ParseAddr(u.Hostname())
 	if err != nil {
 		return netip.AddrPort{}, "the target is a name, which the goroutine engine resolves for every new connection as a client would"

@@ -2,8 +2,15 @@ package prober
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +18,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,6 +123,7 @@ func TestClassesMatchServerCounts(t *testing.T) {
 			{"ok keepalive", "/ok", keepalive, OK, func(c faultserver.Counts) int64 { return c.Answered }},
 			{"ok fresh", "/ok", fresh, OK, func(c faultserver.Counts) int64 { return c.Answered }},
 			{"5xx", "/status/503", keepalive, HTTP5xx, func(c faultserver.Counts) int64 { return c.Answered }},
+			{"5xx from a proxy", "/proxy-status/502", keepalive, Proxy5xx, func(c faultserver.Counts) int64 { return c.Answered }},
 			{"unexpected status", "/status/404", keepalive, HTTPStatus, func(c faultserver.Counts) int64 { return c.Answered }},
 			{"reset", "/reset", fresh, Reset, func(c faultserver.Counts) int64 { return c.Reset }},
 			{"close before response, fresh", "/close", fresh, EOF, func(c faultserver.Counts) int64 { return c.Closed }},
@@ -142,6 +152,83 @@ func TestClassesMatchServerCounts(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestConnectTo: every connection goes to the given address while the
+// target's name stays in the Host header and, over TLS, in the server name
+// the certificate is verified for (httptest's certificate is for
+// example.com): both engines for http, the goroutines for https. The
+// server's own record of each request's Host is the referee; the name is
+// never resolved.
+func TestConnectTo(t *testing.T) {
+	var hosts sync.Map
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := hosts.LoadOrStore(r.Host, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		w.Header().Set("X-Pod-Name", "edge")
+	})
+	count := func(host string) int64 {
+		if n, ok := hosts.Load(host); ok {
+			return n.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	plain := httptest.NewServer(handler)
+	defer plain.Close()
+	addr := plain.Listener.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	forEachEngine(t, func(t *testing.T) {
+		before := count("edge.invalid:" + port)
+		_, snap := probe(t, "http://edge.invalid:"+port+"/", func(c *Config) { c.ConnectTo, c.Rate, c.Duration = addr, 50, 200*time.Millisecond })
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(count("edge.invalid:"+port)-before) != sent {
+			t.Fatalf("ok %d of %d; the server saw Host edge.invalid:%s %d times (%v)", snap.Totals.Classes[OK], sent, port, count("edge.invalid:"+port)-before, snap.Totals.Classes)
+		}
+	})
+	tlsSrv := httptest.NewTLSServer(handler)
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer tlsSrv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})
+	tlsAddr := tlsSrv.Listener.Addr().String()
+	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
+	_, snap := probe(t, "https://example.com:"+tlsPort+"/", func(c *Config) {
+		c.ConnectTo, c.CACert, c.Rate, c.Duration = tlsAddr, ca, 50, 200*time.Millisecond
+	})
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(count("example.com:"+tlsPort)) != sent {
+		t.Fatalf("https: ok %d of %d, Host example.com seen %d times (%v)", snap.Totals.Classes[OK], sent, count("example.com:"+tlsPort), snap.Totals.Classes)
+	}
+	// A name the certificate does not carry fails verification: the name
+	// given, not the address connected to, is what is verified.
+	_, snap = probe(t, "https://other.invalid:"+tlsPort+"/", func(c *Config) {
+		c.ConnectTo, c.CACert, c.Rate, c.Duration = tlsAddr, ca, 50, 200*time.Millisecond
+	})
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+		t.Fatalf("https to a name the certificate lacks: tls %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+	}
+}
+
+// TestProxy5xxNeedsTheBackendHeader: a 502, 503 or 504 without the
+// backend header is the proxy's only when the run expects the header on
+// every response of the app; without --backend-header it stays http_5xx,
+// and a status a proxy does not send for a lost upstream (500) never is.
+func TestProxy5xxNeedsTheBackendHeader(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	for _, tt := range []struct {
+		path          string
+		backendHeader string
+		want          Class
+	}{
+		{"/proxy-status/503", "", HTTP5xx},
+		{"/proxy-status/504", "X-Pod-Name", Proxy5xx},
+		{"/proxy-status/500", "X-Pod-Name", HTTP5xx},
+		{"/status/502", "X-Pod-Name", HTTP5xx},
+	} {
+		_, snap := probe(t, srv.URL(tt.path), func(c *Config) {
+			c.Rate, c.Duration, c.BackendHeader = 50, 200*time.Millisecond, tt.backendHeader
+		})
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[tt.want] != sent {
+			t.Errorf("%s with backend header %q: %s = %d of %d (%v)", tt.path, tt.backendHeader, tt.want, snap.Totals.Classes[tt.want], sent, snap.Totals.Classes)
+		}
+	}
 }
 
 // TestNoSilentRetryOnReusedConnection is the keep-alive race: the server
@@ -253,6 +340,18 @@ func TestTLS(t *testing.T) {
 	_, snap = probe(t, ts.URL, func(c *Config) { c.Rate, c.Duration, c.Insecure = 50, 200*time.Millisecond, true })
 	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || snap.Totals.Backends["tls-pod"] != sent {
 		t.Fatalf("ok = %d of %d, backends %v", snap.Totals.Classes[OK], sent, snap.Totals.Backends)
+	}
+	// Trusted through its CA (--cacert): every request succeeds, verified.
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
+	_, snap = probe(t, ts.URL, func(c *Config) { c.Rate, c.Duration, c.CACert = 50, 200*time.Millisecond, caPEM })
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent {
+		t.Fatalf("with its CA: ok = %d of %d (%v)", snap.Totals.Classes[OK], sent, snap.Totals.Classes)
+	}
+	// Another CA: the certificate does not chain to it.
+	otherPEM := selfSignedCA(t)
+	_, snap = probe(t, ts.URL, func(c *Config) { c.Rate, c.Duration, c.CACert = 50, 200*time.Millisecond, otherPEM })
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+		t.Fatalf("with another CA: tls = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
 	}
 	// Plain HTTP server behind an https URL: the handshake reads garbage.
 	srv := faultserver.New(t, "pod-a")
@@ -444,4 +543,21 @@ func TestPhaseOfACutResponse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// selfSignedCA is a fresh CA certificate (PEM) that signed nothing.
+func selfSignedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -240,6 +240,8 @@ type Config struct {
 	ConnectTimeoutMS float64 `json:"connect_timeout_ms"`
 	ExpectStatus     string  `json:"expect_status"`
 	BackendHeader    string  `json:"backend_header,omitempty"`
+	ConnectTo        string  `json:"connect_to,omitempty"`
+	TLSRoots         string  `json:"tls_roots,omitempty"`
 	RequestIDHeader  string  `json:"request_id_header"`
 	MaxFailures      uint64  `json:"max_failures"`
 	MaxFailureRate   float64 `json:"max_failure_rate"`

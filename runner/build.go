@@ -58,6 +58,8 @@ func build(run probeRun) *report.Report {
 			ConnectTimeoutMS: ms(cfg.ConnectTimeout),
 			ExpectStatus:     cfg.ExpectStatus.String(),
 			BackendHeader:    cfg.BackendHeader,
+			ConnectTo:        cfg.ConnectTo,
+			TLSRoots:         tlsRoots(cfg),
 			RequestIDHeader:  cfg.RequestIDHeader,
 			MaxFailures:      run.Budget.MaxFailures,
 			MaxFailureRate:   run.Budget.MaxFailureRate,
@@ -257,4 +259,18 @@ func seconds(d time.Duration) float64 { return round(d.Seconds(), 3) }
 func round(v float64, places int) float64 {
 	p := math.Pow(10, float64(places))
 	return math.Round(v*p) / p
+}
+
+// tlsRoots says what an https target's certificate was verified against
+// (report.Config.TLSRoots); "" for an http:// target.
+func tlsRoots(cfg prober.Config) string {
+	switch {
+	case cfg.Target == nil || cfg.Target.Scheme != "https":
+		return ""
+	case cfg.Insecure:
+		return "insecure"
+	case len(cfg.CACert) > 0:
+		return "cacert"
+	}
+	return "system"
 }

@@ -26,6 +26,8 @@ type ProberConfig struct {
 	TimeoutNS        int64       `json:"timeout_ns"`
 	ConnectTimeoutNS int64       `json:"connect_timeout_ns"`
 	Insecure         bool        `json:"insecure,omitempty"`
+	CACert           []byte      `json:"ca_cert,omitempty"`
+	ConnectTo        string      `json:"connect_to,omitempty"`
 	ExpectStatus     string      `json:"expect_status"`
 	BackendHeader    string      `json:"backend_header,omitempty"`
 	RequestIDHeader  string      `json:"request_id_header"`
@@ -39,7 +41,7 @@ func FromConfig(cfg prober.Config) ProberConfig {
 	return ProberConfig{Target: cfg.Target.String(), Method: cfg.Method, Header: cfg.Header, Body: cfg.Body,
 		Rate: cfg.Rate, Concurrency: cfg.Concurrency, Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers,
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
-		Insecure: cfg.Insecure, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
+		Insecure: cfg.Insecure, CACert: cfg.CACert, ConnectTo: cfg.ConnectTo, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
 		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine)}
 }
 
@@ -66,6 +68,7 @@ func (c ProberConfig) Config() (prober.Config, error) {
 	cfg.Rate, cfg.Concurrency, cfg.Workers, cfg.MaxWorkers = c.Rate, c.Concurrency, c.Workers, c.MaxWorkers
 	cfg.Timeout, cfg.ConnectTimeout, cfg.Insecure = time.Duration(c.TimeoutNS), time.Duration(c.ConnectTimeoutNS), c.Insecure
 	cfg.BackendHeader, cfg.RequestIDHeader, cfg.KeepFailures = c.BackendHeader, c.RequestIDHeader, c.KeepFailures
+	cfg.CACert, cfg.ConnectTo = c.CACert, c.ConnectTo
 	cfg.Duration = 0
 	return cfg, cfg.Validate()
 }
