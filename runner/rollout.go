@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -170,7 +171,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
-		rep.Rollout.Entry = rollout.EntryOf(svc, cfg.Probe.Target, w.NodeIPs())
+		rep.Rollout.Entry = rollout.EntryOf(svc, dialedURL(cfg.Probe), w.NodeIPs())
 		if in.Version.Known() {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
@@ -570,4 +571,16 @@ func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
 			c.RedactedTarget(), ok, sent, detail)
 	}
 	return nil
+}
+
+// dialedURL is the target as connections reach it: with --connect-to, its
+// host and port are the address connected to (what says whether traffic
+// entered at a ClusterIP, a node port or a load balancer).
+func dialedURL(cfg prober.Config) *url.URL {
+	if cfg.ConnectTo == "" || cfg.Target == nil {
+		return cfg.Target
+	}
+	u := *cfg.Target
+	u.Host = cfg.ConnectTo
+	return &u
 }
