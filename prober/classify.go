@@ -99,6 +99,40 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// tlsCause says why a handshake failed with err. The order matters: a
+// deadline is a timeout whatever else the error wraps, and a certificate
+// that did not verify makes Go's client send an alert of its own, which is
+// not the server's refusal.
+func tlsCause(err error) TLSCause {
+	var (
+		recordErr  tls.RecordHeaderError
+		alertErr   tls.AlertError
+		certErr    *tls.CertificateVerificationError
+		unknownErr x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+	)
+	switch {
+	case isTimeout(err):
+		return TLSCauseHandshakeTimeout
+	case errors.As(err, &certErr), errors.As(err, &unknownErr), errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		return TLSCauseCertificate
+	case errors.As(err, &alertErr), isRemoteAlert(err):
+		return TLSCauseAlert
+	case errors.As(err, &recordErr):
+		return TLSCauseNotTLS
+	}
+	return TLSCauseConnection
+}
+
+// isRemoteAlert: the peer sent a TLS alert. crypto/tls reports it as a
+// *net.OpError whose Op is "remote error" around its unexported alert type
+// (tls.AlertError is what it gives QUIC).
+func isRemoteAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
 func isTLSError(err error) bool {
 	var (
 		recordErr  tls.RecordHeaderError

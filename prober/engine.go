@@ -677,6 +677,9 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 		if c != nil && (res.Class == EOF || res.Class == EOFReused) {
 			res.ServerClose = serverCloseOf(c.raw)
 		}
+		if res.Class == TLS {
+			res.TLSCause = tlsCause(err)
+		}
 	}
 	if c != nil {
 		c.close()

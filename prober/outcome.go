@@ -119,6 +119,38 @@ func (s ServerClose) String() string {
 	return ""
 }
 
+// TLSCause says why a handshake failed (the class tls); TLSCauseNone for
+// every other outcome.
+type TLSCause uint8
+
+const (
+	TLSCauseNone TLSCause = iota
+	TLSCauseHandshakeTimeout
+	TLSCauseCertificate
+	TLSCauseAlert
+	TLSCauseNotTLS
+	TLSCauseConnection
+)
+
+var tlsCauseNames = [...]string{"", report.TLSHandshakeTimeout, report.TLSCertificate, report.TLSAlert, report.TLSNotTLS, report.TLSConnection}
+
+func (c TLSCause) String() string {
+	if int(c) < len(tlsCauseNames) {
+		return tlsCauseNames[c]
+	}
+	return ""
+}
+
+// ParseTLSCause is the inverse of TLSCause.String ("" is TLSCauseNone).
+func ParseTLSCause(s string) (TLSCause, error) {
+	for c, n := range tlsCauseNames {
+		if n == s {
+			return TLSCause(c), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown tls cause %q", s)
+}
+
 // ParsePhase is the inverse of Phase.String ("" is PhaseNone).
 func ParsePhase(s string) (Phase, error) {
 	for p, n := range phaseNames {

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -358,6 +359,73 @@ func TestTLS(t *testing.T) {
 	_, snap = probe(t, "https://"+srv.Addr()+"/ok", func(c *Config) { c.Rate, c.Duration = 50, 200*time.Millisecond })
 	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
 		t.Fatalf("tls against plain HTTP = %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+	}
+}
+
+// TestTLSCause: each way a handshake fails, made by a real server, is named
+// by its cause.
+func TestTLSCause(t *testing.T) {
+	serve := func(t *testing.T, handle func(net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go handle(c)
+			}
+		}()
+		return "https://" + ln.Addr().String() + "/"
+	}
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.EnableHTTP2 = false
+	ts.StartTLS()
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer ts.Close()
+	// No cipher suite the prober offers (TLS 1.2, a CBC-SHA256 suite Go's
+	// client leaves out): the server refuses with a handshake_failure alert.
+	noSuite := httptest.NewUnstartedServer(http.NotFoundHandler())
+	noSuite.TLS = &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_RSA_WITH_AES_128_CBC_SHA256}}
+	noSuite.StartTLS()
+	noSuite.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer noSuite.Close()
+	// net/http answers a ClientHello with a plain 400: not a TLS record.
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	for _, tt := range []struct {
+		name   string
+		target func(t *testing.T) string
+		want   TLSCause
+	}{
+		{"untrusted certificate", func(*testing.T) string { return ts.URL }, TLSCauseCertificate},
+		{"the server's alert", func(*testing.T) string { return noSuite.URL }, TLSCauseAlert},
+		{"a plain-HTTP port", func(*testing.T) string { return "https://" + plain.Listener.Addr().String() + "/" }, TLSCauseNotTLS},
+		{"closed during the handshake", func(t *testing.T) string {
+			return serve(t, func(c net.Conn) { c.Close() })
+		}, TLSCauseConnection},
+		{"no handshake in time", func(t *testing.T) string {
+			return serve(t, func(c net.Conn) { time.Sleep(2 * time.Second); c.Close() })
+		}, TLSCauseHandshakeTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			target := tt.target(t)
+			p, snap := probe(t, target, func(c *Config) {
+				c.Rate, c.Duration, c.Timeout, c.ConnectTimeout = 20, 200*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+			})
+			if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+				t.Fatalf("tls %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+			}
+			for _, f := range p.Recorder().Failures() {
+				if f.TLSCause != tt.want {
+					t.Fatalf("seq %d: cause %q, want %q (%v)", f.Seq, f.TLSCause, tt.want, f.Err)
+				}
+			}
+		})
 	}
 }
 

@@ -33,6 +33,8 @@ type Result struct {
 	// ServerClose, for eof and eof_reused, says whether the server's
 	// kernel had acknowledged the request before the close.
 	ServerClose ServerClose
+	// TLSCause, for tls, says why the handshake failed.
+	TLSCause TLSCause
 	// Source is where the result was measured: 0 for this process, i for
 	// the i-th in-cluster prober (1-based) whose results were merged in.
 	Source uint16

@@ -358,6 +358,9 @@ type Failure struct {
 	// ServerClose, on eof and eof_reused, is CloseBeforeRequest or
 	// CloseAfterRequest; absent when the kernel could not tell.
 	ServerClose string `json:"server_close,omitempty"`
+	// TLSCause, on tls, is why the handshake failed: handshake_timeout,
+	// certificate, alert, not_tls or connection.
+	TLSCause string `json:"tls_cause,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
 	// is (1: named by the backend header, or the only pod that can have
 	// caused it; else 1/len(Candidates)), the pods that could have

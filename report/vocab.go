@@ -30,6 +30,15 @@ const (
 	CloseAfterRequest  = "after_request"  // acknowledged, then closed unanswered: cut in flight
 )
 
+// Values of a tls failure's tls_cause: why the handshake failed.
+const (
+	TLSHandshakeTimeout = "handshake_timeout" // no handshake within the request's time
+	TLSCertificate      = "certificate"       // the certificate did not verify (unknown authority, wrong name, expired)
+	TLSAlert            = "alert"             // the server refused the handshake with an alert (no shared protocol or cipher, no certificate for the name)
+	TLSNotTLS           = "not_tls"           // what came back was not TLS (an https URL to a plain-HTTP port)
+	TLSConnection       = "connection"        // the connection was reset or closed during the handshake
+)
+
 // ClassNames lists every outcome, ok first, local last.
 var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
 	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassProxy5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}

@@ -199,6 +199,7 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 		ConnAgeMS:    ms(res.ConnAge),
 		Backend:      res.Backend,
 		ServerClose:  res.ServerClose.String(),
+		TLSCause:     res.TLSCause.String(),
 	}
 	if res.Err != nil {
 		f.Error = res.Err.Error()
