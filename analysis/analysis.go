@@ -123,7 +123,8 @@ func Explain(r *report.Report) Explanation {
 	if ordered > 0 {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
-	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt}
+	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt,
+		proxied: r.Totals.ByClass[report.ClassProxy5xx] > 0}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	for i, f := range r.Failures {
@@ -207,6 +208,19 @@ type attributor struct {
 	// (a change received before its server time): 0 when it never was.
 	serverLead time.Duration
 	start      time.Time
+	// proxied: the run met a proxy between the prober and the pods (it
+	// answered proxy_5xx for a backend it could not reach). Through a
+	// proxy, a timeout needs nothing from the pod: the proxy can wait on a
+	// pod IP that no longer answers until the prober gives up (the lab's
+	// Traefik logged such requests as 499 after the prober's timeout, each
+	// forwarded to a pod already gone).
+	proxied bool
+}
+
+// needsAnswer: the class needs something at the pod's IP to answer (see
+// answered), unless a proxy between them makes a timeout possible without.
+func (a attributor) needsAnswer(c prober.Class) bool {
+	return answered(c) && !(a.proxied && c == prober.Timeout)
 }
 
 // deletedBy reports whether p's deletion can have acted by t: whether
@@ -354,7 +368,7 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 		}
 		switch {
 		case p.GoneAt == nil:
-		case c != anyClass && answered(c) && t.After(p.GoneAt.Add(a.goneSlack(p))):
+		case c != anyClass && a.needsAnswer(c) && t.After(p.GoneAt.Add(a.goneSlack(p))):
 			continue
 		case t.Sub(*p.GoneAt) >= 30*time.Second:
 			continue

@@ -637,6 +637,48 @@ func TestRefusalAfterAGracefulPodWentIsNotItsOwn(t *testing.T) {
 	}
 }
 
+// Through a proxy, a timeout can hit a pod that is already gone: the proxy
+// waits on its vanished IP until the prober gives up (the lab's Traefik
+// logged such requests as 499, forwarded to pods gone seconds before). A run
+// that met a proxy (proxy_5xx) attributes such a timeout to the gone pod
+// and counts it with the propagation race; without a proxy, a timeout
+// needs a pod that was there to accept the request, as before.
+func TestTimeoutThroughAProxyCanHitAGonePod(t *testing.T) {
+	exit := int32(0)
+	tl := []report.Event{{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(5300, report.PodGone, "a", "old")}
+	// Begun 1.2 s after a was gone, given up 2 s later.
+	timeout := report.Failure{Intended: at(6500), Start: at(6500), End: at(8500), Class: report.ClassTimeout, Fresh: true}
+	for _, tc := range []struct {
+		name    string
+		proxied bool
+		likely  string
+		finding string
+	}{{"through a proxy", true, "a", StopsBeforePropagation}, {"direct", false, "", Unexplained}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{timeout},
+				Totals: report.Totals{ByClass: map[string]uint64{report.ClassTimeout: 1}}}
+			if tc.proxied {
+				p := fail(5200, report.ClassProxy5xx, true, "")
+				p.Status = 502
+				r.Failures = append([]report.Failure{p}, r.Failures...)
+				r.Totals.ByClass[report.ClassProxy5xx] = 1
+			}
+			analyse(r)
+			f := r.Failures[len(r.Failures)-1]
+			if f.LikelyPod != tc.likely {
+				t.Errorf("timeout attributed to %q (%s), want %q", f.LikelyPod, f.Context, tc.likely)
+			}
+			if find(r, tc.finding) == nil {
+				t.Errorf("findings %+v, want %s", r.Findings, tc.finding)
+			}
+		})
+	}
+}
+
 // Every finding the analysis can give has its page in docs/findings, and
 // the index lists it: the outputs link there (report.FindingDoc).
 func TestEveryFindingHasItsPage(t *testing.T) {

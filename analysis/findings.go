@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,8 @@ type seen struct {
 	pod         *Pod
 	candidates  []*Pod // all the candidates, the likely pod among them; nil when certain
 	terminating bool
+	// proxied: the run met a proxy (see attributor.proxied).
+	proxied bool
 	// gap: the failure began while the entry node had no serving local
 	// endpoint (externalTrafficPolicy: Local), or just after.
 	gap *report.NodeGap
@@ -102,7 +105,9 @@ var rules = []rule{
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
 	{StopsBeforePropagation, report.SeverityError,
-		func(s seen) bool { return s.terminating && connectionFailure(s.class) && !abruptClose(s) }, renderPropagation},
+		func(s seen) bool {
+			return s.terminating && (connectionFailure(s.class) || (s.proxied && s.class == prober.Timeout)) && !abruptClose(s)
+		}, renderPropagation},
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
 	{ReadyTooEarly, report.SeverityError,
 		func(s seen) bool {
@@ -126,7 +131,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	groups := map[string]*group{}
 	for i := range failures {
 		f := &failures[i]
-		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod)}
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxied}
 		if s.class == prober.Local {
 			continue
 		}
@@ -187,6 +192,11 @@ func (g *group) span(start time.Time) string {
 	return fmt.Sprintf("%+.2fs to %+.2fs", first.Sub(start).Seconds(), last.Sub(start).Seconds())
 }
 
+// has: a failure of the group is of class c.
+func (g *group) has(c string) bool {
+	return slices.ContainsFunc(g.fails, func(f report.Failure) bool { return f.Class == c })
+}
+
 func (g *group) classes() string {
 	n := map[string]int{}
 	for _, f := range g.fails {
@@ -228,6 +238,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 			g.ambiguous, g.conservative.Seconds()))
 	}
 	evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
+	if g.has(report.ClassProxy5xx) {
+		evidence = append(evidence, "proxy_5xx means the proxy in front (an ingress, a gateway) still routed to the pod and answered for it when it could not reach it; a timeout through it, that it waited on a pod that no longer answered")
+	}
 	var slow uint64
 	for _, o := range x.outages {
 		slow += o.SlowConnects
