@@ -5,11 +5,17 @@
 #   kubelet, kubectl                    (this module, k8s.io/kubernetes v1.36.3)
 #   containerd/{containerd,containerd-shim-runc-v2,ctr}   (./containerd, v2.1.4)
 #   cni/{bridge,host-local,loopback,portmap}              (./cni, plugins v1.7.1)
+#   coredns                             (./coredns, v1.15.0: the cluster DNS)
+#   traefik, crds/                      (Traefik v3.6.12, the ingress and Gateway
+#                                        controller, with its CRDs and the
+#                                        Gateway API v1.4.0 standard CRDs)
 # runc comes from Debian (it needs cgo); make lab-deps installs it.
 #
 # The cache key is the content of the three modules' go.mod and go.sum, so a
 # version bump rebuilds and an unchanged pin reuses the binaries (a cold build
 # takes ~12 minutes on 2 cores; each binary is cached as soon as it is built).
+# The edge components (CoreDNS, Traefik) carry a stamp of their own pin next
+# to the binary, so bumping one rebuilds only it.
 #
 # Usage: lab/tools/build.sh            -> prints the binary directory on stdout
 # Env:   ROLLPROBE_CACHE (default $HOME/.cache/rollprobe)
@@ -43,7 +49,40 @@ targets=(
   "cni/loopback|cni|github.com/containernetworking/plugins/plugins/main/loopback||"
   "cni/portmap|cni|github.com/containernetworking/plugins/plugins/meta/portmap||"
 )
+
+# The edge (CoreDNS, Traefik): each binary carries a stamp of its pin.
+coredns_stamp=$(cat "$here/coredns/go.mod" "$here/coredns/go.sum" | sha256sum | cut -c1-16)
+# Traefik's go.mod has replace directives, which apply only to the main
+# module: it is built inside a copy of its own module (the module cache is
+# read-only). Its CRDs and the Gateway API's standard ones come from the same
+# module downloads, so the lab applies exactly what this version expects.
+traefik_version=v3.6.12
+gateway_api_version=v1.4.0
+traefik_stamp="traefik $traefik_version gateway-api $gateway_api_version"
+traefik_src="$cache/src/traefik-$traefik_version"
+
+# stale NAME STAMP: the binary is missing or was built from another pin.
+stale() { ! [ -x "$out/$1" ] || [ "$(cat "$out/$1.stamp" 2>/dev/null)" != "$2" ]; }
+moddir() { GOFLAGS= go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
+
+# Downloading the edge's modules is network work: it runs in the background
+# while the Kubernetes components compile, so both overlap.
+prefetch() {
+  if stale coredns "$coredns_stamp"; then
+    (cd "$here/coredns" && GOFLAGS=-mod=mod go mod download)
+  fi
+  if stale traefik "$traefik_stamp"; then
+    local src
+    src=$(moddir "github.com/traefik/traefik/v3@$traefik_version")
+    moddir "sigs.k8s.io/gateway-api@$gateway_api_version" >/dev/null
+    rm -rf "$traefik_src" && mkdir -p "$(dirname "$traefik_src")" && cp -r "$src" "$traefik_src" && chmod -R u+w "$traefik_src"
+    (cd "$traefik_src" && GOFLAGS=-mod=mod go mod download)
+  fi
+}
 mkdir -p "$out/containerd" "$out/cni"
+prefetch >"$out/prefetch.log" 2>&1 &
+prefetch_pid=$!
+
 for t in "${targets[@]}"; do
   IFS='|' read -r name dir pkg ldflags tags <<<"$t"
   if [ -x "$out/$name" ]; then
@@ -59,4 +98,46 @@ for t in "${targets[@]}"; do
   mv "$out/$name.tmp" "$out/$name"
   echo "lab-bins: $name built in $((SECONDS - start))s" >&2
 done
+wait "$prefetch_pid" || { echo "lab-bins: downloading the edge's modules failed:" >&2; cat "$out/prefetch.log" >&2; exit 1; }
+
+# edge NAME STAMP BUILD: builds $out/NAME with the function BUILD unless the
+# binary is there with the same stamp.
+edge() {
+  local name=$1 stamp=$2 build=$3
+  if ! stale "$name" "$stamp"; then
+    echo "lab-bins: $name cached" >&2
+    return
+  fi
+  echo "lab-bins: building $name ..." >&2
+  local start=$SECONDS
+  rm -f "$out/$name.stamp"
+  "$build"
+  mv "$out/$name.tmp" "$out/$name"
+  echo "$stamp" >"$out/$name.stamp"
+  echo "lab-bins: $name built in $((SECONDS - start))s" >&2
+}
+
+build_coredns() {
+  (cd "$here/coredns" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" \
+    -o "$out/coredns.tmp" github.com/coredns/coredns)
+}
+
+build_traefik() {
+  local src gw
+  src=$(moddir "github.com/traefik/traefik/v3@$traefik_version")
+  gw=$(moddir "sigs.k8s.io/gateway-api@$gateway_api_version")
+  (cd "$traefik_src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version" \
+    -o "$out/traefik.tmp" ./cmd/traefik)
+  rm -rf "$out/crds" && mkdir -p "$out/crds"
+  cp "$src/integration/fixtures/k8s/01-traefik-crd.yml" "$out/crds/traefik.yaml"
+  for f in "$gw"/config/crd/standard/gateway.networking.k8s.io_*.yaml; do
+    cp "$f" "$out/crds/$(basename "$f")"
+  done
+  chmod -R u+w "$out/crds"
+  rm -rf "$traefik_src"
+}
+
+edge coredns "$coredns_stamp" build_coredns
+edge traefik "$traefik_stamp" build_traefik
 echo "$out"
