@@ -62,7 +62,8 @@ func newLabUpCommand(lo *labOptions) *cobra.Command {
 		Use:   "up",
 		Short: "Bring the lab up (idempotent)",
 		Example: `  rollprobe lab up                           # 2 nodes
-  rollprobe lab up --nodes 3 --proxy-lag lab-node-2=3s   # node 2's kube-proxy hears of changes 3s late`,
+  rollprobe lab up --nodes 3 --proxy-lag lab-node-2=3s   # node 2's kube-proxy hears of changes 3s late
+  rollprobe lab up --edge-lag 3s             # the ingress (Traefik) hears of changes 3s late`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
@@ -77,6 +78,7 @@ func newLabUpCommand(lo *labOptions) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("how many nodes (1 to %d)", netns.MaxNodes))
 	cmd.Flags().StringArrayVar(&o.proxyLag, "proxy-lag", nil, "delay what kube-proxy hears from the apiserver (endpoint propagation lag): D for every node, NODE=D for one (repeatable)")
+	cmd.Flags().DurationVar(&o.cfg.EdgeLag, "edge-lag", 0, "delay what the ingress controller (Traefik) hears from the apiserver: the edge's own endpoint propagation lag")
 	cmd.Flags().StringVar(&o.bins, "bins", os.Getenv("ROLLPROBE_LAB_BINS"), "directory with the components make lab-bins builds (default: the newest build in the cache)")
 	cmd.Flags().StringArrayVar(&o.images, "image", nil, "map an image repository to a local static binary, REPO=PATH (repeatable); imported under the tags "+strings.Join(lab.ImageTags, ", "))
 	return cmd
@@ -85,6 +87,9 @@ func newLabUpCommand(lo *labOptions) *cobra.Command {
 func (o *labUpOptions) validate() error {
 	if o.nodes < 1 || o.nodes > netns.MaxNodes {
 		return fmt.Errorf("--nodes %d: want 1 to %d", o.nodes, netns.MaxNodes)
+	}
+	if o.cfg.EdgeLag < 0 {
+		return fmt.Errorf("--edge-lag %s: a lag is not negative", o.cfg.EdgeLag)
 	}
 	lags, err := parseProxyLags(o.proxyLag, o.nodes)
 	if err != nil {
@@ -270,6 +275,10 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 			}
 			fmt.Fprintf(o.stdout, "nodes %s, proxy lag %s, started %s, kubeconfig %s\n", strings.Join(st.Recorded.Nodes, " "), lags,
 				st.Recorded.Started.Format(time.RFC3339), filepath.Join(o.stateDir, "kubeconfig"))
+			c := lab.Config{StateDir: o.stateDir}
+			fmt.Fprintf(o.stdout, "cluster DNS %s (CoreDNS on the client host %s), domain %s\n", netns.ClusterDNS, netns.HubIP, netns.ClusterDomain)
+			fmt.Fprintf(o.stdout, "edge: Traefik on %s :80 and :443 for every name in %s (ingress lag %s), CA %s, access log %s\n",
+				netns.HubIP, netns.EdgeDomain, st.Recorded.EdgeLag, c.EdgeCAPath(), c.TraefikAccessLog())
 			if !st.Healthy() {
 				return exitcode.With(exitcode.Failures, errors.New("the lab is not healthy: rollprobe lab up starts it afresh"))
 			}
@@ -294,8 +303,13 @@ func newLabExecCommand(lo *labOptions) *cobra.Command {
 		Short: "Run a command on a lab host (a node by default) with KUBECONFIG set",
 		Long: `exec runs a command in a lab host's network namespace: a node (the first one by
 default), where kube-proxy routes ClusterIP traffic, or the client host (--client),
-which is not a node and reaches Services only through NodePorts, as a load balancer would.`,
+which is not a node and reaches Services only through NodePorts, as a load balancer would.
+Names resolve through the lab's CoreDNS as in a pod of the default namespace
+(naive, naive.default.svc, naive.default.svc.cluster.local), and every name in
+lab.example is the ingress (Traefik) on the client host.`,
 		Example: `  rollprobe lab exec -- kubectl get pods -o wide
+  rollprobe lab exec -- rollprobe probe http://naive.default.svc/
+  rollprobe lab exec -- rollprobe probe https://naive.lab.example/ --cacert /run/rollprobe-lab/pki/edge-ca.crt
   rollprobe lab exec -- rollprobe probe http://10.96.12.34/
   rollprobe lab exec --node lab-node-2 -- rollprobe probe http://10.96.12.34/ --duration 5s
   rollprobe lab exec --client -- rollprobe probe http://10.100.0.11:30080/`,
@@ -356,7 +370,10 @@ func (o *labExecOptions) complete() error {
 // catches) on as SIGINT: the command decides how to stop (rollprobe writes
 // its report), and we wait for it. Its exit code is ours.
 func (o *labExecOptions) run(ctx context.Context) error {
-	c := exec.Command("nsenter", append([]string{"--net=" + netns.NSPath(o.ns), "--"}, o.args...)...)
+	c, err := lab.ExecCommand(o.stateDir, o.ns, o.args)
+	if err != nil {
+		return err
+	}
 	c.Env = o.env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
 	if err := c.Start(); err != nil {
@@ -370,7 +387,7 @@ func (o *labExecOptions) run(ctx context.Context) error {
 		case <-done:
 		}
 	}()
-	err := c.Wait()
+	err = c.Wait()
 	close(done)
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -8,16 +8,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,8 +33,9 @@ import (
 
 // Client talks to the lab's apiserver from outside the lab's namespaces.
 type Client struct {
-	Kube   kubernetes.Interface
-	Config *rest.Config
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Config  *rest.Config
 }
 
 // NewClient builds an admin client whose connections are made inside the
@@ -45,7 +51,11 @@ func NewClient(stateDir string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Kube: kube, Config: cfg}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Kube: kube, Dynamic: dyn, Config: cfg}, nil
 }
 
 // waitNodesReady waits until every named node is Ready and schedulable
@@ -89,8 +99,15 @@ func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) er
 	})
 }
 
-// Apply creates or updates every Deployment, Service and PodDisruptionBudget in the YAML stream
-// (the samples' kinds) in namespace ns unless the object names its own.
+// customKinds are the kinds outside client-go's scheme that lab apply
+// handles (through the dynamic client): the Gateway API's routes.
+var customKinds = map[schema.GroupVersionKind]string{
+	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}: "httproutes",
+}
+
+// Apply creates or updates every Deployment, Service, PodDisruptionBudget,
+// Ingress and HTTPRoute in the YAML stream (the samples' kinds) in namespace
+// ns unless the object names its own.
 // It returns the names of what it applied ("deployment/naive", ...).
 func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, error) {
 	objs, err := decodeManifests(r)
@@ -124,8 +141,25 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 			kind = "poddisruptionbudget"
 			api := c.Kube.PolicyV1().PodDisruptionBudgets(o.Namespace)
 			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
+		case *networkingv1.Ingress:
+			kind = "ingress"
+			api := c.Kube.NetworkingV1().Ingresses(o.Namespace)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
+		case *unstructured.Unstructured:
+			kind = strings.ToLower(o.GetKind())
+			api := c.Dynamic.Resource(o.GroupVersionKind().GroupVersion().WithResource(customKinds[o.GroupVersionKind()])).Namespace(o.GetNamespace())
+			get := func(ctx context.Context, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
+				return api.Get(ctx, name, opts)
+			}
+			create := func(ctx context.Context, u *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
+				return api.Create(ctx, u, opts)
+			}
+			update := func(ctx context.Context, u *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+				return api.Update(ctx, u, opts)
+			}
+			err = upsert(ctx, o, get, create, update, nil)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments, Services and PodDisruptionBudgets, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, Services, PodDisruptionBudgets, Ingresses and HTTPRoutes, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 		if err != nil {
 			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)
@@ -171,6 +205,18 @@ func decodeManifests(r io.Reader) ([]runtime.Object, error) {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
 		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		j, err := utilyaml.ToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(j); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if _, ok := customKinds[u.GroupVersionKind()]; ok {
+			objs = append(objs, u)
 			continue
 		}
 		obj, _, err := decode(doc, nil, nil)

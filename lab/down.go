@@ -308,6 +308,9 @@ func GetStatus(stateDir string) Status {
 		st.Components = append(st.Components, ComponentStatus{Name: name, PID: pid, Alive: ok && Alive(pid)})
 	}
 	for _, comp := range hubComponents {
+		if comp == compEdgeDelay && rec.EdgeLag == 0 {
+			continue
+		}
 		add(comp, c.path("pids", comp+".pid"))
 	}
 	for _, node := range rec.Nodes {

@@ -47,8 +47,9 @@ const (
 	compProxy      = "kube-proxy"
 )
 
-// hubComponents in start order.
-var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler}
+// hubComponents in start order (the edge's after the control plane's; the
+// edge's delay proxy runs only when the edge lags).
+var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler, compCoreDNS, compEdgeDelay, compTraefik}
 
 const (
 	apiServerAddr = netns.HubIP + ":6443"
@@ -78,6 +79,9 @@ type Config struct {
 	// ProxyLag delays everything a node's kube-proxy hears from the
 	// apiserver, by node name.
 	ProxyLag map[string]time.Duration
+	// EdgeLag delays everything Traefik's Kubernetes providers hear from
+	// the apiserver: the ingress's own endpoint propagation lag.
+	EdgeLag time.Duration
 	// Progress receives one line per step.
 	Progress io.Writer
 }
@@ -87,6 +91,7 @@ type Config struct {
 type Recorded struct {
 	Nodes    []string                 `json:"nodes"`
 	ProxyLag map[string]time.Duration `json:"proxy_lag,omitempty"`
+	EdgeLag  time.Duration            `json:"edge_lag,omitempty"`
 	Images   map[string]string        `json:"images"`
 	Tokens   map[string]string        `json:"tokens"`
 	Started  time.Time                `json:"started"`
@@ -128,9 +133,10 @@ func ReadRecorded(stateDir string) (*Recorded, error) {
 }
 
 // requiredBins are what Up needs from BinDir.
-var requiredBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet",
+var requiredBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl",
 	"containerd/containerd", "containerd/containerd-shim-runc-v2", "containerd/ctr",
-	"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
+	"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap",
+	"coredns", "traefik", "crds/traefik.yaml", "crds/gateway.networking.k8s.io_httproutes.yaml"}
 
 // Up brings the lab up. It is idempotent: a healthy lab of the same shape
 // (nodes, proxy lags, images) is left as it is; anything else (a
@@ -166,7 +172,7 @@ func Up(ctx context.Context, c Config) error {
 	}
 	if rec, err := ReadRecorded(c.StateDir); err == nil {
 		st := GetStatus(c.StateDir)
-		if st.Healthy() && len(rec.Nodes) == c.Nodes && maps.Equal(rec.ProxyLag, c.ProxyLag) && maps.Equal(rec.Images, c.Images) {
+		if st.Healthy() && len(rec.Nodes) == c.Nodes && maps.Equal(rec.ProxyLag, c.ProxyLag) && rec.EdgeLag == c.EdgeLag && maps.Equal(rec.Images, c.Images) {
 			c.logf("already up (started %s)", rec.Started.Format(time.RFC3339))
 			return nil
 		}
@@ -198,7 +204,10 @@ func up(ctx context.Context, c Config) error {
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	rec := Recorded{Nodes: names, ProxyLag: c.ProxyLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
+	if err := writeEdgePKI(c.path("pki")); err != nil {
+		return fmt.Errorf("edge keys: %w", err)
+	}
+	rec := Recorded{Nodes: names, ProxyLag: c.ProxyLag, EdgeLag: c.EdgeLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
 	b, _ := json.MarshalIndent(rec, "", "  ")
 	if err := os.WriteFile(c.path("lab.json"), b, 0o600); err != nil {
 		return err
@@ -279,7 +288,15 @@ func up(ctx context.Context, c Config) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(nodes))
+	errs := make([]error, len(nodes)+1)
+	// The edge needs only the apiserver: it starts while the nodes do.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := c.startEdge(ctx, tokens); err != nil {
+			errs[len(nodes)] = fmt.Errorf("edge: %w", err)
+		}
+	}()
 	for i, n := range nodes {
 		wg.Add(1)
 		go func() {

@@ -270,7 +270,10 @@ func (c Config) cniConfig(n netns.Node) string {
 
 // kubeletConfig: cgroup v1 is allowed (these hosts have it; the setting is
 // inert on v2), the pods' cgroups go under this node's own root, and node
-// status is reported often so readiness changes reach the API quickly.
+// status is reported often so readiness changes reach the API quickly. Pods
+// resolve names through the lab's CoreDNS (clusterDNS); the node itself
+// keeps a resolv.conf naming no resolver, so image pulls of unknown names
+// fail at once.
 func (c Config) kubeletConfig(n netns.Node) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -291,13 +294,15 @@ authentication:
 authorization:
   mode: AlwaysAllow
 resolvConf: /etc/resolv.conf
+clusterDNS: [%s]
+clusterDomain: %s
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "50Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
-`, CgroupRoot+"/"+n.Name, c.containerdSocket(n), c.nodeDir(n, "kubelet", "podlogs"), n.IP)
+`, CgroupRoot+"/"+n.Name, c.containerdSocket(n), c.nodeDir(n, "kubelet", "podlogs"), n.IP, netns.ClusterDNS, netns.ClusterDomain)
 }
 
 // kubeProxyConfig: nftables mode; conntrack sizing is left alone (it is a

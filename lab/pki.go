@@ -1,22 +1,29 @@
 package lab
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/lab/netns"
 )
 
 // identity is one static token's user.
 type identity struct{ name, user, group string }
 
-// identities the lab's components authenticate as. The control plane and
-// kube-proxy are in system:masters (the lab is a private test bed; RBAC stays
+// identities the lab's components authenticate as. The control plane,
+// kube-proxy and the edge (CoreDNS, Traefik) are in system:masters (the lab is a private test bed; RBAC stays
 // on so that rollprobe's own permission checks are real); each kubelet is
 // system:node:<name> in system:nodes, as the Node authorizer expects.
 func identities(nodes []string) []identity {
@@ -25,6 +32,8 @@ func identities(nodes []string) []identity {
 		{"controller-manager", "system:kube-controller-manager", "system:masters"},
 		{"scheduler", "system:kube-scheduler", "system:masters"},
 		{"kube-proxy", "system:kube-proxy", "system:masters"},
+		{"coredns", "lab-coredns", "system:masters"},
+		{"traefik", "lab-traefik", "system:masters"},
 	}
 	for _, n := range nodes {
 		ids = append(ids, identity{"node:" + n, "system:node:" + n, "system:nodes"})
@@ -96,4 +105,65 @@ contexts:
     namespace: default
 current-context: lab
 `, server, user, token, user))
+}
+
+// writeEdgePKI creates the edge's CA (edge-ca.crt: what a client of the
+// lab's https:// names trusts) and the certificate the edge serves for
+// lab.example and every name in it (edge.crt, edge.key). A lab lives hours:
+// a day of validity is enough, and a fresh lab gets fresh keys.
+func writeEdgePKI(dir string) error {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	ca := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "rollprobe lab edge CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "*." + netns.EdgeDomain},
+		DNSNames:     []string{netns.EdgeDomain, "*." + netns.EdgeDomain},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		pem  []byte
+		mode os.FileMode
+	}{
+		{"edge-ca.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644},
+		{"edge.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o644},
+		{"edge.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), f.pem, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }

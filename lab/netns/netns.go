@@ -25,6 +25,16 @@ const (
 	HubIP       = "10.100.0.1" // the apiserver's address
 	ClusterCIDR = "10.244.0.0/16"
 	ServiceCIDR = "10.96.0.0/16"
+	// ClusterDNS is the kube-dns Service's ClusterIP, which every pod's
+	// resolv.conf names (the kubelet's clusterDNS). CoreDNS itself runs on
+	// the hub, the Service's one endpoint.
+	ClusterDNS    = "10.96.0.10"
+	ClusterDomain = "cluster.local"
+	// EdgeDomain is the lab's public-looking zone: CoreDNS answers every
+	// name in it with the hub's address, where the ingress controller
+	// (Traefik) listens on :80 and :443, as a DNS name pointing at a load
+	// balancer would.
+	EdgeDomain = "lab.example"
 	// NodeNSPrefix starts every node namespace's name.
 	NodeNSPrefix = "rollprobe-lab-node-"
 	// PodBridge is each node's bridge for its pods (the CNI bridge
