@@ -88,7 +88,7 @@ lab-deps: ## Debian packages the lab needs ($(LAB_DEBS)), installed when missing
 	  echo "lab-deps: installing" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
-lab-bins: lab-deps ## build etcd, the Kubernetes components, containerd and the CNI plugins into $(CACHE)/lab-bins (~12 min cold, cached)
+lab-bins: lab-deps ## build etcd, the Kubernetes components, containerd, the CNI plugins, CoreDNS and Traefik into $(CACHE)/lab-bins (cold: see README; cached)
 	ROLLPROBE_CACHE=$(CACHE) lab/tools/build.sh
 
 lab-up: ## bring the lab up (root; re-run with sudo when not root)

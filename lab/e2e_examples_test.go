@@ -30,9 +30,15 @@ func testExamples(t *testing.T, ctx context.Context, c *lab.Client) {
 		wantExit int32
 	}{{"graceful", 0}, {"naive", 1}} {
 		t.Run("job-probe gates "+tc.sample, func(t *testing.T) {
-			ip := ensureSample(t, ctx, c, tc.sample)
+			ensureSample(t, ctx, c, tc.sample)
+			// The recipe's target is a Service's short name, resolved
+			// by the cluster's DNS in the Job's namespace: only the name
+			// changes, to the sample's.
 			job := exampleJob(t, "job-probe.yaml", "probe-"+tc.sample, func(args []string) []string {
-				args[1] = "http://" + ip + "/"
+				if args[1] != "http://web/" {
+					t.Fatalf("job-probe's target is %q, not the short name this test renames", args[1])
+				}
+				args[1] = "http://" + tc.sample + "/"
 				return replaceFlag(args, "--duration", "20s")
 			})
 			createJob(t, ctx, c, job)
@@ -51,7 +57,7 @@ func testExamples(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 
 	t.Run("job-run rolls graceful from inside the cluster", func(t *testing.T) {
-		ip := ensureSample(t, ctx, c, "graceful")
+		ensureSample(t, ctx, c, "graceful")
 		rbac, err := filepath.Abs("../deploy/rbac.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +68,7 @@ func testExamples(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		job := exampleJob(t, "job-run.yaml", "run-graceful", func(args []string) []string {
 			args = replaceFlag(args, "--deployment", "graceful")
-			args = replaceFlag(args, "--target", "http://"+ip+"/")
+			args = replaceFlag(args, "--target", "http://graceful/")
 			return append(args, "--baseline", "2s", "--settle", "2s")
 		})
 		createJob(t, ctx, c, job)

@@ -208,13 +208,15 @@ func TestLab(t *testing.T) {
 	t.Run("examples", func(t *testing.T) { testExamples(t, ctx, client) })
 	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
+	t.Run("the edge", func(t *testing.T) { testEdge(t, ctx, client) })
 	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
 
 	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.
+		// The ingress lags too (--edge-lag), tested below in the same lab.
 		const lag = 3 * time.Second
 		lagged := netns.Nodes(lab.DefaultNodes)[1]
-		if out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir, "--proxy-lag", lagged.Name+"="+lag.String()); err != nil {
+		if out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir, "--proxy-lag", lagged.Name+"="+lag.String(), "--edge-lag", lag.String()); err != nil {
 			t.Fatalf("lab up --proxy-lag: %v\n%s", err, out)
 		}
 		c, err := lab.NewClient(stateDir)
@@ -270,6 +272,9 @@ func TestLab(t *testing.T) {
 
 		t.Run("probers in the cluster name the lagged node", func(t *testing.T) {
 			testProbersSeeTheLaggedNode(t, ctx, c, lagged.Name)
+		})
+		t.Run("the edge lag lengthens the edge's window", func(t *testing.T) {
+			testEdgeLag(t, ctx, c, lag)
 		})
 	})
 

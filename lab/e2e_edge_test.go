@@ -1,0 +1,350 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// The edge: names through the lab's CoreDNS, and the samples through
+// Traefik (Ingress and Gateway API) over TLS, with Traefik's own access log
+// as the referee of what reached which pod.
+func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
+	cfg := lab.Config{StateDir: stateDir}
+	edgeArgs := []string{"--cacert", cfg.EdgeCAPath()}
+
+	t.Run("names resolve through CoreDNS on a node", func(t *testing.T) {
+		ensureSample(t, ctx, c, "graceful")
+		for _, name := range []string{"graceful", "graceful.default.svc", "graceful.default.svc.cluster.local"} {
+			out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+				"probe", "http://"+name+"/", "--rate", "20", "--duration", "1s", "--backend-header", "X-Pod-Name", "--progress", "0")
+			if err != nil {
+				t.Fatalf("probe http://%s/: %v\n%s", name, err, out)
+			}
+		}
+		// A name CoreDNS does not know fails as dns, never as the target's
+		// refusal: the class that names the cause.
+		dir := t.TempDir()
+		out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", "http://no-such-service.default.svc/", "--rate", "20", "--duration", "1s", "--progress", "0",
+			"--report", filepath.Join(dir, "r.json"))
+		rep, rerr := report.ReadFile(filepath.Join(dir, "r.json"))
+		if err == nil || rerr != nil || rep.Totals.Failed == 0 || rep.Totals.ByClass[report.ClassDNS] != rep.Totals.Failed {
+			t.Fatalf("unknown name: %v, report %v %+v\n%s", err, rerr, rep, out)
+		}
+	})
+
+	t.Run("names resolve through CoreDNS in prober pods", func(t *testing.T) {
+		ensureSample(t, ctx, c, "graceful")
+		r := startRunOn(t, []string{"--client"}, "graceful", "http://graceful.default.svc/", proberArgs...).wait(t)
+		if r.rep == nil || r.exit != 0 || r.rep.Totals.OK == 0 || r.rep.Totals.Failed != 0 {
+			t.Fatalf("exit %d, report %v\n%s", r.exit, r.repErr, r.out())
+		}
+		checkProbers(t, ctx, c, r.rep)
+	})
+
+	t.Run("naive through the ingress over https", func(t *testing.T) {
+		ensureSample(t, ctx, c, "naive")
+		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
+		r := startRunOn(t, nil, "naive", "https://naive.lab.example/", append(edgeArgs, "--conn", "new")...).wait(t)
+		checkEdgeReport(t, r)
+		if r.exit != 1 || r.rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
+		}
+		// Traefik answers for the pod it could not reach (proxy_5xx), or
+		// waits on a pod IP that no longer answers until the prober gives
+		// up (timeout): never a connection failure between the prober and
+		// Traefik, which stays up.
+		byClass := nonZero(r.rep.Totals.ByClass)
+		for class := range byClass {
+			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
+				t.Errorf("%s through the edge: want only proxy_5xx and timeout (%v)", class, byClass)
+			}
+		}
+		if byClass[report.ClassProxy5xx] == 0 {
+			t.Fatalf("no proxy_5xx through the edge (%v)", byClass)
+		}
+		checkNaive(t, r) // every failure on an old pod, the propagation finding sized to cover them
+		refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
+	})
+
+	t.Run("graceful through the Gateway over https drops nothing", func(t *testing.T) {
+		ensureSample(t, ctx, c, "graceful")
+		waitEdge(t, "https://graceful-gw.lab.example/", cfg.EdgeCAPath())
+		r := startRunOn(t, nil, "graceful", "https://graceful-gw.lab.example/", edgeArgs...).wait(t)
+		checkEdgeReport(t, r)
+		if r.exit != 0 {
+			t.Fatalf("exit %d: want 0\n%s", r.exit, r.out())
+		}
+		checkClean(t, r)
+		refereeAccessLog(t, cfg, r.rep, "graceful-gw.lab.example")
+	})
+
+	t.Run("a CA that did not sign the edge's certificate", func(t *testing.T) {
+		ensureSample(t, ctx, c, "graceful")
+		dir := t.TempDir()
+		// The apiserver's self-signed certificate: a real CA file, not the edge's.
+		other := filepath.Join(stateDir, "pki", "apiserver", "apiserver.crt")
+		out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", "https://graceful.lab.example/", "--cacert", other, "--rate", "20", "--duration", "1s",
+			"--progress", "0", "--report", filepath.Join(dir, "r.json"))
+		rep, rerr := report.ReadFile(filepath.Join(dir, "r.json"))
+		if exitCode(err) != 1 || rerr != nil || rep.Totals.Failed == 0 || rep.Totals.ByClass[report.ClassTLS] != rep.Totals.Failed {
+			t.Fatalf("exit %d, report %v, classes %v\n%s", exitCode(err), rerr, rep, out)
+		}
+	})
+}
+
+// testEdgeLag: with the ingress hearing of endpoint changes lag late
+// (lab up --edge-lag), Traefik keeps routing to a deleted naive pod at least
+// that long after its deletion, so the edge's failures come at least lag
+// after the deletion of the pod Traefik sent them to (its access log says
+// which), and the suggested preStop covers them (checkNaive).
+func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Duration) {
+	cfg := lab.Config{StateDir: stateDir}
+	apply(t, "naive")
+	ensureSample(t, ctx, c, "naive")
+	waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
+	r := startRunOn(t, nil, "naive", "https://naive.lab.example/", "--cacert", cfg.EdgeCAPath(), "--conn", "new").wait(t)
+	checkEdgeReport(t, r)
+	if r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
+	}
+	checkNaive(t, r)
+	sentTo := refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
+	deletedAt := map[string]time.Time{}
+	for _, e := range r.rep.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			deletedAt[e.Pod] = e.At
+		}
+	}
+	// The window as the referee saw it: from the deletion of the pod
+	// Traefik sent each failed request to.
+	var window time.Duration
+	for _, f := range r.rep.Failures {
+		if at, ok := deletedAt[sentTo[f.RequestID]]; ok {
+			window = max(window, f.Intended.Sub(at))
+		}
+	}
+	t.Logf("with the edge %s late, Traefik sent requests to a deleted pod up to %s after its deletion", lag, window)
+	if window < lag {
+		t.Fatalf("Traefik sent requests to deleted pods at most %s after their deletion, want at least its %s lag", window, lag)
+	}
+	// The fix is sized to cover the edge's window as the referee saw it.
+	propagation := findingByID(r.rep, analysis.StopsBeforePropagation)
+	var sleep int
+	fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+	if time.Duration(sleep)*time.Second < window {
+		t.Fatalf("suggested preStop %ds does not cover the %s Traefik kept sending to deleted pods", sleep, window)
+	}
+}
+
+// waitEdge waits until url answers 200 through the edge from the first
+// node: Traefik routes a new Ingress or HTTPRoute a moment (its providers'
+// throttle) after the apiserver has it.
+func waitEdge(t *testing.T, url, ca string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		var err error
+		out, err = rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", url, "--cacert", ca, "--rate", "10", "--duration", "500ms", "--backend-header", "X-Pod-Name", "--progress", "0")
+		if err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s never answered through the edge:\n%s", url, out)
+}
+
+// checkEdgeReport: the report validates and its page draws it, the rollout
+// completed, and the goroutine engine probed (https by name: the event
+// loops serve only http:// to an IP).
+func checkEdgeReport(t *testing.T, r *runResult) {
+	t.Helper()
+	if r.repErr != nil {
+		t.Fatalf("report: %v\n%s", r.repErr, r.out())
+	}
+	validateSchema(t, r.reportPath)
+	checkPage(t, r.htmlPath, r.rep)
+	if r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete {
+		t.Fatalf("rollout %+v\n%s", r.rep.Rollout, r.out())
+	}
+	if r.rep.Prober.Engine != "goroutines" {
+		t.Fatalf("engine %q, want goroutines", r.rep.Prober.Engine)
+	}
+}
+
+// accessEntry is what the referee reads of a line of Traefik's JSON access
+// log.
+type accessEntry struct {
+	RequestHost      string `json:"RequestHost"`
+	DownstreamStatus int    `json:"DownstreamStatus"`
+	ServiceAddr      string `json:"ServiceAddr"`
+	RequestID        string `json:"request_X-Request-Id"`
+}
+
+// refereeAccessLog holds rollprobe's counts for a run through the edge to
+// Traefik's own access log, the run's requests picked by their request IDs:
+// every request rollprobe sent reached Traefik once; Traefik answered
+// 502/503/504 exactly as often as rollprobe counted proxy_5xx; each pod
+// served, by Traefik's backend address, what rollprobe counted for it by the
+// backend header; and each failure that rollprobe attributed for certain hit
+// the pod Traefik forwarded it to. It returns the pod each failed request
+// was forwarded to, by request ID.
+func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host string) map[string]string {
+	t.Helper()
+	podByIP := map[string]string{}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && e.IP != "" {
+			podByIP[e.IP] = e.Pod
+		}
+	}
+	// A request that failed to connect (or to resolve, or to shake hands)
+	// never reached Traefik as a request; every other one did. Traefik
+	// logs a request when it ends, which for one waiting on a vanished pod
+	// is when it notices the client gave up: read until the log holds them
+	// all, or give up after 30 s.
+	neverReached := rep.Totals.ByClass[report.ClassConnectTimeout] + rep.Totals.ByClass[report.ClassRefused] +
+		rep.Totals.ByClass[report.ClassDNS] + rep.Totals.ByClass[report.ClassTLS]
+	want := rep.Totals.Sent - neverReached
+	var byID map[string]accessEntry
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		byID = readAccessLog(t, cfg, rep.Config.RunID, host)
+		if uint64(len(byID)) >= want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if uint64(len(byID)) != want {
+		t.Fatalf("Traefik logged %d of the run's requests; rollprobe sent %d, of which %d never connected (%v): want %d",
+			len(byID), rep.Totals.Sent, neverReached, nonZero(rep.Totals.ByClass), want)
+	}
+	servedByPod := map[string]uint64{}
+	var proxy5xx, gaveUp uint64
+	for id, e := range byID {
+		switch {
+		case e.DownstreamStatus == 502 || e.DownstreamStatus == 503 || e.DownstreamStatus == 504:
+			proxy5xx++
+		case e.DownstreamStatus == 499: // Traefik's "client closed request": the prober gave up first
+			gaveUp++
+		default:
+			ip, _, _ := net.SplitHostPort(e.ServiceAddr)
+			pod, ok := podByIP[ip]
+			if !ok {
+				t.Fatalf("Traefik forwarded %s to %s, which no pod of the run's timeline had", id, e.ServiceAddr)
+			}
+			servedByPod[pod]++
+		}
+	}
+	if proxy5xx != rep.Totals.ByClass[report.ClassProxy5xx] {
+		t.Fatalf("Traefik answered 502/503/504 %d times, rollprobe counted %d proxy_5xx", proxy5xx, rep.Totals.ByClass[report.ClassProxy5xx])
+	}
+	if gaveUp != rep.Totals.ByClass[report.ClassTimeout] {
+		t.Fatalf("Traefik logged %d requests the client closed first (499), rollprobe counted %d timeouts", gaveUp, rep.Totals.ByClass[report.ClassTimeout])
+	}
+	for _, pod := range slices.Sorted(maps.Keys(podSet(servedByPod, rep.Totals.ByBackend))) {
+		if rep.Totals.ByBackend[pod] != servedByPod[pod] {
+			t.Errorf("pod %s: rollprobe counted %d responses by its backend header, Traefik's access log %d", pod, rep.Totals.ByBackend[pod], servedByPod[pod])
+		}
+	}
+	certain, agree, likelyAgree := 0, 0, 0
+	sentTo := map[string]string{}
+	for _, fl := range rep.Failures {
+		e, ok := byID[fl.RequestID]
+		switch {
+		case !ok && (fl.Class == report.ClassConnectTimeout || fl.Class == report.ClassRefused || fl.Class == report.ClassDNS || fl.Class == report.ClassTLS):
+			continue
+		case !ok:
+			t.Fatalf("failure %s (%s) is not in Traefik's access log", fl.RequestID, fl.Class)
+		}
+		ip, _, _ := net.SplitHostPort(e.ServiceAddr)
+		hit := podByIP[ip]
+		sentTo[fl.RequestID] = hit
+		if hit == fl.LikelyPod {
+			likelyAgree++
+		}
+		if fl.Confidence == 1 {
+			certain++
+			if hit == fl.LikelyPod {
+				agree++
+			} else {
+				t.Errorf("failure %s attributed for certain to %s; Traefik forwarded it to %s (%s)", fl.RequestID, fl.LikelyPod, e.ServiceAddr, hit)
+			}
+		}
+	}
+	t.Logf("referee (Traefik's access log): %d requests, %d proxy 5xx, %d given up (499), served by pod %v; %d of %d certain attributions agree, and the likely pod of %d of %d failures",
+		len(byID), proxy5xx, gaveUp, servedByPod, agree, certain, likelyAgree, len(rep.Failures))
+	return sentTo
+}
+
+// readAccessLog reads the entries of Traefik's access log for run's
+// requests (by their request ID), each of which must be for host and be
+// there once.
+func readAccessLog(t *testing.T, cfg lab.Config, run, host string) map[string]accessEntry {
+	t.Helper()
+	f, err := os.Open(cfg.TraefikAccessLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byID := map[string]accessEntry{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e accessEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("Traefik's access log: %v: %s", err, sc.Bytes())
+		}
+		if !strings.HasPrefix(e.RequestID, run+"-") {
+			continue
+		}
+		if e.RequestHost != host {
+			t.Fatalf("request %s reached Traefik for host %q, want %q", e.RequestID, e.RequestHost, host)
+		}
+		if _, dup := byID[e.RequestID]; dup {
+			t.Fatalf("request %s is in Traefik's access log twice", e.RequestID)
+		}
+		byID[e.RequestID] = e
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return byID
+}
+
+func podSet(a, b map[string]uint64) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// exitCode is a command's exit code from its error (0 for nil, -1 when it
+// did not run).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(interface{ ExitCode() int }); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
