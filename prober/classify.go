@@ -133,14 +133,12 @@ func isRemoteAlert(err error) bool {
 	return errors.As(err, &op) && op.Op == "remote error"
 }
 
+// isTLSError: err is TLS's own (a certificate that did not verify, an
+// alert from the peer, bytes that are not TLS), wherever it surfaced.
 func isTLSError(err error) bool {
-	var (
-		recordErr  tls.RecordHeaderError
-		alertErr   tls.AlertError
-		certErr    *tls.CertificateVerificationError
-		unknownErr x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-	)
-	return errors.As(err, &recordErr) || errors.As(err, &alertErr) || errors.As(err, &certErr) ||
-		errors.As(err, &unknownErr) || errors.As(err, &hostErr)
+	switch tlsCause(err) {
+	case TLSCauseCertificate, TLSCauseAlert, TLSCauseNotTLS:
+		return true
+	}
+	return false
 }
