@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +67,12 @@ func TestExitCodes(t *testing.T) {
 	// loaded machine (CI runs the lab's tests beside these) still sends
 	// every one and the counts below stay exact.
 	short := []string{"--rate", "10", "--duration", "1s", "--progress", "0"}
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	ts.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -73,6 +82,15 @@ func TestExitCodes(t *testing.T) {
 		{"pass", append([]string{"probe", srv.URL("/ok")}, short...), 0, "verdict: PASS (exit 0)"},
 		{"failures", append([]string{"probe", srv.URL("/reset"), "--conn", "new"}, short...), 1, "reset 10"},
 		{"failures within budget", append([]string{"probe", srv.URL("/status/503"), "--max-failures", "1000"}, short...), 0, "http_5xx 10"},
+		// An edge answering 308 to https: ok by the default statuses, yet
+		// no pod was reached. Unless the user named the status.
+		{"redirects prove nothing", append([]string{"probe", srv.URL("/status/308")}, short...), 4, "10 of 10 ok responses were redirects"},
+		{"redirects asked for", append([]string{"probe", srv.URL("/status/308"), "--expect-status", "308"}, short...), 0, "verdict: PASS (exit 0)"},
+		{"cacert for http", []string{"probe", srv.URL("/ok"), "--cacert", ca}, 2, "--cacert given: the target is http://"},
+		{"cacert empty", []string{"probe", "https://127.0.0.1:1/", "--cacert", "/dev/null"}, 2, "--cacert /dev/null: empty"},
+		{"cacert and insecure", []string{"probe", "https://127.0.0.1:1/", "--cacert", ca, "--insecure"}, 2, "choose one"},
+		{"cacert missing", []string{"probe", "https://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem"}, 2, "--cacert: open /nonexistent/ca.pem"},
+		{"connect-to not an address", []string{"probe", srv.URL("/ok"), "--connect-to", "edge.example:443"}, 2, "--connect-to \"edge.example:443\": want IP:PORT"},
 		{"no url", []string{"probe"}, 2, "accepts 1 arg"},
 		{"bad conn mode", []string{"probe", srv.URL("/ok"), "--conn", "sometimes"}, 2, "want new, keepalive or mixed=F"},
 		{"bad url", []string{"probe", "ftp://x/"}, 2, "want an http:// or https:// URL"},

@@ -35,6 +35,9 @@ type proberFlags struct {
 	caCert         string
 	connectTo      string
 	expectStatus   string
+	// fs is the flag set bind bound to: budget asks it whether
+	// --expect-status was given (report.Budget.RedirectsExpected).
+	fs             *pflag.FlagSet
 	backendHeader  string
 	requestID      string
 	secretParams   []string
@@ -85,6 +88,7 @@ func defaultProberFlags() proberFlags {
 }
 
 func (f *proberFlags) bind(fs *pflag.FlagSet) {
+	f.fs = fs
 	fs.Float64Var(&f.rate, "rate", f.rate, "requests per second at fixed intended send times (open model); 0 for the closed model with --concurrency")
 	fs.DurationVar(&f.duration, "duration", f.duration, "how long to send; 0 sends until interrupted")
 	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): requests in flight, each sent as the last one ends")
@@ -179,6 +183,8 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 	if f.caCert != "" {
 		if cfg.CACert, err = os.ReadFile(f.caCert); err != nil {
 			errs = append(errs, fmt.Errorf("--cacert: %w", err))
+		} else if len(cfg.CACert) == 0 {
+			errs = append(errs, fmt.Errorf("--cacert %s: empty, no PEM certificate in it", f.caCert))
 		}
 	}
 	if cfg.ExpectStatus, err = prober.ParseStatusSet(f.expectStatus); err != nil {
@@ -215,5 +221,5 @@ func (f *proberFlags) notes() []string {
 }
 
 func (f *proberFlags) budget() report.Budget {
-	return report.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate}
+	return report.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate, RedirectsExpected: f.fs != nil && f.fs.Changed("expect-status")}
 }

@@ -11,6 +11,10 @@ import (
 type Budget struct {
 	MaxFailures    uint64  // absolute; 0 means any failure fails the run
 	MaxFailureRate float64 // fraction of sent, in [0,1]; 0 disables the check
+	// RedirectsExpected: the user named the statuses that count as ok
+	// (--expect-status), so a run answered mostly by redirects is what was
+	// asked for. Otherwise it proves nothing about the app (see Judge).
+	RedirectsExpected bool
 }
 
 // MinRateRatio is the share of the target rate the prober must achieve for a
@@ -21,6 +25,8 @@ const MinRateRatio = 0.95
 type Facts struct {
 	Sent         uint64
 	Failed       uint64 // target failures (local errors excluded)
+	OK           uint64
+	Redirects    uint64 // responses with a 3xx status (ok or not)
 	LocalErrors  uint64
 	TargetRate   float64 // 0: closed model, no rate to hold
 	AchievedRate float64
@@ -138,6 +144,13 @@ func Judge(f Facts, b Budget) Verdict {
 	if f.TargetRate > 0 && f.AchievedRate < MinRateRatio*f.TargetRate {
 		v.Inconclusive = true
 		v.Reasons = append(v.Reasons, fmt.Sprintf("achieved %.1f req/s, below %.0f%% of the target %.1f req/s", f.AchievedRate, 100*MinRateRatio, f.TargetRate))
+	}
+	// An http:// edge that answers 308 to https, a login redirect: with
+	// the default statuses (200-399) every such response is ok, and a run
+	// that never reached a pod would pass.
+	if !b.RedirectsExpected && f.OK > 0 && 2*f.Redirects > f.OK {
+		v.Inconclusive = true
+		v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d ok responses were redirects (3xx): the probe measured the redirect, not the app behind it; probe the URL it redirects to, or name the statuses to accept with --expect-status", f.Redirects, f.OK))
 	}
 	if f.Sent == 0 && !f.Interrupted {
 		v.Inconclusive = true

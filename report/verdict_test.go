@@ -30,6 +30,10 @@ func TestJudge(t *testing.T) {
 		{"rollout failure beats failures", with(func(f *Facts) { f.Failed, f.RolloutFailed = 2, "ProgressDeadlineExceeded" }), Budget{}, exitcode.RolloutFailed, "rollout failed"},
 		{"interrupt beats all", with(func(f *Facts) { f.Failed, f.Interrupted = 2, true }), Budget{}, exitcode.Interrupted, "interrupted"},
 		{"nothing sent", Facts{}, Budget{}, exitcode.Inconclusive, "no request was sent"},
+		{"mostly redirects", with(func(f *Facts) { f.OK, f.Redirects = 1000, 900 }), Budget{}, exitcode.Inconclusive, "900 of 1000 ok responses were redirects"},
+		{"redirects asked for", with(func(f *Facts) { f.OK, f.Redirects = 1000, 1000 }), Budget{RedirectsExpected: true}, exitcode.OK, ""},
+		{"some redirects", with(func(f *Facts) { f.OK, f.Redirects = 1000, 500 }), Budget{}, exitcode.OK, ""},
+		{"failures beat redirects", with(func(f *Facts) { f.OK, f.Redirects, f.Failed = 900, 900, 100 }), Budget{}, exitcode.Failures, "redirects"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -171,6 +171,8 @@ func build(run probeRun) *report.Report {
 	r.Verdict = report.Judge(report.Facts{
 		Sent:          r.Totals.Sent,
 		Failed:        r.Totals.Failed,
+		OK:            r.Totals.OK,
+		Redirects:     redirects(r.Totals.ByStatus),
 		LocalErrors:   r.Prober.LocalErrors,
 		TargetRate:    cfg.Rate,
 		AchievedRate:  achieved,
@@ -274,4 +276,15 @@ func tlsRoots(cfg prober.Config) string {
 		return "cacert"
 	}
 	return "system"
+}
+
+// redirects counts the 3xx responses in byStatus.
+func redirects(byStatus map[string]uint64) uint64 {
+	var n uint64
+	for status, count := range byStatus {
+		if len(status) == 3 && status[0] == '3' {
+			n += count
+		}
+	}
+	return n
 }

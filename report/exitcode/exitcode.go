@@ -23,8 +23,9 @@ const (
 	Usage Code = 2
 	// RolloutFailed: the rollout failed or timed out.
 	RolloutFailed Code = 3
-	// Inconclusive: the prober could not hold its rate or hit local
-	// resource errors, so the absence of failures proves nothing.
+	// Inconclusive: the prober could not hold its rate, hit local
+	// resource errors, lost a prober, or was answered mostly by redirects
+	// it was not told to expect, so the absence of failures proves nothing.
 	Inconclusive Code = 4
 	// OutputFailed: the run finished but an output (report, JUnit) could
 	// not be written; the summary was still printed. Precedence: 130, 3,
