@@ -80,7 +80,7 @@ prefetch() {
   fi
 }
 mkdir -p "$out/containerd" "$out/cni"
-prefetch >"$out/prefetch.log" 2>&1 &
+prefetch >"$cache/lab-bins/prefetch.log" 2>&1 &
 prefetch_pid=$!
 
 for t in "${targets[@]}"; do
@@ -98,7 +98,7 @@ for t in "${targets[@]}"; do
   mv "$out/$name.tmp" "$out/$name"
   echo "lab-bins: $name built in $((SECONDS - start))s" >&2
 done
-wait "$prefetch_pid" || { echo "lab-bins: downloading the edge's modules failed:" >&2; cat "$out/prefetch.log" >&2; exit 1; }
+wait "$prefetch_pid" || { echo "lab-bins: downloading the edge's modules failed:" >&2; cat "$cache/lab-bins/prefetch.log" >&2; exit 1; }
 
 # edge NAME STAMP BUILD: builds $out/NAME with the function BUILD unless the
 # binary is there with the same stamp.
