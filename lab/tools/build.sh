@@ -63,42 +63,14 @@ traefik_src="$cache/src/traefik-$traefik_version"
 
 # stale NAME STAMP: the binary is missing or was built from another pin.
 stale() { ! [ -x "$out/$1" ] || [ "$(cat "$out/$1.stamp" 2>/dev/null)" != "$2" ]; }
-moddir() { GOFLAGS= go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
-
-# Downloading the edge's modules is network work: it runs in the background
-# while the Kubernetes components compile, so both overlap.
-prefetch() {
-  if stale coredns "$coredns_stamp"; then
-    (cd "$here/coredns" && GOFLAGS=-mod=mod go mod download)
-  fi
-  if stale traefik "$traefik_stamp"; then
-    local src
-    src=$(moddir "github.com/traefik/traefik/v3@$traefik_version")
-    moddir "sigs.k8s.io/gateway-api@$gateway_api_version" >/dev/null
-    rm -rf "$traefik_src" && mkdir -p "$(dirname "$traefik_src")" && cp -r "$src" "$traefik_src" && chmod -R u+w "$traefik_src"
-    (cd "$traefik_src" && GOFLAGS=-mod=mod go mod download)
-  fi
+# moddir MODULE@VERSION: downloads it and prints its directory.
+moddir() {
+  local j
+  j=$(GOFLAGS= go mod download -json "$1") || { echo "lab-bins: go mod download $1: $j" >&2; return 1; }
+  sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$j"
 }
-mkdir -p "$out/containerd" "$out/cni"
-prefetch >"$cache/lab-bins/prefetch.log" 2>&1 &
-prefetch_pid=$!
 
-for t in "${targets[@]}"; do
-  IFS='|' read -r name dir pkg ldflags tags <<<"$t"
-  if [ -x "$out/$name" ]; then
-    echo "lab-bins: $name cached" >&2
-    continue
-  fi
-  echo "lab-bins: building $name ($pkg) ..." >&2
-  start=$SECONDS
-  # Build to a temporary name and rename, so an interrupted build never leaves
-  # a truncated binary that a later run would take as cached.
-  (cd "$here/$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -tags "$tags" \
-    -ldflags="-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
-  mv "$out/$name.tmp" "$out/$name"
-  echo "lab-bins: $name built in $((SECONDS - start))s" >&2
-done
-wait "$prefetch_pid" || { echo "lab-bins: downloading the edge's modules failed:" >&2; cat "$cache/lab-bins/prefetch.log" >&2; exit 1; }
+mkdir -p "$out/containerd" "$out/cni"
 
 # edge NAME STAMP BUILD: builds $out/NAME with the function BUILD unless the
 # binary is there with the same stamp.
@@ -126,6 +98,7 @@ build_traefik() {
   local src gw
   src=$(moddir "github.com/traefik/traefik/v3@$traefik_version")
   gw=$(moddir "sigs.k8s.io/gateway-api@$gateway_api_version")
+  rm -rf "$traefik_src" && mkdir -p "$(dirname "$traefik_src")" && cp -r "$src" "$traefik_src" && chmod -R u+w "$traefik_src"
   (cd "$traefik_src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
     -ldflags="-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version" \
     -o "$out/traefik.tmp" ./cmd/traefik)
@@ -138,6 +111,36 @@ build_traefik() {
   rm -rf "$traefik_src"
 }
 
-edge coredns "$coredns_stamp" build_coredns
-edge traefik "$traefik_stamp" build_traefik
+# The edge builds in the background while the Kubernetes components build
+# in the foreground: on 2 cores, one build's module downloads and
+# single-threaded links leave room for the other's compiles. Its progress
+# is shown when it is done.
+(
+  edge coredns "$coredns_stamp" build_coredns
+  edge traefik "$traefik_stamp" build_traefik
+) >"$cache/lab-bins/edge.log" 2>&1 &
+edge_pid=$!
+
+for t in "${targets[@]}"; do
+  IFS='|' read -r name dir pkg ldflags tags <<<"$t"
+  if [ -x "$out/$name" ]; then
+    echo "lab-bins: $name cached" >&2
+    continue
+  fi
+  echo "lab-bins: building $name ($pkg) ..." >&2
+  start=$SECONDS
+  # Build to a temporary name and rename, so an interrupted build never leaves
+  # a truncated binary that a later run would take as cached.
+  (cd "$here/$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -tags "$tags" \
+    -ldflags="-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
+  mv "$out/$name.tmp" "$out/$name"
+  echo "lab-bins: $name built in $((SECONDS - start))s" >&2
+done
+edge_ok=0
+wait "$edge_pid" || edge_ok=$?
+cat "$cache/lab-bins/edge.log" >&2
+if [ "$edge_ok" -ne 0 ]; then
+  echo "lab-bins: building the edge (CoreDNS, Traefik) failed" >&2
+  exit 1
+fi
 echo "$out"
