@@ -35,6 +35,14 @@ func Down(stateDir string, progress io.Writer) error {
 	if err := requireRoot(); err != nil {
 		return err
 	}
+	if active := ActiveStateDir(); active != "" && active != stateDir {
+		if _, err := ReadRecorded(stateDir); err != nil {
+			if _, err := ReadRecorded(active); err == nil {
+				logf("the lab's state is in %s", active)
+				stateDir = active
+			}
+		}
+	}
 	c := Config{StateDir: stateDir}
 	nodeDirs, _ := filepath.Glob(c.path("nodes", "*"))
 	var errs []error
@@ -117,6 +125,9 @@ func Down(stateDir string, progress io.Writer) error {
 	}
 	if err := os.RemoveAll(stateDir); err != nil {
 		return fmt.Errorf("state %s: %w", stateDir, err)
+	}
+	if err := os.Remove(ActiveMarker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("marker: %w", err)
 	}
 	return nil
 }

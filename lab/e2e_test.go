@@ -108,6 +108,13 @@ func TestLab(t *testing.T) {
 	if out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir); err != nil || !strings.Contains(out, "already up") {
 		t.Fatalf("second lab up: %v\n%s", err, out)
 	}
+	// One lab per machine: an up kept elsewhere must not take this one down.
+	if got := lab.ActiveStateDir(); got != stateDir {
+		t.Fatalf("the marker names %q, want %q", got, stateDir)
+	}
+	if out, err := rollprobe(t, "lab", "up", "--state-dir", filepath.Join(t.TempDir(), "other")); err == nil || !strings.Contains(out, "a lab is up with its state in "+stateDir) {
+		t.Fatalf("an up with another state dir: %v\n%s", err, out)
+	}
 
 	t.Run("no route out of the lab", func(t *testing.T) {
 		// A route lookup sends nothing. The hub must find no way out; a
@@ -313,7 +320,9 @@ func TestLab(t *testing.T) {
 			t.Fatalf("lab up never started a kubelet:\n%s", out.String())
 		}
 		pids := labPIDs()
-		if out, err := rollprobe(t, "lab", "down", "--state-dir", stateDir); err != nil {
+		// Its state is not where down looks (as when a test that kept it in
+		// a temporary directory was killed): the marker says where.
+		if out, err := rollprobe(t, "lab", "down", "--state-dir", filepath.Join(t.TempDir(), "elsewhere")); err != nil || !strings.Contains(out, "the lab's state is in "+stateDir) {
 			t.Fatalf("lab down after a crashed up: %v\n%s", err, out)
 		}
 		nothingLeft(t, pids, sysctlsBefore)
@@ -539,6 +548,9 @@ func nothingLeft(t *testing.T, pids []int, sysctlsBefore string) {
 	}
 	if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
 		t.Errorf("state directory left: %v", err)
+	}
+	if _, err := os.Stat(lab.ActiveMarker); !os.IsNotExist(err) {
+		t.Errorf("the marker %s is left: %v", lab.ActiveMarker, err)
 	}
 	if after := hostSysctls(t); after != sysctlsBefore {
 		t.Errorf("host sysctls changed: before %s, after %s", sysctlsBefore, after)

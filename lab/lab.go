@@ -31,6 +31,23 @@ import (
 // because the namespaces it describes do not survive a reboot either.
 const DefaultStateDir = "/run/rollprobe-lab"
 
+// ActiveMarker names the state directory of the lab that is up. The lab's
+// namespaces and cgroups have fixed names, so only one lab runs on a
+// machine; the marker lets lab up refuse to take down a lab kept elsewhere,
+// and lets lab down find a lab whose state is not where it looks (a test's
+// lab, left up when its process was killed).
+const ActiveMarker = "/run/rollprobe-lab.active"
+
+// ActiveStateDir is the state directory the marker names, or "" when there
+// is no marker.
+func ActiveStateDir() string {
+	b, err := os.ReadFile(ActiveMarker)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // DefaultNodes is the size of a lab unless told otherwise: two, the fewest
 // that show what happens on one node while another still has ready pods.
 const DefaultNodes = 2
@@ -170,6 +187,11 @@ func Up(ctx context.Context, c Config) error {
 	if err := checkImageBinaries(c); err != nil {
 		return err
 	}
+	if other := ActiveStateDir(); other != "" && other != c.StateDir && netns.Exists(netns.LabNetNS) {
+		if _, err := ReadRecorded(other); err == nil {
+			return fmt.Errorf("a lab is up with its state in %s: take it down first (rollprobe lab down --state-dir %s)", other, other)
+		}
+	}
 	if rec, err := ReadRecorded(c.StateDir); err == nil {
 		st := GetStatus(c.StateDir)
 		if st.Healthy() && len(rec.Nodes) == c.Nodes && maps.Equal(rec.ProxyLag, c.ProxyLag) && rec.EdgeLag == c.EdgeLag && maps.Equal(rec.Images, c.Images) {
@@ -206,6 +228,9 @@ func up(ctx context.Context, c Config) error {
 	}
 	if err := writeEdgePKI(c.path("pki")); err != nil {
 		return fmt.Errorf("edge keys: %w", err)
+	}
+	if err := os.WriteFile(ActiveMarker, []byte(c.StateDir+"\n"), 0o644); err != nil {
+		return fmt.Errorf("marker: %w", err)
 	}
 	rec := Recorded{Nodes: names, ProxyLag: c.ProxyLag, EdgeLag: c.EdgeLag, Images: c.Images, Tokens: tokens, Started: time.Now().UTC(), BinDir: c.BinDir}
 	b, _ := json.MarshalIndent(rec, "", "  ")
