@@ -78,15 +78,30 @@ type Check struct {
 // (the doctor's static findings named "doctor: ID"; an error fails).
 func Checks(r *report.Report) []Check {
 	var checks []Check
-	drop := Check{Name: "no dropped requests", Message: fmt.Sprintf("%d of %d requests failed", r.Totals.Failed, r.Totals.Sent)}
-	if r.Totals.Failed > r.Config.MaxFailures {
-		drop.Failed = true
-		drop.Detail = render.ClassCounts(r.Totals.ByClass)
-		if len(r.Findings) > 0 {
-			drop.Detail += "\nfix: " + r.Findings[0].Fix
+	// One drop check per path when the run probed several: a path that
+	// dropped fails its own case, whatever the others did.
+	type traffic struct {
+		suffix string
+		totals report.Totals
+	}
+	runs := []traffic{{"", r.Totals}}
+	if len(r.Paths) > 1 {
+		runs = runs[:0]
+		for _, p := range r.Paths {
+			runs = append(runs, traffic{": " + p.Name, p.Totals})
 		}
 	}
-	checks = append(checks, drop)
+	for _, t := range runs {
+		drop := Check{Name: "no dropped requests" + t.suffix, Message: fmt.Sprintf("%d of %d requests failed", t.totals.Failed, t.totals.Sent)}
+		if t.totals.Failed > r.Config.MaxFailures {
+			drop.Failed = true
+			drop.Detail = render.ClassCounts(t.totals.ByClass)
+			if len(r.Findings) > 0 {
+				drop.Detail += "\nfix: " + r.Findings[0].Fix
+			}
+		}
+		checks = append(checks, drop)
+	}
 	if ro := r.Rollout; ro != nil {
 		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
 		switch ro.Status {
@@ -161,6 +176,9 @@ type Suite struct {
 func properties(r *report.Report) [][2]string {
 	props := [][2]string{{"rollprobe.version", r.Tool.Version}, {"rollprobe.command", r.Command}, {"rollprobe.target", r.Target},
 		{"rollprobe.verdict", r.VerdictWord()}}
+	for _, p := range r.Paths {
+		props = append(props, [2]string{"rollprobe.path." + p.Name, p.Target})
+	}
 	if ro := r.Rollout; ro != nil {
 		props = append(props, [2]string{"rollprobe.deployment", ro.Namespace + "/" + ro.Deployment},
 			[2]string{"rollprobe.old_revision", ro.OldRevision}, [2]string{"rollprobe.new_revision", ro.NewRevision},

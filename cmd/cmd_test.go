@@ -91,7 +91,7 @@ func TestExitCodes(t *testing.T) {
 		{"cacert and insecure", []string{"probe", "https://127.0.0.1:1/", "--cacert", ca, "--insecure"}, 2, "choose one"},
 		{"cacert missing", []string{"probe", "https://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem"}, 2, "--cacert: open /nonexistent/ca.pem"},
 		{"connect-to not an address", []string{"probe", srv.URL("/ok"), "--connect-to", "edge.example:443"}, 2, "--connect-to \"edge.example:443\": want IP:PORT"},
-		{"no url", []string{"probe"}, 2, "accepts 1 arg"},
+		{"no url", []string{"probe"}, 2, "requires at least 1 arg"},
 		{"bad conn mode", []string{"probe", srv.URL("/ok"), "--conn", "sometimes"}, 2, "want new, keepalive or mixed=F"},
 		{"bad url", []string{"probe", "ftp://x/"}, 2, "want an http:// or https:// URL"},
 		{"bad header", []string{"probe", srv.URL("/ok"), "-H", "novalue"}, 2, `want "Name: value"`},
@@ -119,6 +119,11 @@ func TestExitCodes(t *testing.T) {
 		{"rate beyond any machine", []string{"probe", srv.URL("/ok"), "--rate", "1e12", "--duration", "100ms", "--progress", "0", "--workers", "2", "--max-workers", "8"}, 4,
 			"--rate 1e+12 is beyond what one machine can send"},
 		{"doctor without deployment", []string{"doctor"}, 2, "--deployment is required"},
+		{"two targets of one name", []string{"probe", srv.URL("/ok"), srv.URL("/status/503")}, 2, "two targets are named 127.0.0.1:"},
+		{"paths in the closed model", []string{"probe", "a=" + srv.URL("/ok"), "b=" + srv.URL("/ok"), "--rate", "0"}, 2, "give --rate"},
+		{"paths with one connect-to", []string{"probe", "a=" + srv.URL("/ok"), "b=" + srv.URL("/ok"), "--connect-to", srv.Addr()}, 2, "--connect-to sends every connection to one address"},
+		{"a path's bad URL", []string{"probe", "a=" + srv.URL("/ok"), "b=ftp://x/"}, 2, "b: "},
+		{"paths from the cluster", []string{"run", "--deployment", "web", "--target", "a=http://x/", "--target", "b=http://y/", "--probers", "2"}, 2, "--probers probes one target"},
 		{"lab of too many nodes", []string{"lab", "up", "--nodes", "5", "--state-dir", "/nonexistent"}, 2, "--nodes 5: want 1 to 4"},
 		{"lab lag of a node it lacks", []string{"lab", "up", "--nodes", "2", "--proxy-lag", "lab-node-3=1s", "--state-dir", "/nonexistent"}, 2, "nodes lab-node-1 to lab-node-2"},
 		{"lab bad lag", []string{"lab", "up", "--proxy-lag", "soon", "--state-dir", "/nonexistent"}, 2, "want a non-negative duration"},
@@ -876,5 +881,67 @@ func TestInternalErrorExits70(t *testing.T) {
 	}
 	if xml, _ := os.ReadFile(junit); !strings.Contains(string(xml), "<error") {
 		t.Errorf("the JUnit has no <error>:\n%s", xml)
+	}
+}
+
+// Several paths in one probe: each is counted apart (the server's own
+// counts per path agree), the run's totals are their sum, any path that
+// drops fails the run, and every output names the paths.
+func TestSeveralPaths(t *testing.T) {
+	testbin.Required(t)
+	srv := faultserver.New(t, "pod-a")
+	dir := t.TempDir()
+	r := run(t, "probe", "healthy="+srv.URL("/ok"), "failing="+srv.URL("/status/503"), "--rate", "100", "--duration", "1s",
+		"--progress", "0", "--report", filepath.Join(dir, "r.json"), "--junit", filepath.Join(dir, "junit.xml"))
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (one path dropped)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Validate(data); err != nil {
+		t.Fatalf("the report does not match its schema: %v", err)
+	}
+	rep, err := report.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Paths) != 2 || rep.Paths[0].Name != "healthy" || rep.Paths[1].Name != "failing" {
+		t.Fatalf("paths %+v", rep.Paths)
+	}
+	targets := srv.Targets()
+	var sent uint64
+	for _, p := range rep.Paths {
+		path := strings.TrimPrefix(p.Target, "http://"+srv.Addr())
+		if p.Totals.Sent == 0 || p.Totals.Sent != uint64(targets[path]) {
+			t.Errorf("path %s: sent %d, the server answered %d on %s", p.Name, p.Totals.Sent, targets[path], path)
+		}
+		sent += p.Totals.Sent
+	}
+	if rep.Totals.Sent != sent || rep.Totals.Failed != rep.Paths[1].Totals.Failed || rep.Totals.ByClass["http_5xx"] != rep.Paths[1].Totals.Sent {
+		t.Errorf("the run's totals %+v are not its paths' sum", rep.Totals)
+	}
+	if !rep.Paths[0].Verdict.Pass || rep.Paths[1].Verdict.Pass || rep.Verdict.Pass || !strings.HasPrefix(rep.Verdict.Reasons[0], "failing: ") {
+		t.Errorf("verdicts: healthy %+v, failing %+v, run %+v", rep.Paths[0].Verdict, rep.Paths[1].Verdict, rep.Verdict)
+	}
+	for _, f := range rep.Failures {
+		if f.Path != "failing" {
+			t.Fatalf("a failure on path %q: %+v", f.Path, f)
+		}
+	}
+	if len(rep.Failures) == 0 || len(targets) != 2 {
+		t.Fatalf("%d failures kept; the server saw %v", len(rep.Failures), targets)
+	}
+	junit, _ := os.ReadFile(filepath.Join(dir, "junit.xml"))
+	for _, want := range []string{`<testcase name="no dropped requests: healthy"`, `<testcase name="no dropped requests: failing"`, `name="rollprobe.path.failing"`} {
+		if !strings.Contains(string(junit), want) {
+			t.Errorf("junit lacks %s:\n%s", want, junit)
+		}
+	}
+	for _, want := range []string{"rollprobe probe 2 paths", "paths     healthy", "failing  " + srv.URL("/status/503"), "FAIL"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,8 +30,8 @@ type probeOptions struct {
 	ui       uiFlags
 	uiMode   uiMode
 
-	target string
 	config prober.Config
+	paths  []prober.Path // several targets: probed side by side
 
 	// Probing from the cluster (--probers): its pods and the cluster.
 	probers    proberPodFlags
@@ -42,7 +43,7 @@ type probeOptions struct {
 func newProbeCommand(g *globalOptions) *cobra.Command {
 	o := &probeOptions{globalOptions: g, flags: defaultProberFlags(), progress: 2 * time.Second, probers: defaultProberPodFlags()}
 	cmd := &cobra.Command{
-		Use:   "probe URL",
+		Use:   "probe URL|NAME=URL...",
 		Short: "Probe a URL at a fixed rate and classify every failed request",
 		Long: `probe sends requests at URL at a fixed rate (open model, latency measured from each
 request's intended send time) or back to back (closed model), never retries, and
@@ -57,8 +58,9 @@ be written at the end, 70 rollprobe itself failed (the report says how), 130 int
 Docs: ` + report.DocsURL + `probe.md`,
 		Example: `  rollprobe probe http://127.0.0.1:8080/ --rate 1000 --duration 30s
   rollprobe probe http://svc.ns:80/healthz --conn new --backend-header X-Pod-Name --report report.json
-  rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s`,
-		Args: cobra.ExactArgs(1),
+  rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s
+  rollprobe probe svc=http://web.prod.svc/ edge=https://shop.example.com/ --rate 200 --duration 1m`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("timeout") {
 				fmt.Fprintln(o.stderr, "rollprobe: --timeout is deprecated in probe: use --request-timeout (in run and doctor --timeout bounds the whole command)")
@@ -98,9 +100,14 @@ Docs: ` + report.DocsURL + `probe.md`,
 // complete turns the flags into the prober's configuration (its field
 // errors renamed to the flags).
 func (o *probeOptions) complete(args []string) error {
-	o.target = args[0]
-	cfg, err := o.flags.config(o.target)
-	o.config = cfg
+	targets, err := parseTargets(args)
+	if err != nil {
+		return err
+	}
+	if len(targets) > 1 && o.probers.count > 0 {
+		return errors.New("--probers probes one target: several targets are probed from this process only")
+	}
+	o.config, o.paths, err = o.flags.paths(targets)
 	if err != nil || o.probers.count == 0 || o.validateOnly {
 		return err
 	}
@@ -147,14 +154,14 @@ func (o *probeOptions) run(ctx context.Context) error {
 	signals := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Budget: o.flags.budget(), Tool: tool(),
+	run, err := runner.StartProbe(ctx, runner.ProbeConfig{Probe: o.config, Paths: o.paths, Budget: o.flags.budget(), Tool: tool(),
 		Probers: o.probersCfg, Kube: o.kubeClient, Log: o.stderr})
 	if err != nil {
 		return exitcode.UsageError(err)
 	}
-	o.log.Info("probing", "target", o.config.RedactedTarget(), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
+	o.log.Info("probing", "target", targetsLine(o.config, o.paths), "rate", o.config.Rate, "conn", o.config.Conn.String(), "procs", procs)
 	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, nil, run.Live(), tui.Source{Command: "probe",
-		Target: o.config.RedactedTarget(), TargetRate: o.config.Rate, RequestTimeout: o.config.Timeout}, stop)
+		Target: targetsLine(o.config, o.paths), TargetRate: o.config.Rate * float64(max(1, len(o.paths))), RequestTimeout: o.config.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon(err)

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -222,4 +225,81 @@ func (f *proberFlags) notes() []string {
 
 func (f *proberFlags) budget() report.Budget {
 	return report.Budget{MaxFailures: f.maxFailures, MaxFailureRate: f.maxFailureRate, RedirectsExpected: f.fs != nil && f.fs.Changed("expect-status")}
+}
+
+// namedTarget is one --target (or probe argument): URL, or NAME=URL.
+type namedTarget struct{ name, url string }
+
+// targetNamePattern is what a path's name may be: it labels the path in
+// the report, JUnit case names and metric labels.
+var targetNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// parseTargets reads the targets given: NAME=URL, or a bare URL named
+// after its host. A URL's own "=" (in a query) is not a name: the part
+// before the first "=" must be a name and the rest a URL with a scheme.
+func parseTargets(values []string) ([]namedTarget, error) {
+	var out []namedTarget
+	var errs []error
+	for _, v := range values {
+		t := namedTarget{url: v}
+		if name, rest, ok := strings.Cut(v, "="); ok && targetNamePattern.MatchString(name) && strings.Contains(rest, "://") {
+			t = namedTarget{name: name, url: rest}
+		} else if u, err := url.Parse(v); err == nil && u.Host != "" {
+			t.name = u.Host
+		} else {
+			t.name = v
+		}
+		if i := slices.IndexFunc(out, func(o namedTarget) bool { return o.name == t.name }); i >= 0 {
+			errs = append(errs, fmt.Errorf("two targets are named %s (%s and %s): name them, NAME=URL", t.name, out[i].url, t.url))
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(out) > prober.MaxPaths {
+		errs = append(errs, fmt.Errorf("%d targets: at most %d in one run", len(out), prober.MaxPaths))
+	}
+	return out, errors.Join(errs...)
+}
+
+// paths builds one prober configuration per target: the first is the
+// run's, and with several, each is a path probed side by side (at the
+// same rate, with the same flags). Errors name the path.
+func (f *proberFlags) paths(targets []namedTarget) (prober.Config, []prober.Path, error) {
+	if len(targets) == 1 {
+		cfg, err := f.config(targets[0].url)
+		return cfg, nil, err
+	}
+	var errs []error
+	if f.rate <= 0 {
+		errs = append(errs, errors.New("several targets are probed side by side at one rate: give --rate (the closed model probes one target)"))
+	}
+	if f.connectTo != "" {
+		errs = append(errs, errors.New("--connect-to sends every connection to one address: with several targets it would probe one path under several names"))
+	}
+	var paths []prober.Path
+	for _, t := range targets {
+		cfg, err := f.config(t.url)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
+			continue
+		}
+		paths = append(paths, prober.Path{Name: t.name, Config: cfg})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return prober.Config{}, nil, err
+	}
+	return paths[0].Config, paths, nil
+}
+
+// targetsLine names what a run probes, for its views: the target, or the
+// paths by name.
+func targetsLine(first prober.Config, paths []prober.Path) string {
+	if len(paths) < 2 {
+		return first.RedactedTarget()
+	}
+	var names []string
+	for _, p := range paths {
+		names = append(names, p.Name)
+	}
+	return fmt.Sprintf("%d paths: %s", len(paths), strings.Join(names, ", "))
 }

@@ -23,9 +23,9 @@ import (
 
 type runOptions struct {
 	*globalOptions
-	flags  proberFlags
-	kube   kubeFlags
-	target string
+	flags   proberFlags
+	kube    kubeFlags
+	targets []string
 
 	restart  bool
 	image    string
@@ -99,7 +99,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	o.flags.bind(f)
 	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
 	o.kube.bind(f)
-	f.StringVar(&o.target, "target", "", "URL to probe (the Service's address as clients reach it)")
+	f.StringArrayVar(&o.targets, "target", nil, "URL to probe (the Service's address as clients reach it); repeated as NAME=URL, probes several paths to the app side by side, each at --rate (the Service and the ingress, say)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
@@ -122,8 +122,11 @@ Docs: ` + report.DocsURL + `run.md`,
 // trigger, the durations, the outputs and the view.
 func (o *runOptions) validate() error {
 	var errs []error
-	if o.target == "" {
+	if len(o.targets) == 0 {
 		errs = append(errs, errors.New("--target URL is required"))
+	}
+	if len(o.targets) > 1 && o.probers.count > 0 {
+		errs = append(errs, errors.New("--probers probes one target: several --target are probed from this process only"))
 	}
 	if o.kube.deployment == "" {
 		errs = append(errs, errors.New("--deployment is required"))
@@ -181,7 +184,11 @@ func (o *runOptions) complete() error {
 		o.sink.PassThrough(o.stderr) // preflight: until the dashboard starts
 		logOut = o.sink
 	}
-	probeCfg, err := o.flags.config(o.target)
+	targets, err := parseTargets(o.targets)
+	if err != nil {
+		return err
+	}
+	probeCfg, paths, err := o.flags.paths(targets)
 	if err != nil {
 		return err
 	}
@@ -219,7 +226,7 @@ func (o *runOptions) complete() error {
 	}
 	o.cfg = runner.RolloutConfig{
 		Kube: kube, Namespace: ns, Deployment: name, Service: o.kube.service, Trigger: trigger,
-		Probe: probeCfg, Budget: o.flags.budget(),
+		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
 		Tool: tool(), Log: logOut,
 	}
@@ -238,6 +245,7 @@ var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
 // end screen), and publishes.
 func (o *runOptions) run(ctx context.Context) error {
 	o.log.Info("prober", "procs", o.flags.applyProcs(&o.cfg.Probe))
+
 	signals := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -250,7 +258,8 @@ func (o *runOptions) run(ctx context.Context) error {
 		return err
 	}
 	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
-		tui.Source{Command: "run", Target: o.cfg.Probe.RedactedTarget(), TargetRate: o.cfg.Probe.Rate, RequestTimeout: o.cfg.Probe.Timeout}, stop)
+		tui.Source{Command: "run", Target: targetsLine(o.cfg.Probe, o.cfg.Paths), TargetRate: o.cfg.Probe.Rate * float64(max(1, len(o.cfg.Paths))),
+			RequestTimeout: o.cfg.Probe.Timeout}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon(err)

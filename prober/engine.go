@@ -59,7 +59,10 @@ type Prober struct {
 	// every new socket to (0: an ephemeral one): a test of the self-connect.
 	bindPort uint16
 
-	start   time.Time
+	start time.Time
+	// startAt, when set before Run, is the run's start instead of the
+	// time Run begins: a Group's paths share one clock.
+	startAt time.Time
 	seq     atomic.Uint64
 	workers atomic.Int64
 	stopped atomic.Bool
@@ -223,7 +226,10 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.running = ctx
-	p.start = time.Now()
+	p.start = p.startAt
+	if p.start.IsZero() {
+		p.start = time.Now()
+	}
 	close(p.started)
 	defer p.dialer.holds.release()
 	if p.engine == EngineLoops {

@@ -41,6 +41,8 @@ type Result struct {
 	// Canceled: cut short because the run was stopped (Ctrl-C); such an
 	// attempt has no outcome and is counted apart, never as a failure.
 	Canceled bool
+	// Path is which of a Group's paths it was sent on (Group.Names).
+	Path uint8
 }
 
 // SlowConnectAfter is the connect time from which a SYN must have been

@@ -154,21 +154,31 @@ func (o orderedObject) str(key string) string {
 	return s
 }
 
-// fieldType says in a few words what a schema node holds.
-func fieldType(n orderedObject) string {
-	switch ref := n.str("$ref"); ref {
-	case "#/$defs/allClasses":
+// fieldType says in a few words what a schema node holds (defs resolved:
+// a $ref's own node, then its definition's).
+func fieldType(n, defs orderedObject) string {
+	ref := strings.TrimPrefix(n.str("$ref"), "#/$defs/")
+	switch ref {
+	case "allClasses":
 		return "class → count"
-	case "#/$defs/failureClass":
+	case "failureClass":
 		return "class"
-	case "#/$defs/quantiles":
+	case "quantiles":
 		return "quantiles (ms)"
+	case "":
+	default:
+		n, _ = defs.object(ref)
 	}
 	if enum, ok := n.values["enum"].([]any); ok {
 		var names []string
 		for _, v := range enum {
-			if s, _ := v.(string); s != "" {
-				names = append(names, "`"+s+"`")
+			switch v := v.(type) {
+			case string:
+				if v != "" {
+					names = append(names, "`"+v+"`")
+				}
+			case json.Number, float64:
+				names = append(names, fmt.Sprintf("`%v`", v))
 			}
 		}
 		if len(names) > 4 {
@@ -187,12 +197,11 @@ func fieldType(n orderedObject) string {
 		return "string"
 	case "array":
 		if items, ok := n.object("items"); ok {
-			if _, ok := items.object("properties"); ok {
-				return "array of objects"
+			if t := fieldType(items, defs); t != "object" {
+				return "array of " + t
 			}
-			return "array of " + fieldType(items)
 		}
-		return "array"
+		return "array of objects"
 	case "object":
 		if _, ok := n.object("properties"); ok {
 			return "object"
@@ -203,7 +212,10 @@ func fieldType(n orderedObject) string {
 	}
 }
 
-// fieldTable renders the schema as the field reference of docs/report.md.
+// fieldTable renders the schema as the field reference of docs/report.md:
+// every field in the report's order; a definition used in several places
+// (totals, prober, verdict for the run and for each path) is spelled out
+// where it is first used.
 func fieldTable(t *testing.T) string {
 	t.Helper()
 	root, err := decodeOrdered(json.NewDecoder(bytes.NewReader(schemaJSON)))
@@ -212,27 +224,46 @@ func fieldTable(t *testing.T) string {
 	}
 	schema := root.(orderedObject)
 	defs, _ := schema.object("$defs")
+	seen := map[string]bool{}
+	// expand is the node whose fields follow a field's row: its own, or
+	// its definition's the first time it is used.
+	expand := func(n orderedObject) (orderedObject, bool) {
+		ref := strings.TrimPrefix(n.str("$ref"), "#/$defs/")
+		if ref == "" {
+			return n, true
+		}
+		if seen[ref] || ref == "quantiles" {
+			return orderedObject{}, false
+		}
+		seen[ref] = true
+		d, ok := defs.object(ref)
+		return d, ok
+	}
 	var b strings.Builder
 	b.WriteString("| field | type | meaning |\n|---|---|---|\n")
-	var walk func(n orderedObject, prefix string, depth int)
-	walk = func(n orderedObject, prefix string, depth int) {
+	var walk func(n orderedObject, prefix string)
+	walk = func(n orderedObject, prefix string) {
 		props, _ := n.object("properties")
 		for _, name := range props.keys {
 			node := props.values[name].(orderedObject)
 			path := prefix + name
-			desc := strings.ReplaceAll(node.str("description"), "|", `\|`)
-			if ref := node.str("$ref"); ref != "" && node.str("description") == "" {
+			desc := node.str("description")
+			if ref := node.str("$ref"); ref != "" && desc == "" {
 				def, _ := defs.object(strings.TrimPrefix(ref, "#/$defs/"))
 				desc = def.str("description")
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", path, fieldType(node), desc)
-			walk(node, path+".", depth+1)
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", path, fieldType(node, defs), strings.ReplaceAll(desc, "|", `\|`))
+			if inner, ok := expand(node); ok {
+				walk(inner, path+".")
+			}
 			if items, ok := node.object("items"); ok {
-				walk(items, path+"[].", depth+1)
+				if inner, ok := expand(items); ok {
+					walk(inner, path+"[].")
+				}
 			}
 		}
 	}
-	walk(schema, "", 0)
+	walk(schema, "")
 	return b.String()
 }
 

@@ -51,6 +51,28 @@ type Report struct {
 	Findings []Finding    `json:"findings,omitempty"`
 	// Probers: the in-cluster probers the run probed from (run --probers).
 	Probers []ProberInfo `json:"probers,omitempty"`
+	// Paths, when the run probed several targets side by side (--target
+	// NAME=URL, repeated), is each one's own measurements; the sections
+	// above are all of them together (totals added, latencies merged,
+	// failures marked with their path), and the verdict fails if any path
+	// does.
+	Paths []PathReport `json:"paths,omitempty"`
+}
+
+// PathReport is one path's part of a run that probed several.
+type PathReport struct {
+	Name      string      `json:"name"`
+	Target    string      `json:"target"`
+	ConnectTo string      `json:"connect_to,omitempty"`
+	TLSRoots  string      `json:"tls_roots,omitempty"`
+	Totals    Totals      `json:"totals"`
+	LatencyMS Quantiles   `json:"latency_ms"`
+	ServiceMS Quantiles   `json:"service_time_ms"`
+	Prober    ProberStats `json:"prober"`
+	Outages   []Outage    `json:"outages"`
+	// Verdict is the path's own: its failures against the budget, its
+	// rate held, its redirects.
+	Verdict Verdict `json:"verdict"`
 }
 
 // ProberInfo is one in-cluster prober: where it ran, its part of the load,
@@ -355,6 +377,8 @@ type Failure struct {
 	Node       string `json:"node,omitempty"`
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
+	// Path names the path it was sent on when the run probed several.
+	Path string `json:"path,omitempty"`
 	// ServerClose, on eof and eof_reused, is CloseBeforeRequest or
 	// CloseAfterRequest; absent when the kernel could not tell.
 	ServerClose string `json:"server_close,omitempty"`

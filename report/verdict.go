@@ -40,6 +40,18 @@ type Facts struct {
 	// recovered panic with its stack, an engine that stopped on its own):
 	// exit 70 (Verdict.WithInternal).
 	Internal string
+	// Paths, when the run probed several, are each path's traffic: the
+	// budget, the rate and the redirects are judged per path (any path
+	// over its budget fails the run), in place of the totals above.
+	Paths []PathFacts
+}
+
+// PathFacts are one path's traffic numbers.
+type PathFacts struct {
+	Name                     string
+	Sent, Failed, OK         uint64
+	Redirects                uint64
+	TargetRate, AchievedRate float64
 }
 
 // Verdict is the outcome of a run as CI sees it.
@@ -119,16 +131,15 @@ func (r *Report) VerdictWord() string {
 // way. (5, an output not written, is decided after Judge: WithOutputsFailed.)
 func Judge(f Facts, b Budget) Verdict {
 	v := Verdict{Reasons: []string{}}
-	overBudget := f.Failed > b.MaxFailures
-	if b.MaxFailureRate > 0 && f.Sent > 0 {
-		rate := float64(f.Failed) / float64(f.Sent)
-		overBudget = overBudget && rate > b.MaxFailureRate
-		if overBudget {
-			v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d requests failed (%.3f%%), above the budget of %d and %.3f%%",
-				f.Failed, f.Sent, 100*rate, b.MaxFailures, 100*b.MaxFailureRate))
-		}
-	} else if overBudget {
-		v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d requests failed, above the budget of %d", f.Failed, f.Sent, b.MaxFailures))
+	paths := f.Paths
+	if len(paths) == 0 {
+		paths = []PathFacts{{Sent: f.Sent, Failed: f.Failed, OK: f.OK, Redirects: f.Redirects, TargetRate: f.TargetRate, AchievedRate: f.AchievedRate}}
+	}
+	overBudget := false
+	for _, p := range paths {
+		reasons, over := judgeTraffic(p, b)
+		overBudget = overBudget || over
+		v.Reasons = append(v.Reasons, reasons...)
 	}
 	if f.RolloutFailed != "" {
 		v.Reasons = append(v.Reasons, "rollout failed: "+f.RolloutFailed)
@@ -141,16 +152,11 @@ func Judge(f Facts, b Budget) Verdict {
 		v.Inconclusive = true
 		v.Reasons = append(v.Reasons, fmt.Sprintf("%d local errors on the prober's side (descriptors, ports, buffers): it could not send everything it should have", f.LocalErrors))
 	}
-	if f.TargetRate > 0 && f.AchievedRate < MinRateRatio*f.TargetRate {
-		v.Inconclusive = true
-		v.Reasons = append(v.Reasons, fmt.Sprintf("achieved %.1f req/s, below %.0f%% of the target %.1f req/s", f.AchievedRate, 100*MinRateRatio, f.TargetRate))
-	}
-	// An http:// edge that answers 308 to https, a login redirect: with
-	// the default statuses (200-399) every such response is ok, and a run
-	// that never reached a pod would pass.
-	if !b.RedirectsExpected && f.OK > 0 && 2*f.Redirects > f.OK {
-		v.Inconclusive = true
-		v.Reasons = append(v.Reasons, fmt.Sprintf("%d of %d ok responses were redirects (3xx): the probe measured the redirect, not the app behind it; probe the URL it redirects to, or name the statuses to accept with --expect-status", f.Redirects, f.OK))
+	for _, p := range paths {
+		if inconclusive := inconclusiveTraffic(p, b); len(inconclusive) > 0 {
+			v.Inconclusive = true
+			v.Reasons = append(v.Reasons, inconclusive...)
+		}
 	}
 	if f.Sent == 0 && !f.Interrupted {
 		v.Inconclusive = true
@@ -174,4 +180,44 @@ func Judge(f Facts, b Budget) Verdict {
 	}
 	v.Pass = v.ExitCode == exitcode.OK
 	return v.WithInternal(f.Internal)
+}
+
+// judgeTraffic applies the budget to one path's traffic (the run's only
+// one when it probed one): the reasons it fails, and whether it does.
+func judgeTraffic(p PathFacts, b Budget) (reasons []string, overBudget bool) {
+	prefix := ""
+	if p.Name != "" {
+		prefix = p.Name + ": "
+	}
+	overBudget = p.Failed > b.MaxFailures
+	if b.MaxFailureRate > 0 && p.Sent > 0 {
+		rate := float64(p.Failed) / float64(p.Sent)
+		overBudget = overBudget && rate > b.MaxFailureRate
+		if overBudget {
+			reasons = append(reasons, fmt.Sprintf("%s%d of %d requests failed (%.3f%%), above the budget of %d and %.3f%%",
+				prefix, p.Failed, p.Sent, 100*rate, b.MaxFailures, 100*b.MaxFailureRate))
+		}
+	} else if overBudget {
+		reasons = append(reasons, fmt.Sprintf("%s%d of %d requests failed, above the budget of %d", prefix, p.Failed, p.Sent, b.MaxFailures))
+	}
+	return reasons, overBudget
+}
+
+// inconclusiveTraffic is why one path's traffic proves nothing: a rate
+// not held, or mostly redirects.
+func inconclusiveTraffic(p PathFacts, b Budget) (reasons []string) {
+	prefix := ""
+	if p.Name != "" {
+		prefix = p.Name + ": "
+	}
+	if p.TargetRate > 0 && p.AchievedRate < MinRateRatio*p.TargetRate {
+		reasons = append(reasons, fmt.Sprintf("%sachieved %.1f req/s, below %.0f%% of the target %.1f req/s", prefix, p.AchievedRate, 100*MinRateRatio, p.TargetRate))
+	}
+	// An http:// edge that answers 308 to https, a login redirect: with
+	// the default statuses (200-399) every such response is ok, and a run
+	// that never reached a pod would pass.
+	if !b.RedirectsExpected && p.OK > 0 && 2*p.Redirects > p.OK {
+		reasons = append(reasons, fmt.Sprintf("%s%d of %d ok responses were redirects (3xx): the probe measured the redirect, not the app behind it; probe the URL it redirects to, or name the statuses to accept with --expect-status", prefix, p.Redirects, p.OK))
+	}
+	return reasons
 }

@@ -65,3 +65,39 @@ func TestLostProberIsInconclusive(t *testing.T) {
 		t.Fatalf("failures above budget with a lost prober: exit %d", v.ExitCode)
 	}
 }
+
+// With several paths the budget applies to each: a path over it fails the
+// run even when the run's total is within what one path may have, and a
+// path that could not hold its rate makes the run inconclusive.
+func TestJudgePaths(t *testing.T) {
+	ok := PathFacts{Name: "svc", Sent: 1000, OK: 1000, TargetRate: 100, AchievedRate: 100}
+	dropped := PathFacts{Name: "edge", Sent: 1000, OK: 997, Failed: 3, TargetRate: 100, AchievedRate: 100}
+	slow := PathFacts{Name: "edge", Sent: 500, OK: 500, TargetRate: 100, AchievedRate: 50}
+	for _, tc := range []struct {
+		name   string
+		paths  []PathFacts
+		budget Budget
+		code   exitcode.Code
+		reason string
+	}{
+		{"one path drops", []PathFacts{ok, dropped}, Budget{}, exitcode.Failures, "edge: 3 of 1000 requests failed, above the budget of 0"},
+		{"within each path's budget", []PathFacts{ok, dropped}, Budget{MaxFailures: 3}, exitcode.OK, ""},
+		{"each path is judged apart", []PathFacts{dropped, {Name: "svc", Sent: 1000, OK: 997, Failed: 3, TargetRate: 100, AchievedRate: 100}},
+			Budget{MaxFailures: 4}, exitcode.OK, ""},
+		{"a path behind its rate", []PathFacts{ok, slow}, Budget{}, exitcode.Inconclusive, "edge: achieved 50.0 req/s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Facts{Paths: tc.paths}
+			for _, p := range tc.paths {
+				f.Sent, f.OK, f.Failed = f.Sent+p.Sent, f.OK+p.OK, f.Failed+p.Failed
+			}
+			v := Judge(f, tc.budget)
+			if v.ExitCode != tc.code {
+				t.Fatalf("exit %d, want %d: %v", v.ExitCode, tc.code, v.Reasons)
+			}
+			if tc.reason != "" && (len(v.Reasons) == 0 || !strings.HasPrefix(v.Reasons[0], tc.reason)) {
+				t.Errorf("reasons %q, want one starting %q", v.Reasons, tc.reason)
+			}
+		})
+	}
+}

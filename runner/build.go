@@ -26,6 +26,9 @@ type probeRun struct {
 	RolloutFailed string
 	// Fleet, when the run probed from the cluster, is its probers.
 	Fleet *fleet.Fleet
+	// Group, when the run probed several paths, is their probers: the
+	// Recorder and Summary above are all of them together.
+	Group *prober.Group
 }
 
 // build assembles the probe half of a report (everything a probe without a
@@ -156,6 +159,12 @@ func build(run probeRun) *report.Report {
 		}
 		f := failure(&kept[i], sum.Start, runIDs[src])
 		f.Prober, f.Node = pods[src], nodes[src]
+		if g := run.Group; g != nil {
+			// Each path's prober numbers its own requests.
+			path := int(kept[i].Path)
+			f.Path = g.Names()[path]
+			f.RequestID = g.Probers()[path].RunID() + "-" + strconv.FormatUint(kept[i].Seq, 10)
+		}
 		r.Failures = append(r.Failures, f)
 	}
 	r.FailureInfo = report.FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
@@ -168,7 +177,16 @@ func build(run probeRun) *report.Report {
 		r.Outages = append(r.Outages, w.Outage(sum.Start))
 	}
 
+	var paths []report.PathFacts
+	if g := run.Group; g != nil {
+		r.Paths, paths = buildPaths(run, g)
+		r.Prober.TargetRate = 0
+		for _, p := range r.Paths {
+			r.Prober.TargetRate += p.Prober.TargetRate
+		}
+	}
 	r.Verdict = report.Judge(report.Facts{
+		Paths:         paths,
 		Sent:          r.Totals.Sent,
 		Failed:        r.Totals.Failed,
 		OK:            r.Totals.OK,
@@ -182,6 +200,29 @@ func build(run probeRun) *report.Report {
 		Internal:      sum.Fault,
 	}, run.Budget)
 	return r
+}
+
+// buildPaths is each path's own part of a run that probed several, and
+// the facts its verdict is judged on: each path's report is built as a
+// probe of that path alone would be (its verdict judges its traffic only).
+func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.PathFacts) {
+	var reports []report.PathReport
+	var facts []report.PathFacts
+	sums := g.Summaries()
+	for i, p := range g.Probers() {
+		one := build(probeRun{Tool: run.Tool, Command: run.Command, RunID: p.RunID(), Config: p.Config(), Budget: run.Budget,
+			Summary: sums[i], Recorder: p.Recorder()})
+		name := g.Names()[i]
+		pr := report.PathReport{Name: name, Target: one.Target, ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots,
+			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Outages: one.Outages, Verdict: one.Verdict}
+		if pr.Outages == nil {
+			pr.Outages = []report.Outage{}
+		}
+		reports = append(reports, pr)
+		facts = append(facts, report.PathFacts{Name: name, Sent: one.Totals.Sent, Failed: one.Totals.Failed, OK: one.Totals.OK,
+			Redirects: redirects(one.Totals.ByStatus), TargetRate: one.Prober.TargetRate, AchievedRate: one.Prober.AchievedRate})
+	}
+	return reports, facts
 }
 
 func failure(res *prober.Result, start time.Time, runID string) report.Failure {

@@ -61,6 +61,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		cfg.logf("doctor checks skipped: %v", err)
 	}
 	probers := cfg.Probers != nil && cfg.Probers.Count > 0
+	if probers && len(cfg.Paths) > 1 {
+		return fail(errPathsFromCluster)
+	}
 	if probers {
 		// The probers check the baseline from where they probe (this
 		// process may have no route to the Service); their permissions
@@ -86,6 +89,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	probeCfg.Duration = 0
 	var p load
 	var fl *fleet.Fleet
+	var group *prober.Group
 	if probers {
 		pc := *cfg.Probers
 		pc.Namespace = cfg.proberNamespace()
@@ -96,12 +100,15 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 		p = fl
 	} else {
-		local, err := prober.New(probeCfg, userAgent(cfg.Tool, ""))
-		if err != nil {
+		paths := make([]prober.Path, len(cfg.Paths))
+		for i, path := range cfg.Paths {
+			path.Config.Duration = 0
+			paths[i] = path
+		}
+		if p, group, err = newLocalLoad(probeCfg, paths, userAgent(cfg.Tool, "")); err != nil {
 			w.Stop()
 			return fail(err)
 		}
-		p = local
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
@@ -166,7 +173,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			res.Summary.Fault = f.fault // the prober's own panic comes first
 		}
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
-			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl})
+			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl, Group: group})
 		rep.Rollout = out.section(cfg, target, run.live.oldRev)
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
@@ -539,7 +546,20 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
 // checkBaseline sends a short burst at the target before anything changes:
 // a target that already fails would make every later finding meaningless.
 func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
-	c := cfg.Probe
+	if len(cfg.Paths) < 2 {
+		return checkPathBaseline(ctx, cfg, cfg.Probe, "")
+	}
+	for _, p := range cfg.Paths {
+		if err := checkPathBaseline(ctx, cfg, p.Config, p.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPathBaseline is checkBaseline for one path (named, when the run
+// probes several).
+func checkPathBaseline(ctx context.Context, cfg RolloutConfig, c prober.Config, name string) error {
 	c.Rate = min(max(c.Rate, 1), 50)
 	c.Duration = time.Second
 	c.Workers, c.MaxWorkers = 1, 50
@@ -567,8 +587,11 @@ func checkBaseline(ctx context.Context, cfg RolloutConfig) error {
 		} else if len(fails) > 0 {
 			detail = fmt.Sprintf(": first failure %s (status %d)", fails[0].Class, fails[0].Status)
 		}
-		return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests succeeded%s",
-			c.RedactedTarget(), ok, sent, detail)
+		what := "the target " + c.RedactedTarget()
+		if name != "" {
+			what = "path " + name + " (" + c.RedactedTarget() + ")"
+		}
+		return fmt.Errorf("%s is not healthy before the rollout: %d of %d baseline requests succeeded%s", what, ok, sent, detail)
 	}
 	return nil
 }

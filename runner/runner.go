@@ -126,7 +126,10 @@ func (r *Run) Wait() (*report.Report, error) {
 
 // ProbeConfig is one probe.
 type ProbeConfig struct {
-	Probe  prober.Config
+	Probe prober.Config
+	// Paths, when two or more, are probed side by side instead of Probe
+	// alone (Probe is then the first path's configuration).
+	Paths  []prober.Path
 	Budget report.Budget
 	Tool   report.Tool
 	// Probers, when set, probes from prober pods in the cluster (Kube's)
@@ -141,18 +144,21 @@ type ProbeConfig struct {
 func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	var p load
 	var fl *fleet.Fleet
+	var group *prober.Group
 	if cfg.Probers != nil && cfg.Probers.Count > 0 {
+		if len(cfg.Paths) > 1 {
+			return nil, exitcode.UsageError(errPathsFromCluster)
+		}
 		var err error
 		if fl, err = startFleet(ctx, cfg); err != nil {
 			return nil, err
 		}
 		p = fl
 	} else {
-		local, err := prober.New(cfg.Probe, userAgent(cfg.Tool, ""))
-		if err != nil {
+		var err error
+		if p, group, err = newLocalLoad(cfg.Probe, cfg.Paths, userAgent(cfg.Tool, "")); err != nil {
 			return nil, err
 		}
-		p = local
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseProbing)
@@ -179,9 +185,23 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 			return
 		}
 		run.rep = build(probeRun{Tool: cfg.Tool, Command: "probe", RunID: p.RunID(), Config: p.Config(),
-			Budget: cfg.Budget, Summary: res.Summary, Recorder: p.Recorder(), Fleet: fl})
+			Budget: cfg.Budget, Summary: res.Summary, Recorder: p.Recorder(), Fleet: fl, Group: group})
 	}()
 	return run, nil
+}
+
+// errPathsFromCluster: the in-cluster probers probe one target.
+var errPathsFromCluster = errors.New("several targets are probed from this process only: --probers probes one target (probe each path in its own run)")
+
+// newLocalLoad is this process's prober for one target, or a group for
+// several paths (the group is then also returned).
+func newLocalLoad(probe prober.Config, paths []prober.Path, ua string) (load, *prober.Group, error) {
+	if len(paths) < 2 {
+		p, err := prober.New(probe, ua)
+		return p, nil, err
+	}
+	g, err := prober.NewGroup(paths, ua)
+	return g, g, err
 }
 
 // startFleet checks the permissions probing from the cluster needs and
@@ -231,7 +251,10 @@ type RolloutConfig struct {
 	Service    string // "" to find the one selecting the Deployment's pods
 	Trigger    rollout.Trigger
 	Probe      prober.Config // Duration is ignored: the run decides when to stop
-	Budget     report.Budget
+	// Paths, when two or more, are probed side by side instead of Probe
+	// alone (Probe is then the first path's configuration).
+	Paths  []prober.Path
+	Budget report.Budget
 
 	Baseline time.Duration // probing before the trigger
 	Settle   time.Duration // probing after the last old pod is gone

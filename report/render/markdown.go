@@ -16,7 +16,11 @@ func Markdown(w io.Writer, r *report.Report) error {
 	if !r.Verdict.Pass {
 		icon = "❌"
 	}
-	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, r.Target)
+	target := r.Target
+	if len(r.Paths) > 1 {
+		target = fmt.Sprintf("%d paths", len(r.Paths))
+	}
+	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, target)
 	if ro := r.Rollout; ro != nil {
 		fmt.Fprintf(&b, "Deployment `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
 		if ro.OldRevision != "" && ro.NewRevision != "" {
@@ -27,6 +31,14 @@ func Markdown(w io.Writer, r *report.Report) error {
 	fmt.Fprintf(&b, "| sent | ok | failed | p50 | p99 | max | achieved rate |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %.4g ms | %.4g ms | %.4g ms | %.1f of %g req/s |\n\n",
 		r.Totals.Sent, r.Totals.OK, r.Totals.Failed, r.LatencyMS.P50, r.LatencyMS.P99, r.LatencyMS.Max, r.Prober.AchievedRate, r.Prober.TargetRate)
+	if len(r.Paths) > 1 {
+		b.WriteString("| path | target | sent | failed | failures | p99 | verdict |\n|---|---|---|---|---|---|---|\n")
+		for _, p := range r.Paths {
+			fmt.Fprintf(&b, "| %s | `%s` | %d | %d | %s | %.4g ms | %s |\n", p.Name, p.Target, p.Totals.Sent, p.Totals.Failed,
+				ClassCounts(p.Totals.ByClass), p.LatencyMS.P99, pathVerdict(p.Verdict))
+		}
+		b.WriteString("\n")
+	}
 	if c := ClassCounts(r.Totals.ByClass); c != "" {
 		fmt.Fprintf(&b, "Failures: %s\n\n", c)
 	}

@@ -27,6 +27,28 @@ func OpenMetrics(w io.Writer, r *report.Report) error {
 	for _, c := range classes {
 		m.sample("rollprobe_requests_total", `class="`+c+`"`, float64(r.Totals.ByClass[c]))
 	}
+	if len(r.Paths) > 1 {
+		// Each path of a run that probed several, labelled by its name
+		// (names are [A-Za-z0-9_.-]: nothing to escape).
+		m.family("rollprobe_path_requests", "counter", "requests sent on each path, by outcome class")
+		for _, p := range r.Paths {
+			for _, c := range classes {
+				m.sample("rollprobe_path_requests_total", `path="`+p.Name+`",class="`+c+`"`, float64(p.Totals.ByClass[c]))
+			}
+		}
+		m.family("rollprobe_path_failed_requests", "gauge", "requests that failed on each path")
+		for _, p := range r.Paths {
+			m.sample("rollprobe_path_failed_requests", `path="`+p.Name+`"`, float64(p.Totals.Failed))
+		}
+		m.family("rollprobe_path_pass", "gauge", "1 when the path passed its own verdict")
+		for _, p := range r.Paths {
+			pass := 0.0
+			if p.Verdict.Pass {
+				pass = 1
+			}
+			m.sample("rollprobe_path_pass", `path="`+p.Name+`"`, pass)
+		}
+	}
 	m.gauge("rollprobe_failed_requests", "requests that failed (the gate counts these)", float64(r.Totals.Failed))
 	m.gauge("rollprobe_sent_requests", "requests sent", float64(r.Totals.Sent))
 	var outageSeconds float64

@@ -98,3 +98,32 @@ func TestOpenMetrics(t *testing.T) {
 		t.Errorf("samples %v", got)
 	}
 }
+
+// A run of several paths has each path's counts and verdict, labelled by
+// path, beside the run's.
+func TestOpenMetricsPaths(t *testing.T) {
+	path := func(name string, ok, refused uint64, pass bool) report.PathReport {
+		return report.PathReport{Name: name, Totals: report.Totals{Sent: ok + refused, OK: ok, Failed: refused,
+			ByClass: map[string]uint64{"ok": ok, "refused": refused}}, Verdict: report.Verdict{Pass: pass}}
+	}
+	r := &report.Report{Command: "probe", Totals: report.Totals{Sent: 30, OK: 25, Failed: 5, ByClass: map[string]uint64{"ok": 25, "refused": 5}},
+		Paths: []report.PathReport{path("svc", 10, 0, true), path("edge.lab", 15, 5, false)}, Verdict: report.Verdict{ExitCode: 1}}
+	var buf bytes.Buffer
+	if err := OpenMetrics(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	got := parseOpenMetrics(t, buf.Bytes())
+	for name, v := range map[string]float64{
+		"rollprobe_path_requests_total{class=refused,path=edge.lab}": 5,
+		"rollprobe_path_requests_total{class=ok,path=svc}":           10,
+		"rollprobe_path_failed_requests{path=edge.lab}":              5,
+		"rollprobe_path_failed_requests{path=svc}":                   0,
+		"rollprobe_path_pass{path=svc}":                              1,
+		"rollprobe_path_pass{path=edge.lab}":                         0,
+		"rollprobe_failed_requests":                                  5,
+	} {
+		if g, ok := got[name]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", name, g, ok, v)
+		}
+	}
+}

@@ -22,7 +22,12 @@ func Text(w io.Writer, r *report.Report) error {
 	if r.Config.Model == report.ModelClosed {
 		model = fmt.Sprintf("closed model, %d workers", r.Config.Concurrency)
 	}
-	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, r.Target, model, r.Config.Conn, r.DurationS)
+	target := r.Target
+	if len(r.Paths) > 1 {
+		target = fmt.Sprintf("%d paths", len(r.Paths))
+		model += " each"
+	}
+	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, target, model, r.Config.Conn, r.DurationS)
 	if r.Interrupted {
 		b.WriteString(", interrupted")
 	}
@@ -44,8 +49,12 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, "  entry     node %s's NodePort %d (service type %s, externalTrafficPolicy %s)\n", orDash(e.Node), e.Port, orDash(ro.ServiceType), orDash(ro.ExternalTrafficPolicy))
 		}
 	}
+	writePaths(&b, r)
 	t := r.Totals
 	fmt.Fprintf(&b, "  requests  sent %d  ok %d  failed %d (%s)", t.Sent, t.OK, t.Failed, Percent(t.Failed, t.Sent))
+	if len(r.Paths) > 1 {
+		b.WriteString("  (all paths)")
+	}
 	if n := r.Prober.Canceled; n > 0 {
 		fmt.Fprintf(&b, "  canceled %d (in flight when interrupted: no outcome)", n)
 	}
@@ -278,4 +287,38 @@ func describeFailure(f report.Failure) string {
 		parts = append(parts, f.Error)
 	}
 	return strings.Join(parts, " ")
+}
+
+// writePaths is one line per path of a run that probed several: its URL,
+// counts, failures by class, p99 and its own verdict.
+func writePaths(b *strings.Builder, r *report.Report) {
+	if len(r.Paths) < 2 {
+		return
+	}
+	width := 0
+	for _, p := range r.Paths {
+		width = max(width, len(p.Name))
+	}
+	for i, p := range r.Paths {
+		label := "  paths     "
+		if i > 0 {
+			label = "            "
+		}
+		fmt.Fprintf(b, "%s%-*s  %s  sent %d  ok %d  failed %d (%s)", label, width, p.Name, p.Target, p.Totals.Sent, p.Totals.OK, p.Totals.Failed, Percent(p.Totals.Failed, p.Totals.Sent))
+		if c := ClassCounts(p.Totals.ByClass); c != "" {
+			fmt.Fprintf(b, ": %s", c)
+		}
+		fmt.Fprintf(b, "  p99 %s  %s\n", Millis(p.LatencyMS.P99), pathVerdict(p.Verdict))
+	}
+}
+
+// pathVerdict is a path's verdict in a word and its exit code.
+func pathVerdict(v report.Verdict) string {
+	switch {
+	case v.Pass:
+		return "pass"
+	case v.ExitCode == exitcode.Failures:
+		return "FAIL"
+	}
+	return fmt.Sprintf("%s (exit %d)", strings.ToUpper(v.ExitCode.String()), int(v.ExitCode))
 }

@@ -502,3 +502,35 @@ func TestNodeGapOnThePodLanes(t *testing.T) {
 		t.Error("a run without node gaps draws one")
 	}
 }
+
+// A run of several paths has a row per path with its own counts and
+// verdict, and each failure names its path.
+func TestPathsTable(t *testing.T) {
+	r := lab(t, "naive")
+	svc := report.PathReport{Name: "svc", Target: "http://naive.default.svc/", Totals: report.Totals{Sent: 100, OK: 100, ByClass: map[string]uint64{"ok": 100}},
+		Verdict: report.Verdict{Pass: true}, Outages: []report.Outage{}}
+	edge := report.PathReport{Name: "edge", Target: "https://naive.lab.example/", Totals: r.Totals, Outages: r.Outages,
+		Verdict: report.Verdict{ExitCode: 1, Reasons: []string{"edge: 134 of 2450 requests failed, above the budget of 0"}}}
+	r.Paths = []report.PathReport{svc, edge}
+	for i := range r.Failures {
+		r.Failures[i].Path = "edge"
+	}
+	_, doc := render(t, r)
+	for _, p := range r.Paths {
+		rows := find(doc, "tr", "data-path", p.Name)
+		if len(rows) != 1 {
+			t.Fatalf("path %s: %d rows", p.Name, len(rows))
+		}
+		row := text(rows[0])
+		if !strings.Contains(row, p.Target) || !strings.Contains(row, fmt.Sprint(p.Totals.Sent)) {
+			t.Errorf("path %s's row %q lacks its target or its count", p.Name, row)
+		}
+	}
+	if row := text(find(doc, "tr", "data-path", "edge")[0]); !strings.Contains(row, "fail") || !strings.Contains(row, "above the budget") {
+		t.Errorf("the failing path's row does not say why: %q", row)
+	}
+	failures := find(doc, "tr", "data-class", "")
+	if len(failures) == 0 || !strings.Contains(text(failures[0]), "edge") {
+		t.Errorf("the failures do not name their path")
+	}
+}
