@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -694,5 +695,36 @@ func TestEveryFindingHasItsPage(t *testing.T) {
 		if !strings.Contains(string(index), "("+rl.id+".md)") {
 			t.Errorf("docs/findings/README.md does not list %s", rl.id)
 		}
+	}
+}
+
+// With several paths, the propagation finding gives each path's window
+// after a deletion and says by how much the slowest lagged the fastest;
+// the preStop is sized from the slowest.
+func TestPropagationWindowByPath(t *testing.T) {
+	tl := []report.Event{{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "new", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old")}
+	svc := fail(5800, report.ClassRefused, true, "")
+	svc.Path = "svc"
+	edge := fail(8200, report.ClassProxy5xx, true, "")
+	edge.Path, edge.Status = "edge", 502
+	r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{svc, edge},
+		Totals: report.Totals{ByClass: map[string]uint64{report.ClassRefused: 1, report.ClassProxy5xx: 1}},
+		Paths:  []report.PathReport{{Name: "svc"}, {Name: "edge"}, {Name: "other"}}}
+	analyse(r)
+	f := find(r, StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("no propagation finding: %+v", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"by path, the last such failure after its pod's deletion was requested: edge 3.20s, svc 0.80s, other none",
+		"edge kept routing to terminating pods 3.20s longer than other"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if want := fmt.Sprintf("at least %ds", PreStopSeconds(3200*time.Millisecond)); !strings.Contains(f.Fix, want) {
+		t.Errorf("fix %q, want it sized from the edge's 3.2 s (%s)", f.Fix, want)
 	}
 }

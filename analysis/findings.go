@@ -75,6 +75,9 @@ type group struct {
 	// from the earliest candidate's deletion; ambiguous counts those.
 	window, conservative time.Duration
 	ambiguous            int
+	// byPath, when the run probed several paths: each path's longest
+	// window (certain or conservative, whichever is longer), by name.
+	byPath map[string]time.Duration
 }
 
 // facts is what a rule renders from.
@@ -161,11 +164,18 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 		if f.LikelyPod != "" {
 			g.pods[f.LikelyPod] = true
 		}
-		if w, certain := s.window(); certain {
+		w, certain := s.window()
+		if certain {
 			g.window = max(g.window, w)
 		} else {
 			g.conservative = max(g.conservative, w)
 			g.ambiguous++
+		}
+		if f.Path != "" {
+			if g.byPath == nil {
+				g.byPath = map[string]time.Duration{}
+			}
+			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
 	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r)}
@@ -241,6 +251,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	if g.has(report.ClassProxy5xx) {
 		evidence = append(evidence, "proxy_5xx means the proxy in front (an ingress, a gateway) still routed to the pod and answered for it when it could not reach it; a timeout through it, that it waited on a pod that no longer answered")
 	}
+	evidence = append(evidence, pathWindows(g, x.r)...)
 	var slow uint64
 	for _, o := range x.outages {
 		slow += o.SlowConnects
@@ -255,6 +266,43 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 			sleep, advice.PreStopSleep(sleep, x.version), sleep),
 		Pods: g.podList(),
 	}, true
+}
+
+// pathWindows compares the paths of a run that probed several: how long
+// after a pod's deletion each kept failing, and by how much the slowest
+// lagged the fastest (an ingress routing to a pod kube-proxy had already
+// dropped, say). The fix is sized from the slowest: it covers every path.
+// None for a run of one path.
+func pathWindows(g *group, r *report.Report) []string {
+	if len(r.Paths) < 2 {
+		return nil
+	}
+	type pw struct {
+		name   string
+		window time.Duration
+		failed bool
+	}
+	var ws []pw
+	for _, p := range r.Paths {
+		w, failed := g.byPath[p.Name]
+		ws = append(ws, pw{p.Name, w, failed})
+	}
+	sort.SliceStable(ws, func(i, j int) bool { return ws[i].window > ws[j].window })
+	var parts []string
+	for _, w := range ws {
+		if w.failed {
+			parts = append(parts, fmt.Sprintf("%s %.2fs", w.name, w.window.Seconds()))
+		} else {
+			parts = append(parts, w.name+" none")
+		}
+	}
+	out := []string{"by path, the last such failure after its pod's deletion was requested: " + strings.Join(parts, ", ")}
+	slowest, fastest := ws[0], ws[len(ws)-1]
+	if lag := slowest.window - fastest.window; slowest.failed && lag > 0 {
+		out = append(out, fmt.Sprintf("%s kept routing to terminating pods %.2fs longer than %s: the preStop below is sized from %s's window, the longest",
+			slowest.name, lag.Seconds(), fastest.name, slowest.name))
+	}
+	return out
 }
 
 func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
