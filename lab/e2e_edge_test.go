@@ -81,6 +81,57 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
 	})
 
+	t.Run("naive at the Service and through the ingress, side by side", func(t *testing.T) {
+		ensureSample(t, ctx, c, "naive")
+		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
+		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
+			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new")...).wait(t)
+		checkEdgeReport(t, r)
+		rep := r.rep
+		if r.exit != 1 || len(rep.Paths) != 2 || rep.Paths[0].Name != "svc" || rep.Paths[1].Name != "edge" {
+			t.Fatalf("exit %d, paths %+v: want 1 with the paths svc and edge\n%s", r.exit, rep.Paths, r.out())
+		}
+		svc, edge := rep.Paths[0], rep.Paths[1]
+		// Both paths drop on a naive rollout, each its own way: the
+		// Service by connection failures, the edge by Traefik's answers.
+		if svc.Totals.Failed == 0 || edge.Totals.Failed == 0 || svc.Verdict.Pass || edge.Verdict.Pass {
+			t.Fatalf("svc failed %d (%v), edge %d (%v): want both to drop", svc.Totals.Failed, svc.Verdict.Reasons, edge.Totals.Failed, edge.Verdict.Reasons)
+		}
+		for class := range nonZero(edge.Totals.ByClass) {
+			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
+				t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
+			}
+		}
+		if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
+			t.Errorf("proxy_5xx on the Service's path, which has no proxy (%v)", nonZero(svc.Totals.ByClass))
+		}
+		if rep.Totals.Sent != svc.Totals.Sent+edge.Totals.Sent || rep.Totals.Failed != svc.Totals.Failed+edge.Totals.Failed {
+			t.Fatalf("the run's totals (%d sent, %d failed) are not its paths' sum", rep.Totals.Sent, rep.Totals.Failed)
+		}
+		byPath := map[string]uint64{}
+		for _, f := range rep.Failures {
+			byPath[f.Path]++
+		}
+		if rep.FailureInfo.Kept == int(rep.FailureInfo.Total) && (byPath["svc"] != svc.Totals.Failed || byPath["edge"] != edge.Totals.Failed) {
+			t.Errorf("failures by path %v; the paths counted svc %d, edge %d", byPath, svc.Totals.Failed, edge.Totals.Failed)
+		}
+		checkNaive(t, r) // every failure on an old pod, the preStop covering both paths
+		if ev := strings.Join(findingByID(rep, analysis.StopsBeforePropagation).Evidence, "\n"); !strings.Contains(ev, "by path, the last such failure") {
+			t.Errorf("the propagation finding does not compare the paths:\n%s", ev)
+		}
+		// The edge path, as Traefik's access log saw it.
+		edgeView := *rep
+		edgeView.Config.RunID, edgeView.Totals, edgeView.Failures = edge.RunID, edge.Totals, nil
+		for _, f := range rep.Failures {
+			if f.Path == "edge" {
+				edgeView.Failures = append(edgeView.Failures, f)
+			}
+		}
+		refereeAccessLog(t, cfg, &edgeView, "naive.lab.example")
+		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
+			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
+	})
+
 	t.Run("graceful through the Gateway over https drops nothing", func(t *testing.T) {
 		ensureSample(t, ctx, c, "graceful")
 		waitEdge(t, "https://graceful-gw.lab.example/", cfg.EdgeCAPath())

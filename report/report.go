@@ -61,8 +61,11 @@ type Report struct {
 
 // PathReport is one path's part of a run that probed several.
 type PathReport struct {
-	Name      string      `json:"name"`
-	Target    string      `json:"target"`
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	// RunID prefixes this path's request IDs (each path's prober numbers
+	// its own requests): find its requests in a proxy's log.
+	RunID     string      `json:"run_id"`
 	ConnectTo string      `json:"connect_to,omitempty"`
 	TLSRoots  string      `json:"tls_roots,omitempty"`
 	Totals    Totals      `json:"totals"`

@@ -213,7 +213,7 @@ func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.Pa
 		one := build(probeRun{Tool: run.Tool, Command: run.Command, RunID: p.RunID(), Config: p.Config(), Budget: run.Budget,
 			Summary: sums[i], Recorder: p.Recorder()})
 		name := g.Names()[i]
-		pr := report.PathReport{Name: name, Target: one.Target, ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots,
+		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID(), ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots,
 			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Outages: one.Outages, Verdict: one.Verdict}
 		if pr.Outages == nil {
 			pr.Outages = []report.Outage{}
