@@ -106,6 +106,10 @@ func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFla
 		src.Start, src.Recorder, src.Log = live.Start(), live.Recorder(), sink
 		src.Phase = func() string { return string(live.Phase()) }
 		src.Probers = live.Probers
+		names, recorders := live.Paths()
+		for i, name := range names {
+			src.Paths = append(src.Paths, tui.PathRecorder{Name: name, Recorder: recorders[i]})
+		}
 		if tl := live.Timeline(); tl != nil {
 			src.Timeline, src.Deployment, src.Revisions = tl, live.Deployment, live.Revisions
 		}

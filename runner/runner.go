@@ -60,6 +60,19 @@ func (l Live) Probers() []fleet.Status {
 	return nil
 }
 
+// Paths are the names and recorders of the paths a run probes side by
+// side; nil for a run of one target.
+func (l Live) Paths() (names []string, recorders []*prober.Recorder) {
+	g, ok := l.prober.(*prober.Group)
+	if !ok {
+		return nil, nil
+	}
+	for _, p := range g.Probers() {
+		recorders = append(recorders, p.Recorder())
+	}
+	return g.Names(), recorders
+}
+
 // Start is when probing began.
 func (l Live) Start() time.Time { return l.prober.Start() }
 

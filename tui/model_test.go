@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/prober"
 )
 
 // naiveMidRollout is a synthetic frame: a naive rollout 14 s in, one old
@@ -292,5 +294,38 @@ func TestProbersLine(t *testing.T) {
 	}
 	if strings.Contains(render(withSnapshot(New(Options{}), naiveMidRollout()), 120, 30), "probers") {
 		t.Fatal("a probers line when probing from here")
+	}
+}
+
+func TestPathsLine(t *testing.T) {
+	s := naiveMidRollout()
+	s.Paths = []PathCount{{Name: "svc", Sent: 1200}, {Name: "edge", Sent: 1190, Failed: 41}}
+	out := render(withSnapshot(New(Options{}), s), 120, 30)
+	if !strings.Contains(out, "paths  svc 1200 sent ok  edge 1190 sent 41 failed") {
+		t.Fatalf("no paths line:\n%s", out)
+	}
+	if strings.Contains(render(withSnapshot(New(Options{}), naiveMidRollout()), 120, 30), "paths  ") {
+		t.Fatal("a paths line for a run of one target")
+	}
+}
+
+// The sampler reads each path's own recorder.
+func TestSamplerPaths(t *testing.T) {
+	whole, a, b := prober.NewRecorder(0), prober.NewRecorder(0), prober.NewRecorder(0)
+	for i := range 3 {
+		res := prober.Result{Seq: uint64(i + 1), Class: prober.OK, Status: 200}
+		a.Record(&res)
+		whole.Record(&res)
+	}
+	bad := prober.Result{Seq: 1, Class: prober.Refused}
+	b.Record(&bad)
+	whole.Record(&bad)
+	now := time.Now()
+	s := NewSampler(Source{Command: "probe", Start: now, Recorder: whole, Now: func() time.Time { return now },
+		Paths: []PathRecorder{{"svc", a}, {"edge", b}}})
+	got := s.Sample().Paths
+	want := []PathCount{{"svc", 3, 0}, {"edge", 1, 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paths %+v, want %+v", got, want)
 	}
 }

@@ -52,6 +52,9 @@ func (m Model) render() string {
 	if len(m.snap.Probers) > 0 {
 		top = append(top, m.probersLine(w))
 	}
+	if len(m.snap.Paths) > 0 {
+		top = append(top, m.pathsLine(w))
+	}
 	top = append(top, m.chart(w)...)
 	footer := m.footer(w)
 	rest := h - len(top) - 1
@@ -148,6 +151,22 @@ func (m Model) probersLine(int) string {
 		case p.Failed > 0:
 			entry += " " + m.st.bad.Render(fmt.Sprintf("%d failed", p.Failed))
 		default:
+			entry += " " + m.st.good.Render("ok")
+		}
+		parts = append(parts, entry)
+	}
+	return strings.Join(parts, "  ")
+}
+
+// pathsLine: one entry per path of a run that probes several, its sent
+// and failed (the counts above are all of them).
+func (m Model) pathsLine(int) string {
+	parts := []string{"paths"}
+	for _, p := range m.snap.Paths {
+		entry := fmt.Sprintf("%s %d sent", p.Name, p.Sent)
+		if p.Failed > 0 {
+			entry += " " + m.st.bad.Render(fmt.Sprintf("%d failed", p.Failed))
+		} else {
 			entry += " " + m.st.good.Render("ok")
 		}
 		parts = append(parts, entry)

@@ -37,11 +37,19 @@ type Source struct {
 	// Probers is each in-cluster prober's status; nil when probing from
 	// here.
 	Probers func() []fleet.Status
-	Log     *LogSink // lines the run logged; may be nil
+	// Paths, when the run probes several, are each path's own recorder.
+	Paths []PathRecorder
+	Log   *LogSink // lines the run logged; may be nil
 	Now     func() time.Time
 	// RequestTimeout is the prober's: how long after an outage's last
 	// failure a request can still fail and join it.
 	RequestTimeout time.Duration
+}
+
+// PathRecorder is one path of a run and its recorder.
+type PathRecorder struct {
+	Name     string
+	Recorder *prober.Recorder
 }
 
 // ChartSeconds bounds the seconds a Snapshot carries: more than a chart
@@ -94,6 +102,10 @@ func (s *Sampler) Sample() Snapshot {
 	}
 	if s.src.Probers != nil {
 		out.Probers = s.src.Probers()
+	}
+	for _, p := range s.src.Paths {
+		t := p.Recorder.Totals()
+		out.Paths = append(out.Paths, PathCount{Name: p.Name, Sent: t.Sent(), Failed: t.Failed()})
 	}
 	t := snap.Totals
 	out.Sent, out.OK, out.Failed = t.Sent(), t.Classes[prober.OK], t.Failed()

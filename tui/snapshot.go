@@ -36,8 +36,16 @@ type Snapshot struct {
 	Rollout *Rollout // nil for probe
 	// Probers are the in-cluster probers' statuses (run --probers).
 	Probers []fleet.Status
-	Pods    []Pod
+	// Paths are each path's counts when the run probes several.
+	Paths []PathCount
+	Pods  []Pod
 	Log     []LogLine // everything logged so far, oldest first
+}
+
+// PathCount is one path's counts so far.
+type PathCount struct {
+	Name         string
+	Sent, Failed uint64
 }
 
 // ClassCount is one failure class's count.
