@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -122,6 +123,7 @@ func TestExitCodes(t *testing.T) {
 		{"two targets of one name", []string{"probe", srv.URL("/ok"), srv.URL("/status/503")}, 2, "two targets are named 127.0.0.1:"},
 		{"paths in the closed model", []string{"probe", "a=" + srv.URL("/ok"), "b=" + srv.URL("/ok"), "--rate", "0"}, 2, "give --rate"},
 		{"paths with one connect-to", []string{"probe", "a=" + srv.URL("/ok"), "b=" + srv.URL("/ok"), "--connect-to", srv.Addr()}, 2, "--connect-to sends every connection to one address"},
+		{"a CA for no https path", []string{"probe", "a=" + srv.URL("/ok"), "b=" + srv.URL("/ok"), "--cacert", "/etc/hostname"}, 2, "--cacert: no target is https://"},
 		{"a path's bad URL", []string{"probe", "a=" + srv.URL("/ok"), "b=ftp://x/"}, 2, "b: "},
 		{"paths from the cluster", []string{"run", "--deployment", "web", "--target", "a=http://x/", "--target", "b=http://y/", "--probers", "2"}, 2, "--probers probes one target"},
 		{"lab of too many nodes", []string{"lab", "up", "--nodes", "5", "--state-dir", "/nonexistent"}, 2, "--nodes 5: want 1 to 4"},
@@ -943,5 +945,29 @@ func TestSeveralPaths(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// --cacert with several paths verifies the https ones and leaves the
+// plain ones alone.
+func TestSeveralPathsWithOneCA(t *testing.T) {
+	testbin.Required(t)
+	plain := faultserver.New(t, "pod-a")
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(tlsSrv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "probe", "plain="+plain.URL("/ok"), "tls="+tlsSrv.URL+"/", "--cacert", ca, "--rate", "50", "--duration", "500ms", "--progress", "0", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Paths) != 2 || rep.Paths[0].TLSRoots != "" || rep.Paths[1].TLSRoots != "cacert" || rep.Paths[1].Totals.OK == 0 {
+		t.Fatalf("paths %+v", rep.Paths)
 	}
 }

@@ -142,7 +142,12 @@ func setProcs(n int) int {
 }
 
 // config builds the prober configuration for target.
-func (f *proberFlags) config(target string) (prober.Config, error) {
+func (f *proberFlags) config(target string) (prober.Config, error) { return f.configOf(target, false) }
+
+// configOf builds the prober configuration for target; tlsOnly, for one
+// of several paths, applies the TLS flags (--cacert) only when the target
+// is https (the others have no certificate to verify).
+func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, error) {
 	cfg := prober.DefaultConfig()
 	var errs []error
 	u, err := prober.ParseTarget(target)
@@ -183,7 +188,7 @@ func (f *proberFlags) config(target string) (prober.Config, error) {
 	}
 	cfg.Timeout, cfg.ConnectTimeout, cfg.Insecure = f.timeout, f.connectTimeout, f.insecure
 	cfg.ConnectTo = f.connectTo
-	if f.caCert != "" {
+	if f.caCert != "" && !(tlsOnly && u != nil && u.Scheme != "https") {
 		if cfg.CACert, err = os.ReadFile(f.caCert); err != nil {
 			errs = append(errs, fmt.Errorf("--cacert: %w", err))
 		} else if len(cfg.CACert) == 0 {
@@ -276,9 +281,12 @@ func (f *proberFlags) paths(targets []namedTarget) (prober.Config, []prober.Path
 	if f.connectTo != "" {
 		errs = append(errs, errors.New("--connect-to sends every connection to one address: with several targets it would probe one path under several names"))
 	}
+	if f.caCert != "" && !slices.ContainsFunc(targets, func(t namedTarget) bool { return strings.HasPrefix(strings.ToLower(t.url), "https://") }) {
+		errs = append(errs, errors.New("--cacert: no target is https://: only an https target has a certificate to verify"))
+	}
 	var paths []prober.Path
 	for _, t := range targets {
-		cfg, err := f.config(t.url)
+		cfg, err := f.configOf(t.url, true)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
 			continue
