@@ -100,6 +100,9 @@ type Explanation struct {
 	// when no failure came after a deletion): the one number every piece
 	// of preStop advice in the report names.
 	PreStopSeconds int
+	// PathPods are the pods as each path saw them (report.PathReport.Pods),
+	// in the order of the report's paths.
+	PathPods [][]report.PodTraffic
 }
 
 // Explain analyses r (its failures, series and timeline); r is not changed.
@@ -143,6 +146,10 @@ func Explain(r *report.Report) Explanation {
 	x.Outages = outages(x.Failures, r.StartedAt, a)
 	countSlowConnects(x.Outages, r)
 	x.Pods = traffic(r, pods)
+	for _, p := range r.Paths {
+		view := report.Report{StartedAt: r.StartedAt, Totals: p.Totals, Series: p.Series}
+		x.PathPods = append(x.PathPods, traffic(&view, pods))
+	}
 	x.NodeGaps = NodeGaps(r)
 	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, x.NodeGaps, a)
 	return x
@@ -528,6 +535,14 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	var out []report.PodTraffic
 	for name := range names {
 		pt := report.PodTraffic{Pod: name, Served: r.Totals.ByBackend[name]}
+		for _, row := range r.Series {
+			if row.Backends[name] > 0 {
+				if pt.FirstServedS == nil {
+					pt.FirstServedS = &row.T
+				}
+				pt.LastServedS = &row.T
+			}
+		}
 		if p := pods.Get(name); p != nil {
 			pt.Revision, pt.Node, pt.ReadyAt, pt.DeletedAt, pt.GoneAt, pt.ExitCode = p.Revision, p.Node, p.ReadyAt, p.DeletedAt, p.GoneAt, p.ExitCode
 			if p.DeletedAt != nil {

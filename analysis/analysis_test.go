@@ -711,7 +711,9 @@ func TestPropagationWindowByPath(t *testing.T) {
 	edge.Path, edge.Status = "edge", 502
 	r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{svc, edge},
 		Totals: report.Totals{ByClass: map[string]uint64{report.ClassRefused: 1, report.ClassProxy5xx: 1}},
-		Paths:  []report.PathReport{{Name: "svc"}, {Name: "edge"}, {Name: "other"}}}
+		Paths: []report.PathReport{{Name: "svc", Series: []report.SeriesRow{{T: 5, Backends: map[string]uint64{"a": 40}}}},
+			{Name: "edge", Series: []report.SeriesRow{{T: 5, Backends: map[string]uint64{"a": 40}}, {T: 7, Backends: map[string]uint64{"a": 3, "b": 50}}}},
+			{Name: "other"}}}
 	analyse(r)
 	f := find(r, StopsBeforePropagation)
 	if f == nil {
@@ -719,7 +721,8 @@ func TestPropagationWindowByPath(t *testing.T) {
 	}
 	ev := strings.Join(f.Evidence, "\n")
 	for _, want := range []string{"by path, the last such failure after its pod's deletion was requested: edge 3.20s, svc 0.80s, other none",
-		"edge kept routing to terminating pods 3.20s longer than other"} {
+		"edge kept routing to terminating pods 3.20s longer than other",
+		"responses from a pod after its deletion was requested came up to (whole seconds of the series): svc none, edge 2s, other none"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}

@@ -252,6 +252,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, "proxy_5xx means the proxy in front (an ingress, a gateway) still routed to the pod and answered for it when it could not reach it; a timeout through it, that it waited on a pod that no longer answered")
 	}
 	evidence = append(evidence, pathWindows(g, x.r)...)
+	if line := servedAfterDeletionByPath(x); line != "" {
+		evidence = append(evidence, line)
+	}
 	var slow uint64
 	for _, o := range x.outages {
 		slow += o.SlowConnects
@@ -303,6 +306,38 @@ func pathWindows(g *group, r *report.Report) []string {
 			slowest.name, lag.Seconds(), fastest.name, slowest.name))
 	}
 	return out
+}
+
+// servedAfterDeletionByPath says, for a run of several paths, how long
+// after a pod's deletion each path still got responses from it (the
+// backend header, whole seconds of the series): the other side of the
+// same lag, the requests a path kept sending to a terminating pod that
+// still answered. "" for one path or no backend header.
+func servedAfterDeletionByPath(x facts) string {
+	if len(x.r.Paths) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, p := range x.r.Paths {
+		longest := int64(-1)
+		for _, pod := range x.pods.All() {
+			if pod.DeletedAt == nil {
+				continue
+			}
+			deleted := int64(pod.DeletedAt.Sub(x.r.StartedAt) / time.Second)
+			for _, row := range p.Series {
+				if row.T > deleted && row.Backends[pod.Name] > 0 {
+					longest = max(longest, row.T-deleted)
+				}
+			}
+		}
+		if longest > 0 {
+			parts = append(parts, fmt.Sprintf("%s %ds", p.Name, longest))
+		} else {
+			parts = append(parts, p.Name+" none")
+		}
+	}
+	return "by path, responses from a pod after its deletion was requested came up to (whole seconds of the series): " + strings.Join(parts, ", ")
 }
 
 func renderAbruptClose(g *group, x facts) (report.Finding, bool) {

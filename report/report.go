@@ -72,7 +72,11 @@ type PathReport struct {
 	LatencyMS Quantiles   `json:"latency_ms"`
 	ServiceMS Quantiles   `json:"service_time_ms"`
 	Prober    ProberStats `json:"prober"`
+	Series    []SeriesRow `json:"series"`
 	Outages   []Outage    `json:"outages"`
+	// Pods, for rollprobe run, are the pods as this path saw them: the
+	// responses each served on it.
+	Pods []PodTraffic `json:"pods,omitempty"`
 	// Verdict is the path's own: its failures against the budget, its
 	// rate held, its redirects.
 	Verdict Verdict `json:"verdict"`
@@ -161,6 +165,12 @@ type PodTraffic struct {
 	// requested (1 s resolution: whole rows of the series).
 	Served              uint64 `json:"served"`
 	ServedAfterDeletion uint64 `json:"served_after_deletion"`
+	// FirstServedS and LastServedS are the seconds of the series (t) of
+	// the first and the last response naming it; absent when none did.
+	// Per path, LastServedS against the deletion says how long that path
+	// kept sending to the pod after it was deleted.
+	FirstServedS *int64 `json:"first_served_s,omitempty"`
+	LastServedS  *int64 `json:"last_served_s,omitempty"`
 }
 
 // Finding explains a cause with evidence and a concrete fix.

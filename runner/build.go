@@ -214,7 +214,7 @@ func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.Pa
 			Summary: sums[i], Recorder: p.Recorder()})
 		name := g.Names()[i]
 		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID(), ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots,
-			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Outages: one.Outages, Verdict: one.Verdict}
+			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Series: one.Series, Outages: one.Outages, Verdict: one.Verdict}
 		if pr.Outages == nil {
 			pr.Outages = []report.Outage{}
 		}

@@ -210,6 +210,9 @@ func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Inp
 	x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
 	rep.Failures, rep.Attribution, rep.Outages, rep.Pods, rep.NodeGaps = x.Failures, x.Attribution, x.Outages, x.Pods, x.NodeGaps
 	rep.Findings = x.Findings
+	for i := range rep.Paths {
+		rep.Paths[i].Pods = x.PathPods[i]
+	}
 	if doctorOK { // run after the analysis: its advice names what the traffic measured
 		measured := &doctor.Measured{Sent: rep.Totals.Sent, Failed: rep.Totals.Failed}
 		for _, e := range rep.Timeline {
