@@ -720,7 +720,7 @@ func TestPropagationWindowByPath(t *testing.T) {
 		t.Fatalf("no propagation finding: %+v", r.Findings)
 	}
 	ev := strings.Join(f.Evidence, "\n")
-	for _, want := range []string{"by path, the last such failure after its pod's deletion was requested: edge 3.20s, svc 0.80s, other none",
+	for _, want := range []string{"by path, the last such failure after its pod's deletion was requested (counted as the fix is: from the earliest candidate's deletion where the pod is not certain): edge 3.20s, svc 0.80s, other none",
 		"edge kept routing to terminating pods 3.20s longer than other",
 		"responses from a pod after its deletion was requested came up to (whole seconds of the series): svc none, edge 2s, other none"} {
 		if !strings.Contains(ev, want) {
@@ -729,5 +729,14 @@ func TestPropagationWindowByPath(t *testing.T) {
 	}
 	if want := fmt.Sprintf("at least %ds", PreStopSeconds(3200*time.Millisecond)); !strings.Contains(f.Fix, want) {
 		t.Errorf("fix %q, want it sized from the edge's 3.2 s (%s)", f.Fix, want)
+	}
+	// No path got a response from a deleted pod: nothing to say of it.
+	for i := range r.Paths {
+		r.Paths[i].Series = nil
+	}
+	r.Failures = []report.Failure{svc, edge}
+	analyse(r)
+	if ev := strings.Join(find(r, StopsBeforePropagation).Evidence, "\n"); strings.Contains(ev, "responses from a pod after its deletion") {
+		t.Errorf("a line on responses after deletion when there were none:\n%s", ev)
 	}
 }

@@ -299,7 +299,7 @@ func pathWindows(g *group, r *report.Report) []string {
 			parts = append(parts, w.name+" none")
 		}
 	}
-	out := []string{"by path, the last such failure after its pod's deletion was requested: " + strings.Join(parts, ", ")}
+	out := []string{"by path, the last such failure after its pod's deletion was requested (counted as the fix is: from the earliest candidate's deletion where the pod is not certain): " + strings.Join(parts, ", ")}
 	slowest, fastest := ws[0], ws[len(ws)-1]
 	if lag := slowest.window - fastest.window; slowest.failed && lag > 0 {
 		out = append(out, fmt.Sprintf("%s kept routing to terminating pods %.2fs longer than %s: the preStop below is sized from %s's window, the longest",
@@ -318,6 +318,7 @@ func servedAfterDeletionByPath(x facts) string {
 		return ""
 	}
 	var parts []string
+	servedAfter := false
 	for _, p := range x.r.Paths {
 		longest := int64(-1)
 		for _, pod := range x.pods.All() {
@@ -332,10 +333,14 @@ func servedAfterDeletionByPath(x facts) string {
 			}
 		}
 		if longest > 0 {
+			servedAfter = true
 			parts = append(parts, fmt.Sprintf("%s %ds", p.Name, longest))
 		} else {
 			parts = append(parts, p.Name+" none")
 		}
+	}
+	if !servedAfter {
+		return "" // the pods stopped answering at once on every path
 	}
 	return "by path, responses from a pod after its deletion was requested came up to (whole seconds of the series): " + strings.Join(parts, ", ")
 }
