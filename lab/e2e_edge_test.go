@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -142,6 +143,21 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		checkClean(t, r)
 		refereeAccessLog(t, cfg, r.rep, "graceful-gw.lab.example")
+	})
+
+	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
+		ensureSample(t, ctx, c, "graceful")
+		// Port 8443 has no listener anywhere: the requests can only succeed
+		// if every connection goes to --connect-to, while the name stays
+		// in the TLS server name and the Host header (Traefik routes by it).
+		dir := t.TempDir()
+		out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", "https://graceful.lab.example:8443/", "--connect-to", netns.HubIP+":443", "--cacert", cfg.EdgeCAPath(),
+			"--backend-header", "X-Pod-Name", "--rate", "20", "--duration", "1s", "--progress", "0", "--report", filepath.Join(dir, "r.json"))
+		rep, rerr := report.ReadFile(filepath.Join(dir, "r.json"))
+		if err != nil || rerr != nil || rep.Totals.OK == 0 || rep.Totals.OK != rep.Totals.Sent || rep.Config.ConnectTo != netns.HubIP+":443" || len(rep.Totals.ByBackend) == 0 {
+			t.Fatalf("exit %d, report %v %+v\n%s", exitCode(err), rerr, rep, out)
+		}
 	})
 
 	t.Run("a CA that did not sign the edge's certificate", func(t *testing.T) {
