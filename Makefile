@@ -14,7 +14,7 @@ STATICCHECK := $(TOOLS)/staticcheck
 GORELEASER_VERSION := v2.15.1
 GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
 
-.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-https bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -79,6 +79,9 @@ bench-go: ## Go benchmarks: parser, recorder, and the dashboard's cost to throug
 
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
+
+bench-https: build ## what https costs (the goroutine engine) against wrk and fortio on a local nginx (bench/RESULTS-https.md)
+	bash bench/https.sh
 
 LAB_DEBS := iproute2 nftables conntrack runc busybox-static
 

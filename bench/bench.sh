@@ -25,6 +25,8 @@ cleanup() {
 trap cleanup EXIT
 
 log() { printf 'bench: %s\n' "$*" >&2; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 # --- tools ---------------------------------------------------------------
 need=()
@@ -48,28 +50,8 @@ FLOOR=$work/floor
 go build -o "$FLOOR" ./bench/floor
 
 # --- target: nginx, one worker, 200 on loopback -------------------------------
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
-  server {
-    listen 127.0.0.1:$PORT backlog=8192;
-    location / { return 200 "ok\n"; }
-  }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work" &
-nginx_pid=$!
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+start_nginx "$work" "    listen 127.0.0.1:$PORT backlog=8192;"
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-jsonfield() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$1" "$2"; }
 
 # --- 1. keep-alive max throughput, 32 connections -----------------------------
 log "1/8 keep-alive max throughput (${REPS}x ${DUR}s each)"
@@ -117,7 +99,6 @@ g1=$(tp goroutines-p1); rg1=$(tp ratio-g1); rg1span=$(span ratio-g1)
 # --- 2. CPU per request at a fixed 10,000 req/s --------------------------------
 log "2/8 CPU per request at 10,000 req/s (${REPS}x ${DUR}s each)"
 : >"$work/cpu"
-cpu_us() { awk -v n="$2" '{printf "%.2f\n", ($1+$2)/n*1e6}' "$1"; }
 for i in $(seq "$REPS"); do
   /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
   n=$(awk '/All done/ {print $3}' "$work/f.out")
