@@ -40,7 +40,7 @@ type Source struct {
 	// Paths, when the run probes several, are each path's own recorder.
 	Paths []PathRecorder
 	Log   *LogSink // lines the run logged; may be nil
-	Now     func() time.Time
+	Now   func() time.Time
 	// RequestTimeout is the prober's: how long after an outage's last
 	// failure a request can still fail and join it.
 	RequestTimeout time.Duration

@@ -39,7 +39,7 @@ type Snapshot struct {
 	// Paths are each path's counts when the run probes several.
 	Paths []PathCount
 	Pods  []Pod
-	Log     []LogLine // everything logged so far, oldest first
+	Log   []LogLine // everything logged so far, oldest first
 }
 
 // PathCount is one path's counts so far.
