@@ -147,6 +147,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
 		ensureSample(t, ctx, c, "graceful")
+		waitEdge(t, "https://graceful.lab.example/", cfg.EdgeCAPath())
 		// Port 8443 has no listener anywhere: the requests can only succeed
 		// if every connection goes to --connect-to, while the name stays
 		// in the TLS server name and the Host header (Traefik routes by it).
