@@ -16,36 +16,9 @@ CACHE=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
 RP=bin/rollprobe
 PORT=18090
 URL=http://127.0.0.1:$PORT/
-work=$(mktemp -d /tmp/rollprobe-bench.XXXXXX)
-nginx_pid=
-cleanup() {
-  if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; wait "$nginx_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-log() { printf 'bench: %s\n' "$*" >&2; }
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-
-# --- tools ---------------------------------------------------------------
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v hey >/dev/null || need+=(hey)
-command -v nginx >/dev/null || need+=(nginx-light)
-[ -x /usr/bin/time ] || need+=(time)
-command -v python3 >/dev/null || need+=(python3)
-command -v pgrep >/dev/null || need+=(procps)
-if [ ${#need[@]} -gt 0 ]; then
-  log "installing ${need[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-FORTIO=$CACHE/bench-bin/fortio
-if [ ! -x "$FORTIO" ]; then
-  log "installing fortio v1.66.5 into $CACHE/bench-bin"
-  GOBIN=$CACHE/bench-bin GOFLAGS= go install fortio.org/fortio@v1.66.5
-fi
-[ -x "$RP" ] || { echo "bench: run make build first" >&2; exit 1; }
+bench_setup bench "$(mktemp -d /tmp/rollprobe-bench.XXXXXX)" wrk hey nginx:nginx-light /usr/bin/time:time python3 pgrep:procps
 FLOOR=$work/floor
 go build -o "$FLOOR" ./bench/floor
 

@@ -17,32 +17,9 @@ RP=bin/rollprobe
 PORT=18094
 HTTP=http://127.0.0.1:$PORT/
 HTTPS=https://127.0.0.1:$((PORT + 1))/
-work=$(mktemp -d /tmp/rollprobe-bench-https.XXXXXX)
-nginx_pid=
-cleanup() {
-  if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; wait "$nginx_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-log() { printf 'bench-https: %s\n' "$*" >&2; }
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v openssl >/dev/null || need+=(openssl)
-[ -x /usr/bin/time ] || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  log "installing ${need[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-FORTIO=$CACHE/bench-bin/fortio
-if [ ! -x "$FORTIO" ]; then
-  log "installing fortio v1.66.5 into $CACHE/bench-bin"
-  GOBIN=$CACHE/bench-bin GOFLAGS= go install fortio.org/fortio@v1.66.5
-fi
-[ -x "$RP" ] || { echo "bench-https: run make build first" >&2; exit 1; }
+bench_setup bench-https "$(mktemp -d /tmp/rollprobe-bench-https.XXXXXX)" wrk nginx:nginx-light openssl /usr/bin/time:time python3
 
 # A CA and a server certificate for 127.0.0.1 (ECDSA P-256, as most
 # ingresses serve): every client verifies against the CA.

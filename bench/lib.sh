@@ -36,3 +36,31 @@ jsonfield() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print
 # cpu_us TIMEFILE N: the user+system seconds /usr/bin/time wrote, in µs per
 # one of N requests.
 cpu_us() { awk -v n="$2" '{printf "%.2f\n", ($1+$2)/n*1e6}' "$1"; }
+
+# bench_setup NAME WORKDIR PACKAGES...: the script's work directory
+# (removed at exit, with the nginx it started), its log prefix, the Debian
+# packages it needs (installed when missing: COMMAND or COMMAND:PACKAGE),
+# and fortio built once into $CACHE/bench-bin ($FORTIO).
+bench_setup() {
+  bench_name=$1 work=$2
+  shift 2
+  nginx_pid=
+  trap 'if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; wait "$nginx_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+  local need=() want cmd pkg
+  for want in "$@"; do
+    cmd=${want%%:*} pkg=${want#*:}
+    command -v "$cmd" >/dev/null || [ -x "$cmd" ] || need+=("$pkg")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  FORTIO=$CACHE/bench-bin/fortio
+  if [ ! -x "$FORTIO" ]; then
+    log "installing fortio v1.66.5 into $CACHE/bench-bin"
+    GOBIN=$CACHE/bench-bin GOFLAGS= go install fortio.org/fortio@v1.66.5
+  fi
+  [ -x "$RP" ] || { echo "$bench_name: run make build first" >&2; exit 1; }
+}
+
+log() { printf '%s: %s\n' "$bench_name" "$*" >&2; }
