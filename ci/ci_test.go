@@ -337,3 +337,33 @@ func TestStepOutputs(t *testing.T) {
 		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }
+
+// The drop check judges by the run's budget, the rate included, as the
+// verdict does: a run within --max-failure-rate passes the check too, and
+// each path is judged apart.
+func TestDropCheckFollowsTheBudget(t *testing.T) {
+	totals := report.Totals{Sent: 1000, Failed: 3, ByClass: map[string]uint64{"refused": 3}}
+	for _, tc := range []struct {
+		name   string
+		config report.Config
+		failed bool
+	}{
+		{"no budget", report.Config{}, true},
+		{"within the count", report.Config{MaxFailures: 3}, false},
+		{"within the rate", report.Config{MaxFailureRate: 0.01}, false},
+		{"over the rate", report.Config{MaxFailureRate: 0.001}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &report.Report{Command: "probe", Totals: totals, Config: tc.config}
+			checks := Checks(r)
+			if checks[0].Name != "no dropped requests" || checks[0].Failed != tc.failed {
+				t.Fatalf("check %+v, want failed %v", checks[0], tc.failed)
+			}
+			r.Paths = []report.PathReport{{Name: "svc", Totals: report.Totals{Sent: 1000}}, {Name: "edge", Totals: totals}}
+			checks = Checks(r)
+			if checks[0].Name != "no dropped requests: svc" || checks[0].Failed || checks[1].Name != "no dropped requests: edge" || checks[1].Failed != tc.failed {
+				t.Fatalf("per-path checks %+v, want svc passing and edge failed %v", checks[:2], tc.failed)
+			}
+		})
+	}
+}

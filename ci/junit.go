@@ -93,7 +93,8 @@ func Checks(r *report.Report) []Check {
 	}
 	for _, t := range runs {
 		drop := Check{Name: "no dropped requests" + t.suffix, Message: fmt.Sprintf("%d of %d requests failed", t.totals.Failed, t.totals.Sent)}
-		if t.totals.Failed > r.Config.MaxFailures {
+		budget := report.Budget{MaxFailures: r.Config.MaxFailures, MaxFailureRate: r.Config.MaxFailureRate}
+		if budget.Exceeded(t.totals.Sent, t.totals.Failed) {
 			drop.Failed = true
 			drop.Detail = render.ClassCounts(t.totals.ByClass)
 			if len(r.Findings) > 0 {

@@ -17,6 +17,17 @@ type Budget struct {
 	RedirectsExpected bool
 }
 
+// Exceeded says whether failed of sent requests are over the budget: more
+// than MaxFailures and, when MaxFailureRate is set, more than that share of
+// sent too. The one rule every output that judges drops uses.
+func (b Budget) Exceeded(sent, failed uint64) bool {
+	over := failed > b.MaxFailures
+	if b.MaxFailureRate > 0 && sent > 0 {
+		over = over && float64(failed)/float64(sent) > b.MaxFailureRate
+	}
+	return over
+}
+
 // MinRateRatio is the share of the target rate the prober must achieve for a
 // clean run to count as proof.
 const MinRateRatio = 0.95
@@ -189,10 +200,9 @@ func judgeTraffic(p PathFacts, b Budget) (reasons []string, overBudget bool) {
 	if p.Name != "" {
 		prefix = p.Name + ": "
 	}
-	overBudget = p.Failed > b.MaxFailures
+	overBudget = b.Exceeded(p.Sent, p.Failed)
 	if b.MaxFailureRate > 0 && p.Sent > 0 {
 		rate := float64(p.Failed) / float64(p.Sent)
-		overBudget = overBudget && rate > b.MaxFailureRate
 		if overBudget {
 			reasons = append(reasons, fmt.Sprintf("%s%d of %d requests failed (%.3f%%), above the budget of %d and %.3f%%",
 				prefix, p.Failed, p.Sent, 100*rate, b.MaxFailures, 100*b.MaxFailureRate))
