@@ -212,6 +212,10 @@ type dialer struct {
 type dialSlot struct {
 	addr ConnAddr
 	net  net.Dialer
+	// handshakeSince is when the TLS handshake in progress began (Unix
+	// nanoseconds; 0 when none is): the pool's growth reads it (see
+	// handshakingBriefly).
+	handshakeSince atomic.Int64
 }
 
 // newSlot makes a worker's slot.
@@ -302,7 +306,10 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	}
 	tc := tls.Client(raw, d.tls)
 	_ = raw.SetDeadline(deadline)
-	if err := tc.Handshake(); err != nil {
+	slot.handshakeSince.Store(time.Now().UnixNano())
+	err = tc.Handshake()
+	slot.handshakeSince.Store(0)
+	if err != nil {
 		_ = raw.Close()
 		return nil, nil, PhaseTLS, err
 	}

@@ -370,3 +370,23 @@ func TestPanicBecomesTheRunsFault(t *testing.T) {
 		}
 	})
 }
+
+// A worker early in a TLS handshake is about to be free: the pool does not
+// grow for it; one stuck in a handshake is blocked like any other.
+func TestHandshakingBriefly(t *testing.T) {
+	now := time.Now().UnixNano()
+	for _, tc := range []struct {
+		name  string
+		since int64
+		want  bool
+	}{
+		{"no handshake", 0, false},
+		{"a handshake begun 10ms ago", now - int64(10*time.Millisecond), true},
+		{"a handshake begun just under the grace ago", now - int64(handshakeGrace) + 1, true},
+		{"a handshake stalled past the grace", now - int64(handshakeGrace), false},
+	} {
+		if got := handshakingBriefly(tc.since, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
