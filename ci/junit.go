@@ -91,9 +91,9 @@ func Checks(r *report.Report) []Check {
 			runs = append(runs, traffic{": " + p.Name, p.Totals})
 		}
 	}
+	budget := report.Budget{MaxFailures: r.Config.MaxFailures, MaxFailureRate: r.Config.MaxFailureRate}
 	for _, t := range runs {
 		drop := Check{Name: "no dropped requests" + t.suffix, Message: fmt.Sprintf("%d of %d requests failed", t.totals.Failed, t.totals.Sent)}
-		budget := report.Budget{MaxFailures: r.Config.MaxFailures, MaxFailureRate: r.Config.MaxFailureRate}
 		if budget.Exceeded(t.totals.Sent, t.totals.Failed) {
 			drop.Failed = true
 			drop.Detail = render.ClassCounts(t.totals.ByClass)

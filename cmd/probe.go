@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -105,7 +104,7 @@ func (o *probeOptions) complete(args []string) error {
 		return err
 	}
 	if len(targets) > 1 && o.probers.count > 0 {
-		return errors.New("--probers probes one target: several targets are probed from this process only")
+		return runner.ErrPathsFromCluster
 	}
 	o.config, o.paths, err = o.flags.paths(targets)
 	if err != nil || o.probers.count == 0 || o.validateOnly {

@@ -126,7 +126,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errors.New("--target URL is required"))
 	}
 	if len(o.targets) > 1 && o.probers.count > 0 {
-		errs = append(errs, errors.New("--probers probes one target: several --target are probed from this process only"))
+		errs = append(errs, runner.ErrPathsFromCluster)
 	}
 	if o.kube.deployment == "" {
 		errs = append(errs, errors.New("--deployment is required"))
@@ -245,7 +245,6 @@ var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
 // end screen), and publishes.
 func (o *runOptions) run(ctx context.Context) error {
 	o.log.Info("prober", "procs", o.flags.applyProcs(&o.cfg.Probe))
-
 	signals := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -95,38 +95,34 @@ func (g *Group) Summaries() []Summary {
 }
 
 // Go starts every path on one clock and returns once they have begun; the
-// channel yields the group's outcome: the paths' summaries combined (the
-// earliest start, the longest elapsed and sending time, the workers
-// added), and the first path's error, if any.
+// channel yields the group's outcome: the paths' summaries combined (their
+// common start, the longest elapsed and sending time, the workers added),
+// and every path's error, if any. Until the last path ends, what the paths
+// recorded is merged every sampleEvery, as a prober's own tick does.
 func (g *Group) Go(ctx context.Context) <-chan Outcome {
 	g.start = time.Now()
-	outs := make([]<-chan Outcome, len(g.probes))
+	type ended struct {
+		path int
+		out  Outcome
+	}
+	endings := make(chan ended, len(g.probes))
 	for i, p := range g.probes {
 		p.startAt = g.start
-		outs[i] = p.Go(ctx)
+		out := p.Go(ctx)
+		go func() { endings <- ended{i, <-out} }()
 	}
 	done := make(chan Outcome, 1)
 	go func() {
 		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
-		results := make([]Outcome, len(outs))
-		ended := 0
-		for ended < len(outs) {
+		results := make([]Outcome, len(g.probes))
+		for left := len(g.probes); left > 0; {
 			select {
 			case <-tick.C:
 				g.merge(false)
-			case <-ctx.Done():
-			}
-			for i, ch := range outs {
-				if ch == nil {
-					continue
-				}
-				select {
-				case results[i] = <-ch:
-					outs[i] = nil
-					ended++
-				default:
-				}
+			case e := <-endings:
+				results[e.path] = e.out
+				left--
 			}
 		}
 		g.merge(true)

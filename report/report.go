@@ -21,9 +21,11 @@ const Schema = "rollprobe.report/v1"
 // Report is the JSON report. probe fills the core; run adds the rollout
 // sections (omitted when empty).
 type Report struct {
-	Schema      string      `json:"schema"`
-	Tool        Tool        `json:"tool"`
-	Command     string      `json:"command"`
+	Schema  string `json:"schema"`
+	Tool    Tool   `json:"tool"`
+	Command string `json:"command"`
+	// Target and Config are the first path's when the run probed several
+	// (Paths gives each path's target, connect_to and tls_roots).
 	Target      string      `json:"target"`
 	StartedAt   time.Time   `json:"started_at"`
 	EndedAt     time.Time   `json:"ended_at"`

@@ -57,7 +57,8 @@ type Facts struct {
 	Paths []PathFacts
 }
 
-// PathFacts are one path's traffic numbers.
+// PathFacts are one path's traffic numbers; Name is "" for the only
+// traffic of a run of one target.
 type PathFacts struct {
 	Name                     string
 	Sent, Failed, OK         uint64
@@ -193,13 +194,19 @@ func Judge(f Facts, b Budget) Verdict {
 	return v.WithInternal(f.Internal)
 }
 
+// reasonPrefix names the path a reason is about ("edge: "); none for a
+// run of one target.
+func (p PathFacts) reasonPrefix() string {
+	if p.Name == "" {
+		return ""
+	}
+	return p.Name + ": "
+}
+
 // judgeTraffic applies the budget to one path's traffic (the run's only
 // one when it probed one): the reasons it fails, and whether it does.
 func judgeTraffic(p PathFacts, b Budget) (reasons []string, overBudget bool) {
-	prefix := ""
-	if p.Name != "" {
-		prefix = p.Name + ": "
-	}
+	prefix := p.reasonPrefix()
 	overBudget = b.Exceeded(p.Sent, p.Failed)
 	if b.MaxFailureRate > 0 && p.Sent > 0 {
 		rate := float64(p.Failed) / float64(p.Sent)
@@ -216,10 +223,7 @@ func judgeTraffic(p PathFacts, b Budget) (reasons []string, overBudget bool) {
 // inconclusiveTraffic is why one path's traffic proves nothing: a rate
 // not held, or mostly redirects.
 func inconclusiveTraffic(p PathFacts, b Budget) (reasons []string) {
-	prefix := ""
-	if p.Name != "" {
-		prefix = p.Name + ": "
-	}
+	prefix := p.reasonPrefix()
 	if p.TargetRate > 0 && p.AchievedRate < MinRateRatio*p.TargetRate {
 		reasons = append(reasons, fmt.Sprintf("%sachieved %.1f req/s, below %.0f%% of the target %.1f req/s", prefix, p.AchievedRate, 100*MinRateRatio, p.TargetRate))
 	}

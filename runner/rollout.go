@@ -62,7 +62,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	probers := cfg.Probers != nil && cfg.Probers.Count > 0
 	if probers && len(cfg.Paths) > 1 {
-		return fail(errPathsFromCluster)
+		return fail(ErrPathsFromCluster)
 	}
 	if probers {
 		// The probers check the baseline from where they probe (this

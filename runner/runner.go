@@ -160,7 +160,7 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	var group *prober.Group
 	if cfg.Probers != nil && cfg.Probers.Count > 0 {
 		if len(cfg.Paths) > 1 {
-			return nil, exitcode.UsageError(errPathsFromCluster)
+			return nil, exitcode.UsageError(ErrPathsFromCluster)
 		}
 		var err error
 		if fl, err = startFleet(ctx, cfg); err != nil {
@@ -203,8 +203,9 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	return run, nil
 }
 
-// errPathsFromCluster: the in-cluster probers probe one target.
-var errPathsFromCluster = errors.New("several targets are probed from this process only: --probers probes one target (probe each path in its own run)")
+// ErrPathsFromCluster: the in-cluster probers probe one target (the fleet's
+// wire carries one), so several paths are probed from this process only.
+var ErrPathsFromCluster = errors.New("--probers probes one target: several targets are probed from this process only (probe each path in its own run)")
 
 // newLocalLoad is this process's prober for one target, or a group for
 // several paths (the group is then also returned).

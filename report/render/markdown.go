@@ -16,11 +16,7 @@ func Markdown(w io.Writer, r *report.Report) error {
 	if !r.Verdict.Pass {
 		icon = "❌"
 	}
-	target := r.Target
-	if len(r.Paths) > 1 {
-		target = fmt.Sprintf("%d paths", len(r.Paths))
-	}
-	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, target)
+	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, probed(r))
 	if ro := r.Rollout; ro != nil {
 		fmt.Fprintf(&b, "Deployment `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
 		if ro.OldRevision != "" && ro.NewRevision != "" {

@@ -22,12 +22,10 @@ func Text(w io.Writer, r *report.Report) error {
 	if r.Config.Model == report.ModelClosed {
 		model = fmt.Sprintf("closed model, %d workers", r.Config.Concurrency)
 	}
-	target := r.Target
 	if len(r.Paths) > 1 {
-		target = fmt.Sprintf("%d paths", len(r.Paths))
 		model += " each"
 	}
-	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, target, model, r.Config.Conn, r.DurationS)
+	fmt.Fprintf(&b, "rollprobe %s %s  (%s, %s, %.1fs", r.Command, probed(r), model, r.Config.Conn, r.DurationS)
 	if r.Interrupted {
 		b.WriteString(", interrupted")
 	}
@@ -287,6 +285,15 @@ func describeFailure(f report.Failure) string {
 		parts = append(parts, f.Error)
 	}
 	return strings.Join(parts, " ")
+}
+
+// probed names what a report probed: its target, or how many paths (each
+// on a line of its own below).
+func probed(r *report.Report) string {
+	if len(r.Paths) > 1 {
+		return fmt.Sprintf("%d paths", len(r.Paths))
+	}
+	return r.Target
 }
 
 // writePaths is one line per path of a run that probed several: its URL,
