@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -29,16 +30,17 @@ func OpenMetrics(w io.Writer, r *report.Report) error {
 	}
 	if len(r.Paths) > 1 {
 		// Each path of a run that probed several, labelled by its name
-		// (names are [A-Za-z0-9_.-]: nothing to escape).
+		// (escaped: a bare URL's path is named after its host, which
+		// may hold a quote).
 		m.family("rollprobe_path_requests", "counter", "requests sent on each path, by outcome class")
 		for _, p := range r.Paths {
 			for _, c := range classes {
-				m.sample("rollprobe_path_requests_total", `path="`+p.Name+`",class="`+c+`"`, float64(p.Totals.ByClass[c]))
+				m.sample("rollprobe_path_requests_total", `path="`+labelValue(p.Name)+`",class="`+c+`"`, float64(p.Totals.ByClass[c]))
 			}
 		}
 		m.family("rollprobe_path_failed_requests", "gauge", "requests that failed on each path")
 		for _, p := range r.Paths {
-			m.sample("rollprobe_path_failed_requests", `path="`+p.Name+`"`, float64(p.Totals.Failed))
+			m.sample("rollprobe_path_failed_requests", `path="`+labelValue(p.Name)+`"`, float64(p.Totals.Failed))
 		}
 		m.family("rollprobe_path_pass", "gauge", "1 when the path passed its own verdict")
 		for _, p := range r.Paths {
@@ -46,7 +48,7 @@ func OpenMetrics(w io.Writer, r *report.Report) error {
 			if p.Verdict.Pass {
 				pass = 1
 			}
-			m.sample("rollprobe_path_pass", `path="`+p.Name+`"`, pass)
+			m.sample("rollprobe_path_pass", `path="`+labelValue(p.Name)+`"`, pass)
 		}
 	}
 	m.gauge("rollprobe_failed_requests", "requests that failed (the gate counts these)", float64(r.Totals.Failed))
@@ -127,4 +129,10 @@ func (m *omWriter) sample(name, labels string, v float64) {
 func (m *omWriter) gauge(name, help string, v float64) {
 	m.family(name, "gauge", help)
 	m.sample(name, "", v)
+}
+
+// labelValue escapes a label value as the exposition format requires:
+// backslash, double quote and line feed.
+func labelValue(v string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
 }

@@ -107,7 +107,7 @@ func TestOpenMetricsPaths(t *testing.T) {
 			ByClass: map[string]uint64{"ok": ok, "refused": refused}}, Verdict: report.Verdict{Pass: pass}}
 	}
 	r := &report.Report{Command: "probe", Totals: report.Totals{Sent: 30, OK: 25, Failed: 5, ByClass: map[string]uint64{"ok": 25, "refused": 5}},
-		Paths: []report.PathReport{path("svc", 10, 0, true), path("edge.lab", 15, 5, false)}, Verdict: report.Verdict{ExitCode: 1}}
+		Paths: []report.PathReport{path("svc", 10, 0, true), path("edge.lab", 15, 5, false), path(`a"b`, 0, 0, false)}, Verdict: report.Verdict{ExitCode: 1}}
 	var buf bytes.Buffer
 	if err := OpenMetrics(&buf, r); err != nil {
 		t.Fatal(err)
@@ -121,6 +121,9 @@ func TestOpenMetricsPaths(t *testing.T) {
 		"rollprobe_path_pass{path=svc}":                              1,
 		"rollprobe_path_pass{path=edge.lab}":                         0,
 		"rollprobe_failed_requests":                                  5,
+		// A bare URL's path is named after its host, which Go's URL
+		// parser lets hold a quote: escaped, the output stays valid.
+		`rollprobe_path_pass{path=a"b}`: 0,
 	} {
 		if g, ok := got[name]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", name, g, ok, v)
