@@ -126,8 +126,7 @@ func Explain(r *report.Report) Explanation {
 	if ordered > 0 {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
-	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt,
-		proxied: r.Totals.ByClass[report.ClassProxy5xx] > 0}
+	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	for i, f := range r.Failures {
@@ -220,14 +219,40 @@ type attributor struct {
 	// proxy, a timeout needs nothing from the pod: the proxy can wait on a
 	// pod IP that no longer answers until the prober gives up (the lab's
 	// Traefik logged such requests as 499 after the prober's timeout, each
-	// forwarded to a pod already gone).
-	proxied bool
+	// forwarded to a pod already gone). By path name ("" for a run of one
+	// path): a proxy on one path says nothing of another.
+	proxied map[string]bool
+}
+
+// proxiedPaths are the paths that met a proxy (see attributor.proxied).
+func proxiedPaths(r *report.Report) map[string]bool {
+	out := map[string]bool{}
+	if len(r.Paths) == 0 {
+		out[""] = r.Totals.ByClass[report.ClassProxy5xx] > 0
+	}
+	for _, p := range r.Paths {
+		out[p.Name] = p.Totals.ByClass[report.ClassProxy5xx] > 0
+	}
+	return out
+}
+
+// proxiedOn: f's path met a proxy.
+func (a attributor) proxiedOn(f *report.Failure) bool { return a.proxied[f.Path] }
+
+// entryPath is the path the rollout's entry describes: the first (the
+// report's target), "" for a run of one path.
+func entryPath(r *report.Report) string {
+	if len(r.Paths) == 0 {
+		return ""
+	}
+	return r.Paths[0].Name
 }
 
 // needsAnswer: the class needs something at the pod's IP to answer (see
-// answered), unless a proxy between them makes a timeout possible without.
-func (a attributor) needsAnswer(c prober.Class) bool {
-	return answered(c) && !(a.proxied && c == prober.Timeout)
+// answered), unless a proxy between them (proxied) makes a timeout
+// possible without.
+func needsAnswer(c prober.Class, proxied bool) bool {
+	return answered(c) && !(proxied && c == prober.Timeout)
 }
 
 // deletedBy reports whether p's deletion can have acted by t: whether
@@ -286,7 +311,7 @@ func (a attributor) attribute(f *report.Failure) {
 		return
 	}
 	c := class(f)
-	term := a.narrow(a.terminatingAt(at, causeBy(f, c), c), at, c)
+	term := a.narrow(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), at, c)
 	ready := a.justReadyAt(at, c)
 	if len(term) > 0 && c != prober.Refused {
 		// A cut or unanswered request on an open connection needs a server
@@ -358,7 +383,7 @@ func causeBy(f *report.Failure, c prober.Class) time.Time {
 }
 
 // terminatingAt: deletion able to act by the time the failure can have been
-// caused (by), and not more than 5 minutes before the request began at t;
+// caused (by) on a path that met a proxy or not (proxied), and not more than 5 minutes before the request began at t;
 // the pod not gone for more than 30 s (routes to a vanished pod IP linger
 // as long as the proxies lag). For a class that needs an answer from the
 // pod's IP, the pod must still have been there when the request began:
@@ -367,7 +392,7 @@ func causeBy(f *report.Failure, c prober.Class) time.Time {
 // nothing answered from that IP once rollprobe received the pod gone;
 // otherwise (a forced deletion removes the object while containers may
 // still run) the tolerance is allowed on top.
-func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
+func (a attributor) terminatingAt(t, by time.Time, c prober.Class, proxied bool) []*Pod {
 	var out []*Pod
 	for _, p := range a.pods.All() {
 		if !a.deletedBy(p, by) || t.Sub(*p.DeletedAt) >= 5*time.Minute {
@@ -375,7 +400,7 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class) []*Pod {
 		}
 		switch {
 		case p.GoneAt == nil:
-		case c != anyClass && a.needsAnswer(c) && t.After(p.GoneAt.Add(a.goneSlack(p))):
+		case c != anyClass && needsAnswer(c, proxied) && t.After(p.GoneAt.Add(a.goneSlack(p))):
 			continue
 		case t.Sub(*p.GoneAt) >= 30*time.Second:
 			continue
@@ -490,7 +515,7 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	for i := range out {
 		o := &out[i]
 		var names []string
-		for _, p := range a.terminatingAt(o.Start, o.Start, anyClass) {
+		for _, p := range a.terminatingAt(o.Start, o.Start, anyClass, false) {
 			names = append(names, p.Name)
 		}
 		sort.Strings(names)

@@ -680,6 +680,34 @@ func TestTimeoutThroughAProxyCanHitAGonePod(t *testing.T) {
 	}
 }
 
+// A proxy met on one path says nothing of another: the direct path's
+// timeout, begun after the pod was gone, is not put on that pod because
+// the edge path answered proxy_5xx.
+func TestAProxyOnOnePathDoesNotExcuseAnother(t *testing.T) {
+	exit := int32(0)
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(5300, report.PodGone, "a", "old")}
+	timeout := report.Failure{Intended: at(6500), Start: at(6500), End: at(8500), Class: report.ClassTimeout, Fresh: true, Path: "svc"}
+	p := fail(5200, report.ClassProxy5xx, true, "")
+	p.Status, p.Path = 502, "edge"
+	r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{p, timeout},
+		Totals: report.Totals{ByClass: map[string]uint64{report.ClassTimeout: 1, report.ClassProxy5xx: 1}},
+		Paths: []report.PathReport{
+			{Name: "svc", Totals: report.Totals{ByClass: map[string]uint64{report.ClassTimeout: 1}}},
+			{Name: "edge", Totals: report.Totals{ByClass: map[string]uint64{report.ClassProxy5xx: 1}}}}}
+	analyse(r)
+	if f := r.Failures[1]; f.LikelyPod != "" {
+		t.Errorf("the direct path's timeout was put on %q (%s): only the edge met a proxy", f.LikelyPod, f.Context)
+	}
+	if f := r.Failures[0]; f.LikelyPod != "a" {
+		t.Errorf("the edge's 502 attributed to %q, want a", f.LikelyPod)
+	}
+}
+
 // Every finding the analysis can give has its page in docs/findings, and
 // the index lists it: the outputs link there (report.FindingDoc).
 func TestEveryFindingHasItsPage(t *testing.T) {

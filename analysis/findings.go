@@ -134,7 +134,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	groups := map[string]*group{}
 	for i := range failures {
 		f := &failures[i]
-		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxied}
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f)}
 		if s.class == prober.Local {
 			continue
 		}
@@ -144,7 +144,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			}
 		}
 		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
-		if i := gapOf(gaps, f); i >= 0 {
+		if i := gapOf(gaps, f, entryPath(r)); i >= 0 {
 			s.gap = &gaps[i]
 			gaps[i].Failed++
 		}

@@ -95,7 +95,10 @@ func NodeGaps(r *report.Report) []report.NodeGap {
 
 // gapOf is the index of the gap f began in (or within gapSlack after), -1
 // if none.
-func gapOf(gaps []report.NodeGap, f *report.Failure) int {
+func gapOf(gaps []report.NodeGap, f *report.Failure, entryPath string) int {
+	if f.Path != entryPath {
+		return -1 // another path enters elsewhere: the entry is the first path's
+	}
 	began := beganAt(f)
 	for i, g := range gaps {
 		if !began.Before(g.Start) && began.Before(g.End.Add(gapSlack)) {

@@ -99,3 +99,25 @@ func TestNoNodeGapWhenAnEndpointServes(t *testing.T) {
 		t.Errorf("gaps %+v under the Cluster policy", gaps)
 	}
 }
+
+// With several paths the entry (the node gap's node) is the first path's:
+// a failure on another path (through an ingress that may reach any node)
+// is not placed in the gap nor explained by it.
+func TestNodeGapsHoldOnlyTheEntryPathsFailures(t *testing.T) {
+	r := localPolicyRun(false)
+	r.Paths = []report.PathReport{{Name: "node"}, {Name: "edge"}}
+	for i := range r.Failures {
+		r.Failures[i].Path = "node"
+	}
+	other := fail(6000, "connect_timeout", true, "")
+	other.Path = "edge"
+	r.Failures = append(r.Failures, other)
+	x := Explain(r)
+	if len(x.NodeGaps) != 1 || x.NodeGaps[0].Failed != len(r.Failures)-1 {
+		t.Fatalf("gaps %+v, want one with the %d failures of the entry's path", x.NodeGaps, len(r.Failures)-1)
+	}
+	r.Failures, r.Findings = x.Failures, x.Findings
+	if find(r, LocalPolicyNoLocalEndpoint) == nil || find(r, StopsBeforePropagation) == nil {
+		t.Errorf("findings %+v, want the gap's and, for the edge's failure, the race's", r.Findings)
+	}
+}
