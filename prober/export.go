@@ -212,6 +212,7 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	done.Classes[OK] += a.OK
 	if open != nil {
 		a.merge(open.latency, open.service)
+		a.merge(nil, open.okService) // an aggregate holds successes only
 	}
 	if len(a.Backends) > 0 {
 		switch {
@@ -227,7 +228,7 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 }
 
 // merge adds the aggregate's histograms to latency and service, exactly
-// (the same shape: bucket for bucket).
+// (the same shape: bucket for bucket); a nil one is left out.
 func (a *Aggregate) merge(latency, service *hdr.Histogram) {
 	switch {
 	case a.LatencyBuckets != nil:
@@ -235,14 +236,21 @@ func (a *Aggregate) merge(latency, service *hdr.Histogram) {
 			to   *hdr.Histogram
 			from *hdr.PackedHistogram
 		}{{latency, a.LatencyBuckets}, {service, a.ServiceBuckets}} {
+			if x.to == nil {
+				continue
+			}
 			x.from.ForEachBucket(func(value, count int64) bool {
 				_ = x.to.RecordValues(value, count)
 				return true
 			})
 		}
 	case a.Latency != nil:
-		latency.Merge(a.Latency)
-		service.Merge(a.Service)
+		if latency != nil {
+			latency.Merge(a.Latency)
+		}
+		if service != nil {
+			service.Merge(a.Service)
+		}
 	}
 }
 

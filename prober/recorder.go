@@ -107,6 +107,9 @@ type openSecond struct {
 	row     SecondRow
 	latency *hdr.Histogram // responses completed in this second, from the intended send
 	service *hdr.Histogram // the same responses, from the actual send
+	// okService: the successes among them, from the actual send: a slow
+	// success is a cost no failure shows (a proxy's hidden retry).
+	okService *hdr.Histogram
 }
 
 // NewRecorder makes a recorder that keeps the first keepFailures failures
@@ -238,6 +241,9 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 		if endOpen != nil {
 			recordMicros(endOpen.latency, res.Latency())
 			recordMicros(endOpen.service, res.ServiceTime())
+			if res.Class == OK {
+				recordMicros(endOpen.okService, res.ServiceTime())
+			}
 		}
 		if res.Backend != "" {
 			countBackend(st.backends, res.Backend)
@@ -264,7 +270,7 @@ func (r *Recorder) second(k int64) (*SecondRow, *openSecond) {
 	}
 	o := r.st.open[k]
 	if o == nil {
-		o = &openSecond{row: SecondRow{Second: k}, latency: r.histogram(), service: r.histogram()}
+		o = &openSecond{row: SecondRow{Second: k}, latency: r.histogram(), service: r.histogram(), okService: r.histogram()}
 		r.st.open[k] = o
 	}
 	return &o.row, o
@@ -299,6 +305,9 @@ type SecondRow struct {
 	// ServiceP50 and ServiceP99: the same responses' service time (from
 	// the actual send).
 	ServiceP50, ServiceP99 time.Duration
+	// OKServiceP99: the service time of the successes alone (0 when none
+	// completed in the second).
+	OKServiceP99 time.Duration
 	MaxLag                 time.Duration
 	Backends               map[string]uint64
 	// SlowConnects counts requests begun in the second that succeeded
@@ -398,7 +407,8 @@ func (r *Recorder) finalise(limit int64) {
 		row.P99 = time.Duration(o.latency.ValueAtQuantile(99)) * time.Microsecond
 		row.ServiceP50 = time.Duration(o.service.ValueAtQuantile(50)) * time.Microsecond
 		row.ServiceP99 = time.Duration(o.service.ValueAtQuantile(99)) * time.Microsecond
-		for _, h := range []*hdr.Histogram{o.latency, o.service} {
+		row.OKServiceP99 = time.Duration(o.okService.ValueAtQuantile(99)) * time.Microsecond
+		for _, h := range []*hdr.Histogram{o.latency, o.service, o.okService} {
 			h.Reset()
 			r.st.spareHists = append(r.st.spareHists, h)
 		}

@@ -244,3 +244,37 @@ func TestSecondQuantilesFromIntendedAndActualSend(t *testing.T) {
 		t.Fatalf("second 6 (reused histograms): latency p99 %v, service p99 %v; want 40ms", r6.P99, r6.ServiceP99)
 	}
 }
+
+// A second's success p99 counts the successes alone: slow 502s from a
+// proxy raise the service p99 of the responses, not that of the successes,
+// and a second with no success has none (0, not a figure).
+func TestSecondSuccessQuantileLeavesFailuresOut(t *testing.T) {
+	rec := NewRecorder(0)
+	s := rec.NewStream()
+	add := func(second int, service time.Duration, class Class, status int) {
+		at := time.Duration(second) * time.Second
+		res := Result{Intended: at, Start: at, End: at + service, Class: class, Status: status}
+		s.Add(&res)
+	}
+	for range 90 {
+		add(0, 5*time.Millisecond, OK, 200)
+	}
+	for range 10 {
+		add(0, 300*time.Millisecond, HTTP5xx, 502)
+	}
+	for range 10 {
+		add(4, 200*time.Millisecond, HTTP5xx, 504)
+	}
+	s.Close()
+	rec.Tick(time.Hour)
+	rows := rec.Snapshot().Rows
+	if got := rows[0].ServiceP99; got < 290*time.Millisecond {
+		t.Errorf("second 0: service p99 %v, want the 502s' 300ms", got)
+	}
+	if got := rows[0].OKServiceP99; got < 4900*time.Microsecond || got > 5100*time.Microsecond {
+		t.Errorf("second 0: success p99 %v, want the successes' 5ms", got)
+	}
+	if got := rows[4].OKServiceP99; got != 0 {
+		t.Errorf("second 4 (no success): success p99 %v, want 0", got)
+	}
+}

@@ -353,12 +353,15 @@ type SeriesRow struct {
 	// P50MS and P99MS: latency from the intended send time of the
 	// responses completed in the second; ServiceP50MS and ServiceP99MS:
 	// their service time, from the actual send (absent in older reports).
-	P50MS        float64           `json:"p50_ms"`
-	P99MS        float64           `json:"p99_ms"`
-	ServiceP50MS float64           `json:"service_p50_ms,omitempty"`
-	ServiceP99MS float64           `json:"service_p99_ms,omitempty"`
-	MaxLagMS     float64           `json:"max_lag_ms"`
-	Backends     map[string]uint64 `json:"backends,omitempty"`
+	P50MS        float64 `json:"p50_ms"`
+	P99MS        float64 `json:"p99_ms"`
+	ServiceP50MS float64 `json:"service_p50_ms,omitempty"`
+	ServiceP99MS float64 `json:"service_p99_ms,omitempty"`
+	// OKServiceP99MS: the service time p99 of the successes alone;
+	// absent when none completed in the second (or in older reports).
+	OKServiceP99MS float64           `json:"ok_service_p99_ms,omitempty"`
+	MaxLagMS       float64           `json:"max_lag_ms"`
+	Backends       map[string]uint64 `json:"backends,omitempty"`
 	// SlowConnects: requests begun in the second that succeeded only
 	// after a retransmitted SYN.
 	SlowConnects uint64 `json:"slow_connects,omitempty"`
