@@ -22,6 +22,9 @@ const (
 	NodeRoutesLate         = "node-routes-to-terminating-pods-longer"
 	ServerErrors           = "5xx-during-rollout"
 	Unexplained            = "failures-without-lifecycle-event"
+	// LatencySpikeAtDeletion: successes came back slow right after pod
+	// deletions (see spike.go), probably retried inside a proxy.
+	LatencySpikeAtDeletion = "latency-spike-at-deletion"
 	// LocalPolicyNoLocalEndpoint: traffic entered a node (its NodePort)
 	// whose endpoints had all stopped serving, under externalTrafficPolicy
 	// Local; only a Service with that policy can have it.
@@ -87,6 +90,13 @@ type facts struct {
 	outages []report.Outage
 	gaps    []report.NodeGap
 	version advice.Version
+	// spikes: the latency spikes at deletions (latencySpikes).
+	spikes []pathSpike
+	// preStop is the one preStop sleep the findings suggest: sized from
+	// the longest measured window, failures' or slow successes'.
+	preStop int
+	// propagationWindow: the window the propagation finding measured.
+	propagationWindow time.Duration
 }
 
 // rule is one finding. match claims a failure for it; the matches are
@@ -119,6 +129,7 @@ var rules = []rule{
 	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx }, renderServerErrors},
 	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},
 	{NodeRoutesLate, report.SeverityWarning, nil, renderNodeRoutesLate},
+	{LatencySpikeAtDeletion, report.SeverityWarning, nil, renderLatencySpike},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 
@@ -178,10 +189,15 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r)}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods)}
 	if g := groups[StopsBeforePropagation]; g != nil {
-		preStop = PreStopSeconds(max(g.window, g.conservative))
+		x.propagationWindow = max(g.window, g.conservative)
+		preStop = PreStopSeconds(x.propagationWindow)
 	}
+	if len(x.spikes) > 0 {
+		preStop = max(preStop, PreStopSeconds(spikeWindow(x.spikes)))
+	}
+	x.preStop = preStop
 	for _, rl := range rules {
 		g := groups[rl.id]
 		if g == nil && rl.match != nil {
@@ -238,7 +254,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// traffic kept arriving after a deletion request, counted from the
 	// earliest possible deletion where the pod is not certain, so the fix
 	// covers what was seen whichever pod it was.
-	sleep := PreStopSeconds(max(g.window, g.conservative))
+	sleep := x.preStop
 	evidence := []string{
 		fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
 		fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()),
@@ -254,6 +270,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	evidence = append(evidence, pathWindows(g, x.r)...)
 	if line := servedAfterDeletionByPath(x); line != "" {
 		evidence = append(evidence, line)
+	}
+	if w := spikeWindow(x.spikes); w > x.propagationWindow {
+		evidence = append(evidence, fmt.Sprintf("successes came back slow up to %.1fs after a deletion (see %s): the preStop below is sized to cover that too", w.Seconds(), LatencySpikeAtDeletion))
 	}
 	var slow uint64
 	for _, o := range x.outages {

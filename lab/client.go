@@ -100,13 +100,17 @@ func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) er
 }
 
 // customKinds are the kinds outside client-go's scheme that lab apply
-// handles (through the dynamic client): the Gateway API's routes.
+// handles (through the dynamic client): the Gateway API's routes and
+// Traefik's own routes, middlewares and transports.
 var customKinds = map[schema.GroupVersionKind]string{
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}: "httproutes",
+	{Group: "traefik.io", Version: "v1alpha1", Kind: "IngressRoute"}:       "ingressroutes",
+	{Group: "traefik.io", Version: "v1alpha1", Kind: "Middleware"}:         "middlewares",
+	{Group: "traefik.io", Version: "v1alpha1", Kind: "ServersTransport"}:   "serverstransports",
 }
 
 // Apply creates or updates every Deployment, Service, PodDisruptionBudget,
-// Ingress and HTTPRoute in the YAML stream (the samples' kinds) in namespace
+// Ingress and customKinds object in the YAML stream (the samples' kinds) in namespace
 // ns unless the object names its own.
 // It returns the names of what it applied ("deployment/naive", ...).
 func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, error) {
@@ -159,7 +163,7 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 			}
 			err = upsert(ctx, o, get, create, update, nil)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments, Services, PodDisruptionBudgets, Ingresses and HTTPRoutes, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes and Traefik's IngressRoutes, Middlewares and ServersTransports, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 		if err != nil {
 			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)

@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +133,52 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		refereeAccessLog(t, cfg, &edgeView, "naive.lab.example")
 		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
+	})
+
+	t.Run("a route that retries: the drops it hides show as latency", func(t *testing.T) {
+		ensureSample(t, ctx, c, "naive")
+		waitEdge(t, "https://naive-retry.lab.example/", cfg.EdgeCAPath())
+		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
+			append(edgeArgs, "--target", "retry=https://naive-retry.lab.example/")...).wait(t)
+		checkEdgeReport(t, r)
+		rep := r.rep
+		if len(rep.Paths) != 2 {
+			t.Fatalf("paths %+v\n%s", rep.Paths, r.out())
+		}
+		retry := rep.Paths[1]
+		f := findingByID(rep, analysis.LatencySpikeAtDeletion)
+		if f == nil {
+			t.Fatalf("no %s finding (findings %v); the retry path's seconds:\n%s", analysis.LatencySpikeAtDeletion, findingIDs(rep), seriesLines(retry.Series))
+		}
+		// Only the path through a proxy can have retried: the Service path
+		// has nothing between the prober and the pods.
+		ev := strings.Join(f.Evidence, "\n")
+		if strings.Contains(ev, "svc: the successes'") || !strings.Contains(ev, "retry: the successes'") {
+			t.Fatalf("the finding names the wrong paths:\n%s", ev)
+		}
+		// Referee: Traefik's access log. Every spike rollprobe flagged on
+		// the retry path holds successes that waited inside Traefik, outside
+		// the attempt that answered, at least the finding's floor.
+		byID := readAccessLog(t, cfg, retry.RunID, "naive-retry.lab.example")
+		spikes := regexp.MustCompile(`retry: the successes' p99 service time reached \d+ms from \+(\d+)s to \+(\d+)s`).FindAllStringSubmatch(ev, -1)
+		for _, m := range spikes {
+			from, _ := strconv.Atoi(m[1])
+			to, _ := strconv.Atoi(m[2])
+			lo, hi := rep.StartedAt.Add(time.Duration(from-5)*time.Second), rep.StartedAt.Add(time.Duration(to)*time.Second)
+			waited := 0
+			for _, e := range byID {
+				if e.DownstreamStatus == 200 && e.Overhead >= 100*time.Millisecond && !e.StartUTC.Before(lo) && e.StartUTC.Before(hi) {
+					waited++
+				}
+			}
+			if waited == 0 {
+				t.Errorf("rollprobe flagged +%ds to +%ds on the retry path; Traefik's log has no success begun then that waited 100ms inside it", from, to)
+			}
+			t.Logf("spike +%ds to +%ds: %d successes Traefik logged as waiting >= 100ms inside it", from, to, waited)
+		}
+		if len(spikes) == 0 {
+			t.Fatalf("no spike of the retry path in the evidence:\n%s", ev)
+		}
 	})
 
 	t.Run("graceful through the Gateway over https drops nothing", func(t *testing.T) {
@@ -264,6 +312,11 @@ type accessEntry struct {
 	DownstreamStatus int    `json:"DownstreamStatus"`
 	ServiceAddr      string `json:"ServiceAddr"`
 	RequestID        string `json:"request_X-Request-Id"`
+	// Overhead is the time the request spent inside Traefik outside the
+	// attempt that answered it (ns): failed attempts and the retry
+	// middleware's backoff, for a retried request.
+	Overhead time.Duration `json:"Overhead"`
+	StartUTC time.Time     `json:"StartUTC"`
 }
 
 // refereeAccessLog holds rollprobe's counts for a run through the edge to
@@ -415,4 +468,14 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// seriesLines shows a path's seconds for a failure message: sent, failed,
+// and the successes' p99 service time.
+func seriesLines(series []report.SeriesRow) string {
+	var b strings.Builder
+	for _, row := range series {
+		fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms slow connects %d\n", row.T, row.Sent, row.Failed, row.OKServiceP99MS, row.SlowConnects)
+	}
+	return b.String()
 }

@@ -1,0 +1,257 @@
+package analysis
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/advice"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// A latency spike at a deletion: successes that came back slow right after
+// a pod's deletion was requested. A proxy that retries a request it could
+// not send to a pod (refused, or no connection in time) on another one
+// hides the drop from the client but not the wait: Traefik's retry
+// middleware, Envoy's retry_policy, NGINX's proxy_next_upstream. The run
+// measures only the slowness (each success's service time, per second);
+// that a retry caused it is the likely reading, not a measurement, and the
+// finding says so.
+//
+// What counts, per path, from the per-second p99 service time of the
+// successes alone (SeriesRow.OKServiceP99MS):
+//   - the second begins no earlier than the second of a pod's deletion
+//     request and no later than spikeAfter after it;
+//   - its p99 is at least spikeFactor times the path's baseline (the median
+//     second before the first deletion, else of the whole path) and at least
+//     spikeFloor above it: a retry costs a dial timeout or a backoff, far
+//     more than jitter;
+//   - with several paths, it is also at least spikeFactor times another
+//     path's p99 in the same second: what slowed every path at once (a busy
+//     node, a busy prober) is not in one path's way;
+//   - no success in the second came after a retransmitted SYN: those are
+//     slow for a measured reason of their own.
+const (
+	spikeFactor = 4
+	spikeFloor  = 100 * time.Millisecond
+	spikeAfter  = 15 * time.Second
+	// spikeBaselineSeconds is how many seconds before the first deletion
+	// the baseline needs; with fewer, the whole path's median second.
+	spikeBaselineSeconds = 2
+)
+
+// pathSpike is one path's run of spike seconds after a deletion.
+type pathSpike struct {
+	path         string // "" for a run of one path
+	from, to     int64  // the first and last spike second (series T)
+	p99          float64
+	baseline     float64
+	beforeDelete bool // the baseline is of the seconds before the first deletion
+	pod          string
+	// after is how long after pod's deletion request the last spike
+	// second ended: the slow responses' window, by the second.
+	after  time.Duration
+	failed uint64 // the path's failures in the spike seconds
+	// others: the other paths' largest p99 in the spike seconds, by name.
+	others map[string]float64
+}
+
+type seriesPath struct {
+	name   string
+	series []report.SeriesRow
+}
+
+func seriesPaths(r *report.Report) []seriesPath {
+	if len(r.Paths) == 0 {
+		return []seriesPath{{"", r.Series}}
+	}
+	var out []seriesPath
+	for _, p := range r.Paths {
+		out = append(out, seriesPath{p.Name, p.Series})
+	}
+	return out
+}
+
+// latencySpikes finds the spike seconds of every path (see the constants).
+func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
+	type deletion struct {
+		pod string
+		at  time.Duration // since the run's start
+	}
+	var dels []deletion
+	for _, p := range pods.All() {
+		if p.DeletedAt != nil {
+			dels = append(dels, deletion{p.Name, p.DeletedAt.Sub(r.StartedAt)})
+		}
+	}
+	if len(dels) == 0 {
+		return nil
+	}
+	sort.Slice(dels, func(i, j int) bool { return dels[i].at < dels[j].at })
+	// lastDeletion is the latest deletion requested before second t ended,
+	// within spikeAfter of its start.
+	lastDeletion := func(t int64) (deletion, bool) {
+		start, end := time.Duration(t)*time.Second, time.Duration(t+1)*time.Second
+		for i := len(dels) - 1; i >= 0; i-- {
+			d := dels[i]
+			if d.at < end && d.at.Truncate(time.Second) <= start && start-d.at <= spikeAfter {
+				return d, true
+			}
+		}
+		return deletion{}, false
+	}
+	paths := seriesPaths(r)
+	okP99 := make([]map[int64]float64, len(paths))
+	for i, p := range paths {
+		okP99[i] = map[int64]float64{}
+		for _, row := range p.series {
+			if row.OKServiceP99MS > 0 {
+				okP99[i][row.T] = row.OKServiceP99MS
+			}
+		}
+	}
+	var out []pathSpike
+	for i, p := range paths {
+		base, beforeDelete := spikeBaseline(p.series, dels[0].at)
+		if base == 0 {
+			continue
+		}
+		var cur *pathSpike
+		for _, row := range p.series {
+			v := row.OKServiceP99MS
+			d, near := lastDeletion(row.T)
+			spike := near && row.SlowConnects == 0 && v >= spikeFactor*base && v-base >= ms(spikeFloor)
+			others := map[string]float64{}
+			if spike && len(paths) > 1 {
+				lowest := -1.0
+				for j, q := range paths {
+					if w, ok := okP99[j][row.T]; j != i && ok {
+						others[q.name] = w
+						if lowest < 0 || w < lowest {
+							lowest = w
+						}
+					}
+				}
+				spike = lowest < 0 || v >= spikeFactor*lowest
+			}
+			if !spike {
+				cur = nil
+				continue
+			}
+			if cur == nil || cur.to != row.T-1 {
+				out = append(out, pathSpike{path: p.name, from: row.T, baseline: base, beforeDelete: beforeDelete, others: map[string]float64{}})
+				cur = &out[len(out)-1]
+			}
+			cur.to, cur.p99 = row.T, max(cur.p99, v)
+			cur.pod, cur.after = d.pod, time.Duration(row.T+1)*time.Second-d.at
+			cur.failed += row.Failed
+			for name, w := range others {
+				cur.others[name] = max(cur.others[name], w)
+			}
+		}
+	}
+	return out
+}
+
+// spikeBaseline is the median success p99 of the seconds that ended by the
+// first deletion (beforeDelete), or with too few of those of every second
+// of the path; 0 when the path has no success at all.
+func spikeBaseline(series []report.SeriesRow, firstDeletion time.Duration) (base float64, beforeDelete bool) {
+	var before, all []float64
+	for _, row := range series {
+		if row.OKServiceP99MS <= 0 {
+			continue
+		}
+		all = append(all, row.OKServiceP99MS)
+		if time.Duration(row.T+1)*time.Second <= firstDeletion {
+			before = append(before, row.OKServiceP99MS)
+		}
+	}
+	if len(before) >= spikeBaselineSeconds {
+		return median(before), true
+	}
+	if len(all) == 0 {
+		return 0, false
+	}
+	return median(all), false
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// spikeWindow is the longest time after a deletion that a spike lasted.
+func spikeWindow(spikes []pathSpike) time.Duration {
+	var w time.Duration
+	for _, s := range spikes {
+		w = max(w, s.after)
+	}
+	return w
+}
+
+func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
+	if len(x.spikes) == 0 {
+		return report.Finding{}, false
+	}
+	several := len(x.r.Paths) > 1
+	var evidence []string
+	pods := map[string]bool{}
+	slowPaths := map[string]bool{}
+	for _, s := range x.spikes {
+		pods[s.pod] = true
+		slowPaths[s.path] = true
+		who := "the successes'"
+		if s.path != "" {
+			who = s.path + ": the successes'"
+		}
+		against := "the median second before the first deletion"
+		if !s.beforeDelete {
+			against = "the path's median second"
+		}
+		line := fmt.Sprintf("%s p99 service time reached %.0fms from %+ds to %+ds, against %.1fms in %s; it ended %.1fs after %s's deletion was requested (by the second)",
+			who, s.p99, s.from, s.to+1, s.baseline, against, s.after.Seconds(), s.pod)
+		if len(s.others) > 0 {
+			var parts []string
+			for name, w := range s.others {
+				parts = append(parts, fmt.Sprintf("%s %.0fms", name, w))
+			}
+			sort.Strings(parts)
+			line += "; the other paths in the same seconds: " + strings.Join(parts, ", ")
+		}
+		if s.failed == 0 {
+			line += "; no request of this path failed in those seconds: only the wait shows it"
+		} else {
+			line += fmt.Sprintf("; %d of this path's requests failed in those seconds", s.failed)
+		}
+		evidence = append(evidence, line)
+	}
+	evidence = append(evidence, "a proxy that retries a request it could not send to a pod (refused, or no connection within its dial timeout) on another pod hides the drop from the client but not the wait: Traefik's retry middleware, Envoy's retry_policy, NGINX's proxy_next_upstream; that this is what happened here is the likely reading, not a measurement (a proxy's access log shows its retries)")
+	if !several {
+		evidence = append(evidence, "one path only: a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart")
+	}
+	names := make([]string, 0, len(slowPaths))
+	for p := range slowPaths {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	title := "responses slowed at pod deletions: probably retried inside a proxy"
+	if several {
+		title = fmt.Sprintf("responses on %s slowed at pod deletions, the other paths' did not: probably retried inside a proxy", strings.Join(names, ", "))
+	}
+	var podList []string
+	for p := range pods {
+		podList = append(podList, p)
+	}
+	sort.Strings(podList)
+	return report.Finding{
+		Title:    title,
+		Evidence: evidence,
+		Fix: fmt.Sprintf("treat it as a drop the proxy paid for: give the container a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
+			x.preStop, advice.PreStopSleep(x.preStop, x.version)),
+		Pods: podList,
+	}, true
+}

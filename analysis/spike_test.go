@@ -1,0 +1,133 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// spikeRun: pods a and b; a deleted at +5.3s. Each path's series has a
+// success p99 of base ms a second, and the given seconds slower.
+func spikeRun(paths map[string]map[int64]float64, base float64, seconds int) *report.Report {
+	r := &report.Report{StartedAt: t0, EndedAt: at(seconds * 1000), Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5300, report.PodDeletionRequested, "a", "old"),
+		ev(7000, report.PodGone, "a", "old")}}
+	series := func(slow map[int64]float64) []report.SeriesRow {
+		var rows []report.SeriesRow
+		for t := int64(0); t < int64(seconds); t++ {
+			v := base
+			if s, ok := slow[t]; ok {
+				v = s
+			}
+			rows = append(rows, report.SeriesRow{T: t, Sent: 100, OK: 100, OKServiceP99MS: v})
+		}
+		return rows
+	}
+	if len(paths) == 1 {
+		for _, slow := range paths {
+			r.Series = series(slow)
+		}
+		return r
+	}
+	for _, name := range []string{"svc", "edge", "gw"} {
+		if slow, ok := paths[name]; ok {
+			r.Paths = append(r.Paths, report.PathReport{Name: name, Series: series(slow)})
+		}
+	}
+	return r
+}
+
+// Successes slow on one path right after a deletion, while the other path
+// stayed fast: the finding names that path, the window from the deletion,
+// the baseline and the other path's figure, and says nothing failed; the
+// one preStop number covers the window.
+func TestLatencySpikeOnOnePath(t *testing.T) {
+	r := spikeRun(map[string]map[int64]float64{
+		"svc":  {6: 30},
+		"edge": {6: 1100, 7: 900},
+	}, 20, 12)
+	analyse(r)
+	f := find(r, LatencySpikeAtDeletion)
+	if f == nil || f.Severity != report.SeverityWarning {
+		t.Fatalf("findings %+v: want a latency-spike warning", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"edge: the successes' p99 service time reached 1100ms from +6s to +8s", "against 20.0ms in the median second before the first deletion",
+		"ended 2.7s after a's deletion", "the other paths in the same seconds: svc 30ms", "no request of this path failed"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if !strings.Contains(f.Title, "on edge") || strings.Contains(f.Title, "svc") {
+		t.Errorf("title %q: want edge alone", f.Title)
+	}
+	// 2.7 s after the deletion: PreStopSeconds(2.7s) = ceil(5.05) = 6.
+	if x := Explain(r); x.PreStopSeconds != 6 || !strings.Contains(f.Fix, "at least 6s") {
+		t.Errorf("preStop %d, fix %q: want 6", x.PreStopSeconds, f.Fix)
+	}
+	if strings.Contains(ev, "one path only") {
+		t.Errorf("the single-path caveat on a run of two paths:\n%s", ev)
+	}
+}
+
+// What is not a spike at a deletion: every path slowed at once (a common
+// cause), a rise below the floor or the factor, slowness before the first
+// deletion or long after it, or seconds whose slow successes waited on a
+// retransmitted SYN.
+func TestNoLatencySpike(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths map[string]map[int64]float64
+		edit  func(*report.Report)
+	}{
+		{"every path slowed at once", map[string]map[int64]float64{"svc": {6: 400}, "edge": {6: 1100}}, nil},
+		{"below the floor", map[string]map[int64]float64{"svc": {}, "edge": {6: 110}}, nil},
+		{"below the factor", map[string]map[int64]float64{"svc": {}, "edge": {6: 70}}, nil},
+		{"before the deletion", map[string]map[int64]float64{"svc": {}, "edge": {3: 900}}, nil},
+		{"long after it", map[string]map[int64]float64{"svc": {}, "edge": {25: 900}}, nil},
+		{"retransmitted SYNs", map[string]map[int64]float64{"svc": {}, "edge": {6: 1100}}, func(r *report.Report) { r.Paths[1].Series[6].SlowConnects = 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := spikeRun(tc.paths, 20, 30)
+			if tc.edit != nil {
+				tc.edit(r)
+			}
+			analyse(r)
+			if f := find(r, LatencySpikeAtDeletion); f != nil {
+				t.Errorf("finding %+v", f)
+			}
+		})
+	}
+}
+
+// With one path there is nothing to compare with: the finding stands on
+// the baseline alone and says what else slows responses and how to tell.
+func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
+	r := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
+	r.Failures = []report.Failure{fail(5600, report.ClassProxy5xx, true, "")}
+	r.Series[5].Failed = 1
+	analyse(r)
+	f := find(r, LatencySpikeAtDeletion)
+	if f == nil {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"the successes' p99 service time reached 1500ms from +5s to +6s", "1 of this path's requests failed", "one path only", "--target svc="} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	// The propagation finding's window (0.3 s) is shorter than the slow
+	// successes' (0.7 s): it says the preStop covers both, and both fixes
+	// name the same number.
+	p := find(r, StopsBeforePropagation)
+	if p == nil || !strings.Contains(strings.Join(p.Evidence, "\n"), "see "+LatencySpikeAtDeletion) {
+		t.Fatalf("propagation finding %+v", p)
+	}
+	if x := Explain(r); !strings.Contains(p.Fix, "at least 3s") || !strings.Contains(f.Fix, "at least 3s") || x.PreStopSeconds != 3 {
+		t.Errorf("preStop %d; fixes %q and %q: want 3 in both", x.PreStopSeconds, p.Fix, f.Fix)
+	}
+}
