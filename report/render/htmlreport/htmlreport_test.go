@@ -534,3 +534,40 @@ func TestPathsTable(t *testing.T) {
 		t.Errorf("the failures do not name their path")
 	}
 }
+
+// With several paths each gets its own failure strip on the timeline: a
+// mark for every second that path failed in, none for a path that did not.
+func TestPathStrips(t *testing.T) {
+	r := lab(t, "naive")
+	var clean []report.SeriesRow
+	for _, row := range r.Series {
+		clean = append(clean, report.SeriesRow{T: row.T, Sent: row.Sent, OK: row.Sent})
+	}
+	r.Paths = []report.PathReport{{Name: "svc", Series: clean, Outages: []report.Outage{}}, {Name: "edge", Series: r.Series, Outages: r.Outages}}
+	page, doc := render(t, r)
+	for _, name := range []string{"svc", "edge"} {
+		if !strings.Contains(page, ">path "+name+"</text>") {
+			t.Errorf("no strip titled path %s", name)
+		}
+	}
+	if marks := find(doc, "line", "data-path", "svc"); len(marks) != 0 {
+		t.Errorf("%d failure marks on the path that failed nothing", len(marks))
+	}
+	marks := map[string]bool{}
+	for _, l := range find(doc, "line", "data-path", "edge") {
+		x, _ := attr(l, "x1")
+		marks[x] = true
+	}
+	n := 0
+	for _, row := range r.Series {
+		if row.Failed > 0 {
+			n++
+			if !marks[num(float64(row.T)+0.5)] {
+				t.Errorf("edge: second %d (%d failed) has no mark", row.T, row.Failed)
+			}
+		}
+	}
+	if n == 0 || len(marks) != n {
+		t.Errorf("edge: %d marks for %d seconds with failures", len(marks), n)
+	}
+}

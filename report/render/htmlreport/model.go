@@ -173,6 +173,14 @@ type model struct {
 	// FailSeconds are the buckets holding at least one failure, drawn as
 	// marks that stay visible at every zoom.
 	FailSeconds []bucket
+	// PathStrips: each path's own FailSeconds when the run probed several.
+	PathStrips []pathStrip
+}
+
+// pathStrip is one path's seconds with a failure.
+type pathStrip struct {
+	Name        string
+	FailSeconds []bucket
 }
 
 func newModel(r *report.Report) *model {
@@ -189,6 +197,17 @@ func newModel(r *report.Report) *model {
 		m.MaxRate = max(m.MaxRate, b.perSecond(b.OK+b.Failed), b.perSecond(b.Sent))
 		if b.Failed > 0 {
 			m.FailSeconds = append(m.FailSeconds, b)
+		}
+	}
+	if len(r.Paths) > 1 {
+		for _, p := range r.Paths {
+			strip := pathStrip{Name: p.Name}
+			for _, b := range buckets(p.Series) {
+				if b.Failed > 0 {
+					strip.FailSeconds = append(strip.FailSeconds, b)
+				}
+			}
+			m.PathStrips = append(m.PathStrips, strip)
 		}
 	}
 	m.Groups = lanes(r, off, m.From, m.To)

@@ -26,13 +26,16 @@ const (
 	rateH      = 150
 	failStripY = rateY + rateH + 4
 	failStripH = 8
-	latY       = failStripY + failStripH + 18
-	latH       = 120
-	lanesY     = latY + latH + 30
-	groupH     = 20
-	laneH      = 20
-	lifeH      = 11 // the pod's own state, at the top of its lane
-	epH        = 5  // its endpoint's conditions, under it
+	// pathStripStep: each path's own failure strip, when a run probed
+	// several, one under the other below the run's.
+	pathStripStep = failStripH + 6
+	latY          = failStripY + failStripH + 18
+	latH          = 120
+	lanesY        = latY + latH + 30
+	groupH        = 20
+	laneH         = 20
+	lifeH         = 11 // the pod's own state, at the top of its lane
+	epH           = 5  // its endpoint's conditions, under it
 	// minFailH keeps a single failure's bar visible among thousands of
 	// successes: at least this many pixels tall.
 	minFailH = 3
@@ -89,14 +92,18 @@ func num(v float64) string {
 // timeline draws the whole timeline SVG.
 func timeline(m *model) string {
 	var b svgBuilder
+	// With several paths each has its own failure strip under the run's:
+	// everything below moves down by them.
+	extra := len(m.PathStrips) * pathStripStep
+	latTop, lanesTop := latY+extra, lanesY+extra
 	nLanes, nGroups := 0, len(m.Groups)
 	for _, g := range m.Groups {
 		nLanes += len(g.Lanes)
 	}
 	lanesH := nGroups*groupH + nLanes*laneH
-	bottom := lanesY + lanesH
+	bottom := lanesTop + lanesH
 	if nLanes == 0 {
-		bottom = latY + latH
+		bottom = latTop + latH
 	}
 	height := bottom + 28
 	span := m.To - m.From
@@ -141,6 +148,18 @@ func timeline(m *model) string {
 			x, x, failStripH, num(k.T), k.Failed, esc(classList(k.ByClass)))
 	}
 	b.WriteString(`</svg>`)
+	for i, p := range m.PathStrips {
+		y := failStripY + (i+1)*pathStripStep
+		b.f(`<text class="axis-title path-strip" x="%d" y="%d">path %s</text>`, 14, y+failStripH, esc(p.Name))
+		b.plot("failstrip", y, failStripH, m.From, span)
+		b.f(`<rect class="lane-bg" x="%s" y="0" width="%s" height="%d"/>`, num(m.From), num(span), failStripH)
+		for _, k := range p.FailSeconds {
+			x := num(k.T + k.Span/2)
+			b.f(`<line class="failmark" data-path="%s" x1="%s" x2="%s" y1="0" y2="%d"><title>%s, +%ss: %d failed (%s)</title></line>`,
+				esc(p.Name), x, x, failStripH, esc(p.Name), num(k.T), k.Failed, esc(classList(k.ByClass)))
+		}
+		b.WriteString(`</svg>`)
+	}
 
 	// Latency on a log scale: from the intended send (solid) and from the
 	// actual send (dashed), p50 and p99.
@@ -148,11 +167,11 @@ func timeline(m *model) string {
 	ly := func(v float64) float64 {
 		return latH - (math.Log10(v)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*latH
 	}
-	b.f(`<text class="axis-title" x="4" y="%d">latency (ms, log)</text>`, latY+12)
+	b.f(`<text class="axis-title" x="4" y="%d">latency (ms, log)</text>`, latTop+12)
 	for d := lo; d <= hi*1.0001; d *= 10 {
-		b.f(`<text class="ylabel" x="%d" y="%s">%s</text>`, plotX-6, num(float64(latY)+ly(d)+4), num(d))
+		b.f(`<text class="ylabel" x="%d" y="%s">%s</text>`, plotX-6, num(float64(latTop)+ly(d)+4), num(d))
 	}
-	b.plot("latency", latY, latH, m.From, span)
+	b.plot("latency", latTop, latH, m.From, span)
 	for _, s := range []struct {
 		class, title string
 		v            func(bucket) float64
@@ -181,13 +200,13 @@ func timeline(m *model) string {
 
 	// One lane per pod, grouped by revision.
 	if nLanes > 0 {
-		y := lanesY
+		y := lanesTop
 		var lanes svgBuilder
 		for _, g := range m.Groups {
 			b.f(`<text class="group-title" x="4" y="%d">%s</text>`, y+14, esc(g.Title))
 			y += groupH
 			for _, l := range g.Lanes {
-				ly := y - lanesY
+				ly := y - lanesTop
 				b.f(`<text class="pod-name" x="%d" y="%d" data-pod="%s"><title>%s</title>%s</text>`,
 					plotX-6, y+11, esc(l.Pod), esc(l.Pod), esc(shortPod(l.Pod)))
 				lanes.f(`<g class="lane" data-pod="%s" data-group="%s">`, esc(l.Pod), l.Group)
@@ -216,7 +235,7 @@ func timeline(m *model) string {
 				y += laneH
 			}
 		}
-		b.plot("lanes", lanesY, lanesH, m.From, span)
+		b.plot("lanes", lanesTop, lanesH, m.From, span)
 		b.WriteString(lanes.String())
 		b.WriteString(`</svg>`)
 	}
