@@ -308,8 +308,8 @@ type SecondRow struct {
 	// OKServiceP99: the service time of the successes alone (0 when none
 	// completed in the second).
 	OKServiceP99 time.Duration
-	MaxLag                 time.Duration
-	Backends               map[string]uint64
+	MaxLag       time.Duration
+	Backends     map[string]uint64
 	// SlowConnects counts requests begun in the second that succeeded
 	// only after a retransmitted SYN (Result.SlowConnect).
 	SlowConnects uint64
