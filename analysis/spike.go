@@ -30,7 +30,10 @@ import (
 //     more than jitter;
 //   - with several paths, it is also at least spikeFactor times another
 //     path's p99 in the same second: what slowed every path at once (a busy
-//     node, a busy prober) is not in one path's way;
+//     node, a busy prober) is not in one path's way. With one path there
+//     is nothing to compare with, so the path must have shown a proxy in
+//     its way (a proxy_5xx): a lab node busy starting pods lifted a direct
+//     path's p99 from 3 ms to 130 ms at a rollout;
 //   - no success in the second came after a retransmitted SYN: those are
 //     slow for a measured reason of their own.
 const (
@@ -103,6 +106,9 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 		return deletion{}, false
 	}
 	paths := seriesPaths(r)
+	if len(paths) == 1 && !proxiedPaths(r)[paths[0].name] {
+		return nil
+	}
 	okP99 := make([]map[int64]float64, len(paths))
 	for i, p := range paths {
 		okP99[i] = map[int64]float64{}
@@ -231,7 +237,7 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 	}
 	evidence = append(evidence, "a proxy that retries a request it could not send to a pod (refused, or no connection within its dial timeout) on another pod hides the drop from the client but not the wait: Traefik's retry middleware, Envoy's retry_policy, NGINX's proxy_next_upstream; that this is what happened here is the likely reading, not a measurement (a proxy's access log shows its retries)")
 	if !several {
-		evidence = append(evidence, "one path only: a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart")
+		evidence = append(evidence, "one path only, through a proxy (it answered proxy_5xx in this run): a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart")
 	}
 	names := make([]string, 0, len(slowPaths))
 	for p := range slowPaths {

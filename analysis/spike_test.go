@@ -103,11 +103,19 @@ func TestNoLatencySpike(t *testing.T) {
 	}
 }
 
-// With one path there is nothing to compare with: the finding stands on
-// the baseline alone and says what else slows responses and how to tell.
+// With one path there is nothing to compare with: the finding needs the
+// path to have shown a proxy, stands on the baseline alone and says what
+// else slows responses and how to tell. Without a proxy a slow second is
+// not flagged at all.
 func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
+	direct := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
+	analyse(direct)
+	if f := find(direct, LatencySpikeAtDeletion); f != nil {
+		t.Errorf("a direct path's slow second flagged as a proxy's retry: %+v", f)
+	}
 	r := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
 	r.Failures = []report.Failure{fail(5600, report.ClassProxy5xx, true, "")}
+	r.Totals.ByClass = map[string]uint64{report.ClassProxy5xx: 1}
 	r.Series[5].Failed = 1
 	analyse(r)
 	f := find(r, LatencySpikeAtDeletion)
@@ -115,7 +123,7 @@ func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
 		t.Fatalf("findings %+v", r.Findings)
 	}
 	ev := strings.Join(f.Evidence, "\n")
-	for _, want := range []string{"the successes' p99 service time reached 1500ms from +5s to +6s", "1 of this path's requests failed", "one path only", "--target svc="} {
+	for _, want := range []string{"the successes' p99 service time reached 1500ms from +5s to +6s", "1 of this path's requests failed", "one path only, through a proxy", "--target svc="} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
