@@ -305,8 +305,8 @@ func (a attributor) attribute(f *report.Failure) {
 	at := beganAt(f)
 	if f.Backend != "" {
 		f.LikelyPod, f.Confidence = f.Backend, 1
-		if p := a.pods.Get(f.Backend); p != nil {
-			f.Context = a.describe(p, at)
+		if p := a.pods.Served(f.Backend, at); p != nil {
+			f.LikelyPod, f.Context = p.Name, a.describe(p, at)
 		}
 		return
 	}
@@ -550,33 +550,48 @@ func countSlowConnects(outs []report.Outage, r *report.Report) {
 }
 
 func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
-	names := map[string]bool{}
-	for _, p := range pods.All() {
-		names[p.Name] = true
-	}
-	for name := range r.Totals.ByBackend {
-		names[name] = true
-	}
 	var out []report.PodTraffic
-	for name := range names {
-		pt := report.PodTraffic{Pod: name, Served: r.Totals.ByBackend[name]}
+	known := map[string]bool{}
+	for _, p := range pods.All() {
+		known[p.PodName] = true
+		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
+		shared := pods.Shared(p)
+		if !shared {
+			pt.Served = r.Totals.ByBackend[p.PodName]
+		}
+		cut := int64(-1)
+		if p.DeletedAt != nil {
+			cut = int64(p.DeletedAt.Sub(r.StartedAt) / time.Second)
+		}
+		for _, row := range r.Series {
+			n := row.Backends[p.PodName]
+			if n == 0 || (shared && !pods.ServedIn(p, r.StartedAt, row.T)) {
+				continue
+			}
+			if shared {
+				pt.Served += n
+			}
+			if pt.FirstServedS == nil {
+				pt.FirstServedS = &row.T
+			}
+			pt.LastServedS = &row.T
+			if cut >= 0 && row.T > cut {
+				pt.ServedAfterDeletion += n
+			}
+		}
+		out = append(out, pt)
+	}
+	for name, n := range r.Totals.ByBackend { // answered, but no pod of the timeline bore the name
+		if known[name] {
+			continue
+		}
+		pt := report.PodTraffic{Pod: name, Served: n}
 		for _, row := range r.Series {
 			if row.Backends[name] > 0 {
 				if pt.FirstServedS == nil {
 					pt.FirstServedS = &row.T
 				}
 				pt.LastServedS = &row.T
-			}
-		}
-		if p := pods.Get(name); p != nil {
-			pt.Revision, pt.Node, pt.ReadyAt, pt.DeletedAt, pt.GoneAt, pt.ExitCode = p.Revision, p.Node, p.ReadyAt, p.DeletedAt, p.GoneAt, p.ExitCode
-			if p.DeletedAt != nil {
-				cut := int64(p.DeletedAt.Sub(r.StartedAt) / time.Second)
-				for _, row := range r.Series {
-					if row.T > cut {
-						pt.ServedAfterDeletion += row.Backends[name]
-					}
-				}
 			}
 		}
 		out = append(out, pt)

@@ -346,7 +346,7 @@ func servedAfterDeletionByPath(x facts) string {
 			}
 			deleted := int64(pod.DeletedAt.Sub(x.r.StartedAt) / time.Second)
 			for _, row := range p.Series {
-				if row.T > deleted && row.Backends[pod.Name] > 0 {
+				if row.T > deleted && row.Backends[pod.PodName] > 0 && x.pods.ServedIn(pod, x.r.StartedAt, row.T) {
 					longest = max(longest, row.T-deleted)
 				}
 			}

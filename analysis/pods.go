@@ -11,7 +11,10 @@ import (
 // far. It is the one reading of pod state over the timeline: the analysis
 // folds the whole timeline, the dashboard folds it as it grows.
 type Pod struct {
-	Name, Revision string
+	// Name is the incarnation's key (report.Incarnations): the pod's name,
+	// or NAME#N for a later pod of the same name (a StatefulSet's);
+	// PodName is the object's name, as a backend header gives it.
+	Name, PodName, Revision string
 	// Node is the node the pod runs on (from its events; "" until known).
 	Node string
 	// FirstSeen is the first event about the pod; Present, that it
@@ -58,12 +61,17 @@ func (p *Pod) Killed() bool {
 // Pods folds timeline events into pod lifecycles. Apply must not be called
 // concurrently; the zero value is not ready for use (NewPods).
 type Pods struct {
-	byName map[string]*Pod
+	byName map[string]*Pod // by key
 	order  []string
+	keys   *report.Incarnations
+	// byPodName: each name's incarnations, in order.
+	byPodName map[string][]*Pod
 }
 
 // NewPods makes an empty fold.
-func NewPods() *Pods { return &Pods{byName: map[string]*Pod{}} }
+func NewPods() *Pods {
+	return &Pods{byName: map[string]*Pod{}, keys: report.NewIncarnations(), byPodName: map[string][]*Pod{}}
+}
 
 // FoldPods folds a whole timeline.
 func FoldPods(events []report.Event) *Pods {
@@ -74,8 +82,42 @@ func FoldPods(events []report.Event) *Pods {
 	return ps
 }
 
-// Get returns the named pod, or nil.
+// Get returns the pod of a key (Pod.Name), or nil.
 func (ps *Pods) Get(name string) *Pod { return ps.byName[name] }
+
+// Served returns the pod that answered as name at t: of the pods that bore
+// the name, the last one created by t (the first when none was); nil for
+// a name no pod of the timeline bore. One name is one pod but for a
+// StatefulSet's, whose replacement takes its name after it is gone.
+func (ps *Pods) Served(name string, t time.Time) *Pod {
+	incs := ps.byPodName[name]
+	if len(incs) == 0 {
+		return nil
+	}
+	out := incs[0]
+	for _, p := range incs[1:] {
+		since := p.FirstSeen
+		if p.CreatedAt != nil {
+			since = *p.CreatedAt
+		}
+		if !since.After(t) {
+			out = p
+		}
+	}
+	return out
+}
+
+// ServedIn reports whether second t of the run (from start) belongs to p
+// among the pods of its name: whether a response naming it then was p's.
+func (ps *Pods) ServedIn(p *Pod, start time.Time, t int64) bool {
+	return ps.Served(p.PodName, start.Add(time.Duration(t)*time.Second)) == p
+}
+
+// Incarnations are the pods that bore name, in order.
+func (ps *Pods) Incarnations(name string) []*Pod { return ps.byPodName[name] }
+
+// Shared reports whether p's name was borne by more than one pod.
+func (ps *Pods) Shared(p *Pod) bool { return len(ps.byPodName[p.PodName]) > 1 }
 
 // All returns the pods in the order they were first seen.
 func (ps *Pods) All() []*Pod {
@@ -87,11 +129,13 @@ func (ps *Pods) All() []*Pod {
 }
 
 func (ps *Pods) pod(e report.Event) *Pod {
-	p := ps.byName[e.Pod]
+	key := ps.keys.Key(e)
+	p := ps.byName[key]
 	if p == nil {
-		p = &Pod{Name: e.Pod, FirstSeen: e.At}
-		ps.byName[e.Pod] = p
-		ps.order = append(ps.order, e.Pod)
+		p = &Pod{Name: key, PodName: e.Pod, FirstSeen: e.At}
+		ps.byName[key] = p
+		ps.order = append(ps.order, key)
+		ps.byPodName[e.Pod] = append(ps.byPodName[e.Pod], p)
 	}
 	if p.Revision == "" {
 		p.Revision = e.Revision

@@ -104,7 +104,7 @@ func Checks(r *report.Report) []Check {
 		checks = append(checks, drop)
 	}
 	if ro := r.Rollout; ro != nil {
-		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of deployment %s/%s", ro.Status, ro.Namespace, ro.Deployment)}
+		c := Check{Name: "rollout completed", Message: fmt.Sprintf("rollout %s of %s", ro.Status, ro.Workload())}
 		switch ro.Status {
 		case report.StatusComplete:
 		case report.StatusNoChange: // an idempotent deploy: nothing to prove, nothing failed
@@ -181,7 +181,7 @@ func properties(r *report.Report) [][2]string {
 		props = append(props, [2]string{"rollprobe.path." + p.Name, p.Target})
 	}
 	if ro := r.Rollout; ro != nil {
-		props = append(props, [2]string{"rollprobe.deployment", ro.Namespace + "/" + ro.Deployment},
+		props = append(props, [2]string{"rollprobe." + strings.ToLower(ro.WorkloadKind()), ro.Namespace + "/" + ro.WorkloadName()},
 			[2]string{"rollprobe.old_revision", ro.OldRevision}, [2]string{"rollprobe.new_revision", ro.NewRevision},
 			[2]string{"rollprobe.rollout_status", string(ro.Status)})
 	}

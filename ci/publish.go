@@ -160,7 +160,7 @@ func PublishDoctor(r report.DoctorResult, o Outputs) error {
 	if !r.Pass {
 		code = exitcode.Failures
 	}
-	suite := Suite{Name: fmt.Sprintf("rollprobe doctor %s/%s", r.Namespace, r.Deployment), Classname: "rollprobe.doctor", Started: time.Now()}
+	suite := Suite{Name: "rollprobe doctor " + r.Workload(), Classname: "rollprobe.doctor", Started: time.Now()}
 	checks := DoctorChecks(r)
 	p := &Publication{o: o, d: document{
 		junit:    func(w io.Writer) error { return WriteJUnitChecks(w, suite, checks) },

@@ -28,16 +28,17 @@ type doctorOptions struct {
 
 	threshold report.FailOn
 	client    kubernetes.Interface
-	ns, name  string
+	ref       rollout.Ref
 }
 
 func newDoctorCommand(g *globalOptions) *cobra.Command {
 	o := &doctorOptions{globalOptions: g, expectedDrain: doctor.DefaultExpectedDrain, timeout: time.Minute,
 		failOn: string(report.SeverityError), output: ci.FormatText}
 	cmd := &cobra.Command{
-		Use:   "doctor --deployment [NS/]NAME [flags]",
-		Short: "Check a Deployment's configuration for what drops requests in a rollout (no traffic, changes nothing)",
-		Long: `doctor reads the Deployment, its Service and the namespace's PodDisruptionBudgets and
+		Use:   "doctor --deployment|--statefulset|--daemonset [NS/]NAME [flags]",
+		Short: "Check a workload's configuration for what drops requests in a rollout (no traffic, changes nothing)",
+		Long: `doctor reads the workload (a Deployment, StatefulSet or DaemonSet), its Service and the
+namespace's PodDisruptionBudgets and
 reports the settings that drop requests during a rollout, each with its evidence and fix:
 no preStop hook, a grace period below preStop plus the app's drain, no readiness probe,
 readiness identical to liveness, a strategy that can leave no ready pod, externalTrafficPolicy
@@ -51,7 +52,8 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 
 Docs: ` + report.DocsURL + `doctor.md`,
 		Example: `  rollprobe doctor --deployment prod/web
-  rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml`,
+  rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml
+  rollprobe doctor --statefulset prod/db-proxy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.kube.warnDeprecated(o.stderr)
@@ -82,8 +84,8 @@ Docs: ` + report.DocsURL + `doctor.md`,
 
 func (o *doctorOptions) validate() error {
 	var errs []error
-	if o.kube.deployment == "" {
-		errs = append(errs, errors.New("--deployment is required"))
+	if _, _, ok := o.kube.workload(); !ok {
+		errs = append(errs, errNoWorkload)
 	}
 	threshold, ok := report.ParseFailOn(o.failOn)
 	if !ok {
@@ -111,7 +113,7 @@ func (o *doctorOptions) validate() error {
 // complete loads the kubeconfig.
 func (o *doctorOptions) complete() error {
 	var err error
-	o.client, o.ns, o.name, err = o.kube.client()
+	o.client, o.ref, err = o.kube.client()
 	return err
 }
 
@@ -119,7 +121,7 @@ func (o *doctorOptions) complete() error {
 func (o *doctorOptions) run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	target, err := rollout.Resolve(ctx, o.client, o.ns, o.name, o.kube.service)
+	target, err := rollout.Resolve(ctx, o.client, o.ref, o.kube.service)
 	if err != nil {
 		return exitcode.UsageError(err)
 	}

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -24,9 +25,12 @@ import (
 // (--request-timeout is the prober's request timeout; doctor keeps it as a
 // deprecated spelling).
 type kubeFlags struct {
-	kubeconfig          string
-	overrides           clientcmd.ConfigOverrides
-	deployment, service string
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+	// workloads are --deployment, --statefulset and --daemonset, by kind:
+	// one is given.
+	workloads map[rollout.Kind]*string
+	service   string
 	// requestTimeout bounds each API call (0: rollout.DefaultCallTimeout);
 	// a duration like every other timeout (clientcmd binds it as a string).
 	requestTimeout time.Duration
@@ -38,11 +42,37 @@ type kubeFlags struct {
 	deprecated string
 }
 
-// bind binds the connection flags and the Deployment's.
+// bind binds the connection flags and the workload's.
 func (k *kubeFlags) bind(f *pflag.FlagSet) {
 	k.bindConnection(f, "")
-	f.StringVar(&k.deployment, "deployment", "", "the Deployment: [NAMESPACE/]NAME")
-	f.StringVar(&k.service, "service", "", "the Service in front of the Deployment (default: the one selecting its pods)")
+	k.workloads = map[rollout.Kind]*string{}
+	for _, kind := range rollout.WorkloadKinds {
+		k.workloads[kind] = f.String(kind.Lower(), "", fmt.Sprintf("the %s: [NAMESPACE/]NAME (one of --%s)", kind, strings.Join(workloadFlags(), ", --")))
+	}
+	f.StringVar(&k.service, "service", "", "the Service in front of the workload (default: the one selecting its pods)")
+}
+
+// workloadFlags are the flags naming a workload, by kind.
+func workloadFlags() []string {
+	var out []string
+	for _, kind := range rollout.WorkloadKinds {
+		out = append(out, kind.Lower())
+	}
+	return out
+}
+
+// errNoWorkload: none of the workload flags was given.
+var errNoWorkload = fmt.Errorf("one of --%s is required", strings.Join(workloadFlags(), ", --"))
+
+// workload is the workload flag given: its kind and value; ok false when
+// none was.
+func (k *kubeFlags) workload() (kind rollout.Kind, ref string, ok bool) {
+	for _, kind := range rollout.WorkloadKinds {
+		if v := k.workloads[kind]; v != nil && *v != "" {
+			return kind, *v, true
+		}
+	}
+	return "", "", false
 }
 
 // bindConnection binds kubectl's connection flags and the API call bound
@@ -96,19 +126,29 @@ func (k *kubeFlags) setOutsideProbers() []string {
 	return set
 }
 
-// validate checks what needs no cluster: --deployment's form, and that it
-// and -n do not name two namespaces. (A missing --deployment is the
-// command's to report.)
+// validate checks what needs no cluster: one workload flag at most, its
+// form, and that it and -n do not name two namespaces. (A missing one is
+// the command's to report: errNoWorkload.)
 func (k *kubeFlags) validate() error {
-	if k.deployment == "" {
+	var given []string
+	for _, kind := range rollout.WorkloadKinds {
+		if v := k.workloads[kind]; v != nil && *v != "" {
+			given = append(given, "--"+kind.Lower())
+		}
+	}
+	if len(given) > 1 {
+		return fmt.Errorf("%s: give one workload", strings.Join(given, " and "))
+	}
+	kind, value, ok := k.workload()
+	if !ok {
 		return nil
 	}
-	ns, _, err := rollout.ParseDeploymentRef(k.deployment, "")
+	ref, err := rollout.ParseRef(kind, value, "")
 	if err != nil {
-		return field.Rename(err, map[string]string{"Deployment": "--deployment"})
+		return field.Rename(err, map[string]string{string(kind): "--" + kind.Lower()})
 	}
-	if other := k.overrides.Context.Namespace; ns != "" && other != "" && other != ns {
-		return fmt.Errorf("--deployment %s and --namespace %s name two namespaces: give one", k.deployment, other)
+	if other := k.overrides.Context.Namespace; ref.Namespace != "" && other != "" && other != ref.Namespace {
+		return fmt.Errorf("--%s %s and --namespace %s name two namespaces: give one", kind.Lower(), value, other)
 	}
 	return nil
 }
@@ -154,21 +194,26 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	return kube, restCfg, ns, nil
 }
 
-// client loads the kubeconfig and resolves the Deployment's namespace and
-// name (a NS/ prefix on --deployment wins over -n and the context's).
-func (k *kubeFlags) client() (kube kubernetes.Interface, ns, name string, err error) {
-	kube, _, ns, name, err = k.clientAndConfig()
-	return kube, ns, name, err
+// client loads the kubeconfig and resolves the workload's namespace and
+// name (a NS/ prefix on its flag wins over -n and the context's).
+func (k *kubeFlags) client() (kube kubernetes.Interface, ref rollout.Ref, err error) {
+	kube, _, ref, err = k.clientAndConfig()
+	return kube, ref, err
 }
 
 // clientAndConfig is client with the REST configuration it was made from
 // (attaching to pods needs it).
-func (k *kubeFlags) clientAndConfig() (kube kubernetes.Interface, restCfg *rest.Config, ns, name string, err error) {
+func (k *kubeFlags) clientAndConfig() (kube kubernetes.Interface, restCfg *rest.Config, ref rollout.Ref, err error) {
+	var ns string
 	if kube, restCfg, ns, err = k.connection(); err != nil {
-		return nil, nil, "", "", err
+		return nil, nil, rollout.Ref{}, err
 	}
-	if ns, name, err = rollout.ParseDeploymentRef(k.deployment, ns); err != nil {
-		return nil, nil, "", "", field.Rename(err, map[string]string{"Deployment": "--deployment"})
+	kind, value, ok := k.workload()
+	if !ok {
+		return nil, nil, rollout.Ref{}, errNoWorkload
 	}
-	return kube, restCfg, ns, name, nil
+	if ref, err = rollout.ParseRef(kind, value, ns); err != nil {
+		return nil, nil, rollout.Ref{}, field.Rename(err, map[string]string{string(kind): "--" + kind.Lower()})
+	}
+	return kube, restCfg, ref, nil
 }

@@ -55,7 +55,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	o.flags.conn = "mixed=0.5"
 	o.flags.targetName = "--target"
 	cmd := &cobra.Command{
-		Use:   "run --deployment [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
+		Use:   "run --deployment|--statefulset|--daemonset [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
 		Short: "Trigger (or watch) a rollout under load and fail if any request dropped",
 		Long: `run checks the target (changing nothing), probes a baseline, triggers the rollout,
 watches pods and EndpointSlices until the rollout is complete and every old pod is gone,
@@ -73,7 +73,9 @@ left as it is).
 Docs: ` + report.DocsURL + `run.md`,
 		Example: `  rollprobe run --deployment web --target http://web.prod.svc/healthz -n prod --report report.json
   rollprobe run --deployment prod/web --target http://10.96.0.42/ --image app=web:v2
-  rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart`,
+  rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart
+  rollprobe run --statefulset prod/db-proxy --target http://db-proxy.prod.svc/
+  rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				o.execArgv = args[dash:]
@@ -100,7 +102,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	_ = f.MarkHidden("duration") // the rollout decides how long a run probes
 	o.kube.bind(f)
 	f.StringArrayVar(&o.targets, "target", nil, "URL to probe (the Service's address as clients reach it); repeated as NAME=URL, probes several paths to the app side by side, each at --rate (the Service and the ingress, say)")
-	f.BoolVar(&o.restart, "restart", false, "trigger: restart the Deployment, as kubectl rollout restart (the default)")
+	f.BoolVar(&o.restart, "restart", false, "trigger: restart the workload, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
@@ -110,7 +112,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
-	o.probers.bind(f, "the Deployment's namespace")
+	o.probers.bind(f, "the workload's namespace")
 	o.outputs.bind(f)
 	g.bindValidate(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")
@@ -128,8 +130,8 @@ func (o *runOptions) validate() error {
 	if len(o.targets) > 1 && o.probers.count > 0 {
 		errs = append(errs, runner.ErrPathsFromCluster)
 	}
-	if o.kube.deployment == "" {
-		errs = append(errs, errors.New("--deployment is required"))
+	if _, _, ok := o.kube.workload(); !ok {
+		errs = append(errs, errNoWorkload)
 	}
 	triggers := 0
 	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec} {
@@ -220,12 +222,13 @@ func (o *runOptions) complete() error {
 	if o.validateOnly { // the cluster is not read: the rest needs it (validate checked --deployment)
 		return nil
 	}
-	kube, restCfg, ns, name, err := o.kube.clientAndConfig()
+	kube, restCfg, ref, err := o.kube.clientAndConfig()
 	if err != nil {
 		return err
 	}
+	ns := ref.Namespace
 	o.cfg = runner.RolloutConfig{
-		Kube: kube, Namespace: ns, Deployment: name, Service: o.kube.service, Trigger: trigger,
+		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
 		Tool: tool(), Log: logOut,

@@ -111,7 +111,7 @@ func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFla
 			src.Paths = append(src.Paths, tui.PathRecorder{Name: name, Recorder: recorders[i]})
 		}
 		if tl := live.Timeline(); tl != nil {
-			src.Timeline, src.Deployment, src.Revisions = tl, live.Deployment, live.Revisions
+			src.Timeline, src.Workload, src.Revisions = tl, live.Workload, live.Revisions
 		}
 		return startDashboard(g, signals, sink, src, ui, stop)
 	case mode == uiPlain && every > 0:

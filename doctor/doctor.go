@@ -43,9 +43,11 @@ const (
 
 // Input is what the checks read.
 type Input struct {
-	Deployment *appsv1.Deployment
-	Service    *corev1.Service // may be nil
-	PDBs       []policyv1.PodDisruptionBudget
+	// Workload is the object whose pod template the checks read: a
+	// Deployment, StatefulSet or DaemonSet.
+	Workload rollout.Workload
+	Service  *corev1.Service // may be nil
+	PDBs     []policyv1.PodDisruptionBudget
 	// Server version, zero when unknown.
 	Version advice.Version
 }
@@ -82,7 +84,7 @@ const DefaultExpectedDrain = 5 * time.Second
 // Gather fetches what the checks read beyond the target: the namespace's
 // PodDisruptionBudgets and the server version.
 func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (Input, error) {
-	in := Input{Deployment: t.Deployment, Service: t.Service}
+	in := Input{Workload: t.Workload, Service: t.Service}
 	call, cancel := rollout.Bound(ctx)
 	defer cancel()
 	pdbs, err := kube.PolicyV1().PodDisruptionBudgets(t.Namespace).List(call, metav1.ListOptions{})
@@ -117,7 +119,7 @@ var checks = []check{
 	{GraceBelowPreStop, "the grace period covers preStop plus the app's drain", report.SeverityError, checkGrace},
 	{NoReadiness, "containers have a readiness probe", report.SeverityError, checkReadiness},
 	{ReadinessIsLiveness, "readiness and liveness probes differ", report.SeverityWarning, checkReadinessIsLiveness},
-	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Deployment) }},
+	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{ShellPID1, "the container's main process receives SIGTERM", report.SeverityWarning, checkShell},
@@ -142,7 +144,7 @@ func Run(in Input, opts Options) []report.Finding {
 	if opts.ExpectedDrain <= 0 {
 		opts.ExpectedDrain = DefaultExpectedDrain
 	}
-	spec := in.Deployment.Spec.Template.Spec
+	spec := in.Workload.Template().Spec
 	s := &subject{Input: in, opts: opts, serving: servingContainers(spec.Containers, in.Service),
 		grace: int64(corev1.DefaultTerminationGracePeriodSeconds)}
 	if spec.TerminationGracePeriodSeconds != nil {
@@ -276,14 +278,16 @@ func checkETPLocal(s *subject) (report.Finding, bool) {
 }
 
 func checkPDB(s *subject) (report.Finding, bool) {
-	d := s.Deployment
-	if coveredByPDB(d, s.PDBs) {
+	w := s.Workload
+	tmpl := w.Template()
+	if coveredByPDB(tmpl, s.PDBs) {
 		return report.Finding{}, false
 	}
+	ref := w.Ref()
 	return report.Finding{Title: "no PodDisruptionBudget covers the pods",
-		Evidence: []string{fmt.Sprintf("no PodDisruptionBudget in namespace %s selects the labels of deployment %s's pods", d.Namespace, d.Name),
+		Evidence: []string{fmt.Sprintf("no PodDisruptionBudget in namespace %s selects the labels of %s %s's pods", ref.Namespace, ref.Kind.Lower(), ref.Name),
 			"a rollout is bounded by maxUnavailable, but a node drain or cluster upgrade may evict every pod at once"},
-		Fix: fmt.Sprintf("add a PodDisruptionBudget selecting %s with maxUnavailable: 1", labels.Set(d.Spec.Template.Labels))}, true
+		Fix: fmt.Sprintf("add a PodDisruptionBudget selecting %s with maxUnavailable: 1", labels.Set(tmpl.Labels))}, true
 }
 
 func checkShell(s *subject) (report.Finding, bool) {
@@ -376,10 +380,75 @@ func shellWithoutExec(c corev1.Container) bool {
 	return !strings.Contains(script, "exec ") && !strings.Contains(script, "trap ")
 }
 
-// zeroReady: the strategy may take every ready pod away during a rollout.
-// maxUnavailable rounds down and maxSurge up, as the Deployment controller
-// does; both 0 means maxUnavailable 1.
-func zeroReady(d *appsv1.Deployment) (report.Finding, bool) {
+// zeroReady: the strategy may take every ready pod away during a rollout
+// (see the kind's function).
+func zeroReady(w rollout.Workload, svc *corev1.Service) (report.Finding, bool) {
+	switch {
+	case w.StatefulSet != nil:
+		return zeroReadyStatefulSet(w.StatefulSet)
+	case w.DaemonSet != nil:
+		return zeroReadyDaemonSet(w.DaemonSet, svc)
+	}
+	return zeroReadyDeployment(w.Deployment)
+}
+
+// zeroReadyStatefulSet: a StatefulSet's rolling update deletes a pod and
+// only then creates its replacement under the same name (it has no
+// surge): with maxUnavailable (1 by default) as many replicas as it has,
+// the Service is left with no ready pod while they are recreated.
+func zeroReadyStatefulSet(s *appsv1.StatefulSet) (report.Finding, bool) {
+	replicas := int32(1)
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	if replicas == 0 || s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return report.Finding{}, false
+	}
+	unavail := intstr.FromInt32(1)
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		unavail = *ru.MaxUnavailable
+	}
+	u, err := intstr.GetScaledValueFromIntOrPercent(&unavail, int(replicas), false)
+	if err != nil {
+		return report.Finding{}, false
+	}
+	u = max(u, 1) // the controller always replaces at least one pod at a time
+	if int(replicas)-u >= 1 {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "the rollout can leave no ready pod",
+		Evidence: []string{fmt.Sprintf("statefulset with replicas %d, maxUnavailable %s: a rolling update deletes a pod before it creates its replacement under the same name (a StatefulSet has no surge), so the Service has no ready pod while it is recreated", replicas, unavail.String())},
+		Fix:      "run at least 2 replicas (with maxUnavailable 1), so one serves while another is recreated"}, true
+}
+
+// zeroReadyDaemonSet: without surge a DaemonSet's rolling update deletes
+// a node's pod before its replacement starts. That leaves the node with no
+// local endpoint, which only matters when the Service keeps traffic on the
+// node it entered (externalTrafficPolicy or internalTrafficPolicy Local).
+func zeroReadyDaemonSet(d *appsv1.DaemonSet, svc *corev1.Service) (report.Finding, bool) {
+	if svc == nil || d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		return report.Finding{}, false
+	}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && svc.Spec.Type != corev1.ServiceTypeClusterIP
+	if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+		local = true
+	}
+	surge := intstr.FromInt32(0)
+	if ru := d.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxSurge != nil {
+		surge = *ru.MaxSurge
+	}
+	if !local || surge.String() != "0" && surge.String() != "0%" {
+		return report.Finding{}, false
+	}
+	return report.Finding{Title: "the rollout can leave a node with no ready pod while its traffic must stay there",
+		Evidence: []string{fmt.Sprintf("daemonset with maxSurge %s: a rolling update deletes each node's pod before its replacement starts", surge.String()),
+			fmt.Sprintf("service %s keeps traffic on the node it entered (a Local traffic policy): that node drops it until the new pod is ready", svc.Name)},
+		Fix: "set updateStrategy.rollingUpdate.maxSurge: 1 and maxUnavailable: 0, so each node's new pod is ready before the old one goes (with a preStop sleep, so the old one keeps serving while endpoints propagate)"}, true
+}
+
+// zeroReadyDeployment: maxUnavailable rounds down and maxSurge up, as the
+// Deployment controller does; both 0 means maxUnavailable 1.
+func zeroReadyDeployment(d *appsv1.Deployment) (report.Finding, bool) {
 	replicas := int32(1)
 	if d.Spec.Replicas != nil {
 		replicas = *d.Spec.Replicas
@@ -419,8 +488,8 @@ func zeroReady(d *appsv1.Deployment) (report.Finding, bool) {
 	return f, true
 }
 
-func coveredByPDB(d *appsv1.Deployment, pdbs []policyv1.PodDisruptionBudget) bool {
-	podLabels := labels.Set(d.Spec.Template.Labels)
+func coveredByPDB(tmpl *corev1.PodTemplateSpec, pdbs []policyv1.PodDisruptionBudget) bool {
+	podLabels := labels.Set(tmpl.Labels)
 	for _, p := range pdbs {
 		if p.Spec.Selector == nil {
 			continue

@@ -103,7 +103,7 @@ func TestChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, svc, pdbs := good()
-			in := Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
 			tt.mutate(d, svc, &in)
 			fs := Run(in, Options{})
 			if tt.id == "" {
@@ -136,7 +136,7 @@ func TestPreStopFixFollowsTheVersion(t *testing.T) {
 	}{{36, "sleep.seconds: 5"}, {29, `exec.command: ["sleep", "5"]`}} {
 		d, svc, pdbs := good()
 		app(d).Lifecycle = nil
-		fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: tc.minor}}, Options{})
+		fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: tc.minor}}, Options{})
 		if len(fs) != 1 || !strings.Contains(fs[0].Fix, tc.want) {
 			t.Errorf("1.%d: %+v, want the fix to say %s", tc.minor, fs, tc.want)
 		}
@@ -145,7 +145,7 @@ func TestPreStopFixFollowsTheVersion(t *testing.T) {
 
 func TestExpectedDrainOption(t *testing.T) {
 	d, svc, pdbs := good() // preStop 5s, grace 20s
-	if fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs}, Options{ExpectedDrain: 16 * time.Second}); len(fs) != 1 || fs[0].ID != GraceBelowPreStop {
+	if fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs}, Options{ExpectedDrain: 16 * time.Second}); len(fs) != 1 || fs[0].ID != GraceBelowPreStop {
 		t.Fatalf("a 16s drain does not fit in 20s - 5s: %+v", fs)
 	}
 }
@@ -154,7 +154,7 @@ func TestGather(t *testing.T) {
 	d, svc, pdbs := good()
 	kube := fake.NewClientset(d, svc, &pdbs[0])
 	kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "25+"}
-	in, err := Gather(context.Background(), kube, &rollout.Target{Namespace: "prod", Deployment: d, Service: svc})
+	in, err := Gather(context.Background(), kube, &rollout.Target{Namespace: "prod", Workload: rollout.Workload{Deployment: d}, Service: svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSchemaKnowsEveryCheck(t *testing.T) {
 func TestResultGolden(t *testing.T) {
 	d, svc, _ := good()
 	app(d).Lifecycle = nil
-	res := Evaluate(Input{Deployment: d, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}, Options{}, report.FailOn("error"))
+	res := Evaluate(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}, Options{}, report.FailOn("error"))
 	if res.Pass {
 		t.Fatal("an error finding passed")
 	}
@@ -215,7 +215,7 @@ func TestResultGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "result.golden.json", append(js, '\n'))
-	if Evaluate(Input{Deployment: d, Service: svc}, Options{}, report.FailNever).Pass != true {
+	if Evaluate(Input{Workload: rollout.Workload{Deployment: d}, Service: svc}, Options{}, report.FailNever).Pass != true {
 		t.Error("--fail-on never failed")
 	}
 }
@@ -254,7 +254,7 @@ func TestDocsListTheChecks(t *testing.T) {
 func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
 	d, svc, pdbs := good()
 	app(d).Lifecycle = nil
-	fs := Run(Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}, Options{MeasuredPreStop: 4})
+	fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}, Options{MeasuredPreStop: 4})
 	if len(fs) != 1 || !strings.Contains(fs[0].Fix, "at least 4s as this run measured") || !strings.Contains(fs[0].Fix, "sleep.seconds: 4") ||
 		strings.Contains(fs[0].Fix, "5") {
 		t.Fatalf("%+v", fs)
@@ -268,7 +268,7 @@ func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
 func TestMeasuredNoDropOutranksTheStaticCheck(t *testing.T) {
 	d, svc, pdbs := good()
 	app(d).Lifecycle = nil
-	in := Input{Deployment: d, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+	in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
 	for _, tc := range []struct {
 		name     string
 		measured *Measured

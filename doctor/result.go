@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // Evaluate runs the checks and judges them against failOn.
@@ -9,8 +10,12 @@ func Evaluate(in Input, opts Options, failOn report.FailOn) report.DoctorResult 
 	if opts.ExpectedDrain <= 0 {
 		opts.ExpectedDrain = DefaultExpectedDrain
 	}
-	res := report.DoctorResult{Schema: report.DoctorSchema, Namespace: in.Deployment.Namespace, Deployment: in.Deployment.Name,
+	ref := in.Workload.Ref()
+	res := report.DoctorResult{Schema: report.DoctorSchema, Namespace: ref.Namespace, Kind: string(ref.Kind), Name: ref.Name,
 		ExpectedDrainS: opts.ExpectedDrain.Seconds(), FailOn: failOn, Findings: Run(in, opts), Pass: true}
+	if ref.Kind == rollout.KindDeployment {
+		res.Deployment = ref.Name
+	}
 	if in.Service != nil {
 		res.Service = in.Service.Name
 	}

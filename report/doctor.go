@@ -1,12 +1,19 @@
 package report
 
+import "strings"
+
 // DoctorSchema names the JSON document of rollprobe doctor -o json.
 const DoctorSchema = "rollprobe.doctor/v1"
 
 // DoctorResult is one doctor run: every check's status and the findings.
 type DoctorResult struct {
-	Schema         string        `json:"schema"`
-	Namespace      string        `json:"namespace"`
+	Schema    string `json:"schema"`
+	Namespace string `json:"namespace"`
+	// Kind and Name are the workload's (Kind absent: a Deployment, in
+	// documents of earlier versions); Deployment is the name when the
+	// workload is a Deployment.
+	Kind           string        `json:"kind,omitempty"`
+	Name           string        `json:"name,omitempty"`
 	Deployment     string        `json:"deployment"`
 	Service        string        `json:"service,omitempty"`
 	ServerVersion  string        `json:"server_version,omitempty"`
@@ -16,6 +23,15 @@ type DoctorResult struct {
 	Findings       []Finding     `json:"findings"`
 	// Pass: no finding at or above FailOn.
 	Pass bool `json:"pass"`
+}
+
+// Workload names the workload as kubectl writes it: "deployment NS/NAME".
+func (r DoctorResult) Workload() string {
+	kind, name := r.Kind, r.Name
+	if kind == "" {
+		kind, name = "Deployment", r.Deployment
+	}
+	return strings.ToLower(kind) + " " + r.Namespace + "/" + name
 }
 
 // CheckStatus is one doctor check: Status is "pass", or the severity of

@@ -12,6 +12,7 @@
 package report
 
 import (
+	"strings"
 	"time"
 )
 
@@ -188,9 +189,14 @@ type Finding struct {
 	Source Source `json:"source,omitempty"`
 }
 
-// Rollout is what happened to the Deployment during a run.
+// Rollout is what happened to the workload during a run.
 type Rollout struct {
-	Namespace  string        `json:"namespace"`
+	Namespace string `json:"namespace"`
+	// Kind and Name are the workload's ("Deployment", "StatefulSet",
+	// "DaemonSet"); absent in older reports, which were all Deployments.
+	Kind string `json:"kind,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Deployment is the name when Kind is Deployment, "" otherwise.
 	Deployment string        `json:"deployment"`
 	Service    string        `json:"service"`
 	Trigger    string        `json:"trigger"`
@@ -216,6 +222,27 @@ type Rollout struct {
 	// Entry is how the target reaches the Service; nil when it is not
 	// known (a name, an address of nothing the run saw).
 	Entry *Entry `json:"entry,omitempty"`
+}
+
+// WorkloadKind is the workload's kind, "Deployment" for older reports.
+func (r *Rollout) WorkloadKind() string {
+	if r.Kind == "" {
+		return "Deployment"
+	}
+	return r.Kind
+}
+
+// WorkloadName is the workload's name (older reports: the Deployment's).
+func (r *Rollout) WorkloadName() string {
+	if r.Name == "" {
+		return r.Deployment
+	}
+	return r.Name
+}
+
+// Workload names the workload as kubectl writes it: "deployment NS/NAME".
+func (r *Rollout) Workload() string {
+	return strings.ToLower(r.WorkloadKind()) + " " + r.Namespace + "/" + r.WorkloadName()
 }
 
 // Entry is how the probed target reaches the Service.

@@ -28,13 +28,18 @@ func (p Permission) String() string {
 	return p.Verb + " " + r
 }
 
-// RequiredPermissions lists what rollprobe run needs in the namespace: read
-// and watch everything it observes, plus the trigger's own verbs on
-// Deployments. deploy/rbac.yaml grants exactly this set.
-func RequiredPermissions(trigger Trigger) []Permission {
+// RequiredPermissions lists what rollprobe run needs in the namespace for
+// a workload of kind k: read and watch everything it observes, plus the
+// trigger's own verbs on the workload. deploy/rbac.yaml grants exactly
+// the union over the kinds.
+func RequiredPermissions(k Kind, trigger Trigger) []Permission {
+	revisions := "replicasets"
+	if k != KindDeployment {
+		revisions = "controllerrevisions"
+	}
 	perms := []Permission{
-		{Verb: "get", Group: "apps", Resource: "deployments"}, {Verb: "list", Group: "apps", Resource: "deployments"}, {Verb: "watch", Group: "apps", Resource: "deployments"},
-		{Verb: "list", Group: "apps", Resource: "replicasets"}, {Verb: "watch", Group: "apps", Resource: "replicasets"},
+		{Verb: "get", Group: "apps", Resource: k.Resource()}, {Verb: "list", Group: "apps", Resource: k.Resource()}, {Verb: "watch", Group: "apps", Resource: k.Resource()},
+		{Verb: "list", Group: "apps", Resource: revisions}, {Verb: "watch", Group: "apps", Resource: revisions},
 		{Verb: "list", Group: "", Resource: "pods"}, {Verb: "watch", Group: "", Resource: "pods"},
 		{Verb: "get", Group: "", Resource: "services"}, {Verb: "list", Group: "", Resource: "services"},
 		{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"}, {Verb: "watch", Group: "discovery.k8s.io", Resource: "endpointslices"},
@@ -43,7 +48,7 @@ func RequiredPermissions(trigger Trigger) []Permission {
 	}
 	if trigger != nil {
 		for _, v := range trigger.Verbs() {
-			perms = append(perms, Permission{Verb: v, Group: "apps", Resource: "deployments"})
+			perms = append(perms, Permission{Verb: v, Group: "apps", Resource: k.Resource()})
 		}
 	}
 	return perms

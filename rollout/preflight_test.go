@@ -26,15 +26,15 @@ func TestCheckPermissionsNamesWhatIsMissing(t *testing.T) {
 		review.Status.Allowed = !denied[p]
 		return true, review, nil
 	})
-	err := CheckPermissions(context.Background(), kube, "prod", RequiredPermissions(Restart{}))
+	err := CheckPermissions(context.Background(), kube, "prod", RequiredPermissions(KindDeployment, Restart{}))
 	if err == nil || !strings.Contains(err.Error(), "patch deployments.apps") || !strings.Contains(err.Error(), "watch endpointslices.discovery.k8s.io") {
 		t.Fatalf("error %v must name both missing permissions", err)
 	}
-	if len(asked) != len(RequiredPermissions(Restart{})) {
+	if len(asked) != len(RequiredPermissions(KindDeployment, Restart{})) {
 		t.Fatalf("asked %d reviews, want one per permission", len(asked))
 	}
 	denied = map[string]bool{}
-	if err := CheckPermissions(context.Background(), kube, "prod", RequiredPermissions(Watch{})); err != nil {
+	if err := CheckPermissions(context.Background(), kube, "prod", RequiredPermissions(KindDeployment, Watch{})); err != nil {
 		t.Fatalf("all allowed: %v", err)
 	}
 }

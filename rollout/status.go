@@ -1,4 +1,5 @@
-// Package rollout drives and observes a Deployment rollout through
+// Package rollout drives and observes a rollout (of a Deployment,
+// StatefulSet or DaemonSet) through
 // client-go: it resolves the target, triggers the rollout, judges completion
 // exactly as kubectl rollout status does (plus: every old pod object gone),
 // checks permissions, and records a timeline of what pods and
@@ -54,13 +55,14 @@ func DeploymentProgress(d *appsv1.Deployment) Progress {
 // ReplicaSet's pods: the revision a pod belongs to.
 const PodTemplateHashLabel = appsv1.DefaultDeploymentUniqueLabelKey
 
-// OldPods returns the pods that do not belong to revision newHash, the
-// terminating ones included: while any exists, traffic may still reach the
-// old version (kept-alive connections survive endpoint removal).
+// OldPods returns the pods that do not belong to revision newHash (see
+// PodRevision), the terminating ones included: while any exists, traffic
+// may still reach the old version (kept-alive connections survive
+// endpoint removal).
 func OldPods(pods []*corev1.Pod, newHash string) []*corev1.Pod {
 	var old []*corev1.Pod
 	for _, p := range pods {
-		if p.Labels[PodTemplateHashLabel] != newHash {
+		if PodRevision(p) != newHash {
 			old = append(old, p)
 		}
 	}

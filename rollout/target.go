@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,15 +22,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/advice"
-	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// Target is the Deployment under test and the Service in front of it.
+// Target is the workload under test and the Service in front of it.
 type Target struct {
-	Namespace  string
-	Deployment *appsv1.Deployment
-	Service    *corev1.Service
+	Namespace string
+	Workload  Workload
+	Service   *corev1.Service
 }
 
 // ErrNameTheService: the Service in front of the Deployment cannot be
@@ -40,35 +38,49 @@ var ErrNameTheService = errors.New("name the service to probe")
 
 // ParseDeploymentRef splits "[NS/]NAME"; defaultNS applies without a prefix.
 func ParseDeploymentRef(ref, defaultNS string) (ns, name string, err error) {
-	ref = strings.TrimPrefix(ref, "deployment/")
-	ref = strings.TrimPrefix(ref, "deploy/")
-	if ns, name, ok := strings.Cut(ref, "/"); ok {
-		if ns == "" || name == "" || strings.Contains(name, "/") {
-			return "", "", field.Invalid("Deployment", strconv.Quote(ref), "want [NAMESPACE/]NAME")
-		}
-		return ns, name, nil
-	}
-	if ref == "" {
-		return "", "", field.Missing("Deployment", "required")
-	}
-	return defaultNS, ref, nil
+	r, err := ParseRef(KindDeployment, ref, defaultNS)
+	return r.Namespace, r.Name, err
 }
 
-// Resolve fetches the Deployment and its Service. With service empty, the
-// Service is the one whose selector matches the Deployment's pod template;
-// none or several is an error naming the candidates.
-func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, service string) (*Target, error) {
+// GetWorkload reads the workload ref names.
+func GetWorkload(ctx context.Context, kube kubernetes.Interface, ref Ref) (Workload, error) {
 	ctx, cancel := Bound(ctx)
 	defer cancel()
-	d, err := kube.AppsV1().Deployments(ns).Get(ctx, deployment, metav1.GetOptions{})
+	var w Workload
+	var err error
+	apps := kube.AppsV1()
+	switch ref.Kind {
+	case KindStatefulSet:
+		w.StatefulSet, err = apps.StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	case KindDaemonSet:
+		w.DaemonSet, err = apps.DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	default:
+		w.Deployment, err = apps.Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
 	err = CallError(ctx, err)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("deployment %s/%s not found", ns, deployment)
+		return Workload{}, fmt.Errorf("%s not found", ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get deployment %s/%s: %w", ns, deployment, err)
+		return Workload{}, fmt.Errorf("get %s: %w", ref, err)
 	}
-	t := &Target{Namespace: ns, Deployment: d}
+	return w, nil
+}
+
+// Resolve fetches the workload and its Service. With service empty, the
+// Service is the one whose selector matches the workload's pod template,
+// a headless one only when no other does; none or several is an error
+// naming the candidates.
+func Resolve(ctx context.Context, kube kubernetes.Interface, ref Ref, service string) (*Target, error) {
+	w, err := GetWorkload(ctx, kube, ref)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	ns, deployment := ref.Namespace, ref.Name
+	d := w.Template()
+	t := &Target{Namespace: ns, Workload: w}
 	if service != "" {
 		svc, err := kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
 		err = CallError(ctx, err)
@@ -79,8 +91,8 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 			return nil, fmt.Errorf("get service %s/%s: %w", ns, service, err)
 		}
 		if !selects(svc, d) {
-			return nil, fmt.Errorf("service %s/%s does not select the pods of deployment %s (selector %v, pod labels %v)",
-				ns, service, deployment, svc.Spec.Selector, d.Spec.Template.Labels)
+			return nil, fmt.Errorf("service %s/%s does not select the pods of %s %s (selector %v, pod labels %v)",
+				ns, service, ref.Kind.Lower(), deployment, svc.Spec.Selector, d.Labels)
 		}
 		t.Service = svc
 		return t, nil
@@ -95,9 +107,22 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 			matches = append(matches, s)
 		}
 	}
+	// A StatefulSet's governing Service is headless (one DNS name per
+	// pod, no address of its own): what clients reach is the other one.
+	if len(matches) > 1 {
+		var addressed []corev1.Service
+		for _, m := range matches {
+			if m.Spec.ClusterIP != corev1.ClusterIPNone {
+				addressed = append(addressed, m)
+			}
+		}
+		if len(addressed) > 0 {
+			matches = addressed
+		}
+	}
 	switch len(matches) {
 	case 0:
-		return nil, fmt.Errorf("no service in %s selects the pods of deployment %s: %w", ns, deployment, ErrNameTheService)
+		return nil, fmt.Errorf("no service in %s selects the pods of %s %s: %w", ns, ref.Kind.Lower(), deployment, ErrNameTheService)
 	case 1:
 		t.Service = &matches[0]
 		return t, nil
@@ -107,23 +132,23 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ns, deployment, ser
 		names[i] = s.Name
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("several services select the pods of deployment %s (%s): %w", deployment, strings.Join(names, ", "), ErrNameTheService)
+	return nil, fmt.Errorf("several services select the pods of %s %s (%s): %w", ref.Kind.Lower(), deployment, strings.Join(names, ", "), ErrNameTheService)
 }
 
-// selects reports whether the Service's selector matches the Deployment's
-// pod template labels (a Service without selector selects nothing here).
-func selects(svc *corev1.Service, d *appsv1.Deployment) bool {
+// selects reports whether the Service's selector matches the pod
+// template's labels (a Service without selector selects nothing here).
+func selects(svc *corev1.Service, tmpl *corev1.PodTemplateSpec) bool {
 	if len(svc.Spec.Selector) == 0 {
 		return false
 	}
-	return labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))
+	return labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(tmpl.Labels))
 }
 
-// PodSelector is the Deployment's pod selector as a string for list/watch.
-func PodSelector(d *appsv1.Deployment) (string, error) {
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+// PodSelector is the workload's pod selector as a string for list/watch.
+func PodSelector(w Workload) (string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(w.Selector())
 	if err != nil {
-		return "", fmt.Errorf("deployment %s selector: %w", d.Name, err)
+		return "", fmt.Errorf("%s selector: %w", w.Ref(), err)
 	}
 	return sel.String(), nil
 }

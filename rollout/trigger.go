@@ -23,9 +23,10 @@ import (
 type Trigger interface {
 	// Describe says what the trigger does, for logs and the report.
 	Describe() string
-	// Fire starts the rollout of the Deployment.
-	Fire(ctx context.Context, kube kubernetes.Interface, namespace, name string) error
-	// Verbs are the Deployment verbs the trigger needs, for preflight.
+	// Fire starts the rollout of the workload ref names.
+	Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error
+	// Verbs are the verbs the trigger needs on the workload's resource,
+	// for preflight.
 	Verbs() []string
 }
 
@@ -40,7 +41,7 @@ type Restart struct{ Now func() time.Time }
 func (Restart) Describe() string { return "restart (kubectl rollout restart)" }
 func (Restart) Verbs() []string  { return []string{"patch"} }
 
-func (r Restart) Fire(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
+func (r Restart) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
 	now := time.Now
 	if r.Now != nil {
 		now = r.Now
@@ -48,7 +49,7 @@ func (r Restart) Fire(ctx context.Context, kube kubernetes.Interface, ns, name s
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{RestartedAtAnnotation: now().Format(time.RFC3339)}},
 	}}})
-	return strategicPatch(ctx, kube, ns, name, patch)
+	return strategicPatch(ctx, kube, ref, patch)
 }
 
 // SetImage changes one container's image (kubectl set image).
@@ -66,29 +67,30 @@ func ParseSetImage(s string) (SetImage, error) {
 func (s SetImage) Describe() string { return fmt.Sprintf("set image %s=%s", s.Container, s.Image) }
 func (SetImage) Verbs() []string    { return []string{"patch"} }
 
-func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
+	w, err := GetWorkload(ctx, kube, ref)
 	if err != nil {
 		return fmt.Errorf("set image: %w", err)
 	}
+	containers := w.Template().Spec.Containers
 	found := false
-	for _, c := range d.Spec.Template.Spec.Containers {
+	for _, c := range containers {
 		found = found || c.Name == s.Container
 	}
 	if !found {
 		var names []string
-		for _, c := range d.Spec.Template.Spec.Containers {
+		for _, c := range containers {
 			names = append(names, c.Name)
 		}
-		return fmt.Errorf("set image: deployment %s has no container %q (it has %s)", name, s.Container, strings.Join(names, ", "))
+		return fmt.Errorf("set image: %s has no container %q (it has %s)", ref, s.Container, strings.Join(names, ", "))
 	}
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 		"containers": []map[string]string{{"name": s.Container, "image": s.Image}},
 	}}}})
-	return strategicPatch(ctx, kube, ns, name, patch)
+	return strategicPatch(ctx, kube, ref, patch)
 }
 
-// Patch applies a strategic merge patch to the Deployment.
+// Patch applies a strategic merge patch to the workload.
 type Patch struct{ JSON []byte }
 
 // ParsePatch checks that data is a JSON object.
@@ -102,15 +104,25 @@ func ParsePatch(data []byte) (Patch, error) {
 
 func (Patch) Describe() string { return "strategic merge patch" }
 func (Patch) Verbs() []string  { return []string{"patch"} }
-func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ns, name string) error {
-	return strategicPatch(ctx, kube, ns, name, p.JSON)
+func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
+	return strategicPatch(ctx, kube, ref, p.JSON)
 }
 
-func strategicPatch(ctx context.Context, kube kubernetes.Interface, ns, name string, patch []byte) error {
+func strategicPatch(ctx context.Context, kube kubernetes.Interface, ref Ref, patch []byte) error {
 	ctx, cancel := Bound(ctx)
 	defer cancel()
-	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch deployment %s/%s: %w", ns, name, CallError(ctx, err))
+	var err error
+	apps, opts := kube.AppsV1(), metav1.PatchOptions{}
+	switch ref.Kind {
+	case KindStatefulSet:
+		_, err = apps.StatefulSets(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	case KindDaemonSet:
+		_, err = apps.DaemonSets(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	default:
+		_, err = apps.Deployments(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("patch %s: %w", ref, CallError(ctx, err))
 	}
 	return nil
 }
@@ -126,7 +138,7 @@ type Exec struct {
 func (e Exec) Describe() string { return "exec " + strings.Join(e.Argv, " ") }
 func (Exec) Verbs() []string    { return nil }
 
-func (e Exec) Fire(ctx context.Context, _ kubernetes.Interface, _, _ string) error {
+func (e Exec) Fire(ctx context.Context, _ kubernetes.Interface, _ Ref) error {
 	if len(e.Argv) == 0 {
 		return errors.New("exec trigger: no command")
 	}
@@ -141,6 +153,6 @@ func (e Exec) Fire(ctx context.Context, _ kubernetes.Interface, _, _ string) err
 // Watch triggers nothing: the rollout is started by someone else.
 type Watch struct{}
 
-func (Watch) Describe() string                                                 { return "watch (a rollout started elsewhere)" }
-func (Watch) Verbs() []string                                                  { return nil }
-func (Watch) Fire(context.Context, kubernetes.Interface, string, string) error { return nil }
+func (Watch) Describe() string                                      { return "watch (a rollout started elsewhere)" }
+func (Watch) Verbs() []string                                       { return nil }
+func (Watch) Fire(context.Context, kubernetes.Interface, Ref) error { return nil }

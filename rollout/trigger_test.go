@@ -36,7 +36,7 @@ func service(name string, selector map[string]string) *corev1.Service {
 func TestRestartSetsTheAnnotationKubectlSets(t *testing.T) {
 	kube := fake.NewClientset(webDeployment())
 	at := time.Date(2026, 11, 21, 9, 30, 15, 500, time.UTC)
-	if err := (Restart{Now: func() time.Time { return at }}).Fire(context.Background(), kube, "prod", "web"); err != nil {
+	if err := (Restart{Now: func() time.Time { return at }}).Fire(context.Background(), kube, webRef); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
@@ -48,14 +48,14 @@ func TestRestartSetsTheAnnotationKubectlSets(t *testing.T) {
 func TestSetImage(t *testing.T) {
 	kube := fake.NewClientset(webDeployment())
 	ctx := context.Background()
-	if err := (SetImage{Container: "app", Image: "web:v2"}).Fire(ctx, kube, "prod", "web"); err != nil {
+	if err := (SetImage{Container: "app", Image: "web:v2"}).Fire(ctx, kube, webRef); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := kube.AppsV1().Deployments("prod").Get(ctx, "web", metav1.GetOptions{})
 	if d.Spec.Template.Spec.Containers[0].Image != "web:v2" || d.Spec.Template.Spec.Containers[1].Image != "proxy:v1" {
 		t.Fatalf("containers %+v", d.Spec.Template.Spec.Containers)
 	}
-	err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, kube, "prod", "web")
+	err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, kube, webRef)
 	if err == nil || !strings.Contains(err.Error(), "app, sidecar") {
 		t.Fatalf("unknown container: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestPatchAndExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Fire(ctx, kube, "prod", "web"); err != nil {
+	if err := p.Fire(ctx, kube, webRef); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := kube.AppsV1().Deployments("prod").Get(ctx, "web", metav1.GetOptions{})
@@ -84,10 +84,10 @@ func TestPatchAndExec(t *testing.T) {
 		t.Fatalf("labels %v", d.Spec.Template.Labels)
 	}
 	var out bytes.Buffer
-	if err := (Exec{Argv: []string{"echo", "deployed"}, Stdout: &out}).Fire(ctx, nil, "", ""); err != nil || out.String() != "deployed\n" {
+	if err := (Exec{Argv: []string{"echo", "deployed"}, Stdout: &out}).Fire(ctx, nil, Ref{}); err != nil || out.String() != "deployed\n" {
 		t.Fatalf("exec: %v, output %q", err, out.String())
 	}
-	if err := (Exec{Argv: []string{"false"}}).Fire(ctx, nil, "", ""); err == nil {
+	if err := (Exec{Argv: []string{"false"}}).Fire(ctx, nil, Ref{}); err == nil {
 		t.Fatal("a failing deploy command must fail the trigger")
 	}
 }
@@ -100,25 +100,25 @@ func TestResolve(t *testing.T) {
 	headless := service("headless", nil)
 
 	kube := fake.NewClientset(webDeployment(), web, other, headless)
-	tg, err := Resolve(ctx, kube, "prod", "web", "")
+	tg, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}, "")
 	if err != nil || tg.Service.Name != "web" {
 		t.Fatalf("auto-detect: %v %v", tg, err)
 	}
 	kube = fake.NewClientset(webDeployment(), web, front)
-	if _, err := Resolve(ctx, kube, "prod", "web", ""); err == nil || !strings.Contains(err.Error(), "front, web") {
+	if _, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}, ""); err == nil || !strings.Contains(err.Error(), "front, web") {
 		t.Fatalf("ambiguity must name the candidates: %v", err)
 	}
-	if tg, err := Resolve(ctx, kube, "prod", "web", "front"); err != nil || tg.Service.Name != "front" {
+	if tg, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}, "front"); err != nil || tg.Service.Name != "front" {
 		t.Fatalf("explicit service: %v", err)
 	}
 	kube = fake.NewClientset(webDeployment(), other)
-	if _, err := Resolve(ctx, kube, "prod", "web", ""); !errors.Is(err, ErrNameTheService) {
+	if _, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}, ""); !errors.Is(err, ErrNameTheService) {
 		t.Fatalf("no match: %v", err)
 	}
-	if _, err := Resolve(ctx, kube, "prod", "web", "other"); err == nil || !strings.Contains(err.Error(), "does not select") {
+	if _, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}, "other"); err == nil || !strings.Contains(err.Error(), "does not select") {
 		t.Fatalf("explicit non-matching service: %v", err)
 	}
-	if _, err := Resolve(ctx, kube, "prod", "nope", ""); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := Resolve(ctx, kube, Ref{Kind: KindDeployment, Namespace: "prod", Name: "nope"}, ""); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("missing deployment: %v", err)
 	}
 }
@@ -134,5 +134,97 @@ func TestParseDeploymentRef(t *testing.T) {
 		if _, _, err := ParseDeploymentRef(bad, "def"); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+var webRef = Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}
+
+func webStatefulSet() *appsv1.StatefulSet {
+	d := webDeployment()
+	return &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector,
+		Template: d.Spec.Template, ServiceName: "web-pods"}}
+}
+
+func webDaemonSet() *appsv1.DaemonSet {
+	d := webDeployment()
+	return &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
+}
+
+// The triggers write the workload of the kind they are given, as kubectl
+// does for each (rollout restart and set image work on all three), and
+// leave an object of the same name but another kind alone.
+func TestTriggersOnEveryKind(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 21, 9, 30, 15, 0, time.UTC)
+	template := func(kube *fake.Clientset, k Kind) corev1.PodTemplateSpec {
+		w, err := GetWorkload(ctx, kube, Ref{Kind: k, Namespace: "prod", Name: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *w.Template()
+	}
+	for _, k := range []Kind{KindStatefulSet, KindDaemonSet} {
+		t.Run(string(k), func(t *testing.T) {
+			kube := fake.NewClientset(webDeployment(), webStatefulSet(), webDaemonSet())
+			ref := Ref{Kind: k, Namespace: "prod", Name: "web"}
+			if err := (Restart{Now: func() time.Time { return at }}).Fire(ctx, kube, ref); err != nil {
+				t.Fatal(err)
+			}
+			if err := (SetImage{Container: "app", Image: "web:v2"}).Fire(ctx, kube, ref); err != nil {
+				t.Fatal(err)
+			}
+			got := template(kube, k)
+			if got.Annotations[RestartedAtAnnotation] != "2026-11-21T09:30:15Z" || got.Spec.Containers[0].Image != "web:v2" || got.Spec.Containers[1].Image != "proxy:v1" {
+				t.Errorf("%s's template after restart and set image: %+v", k, got)
+			}
+			if d := template(kube, KindDeployment); d.Annotations[RestartedAtAnnotation] != "" || d.Spec.Containers[0].Image != "web:v1" {
+				t.Errorf("the Deployment of the same name changed: %+v", d)
+			}
+			if err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, kube, ref); err == nil || !strings.Contains(err.Error(), k.Lower()+" prod/web has no container") {
+				t.Errorf("unknown container: %v", err)
+			}
+		})
+	}
+}
+
+// A StatefulSet's governing Service is headless and selects its pods too:
+// the Service in front is the other one, unless the headless one is all
+// there is.
+func TestResolveLeavesTheHeadlessServiceAside(t *testing.T) {
+	ctx := context.Background()
+	web := service("web", map[string]string{"app": "web"})
+	pods := service("web-pods", map[string]string{"app": "web"})
+	pods.Spec.ClusterIP = corev1.ClusterIPNone
+	ref := Ref{Kind: KindStatefulSet, Namespace: "prod", Name: "web"}
+	tg, err := Resolve(ctx, fake.NewClientset(webStatefulSet(), web, pods), ref, "")
+	if err != nil || tg.Service.Name != "web" || tg.Workload.Kind() != KindStatefulSet {
+		t.Fatalf("with a headless governing Service: %+v %v", tg, err)
+	}
+	tg, err = Resolve(ctx, fake.NewClientset(webStatefulSet(), pods), ref, "")
+	if err != nil || tg.Service.Name != "web-pods" {
+		t.Fatalf("the headless Service alone: %+v %v", tg, err)
+	}
+	if _, err := Resolve(ctx, fake.NewClientset(webDeployment(), web), ref, ""); err == nil || !strings.Contains(err.Error(), "statefulset prod/web not found") {
+		t.Fatalf("a Deployment where a StatefulSet is named: %v", err)
+	}
+}
+
+// The OnDelete strategy rolls nothing by itself; a paused Deployment does
+// not roll: both are refused before anything changes.
+func TestCanRoll(t *testing.T) {
+	sts, ds, d := webStatefulSet(), webDaemonSet(), webDeployment()
+	sts.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+	ds.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType
+	d.Spec.Paused = true
+	for _, w := range []Workload{{StatefulSet: sts}, {DaemonSet: ds}} {
+		if err := w.CanRoll(); !errors.Is(err, ErrOnDelete) {
+			t.Errorf("%s with OnDelete: %v", w.Kind(), err)
+		}
+	}
+	if err := (Workload{Deployment: d}).CanRoll(); !errors.Is(err, ErrPaused) {
+		t.Errorf("paused deployment: %v", err)
+	}
+	if err := (Workload{StatefulSet: webStatefulSet()}).CanRoll(); err != nil {
+		t.Errorf("a rolling StatefulSet: %v", err)
 	}
 }

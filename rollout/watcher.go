@@ -29,21 +29,23 @@ type Watcher struct {
 
 	factories []informers.SharedInformerFactory
 	pods      cache.SharedIndexInformer
-	sets      cache.SharedIndexInformer
-	deploys   cache.SharedIndexInformer
-	started   time.Time
-	cancel    context.CancelFunc
+	// sets holds the workload's revisions: a Deployment's ReplicaSets, a
+	// StatefulSet's or DaemonSet's ControllerRevisions.
+	sets    cache.SharedIndexInformer
+	objects cache.SharedIndexInformer
+	started time.Time
+	cancel  context.CancelFunc
 
-	mu         sync.Mutex
-	deployment *appsv1.Deployment
-	seenRS     map[string]bool
+	mu       sync.Mutex
+	workload Workload
+	seenRS   map[string]bool
 
-	// genSeen is when each Deployment generation was first received.
+	// genSeen is when each generation of the workload was first received.
 	genSeen map[int64]time.Time
 	// nodeIPs maps node addresses to node names (noteNode).
 	nodeIPs map[string]string
 
-	// changed has a token whenever the Deployment, a ReplicaSet or a pod
+	// changed has a token whenever the workload, a revision or a pod
 	// changed since the last receive (capacity 1: changes coalesce).
 	changed chan struct{}
 }
@@ -53,30 +55,48 @@ const ServiceNameLabel = discoveryv1.LabelServiceName
 
 // NewWatcher prepares informers for the target; Start runs them.
 func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, error) {
-	sel, err := PodSelector(t.Deployment)
+	sel, err := PodSelector(t.Workload)
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{target: t, tl: tl, now: tl.now, deployment: t.Deployment, seenRS: map[string]bool{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
+	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s })
 	}
-	deployF := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", t.Deployment.Name).String()
+	objectF := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", t.Workload.Object().GetName()).String()
 	}))
 	podF := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns, byLabel(sel))
 	sliceF := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns, byLabel(ServiceNameLabel+"="+t.Service.Name))
 	eventF := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns)
-	w.factories = []informers.SharedInformerFactory{deployF, podF, sliceF, eventF}
+	w.factories = []informers.SharedInformerFactory{objectF, podF, sliceF, eventF}
 
-	w.deploys = deployF.Apps().V1().Deployments().Informer()
-	w.sets = podF.Apps().V1().ReplicaSets().Informer()
+	kind := t.Workload.Kind()
+	switch kind {
+	case KindStatefulSet:
+		w.objects = objectF.Apps().V1().StatefulSets().Informer()
+	case KindDaemonSet:
+		w.objects = objectF.Apps().V1().DaemonSets().Informer()
+	default:
+		w.objects = objectF.Apps().V1().Deployments().Informer()
+	}
+	// A workload's revisions carry its pods' labels, so the pod
+	// selector narrows their watch too.
+	if kind == KindDeployment {
+		w.sets = podF.Apps().V1().ReplicaSets().Informer()
+	} else {
+		w.sets = podF.Apps().V1().ControllerRevisions().Informer()
+	}
 	w.pods = podF.Core().V1().Pods().Informer()
 	slices := sliceF.Discovery().V1().EndpointSlices().Informer()
 	events := eventF.Core().V1().Events().Informer()
 
-	for name, inf := range map[string]cache.SharedIndexInformer{"deployment": w.deploys, "replicasets": w.sets, "pods": w.pods, "endpointslices": slices, "events": events} {
+	setsName := "replicasets"
+	if kind != KindDeployment {
+		setsName = "controllerrevisions"
+	}
+	for name, inf := range map[string]cache.SharedIndexInformer{kind.Lower(): w.objects, setsName: w.sets, "pods": w.pods, "endpointslices": slices, "events": events} {
 		name := name
 		// The reflector resumes the watch itself (relist, backoff); the
 		// default handler would only log it, on stderr, under a live view.
@@ -88,8 +108,8 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{w.deploys, cache.ResourceEventHandlerFuncs{AddFunc: w.onDeployment, UpdateFunc: func(_, n any) { w.onDeployment(n) }}},
-		{w.sets, cache.ResourceEventHandlerFuncs{AddFunc: w.onReplicaSet, UpdateFunc: func(_, n any) { w.onReplicaSet(n) }}},
+		{w.objects, cache.ResourceEventHandlerFuncs{AddFunc: w.onWorkload, UpdateFunc: func(_, n any) { w.onWorkload(n) }}},
+		{w.sets, cache.ResourceEventHandlerFuncs{AddFunc: w.onRevision, UpdateFunc: func(_, n any) { w.onRevision(n) }}},
 		{w.pods, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(n any) { w.onPodAdd(n); w.notify() },
 			UpdateFunc: func(o, n any) { w.onPodUpdate(o, n); w.notify() },
@@ -142,14 +162,14 @@ func (w *Watcher) Stop() {
 	}
 }
 
-// Deployment is the latest Deployment object seen.
-func (w *Watcher) Deployment() *appsv1.Deployment {
+// Workload is the latest object of the workload seen.
+func (w *Watcher) Workload() Workload {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.deployment
+	return w.workload
 }
 
-// GenerationSeenAfter returns when a Deployment generation above gen was
+// GenerationSeenAfter returns when a workload generation above gen was
 // first received (the watch's delivery of a write that changed the spec).
 func (w *Watcher) GenerationSeenAfter(gen int64) (time.Time, bool) {
 	w.mu.Lock()
@@ -163,7 +183,7 @@ func (w *Watcher) GenerationSeenAfter(gen int64) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// Pods lists the pods the Deployment's selector matches, as last seen.
+// Pods lists the pods the workload's selector matches, as last seen.
 func (w *Watcher) Pods() []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, o := range w.pods.GetStore().List() {
@@ -177,10 +197,35 @@ func (w *Watcher) Pods() []*corev1.Pod {
 // RevisionAnnotation holds a ReplicaSet's (and Deployment's) revision.
 const RevisionAnnotation = "deployment.kubernetes.io/revision"
 
-// NewRevision returns the pod-template-hash of the ReplicaSet that holds the
-// Deployment's current revision, or "" if it is not known yet.
+// NewRevision returns the workload's current revision as its pods carry
+// it (PodRevision), or "" if it is not known yet: for a Deployment, the
+// pod-template-hash of the ReplicaSet that holds its revision; for a
+// StatefulSet, its update revision once its controller has seen the
+// current generation; for a DaemonSet, the hash of its newest
+// ControllerRevision.
 func (w *Watcher) NewRevision() string {
-	d := w.Deployment()
+	wl := w.Workload()
+	switch {
+	case wl.StatefulSet != nil:
+		s := wl.StatefulSet
+		if s.Status.ObservedGeneration < s.Generation {
+			return ""
+		}
+		return s.Status.UpdateRevision
+	case wl.DaemonSet != nil:
+		var newest *appsv1.ControllerRevision
+		for _, o := range w.sets.GetStore().List() {
+			cr, ok := o.(*appsv1.ControllerRevision)
+			if ok && metav1.IsControlledBy(cr, wl.DaemonSet) && (newest == nil || cr.Revision > newest.Revision) {
+				newest = cr
+			}
+		}
+		if newest == nil || wl.DaemonSet.Status.ObservedGeneration < wl.DaemonSet.Generation {
+			return ""
+		}
+		return newest.Labels[ControllerRevisionHashLabel]
+	}
+	d := wl.Deployment
 	rev := d.Annotations[RevisionAnnotation]
 	if rev == "" {
 		return ""
@@ -194,8 +239,8 @@ func (w *Watcher) NewRevision() string {
 	return ""
 }
 
-// Changed receives a token after the Deployment, one of its ReplicaSets or
-// one of its pods changed: a waiter re-reads Deployment, Pods and
+// Changed receives a token after the workload, one of its revisions or
+// one of its pods changed: a waiter re-reads Workload, Pods and
 // NewRevision then, instead of polling (kubectl's UntilWithSync model).
 // Tokens coalesce: one receive may stand for many changes.
 func (w *Watcher) Changed() <-chan struct{} { return w.changed }
@@ -207,37 +252,65 @@ func (w *Watcher) notify() {
 	}
 }
 
-func (w *Watcher) onDeployment(obj any) {
-	if d, ok := obj.(*appsv1.Deployment); ok {
-		now := w.now()
-		w.mu.Lock()
-		w.deployment = d
-		if _, seen := w.genSeen[d.Generation]; !seen {
-			w.genSeen[d.Generation] = now
-		}
-		w.mu.Unlock()
-		w.notify()
+func (w *Watcher) onWorkload(obj any) {
+	var wl Workload
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		wl.Deployment = o
+	case *appsv1.StatefulSet:
+		wl.StatefulSet = o
+	case *appsv1.DaemonSet:
+		wl.DaemonSet = o
+	default:
+		return
 	}
+	gen := wl.Object().GetGeneration()
+	now := w.now()
+	w.mu.Lock()
+	w.workload = wl
+	if _, seen := w.genSeen[gen]; !seen {
+		w.genSeen[gen] = now
+	}
+	w.mu.Unlock()
+	w.notify()
 }
 
-func (w *Watcher) onReplicaSet(obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
-	if !ok || !metav1.IsControlledBy(rs, w.target.Deployment) {
+// onRevision notes a revision of the workload created since the watch
+// began: a ReplicaSet (its pods' pod-template-hash, its revision number)
+// or a ControllerRevision (the revision its pods carry: the StatefulSet's
+// revision name, the DaemonSet's hash).
+func (w *Watcher) onRevision(obj any) {
+	owner := w.target.Workload.Object()
+	var meta metav1.Object
+	var rev, detail string
+	switch o := obj.(type) {
+	case *appsv1.ReplicaSet:
+		meta, rev, detail = o, o.Labels[PodTemplateHashLabel], "revision "+o.Annotations[RevisionAnnotation]
+	case *appsv1.ControllerRevision:
+		rev = o.Labels[ControllerRevisionHashLabel]
+		if w.target.Workload.Kind() == KindStatefulSet {
+			rev = o.Name
+		}
+		meta, detail = o, fmt.Sprintf("revision %d", o.Revision)
+	default:
+		return
+	}
+	if !metav1.IsControlledBy(meta, owner) {
 		return
 	}
 	defer w.notify()
 	w.mu.Lock()
-	seen := w.seenRS[rs.Name]
-	w.seenRS[rs.Name] = true
+	seen := w.seenRS[meta.GetName()]
+	w.seenRS[meta.GetName()] = true
 	w.mu.Unlock()
-	if !seen && rs.CreationTimestamp.Time.After(w.started.Add(-2*time.Second)) {
-		w.tl.Add(report.Event{Kind: report.RevisionCreated, Revision: rs.Labels[PodTemplateHashLabel], Server: ptrTime(rs.CreationTimestamp),
-			Detail: "revision " + rs.Annotations[RevisionAnnotation]})
+	created := meta.GetCreationTimestamp()
+	if !seen && created.Time.After(w.started.Add(-2*time.Second)) {
+		w.tl.Add(report.Event{Kind: report.RevisionCreated, Revision: rev, Server: ptrTime(created), Detail: detail})
 	}
 }
 
 func podEvent(kind report.EventKind, p *corev1.Pod) report.Event {
-	return report.Event{Kind: kind, Pod: p.Name, Revision: p.Labels[PodTemplateHashLabel], IP: p.Status.PodIP, ResourceVersion: p.ResourceVersion,
+	return report.Event{Kind: kind, Pod: p.Name, Revision: PodRevision(p), IP: p.Status.PodIP, ResourceVersion: p.ResourceVersion,
 		Node: p.Spec.NodeName}
 }
 
@@ -431,8 +504,8 @@ func (w *Watcher) onEvent(obj any) {
 		return
 	}
 	ref := e.InvolvedObject
-	relevant := (ref.Kind == "Deployment" && ref.Name == w.target.Deployment.Name) ||
-		(ref.Kind == "ReplicaSet" && w.isOurRS(ref.Name)) || (ref.Kind == "Pod" && w.isOurPod(ref.Name))
+	relevant := (ref.Kind == string(w.target.Workload.Kind()) && ref.Name == w.target.Workload.Object().GetName()) ||
+		((ref.Kind == "ReplicaSet" || ref.Kind == "ControllerRevision") && w.isOurRS(ref.Name)) || (ref.Kind == "Pod" && w.isOurPod(ref.Name))
 	if !relevant {
 		return
 	}

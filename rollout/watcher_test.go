@@ -43,7 +43,7 @@ func waitKinds(t *testing.T, tl *Timeline, want ...report.EventKind) []report.Ev
 func startWatcher(t *testing.T, ctx context.Context, kube *fake.Clientset, d *appsv1.Deployment, svc *corev1.Service) *Timeline {
 	t.Helper()
 	tl := NewTimeline(nil)
-	w, err := NewWatcher(kube, &Target{Namespace: "prod", Deployment: d, Service: svc}, tl)
+	w, err := NewWatcher(kube, &Target{Namespace: "prod", Workload: Workload{Deployment: d}, Service: svc}, tl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/fleet"
@@ -36,23 +34,23 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 
 	// 1. Preflight.
-	target, err := rollout.Resolve(bounded, cfg.Kube, cfg.Namespace, cfg.Deployment, cfg.Service)
+	target, err := rollout.Resolve(bounded, cfg.Kube, cfg.ref(), cfg.Service)
 	if err != nil {
 		return fail(err)
 	}
-	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, rollout.RequiredPermissions(cfg.Trigger)); err != nil {
+	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, rollout.RequiredPermissions(cfg.ref().Kind, cfg.Trigger)); err != nil {
 		return fail(err)
 	}
-	d := target.Deployment
-	if d.Spec.Paused {
-		return fail(fmt.Errorf("deployment %s: %w", d.Name, rollout.ErrPaused))
+	wl := target.Workload
+	if err := wl.CanRoll(); err != nil {
+		return fail(err)
 	}
 	if _, isWatch := cfg.Trigger.(rollout.Watch); !isWatch {
-		if p := rollout.DeploymentProgress(d); !p.Done {
-			return fail(fmt.Errorf("deployment %s (%s%s): %w", d.Name, p.Message, p.Failed, rollout.ErrMidRollout))
+		if p := wl.Progress(); !p.Done {
+			return fail(fmt.Errorf("%s %s (%s%s): %w", cfg.ref().Kind.Lower(), cfg.Name, p.Message, p.Failed, rollout.ErrMidRollout))
 		}
 	}
-	cfg.logf("target %s/%s behind service %s, trigger: %s", cfg.Namespace, d.Name, target.Service.Name, cfg.Trigger.Describe())
+	cfg.logf("target %s behind service %s, trigger: %s", cfg.ref(), target.Service.Name, cfg.Trigger.Describe())
 	// The doctor's static checks read the objects as they were before the
 	// rollout; they go into the report next to what the traffic shows.
 	in, err := doctor.Gather(bounded, cfg.Kube, target)
@@ -313,10 +311,15 @@ func (o outcome) failure() string {
 }
 
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
-	return &report.Rollout{Namespace: cfg.Namespace, Deployment: t.Deployment.Name, Service: t.Service.Name,
+	ref := t.Workload.Ref()
+	ro := &report.Rollout{Namespace: cfg.Namespace, Kind: string(ref.Kind), Name: ref.Name, Service: t.Service.Name,
 		Trigger: cfg.Trigger.Describe(), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
 		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
 		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000}
+	if ref.Kind == rollout.KindDeployment {
+		ro.Deployment = ref.Name
+	}
+	return ro
 }
 
 // follower drives the rollout's phases.
@@ -376,11 +379,11 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			return out
 		}
 	}
-	startGen := f.w.Deployment().Generation
+	startGen := f.w.Workload().Object().GetGeneration()
 	out.triggeredAt = now()
 	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
-	if err := cfg.Trigger.Fire(bounded, cfg.Kube, cfg.Namespace, cfg.Deployment); err != nil {
+	if err := cfg.Trigger.Fire(bounded, cfg.Kube, cfg.ref()); err != nil {
 		if bounded.Err() != nil {
 			return f.ended(ctx, bounded, out, "")
 		}
@@ -393,11 +396,11 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		// A deploy step is often idempotent (helm upgrade with nothing
 		// new). The command has exited, so its writes are committed: a
 		// fresh read, not the watch's cache, says whether it changed the
-		// Deployment. Without this the run waited out --timeout and
+		// workload. Without this the run waited out --timeout and
 		// failed (exit 3) although nothing was ever going to roll.
-		cur, err := cfg.Kube.AppsV1().Deployments(cfg.Namespace).Get(bounded, cfg.Deployment, metav1.GetOptions{})
-		if err == nil && cur.Generation == startGen {
-			out.status, out.message = report.StatusNoChange, "the deploy command changed nothing: no rollout (the Deployment's generation is unchanged)"
+		cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref())
+		if err == nil && cur.Object().GetGeneration() == startGen {
+			out.status, out.message = report.StatusNoChange, fmt.Sprintf("the deploy command changed nothing: no rollout (the %s's generation is unchanged)", cfg.ref().Kind)
 			f.tl.Add(report.Event{Kind: report.NoRollout, Detail: out.message})
 			cfg.logf("%s; settling for %s", out.message, cfg.Settle)
 			f.setPhase(PhaseSettling)
@@ -407,7 +410,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
-	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the Deployment itself
+	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the workload itself
 		defer func() {
 			if seen, ok := f.w.GenerationSeenAfter(startGen); ok {
 				out.triggerSeenAfter = max(seen.Sub(sent), time.Microsecond)
@@ -420,7 +423,8 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	if isWatch {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool {
-			return f.w.Deployment().Generation != startGen || !rollout.DeploymentProgress(f.w.Deployment()).Done
+			wl := f.w.Workload()
+			return wl.Object().GetGeneration() != startGen || !wl.Progress().Done
 		})
 		cancel()
 		if err != nil {
@@ -436,20 +440,21 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 
 	var lastMsg, failed string
 	err := f.until(bounded, func() bool {
-		d := f.w.Deployment()
-		pr := rollout.DeploymentProgress(d)
+		wl := f.w.Workload()
+		gen := wl.Object().GetGeneration()
+		pr := wl.Progress()
 		if pr.Failed != "" {
 			failed = pr.Failed
 			return true
 		}
-		if out.completeAt == nil && pr.Done && d.Generation > startGen {
+		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
 			cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
 		}
 		// Until the watch shows the triggered generation, the status is
 		// the object's before the trigger ("successfully rolled out").
-		if pr.Message != lastMsg && pr.Message != "" && (d.Generation > startGen || isWatch) {
+		if pr.Message != lastMsg && pr.Message != "" && (gen > startGen || isWatch) {
 			lastMsg = pr.Message
 			cfg.logf("rollout: %s", pr.Message)
 		}

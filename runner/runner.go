@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/fleet"
@@ -88,16 +87,16 @@ func (l Live) Phase() Phase { return l.phase.Load().(Phase) }
 // Timeline is what the watcher saw so far; nil for a probe.
 func (l Live) Timeline() *rollout.Timeline { return l.tl }
 
-// Deployment is the Deployment as last seen; nil for a probe.
-func (l Live) Deployment() *appsv1.Deployment {
+// Workload is the workload as last seen; ok false for a probe.
+func (l Live) Workload() (w rollout.Workload, ok bool) {
 	if l.watcher == nil {
-		return nil
+		return rollout.Workload{}, false
 	}
-	return l.watcher.Deployment()
+	return l.watcher.Workload(), true
 }
 
-// Revisions are the pod-template-hashes of the revision the run started
-// from and of the Deployment's current one ("" while not known): the one
+// Revisions are the revisions (rollout.PodRevision) the run started
+// from and of the workload's current one ("" while not known): the one
 // rule for old and new pods, the ReplicaSet's pod-template-hash.
 func (l Live) Revisions() (old, current string) {
 	if l.watcher == nil {
@@ -259,12 +258,14 @@ func userAgent(t report.Tool, note string) string {
 
 // RolloutConfig is one rollout run.
 type RolloutConfig struct {
-	Kube       kubernetes.Interface
-	Namespace  string
-	Deployment string
-	Service    string // "" to find the one selecting the Deployment's pods
-	Trigger    rollout.Trigger
-	Probe      prober.Config // Duration is ignored: the run decides when to stop
+	Kube      kubernetes.Interface
+	Namespace string
+	// Kind and Name are the workload's; the zero Kind is a Deployment.
+	Kind    rollout.Kind
+	Name    string
+	Service string // "" to find the one selecting the workload's pods
+	Trigger rollout.Trigger
+	Probe   prober.Config // Duration is ignored: the run decides when to stop
 	// Paths, when two or more, are probed side by side instead of Probe
 	// alone (Probe is then the first path's configuration).
 	Paths  []prober.Path
@@ -297,6 +298,15 @@ type ProbersConfig struct {
 	StartTimeout time.Duration
 	// Streams reaches the pods (attach, logs): fleet.KubeStreams.
 	Streams fleet.Streams
+}
+
+// ref names the workload.
+func (cfg *RolloutConfig) ref() rollout.Ref {
+	k := cfg.Kind
+	if k == "" {
+		k = rollout.KindDeployment
+	}
+	return rollout.Ref{Kind: k, Namespace: cfg.Namespace, Name: cfg.Name}
 }
 
 // proberNamespace is where the prober pods go.

@@ -61,7 +61,7 @@ func config(t *testing.T, kube *fake.Clientset, path string) RolloutConfig {
 	probe := prober.DefaultConfig()
 	probe.Target, _ = url.Parse(srv.URL(path))
 	probe.Rate = 50
-	return RolloutConfig{Kube: kube, Namespace: "prod", Deployment: "web", Trigger: rollout.Restart{}, Probe: probe,
+	return RolloutConfig{Kube: kube, Namespace: "prod", Name: "web", Trigger: rollout.Restart{}, Probe: probe,
 		Baseline: 100 * time.Millisecond, Settle: 0, Wait: 300 * time.Millisecond, Timeout: 3 * time.Second,
 		Tool: report.Tool{Name: "rollprobe", Version: "test"}}
 }
@@ -195,8 +195,8 @@ func TestCancelYieldsAnInterruptedReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := r.Live()
-	if live.Phase() != PhaseBaseline || live.Recorder() == nil || live.Deployment().Name != "web" || live.Timeline() == nil {
-		t.Errorf("live at start: phase %q, deployment %v", live.Phase(), live.Deployment())
+	if wl, ok := live.Workload(); live.Phase() != PhaseBaseline || live.Recorder() == nil || !ok || wl.Ref().Name != "web" || live.Timeline() == nil {
+		t.Errorf("live at start: phase %q, workload %v", live.Phase(), wl.Ref())
 	}
 	time.AfterFunc(500*time.Millisecond, cancel)
 	rep, err := r.Wait()
@@ -238,7 +238,7 @@ func TestProbeFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Live().Phase() != PhaseProbing || r.Live().Timeline() != nil || r.Live().Deployment() != nil {
+	if _, ok := r.Live().Workload(); r.Live().Phase() != PhaseProbing || r.Live().Timeline() != nil || ok {
 		t.Errorf("a probe's live handle: phase %q", r.Live().Phase())
 	}
 	rep, err := r.Wait()

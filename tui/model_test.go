@@ -24,7 +24,7 @@ func naiveMidRollout() Snapshot {
 		TargetRate: 200, AchievedRate: 199.6, Sent: 2860, OK: 2744, Failed: 116,
 		Classes: []ClassCount{{"refused", 12}, {"reset", 2}, {"connect_timeout", 102}},
 		Latency: Quantiles{P50: 1100 * time.Microsecond, P90: 1600 * time.Microsecond, P99: 4900 * time.Microsecond, Max: 1002 * time.Millisecond},
-		Rollout: &Rollout{Deployment: "default/naive", OldRevision: "5d45cdff87", NewRevision: "7688d6b996", Desired: 3, Updated: 2, Ready: 3, Available: 3, OldPod: 2},
+		Rollout: &Rollout{Kind: "deployment", Name: "default/naive", OldRevision: "5d45cdff87", NewRevision: "7688d6b996", Desired: 3, Updated: 2, Ready: 3, Available: 3, OldPod: 2},
 		Marks:   []Mark{{7, MarkReady}, {8, MarkDeleted}, {10, MarkReady}, {11, MarkDeleted}},
 	}
 	for i := 0; i < 15; i++ {

@@ -111,9 +111,12 @@ func (m Model) rolloutLine(w int) string {
 	if r.NewRevision != "" {
 		rev += "→" + r.NewRevision
 	}
-	name := r.Deployment
+	name := r.Name
 	if w < 100 {
 		name = name[strings.IndexByte(name, '/')+1:] // the namespace only where there is room
+	}
+	if r.Kind != "" && r.Kind != "deployment" {
+		name = r.Kind + " " + name // a Deployment goes without saying
 	}
 	line := fmt.Sprintf("%s  %s  updated %d/%d ready %d/%d available %d/%d",
 		m.st.title.Render(name), rev, r.Updated, r.Desired, r.Ready, r.Desired, r.Available, r.Desired)

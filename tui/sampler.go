@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/prober"
@@ -20,15 +18,15 @@ import (
 )
 
 // Source is what the sampler reads: the run's recorder, and for rollprobe
-// run its timeline and Deployment. All of it is safe to read while the
+// run its timeline and workload. All of it is safe to read while the
 // run goes on.
 type Source struct {
 	Command, Target string
 	TargetRate      float64
 	Start           time.Time
 	Recorder        *prober.Recorder
-	Timeline        *rollout.Timeline         // nil for probe
-	Deployment      func() *appsv1.Deployment // nil for probe
+	Timeline        *rollout.Timeline               // nil for probe
+	Workload        func() (rollout.Workload, bool) // nil for probe
 	// Revisions are the pod-template-hashes of the revision the run
 	// started from and of the current one (the runner's rule); nil for
 	// probe.
@@ -66,8 +64,12 @@ const latencyEvery = 500 * time.Millisecond
 type Sampler struct {
 	src Source
 
-	events   int            // timeline events consumed
-	pods     *analysis.Pods // the one fold of pod state over the timeline
+	events int            // timeline events consumed
+	pods   *analysis.Pods // the one fold of pod state over the timeline
+	// frozen holds what an earlier pod of a shared name (a StatefulSet's)
+	// had served when its successor appeared: responses count by name, and
+	// the old pod was gone before the new one could take the name.
+	frozen   map[string]uint64
 	marks    []Mark
 	log      []LogLine
 	sinkSeen int
@@ -170,8 +172,10 @@ func (s *Sampler) Sample() Snapshot {
 	out.Marks = append([]Mark(nil), s.marks...)
 	out.Log = append([]LogLine(nil), s.log...)
 	out.Pods = s.podRows(now, t.Backends)
-	if s.src.Deployment != nil {
-		out.Rollout = s.rollout(s.src.Deployment())
+	if s.src.Workload != nil {
+		if w, ok := s.src.Workload(); ok {
+			out.Rollout = s.rollout(w)
+		}
 	}
 	return out
 }
@@ -252,15 +256,42 @@ func (s *Sampler) event(e report.Event) {
 	}
 }
 
+// servedBy is what p served of what its name served: all of it for a
+// name one pod bore; with several, each earlier pod keeps what the name
+// had served when it was succeeded (frozen), the last one the rest.
+func (s *Sampler) servedBy(p *analysis.Pod, served map[string]uint64) uint64 {
+	incs := s.pods.Incarnations(p.PodName)
+	total := served[p.PodName]
+	if len(incs) < 2 {
+		return total
+	}
+	if s.frozen == nil {
+		s.frozen = map[string]uint64{}
+	}
+	var before uint64
+	for _, q := range incs[:len(incs)-1] {
+		n, ok := s.frozen[q.Name]
+		if !ok {
+			n = total - min(before, total)
+			s.frozen[q.Name] = n
+		}
+		if q == p {
+			return n
+		}
+		before += n
+	}
+	return total - min(before, total)
+}
+
 // podRows lists the pods, newest first, gone ones last.
 func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
 	var rows []Pod
 	for _, p := range s.pods.All() {
 		rows = append(rows, Pod{Name: p.Name, Revision: p.Revision, Ready: p.Ready, Serving: p.Serving,
-			Terminating: p.Terminating, Gone: p.Gone, Age: now.Sub(p.FirstSeen), Served: served[p.Name]})
+			Terminating: p.Terminating, Gone: p.Gone, Age: now.Sub(p.FirstSeen), Served: s.servedBy(p, served)})
 	}
 	for name, n := range served {
-		if s.pods.Get(name) == nil {
+		if s.pods.Served(name, now) == nil {
 			rows = append(rows, Pod{Name: reportrender.Printable(name), Served: n}) // probe: the backends are the pods (named by the server)
 		}
 	}
@@ -279,15 +310,13 @@ func (s *Sampler) podRows(now time.Time, served map[string]uint64) []Pod {
 	return rows
 }
 
-func (s *Sampler) rollout(d *appsv1.Deployment) *Rollout {
-	if d == nil {
+func (s *Sampler) rollout(w rollout.Workload) *Rollout {
+	if w.IsZero() {
 		return nil
 	}
-	ro := &Rollout{Deployment: d.Namespace + "/" + d.Name, Updated: d.Status.UpdatedReplicas,
-		Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas, Desired: 1}
-	if d.Spec.Replicas != nil {
-		ro.Desired = *d.Spec.Replicas
-	}
+	ref := w.Ref()
+	ro := &Rollout{Kind: ref.Kind.Lower(), Name: ref.Namespace + "/" + ref.Name}
+	ro.Desired, ro.Updated, ro.Ready, ro.Available = w.Counts()
 	if s.src.Revisions != nil {
 		ro.OldRevision, ro.NewRevision = s.src.Revisions()
 		if ro.NewRevision == ro.OldRevision {

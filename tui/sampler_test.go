@@ -43,7 +43,7 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	revision := "old"
 	sink := NewLogSink()
 	s := NewSampler(Source{Command: "run", Target: "http://x/", TargetRate: 10, Start: start, Recorder: rec, Timeline: tl,
-		Deployment: func() *appsv1.Deployment { return dep }, Phase: func() string { return phase }, Log: sink,
+		Workload: func() (rollout.Workload, bool) { return rollout.Workload{Deployment: dep}, true }, Phase: func() string { return phase }, Log: sink,
 		Revisions: func() (string, string) { return "old", revision },
 		Now:       func() time.Time { return now }})
 

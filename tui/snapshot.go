@@ -74,9 +74,10 @@ type Mark struct {
 	Kind   MarkKind
 }
 
-// Rollout is the Deployment's progress.
+// Rollout is the workload's progress.
 type Rollout struct {
-	Deployment                                 string
+	Kind                                       string // "deployment", "statefulset", "daemonset"
+	Name                                       string // NAMESPACE/NAME
 	OldRevision, NewRevision                   string
 	Desired, Updated, Ready, Available, OldPod int32 // OldPod: old pods not yet gone
 }

@@ -11,7 +11,7 @@ import (
 // DoctorText renders a doctor result for a terminal.
 func DoctorText(w io.Writer, r report.DoctorResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rollprobe doctor deployment %s/%s", r.Namespace, r.Deployment)
+	fmt.Fprintf(&b, "rollprobe doctor %s", r.Workload())
 	if r.Service != "" {
 		fmt.Fprintf(&b, " behind service %s", r.Service)
 	}
@@ -66,7 +66,7 @@ func DoctorMarkdown(w io.Writer, r report.DoctorResult) error {
 	if !r.Pass {
 		verdict = "❌ fail"
 	}
-	fmt.Fprintf(&b, "### rollprobe doctor: %s/%s — %s\n\n", r.Namespace, r.Deployment, verdict)
+	fmt.Fprintf(&b, "### rollprobe doctor: %s — %s\n\n", r.Workload(), verdict)
 	b.WriteString("| check | status |\n|---|---|\n")
 	for _, c := range r.Checks {
 		fmt.Fprintf(&b, "| %s | %s |\n", c.Title, c.Status)

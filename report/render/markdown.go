@@ -18,7 +18,7 @@ func Markdown(w io.Writer, r *report.Report) error {
 	}
 	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, probed(r))
 	if ro := r.Rollout; ro != nil {
-		fmt.Fprintf(&b, "Deployment `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
+		fmt.Fprintf(&b, "%s `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.WorkloadKind(), ro.Namespace, ro.WorkloadName(), ro.Service, ro.Trigger, ro.Status)
 		if ro.OldRevision != "" && ro.NewRevision != "" {
 			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
 		}

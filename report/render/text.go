@@ -32,7 +32,7 @@ func Text(w io.Writer, r *report.Report) error {
 	b.WriteString(")\n")
 
 	if ro := r.Rollout; ro != nil {
-		fmt.Fprintf(&b, "  rollout   deployment %s/%s behind service %s (%s): %s", ro.Namespace, ro.Deployment, ro.Service, ro.Trigger, ro.Status)
+		fmt.Fprintf(&b, "  rollout   %s behind service %s (%s): %s", ro.Workload(), ro.Service, ro.Trigger, ro.Status)
 		if ro.OldRevision != "" || ro.NewRevision != "" {
 			fmt.Fprintf(&b, ", revision %s -> %s", orDash(ro.OldRevision), orDash(ro.NewRevision))
 		}

@@ -261,20 +261,22 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 			*segs = append(*segs, segment{From: at, To: t, State: s})
 		}
 	}
+	keys := report.NewIncarnations() // a StatefulSet's pods share names: a lane each
 	for _, e := range events {
 		if e.Pod == "" || e.Kind == report.KubeEvent {
 			continue
 		}
+		key := keys.Key(e)
 		t := max(off(e.At), from)
-		l := get(e.Pod, e.Revision, t)
+		l := get(key, e.Revision, t)
 		l.FirstSeen = min(l.FirstSeen, t)
 		if l.Node == "" {
 			l.Node = e.Node
 		}
-		st := state[e.Pod]
+		st := state[key]
 		if st == nil {
 			st = &open{}
-			state[e.Pod] = st
+			state[key] = st
 		}
 		setPod := func(s laneState) {
 			if s == st.pod {
@@ -319,7 +321,7 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 				setPod(podTerminating)
 			}
 			l.Markers = append(l.Markers, marker{T: t, Kind: "deletion", Label: "deletion requested",
-				Title: fmt.Sprintf("%s: deletion requested at %+.2fs", e.Pod, t)})
+				Title: fmt.Sprintf("%s: deletion requested at %+.2fs", key, t)})
 		case e.Kind == report.ContainerTerminated:
 			setPod(podExited)
 			code := "?"
@@ -330,7 +332,7 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 			if e.Killed() {
 				kind, label = "sigkill", "SIGKILL"
 			}
-			title := fmt.Sprintf("%s: container exited with code %s at %+.2fs", e.Pod, code, t)
+			title := fmt.Sprintf("%s: container exited with code %s at %+.2fs", key, code, t)
 			if e.Reason != "" {
 				title += " (" + e.Reason + ")"
 			}

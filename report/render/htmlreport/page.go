@@ -100,7 +100,10 @@ func Write(w io.Writer, r *report.Report) error {
 	}
 	v.Title = "rollprobe " + r.Command + ": " + r.Target
 	if ro := r.Rollout; ro != nil {
-		v.Title = fmt.Sprintf("rollprobe run: %s/%s", ro.Namespace, ro.Deployment)
+		v.Title = fmt.Sprintf("rollprobe run: %s/%s", ro.Namespace, ro.WorkloadName())
+		if k := ro.WorkloadKind(); k != "Deployment" {
+			v.Title = fmt.Sprintf("rollprobe run: %s %s/%s", strings.ToLower(k), ro.Namespace, ro.WorkloadName())
+		}
 	}
 	v.VerdictClass = r.VerdictWord()
 	v.VerdictWord = fmt.Sprintf("%s (exit %d)", v.VerdictClass, r.Verdict.ExitCode)

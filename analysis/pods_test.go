@@ -1,0 +1,57 @@
+package analysis
+
+import (
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// A StatefulSet replaces web-2 under its own name. The old pod and its
+// successor (web-2#2) are two pods: a response naming web-2 is the old
+// one's before the successor exists and the successor's after, each pod's
+// traffic counts its own seconds, and nothing the successor served counts
+// as served after the old one's deletion.
+func TestAStatefulSetPodAndItsSuccessorAreTwoPods(t *testing.T) {
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "web-2", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", Ready: true, IP: "10.0.0.6"},
+		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "web-2", Revision: "web-a"},
+		{At: at(5500), Kind: report.PodGone, Pod: "web-2", Revision: "web-a"},
+		{At: at(5600), Kind: report.PodCreated, Pod: "web-2", Revision: "web-b"},
+		{At: at(5700), Kind: report.EndpointRemoved, Pod: "web-2", IP: "10.0.0.5"},
+		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
+	}
+	var series []report.SeriesRow
+	for s := int64(0); s < 12; s++ {
+		row := report.SeriesRow{T: s, Backends: map[string]uint64{"web-1": 50}}
+		if s < 5 || s >= 8 {
+			row.Backends["web-2"] = 50
+		}
+		series = append(series, row)
+	}
+	late := report.Failure{Intended: at(9000), Start: at(9000), End: at(9010), Class: report.ClassHTTP5xx, Status: 503, Backend: "web-2", Fresh: true}
+	early := fail(5200, report.ClassRefused, true, "")
+	r := &report.Report{StartedAt: t0, EndedAt: at(12000), Timeline: tl, Series: series, Failures: []report.Failure{early, late},
+		Totals: report.Totals{ByBackend: map[string]uint64{"web-1": 600, "web-2": 450}}}
+	x := Explain(r)
+	if got := x.Failures[1].LikelyPod; got != "web-2#2" {
+		t.Errorf("a 503 naming web-2 at +9s was put on %q, want its successor web-2#2", got)
+	}
+	if got := x.Failures[0].LikelyPod; got != "web-2" {
+		t.Errorf("a refusal at +5.2s was put on %q, want the deleted web-2", got)
+	}
+	byPod := map[string]report.PodTraffic{}
+	for _, p := range x.Pods {
+		byPod[p.Pod] = p
+	}
+	old, succ := byPod["web-2"], byPod["web-2#2"]
+	if old.Served != 250 || old.ServedAfterDeletion != 0 || old.Revision != "web-a" || old.DeletedAt == nil {
+		t.Errorf("web-2: %+v; want 250 served (seconds 0-4), none after its deletion", old)
+	}
+	if succ.Served != 200 || succ.Revision != "web-b" || succ.DeletedAt != nil || succ.FirstServedS == nil || *succ.FirstServedS != 8 {
+		t.Errorf("web-2#2: %+v; want 200 served from +8s", succ)
+	}
+	if byPod["web-1"].Served != 600 {
+		t.Errorf("web-1: %+v", byPod["web-1"])
+	}
+}
