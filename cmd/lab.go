@@ -404,7 +404,7 @@ func newLabApplyCommand(o *labOptions) *cobra.Command {
 	namespace := "default"
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Create or update the Deployments and Services in a manifest (the samples)",
+		Short: "Create or update the workloads, Services and routes in a manifest (the samples)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {

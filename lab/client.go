@@ -109,9 +109,10 @@ var customKinds = map[schema.GroupVersionKind]string{
 	{Group: "traefik.io", Version: "v1alpha1", Kind: "ServersTransport"}:   "serverstransports",
 }
 
-// Apply creates or updates every Deployment, Service, PodDisruptionBudget,
-// Ingress and customKinds object in the YAML stream (the samples' kinds) in namespace
-// ns unless the object names its own.
+// Apply creates or updates every Deployment, StatefulSet, DaemonSet,
+// Service, PodDisruptionBudget, Ingress and customKinds object in the YAML
+// stream (the samples' kinds) in namespace ns unless the object names its
+// own.
 // It returns the names of what it applied ("deployment/naive", ...).
 func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, error) {
 	objs, err := decodeManifests(r)
@@ -132,6 +133,14 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 		case *appsv1.Deployment:
 			kind = "deployment"
 			api := c.Kube.AppsV1().Deployments(o.Namespace)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
+		case *appsv1.StatefulSet:
+			kind = "statefulset"
+			api := c.Kube.AppsV1().StatefulSets(o.Namespace)
+			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
+		case *appsv1.DaemonSet:
+			kind = "daemonset"
+			api := c.Kube.AppsV1().DaemonSets(o.Namespace)
 			err = upsert(ctx, o, api.Get, api.Create, api.Update, nil)
 		case *corev1.Service:
 			kind = "service"
@@ -163,7 +172,7 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 			}
 			err = upsert(ctx, o, get, create, update, nil)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes and Traefik's IngressRoutes, Middlewares and ServersTransports, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, StatefulSets, DaemonSets, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes and Traefik's IngressRoutes, Middlewares and ServersTransports, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 		if err != nil {
 			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)

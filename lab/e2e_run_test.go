@@ -26,6 +26,7 @@ import (
 	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // testRun drives rollprobe run, the built binary inside the lab, through
@@ -293,10 +294,16 @@ func startRun(t *testing.T, sample, clusterIP string, args ...string) *startedRu
 // lab exec flags in host name (none: the first node).
 func startRunOn(t *testing.T, host []string, sample, target string, args ...string) *startedRun {
 	t.Helper()
+	return startWorkloadRun(t, host, rollout.KindDeployment, sample, target, args...)
+}
+
+// startWorkloadRun is startRunOn for a workload of any kind.
+func startWorkloadRun(t *testing.T, host []string, kind rollout.Kind, sample, target string, args ...string) *startedRun {
+	t.Helper()
 	dir := t.TempDir()
 	full := append([]string{"lab", "exec", "--state-dir", stateDir}, host...)
 	full = append(full, "--", filepath.Join(binDir, "rollprobe"), "run",
-		"--deployment", sample, "--target", target, "--backend-header", "X-Pod-Name",
+		"--"+kind.Lower(), sample, "--target", target, "--backend-header", "X-Pod-Name",
 		"--baseline", "2s", "--settle", "2s", "--timeout", "2m", "--progress", "0",
 		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"),
 		"--html", filepath.Join(dir, "report.html"))

@@ -216,6 +216,7 @@ func TestLab(t *testing.T) {
 	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
 	t.Run("the edge", func(t *testing.T) { testEdge(t, ctx, client) })
+	t.Run("workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
 	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
 
 	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {

@@ -6,12 +6,14 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // testAttributionAgainstTheWire runs the samples whose rollouts fail
@@ -45,26 +47,36 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 		// and the 3 deletions come 0.6 s apart). A tenth tells the two
 		// apart with room for that spread.
 		minCertain float64
+		kind       rollout.Kind // "": a Deployment
 	}{
-		{"naive", []string{"--conn", "new"}, true, 0.1},
-		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false, 0},
+		{"naive", []string{"--conn", "new"}, true, 0.1, ""},
+		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false, 0, ""},
 		// Cuts on kept-alive connections: each one's SYN was sent when its
 		// connection was made, before the rollout.
-		{"keepalive-close", []string{"--conn", "keepalive"}, false, 0},
+		{"keepalive-close", []string{"--conn", "keepalive"}, false, 0, ""},
+		// A StatefulSet replaces each pod under its own name: the wire
+		// names pods by name and revision, so a failure put on the old pod
+		// where the new one of its name was hit (or the other way) is
+		// caught. Its failures are certain as often as naive's can be: no
+		// floor is set from a run or two.
+		{"naive-sts", []string{"--conn", "new"}, true, 0, rollout.KindStatefulSet},
 	} {
-		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.sample, tc.args, tc.spread, tc.minCertain) })
+		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.kind, tc.sample, tc.args, tc.spread, tc.minCertain) })
 	}
 }
 
-func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, args []string, spread bool, minCertain float64) {
-	ip := ensureSample(t, ctx, c, sample)
+func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Kind, sample string, args []string, spread bool, minCertain float64) {
+	if kind == "" {
+		kind = rollout.KindDeployment
+	}
+	ip := ensureWorkload(t, ctx, c, kind, sample)
 	// SYNs without ACK: the client's connection attempts (retransmissions
 	// included), on every interface of the prober's node: after kube-proxy's
 	// rewrite they leave on its pod bridge (a local pod) or on eth0 (a pod
 	// on another node). A SYN to a local pod shows twice (the bridge and the
 	// pod's port): the same destination either way.
 	wire := capture.Start(t, firstNode().NS, "any", capture.SYNFilter)
-	r := startRun(t, sample, ip, args...).wait(t)
+	r := startWorkloadRun(t, nil, kind, sample, "http://"+ip+"/", args...).wait(t)
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
 	}
@@ -91,6 +103,21 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 		return last, found
 	}
 	podAt := podIPs(r.rep)
+	// The wire names a pod by name and revision (a StatefulSet's
+	// replacement bears its predecessor's name); so does the report's
+	// pod table, for the key a failure names.
+	ident := map[string]string{}
+	for _, p := range r.rep.Pods {
+		name, _, _ := strings.Cut(p.Pod, "#")
+		ident[p.Pod] = name + "@" + p.Revision
+	}
+	identOf := func(keys ...string) []string {
+		var out []string
+		for _, k := range keys {
+			out = append(out, ident[k])
+		}
+		return out
+	}
 
 	checked := map[string]int{}
 	for _, f := range r.rep.Failures {
@@ -114,12 +141,12 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 				f.RequestID, f.Class, f.LocalAddr, dst, firstNode().NS, conntrackDump(firstNode().NS))
 		}
 		switch {
-		case f.Confidence == 1 && f.LikelyPod != wirePod:
+		case f.Confidence == 1 && ident[f.LikelyPod] != wirePod:
 			t.Errorf("%s (%s at %+.3fs): attributed to %s for certain, the wire says %s (%s)", f.RequestID, f.Class,
 				f.Start.Sub(r.rep.StartedAt).Seconds(), f.LikelyPod, wirePod, f.Context)
-		case f.Confidence < 1 && !slices.Contains(f.Candidates, wirePod):
+		case f.Confidence < 1 && !slices.Contains(identOf(f.Candidates...), wirePod):
 			t.Errorf("%s (%s at %+.3fs): candidates %v, the wire says %s (its events: %s)", f.RequestID, f.Class,
-				f.Start.Sub(r.rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(r.rep, wirePod))
+				f.Start.Sub(r.rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(r.rep, strings.Split(wirePod, "@")[0]))
 		}
 		if f.Confidence == 1 {
 			checked["certain"]++
@@ -168,6 +195,9 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, sample string, 
 
 // podIPs returns a lookup of the pod that held an IP at a time, from the
 // timeline's pod events (the lab may give a freed IP to a new pod).
+//
+// A pod is named NAME@REVISION: a StatefulSet's replacement bears its
+// predecessor's name.
 func podIPs(rep *report.Report) func(netip.AddrPort, time.Time) string {
 	type holder struct {
 		pod  string
@@ -176,11 +206,11 @@ func podIPs(rep *report.Report) func(netip.AddrPort, time.Time) string {
 	byIP := map[string][]holder{}
 	seen := map[string]bool{}
 	for _, e := range rep.Timeline {
-		if e.Pod == "" || e.IP == "" || seen[e.Pod+"/"+e.IP] {
-			continue
+		if e.Pod == "" || e.IP == "" || e.Revision == "" || seen[e.Pod+"/"+e.IP] {
+			continue // only pod events carry the revision
 		}
 		seen[e.Pod+"/"+e.IP] = true
-		byIP[e.IP] = append(byIP[e.IP], holder{e.Pod, e.At})
+		byIP[e.IP] = append(byIP[e.IP], holder{e.Pod + "@" + e.Revision, e.At})
 	}
 	return func(dst netip.AddrPort, at time.Time) string {
 		hs := byIP[dst.Addr().String()]

@@ -1,0 +1,179 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// testKinds rolls the samples that are not Deployments: StatefulSets
+// (each pod deleted, then created again under its own name) and
+// DaemonSets (one pod a node, behind a Local-policy Service).
+func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
+	t.Run("a StatefulSet that stops at once drops, each failure on a pod it replaced", func(t *testing.T) {
+		ip := ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "naive-sts")
+		r := startWorkloadRun(t, nil, rollout.KindStatefulSet, "naive-sts", "http://"+ip+"/", "--conn", "new").wait(t)
+		if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
+		}
+		ro := r.rep.Rollout
+		if ro.Kind != "StatefulSet" || ro.Name != "naive-sts" || ro.Deployment != "" || ro.Status != report.StatusComplete ||
+			ro.OldRevision == "" || ro.NewRevision == "" || ro.OldRevision == ro.NewRevision {
+			t.Fatalf("rollout section %+v", ro)
+		}
+		checkReplacedUnderTheirNames(t, r.rep, 3)
+		// Every failure is on an old pod: the pod the rollout deleted, not
+		// its successor of the same name.
+		old := map[string]bool{}
+		for _, p := range r.rep.Pods {
+			if p.Revision == ro.OldRevision {
+				old[p.Pod] = true
+			}
+		}
+		for _, f := range r.rep.Failures {
+			if !old[f.LikelyPod] {
+				t.Errorf("%s (%s) put on %q, not a pod of the old revision %s (%s)", f.RequestID, f.Class, f.LikelyPod, ro.OldRevision, f.Context)
+			}
+		}
+		if findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
+			t.Errorf("findings %v: want the propagation finding", findingIDs(r.rep))
+		}
+		checkPage(t, r.htmlPath, r.rep) // a lane for each pod of a shared name
+	})
+
+	t.Run("a graceful StatefulSet drops nothing while it runs a pod short", func(t *testing.T) {
+		ip := ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "graceful-sts")
+		r := startWorkloadRun(t, nil, rollout.KindStatefulSet, "graceful-sts", "http://"+ip+"/").wait(t)
+		if r.repErr != nil || r.exit != 0 {
+			t.Fatalf("exit %d (%v), want 0\n%s", r.exit, r.repErr, r.out())
+		}
+		checkClean(t, r)
+		checkReplacedUnderTheirNames(t, r.rep, 3)
+		// The server's own count: every pod's responses, by the backend
+		// header, add up to what rollprobe counted as ok.
+		var served uint64
+		for _, p := range r.rep.Pods {
+			served += p.Served
+		}
+		if served != r.rep.Totals.OK {
+			t.Errorf("the pods served %d by their header, rollprobe counted %d ok", served, r.rep.Totals.OK)
+		}
+	})
+
+	node := firstNode()
+	for _, tc := range []struct {
+		sample, why string
+		nodePort    int
+		wantDrops   bool
+	}{
+		{"daemonset-local", "without surge a node's pod goes before its replacement is ready", 30082, true},
+		{"daemonset-surge", "with surge the node's new pod is ready before the old one goes", 30083, false},
+	} {
+		t.Run(fmt.Sprintf("a DaemonSet behind a Local policy: %s", tc.why), func(t *testing.T) {
+			ensureWorkload(t, ctx, c, rollout.KindDaemonSet, tc.sample)
+			target := fmt.Sprintf("http://%s:%d/", node.IP, tc.nodePort)
+			if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
+				t.Fatal(err)
+			}
+			r := startWorkloadRun(t, []string{"--client"}, rollout.KindDaemonSet, tc.sample, target, "--conn", "new", "--settle", "3s").wait(t)
+			if r.repErr != nil {
+				t.Fatalf("exit %d: %v\n%s", r.exit, r.repErr, r.out())
+			}
+			ro := r.rep.Rollout
+			if ro.Kind != "DaemonSet" || ro.Name != tc.sample || ro.Status != report.StatusComplete || ro.Entry == nil || ro.Entry.Node != node.Name {
+				t.Fatalf("rollout section %+v (entry %+v)", ro, ro.Entry)
+			}
+			t.Logf("%s: exit %d, %d of %d failed %v", tc.sample, r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
+			zero := findingByID(r.rep, "rollout-can-leave-no-ready-pod")
+			if !tc.wantDrops {
+				if r.exit != 0 || r.rep.Totals.Failed != 0 || len(r.rep.NodeGaps) != 0 || zero != nil {
+					t.Fatalf("exit %d, %d failed, gaps %+v, static finding %v: want nothing dropped\n%s", r.exit, r.rep.Totals.Failed, r.rep.NodeGaps, zero, r.out())
+				}
+				return
+			}
+			if r.exit != 1 || r.rep.Totals.Failed == 0 {
+				t.Fatalf("exit %d with %d failed: the node's traffic must drop while it has no local pod\n%s", r.exit, r.rep.Totals.Failed, r.out())
+			}
+			local := findingByID(r.rep, analysis.LocalPolicyNoLocalEndpoint)
+			if local == nil || len(r.rep.NodeGaps) == 0 {
+				t.Fatalf("no local-policy finding (gaps %+v): %v", r.rep.NodeGaps, findingIDs(r.rep))
+			}
+			inGaps := 0
+			for _, g := range r.rep.NodeGaps {
+				inGaps += g.Failed
+			}
+			if inGaps != len(r.rep.Failures) {
+				t.Errorf("%d of %d kept failures fall in the node's gaps", inGaps, len(r.rep.Failures))
+			}
+			// The doctor's static check names the cause before any traffic:
+			// no surge, under a Local policy.
+			if zero == nil || !strings.Contains(strings.Join(zero.Evidence, " "), "maxSurge 0") {
+				t.Errorf("static finding %+v: want the DaemonSet's missing surge named", zero)
+			}
+		})
+	}
+}
+
+// checkReplacedUnderTheirNames: a StatefulSet's rollout replaced each of
+// its n pods under the pod's own name, and the report tells the two
+// apart: NAME (the old revision) and NAME#2 (the new one).
+func checkReplacedUnderTheirNames(t *testing.T, rep *report.Report, n int) {
+	t.Helper()
+	revs := map[string]string{}
+	for _, p := range rep.Pods {
+		revs[p.Pod] = p.Revision
+	}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", rep.Rollout.Name, i)
+		if revs[name] != rep.Rollout.OldRevision || revs[name+"#2"] != rep.Rollout.NewRevision {
+			t.Errorf("pods %v: want %s at revision %s and %s#2 at %s", revs, name, rep.Rollout.OldRevision, name, rep.Rollout.NewRevision)
+		}
+	}
+}
+
+// ensureWorkload applies a sample of any kind unless it exists, waits until
+// it is rolled out as kubectl rollout status judges it (the rollout
+// package's viewers, pinned to kubectl's) with as many pods as it wants,
+// and returns its Service's ClusterIP.
+func ensureWorkload(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Kind, sample string) string {
+	t.Helper()
+	if kind == rollout.KindDeployment {
+		return ensureSample(t, ctx, c, sample)
+	}
+	ref := rollout.Ref{Kind: kind, Namespace: "default", Name: sample}
+	if _, err := rollout.GetWorkload(ctx, c.Kube, ref); err != nil {
+		apply(t, sample)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		w, err := rollout.GetWorkload(ctx, c.Kube, ref)
+		if err != nil || !w.Progress().Done {
+			return false, nil
+		}
+		desired, _, _, _ := w.Counts()
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+		return err == nil && desired > 0 && len(pods.Items) == int(desired), nil
+	})
+	if err != nil {
+		t.Fatalf("%s did not roll out: %v", ref, err)
+	}
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, sample, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type == "ClusterIP" {
+		waitServing(t, ctx, svc.Spec.ClusterIP)
+		waitEveryEndpointServes(t, ctx, c, sample)
+	}
+	return svc.Spec.ClusterIP
+}
