@@ -163,9 +163,11 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	if k.requestTimeout < 0 {
 		return nil, nil, "", fmt.Errorf("--kube-request-timeout %s: must not be negative", k.requestTimeout)
 	}
-	if k.requestTimeout > 0 {
-		k.overrides.Timeout = k.requestTimeout.String()
-	}
+	// The bound applies to each call through its context
+	// (rollout.Bound), not to the HTTP client: a client timeout would also
+	// cut the watches and the probers' attach streams, which live as long
+	// as the run, and it raced the context, so that a call with no answer
+	// sometimes said only "Client.Timeout exceeded".
 	rollout.SetCallTimeout(k.requestTimeout)
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
 	restCfg, err := loader.ClientConfig()

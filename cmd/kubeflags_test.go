@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // --server and --token reach the client without any kubeconfig file, as a
@@ -24,10 +27,14 @@ func TestServerAndTokenFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The bound is each call's context's (rollout.Bound), never the HTTP
+	// client's: that would cut watches and attach streams too.
 	if cfg.Host != "https://10.0.0.1:6443" || cfg.BearerToken != "s3cret" || ns != "prod" || cfg.Impersonate.UserName != "ci-bot" ||
-		!cfg.Insecure || cfg.Timeout.String() != "7s" {
-		t.Fatalf("config host %q token %q ns %q as %q insecure %v timeout %v", cfg.Host, cfg.BearerToken, ns, cfg.Impersonate.UserName, cfg.Insecure, cfg.Timeout)
+		!cfg.Insecure || cfg.Timeout != 0 || rollout.CallTimeout() != 7*time.Second {
+		t.Fatalf("config host %q token %q ns %q as %q insecure %v client timeout %v call bound %v", cfg.Host, cfg.BearerToken, ns,
+			cfg.Impersonate.UserName, cfg.Insecure, cfg.Timeout, rollout.CallTimeout())
 	}
+	rollout.SetCallTimeout(0)
 }
 
 // A kubeconfig whose user authenticates with the oidc auth-provider loads
