@@ -33,6 +33,8 @@ type runOptions struct {
 	watch    bool
 	exec     bool
 	execArgv []string
+	drain    string
+	uncordon bool
 
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
@@ -63,7 +65,9 @@ settles, and reports every failed request with the lifecycle events around it.
 
 Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAINER=IMAGE,
 --patch JSON|@FILE (strategic merge), --exec -- CMD ARGS... (your own deploy step), --watch
-(a rollout started elsewhere).
+(a rollout started elsewhere), --drain NODE (cordon the node and evict its pods, honouring
+PodDisruptionBudgets, as kubectl drain --ignore-daemonsets --delete-emptydir-data; the
+workload named is the one probed and followed until its pods left the node and it is whole again).
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
 error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 5 an output
@@ -75,7 +79,8 @@ Docs: ` + report.DocsURL + `run.md`,
   rollprobe run --deployment prod/web --target http://10.96.0.42/ --image app=web:v2
   rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart
   rollprobe run --statefulset prod/db-proxy --target http://db-proxy.prod.svc/
-  rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2`,
+  rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2
+  rollprobe run --deployment prod/web --target http://web.prod.svc/ --drain node-7 --uncordon`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				o.execArgv = args[dash:]
@@ -107,6 +112,8 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
+	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
+	f.BoolVar(&o.uncordon, "uncordon", false, "with --drain: make the node schedulable again at the end (kubectl drain leaves it cordoned)")
 	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
@@ -134,13 +141,16 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errNoWorkload)
 	}
 	triggers := 0
-	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec} {
+	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec, o.drain != ""} {
 		if set {
 			triggers++
 		}
 	}
 	if triggers > 1 {
-		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec or --watch"))
+		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec, --watch or --drain"))
+	}
+	if o.uncordon && o.drain == "" {
+		errs = append(errs, errors.New("--uncordon applies only with --drain (it makes the drained node schedulable again at the end)"))
 	}
 	if err := o.outputs.validate(); err != nil {
 		errs = append(errs, err)
@@ -212,6 +222,8 @@ func (o *runOptions) complete() error {
 		}
 	case o.watch:
 		trigger = rollout.Watch{}
+	case o.drain != "":
+		trigger = rollout.Drain{Node: o.drain, Uncordon: o.uncordon}
 	case o.exec:
 		if len(o.execArgv) == 0 {
 			return errors.New("--exec: give the deploy command after --")

@@ -125,6 +125,78 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 }
 
+// testDrain drains the second node under rollprobe run: the drain-web
+// sample (4 pods spread over the nodes, a budget of one unavailable)
+// loses its pods there one at a time, the budget refusing the second
+// eviction until the first pod's replacement is ready, and drops nothing;
+// the node stays cordoned unless --uncordon. Every pod on the node is
+// evicted, whatever owns it: this runs after the tests that need pods on
+// both nodes.
+func testDrain(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := netns.Nodes(lab.DefaultNodes)[1]
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "drain-web")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node.Name {
+			onNode++
+		}
+	}
+	if onNode < 2 {
+		t.Fatalf("%d of drain-web's pods on %s: the test needs 2 there (the spread put them elsewhere)", onNode, node.Name)
+	}
+	t.Cleanup(func() {
+		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
+			t.Errorf("uncordon %s: %v", node.Name, err)
+		}
+	})
+	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
+	if r.repErr != nil || r.exit != 0 {
+		t.Fatalf("exit %d (%v), want 0\n%s", r.exit, r.repErr, r.out())
+	}
+	checkClean(t, r)
+	rep := r.rep
+	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.OldRevision != rep.Rollout.NewRevision {
+		t.Errorf("rollout section %+v: want complete, on one revision (a drain changes none)", rep.Rollout)
+	}
+	evicted, refused := map[string]bool{}, 0
+	for _, e := range rep.Timeline {
+		switch e.Kind {
+		case report.PodEvicted:
+			evicted[e.Pod] = true
+		case report.EvictionRefused:
+			if strings.HasPrefix(e.Pod, "drain-web-") {
+				refused++
+			}
+		}
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node.Name && !evicted[p.Name] {
+			t.Errorf("drain-web's pod %s on %s: no eviction in the timeline (%v)", p.Name, node.Name, evicted)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("the budget (maxUnavailable 1) refused no eviction of drain-web's %d pods on %s", onNode, node.Name)
+	}
+	n, err := c.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil || !n.Spec.Unschedulable {
+		t.Errorf("node %s after the drain: unschedulable %v (%v): kubectl drain leaves it cordoned", node.Name, n.Spec.Unschedulable, err)
+	}
+	after, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range after.Items {
+		if p.Spec.NodeName == node.Name && p.DeletionTimestamp == nil {
+			t.Errorf("pod %s is still on the drained node", p.Name)
+		}
+	}
+	t.Logf("drained %s: %d of drain-web's pods evicted, %d evictions refused by the budget first; %d requests, none failed", node.Name, onNode, refused, rep.Totals.Sent)
+}
+
 // checkReplacedUnderTheirNames: a StatefulSet's rollout replaced each of
 // its n pods under the pod's own name, and the report tells the two
 // apart: NAME (the old revision) and NAME#2 (the new one).

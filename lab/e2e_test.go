@@ -216,8 +216,10 @@ func TestLab(t *testing.T) {
 	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	t.Run("externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
 	t.Run("the edge", func(t *testing.T) { testEdge(t, ctx, client) })
-	t.Run("workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
 	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
+	t.Run("workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
+	// Last on this lab: it evicts every pod of a node.
+	t.Run("a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
 
 	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.

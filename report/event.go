@@ -22,7 +22,9 @@ const (
 	EndpointNotServing   EventKind = "endpoint_not_serving"
 	EndpointTerminating  EventKind = "endpoint_terminating"
 	EndpointRemoved      EventKind = "endpoint_removed"
-	RevisionCreated      EventKind = "revision_created" // a new ReplicaSet
+	RevisionCreated      EventKind = "revision_created" // a new ReplicaSet or ControllerRevision
+	PodEvicted           EventKind = "pod_evicted"      // a drain's eviction was accepted
+	EvictionRefused      EventKind = "eviction_refused" // a PodDisruptionBudget refused a drain's eviction (429); asked again
 	RolloutTriggered     EventKind = "rollout_triggered"
 	RolloutComplete      EventKind = "rollout_complete"
 	RolloutFailed        EventKind = "rollout_failed"

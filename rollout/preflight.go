@@ -87,8 +87,12 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("missing permissions in namespace %s: %s (deploy/rbac.yaml grants what rollprobe run needs)",
-			namespace, strings.Join(missing, ", "))
+		where := "in namespace " + namespace
+		if namespace == "" {
+			where = "cluster-wide"
+		}
+		return fmt.Errorf("missing permissions %s: %s (deploy/rbac.yaml grants what rollprobe run needs)",
+			where, strings.Join(missing, ", "))
 	}
 	return nil
 }

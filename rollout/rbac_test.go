@@ -75,3 +75,52 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 		}
 	}
 }
+
+// deploy/rbac-drain.yaml's ClusterRole grants exactly what run --drain
+// checks for cluster-wide.
+func TestDrainRBACManifestGrantsExactlyItsPermissions(t *testing.T) {
+	data, err := os.ReadFile("../deploy/rbac-drain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(string(data))))
+	var granted []string
+	roles := 0
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		role, ok := obj.(*rbacv1.ClusterRole)
+		if !ok {
+			continue
+		}
+		roles++
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, r := range rule.Resources {
+					resource, sub, _ := strings.Cut(r, "/")
+					for _, v := range rule.Verbs {
+						granted = append(granted, Permission{Verb: v, Group: g, Resource: resource, Subresource: sub}.String())
+					}
+				}
+			}
+		}
+	}
+	var required []string
+	for _, p := range (Drain{}).ClusterPermissions() {
+		required = append(required, p.String())
+	}
+	sort.Strings(granted)
+	sort.Strings(required)
+	if roles != 1 || strings.Join(granted, "\n") != strings.Join(required, "\n") {
+		t.Errorf("deploy/rbac-drain.yaml (%d cluster roles) grants\n  %s\nthe code requires\n  %s", roles, strings.Join(granted, "\n  "), strings.Join(required, "\n  "))
+	}
+}

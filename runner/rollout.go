@@ -42,7 +42,17 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		return fail(err)
 	}
 	wl := target.Workload
-	if err := wl.CanRoll(); err != nil {
+	drain, isDrain := cfg.Trigger.(rollout.Drain)
+	if isDrain {
+		// A drain writes no workload: its evictions are replaced whatever
+		// the update strategy, a paused Deployment's too.
+		if err := rollout.CheckPermissions(bounded, cfg.Kube, "", drain.ClusterPermissions()); err != nil {
+			return fail(err)
+		}
+		if err := drain.Prepare(bounded, cfg.Kube); err != nil {
+			return fail(err)
+		}
+	} else if err := wl.CanRoll(); err != nil {
 		return fail(err)
 	}
 	if _, isWatch := cfg.Trigger.(rollout.Watch); !isWatch {
@@ -383,7 +393,27 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	out.triggeredAt = now()
 	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
-	if err := cfg.Trigger.Fire(bounded, cfg.Kube, cfg.ref()); err != nil {
+	trigger := cfg.Trigger
+	drain, isDrain := trigger.(rollout.Drain)
+	if isDrain {
+		if drain.Uncordon {
+			// Asked for: the node back at the end, whatever happened.
+			defer func() {
+				if err := rollout.Cordon(context.WithoutCancel(ctx), cfg.Kube, drain.Node, false); err != nil {
+					cfg.logf("uncordon: %v", err)
+				} else {
+					cfg.logf("node %s uncordoned", drain.Node)
+				}
+			}()
+		}
+		drain.Record = func(e report.Event) {
+			f.tl.Add(e)
+			cfg.logf("drain: %s", e.Detail)
+		}
+		trigger = drain
+		cfg.logf("cordoning node %s and evicting its pods", drain.Node)
+	}
+	if err := trigger.Fire(bounded, cfg.Kube, cfg.ref()); err != nil {
 		if bounded.Err() != nil {
 			return f.ended(ctx, bounded, out, "")
 		}
@@ -391,6 +421,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: err.Error()})
 		cfg.logf("trigger failed: %v", err)
 		return out
+	}
+	if isDrain {
+		return f.followDrain(ctx, bounded, out, drain)
 	}
 	if _, isExec := cfg.Trigger.(rollout.Exec); isExec {
 		// A deploy step is often idempotent (helm upgrade with nothing
@@ -479,6 +512,50 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	out.status = report.StatusComplete
 	f.setPhase(PhaseSettling)
 	cfg.logf("all old pods gone; settling for %s", cfg.Settle)
+	sleep(ctx, cfg.Settle)
+	return out
+}
+
+// followDrain waits, after a drain's evictions were accepted, until no pod
+// of the workload is left on the node and the workload is back to done
+// (rollout.Drain.Done), then settles. A drain changes no revision: the
+// pods it evicted are the run's old pods.
+func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d rollout.Drain) outcome {
+	cfg := f.cfg
+	out.status = report.StatusInProgress
+	f.setPhase(PhaseRolling)
+	cfg.logf("triggered: %s", d.Describe())
+	var lastMsg, failed string
+	err := f.until(bounded, func() bool {
+		wl := f.w.Workload()
+		if pr := wl.Progress(); pr.Failed != "" {
+			failed = pr.Failed
+			return true
+		}
+		done, msg := d.Done(wl, f.w.Pods())
+		if msg != lastMsg {
+			lastMsg = msg
+			cfg.logf("drain: %s", msg)
+		}
+		return done
+	})
+	switch {
+	case err != nil:
+		return f.ended(ctx, bounded, out, lastMsg)
+	case failed != "":
+		out.status, out.message = report.StatusFailed, failed
+		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: failed})
+		cfg.logf("rollout failed: %s", failed)
+		return out
+	}
+	out.completeAt = now()
+	out.oldPodsGoneAt = out.completeAt
+	out.newRevision = f.w.NewRevision()
+	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: lastMsg})
+	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod of the workload evicted from node " + d.Node + " is gone"})
+	out.status = report.StatusComplete
+	f.setPhase(PhaseSettling)
+	cfg.logf("settling for %s", cfg.Settle)
 	sleep(ctx, cfg.Settle)
 	return out
 }

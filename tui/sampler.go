@@ -245,6 +245,8 @@ func (s *Sampler) event(e report.Event) {
 		logf(false, "rollout triggered: %s", e.Detail)
 	case report.RevisionCreated:
 		logf(false, "new revision %s", e.Revision)
+	case report.PodEvicted, report.EvictionRefused:
+		logf(false, "%s", e.Detail)
 	case report.RolloutComplete:
 		logf(false, "rollout complete: %s", e.Detail)
 	case report.RolloutFailed:

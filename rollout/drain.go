@@ -1,0 +1,227 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// Drain is kubectl drain NODE --ignore-daemonsets --delete-emptydir-data
+// as the trigger: cordon the node, then evict every pod on it through the
+// Eviction API, which honours PodDisruptionBudgets. An eviction a budget
+// refuses (429) is tried again every EvictionRetry, as kubectl does, until
+// it is allowed or the run ends. DaemonSet pods and mirror pods stay (as
+// with --ignore-daemonsets); a pod no controller would replace stops the
+// drain before anything changes (kubectl wants --force for it: rollprobe
+// does not delete what nothing brings back).
+//
+// The workload the run names is the one whose pods and Service are
+// watched and probed; the drain evicts every pod of the node, whatever
+// owns it. The node stays cordoned unless Uncordon.
+type Drain struct {
+	Node     string
+	Uncordon bool
+	// Record, when set, receives an event for each eviction accepted or
+	// refused (the runner sets its timeline's).
+	Record func(report.Event)
+}
+
+// EvictionRetry is how long a drain waits before it asks again for an
+// eviction a PodDisruptionBudget refused (kubectl drain's 5 s).
+var EvictionRetry = 5 * time.Second
+
+// MirrorPodAnnotation marks a static pod's mirror: the kubelet owns it.
+const MirrorPodAnnotation = corev1.MirrorPodAnnotationKey
+
+func (d Drain) Describe() string {
+	return fmt.Sprintf("drain node %s (kubectl drain --ignore-daemonsets --delete-emptydir-data)", d.Node)
+}
+
+// Verbs: a drain writes no workload.
+func (Drain) Verbs() []string { return nil }
+
+// ClusterPermissions are what a drain needs beyond the namespace: read and
+// cordon the node, list its pods in every namespace, evict them.
+func (Drain) ClusterPermissions() []Permission {
+	return []Permission{
+		{Verb: "get", Resource: "nodes"}, {Verb: "patch", Resource: "nodes"},
+		{Verb: "list", Resource: "pods"},
+		{Verb: "create", Resource: "pods", Subresource: "eviction"},
+	}
+}
+
+// Prepare checks, changing nothing, that the node exists and that every pod
+// a drain would evict has a controller to replace it.
+func (d Drain) Prepare(ctx context.Context, kube kubernetes.Interface) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	if _, err := kube.CoreV1().Nodes().Get(ctx, d.Node, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("--drain: node %s not found", d.Node)
+		}
+		return fmt.Errorf("--drain: get node %s: %w", d.Node, CallError(ctx, err))
+	}
+	pods, err := d.podsToEvict(ctx, kube)
+	if err != nil {
+		return err
+	}
+	var unmanaged []string
+	for _, p := range pods {
+		if metav1.GetControllerOf(&p) == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			unmanaged = append(unmanaged, p.Namespace+"/"+p.Name)
+		}
+	}
+	if len(unmanaged) > 0 {
+		sort.Strings(unmanaged)
+		return fmt.Errorf("--drain %s: pods no controller would replace: %s (kubectl drain refuses them without --force; move or delete them first)",
+			d.Node, strings.Join(unmanaged, ", "))
+	}
+	return nil
+}
+
+// podsToEvict lists the node's pods a drain evicts: all but DaemonSet
+// pods and mirror pods.
+func (d Drain) podsToEvict(ctx context.Context, kube kubernetes.Interface) ([]corev1.Pod, error) {
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", d.Node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("--drain: list the pods of node %s: %w", d.Node, CallError(ctx, err))
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Spec.NodeName != d.Node {
+			continue // the field selector's job, checked here too
+		}
+		if _, mirror := p.Annotations[MirrorPodAnnotation]; mirror {
+			continue
+		}
+		if c := metav1.GetControllerOf(&p); c != nil && c.Kind == "DaemonSet" {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			continue // already going
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Cordon marks the node unschedulable (or schedulable again with false).
+func Cordon(ctx context.Context, kube kubernetes.Interface, node string, unschedulable bool) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": unschedulable}})
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordon node %s: %w", node, CallError(ctx, err))
+	}
+	return nil
+}
+
+// Fire cordons the node and evicts its pods, all at once as kubectl does,
+// each retried while a budget refuses it; it returns once every eviction
+// was accepted (the pods then terminate), or with the first error.
+func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, _ Ref) error {
+	if err := Cordon(ctx, kube, d.Node, true); err != nil {
+		return err
+	}
+	list, cancel := Bound(ctx)
+	pods, err := d.podsToEvict(list, kube)
+	cancel()
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, len(pods))
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- d.evict(ctx, kube, p)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evict asks for one pod's eviction until it is accepted (or the pod is
+// gone), noting the first refusal of each kind and the acceptance.
+func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) error {
+	refused := ""
+	for {
+		call, cancel := Bound(ctx)
+		err := kube.CoreV1().Pods(p.Namespace).EvictV1(call, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+		err = CallError(call, err)
+		cancel()
+		switch {
+		case err == nil:
+			d.record(report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+				Detail: fmt.Sprintf("pod %s/%s evicted from node %s", p.Namespace, p.Name, d.Node)})
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsTooManyRequests(err):
+			// A PodDisruptionBudget allows no more disruption now.
+			if msg := err.Error(); msg != refused {
+				refused = msg
+				d.record(report.Event{Kind: report.EvictionRefused, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+					Detail: fmt.Sprintf("eviction of %s/%s refused: %s (asking again every %s)", p.Namespace, p.Name, msg, EvictionRetry)})
+			}
+		default:
+			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		t := time.NewTimer(EvictionRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (d Drain) record(e report.Event) {
+	if d.Record != nil {
+		d.Record(e)
+	}
+}
+
+// Done says whether the drain is over for the workload: no pod of it is
+// left on the node (each evicted one gone, none put back: the node is
+// cordoned) and the workload is back to done as kubectl judges it (the
+// replacements ready elsewhere).
+func (d Drain) Done(w Workload, pods []*corev1.Pod) (done bool, message string) {
+	on := 0
+	for _, p := range pods {
+		if p.Spec.NodeName == d.Node {
+			on++
+		}
+	}
+	if on > 0 {
+		return false, fmt.Sprintf("%d pods of %s still on node %s", on, w.Ref(), d.Node)
+	}
+	pr := w.Progress()
+	if !pr.Done {
+		return false, pr.Message
+	}
+	return true, fmt.Sprintf("node %s drained: no pod of %s left on it, and %s", d.Node, w.Ref(), pr.Message)
+}

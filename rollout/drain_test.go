@@ -1,0 +1,130 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+func nodePod(name, node, ownerKind string, annotations map[string]string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod", Annotations: annotations}, Spec: corev1.PodSpec{NodeName: node}}
+	if ownerKind != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: ownerKind, Name: "owner", Controller: ptr.To(true), APIVersion: "apps/v1"}}
+	}
+	return p
+}
+
+// A drain cordons the node and evicts its pods as kubectl drain
+// --ignore-daemonsets does: DaemonSet and mirror pods stay, other nodes'
+// pods are not touched, and an eviction a PodDisruptionBudget refuses
+// (429) is asked again until it is allowed, each refusal and acceptance
+// recorded.
+func TestDrainCordonsAndEvicts(t *testing.T) {
+	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
+	EvictionRetry = time.Millisecond
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	kube := fake.NewClientset(node,
+		nodePod("web-a", "n1", "ReplicaSet", nil), nodePod("web-b", "n1", "ReplicaSet", nil),
+		nodePod("agent", "n1", "DaemonSet", nil), nodePod("static", "n1", "", map[string]string{MirrorPodAnnotation: "x"}),
+		nodePod("web-c", "n2", "ReplicaSet", nil))
+	var mu sync.Mutex
+	var evicted []string
+	refusals := map[string]int{}
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		mu.Lock()
+		defer mu.Unlock()
+		if name == "web-b" && refusals[name] < 2 { // the budget allows it on the third ask
+			refusals[name]++
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		evicted = append(evicted, name)
+		return true, nil, nil
+	})
+	var events []report.Event
+	d := Drain{Node: "n1", Record: func(e report.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+	ctx := context.Background()
+	if err := d.Prepare(ctx, kube); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Fire(ctx, kube, Ref{}); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if !n.Spec.Unschedulable {
+		t.Error("the node is not cordoned")
+	}
+	if len(evicted) != 2 || !strings.Contains(strings.Join(evicted, " "), "web-a") || !strings.Contains(strings.Join(evicted, " "), "web-b") {
+		t.Errorf("evicted %v, want web-a and web-b (not the DaemonSet's, the mirror pod or another node's)", evicted)
+	}
+	kinds := map[report.EventKind]int{}
+	for _, e := range events {
+		kinds[e.Kind]++
+	}
+	// The same refusal twice is recorded once.
+	if kinds[report.PodEvicted] != 2 || kinds[report.EvictionRefused] != 1 {
+		t.Errorf("events %+v: want 2 evictions and 1 refusal", events)
+	}
+	if err := Cordon(ctx, kube, "n1", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); n.Spec.Unschedulable {
+		t.Error("uncordon left the node unschedulable")
+	}
+}
+
+// A pod no controller would bring back stops the drain before anything
+// changes, as does a node that does not exist.
+func TestDrainRefusesUnmanagedPods(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, nodePod("web-a", "n1", "ReplicaSet", nil), nodePod("scratch", "n1", "", nil))
+	err := Drain{Node: "n1"}.Prepare(context.Background(), kube)
+	if err == nil || !strings.Contains(err.Error(), "prod/scratch") {
+		t.Fatalf("prepare: %v, want the unmanaged pod named", err)
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{}); n.Spec.Unschedulable {
+		t.Error("the node was cordoned by a refused drain")
+	}
+	if err := (Drain{Node: "nope"}).Prepare(context.Background(), kube); err == nil || !strings.Contains(err.Error(), "node nope not found") {
+		t.Errorf("a missing node: %v", err)
+	}
+}
+
+// The drain is over for the workload once none of its pods is on the node
+// and it is whole again.
+func TestDrainDone(t *testing.T) {
+	d := webDeployment()
+	d.Generation, d.Status = 1, appsv1DeploymentStatus(3)
+	w := Workload{Deployment: d}
+	on := nodePod("web-a", "n1", "ReplicaSet", nil)
+	off := nodePod("web-b", "n2", "ReplicaSet", nil)
+	if done, msg := (Drain{Node: "n1"}).Done(w, []*corev1.Pod{on, off}); done || !strings.Contains(msg, "1 pods of deployment prod/web still on node n1") {
+		t.Errorf("a pod left on the node: done %v, %q", done, msg)
+	}
+	if done, _ := (Drain{Node: "n1"}).Done(w, []*corev1.Pod{off}); !done {
+		t.Error("no pod on the node and the deployment whole: not done")
+	}
+	d.Status.AvailableReplicas = 2
+	if done, msg := (Drain{Node: "n1"}).Done(w, []*corev1.Pod{off}); done || !strings.Contains(msg, "available") {
+		t.Errorf("a replacement not available yet: done %v, %q", done, msg)
+	}
+}
+
+func appsv1DeploymentStatus(n int32) appsv1.DeploymentStatus {
+	return appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+}
