@@ -136,7 +136,8 @@ func writeMarkdownPods(b *strings.Builder, r *report.Report) {
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %d | %d | %s | %s | %s |\n", p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+		served, after := servedCells(r, p)
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
 	if collapsed {
 		b.WriteString("\n</details>\n")

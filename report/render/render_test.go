@@ -58,3 +58,34 @@ func TestMarkdownCollapsesALongPodTable(t *testing.T) {
 		t.Fatalf("%s", md.String())
 	}
 }
+
+// Without a backend header nothing names the pod that answered: the pod
+// tables say unknown, never 0.
+func TestServedIsUnknownWithoutABackendHeader(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Config.BackendHeader = ""
+	for i := range r.Pods {
+		r.Pods[i].Served, r.Pods[i].ServedAfterDeletion = 0, 0
+	}
+	var text, md bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		for _, p := range r.Pods {
+			var row string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, p.Pod) && strings.Contains(line, " "+p.Revision+" ") {
+					row = line
+					break
+				}
+			}
+			if !strings.Contains(row, "unknown") || strings.Contains(row, " 0 ") {
+				t.Errorf("%s: pod %s's row %q: want served unknown", name, p.Pod, row)
+			}
+		}
+	}
+}

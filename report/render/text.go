@@ -222,6 +222,15 @@ func orDash(s string) string {
 	return s
 }
 
+// servedCells are a pod's served counts as a table shows them: unknown
+// (not 0) when no backend header named the pod that answered.
+func servedCells(r *report.Report, p report.PodTraffic) (served, after string) {
+	if r.Config.BackendHeader == "" {
+		return "unknown", "unknown"
+	}
+	return fmt.Sprint(p.Served), fmt.Sprint(p.ServedAfterDeletion)
+}
+
 // writePods renders run's per-pod traffic table: what each pod served, how
 // much of it after its deletion was requested, and how its container ended.
 func writePods(b *strings.Builder, r *report.Report) {
@@ -244,7 +253,11 @@ func writePods(b *strings.Builder, r *report.Report) {
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
-		fmt.Fprintf(b, "            %-*s  %-10s  %8d  %14d  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), p.Served, p.ServedAfterDeletion, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+		served, after := servedCells(r, p)
+		fmt.Fprintf(b, "            %-*s  %-10s  %8s  %14s  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+	}
+	if r.Config.BackendHeader == "" && len(r.Pods) > 0 {
+		b.WriteString("            (served unknown: no --backend-header names the pod that answered)\n")
 	}
 }
 
