@@ -45,6 +45,9 @@ type seen struct {
 	// gap: the failure began while the entry node had no serving local
 	// endpoint (externalTrafficPolicy: Local), or just after.
 	gap *report.NodeGap
+	// svcGap: the failure began while the Service had no serving endpoint
+	// at all, or just after.
+	svcGap *svcGap
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -92,6 +95,9 @@ type facts struct {
 	version advice.Version
 	// spikes: the latency spikes at deletions (latencySpikes).
 	spikes []pathSpike
+	// svcGaps: the times the Service had no serving endpoint, each with
+	// the failures placed in it.
+	svcGaps []svcGap
 	// preStop is the one preStop sleep the findings suggest: sized from
 	// the longest measured window, failures' or slow successes'.
 	preStop int
@@ -117,6 +123,8 @@ var rules = []rule{
 	// First: a failure in a node gap has its cause there, whatever the
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
+	// Then: nothing served at all (capacity, not propagation).
+	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
 	{StopsBeforePropagation, report.SeverityError,
 		func(s seen) bool {
 			return s.terminating && (connectionFailure(s.class) || (s.proxied && s.class == prober.Timeout)) && !abruptClose(s)
@@ -143,6 +151,7 @@ func abruptClose(s seen) bool {
 func findings(r *report.Report, failures []report.Failure, outs []report.Outage, gaps []report.NodeGap, a attributor) (out []report.Finding, preStop int) {
 	pods := a.pods
 	groups := map[string]*group{}
+	svcGaps := serviceGaps(r)
 	for i := range failures {
 		f := &failures[i]
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f)}
@@ -158,6 +167,9 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 		if i := gapOf(gaps, f, entryPath(r)); i >= 0 {
 			s.gap = &gaps[i]
 			gaps[i].Failed++
+		} else if i := svcGapOf(svcGaps, f); i >= 0 {
+			s.svcGap = &svcGaps[i]
+			svcGaps[i].failed++
 		}
 		var id string
 		for _, rl := range rules {
@@ -189,7 +201,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods)}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
@@ -255,9 +267,11 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// earliest possible deletion where the pod is not certain, so the fix
 	// covers what was seen whichever pod it was.
 	sleep := x.preStop
-	evidence := []string{
-		fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
-		fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()),
+	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt))}
+	if g.ambiguous < len(g.fails) {
+		evidence = append(evidence, fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()))
+	} else {
+		evidence = append(evidence, "each came after the deletion of a pod it could have hit had been requested (none could be put on one pod for certain): the endpoint change had not reached every proxy yet")
 	}
 	if g.ambiguous > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d of them could have come from more than one terminating pod; counted from the earliest of those deletions, the last came %.2fs after it, and the fix is sized from that",

@@ -71,6 +71,41 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	t.Run("a StatefulSet of one replica leaves its Service with nothing to serve", func(t *testing.T) {
+		ip := ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "single-sts")
+		r := startWorkloadRun(t, nil, rollout.KindStatefulSet, "single-sts", "http://"+ip+"/", "--conn", "new").wait(t)
+		if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
+		}
+		gap := findingByID(r.rep, analysis.NoServingEndpoint)
+		if gap == nil {
+			t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.NoServingEndpoint)
+		}
+		// The referee is the timeline's own EndpointSlice events: from the
+		// old endpoint's last serving to the new one's first, nothing
+		// served; the finding says when.
+		var stopped, again time.Time
+		for _, e := range r.rep.Timeline {
+			if !e.Kind.IsEndpoint() {
+				continue
+			}
+			switch {
+			case stopped.IsZero() && (e.Kind == report.EndpointRemoved || (!e.Serving && e.Terminating)):
+				stopped = e.At
+			case !stopped.IsZero() && again.IsZero() && e.Serving:
+				again = e.At
+			}
+		}
+		want := fmt.Sprintf("had no serving endpoint from %+.2fs to %+.2fs", stopped.Sub(r.rep.StartedAt).Seconds(), again.Sub(r.rep.StartedAt).Seconds())
+		if stopped.IsZero() || again.IsZero() || !strings.Contains(strings.Join(gap.Evidence, "\n"), want) {
+			t.Errorf("evidence lacks %q:\n%s", want, strings.Join(gap.Evidence, "\n"))
+		}
+		if zero := findingByID(r.rep, "rollout-can-leave-no-ready-pod"); zero == nil || zero.Source != "doctor" {
+			t.Errorf("the doctor's check did not say it before: %v", findingIDs(r.rep))
+		}
+		t.Logf("single-sts: %d of %d failed %v; %s", r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), strings.Join(gap.Evidence, " | "))
+	})
+
 	node := firstNode()
 	for _, tc := range []struct {
 		sample, why string

@@ -1,0 +1,99 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// A StatefulSet of one replica recreates its pod: from the old pod's
+// endpoint no longer serving until the new one's does, the Service has no
+// serving endpoint. Every failure from then until proxies learn of the new
+// endpoint is the gap's, not the propagation race's: capacity, with the
+// StatefulSet's own fix.
+func TestNoServingEndpoint(t *testing.T) {
+	ep := func(ms int, kind report.EventKind, ip string, ready, serving, terminating bool) report.Event {
+		return report.Event{At: at(ms), Kind: kind, Pod: "web-0", IP: ip, Ready: ready, Serving: serving, Terminating: terminating}
+	}
+	r := &report.Report{StartedAt: t0, EndedAt: at(15000),
+		Rollout: &report.Rollout{Kind: "StatefulSet", Name: "web", Service: "web", Trigger: "restart (kubectl rollout restart)"},
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "web-0", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
+			ep(1, report.EndpointAdded, "10.0.0.5", true, true, false),
+			ev(5000, report.PodDeletionRequested, "web-0", "web-a"),
+			ep(5100, report.EndpointTerminating, "10.0.0.5", false, false, true),
+			ev(5400, report.PodGone, "web-0", "web-a"),
+			ep(5500, report.EndpointRemoved, "10.0.0.5", false, false, true),
+			{At: at(5600), Kind: report.PodCreated, Pod: "web-0", Revision: "web-b"},
+			ep(6000, report.EndpointAdded, "10.0.0.9", false, false, false),
+			{At: at(9000), Kind: report.PodReady, Pod: "web-0", Revision: "web-b", IP: "10.0.0.9"},
+			ep(9000, report.EndpointReady, "10.0.0.9", true, true, false),
+		}}
+	for _, ms := range []int{5200, 5300, 6500, 8000, 9500, 11900} {
+		r.Failures = append(r.Failures, fail(ms, report.ClassConnectTimeout, true, ""))
+	}
+	late := fail(12500, report.ClassRefused, true, "") // past the gap and its slack
+	r.Failures = append(r.Failures, late)
+	analyse(r)
+	f := find(r, NoServingEndpoint)
+	if f == nil || f.Severity != report.SeverityError {
+		t.Fatalf("findings %+v: want the no-serving-endpoint error", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"service web had no serving endpoint from +5.10s to +9.00s (3.9s)", "the last to stop serving was web-0", "6 requests failed in it",
+		"a StatefulSet deletes each pod before it creates its replacement"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if !strings.Contains(f.Fix, "at least 2 replicas of the StatefulSet") || !strings.Contains(f.Title, "for 3.9s") {
+		t.Errorf("title %q, fix %q", f.Title, f.Fix)
+	}
+	if p := find(r, StopsBeforePropagation); p != nil && strings.Contains(strings.Join(p.Evidence, " "), "7 requests") {
+		t.Errorf("the race finding claims the gap's failures: %+v", p)
+	}
+}
+
+// Endpoints that keep serving while terminating (or a second pod ready)
+// leave no gap; nor does a run whose endpoints were never seen serving.
+func TestNoServiceGapWhileAnEndpointServes(t *testing.T) {
+	ep := func(ms int, kind report.EventKind, pod, ip string, serving bool) report.Event {
+		return report.Event{At: at(ms), Kind: kind, Pod: pod, IP: ip, Ready: serving, Serving: serving}
+	}
+	r := &report.Report{StartedAt: t0, EndedAt: at(10000), Timeline: []report.Event{
+		ep(1, report.EndpointAdded, "a", "10.0.0.5", true),
+		ep(2, report.EndpointAdded, "b", "10.0.0.6", true),
+		ep(5000, report.EndpointTerminating, "a", "10.0.0.5", false),
+		ep(5500, report.EndpointRemoved, "a", "10.0.0.5", false),
+	}}
+	if gaps := serviceGaps(r); len(gaps) != 0 {
+		t.Errorf("gaps %+v with b serving throughout", gaps)
+	}
+	r.Timeline = []report.Event{ep(1, report.EndpointAdded, "a", "10.0.0.5", false), ep(3000, report.EndpointRemoved, "a", "10.0.0.5", false)}
+	if gaps := serviceGaps(r); len(gaps) != 0 {
+		t.Errorf("gaps %+v though no endpoint was ever seen serving", gaps)
+	}
+}
+
+// When no failure of the race could be put on one pod for certain, the
+// finding does not speak of "the last certain one" (it said 0.00s).
+func TestPropagationWithoutACertainFailure(t *testing.T) {
+	r := &report.Report{StartedAt: t0, EndedAt: at(10000), Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5100, report.PodDeletionRequested, "b", "old"),
+	}}
+	r.Failures = []report.Failure{fail(5300, report.ClassRefused, true, ""), fail(5400, report.ClassRefused, true, "")}
+	analyse(r)
+	f := find(r, StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if r.Failures[0].Confidence == 1 || strings.Contains(ev, "the last certain one") || !strings.Contains(ev, "none could be put on one pod for certain") {
+		t.Errorf("confidence %v; evidence:\n%s", r.Failures[0].Confidence, ev)
+	}
+}
