@@ -86,7 +86,7 @@ bench-https: build ## what https costs (the goroutine engine) against wrk and fo
 LAB_DEBS := iproute2 nftables conntrack runc busybox-static
 
 lab-deps: ## Debian packages the lab needs ($(LAB_DEBS)), installed when missing
-	@missing=$$(for p in $(LAB_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(LAB_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "lab-deps: installing" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
