@@ -1,23 +1,35 @@
 package rollout
 
 import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // ReadinessConnects reports whether a Ready pod was listening where the
-// Service sends traffic: every port of svc that reaches a container of the
-// pod is one that container's readiness probe connects to (httpGet or
-// tcpSocket on the pod's own IP, or grpc). The kubelet marks such a pod
-// ready only after a probe connected there, so a new Ready pod does not
-// refuse connections unless its container exits. False when no port of
-// svc reaches the pod, or any that does is not probed.
-func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service) bool {
+// Service sends the run's traffic: every port of svc that reaches a
+// container of the pod (only the probed one, port, when it is known: a
+// Service port number, 0 for every port) is one that container's
+// readiness probe connects to (httpGet or tcpSocket on the pod's own IP,
+// or grpc). The kubelet marks such a pod ready only after a probe
+// connected there, so a new Ready pod does not refuse connections unless
+// its container exits. False when no such port reaches the pod, or any
+// that does is not probed. (A Service of an http and a grpc port whose
+// readiness probe checks http: traffic to the http port is judged by the
+// http port alone.)
+func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 	if svc == nil {
 		return false
 	}
 	reached := false
 	for _, sp := range svc.Spec.Ports {
+		if port != 0 && sp.Port != port {
+			continue
+		}
 		target := sp.TargetPort
 		if target.Type == intstr.Int && target.IntVal == 0 {
 			target = intstr.FromInt32(sp.Port)
@@ -74,4 +86,36 @@ func probes(c corev1.Container, port int32) bool {
 	}
 	named, ok := containerPort(c, probed)
 	return ok && named == port
+}
+
+// ServicePortOf is the port of svc (its spec.ports[].port) that a target
+// URL reaches: at the Service's cluster IP or a load balancer address by
+// that port, by the Service's own DNS name, or at any address by one of its
+// node ports. 0 when the URL reaches none that can be told (another name:
+// an ingress): then every port counts.
+func ServicePortOf(svc *corev1.Service, target *url.URL) int32 {
+	if svc == nil || target == nil {
+		return 0
+	}
+	port := 80
+	if target.Scheme == "https" {
+		port = 443
+	}
+	if p, err := strconv.Atoi(target.Port()); err == nil {
+		port = p
+	}
+	host := target.Hostname()
+	// By address, or by the Service's own DNS name (NAME, NAME.NS,
+	// NAME.NS.svc, NAME.NS.svc.cluster.local).
+	named := host == svc.Name || host == svc.Name+"."+svc.Namespace || strings.HasPrefix(host, svc.Name+"."+svc.Namespace+".svc")
+	addressed := named || host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host)
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		addressed = addressed || (ing.IP != "" && ing.IP == host)
+	}
+	for _, sp := range svc.Spec.Ports {
+		if (addressed && int(sp.Port) == port) || (sp.NodePort != 0 && int(sp.NodePort) == port) {
+			return sp.Port
+		}
+	}
+	return 0
 }

@@ -1,9 +1,11 @@
 package rollout
 
 import (
+	"net/url"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -44,8 +46,38 @@ func TestReadinessConnects(t *testing.T) {
 		{"target 0 means the Service port", pod(tcp(intstr.FromInt32(80)), corev1.ContainerPort{ContainerPort: 80}), svc(intstr.FromInt32(0)), true},
 		{"no Service", pod(http(intstr.FromString("http"), ""), httpPort), nil, false},
 	} {
-		if got := ReadinessConnects(tc.pod, tc.svc); got != tc.want {
+		if got := ReadinessConnects(tc.pod, tc.svc, 0); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A Service with an http and a grpc port whose readiness probe checks http
+// only: traffic to the http port is judged by that port (the pod listened
+// there when it turned ready); traffic to the grpc port, or to a port that
+// cannot be told, by every port the Service reaches, as before.
+func TestReadinessConnectsOnTheProbedPort(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app",
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "grpc", ContainerPort: 9555}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}}}}}}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
+		{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), NodePort: 30080}, {Name: "grpc", Port: 9555, TargetPort: intstr.FromString("grpc")}}}}
+	for _, tc := range []struct {
+		target string
+		port   int32
+		want   bool
+	}{
+		{"http://10.96.0.10/", 80, true},
+		{"http://10.100.0.11:30080/", 80, true},
+		{"http://10.96.0.10:9555/", 9555, false},
+		{"http://web.prod.svc/", 80, true},
+		{"http://web.prod.svc.cluster.local:9555/", 9555, false},
+		{"https://shop.example.com/", 0, false},
+	} {
+		u, _ := url.Parse(tc.target)
+		port := ServicePortOf(svc, u)
+		if port != tc.port || ReadinessConnects(pod, svc, port) != tc.want {
+			t.Errorf("%s: service port %d (want %d), readiness connects %v (want %v)", tc.target, port, tc.port, ReadinessConnects(pod, svc, port), tc.want)
 		}
 	}
 }

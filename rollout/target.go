@@ -30,6 +30,9 @@ type Target struct {
 	Namespace string
 	Workload  Workload
 	Service   *corev1.Service
+	// ServicePort is the Service port the run's traffic reaches
+	// (ServicePortOf), 0 when it cannot be told: readiness is judged on it.
+	ServicePort int32
 }
 
 // ErrNameTheService: the Service in front of the Deployment cannot be

@@ -354,7 +354,7 @@ func (w *Watcher) onPodAdd(obj any) {
 	e.Server = ptrTime(p.CreationTimestamp)
 	if kind == report.PodPresent {
 		e.Ready = podReady(p)
-		e.ReadinessConnects = ReadinessConnects(p, w.target.Service)
+		e.ReadinessConnects = ReadinessConnects(p, w.target.Service, w.target.ServicePort)
 	}
 	w.tl.Add(e)
 	if kind == report.PodCreated {
@@ -401,7 +401,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 			kind = report.PodReady
 		}
 		e := podEvent(kind, n)
-		e.ReadinessConnects = is && ReadinessConnects(n, w.target.Service)
+		e.ReadinessConnects = is && ReadinessConnects(n, w.target.Service, w.target.ServicePort)
 		if c := podCondition(n, corev1.PodReady); c != nil {
 			e.Server = ptrTime(c.LastTransitionTime)
 		}
