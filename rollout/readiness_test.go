@@ -58,7 +58,7 @@ func TestReadinessConnects(t *testing.T) {
 // cannot be told, by every port the Service reaches, as before.
 func TestReadinessConnectsOnTheProbedPort(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app",
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "grpc", ContainerPort: 9555}},
+		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "grpc", ContainerPort: 9555}},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}}}}}}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
 		{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), NodePort: 30080}, {Name: "grpc", Port: 9555, TargetPort: intstr.FromString("grpc")}}}}
