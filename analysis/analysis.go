@@ -8,6 +8,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -304,12 +305,25 @@ func (a attributor) deletionNotBefore(p *Pod) (time.Time, bool) {
 func (a attributor) attribute(f *report.Failure) {
 	at := beganAt(f)
 	if f.Backend != "" {
-		f.LikelyPod, f.Confidence = f.Backend, 1
+		f.LikelyPod, f.Confidence, f.Evidence = f.Backend, 1, report.EvidenceBackendHeader
 		if p := a.pods.Served(f.Backend, at); p != nil {
 			f.LikelyPod, f.Context = p.Name, a.describe(p, at)
 		}
 		return
 	}
+	if addr, err := netip.ParseAddrPort(f.PodAddr); err == nil {
+		// The kernel's record of where the connection went: a fact.
+		if p := a.pods.ByIP(addr.Addr().String(), at); p != nil {
+			f.LikelyPod, f.Confidence, f.Evidence, f.Candidates = p.Name, 1, report.EvidenceConntrack, nil
+			f.Context = a.describe(p, at)
+			return
+		}
+	}
+	defer func() {
+		if f.LikelyPod != "" {
+			f.Evidence = report.EvidenceTimeline
+		}
+	}()
 	c := class(f)
 	term := a.narrow(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), at, c)
 	ready := a.justReadyAt(at, c)

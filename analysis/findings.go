@@ -132,7 +132,11 @@ var rules = []rule{
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
 	{ReadyTooEarly, report.SeverityError,
 		func(s seen) bool {
-			return s.class != prober.HTTP5xx && s.pod != nil && s.pod.ReadyAt != nil && !s.terminating
+			// Just ready: a pod the timeline names only then (justReadyAt);
+			// conntrack can name any pod, and an old one that refused
+			// before its deletion was received is no late starter.
+			return s.class != prober.HTTP5xx && s.pod != nil && s.pod.ReadyAt != nil && !s.terminating &&
+				!s.pod.Present && beganAt(s.f).Sub(*s.pod.ReadyAt) < readyWindow
 		}, renderReadyTooEarly},
 	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx }, renderServerErrors},
 	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},

@@ -17,6 +17,8 @@ type Pod struct {
 	Name, PodName, Revision string
 	// Node is the node the pod runs on (from its events; "" until known).
 	Node string
+	// IP is the pod's address (from its events; "" until known).
+	IP string
 	// FirstSeen is the first event about the pod; Present, that it
 	// existed when watching began.
 	FirstSeen time.Time
@@ -143,7 +145,27 @@ func (ps *Pods) pod(e report.Event) *Pod {
 	if p.Node == "" {
 		p.Node = e.Node
 	}
+	if p.IP == "" && e.IP != "" {
+		p.IP = e.IP
+	}
 	return p
+}
+
+// ByIP returns the pod that had address ip at t: of the pods that had it,
+// the last one seen by t (an address freed by a pod that went can be given
+// to a new one), the first when none was; nil when no pod had it.
+func (ps *Pods) ByIP(ip string, t time.Time) *Pod {
+	var out *Pod
+	for _, key := range ps.order {
+		p := ps.byName[key]
+		if p.IP != ip {
+			continue
+		}
+		if out == nil || !p.FirstSeen.After(t) {
+			out = p
+		}
+	}
+	return out
 }
 
 // Apply folds one event in. Events without a pod are ignored.

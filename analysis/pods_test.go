@@ -55,3 +55,37 @@ func TestAStatefulSetPodAndItsSuccessorAreTwoPods(t *testing.T) {
 		t.Errorf("web-1: %+v", byPod["web-1"])
 	}
 }
+
+// The kernel's record of where a connection went names its pod for
+// certain, even where the timeline leaves two candidates; an address no
+// pod of the timeline had leaves the inference to the timeline, which
+// says so. Every named pod says what named it.
+func TestConntrackNamesThePod(t *testing.T) {
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.244.1.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.244.2.6"},
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true, IP: "10.244.1.7"},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5100, report.PodDeletionRequested, "b", "old"),
+	}
+	mapped := fail(5300, report.ClassRefused, true, "")
+	mapped.PodAddr = "10.244.2.6:8080"
+	elsewhere := fail(5400, report.ClassRefused, true, "")
+	elsewhere.PodAddr = "10.100.0.1:443" // a proxy's address: no pod
+	named := fail(5500, report.ClassHTTP5xx, true, "c")
+	r := &report.Report{StartedAt: t0, EndedAt: at(10000), Timeline: tl, Failures: []report.Failure{mapped, elsewhere, named}}
+	x := Explain(r)
+	got := x.Failures
+	if got[0].LikelyPod != "b" || got[0].Confidence != 1 || got[0].Evidence != report.EvidenceConntrack || len(got[0].Candidates) != 0 {
+		t.Errorf("mapped to b's address: %+v", got[0])
+	}
+	if got[1].Confidence == 1 || got[1].Evidence != report.EvidenceTimeline || len(got[1].Candidates) < 2 {
+		t.Errorf("an address no pod had: %+v (want the timeline's candidates)", got[1])
+	}
+	if got[2].LikelyPod != "c" || got[2].Evidence != report.EvidenceBackendHeader {
+		t.Errorf("named by the backend header: %+v", got[2])
+	}
+	if x.Attribution.Certain != 2 || x.Attribution.Ambiguous != 1 {
+		t.Errorf("attribution %+v", *x.Attribution)
+	}
+}

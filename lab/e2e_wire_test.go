@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
@@ -36,7 +37,8 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 		// the failures, which must not all land on one of them.
 		spread bool
 		// minCertain is the least share of the failures checked on the
-		// wire that must be certain: naive's readiness probe connects
+		// wire that the timeline alone (the report analysed again without
+		// conntrack's addresses) must make certain: naive's readiness probe connects
 		// and its deletions are dated by the revision clock, so many of
 		// its failures can have had only one cause (late-ready's new pods
 		// have no readiness probe: refusals stay honestly ambiguous).
@@ -119,8 +121,45 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 		return out
 	}
 
-	checked := map[string]int{}
+	// The report as written, with conntrack's evidence: nearly every
+	// failed connection mapped, and nearly all certain.
+	ct := r.rep.Conntrack
+	if ct == nil || !ct.Watching {
+		t.Fatalf("conntrack %+v: the run probed from a node as root, where it can be read", ct)
+	}
+	if n := ct.FailuresMapped + ct.FailuresUnmapped; n == 0 || float64(ct.FailuresMapped) < 0.95*float64(n) {
+		t.Errorf("conntrack mapped %d of %d failed connections, want 95%% at least (%+v)", ct.FailuresMapped, n, *ct)
+	}
+	judge(t, "with conntrack", r.rep, syns, synOf, podAt, ident, identOf, spread, minConntrack)
+	// The timeline's own inference, as it stands where conntrack cannot be
+	// read (a prober off the nodes): the same report analysed again
+	// without the pod addresses, judged against the same wire.
+	inferred := *r.rep
+	inferred.Failures = nil
 	for _, f := range r.rep.Failures {
+		f.PodAddr, f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", "", 0, nil, "", ""
+		inferred.Failures = append(inferred.Failures, f)
+	}
+	x := analysis.Explain(&inferred)
+	inferred.Failures, inferred.Attribution = x.Failures, x.Attribution
+	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain)
+}
+
+// minConntrack is the least share of failed connections checked on the wire
+// that must be certain when conntrack was read: it names the pod of every
+// connection it saw.
+const minConntrack = 0.95
+
+// judge checks a report's attribution against the wire: each failure found
+// there by its source port names the pod its SYN went to when certain, and
+// lists it among its candidates otherwise; at least minCertain of them are
+// certain; and, for what the timeline inferred, causality holds and the
+// failures spread over the old pods deleted one after another.
+func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]capture.SYN, synOf func(report.Failure, uint16) (capture.SYN, bool),
+	podAt func(netip.AddrPort, time.Time) string, ident map[string]string, identOf func(...string) []string, spread bool, minCertain float64) {
+	t.Helper()
+	checked := map[string]int{}
+	for _, f := range rep.Failures {
 		if f.LocalAddr == "" {
 			continue
 		}
@@ -137,16 +176,16 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 		dst := syn.Dst
 		wirePod := podAt(dst, syn.At)
 		if wirePod == "" {
-			t.Fatalf("the SYN of %s (%s) from %s went to %s, which no pod of the run had; conntrack of %s now:\n%s",
+			t.Fatalf("%s: the SYN of %s (%s) from %s went to %s, which no pod of the run had; conntrack of %s now:\n%s", label,
 				f.RequestID, f.Class, f.LocalAddr, dst, firstNode().NS, conntrackDump(firstNode().NS))
 		}
 		switch {
 		case f.Confidence == 1 && ident[f.LikelyPod] != wirePod:
-			t.Errorf("%s (%s at %+.3fs): attributed to %s for certain, the wire says %s (%s)", f.RequestID, f.Class,
-				f.Start.Sub(r.rep.StartedAt).Seconds(), f.LikelyPod, wirePod, f.Context)
+			t.Errorf("%s: %s (%s at %+.3fs): attributed to %s for certain (%s), the wire says %s (%s)", label, f.RequestID, f.Class,
+				f.Start.Sub(rep.StartedAt).Seconds(), f.LikelyPod, f.Evidence, wirePod, f.Context)
 		case f.Confidence < 1 && !slices.Contains(identOf(f.Candidates...), wirePod):
-			t.Errorf("%s (%s at %+.3fs): candidates %v, the wire says %s (its events: %s)", f.RequestID, f.Class,
-				f.Start.Sub(r.rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(r.rep, strings.Split(wirePod, "@")[0]))
+			t.Errorf("%s: %s (%s at %+.3fs): candidates %v, the wire says %s (its events: %s)", label, f.RequestID, f.Class,
+				f.Start.Sub(rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(rep, strings.Split(wirePod, "@")[0]))
 		}
 		if f.Confidence == 1 {
 			checked["certain"]++
@@ -160,21 +199,21 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	// timeout's start); and with
 	// the old pods deleted one after another, the failures spread over
 	// them instead of all landing on the last one.
-	tol := time.Duration(r.rep.Attribution.ReceiveToleranceMS * float64(time.Millisecond))
+	tol := time.Duration(rep.Attribution.ReceiveToleranceMS * float64(time.Millisecond))
 	deleted := map[string]time.Time{}
-	for _, e := range r.rep.Timeline {
+	for _, e := range rep.Timeline {
 		if e.Kind == report.PodDeletionRequested {
 			deleted[e.Pod] = e.At
 		}
 	}
 	likely := map[string]bool{}
-	for _, f := range r.rep.Failures {
+	for _, f := range rep.Failures {
 		by := f.End
 		if f.Class == report.ClassRefused || f.Class == report.ClassConnectTimeout {
 			by = f.Start // the first SYN was refused, or never answered
 		}
-		if at, ok := deleted[f.LikelyPod]; ok && f.Backend == "" && at.After(by.Add(tol)) {
-			t.Errorf("%s (%s) put on %s, whose deletion was received %s after it could have been caused (tolerance %s)",
+		if at, ok := deleted[f.LikelyPod]; ok && f.Evidence == report.EvidenceTimeline && at.After(by.Add(tol)) {
+			t.Errorf("%s: %s (%s) put on %s, whose deletion was received %s after it could have been caused (tolerance %s)", label,
 				f.RequestID, f.Class, f.LikelyPod, at.Sub(by), tol)
 		}
 		if f.LikelyPod != "" {
@@ -182,15 +221,15 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 		}
 	}
 	if spread && len(likely) < 2 {
-		t.Errorf("every failure was put on %v: the old pods were deleted one after another", likely)
+		t.Errorf("%s: every failure was put on %v: the old pods were deleted one after another", label, likely)
 	}
 	if checked["certain"]+checked["ambiguous"] == 0 {
-		t.Fatalf("no failed connection was found on the wire (%d SYNs captured, %d failures)", len(syns), len(r.rep.Failures))
+		t.Fatalf("%s: no failed connection was found on the wire (%d SYNs captured, %d failures)", label, len(syns), len(rep.Failures))
 	}
 	if share := float64(checked["certain"]) / float64(checked["certain"]+checked["ambiguous"]); share < minCertain {
-		t.Errorf("%.0f%% of the failures checked were attributed for certain, want %.0f%% at least", 100*share, 100*minCertain)
+		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least", label, 100*share, 100*minCertain)
 	}
-	t.Logf("attribution checked against %d SYNs: %v; report: %+v", len(syns), checked, *r.rep.Attribution)
+	t.Logf("%s: attribution checked against the wire: %v; report: %+v", label, checked, *rep.Attribution)
 }
 
 // podIPs returns a lookup of the pod that held an IP at a time, from the

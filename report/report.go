@@ -45,8 +45,11 @@ type Report struct {
 	// Sections of rollprobe run.
 	Rollout     *Rollout     `json:"rollout,omitempty"`
 	Attribution *Attribution `json:"attribution,omitempty"`
-	Timeline    []Event      `json:"timeline,omitempty"`
-	Outages     []Outage     `json:"outages,omitempty"`
+	// Conntrack: whether the probing host's conntrack named each
+	// connection's pod (rollprobe run probing from this process).
+	Conntrack *Conntrack `json:"conntrack,omitempty"`
+	Timeline  []Event    `json:"timeline,omitempty"`
+	Outages   []Outage   `json:"outages,omitempty"`
 	// NodeGaps: the entry node's gaps without a serving local endpoint
 	// (externalTrafficPolicy: Local, a NodePort target).
 	NodeGaps []NodeGap    `json:"node_gaps,omitempty"`
@@ -394,6 +397,30 @@ type SeriesRow struct {
 	SlowConnects uint64 `json:"slow_connects,omitempty"`
 }
 
+// Evidence values (Failure.Evidence): what named the failure's pod.
+const (
+	EvidenceConntrack     = "conntrack"
+	EvidenceBackendHeader = "backend_header"
+	EvidenceTimeline      = "timeline"
+)
+
+// Conntrack says whether the probing host's conntrack was read for where
+// each connection went (the pod kube-proxy chose), and what it missed.
+type Conntrack struct {
+	Watching bool `json:"watching"`
+	// Reason says why it was not (no CAP_NET_ADMIN, not Linux, ...).
+	Reason string `json:"reason,omitempty"`
+	// Connections: connections to the probed port seen created.
+	Connections int `json:"connections"`
+	// Lost: the kernel dropped events; LostReason says how.
+	Lost       bool   `json:"lost,omitempty"`
+	LostReason string `json:"lost_reason,omitempty"`
+	// FailuresMapped and FailuresUnmapped count the failures with a
+	// connection (a local address) whose pod address was found, and not.
+	FailuresMapped   int `json:"failures_mapped"`
+	FailuresUnmapped int `json:"failures_unmapped"`
+}
+
 // Failure is one failed attempt in full.
 type Failure struct {
 	Seq       uint64    `json:"seq"`
@@ -422,6 +449,14 @@ type Failure struct {
 	Node       string `json:"node,omitempty"`
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
+	// PodAddr is where the connection went after kube-proxy's rewrite of
+	// the Service address, as conntrack recorded it on the probing host
+	// (report.Conntrack); absent when not known.
+	PodAddr string `json:"pod_addr,omitempty"`
+	// Evidence is what named LikelyPod: conntrack (the kernel's record of
+	// where the connection went), backend_header (the response named its
+	// pod) or timeline (inferred from the pods' lifecycle around it).
+	Evidence string `json:"evidence,omitempty"`
 	// Path names the path it was sent on when the run probed several.
 	Path string `json:"path,omitempty"`
 	// ServerClose, on eof and eof_reused, is CloseBeforeRequest or

@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/fleet"
+	"github.com/rollprobe/rollprobe/natwatch"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -84,6 +87,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 
 	// 2. Watch, then probe.
+	target.ServicePort = rollout.ServicePortOf(target.Service, dialedURL(cfg.Probe))
 	tl := rollout.NewTimeline(nil)
 	w, err := rollout.NewWatcher(cfg.Kube, target, tl)
 	if err != nil {
@@ -121,6 +125,13 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
 	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision()}, done: make(chan struct{})}
+	// Where this process probes from the host that rewrites the Service
+	// address (a node), conntrack says which pod each connection went to.
+	var nat *natwatch.Table
+	stopNAT := func() {}
+	if fl == nil {
+		nat, stopNAT = natwatch.Watch(dialedPorts(cfg))
+	}
 	probeDone := p.Go(ctx)
 	if fl != nil {
 		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))
@@ -180,8 +191,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		if res.Summary.Fault == "" {
 			res.Summary.Fault = f.fault // the prober's own panic comes first
 		}
+		stopNAT()
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl, Group: group})
+		if nat != nil {
+			rep.Conntrack = mapConnections(rep, nat)
+		}
 		rep.Rollout = out.section(cfg, target, run.live.oldRev)
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
@@ -679,6 +694,56 @@ func checkPathBaseline(ctx context.Context, cfg RolloutConfig, c prober.Config, 
 		return fmt.Errorf("%s is not healthy before the rollout: %d of %d baseline requests succeeded%s", what, ok, sent, detail)
 	}
 	return nil
+}
+
+// dialedPorts are the ports this process's connections go to (each
+// path's, or --connect-to's): the conntrack watch's filter.
+func dialedPorts(cfg RolloutConfig) []uint16 {
+	var ports []uint16
+	add := func(c prober.Config) {
+		u := dialedURL(c)
+		if u == nil {
+			return
+		}
+		port := 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			port = p
+		}
+		ports = append(ports, uint16(port))
+	}
+	add(cfg.Probe)
+	for _, p := range cfg.Paths {
+		add(p.Config)
+	}
+	return ports
+}
+
+// mapConnections puts on each failure with a connection the pod address
+// conntrack recorded for it, and says how many it found.
+func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
+	st := nat.Status()
+	ct := &report.Conntrack{Watching: st.Watching, Reason: st.Reason, Connections: st.Conns, Lost: st.Lost, LostReason: st.LostReason}
+	if !st.Watching && st.Conns == 0 {
+		return ct // nothing read: nothing is unmapped either
+	}
+	for i := range rep.Failures {
+		f := &rep.Failures[i]
+		local, err1 := netip.ParseAddrPort(f.LocalAddr)
+		remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
+		if err1 != nil || err2 != nil || local.Port() == 0 {
+			continue // no connection was attempted (dns, a local error)
+		}
+		if c, ok := nat.Lookup(local, remote, f.Start, f.Fresh); ok {
+			f.PodAddr = c.Dest.String()
+			ct.FailuresMapped++
+		} else {
+			ct.FailuresUnmapped++
+		}
+	}
+	return ct
 }
 
 // dialedURL is the target as connections reach it: with --connect-to, its

@@ -118,6 +118,24 @@ func Text(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
 			a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
 	}
+	if ct := r.Conntrack; ct != nil {
+		switch {
+		case !ct.Watching:
+			fmt.Fprintf(&b, "  conntrack not read: %s; pods are inferred from the timeline\n", ct.Reason)
+		default:
+			by := map[string]int{}
+			for _, f := range r.Failures {
+				if f.Evidence != "" {
+					by[f.Evidence]++
+				}
+			}
+			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d, timeline %d\n",
+				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], by[report.EvidenceTimeline])
+			if ct.Lost {
+				fmt.Fprintf(&b, "            events lost: %s\n", ct.LostReason)
+			}
+		}
+	}
 	for _, g := range r.NodeGaps {
 		fmt.Fprintf(&b, "  node gap  %s had no serving endpoint from %+.2fs", g.Node, g.Start.Sub(r.StartedAt).Seconds())
 		if g.Open {

@@ -1,0 +1,132 @@
+// Package natwatch asks the kernel where each of the prober's connections
+// really went. A Service address is rewritten (DNAT) to one pod's address
+// by kube-proxy on the host that sends the SYN; conntrack holds that choice
+// for every connection, a refused or unanswered SYN included. Where
+// rollprobe probes from such a host (a node, a host-network pod, the lab's
+// nodes), a conntrack event listener records, per connection, the address
+// after the rewrite: which pod a failure hit becomes a fact, not an
+// inference.
+//
+// The listener runs on its own goroutine and only reads; the prober's hot
+// path is untouched. What it cannot see it says (Status): not Linux, no
+// CAP_NET_ADMIN, events lost when the socket's buffer overflowed (ENOBUFS).
+package natwatch
+
+import (
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Conn is one connection as conntrack saw it created: from the prober's
+// address to Orig, rewritten to Dest (the pod), noted At (local receive
+// time of the event).
+type Conn struct {
+	Src  netip.AddrPort
+	Orig netip.AddrPort // the address the prober dialled
+	Dest netip.AddrPort // where it went after NAT; Orig when not rewritten
+	At   time.Time
+}
+
+// Status says what the watch saw and could not see.
+type Status struct {
+	// Watching: conntrack events were read; Reason says why not otherwise.
+	Watching bool
+	Reason   string
+	// Conns is how many connections to the watched addresses were seen.
+	Conns int
+	// Lost: the kernel dropped events (the socket's buffer overflowed):
+	// some connections have no mapping. LostReason says what happened.
+	Lost       bool
+	LostReason string
+}
+
+// Table holds the connections seen, by source port: a port is used again
+// once its connection is closed, so each port keeps every connection, in
+// order. Safe for concurrent use.
+type Table struct {
+	mu     sync.Mutex
+	byPort map[uint16][]Conn
+	status Status
+}
+
+// NewTable makes an empty table.
+func NewTable() *Table { return &Table{byPort: map[uint16][]Conn{}} }
+
+// Add records a connection seen.
+func (t *Table) Add(c Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byPort[c.Src.Port()] = append(t.byPort[c.Src.Port()], c)
+	t.status.Conns++
+}
+
+func (t *Table) setStatus(f func(*Status)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(&t.status)
+}
+
+// Status is what the watch saw so far.
+func (t *Table) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// matchSlack is how far a connection's event may be from the request it
+// carried: an event is delivered within milliseconds of the SYN, and the
+// request's start is taken right before the dial.
+const matchSlack = time.Second
+
+// Lookup finds the connection of a request from local address src to
+// remote address remote. fresh: the request opened its connection at
+// start, so the connection is the one seen closest to start (within a
+// second); otherwise (a kept-alive connection) the last one seen before
+// start. ok false when none matches.
+func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var best Conn
+	found := false
+	for _, c := range t.byPort[src.Port()] {
+		if c.Orig != remote || (src.Addr().IsValid() && !src.Addr().IsUnspecified() && c.Src.Addr() != src.Addr()) {
+			continue
+		}
+		if fresh {
+			d := c.At.Sub(start).Abs()
+			if d <= matchSlack && (!found || d < best.At.Sub(start).Abs()) {
+				best, found = c, true
+			}
+			continue
+		}
+		if !c.At.After(start) && (!found || c.At.After(best.At)) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+// Len is the number of connections held.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, cs := range t.byPort {
+		n += len(cs)
+	}
+	return n
+}
+
+// Ports lists the source ports seen, sorted (for tests and debugging).
+func (t *Table) Ports() []uint16 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]uint16, 0, len(t.byPort))
+	for p := range t.byPort {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
