@@ -19,40 +19,7 @@ import (
 // image and patch triggers, for every kind (Role rollprobe), and what probing from the
 // cluster adds (Role rollprobe-probers): no verb missing, none to spare.
 func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
-	f, err := os.Open("../deploy/rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	granted := map[string][]string{}
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		role, ok := obj.(*rbacv1.Role)
-		if !ok {
-			continue
-		}
-		for _, rule := range role.Rules {
-			for _, g := range rule.APIGroups {
-				for _, r := range rule.Resources {
-					resource, sub, _ := strings.Cut(r, "/")
-					for _, v := range rule.Verbs {
-						granted[role.Name] = append(granted[role.Name], Permission{Verb: v, Group: g, Resource: resource, Subresource: sub}.String())
-					}
-				}
-			}
-		}
-	}
+	granted := grants(t, "../deploy/rbac.yaml")
 	if len(granted) != 2 {
 		t.Fatalf("deploy/rbac.yaml has roles %v, want rollprobe and rollprobe-probers", granted)
 	}
@@ -62,34 +29,35 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 		every = append(every, RequiredPermissions(k, Restart{})...)
 	}
 	for role, perms := range map[string][]Permission{"rollprobe": every, "rollprobe-probers": ProberPermissions()} {
-		var required []string
-		for _, p := range perms {
-			if !slices.Contains(required, p.String()) {
-				required = append(required, p.String())
-			}
-		}
-		sort.Strings(granted[role])
-		sort.Strings(required)
-		if strings.Join(granted[role], "\n") != strings.Join(required, "\n") {
-			t.Errorf("deploy/rbac.yaml's role %s grants\n  %s\nthe code requires\n  %s", role, strings.Join(granted[role], "\n  "), strings.Join(required, "\n  "))
-		}
+		same(t, "deploy/rbac.yaml's role "+role, granted[role], perms)
 	}
 }
 
 // deploy/rbac-drain.yaml's ClusterRole grants exactly what run --drain
 // checks for cluster-wide.
 func TestDrainRBACManifestGrantsExactlyItsPermissions(t *testing.T) {
-	data, err := os.ReadFile("../deploy/rbac-drain.yaml")
+	granted := grants(t, "../deploy/rbac-drain.yaml")
+	if len(granted) != 1 {
+		t.Fatalf("deploy/rbac-drain.yaml has roles %v, want rollprobe-drain", granted)
+	}
+	same(t, "deploy/rbac-drain.yaml's cluster role", granted["rollprobe-drain"], (Drain{}).ClusterPermissions())
+}
+
+// grants reads the permissions each Role and ClusterRole of a manifest
+// grants, by role name.
+func grants(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(string(data))))
-	var granted []string
-	roles := 0
+	defer f.Close()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	granted := map[string][]string{}
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return granted
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -98,29 +66,41 @@ func TestDrainRBACManifestGrantsExactlyItsPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		role, ok := obj.(*rbacv1.ClusterRole)
-		if !ok {
+		var name string
+		var rules []rbacv1.PolicyRule
+		switch r := obj.(type) {
+		case *rbacv1.Role:
+			name, rules = r.Name, r.Rules
+		case *rbacv1.ClusterRole:
+			name, rules = r.Name, r.Rules
+		default:
 			continue
 		}
-		roles++
-		for _, rule := range role.Rules {
+		for _, rule := range rules {
 			for _, g := range rule.APIGroups {
 				for _, r := range rule.Resources {
 					resource, sub, _ := strings.Cut(r, "/")
 					for _, v := range rule.Verbs {
-						granted = append(granted, Permission{Verb: v, Group: g, Resource: resource, Subresource: sub}.String())
+						granted[name] = append(granted[name], Permission{Verb: v, Group: g, Resource: resource, Subresource: sub}.String())
 					}
 				}
 			}
 		}
 	}
+}
+
+// same fails the test unless granted is exactly perms (duplicates aside).
+func same(t *testing.T, what string, granted []string, perms []Permission) {
+	t.Helper()
 	var required []string
-	for _, p := range (Drain{}).ClusterPermissions() {
-		required = append(required, p.String())
+	for _, p := range perms {
+		if !slices.Contains(required, p.String()) {
+			required = append(required, p.String())
+		}
 	}
 	sort.Strings(granted)
 	sort.Strings(required)
-	if roles != 1 || strings.Join(granted, "\n") != strings.Join(required, "\n") {
-		t.Errorf("deploy/rbac-drain.yaml (%d cluster roles) grants\n  %s\nthe code requires\n  %s", roles, strings.Join(granted, "\n  "), strings.Join(required, "\n  "))
+	if strings.Join(granted, "\n") != strings.Join(required, "\n") {
+		t.Errorf("%s grants\n  %s\nthe code requires\n  %s", what, strings.Join(granted, "\n  "), strings.Join(required, "\n  "))
 	}
 }

@@ -516,10 +516,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	case err != nil:
 		return f.ended(ctx, bounded, out, lastMsg)
 	case failed != "":
-		out.status, out.message = report.StatusFailed, failed
-		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: failed})
-		cfg.logf("rollout failed: %s", failed)
-		return out
+		return f.rolloutFailed(out, failed)
 	}
 	out.newRevision = f.w.NewRevision()
 	out.oldPodsGoneAt = now()
@@ -558,10 +555,7 @@ func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d roll
 	case err != nil:
 		return f.ended(ctx, bounded, out, lastMsg)
 	case failed != "":
-		out.status, out.message = report.StatusFailed, failed
-		f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: failed})
-		cfg.logf("rollout failed: %s", failed)
-		return out
+		return f.rolloutFailed(out, failed)
 	}
 	out.completeAt = now()
 	out.oldPodsGoneAt = out.completeAt
@@ -572,6 +566,15 @@ func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d roll
 	f.setPhase(PhaseSettling)
 	cfg.logf("settling for %s", cfg.Settle)
 	sleep(ctx, cfg.Settle)
+	return out
+}
+
+// rolloutFailed is the outcome of a rollout that failed as kubectl judges
+// it (exit 3), recorded and said.
+func (f *follower) rolloutFailed(out outcome, why string) outcome {
+	out.status, out.message = report.StatusFailed, why
+	f.tl.Add(report.Event{Kind: report.RolloutFailed, Detail: why})
+	f.cfg.logf("rollout failed: %s", why)
 	return out
 }
 
