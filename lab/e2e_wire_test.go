@@ -159,6 +159,7 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]cap
 	podAt func(netip.AddrPort, time.Time) string, ident map[string]string, identOf func(...string) []string, spread bool, minCertain float64) {
 	t.Helper()
 	checked := map[string]int{}
+	wirePods := map[string]bool{} // the pods the wire shows the failures went to
 	for _, f := range rep.Failures {
 		if f.LocalAddr == "" {
 			continue
@@ -179,6 +180,7 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]cap
 			t.Fatalf("%s: the SYN of %s (%s) from %s went to %s, which no pod of the run had; conntrack of %s now:\n%s", label,
 				f.RequestID, f.Class, f.LocalAddr, dst, firstNode().NS, conntrackDump(firstNode().NS))
 		}
+		wirePods[wirePod] = true
 		switch {
 		case f.Confidence == 1 && ident[f.LikelyPod] != wirePod:
 			t.Errorf("%s: %s (%s at %+.3fs): attributed to %s for certain (%s), the wire says %s (%s)", label, f.RequestID, f.Class,
@@ -220,8 +222,12 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]cap
 			likely[f.LikelyPod] = true
 		}
 	}
-	if spread && len(likely) < 2 {
-		t.Errorf("%s: every failure was put on %v: the old pods were deleted one after another", label, likely)
+	// Collapsing failures that went to several pods onto one is what
+	// the spread guards against; the wire says how many pods they went to
+	// (a naive StatefulSet run here dropped only on naive-sts-0's
+	// replacement: 39 of 39 SYNs, conntrack agreeing).
+	if spread && len(wirePods) >= 2 && len(likely) < 2 {
+		t.Errorf("%s: every failure was put on %v; the wire shows them going to %v", label, likely, wirePods)
 	}
 	if checked["certain"]+checked["ambiguous"] == 0 {
 		t.Fatalf("%s: no failed connection was found on the wire (%d SYNs captured, %d failures)", label, len(syns), len(rep.Failures))
