@@ -99,13 +99,19 @@ func gapOf(gaps []report.NodeGap, f *report.Failure, entryPath string) int {
 	if f.Path != entryPath {
 		return -1 // another path enters elsewhere: the entry is the first path's
 	}
-	began := beganAt(f)
 	for i, g := range gaps {
-		if !began.Before(g.Start) && began.Before(g.End.Add(gapSlack)) {
+		if beganInGap(f, g.Start, g.End) {
 			return i
 		}
 	}
 	return -1
+}
+
+// beganInGap: f began in the gap from start to end, or within gapSlack
+// after it (while proxies learn of the endpoint that ended it).
+func beganInGap(f *report.Failure, start, end time.Time) bool {
+	began := beganAt(f)
+	return !began.Before(start) && began.Before(end.Add(gapSlack))
 }
 
 // renderLocalPolicy explains failures in node gaps: not the ordinary race

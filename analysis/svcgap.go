@@ -73,9 +73,8 @@ func serviceGaps(r *report.Report) []svcGap {
 // svcGapOf is the index of the gap f began in (or within gapSlack after,
 // while proxies learn of the endpoint that ended it), -1 if none.
 func svcGapOf(gaps []svcGap, f *report.Failure) int {
-	began := beganAt(f)
 	for i, g := range gaps {
-		if !began.Before(g.start) && began.Before(g.end.Add(gapSlack)) {
+		if beganInGap(f, g.start, g.end) {
 			return i
 		}
 	}

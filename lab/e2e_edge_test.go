@@ -164,6 +164,10 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		for _, m := range spikes {
 			from, _ := strconv.Atoi(m[1])
 			to, _ := strconv.Atoi(m[2])
+			// A success counted in second from began at most the route's
+			// longest retry chain earlier (3 attempts of a 1 s dial and
+			// the backoff: about 3.4 s), so Traefik's start times from 5 s
+			// before the span to its end hold every request it counted.
 			lo, hi := rep.StartedAt.Add(time.Duration(from-5)*time.Second), rep.StartedAt.Add(time.Duration(to)*time.Second)
 			waited := 0
 			for _, e := range byID {

@@ -60,8 +60,10 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		checkClean(t, r)
 		checkReplacedUnderTheirNames(t, r.rep, 3)
-		// The server's own count: every pod's responses, by the backend
-		// header, add up to what rollprobe counted as ok.
+		// Splitting each name's responses between the pod and its
+		// successor loses none: the pods' counts (responses by the backend
+		// header, which every pod of the sample sends) add up to the ok
+		// count.
 		var served uint64
 		for _, p := range r.rep.Pods {
 			served += p.Served

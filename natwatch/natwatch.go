@@ -34,7 +34,8 @@ type Status struct {
 	// Watching: conntrack events were read; Reason says why not otherwise.
 	Watching bool
 	Reason   string
-	// Conns is how many connections to the watched addresses were seen.
+	// Conns is how many connections to the watched ports were seen
+	// (counted from the table).
 	Conns int
 	// Lost: the kernel dropped events (the socket's buffer overflowed):
 	// some connections have no mapping. LostReason says what happened.
@@ -59,7 +60,6 @@ func (t *Table) Add(c Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byPort[c.Src.Port()] = append(t.byPort[c.Src.Port()], c)
-	t.status.Conns++
 }
 
 func (t *Table) setStatus(f func(*Status)) {
@@ -72,7 +72,11 @@ func (t *Table) setStatus(f func(*Status)) {
 func (t *Table) Status() Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.status
+	st := t.status
+	for _, cs := range t.byPort {
+		st.Conns += len(cs)
+	}
+	return st
 }
 
 // matchSlack is how far a connection's event may be from the request it
@@ -106,17 +110,6 @@ func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) 
 		}
 	}
 	return best, found
-}
-
-// Len is the number of connections held.
-func (t *Table) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, cs := range t.byPort {
-		n += len(cs)
-	}
-	return n
 }
 
 // Ports lists the source ports seen, sorted (for tests and debugging).

@@ -449,9 +449,11 @@ type Failure struct {
 	Node       string `json:"node,omitempty"`
 	LocalAddr  string `json:"local_addr,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
-	// PodAddr is where the connection went after kube-proxy's rewrite of
-	// the Service address, as conntrack recorded it on the probing host
-	// (report.Conntrack); absent when not known.
+	// PodAddr is where the connection went as conntrack recorded it on
+	// the probing host (report.Conntrack): after kube-proxy's rewrite of
+	// the Service address on a node, the pod's; where nothing rewrote it
+	// (off the nodes, an ingress), the address dialled. Absent when not
+	// known.
 	PodAddr string `json:"pod_addr,omitempty"`
 	// Evidence is what named LikelyPod: conntrack (the kernel's record of
 	// where the connection went), backend_header (the response named its

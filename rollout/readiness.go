@@ -3,7 +3,6 @@ package rollout
 import (
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,13 +96,7 @@ func ServicePortOf(svc *corev1.Service, target *url.URL) int32 {
 	if svc == nil || target == nil {
 		return 0
 	}
-	port := 80
-	if target.Scheme == "https" {
-		port = 443
-	}
-	if p, err := strconv.Atoi(target.Port()); err == nil {
-		port = p
-	}
+	port := URLPort(target)
 	host := target.Hostname()
 	// By address, or by the Service's own DNS name (NAME, NAME.NS,
 	// NAME.NS.svc, NAME.NS.svc.cluster.local).

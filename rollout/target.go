@@ -39,12 +39,6 @@ type Target struct {
 // found from its selector alone; the caller must name it.
 var ErrNameTheService = errors.New("name the service to probe")
 
-// ParseDeploymentRef splits "[NS/]NAME"; defaultNS applies without a prefix.
-func ParseDeploymentRef(ref, defaultNS string) (ns, name string, err error) {
-	r, err := ParseRef(KindDeployment, ref, defaultNS)
-	return r.Namespace, r.Name, err
-}
-
 // GetWorkload reads the workload ref names.
 func GetWorkload(ctx context.Context, kube kubernetes.Interface, ref Ref) (Workload, error) {
 	ctx, cancel := Bound(ctx)
@@ -239,6 +233,18 @@ type noAnswer struct{ error }
 func (e noAnswer) Unwrap() error        { return e.error }
 func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
 
+// URLPort is the TCP port a URL's connections go to: its own, or its
+// scheme's (443 for https, else 80).
+func URLPort(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
 // EntryOf says how a target URL reaches svc: at its cluster IP and port, at
 // a node's address and one of its node ports (nodeIPs maps node addresses
 // to node names, as Watcher.NodeIPs gives them), or at a load balancer
@@ -248,13 +254,7 @@ func EntryOf(svc *corev1.Service, target *url.URL, nodeIPs map[string]string) *r
 		return nil
 	}
 	host := target.Hostname()
-	port := 80
-	if target.Scheme == "https" {
-		port = 443
-	}
-	if p, err := strconv.Atoi(target.Port()); err == nil {
-		port = p
-	}
+	port := URLPort(target)
 	for _, sp := range svc.Spec.Ports {
 		if int(sp.Port) == port && (host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host)) {
 			return &report.Entry{Via: report.ViaClusterIP, Port: sp.Port}

@@ -123,15 +123,15 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestParseDeploymentRef(t *testing.T) {
+func TestParseRef(t *testing.T) {
 	for in, want := range map[string][2]string{"web": {"def", "web"}, "prod/web": {"prod", "web"}, "deploy/web": {"def", "web"}} {
-		ns, name, err := ParseDeploymentRef(in, "def")
-		if err != nil || ns != want[0] || name != want[1] {
-			t.Errorf("%q: %s %s %v", in, ns, name, err)
+		r, err := ParseRef(KindDeployment, in, "def")
+		if err != nil || r.Namespace != want[0] || r.Name != want[1] {
+			t.Errorf("%q: %+v %v", in, r, err)
 		}
 	}
 	for _, bad := range []string{"", "/web", "prod/", "a/b/c"} {
-		if _, _, err := ParseDeploymentRef(bad, "def"); err == nil {
+		if _, err := ParseRef(KindDeployment, bad, "def"); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

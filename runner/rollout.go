@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -708,14 +707,7 @@ func dialedPorts(cfg RolloutConfig) []uint16 {
 		if u == nil {
 			return
 		}
-		port := 80
-		if u.Scheme == "https" {
-			port = 443
-		}
-		if p, err := strconv.Atoi(u.Port()); err == nil {
-			port = p
-		}
-		ports = append(ports, uint16(port))
+		ports = append(ports, uint16(rollout.URLPort(u)))
 	}
 	add(cfg.Probe)
 	for _, p := range cfg.Paths {
