@@ -104,6 +104,8 @@ type Explanation struct {
 	// PathPods are the pods as each path saw them (report.PathReport.Pods),
 	// in the order of the report's paths.
 	PathPods [][]report.PodTraffic
+	// ViewStalls are the report's, with the failures begun in each counted.
+	ViewStalls []report.ViewStall
 }
 
 // Explain analyses r (its failures, series and timeline); r is not changed.
@@ -130,8 +132,12 @@ func Explain(r *report.Report) Explanation {
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
+	x.ViewStalls = slices.Clone(r.ViewStalls)
+	for i := range x.ViewStalls { // counted afresh: r may have been analysed before
+		x.ViewStalls[i].Failures, x.ViewStalls[i].Widened = 0, 0
+	}
 	for i, f := range r.Failures {
-		a.attribute(&f)
+		attributeInView(a, &f, x.ViewStalls)
 		x.Failures[i] = f
 		switch {
 		case class(&f) == prober.Local:

@@ -112,6 +112,7 @@ func attachView(g *globalOptions, signals context.Context, mode uiMode, ui uiFla
 		}
 		if tl := live.Timeline(); tl != nil {
 			src.Timeline, src.Workload, src.Revisions = tl, live.Workload, live.Revisions
+			src.ViewStalled = live.ViewStalled
 		}
 		return startDashboard(g, signals, sink, src, ui, stop)
 	case mode == uiPlain && every > 0:

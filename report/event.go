@@ -29,9 +29,11 @@ const (
 	RolloutComplete      EventKind = "rollout_complete"
 	RolloutFailed        EventKind = "rollout_failed"
 	AllOldPodsGone       EventKind = "old_pods_gone"
-	NoRollout            EventKind = "no_rollout"  // the trigger ended without changing the workload
-	WatchError           EventKind = "watch_error" // a watch broke; the informer resumes it
-	KubeEvent            EventKind = "k8s_event"   // a Kubernetes Event about our objects
+	NoRollout            EventKind = "no_rollout"   // the trigger ended without changing the workload
+	WatchError           EventKind = "watch_error"  // a watch broke; the informer resumes it
+	KubeEvent            EventKind = "k8s_event"    // a Kubernetes Event about our objects
+	ViewStalled          EventKind = "view_stalled" // no list answered, no watch event, for longer than ViewStallBound
+	ViewResumed          EventKind = "view_resumed" // the first sign of life after a stall
 )
 
 // IsEndpoint reports whether k is one of the endpoint_* kinds, whose events

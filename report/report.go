@@ -49,7 +49,11 @@ type Report struct {
 	// connection's pod (rollprobe run probing from this process).
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
 	Timeline  []Event    `json:"timeline,omitempty"`
-	Outages   []Outage   `json:"outages,omitempty"`
+	// ViewStalls: spans in which rollprobe's view of the cluster was not
+	// known to be live (rollprobe run; measured while the rollout was
+	// followed, see Attribution.RevisionMarks).
+	ViewStalls []ViewStall `json:"view_stalls,omitempty"`
+	Outages    []Outage    `json:"outages,omitempty"`
 	// NodeGaps: the entry node's gaps without a serving local endpoint
 	// (externalTrafficPolicy: Local, a NodePort target).
 	NodeGaps []NodeGap    `json:"node_gaps,omitempty"`
@@ -287,6 +291,32 @@ type NodeGap struct {
 	// Failed counts the failures the analysis placed in the gap.
 	Failed int `json:"failed"`
 }
+
+// ViewStall is a span longer than ViewStallBound in which no pods list of
+// the revision clock answered and no watch delivered anything: the API
+// server frozen, overloaded or cut off. Whatever changed in it was
+// received at its end or later, so a failure begun in it is attributed
+// from the timeline with changes received up to the stall's end counted
+// as possibly before it (the widened bound); the kernel's conntrack record
+// and the backend header do not depend on the view and are unaffected.
+type ViewStall struct {
+	Start time.Time `json:"start"`
+	// End is the first sign of life after it: a list's answer or a watch's
+	// event; the time the view stopped being watched when Open.
+	End       time.Time `json:"end"`
+	DurationS float64   `json:"duration_s"`
+	Open      bool      `json:"open,omitempty"`
+	// Failures begun in it; Widened of them were attributed from the
+	// timeline with the widened bound, the others by conntrack or the
+	// backend header (or to no pod).
+	Failures int `json:"failures"`
+	Widened  int `json:"widened"`
+}
+
+// ViewStallBound is how long the view may go without a sign of life before
+// it counts as stalled: twenty revision-clock periods, well above a loaded
+// lab's slowest list (a few hundred ms).
+const ViewStallBound = 2 * time.Second
 
 // Tool names the program that wrote the report.
 type Tool struct {

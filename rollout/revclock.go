@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,8 @@ type RevisionClock struct {
 
 	mu    sync.Mutex
 	marks []RevisionMark
+	// ran: the span Run marked over (zero until it returns).
+	ranFrom, ranTo time.Time
 }
 
 // RevisionMark is one list: its resourceVersion, and when it was sent on
@@ -43,6 +46,8 @@ type RevisionClock struct {
 type RevisionMark struct {
 	Sent    time.Time
 	Version string
+	// Received is when the answer came: a sign the view was live.
+	Received time.Time
 }
 
 // markSelector matches no pod (names cannot contain '#').
@@ -67,6 +72,12 @@ func (c *RevisionClock) Period() time.Duration { return c.period }
 func (c *RevisionClock) Run(ctx context.Context) {
 	t := time.NewTicker(c.period)
 	defer t.Stop()
+	from := c.now()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ranFrom, c.ranTo = from, c.now()
+	}()
 	for {
 		c.Mark(ctx)
 		select {
@@ -89,7 +100,71 @@ func (c *RevisionClock) Mark(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.marks = append(c.marks, RevisionMark{Sent: sent, Version: list.ResourceVersion})
+	c.marks = append(c.marks, RevisionMark{Sent: sent, Version: list.ResourceVersion, Received: c.now()})
+}
+
+// LastAnswer is when the last list answered; ok false before the first.
+func (c *RevisionClock) LastAnswer() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.marks) == 0 {
+		return time.Time{}, false
+	}
+	return c.marks[len(c.marks)-1].Received, true
+}
+
+// Ran is the span Run marked over; ok false before it returned.
+func (c *RevisionClock) Ran() (from, to time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ranFrom, c.ranTo, !c.ranFrom.IsZero()
+}
+
+// Stalls are the spans of [from, to] longer than bound without a sign
+// that the view of the cluster was live: a list's answer (marks'
+// Received) or a watch's event received (the events' At, rollprobe's own
+// events aside). One whose end is to, with no sign after it, is Open.
+func Stalls(from, to time.Time, marks []RevisionMark, events []report.Event, bound time.Duration) []report.ViewStall {
+	if !to.After(from) {
+		return nil
+	}
+	var signs []time.Time
+	for _, m := range marks {
+		signs = append(signs, m.Received)
+	}
+	for _, e := range events {
+		if fromWatch(e.Kind) {
+			signs = append(signs, e.At)
+		}
+	}
+	slices.SortFunc(signs, time.Time.Compare)
+	var out []report.ViewStall
+	last := from
+	add := func(end time.Time, open bool) {
+		if end.Sub(last) > bound {
+			out = append(out, report.ViewStall{Start: last, End: end, DurationS: end.Sub(last).Seconds(), Open: open})
+		}
+	}
+	for _, t := range signs {
+		if t.Before(from) || t.After(to) {
+			continue
+		}
+		add(t, false)
+		last = t
+	}
+	add(to, true)
+	return out
+}
+
+// fromWatch: events of kind k come from the API server (a watch's delivery
+// or a request's answer), not from rollprobe itself.
+func fromWatch(k report.EventKind) bool {
+	switch k {
+	case report.RolloutTriggered, report.RolloutComplete, report.RolloutFailed, report.AllOldPodsGone, report.NoRollout,
+		report.WatchError, report.ViewStalled, report.ViewResumed:
+		return false
+	}
+	return true
 }
 
 // Marks returns the marks taken so far.

@@ -50,7 +50,9 @@ func TestRevisionClockMarks(t *testing.T) {
 	if len(marks) != 2 {
 		t.Fatalf("marks %+v: want 2 kept (41, 100), not the error or the malformed version", marks)
 	}
-	if marks[0] != (RevisionMark{Sent: t0.Add(time.Second), Version: "41"}) || marks[1].Version != "100" {
+	// The clock reads 1 s later at each call: a list's send, its answer's receipt.
+	if marks[0] != (RevisionMark{Sent: t0.Add(time.Second), Version: "41", Received: t0.Add(2 * time.Second)}) ||
+		marks[1] != (RevisionMark{Sent: t0.Add(5 * time.Second), Version: "100", Received: t0.Add(6 * time.Second)}) {
 		t.Errorf("marks %+v", marks)
 	}
 	if selectors[0] != "metadata.name="+markSelector {
@@ -107,5 +109,46 @@ func TestPodEventsCarryTheirVersion(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: strconv.Itoa(42)}}
 	if e := podEvent(report.PodDeletionRequested, p); e.ResourceVersion != "42" {
 		t.Errorf("event %+v", e)
+	}
+}
+
+// A stall is a span over the bound with no list answered and no event
+// received from the API server; rollprobe's own events are no sign of
+// life, a watch's event is, and a silence running to the end is open.
+func TestStalls(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var marks []RevisionMark
+	for ms := 0; ms <= 20000; ms += 100 {
+		if (ms > 3000 && ms < 11000) || ms > 17000 {
+			continue // frozen from 3 s to 11 s, and from 17 s on
+		}
+		marks = append(marks, RevisionMark{Sent: at(ms - 50), Received: at(ms), Version: "1"})
+	}
+	events := []report.Event{
+		{At: at(6000), Kind: report.RolloutTriggered},         // ours: not a sign
+		{At: at(7000), Kind: report.PodDeletionRequested},     // a watch's: splits the silence
+		{At: at(11000), Kind: report.PodGone},                 // at the resume
+		{At: at(30000), Kind: report.PodCreated, Pod: "late"}, // after the clock stopped: not counted
+	}
+	got := Stalls(at(0), at(20000), marks, events, 2*time.Second)
+	want := []report.ViewStall{
+		{Start: at(3000), End: at(7000), DurationS: 4},
+		{Start: at(7000), End: at(11000), DurationS: 4},
+		{Start: at(17000), End: at(20000), DurationS: 3, Open: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stalls %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].Start.Equal(want[i].Start) || !got[i].End.Equal(want[i].End) || got[i].DurationS != want[i].DurationS || got[i].Open != want[i].Open {
+			t.Errorf("stall %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if s := Stalls(at(0), at(3000), marks, nil, 2*time.Second); len(s) != 0 {
+		t.Errorf("a live view stalled: %+v", s)
+	}
+	if s := Stalls(at(0), at(0), nil, nil, 2*time.Second); s != nil {
+		t.Errorf("an empty span stalled: %+v", s)
 	}
 }

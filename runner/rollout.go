@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -123,7 +124,8 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
-	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision()}, done: make(chan struct{})}
+	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision(),
+		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
 	// Where this process probes from the host that rewrites the Service
 	// address (a node), conntrack says which pod each connection went to.
 	var nat *natwatch.Table
@@ -153,7 +155,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		// The revision clock dates the deletions more finely than the
 		// apiserver's 1 s timestamps (see rollout.RevisionClock); it runs
 		// while the rollout is followed, when the deletions happen.
-		clock := rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)
+		clock := run.live.clock
 		clockCtx, stopClock := context.WithCancel(ctx)
 		clockDone := make(chan struct{})
 		go func() { defer close(clockDone); clock.Run(clockCtx) }()
@@ -205,6 +207,10 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
 		rep.Timeline = tl.Events()
+		if from, to, ok := clock.Ran(); ok {
+			rep.ViewStalls = rollout.Stalls(from, to, clock.Marks(), rep.Timeline, report.ViewStallBound)
+			rep.Timeline = withStallEvents(rep.Timeline, rep.ViewStalls)
+		}
 		run.rep = rep
 		// The report stands from here on: a panic in the analysis leaves it
 		// without its explanations, marked as rollprobe's failure (exit 70).
@@ -231,6 +237,7 @@ func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Inp
 	x := analysis.Explain(rep)
 	x.Attribution.RevisionMarks, x.Attribution.RevisionMarkPeriodMS = len(marks), float64(clock.Period().Milliseconds())
 	rep.Failures, rep.Attribution, rep.Outages, rep.Pods, rep.NodeGaps = x.Failures, x.Attribution, x.Outages, x.Pods, x.NodeGaps
+	rep.ViewStalls = x.ViewStalls
 	rep.Findings = x.Findings
 	for i := range rep.Paths {
 		rep.Paths[i].Pods = x.PathPods[i]
@@ -696,6 +703,23 @@ func checkPathBaseline(ctx context.Context, cfg RolloutConfig, c prober.Config, 
 		return fmt.Errorf("%s is not healthy before the rollout: %d of %d baseline requests succeeded%s", what, ok, sent, detail)
 	}
 	return nil
+}
+
+// withStallEvents puts each stall's bounds on the timeline, in time order:
+// view_stalled at its start, view_resumed at its end unless it was open.
+func withStallEvents(tl []report.Event, stalls []report.ViewStall) []report.Event {
+	if len(stalls) == 0 {
+		return tl
+	}
+	for _, s := range stalls {
+		tl = append(tl, report.Event{At: s.Start, Kind: report.ViewStalled,
+			Detail: fmt.Sprintf("no pods list answered and no watch delivered anything for %.1fs", s.DurationS)})
+		if !s.Open {
+			tl = append(tl, report.Event{At: s.End, Kind: report.ViewResumed, Detail: fmt.Sprintf("the view of the cluster is live again after %.1fs", s.DurationS)})
+		}
+	}
+	slices.SortStableFunc(tl, func(a, b report.Event) int { return a.At.Compare(b.At) })
+	return tl
 }
 
 // dialedPorts are the ports this process's connections go to (each

@@ -48,6 +48,26 @@ type Live struct {
 	watcher *rollout.Watcher
 	tl      *rollout.Timeline
 	oldRev  string
+	clock   *rollout.RevisionClock // nil for a probe
+}
+
+// ViewStalled is how long no list of the revision clock has answered, when
+// that is longer than report.ViewStallBound: the live face of
+// report.ViewStall (which also counts watch events as signs of life; the
+// clock's lists every 100 ms make that difference rare). 0 while the view
+// is live, for a probe, and before the rollout is followed.
+func (l Live) ViewStalled(now time.Time) time.Duration {
+	if l.clock == nil {
+		return 0
+	}
+	last, ok := l.clock.LastAnswer()
+	if !ok {
+		return 0
+	}
+	if d := now.Sub(last); d > report.ViewStallBound {
+		return d
+	}
+	return 0
 }
 
 // Probers is each in-cluster prober's live status; nil when probing from

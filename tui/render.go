@@ -102,6 +102,9 @@ func (m Model) header(w int) string {
 	}
 	left := m.st.title.Render("rollprobe "+orDash(s.Command)) + "  " + s.Target
 	right := m.st.phase.Render("● "+phase) + "  " + clock(s.Elapsed) + "  " + rate
+	if s.ViewStalled > 0 {
+		right = m.st.bad.Render(fmt.Sprintf("API silent %.0fs", s.ViewStalled.Seconds())) + "  " + right
+	}
 	return spread(left, right, w)
 }
 

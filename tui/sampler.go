@@ -32,6 +32,10 @@ type Source struct {
 	// probe.
 	Revisions func() (old, current string)
 	Phase     func() string
+	// ViewStalled is how long the view of the cluster has had no sign of
+	// life, when longer than report.ViewStallBound (0 otherwise); nil for
+	// probe.
+	ViewStalled func(now time.Time) time.Duration
 	// Probers is each in-cluster prober's status; nil when probing from
 	// here.
 	Probers func() []fleet.Status
@@ -83,6 +87,8 @@ type Sampler struct {
 
 	latency   Quantiles
 	latencyAt time.Time
+
+	stalledSince time.Time // when the current stall began; zero while live
 }
 
 // NewSampler makes a sampler for src.
@@ -104,6 +110,10 @@ func (s *Sampler) Sample() Snapshot {
 	}
 	if s.src.Probers != nil {
 		out.Probers = s.src.Probers()
+	}
+	if s.src.ViewStalled != nil {
+		out.ViewStalled = s.src.ViewStalled(now)
+		s.logStall(now, out.ViewStalled)
 	}
 	for _, p := range s.src.Paths {
 		t := p.Recorder.Totals()
@@ -255,6 +265,19 @@ func (s *Sampler) event(e report.Event) {
 		logf(false, "all old pods gone")
 	case report.WatchError:
 		logf(true, "%s", e.Detail)
+	}
+}
+
+// logStall logs a stall of the view once when it is seen and once when it
+// ends (stalled: Source.ViewStalled's answer).
+func (s *Sampler) logStall(now time.Time, stalled time.Duration) {
+	switch {
+	case stalled > 0 && s.stalledSince.IsZero():
+		s.stalledSince = now.Add(-stalled)
+		s.log = append(s.log, LogLine{At: now.Sub(s.src.Start), Bad: true, Text: fmt.Sprintf("the view of the cluster stalled: no answer from the API server for %.1fs", stalled.Seconds())})
+	case stalled == 0 && !s.stalledSince.IsZero():
+		s.log = append(s.log, LogLine{At: now.Sub(s.src.Start), Text: fmt.Sprintf("the view of the cluster is live again after %.1fs", now.Sub(s.stalledSince).Seconds())})
+		s.stalledSince = time.Time{}
 	}
 }
 

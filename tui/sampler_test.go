@@ -198,3 +198,29 @@ func TestSamplerLongRunCarriesTheTail(t *testing.T) {
 		t.Fatalf("want one outage opened and closed:\n%s", logText(snap.Log))
 	}
 }
+
+// A stall of the view is logged once when seen and once when over, and the
+// header says how long the API server has been silent.
+func TestSamplerSaysAStall(t *testing.T) {
+	rec := prober.NewRecorder(10)
+	now, stalled := at(0), time.Duration(0)
+	s := NewSampler(Source{Command: "run", Start: start, Recorder: rec, Now: func() time.Time { return now },
+		ViewStalled: func(time.Time) time.Duration { return stalled }})
+	s.Sample()
+	now, stalled = at(6000), 3*time.Second
+	snap := s.Sample()
+	if snap.ViewStalled != 3*time.Second {
+		t.Errorf("snapshot's stall %v", snap.ViewStalled)
+	}
+	if out := render(withSnapshot(New(Options{}), snap), 100, 24); !strings.Contains(out, "API silent 3s") {
+		t.Errorf("the header does not say the stall:\n%s", out)
+	}
+	now, stalled = at(9000), 6*time.Second
+	s.Sample()
+	now, stalled = at(11000), 0
+	snap = s.Sample()
+	log := logText(snap.Log)
+	if strings.Count(log, "stalled") != 1 || !strings.Contains(log, "no answer from the API server for 3.0s") || !strings.Contains(log, "live again after 8.0s") {
+		t.Errorf("log:\n%s", log)
+	}
+}

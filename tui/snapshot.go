@@ -17,6 +17,9 @@ type Snapshot struct {
 	Target  string
 	Phase   string // baseline, rolling, settling, done (run); probing, done (probe)
 	Elapsed time.Duration
+	// ViewStalled: how long the view of the cluster has had no sign of
+	// life, when over report.ViewStallBound; 0 while live.
+	ViewStalled time.Duration
 
 	TargetRate   float64 // 0: closed model
 	AchievedRate float64 // the run's average so far

@@ -48,6 +48,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 		}
 		b.WriteString("\n")
 	}
+	for _, st := range r.ViewStalls {
+		fmt.Fprintf(&b, "⏸️ %s\n\n", ViewStallLine(r, st))
+	}
 	writeMarkdownPods(&b, r)
 	if len(r.Probers) > 0 {
 		b.WriteString("| prober | node | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|\n")
@@ -78,6 +81,23 @@ func Markdown(w io.Writer, r *report.Report) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, Printable(b.String()))
 	return err
+}
+
+// ViewStallLine says one stall of the view of the cluster in a sentence:
+// when, how long, and what it did to attribution.
+func ViewStallLine(r *report.Report, st report.ViewStall) string {
+	span := fmt.Sprintf("for %.1fs", st.DurationS)
+	if st.Open {
+		span = fmt.Sprintf("for %.1fs, to the end of the watch", st.DurationS)
+	}
+	s := fmt.Sprintf("The view of the cluster stalled at %+.2fs %s: no pods list answered and no watch delivered anything (the API server frozen, overloaded or cut off)", st.Start.Sub(r.StartedAt).Seconds(), span)
+	switch {
+	case st.Failures == 0:
+		return s + "; no failure began in it."
+	case st.Widened == 0:
+		return s + fmt.Sprintf("; %d failures began in it, none attributed from the timeline (conntrack and the backend header do not depend on the view).", st.Failures)
+	}
+	return s + fmt.Sprintf("; %d failures began in it, %d of them attributed from the timeline counting changes received up to its end (less certain); the other %d named by conntrack or the backend header (which do not depend on the view) or by nothing.", st.Failures, st.Widened, st.Failures-st.Widened)
 }
 
 // EOFSplit says how the eof and eof_reused failures split by server close:

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollprobe/rollprobe/internal/fixture"
 	"github.com/rollprobe/rollprobe/internal/golden"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // The text summary of a run: rollout, outages, per-pod table, findings
@@ -87,5 +89,35 @@ func TestServedIsUnknownWithoutABackendHeader(t *testing.T) {
 				t.Errorf("%s: pod %s's row %q: want served unknown", name, p.Pod, row)
 			}
 		}
+	}
+}
+
+// A stall of the view is said in both summaries with when, how long and
+// what it did to the attribution of the failures begun in it.
+func TestViewStallIsSaid(t *testing.T) {
+	r := fixture.NaiveRun()
+	start := r.StartedAt.Add(12300 * time.Millisecond)
+	r.ViewStalls = []report.ViewStall{{Start: start, End: start.Add(8100 * time.Millisecond), DurationS: 8.1, Failures: 5, Widened: 2}}
+	var text, md bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		for _, want := range []string{"stalled at +12.30s for 8.1s", "5 failures began in it, 2 of them attributed from the timeline", "the other 3 named by conntrack"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	r.ViewStalls = nil
+	text.Reset()
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "stalled") {
+		t.Error("a run without a stall says one")
 	}
 }

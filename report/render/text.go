@@ -136,6 +136,9 @@ func Text(w io.Writer, r *report.Report) error {
 			}
 		}
 	}
+	for _, st := range r.ViewStalls {
+		fmt.Fprintf(&b, "  stalled   %s\n", ViewStallLine(r, st))
+	}
 	for _, g := range r.NodeGaps {
 		fmt.Fprintf(&b, "  node gap  %s had no serving endpoint from %+.2fs", g.Node, g.Start.Sub(r.StartedAt).Seconds())
 		if g.Open {

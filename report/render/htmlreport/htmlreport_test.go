@@ -571,3 +571,28 @@ func TestPathStrips(t *testing.T) {
 		t.Errorf("edge: %d marks for %d seconds with failures", len(marks), n)
 	}
 }
+
+// A stall of the view is drawn over the timeline with its sentence as the
+// title, said under the summary, and has a legend entry; a run without
+// one draws none.
+func TestViewStallIsDrawn(t *testing.T) {
+	r := lab(t, "naive")
+	start := r.StartedAt.Add(4 * time.Second)
+	r.ViewStalls = []report.ViewStall{{Start: start, End: start.Add(8 * time.Second), DurationS: 8, Failures: 3, Widened: 3}}
+	page, doc := render(t, r)
+	rects := find(doc, "rect", "class", "stall")
+	if len(rects) != 1 || !strings.Contains(text(rects[0]), "stalled at +4.00s for 8.0s") {
+		t.Fatalf("%d stall rects: %v", len(rects), rects)
+	}
+	if x, _ := attr(rects[0], "x"); x != "4" {
+		t.Errorf("stall drawn from x=%s, want 4 (seconds)", x)
+	}
+	for _, want := range []string{`class="stall-note"`, "3 failures began in it", "the view of the cluster stalled (no API answer)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, `class="stall"`) || strings.Contains(page, "stall-note\"") {
+		t.Error("a run without a stall draws one")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/report"
+	textrender "github.com/rollprobe/rollprobe/report/render"
 )
 
 // maxBars bounds the bars of the requests chart (and the points of the
@@ -161,6 +162,12 @@ type band struct {
 	FindingIDs []string
 }
 
+// stallSpan is a stall of the view of the cluster as the timeline draws it.
+type stallSpan struct {
+	From, To float64
+	Title    string
+}
+
 // model is everything the page draws, in seconds from the run's start.
 type model struct {
 	r        *report.Report
@@ -169,7 +176,9 @@ type model struct {
 	MaxRate  float64
 	Groups   []laneGroup
 	Bands    []band
-	Rollout  []marker // triggered, complete, old pods gone
+	// Stalls: report.ViewStalls, drawn under the outage bands.
+	Stalls  []stallSpan
+	Rollout []marker // triggered, complete, old pods gone
 	// FailSeconds are the buckets holding at least one failure, drawn as
 	// marks that stay visible at every zoom.
 	FailSeconds []bucket
@@ -212,6 +221,9 @@ func newModel(r *report.Report) *model {
 	}
 	m.Groups = lanes(r, off, m.From, m.To)
 	m.Bands = bands(r, off)
+	for _, st := range r.ViewStalls {
+		m.Stalls = append(m.Stalls, stallSpan{From: off(st.Start), To: off(st.End), Title: textrender.ViewStallLine(r, st)})
+	}
 	if ro := r.Rollout; ro != nil {
 		for _, x := range []struct {
 			at    *time.Time

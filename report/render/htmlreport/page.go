@@ -50,6 +50,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
 	"dur":     func(from, to float64) float64 { return to - from },
 	"classes": classList,
+	"stall":   textrender.ViewStallLine,
 }).Parse(pageTemplate))
 
 // view is what the template reads.

@@ -246,6 +246,10 @@ func timeline(m *model) string {
 		b.f(`<line class="rollout-line" x1="%s" x2="%s" y1="0" y2="%d"><title>%s</title></line>`,
 			num(mk.T), num(mk.T), bottom-rateY, esc(mk.Title))
 	}
+	for _, st := range m.Stalls {
+		b.f(`<rect class="stall" x="%s" y="0" width="%s" height="%d"><title>%s</title></rect>`,
+			num(st.From), num(max(st.To-st.From, 0.001)), bottom-rateY, esc(st.Title))
+	}
 	for _, bd := range m.Bands {
 		w := max(bd.To-bd.From, 0.001)
 		b.f(`<rect class="outage" id="outage-%d" data-from="%s" data-to="%s" x="%s" y="0" width="%s" height="%d"><title>outage #%d, %+.2fs to %+.2fs: %d failed (%s)%s</title></rect>`,
