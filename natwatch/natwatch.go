@@ -19,6 +19,18 @@ import (
 	"time"
 )
 
+// DefaultReadBuffer is the event socket's receive buffer: a NEW event is
+// about 200 bytes, so 8 MiB holds some 40,000 connections between reads.
+const DefaultReadBuffer = 8 << 20
+
+// Options tune a watch; the zero value is the default.
+type Options struct {
+	// ReadBuffer is the event socket's receive buffer in bytes
+	// (DefaultReadBuffer when 0). The kernel drops events that do not fit
+	// (ENOBUFS); tests make it tiny to make it do so.
+	ReadBuffer int
+}
+
 // Conn is one connection as conntrack saw it created: from the prober's
 // address to Orig, rewritten to Dest (the pod), noted At (local receive
 // time of the event).
@@ -41,6 +53,9 @@ type Status struct {
 	// some connections have no mapping. LostReason says what happened.
 	Lost       bool
 	LostReason string
+	// Losses counts the times events were lost (each ended a listener;
+	// another took over).
+	Losses int
 }
 
 // Table holds the connections seen, by source port: a port is used again
