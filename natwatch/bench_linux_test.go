@@ -1,0 +1,96 @@
+//go:build linux
+
+package natwatch
+
+import (
+	"context"
+	"net/netip"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/faultserver"
+	"github.com/rollprobe/rollprobe/prober"
+)
+
+// BenchmarkConntrackOverhead measures the prober's throughput (closed
+// model, 32 workers, against a loopback server) with the conntrack watch
+// on and off, for a new connection per request (an event per request:
+// the watch's worst case) and for kept-alive connections (a control: a
+// few events in all, so its ratio shows the machine's noise). Rounds
+// alternate in ABBA order so noise and drift hit both. The namespace
+// keeps conntrack's TIME_WAIT entries 1 s (120 s by default): a run opens
+// more connections than the table holds, and a full table drops SYNs. Reported per mode: req/s of each, with/without,
+// and the share of connections the watch saw (it must see them all, or it
+// measured nothing). The whole process must be in a network namespace whose
+// ruleset tracks connections (a goroutine's dial runs on any thread):
+//
+//	make bench-conntrack
+func BenchmarkConntrackOverhead(b *testing.B) {
+	if os.Getenv("ROLLPROBE_BENCH_NETNS") == "" {
+		b.Skip("run by make bench-conntrack: in a network namespace of its own whose ruleset tracks connections")
+	}
+	srv := faultserver.New(b, "bench")
+	target, _ := url.Parse(srv.URL("/ok"))
+	port := uint16(netip.MustParseAddrPort(target.Host).Port())
+	for _, mode := range []struct {
+		name string
+		conn prober.ConnMode
+	}{{"conn=new", prober.ConnMode{FreshFraction: 1}}, {"conn=keepalive", prober.ConnMode{}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			const rounds, each = 10, 1500 * time.Millisecond
+			var without, with, seen, conns float64
+			for range b.N {
+				for r := range rounds {
+					// ABBA: neither arm always runs second.
+					for _, watched := range [][2]bool{{false, true}, {true, false}}[r%2] {
+						if !watched {
+							rate, _, _ := probeFor(b, target, mode.conn, each, nil)
+							without += rate
+							continue
+						}
+						rate, n, tb := probeFor(b, target, mode.conn, each, []uint16{port})
+						with += rate
+						st := tb.Status()
+						if st.Lost {
+							b.Logf("events lost: %s", st.LostReason)
+						}
+						seen += float64(st.Conns)
+						conns += float64(n)
+					}
+				}
+			}
+			n := float64(rounds * b.N)
+			b.ReportMetric(without/n, "req/s-without")
+			b.ReportMetric(with/n, "req/s-with")
+			b.ReportMetric(with/without, "ratio")
+			b.ReportMetric(seen/conns, "seen-share")
+			if seen == 0 {
+				b.Fatal("the watch saw no connection: the namespace's ruleset does not track connections")
+			}
+		})
+	}
+}
+
+// probeFor probes target for d, watching ports when given; it returns the
+// throughput, the connections opened and the watch's table (nil unwatched).
+func probeFor(b *testing.B, target *url.URL, conn prober.ConnMode, d time.Duration, ports []uint16) (float64, uint64, *Table) {
+	b.Helper()
+	cfg := prober.DefaultConfig()
+	cfg.Target, cfg.Conn = target, conn
+	cfg.Rate, cfg.Concurrency, cfg.Duration = 0, 32, d
+	p, err := prober.New(cfg, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tb *Table
+	stop := func() {}
+	if ports != nil {
+		tb, stop = Watch(ports)
+	}
+	sum, _ := p.Run(context.Background())
+	time.Sleep(100 * time.Millisecond) // the last events are read
+	stop()
+	return float64(p.Recorder().Snapshot().Totals.Sent()) / sum.Elapsed.Seconds(), p.Recorder().Snapshot().Totals.Fresh, tb
+}
