@@ -273,7 +273,7 @@ func (o *runOptions) run(ctx context.Context) error {
 	}
 	view := attachView(o.globalOptions, signals, o.uiMode, o.ui, o.progress, o.sink, run.Live(),
 		tui.Source{Command: "run", Target: targetsLine(o.cfg.Probe, o.cfg.Paths), TargetRate: o.cfg.Probe.Rate * float64(max(1, len(o.cfg.Paths))),
-			RequestTimeout: o.cfg.Probe.Timeout}, stop)
+			RequestTimeout: o.cfg.Probe.Timeout, BackendHeader: o.cfg.Probe.BackendHeader}, stop)
 	rep, err := run.Wait()
 	if err != nil {
 		view.abandon(err)

@@ -329,3 +329,25 @@ func TestSamplerPaths(t *testing.T) {
 		t.Fatalf("paths %+v, want %+v", got, want)
 	}
 }
+
+// Without a backend header, no response names its pod: the pods pane says
+// served is unknown, never 0.
+func TestServedIsUnknownWithoutABackendHeader(t *testing.T) {
+	s := naiveMidRollout()
+	s.ServedUnknown = true
+	out := render(withSnapshot(New(Options{}), s), 100, 30)
+	var rows int
+	for _, line := range strings.Split(out, "\n") {
+		for _, p := range s.Pods {
+			if strings.Contains(line, p.Name+" ") && strings.Contains(line, p.Revision) && !strings.Contains(line, "pod "+p.Name) {
+				rows++
+				if !strings.Contains(line, "unknown") {
+					t.Errorf("row %q: want served unknown", line)
+				}
+			}
+		}
+	}
+	if rows == 0 {
+		t.Fatalf("no pod row found:\n%s", out)
+	}
+}

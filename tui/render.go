@@ -299,8 +299,12 @@ func (m Model) podPane(w, n int) []string {
 	off := min(m.scroll[panePods], max(0, len(rows)-avail))
 	for i := off; i < len(rows) && len(lines) < n; i++ {
 		p := rows[i]
-		line := fmt.Sprintf("%-*s %-10s %-5s %-7s %-4s %7s %8d", nameW, ansi.Truncate(p.Name, nameW, "…"), orDash(p.Revision),
-			yes(p.Ready), yes(p.Serving), yes(p.Terminating), age(p.Age, p.Gone), p.Served)
+		served := fmt.Sprint(p.Served)
+		if m.snap.ServedUnknown {
+			served = "unknown"
+		}
+		line := fmt.Sprintf("%-*s %-10s %-5s %-7s %-4s %7s %8s", nameW, ansi.Truncate(p.Name, nameW, "…"), orDash(p.Revision),
+			yes(p.Ready), yes(p.Serving), yes(p.Terminating), age(p.Age, p.Gone), served)
 		switch {
 		case p.Gone:
 			line = m.st.dim.Render(line)

@@ -43,6 +43,9 @@ type Source struct {
 	Paths []PathRecorder
 	Log   *LogSink // lines the run logged; may be nil
 	Now   func() time.Time
+	// BackendHeader is the header naming the pod that answered; without
+	// one, what each pod served is not known.
+	BackendHeader string
 	// RequestTimeout is the prober's: how long after an outage's last
 	// failure a request can still fail and join it.
 	RequestTimeout time.Duration
@@ -104,7 +107,8 @@ func (s *Sampler) Sample() Snapshot {
 	now := s.src.Now()
 	// Only the rows not seen yet: a frame costs the same in a long run.
 	snap := s.src.Recorder.SnapshotFrom(s.finalRows)
-	out := Snapshot{Command: s.src.Command, Target: s.src.Target, TargetRate: s.src.TargetRate, Elapsed: now.Sub(s.src.Start)}
+	out := Snapshot{Command: s.src.Command, Target: s.src.Target, TargetRate: s.src.TargetRate, Elapsed: now.Sub(s.src.Start),
+		ServedUnknown: s.src.BackendHeader == ""}
 	if s.src.Phase != nil {
 		out.Phase = s.src.Phase()
 	}

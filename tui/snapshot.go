@@ -20,6 +20,9 @@ type Snapshot struct {
 	// ViewStalled: how long the view of the cluster has had no sign of
 	// life, when over report.ViewStallBound; 0 while live.
 	ViewStalled time.Duration
+	// ServedUnknown: responses name no pod (no --backend-header), so what
+	// each pod served is not known, and the pods pane says so rather than 0.
+	ServedUnknown bool
 
 	TargetRate   float64 // 0: closed model
 	AchievedRate float64 // the run's average so far
@@ -91,7 +94,7 @@ type Pod struct {
 	Ready, Serving, Terminating bool
 	Gone                        bool
 	Age                         time.Duration
-	Served                      uint64 // responses naming it (--backend-header)
+	Served                      uint64 // responses naming it (--backend-header); see Snapshot.ServedUnknown
 }
 
 // LogLine is an entry of the event log: a lifecycle event, an outage
