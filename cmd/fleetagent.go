@@ -36,5 +36,6 @@ func newFleetAgentCommand(g *globalOptions) *cobra.Command {
 	f.StringVar(&cfg.Node, "node", cfg.Node, "the node it runs on (default $NODE_NAME)")
 	f.DurationVar(&cfg.MaxDuration, "max-duration", cfg.MaxDuration, "end the run by then if the CLI never says stop")
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "give up if the CLI never says start")
+	f.BoolVar(&cfg.Conntrack, "conntrack", false, "read conntrack for where each failed connection went (on the node's network, with NET_ADMIN)")
 	return cmd
 }

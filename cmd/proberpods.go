@@ -21,6 +21,7 @@ type proberPodFlags struct {
 	image        string
 	namespace    string
 	startTimeout time.Duration
+	conntrack    bool
 }
 
 // maxProbers bounds --probers: the merge was measured to this scale.
@@ -37,10 +38,21 @@ func (p *proberPodFlags) bind(f *pflag.FlagSet, namespaceDefault string) {
 	f.DurationVar(&p.startTimeout, "prober-start-timeout", p.startTimeout, "with --probers: how long the prober pods may take to run (a bad image fails here, exit 2)")
 }
 
+// bindConntrack adds --probers-conntrack (run only: it is the run's
+// analysis that uses what the probers find).
+func (p *proberPodFlags) bindConntrack(f *pflag.FlagSet) {
+	f.BoolVar(&p.conntrack, "probers-conntrack", false, "with --probers: run the probers on their node's network as root with NET_ADMIN, "+
+		"to read conntrack for the pod each failed connection went to (certain attribution); needs a namespace with PodSecurity "+
+		"level privileged (checked by a dry run before anything changes)")
+}
+
 func (p *proberPodFlags) validate() error {
 	var errs []error
 	if p.count < 0 || p.count > maxProbers {
 		errs = append(errs, fmt.Errorf("--probers %d: want 0 (probe from here) to %d", p.count, maxProbers))
+	}
+	if p.conntrack && p.count == 0 {
+		errs = append(errs, errors.New("--probers-conntrack: only with --probers N (probing from here reads this host's conntrack already when it can)"))
 	}
 	if p.count > 0 && (p.image == "" || p.startTimeout <= 0) {
 		errs = append(errs, errors.New("--probers: --prober-image must be set and --prober-start-timeout positive"))
@@ -57,7 +69,7 @@ func (p *proberPodFlags) config(kube kubernetes.Interface, restCfg *rest.Config,
 	if p.namespace != "" {
 		ns = p.namespace
 	}
-	return &runner.ProbersConfig{Count: p.count, Image: p.image, Namespace: ns, StartTimeout: p.startTimeout,
+	return &runner.ProbersConfig{Count: p.count, Image: p.image, Namespace: ns, StartTimeout: p.startTimeout, Conntrack: p.conntrack,
 		Streams: fleet.KubeStreams{Kube: kube, Rest: restCfg, Namespace: ns}}
 }
 

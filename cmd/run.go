@@ -120,6 +120,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	o.probers.bind(f, "the workload's namespace")
+	o.probers.bindConntrack(f)
 	o.outputs.bind(f)
 	g.bindValidate(f)
 	f.DurationVar(&o.progress, "progress", o.progress, "--ui plain: interval of progress lines on stderr; 0 disables")

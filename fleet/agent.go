@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rollprobe/rollprobe/fleet/wire"
+	"github.com/rollprobe/rollprobe/natwatch"
 	"github.com/rollprobe/rollprobe/prober"
 )
 
@@ -45,6 +47,10 @@ type AgentConfig struct {
 	MaxDuration time.Duration
 	// StartTimeout ends the agent if no start came by then.
 	StartTimeout time.Duration
+	// Conntrack: read this network namespace's conntrack events for
+	// where each failed connection went (a prober on its node's network
+	// with CAP_NET_ADMIN), and say it in nat lines before end.
+	Conntrack bool
 	// Now is the pod's clock (time.Now when nil): every wall time the
 	// agent writes or reads is on it. Tests skew it.
 	Now func() time.Time
@@ -116,6 +122,11 @@ wait:
 	if d := at.Sub(cfg.now()); d > 0 {
 		time.Sleep(d)
 	}
+	var nat *natTrack
+	if cfg.Conntrack {
+		nat = watchNat(pcfg.DialedPort())
+		defer nat.stop()
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := p.Go(runCtx)
@@ -133,6 +144,7 @@ wait:
 	export := func() error {
 		x := p.Recorder().TakeExport()
 		defer p.Recorder().ReleaseExport(x)
+		nat.keep(x.Results, p.Start())
 		return w.WriteExport(x)
 	}
 	for {
@@ -141,6 +153,9 @@ wait:
 			// The engine has stopped and made its last tick: everything
 			// is final.
 			if err := export(); err != nil {
+				return err
+			}
+			if err := nat.write(w); err != nil {
 				return err
 			}
 			if o.Err == nil && ctx.Err() != nil {
@@ -217,4 +232,67 @@ func readCommands(in io.Reader, w *wire.Writer, out chan<- command, clock func()
 			out <- command{name: "stop"}
 		}
 	}
+}
+
+// natTrack is an agent's conntrack watch and the failed connections it is
+// to find there. A nil *natTrack watches nothing.
+type natTrack struct {
+	table *natwatch.Table
+	stop  func()
+	conns []failedConn
+}
+
+// failedConn is a failure's connection, as natwatch.Lookup takes it.
+type failedConn struct {
+	seq           uint64
+	local, remote netip.AddrPort
+	start         time.Time
+	fresh         bool
+}
+
+func watchNat(port uint16) *natTrack {
+	t, stop := natwatch.Watch([]uint16{port})
+	return &natTrack{table: t, stop: stop}
+}
+
+// keep notes the failures among results that had a connection (start is
+// the prober's, the origin of their times).
+func (n *natTrack) keep(results []prober.Result, start time.Time) {
+	if n == nil {
+		return
+	}
+	for _, r := range results {
+		if r.Addr == nil || r.Canceled || r.Class == prober.Local || r.Addr.Local.Port() == 0 {
+			continue
+		}
+		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), fresh: r.Fresh})
+	}
+}
+
+// write stops the watch and writes what it found: each failed
+// connection's address after the rewrite, NatChunk to a line, and the
+// watch's status on the last.
+func (n *natTrack) write(w *wire.Writer) error {
+	if n == nil {
+		return nil
+	}
+	n.stop()
+	st := n.table.Status()
+	last := &wire.Nat{Last: true, Watching: st.Watching, Reason: st.Reason, Conns: st.Conns, Lost: st.Lost, LostReason: st.LostReason}
+	var pods []wire.NatPod
+	for _, c := range n.conns {
+		if got, ok := n.table.Lookup(c.local, c.remote, c.start, c.fresh); ok {
+			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
+		} else if st.Watching {
+			last.Unmapped++
+		}
+	}
+	for len(pods) > wire.NatChunk {
+		if err := w.Write(wire.Line{Kind: wire.KindNat, Nat: &wire.Nat{Pods: pods[:wire.NatChunk]}}); err != nil {
+			return err
+		}
+		pods = pods[wire.NatChunk:]
+	}
+	last.Pods = pods
+	return w.Write(wire.Line{Kind: wire.KindNat, Nat: last})
 }

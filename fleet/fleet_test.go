@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -42,6 +43,9 @@ type cluster struct {
 	// for the rest).
 	skews  []time.Duration
 	broken map[string]bool
+	// refuse, when set, is what admission answers a dry run with.
+	refuse  error
+	dryRuns atomic.Int64
 }
 
 type agentProc struct {
@@ -57,6 +61,14 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{kube: fake.NewClientset(), agents: map[string]*agentProc{}, broken: map[string]bool{}, ctx: ctx}
 	c.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if len(a.(k8stesting.CreateActionImpl).CreateOptions.DryRun) > 0 {
+			// As the API server: admission answers, nothing is created.
+			c.dryRuns.Add(1)
+			if c.refuse != nil {
+				return true, nil, c.refuse
+			}
+			return true, p, nil
+		}
 		i := c.n.Add(1)
 		p.Name = fmt.Sprintf("%s%d", p.GenerateName, i)
 		p.Spec.NodeName = fmt.Sprintf("node-%d", i)
@@ -394,5 +406,40 @@ func TestFleetClockSkew(t *testing.T) {
 	}
 	if out.Summary.Elapsed > 10*time.Second {
 		t.Errorf("the merged run lasts %v: a skew was not taken out", out.Summary.Elapsed)
+	}
+}
+
+// With Conntrack the pods run on the node's network as root with
+// NET_ADMIN added to nothing else, and the agent is told to read
+// conntrack; without it they stay unprivileged (TestProberPodSpec).
+func TestProberPodSpecWithConntrack(t *testing.T) {
+	s := PodSpec{Namespace: "ns", Image: "img", RunID: "abc", Count: 1, MaxDuration: 10 * time.Minute, StartTimeout: time.Minute, Conntrack: true}
+	p := s.pod(0)
+	c := p.Spec.Containers[0]
+	if !p.Spec.HostNetwork || p.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet || *p.Spec.SecurityContext.RunAsUser != 0 || *p.Spec.SecurityContext.RunAsNonRoot {
+		t.Errorf("pod spec %+v", p.Spec)
+	}
+	if caps := c.SecurityContext.Capabilities; len(caps.Add) != 1 || caps.Add[0] != "NET_ADMIN" || len(caps.Drop) != 1 || caps.Drop[0] != "ALL" {
+		t.Errorf("capabilities %+v", caps)
+	}
+	if *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem || !strings.HasSuffix(strings.Join(c.Args, " "), " --conntrack") {
+		t.Errorf("container %+v", c)
+	}
+}
+
+// A namespace whose admission refuses host-network pods fails the launch
+// before any pod is made, with a usage error that says what to do.
+func TestConntrackProbersRefusedByPolicy(t *testing.T) {
+	srv := faultserver.New(t, "pod-a")
+	c := newCluster(t)
+	c.refuse = apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New(`violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`))
+	cfg := fleetConfig(t, c, srv, 2)
+	cfg.Pods.Conntrack = true
+	_, err := Launch(context.Background(), cfg)
+	if !errors.Is(err, ErrProberPolicy) || !strings.Contains(err.Error(), "pod-security.kubernetes.io/enforce=privileged") || !strings.Contains(err.Error(), "hostNetwork") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := podsLeft(t, c); n != 0 || c.n.Load() != 0 || c.dryRuns.Load() != 1 {
+		t.Fatalf("%d pods left, %d created, %d dry runs", n, c.n.Load(), c.dryRuns.Load())
 	}
 }

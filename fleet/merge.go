@@ -38,7 +38,8 @@ type source struct {
 	finalBefore int64
 	runID       string // the prober's own, for its request IDs
 	end         *wire.End
-	err         error // the stream's fatal error (a gap), once
+	nat         *wire.Nat // conntrack's findings, merged from its lines
+	err         error     // the stream's fatal error (a gap), once
 	lines       uint64
 	sent        uint64
 	byClass     [prober.NumClasses]uint64
@@ -56,6 +57,9 @@ type SourceState struct {
 	// attempts aside).
 	Sent    uint64
 	ByClass [prober.NumClasses]uint64
+	// Nat is what its conntrack watch found (nil when it read none);
+	// complete once Nat.Last.
+	Nat *wire.Nat
 }
 
 // NewMerger merges into rec (a recorder of the run, which no local workers
@@ -148,6 +152,15 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 	case wire.KindFinal:
 		s.finalBefore = l.Final.Before + s.shiftSeconds()
 		m.finaliseLocked()
+	case wire.KindNat:
+		if s.nat == nil {
+			s.nat = &wire.Nat{}
+		}
+		pods := append(s.nat.Pods, l.Nat.Pods...)
+		if l.Nat.Last {
+			*s.nat = *l.Nat
+		}
+		s.nat.Pods = pods
 	case wire.KindEnd:
 		s.end = l.End
 		s.finalBefore = math.MaxInt64
@@ -192,7 +205,7 @@ func (m *Merger) State() []SourceState {
 	out := make([]SourceState, len(m.sources))
 	for i, s := range m.sources {
 		out[i] = SourceState{Name: s.name, RunID: s.runID, Hello: s.hello, End: s.end, Err: s.err, Lines: s.lines,
-			Sent: s.sent, ByClass: s.byClass}
+			Sent: s.sent, ByClass: s.byClass, Nat: s.nat}
 	}
 	return out
 }

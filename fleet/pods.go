@@ -39,6 +39,12 @@ type PodSpec struct {
 	// StartTimeout bounds the wait for every pod to run (and each agent's
 	// wait for the start).
 	StartTimeout time.Duration
+	// Conntrack puts the probers on their node's network, as root with
+	// CAP_NET_ADMIN, to read conntrack there: where kube-proxy rewrote
+	// each connection's Service address (run --probers-conntrack). It
+	// needs a namespace whose policy admits such pods (PodSecurity
+	// "privileged").
+	Conntrack bool
 }
 
 // deadlineMargin is how long past MaxDuration a prober pod may live: its
@@ -48,8 +54,24 @@ const deadlineMargin = 5 * time.Minute
 // pod is the i-th prober pod of the run. It needs no ServiceAccount token
 // (the agent talks to nobody but the target) and runs as an unprivileged
 // user on a read-only root; probers spread over the nodes, one per node
-// while there are nodes to spread over.
+// while there are nodes to spread over. With Conntrack it runs on the
+// node's network as root with CAP_NET_ADMIN alone (Kubernetes gives added
+// capabilities to root only), and resolves names through the cluster's
+// DNS still.
 func (s PodSpec) pod(i int) *corev1.Pod {
+	p := s.basePod(i)
+	if s.Conntrack {
+		p.Spec.HostNetwork = true
+		p.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(false), RunAsUser: ptr.To(int64(0))}
+		c := &p.Spec.Containers[0]
+		c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		c.Args = append(c.Args, "--conntrack")
+	}
+	return p
+}
+
+func (s PodSpec) basePod(i int) *corev1.Pod {
 	selector := map[string]string{LabelName: NameValue, LabelRun: s.RunID}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -111,6 +133,11 @@ func launch(ctx context.Context, kube kubernetes.Interface, s PodSpec) (pods []P
 			deletePods(kube, s.Namespace, s.RunID)
 		}
 	}()
+	if s.Conntrack {
+		if err := admitted(ctx, kube, s); err != nil {
+			return nil, err
+		}
+	}
 	for i := range s.Count {
 		p, err := kube.CoreV1().Pods(s.Namespace).Create(ctx, s.pod(i), metav1.CreateOptions{})
 		if err != nil {
@@ -128,6 +155,28 @@ func launch(ctx context.Context, kube kubernetes.Interface, s PodSpec) (pods []P
 		pods = append(pods, running[name])
 	}
 	return pods, nil
+}
+
+// ErrProberPolicy is a prober pod the cluster's admission refused (a
+// PodSecurity level below privileged for a host-network pod): a usage
+// error, nothing created.
+var ErrProberPolicy = errors.New("the cluster's policy refuses the prober pods")
+
+// admitted asks the API server, with a dry run, whether it would admit a
+// prober pod: PodSecurity and any other admission webhook answer as for
+// a real one, and nothing is created.
+func admitted(ctx context.Context, kube kubernetes.Interface, s PodSpec) error {
+	_, err := kube.CoreV1().Pods(s.Namespace).Create(ctx, s.pod(0), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		return fmt.Errorf("%w in namespace %s: --probers-conntrack runs them on the node's network as root with NET_ADMIN, which only a "+
+			"namespace with PodSecurity level privileged admits (kubectl label namespace %s pod-security.kubernetes.io/enforce=privileged, "+
+			"or --prober-namespace for one that has it); without --probers-conntrack the probers need no privilege: %w",
+			ErrProberPolicy, s.Namespace, s.Namespace, err)
+	}
+	return fmt.Errorf("a dry run of a prober pod: %w", err)
 }
 
 // waitRunning watches the run's pods until every one of names runs, one

@@ -61,6 +61,8 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	t.Run("conntrack from probers on the nodes' network agrees with the wire", func(t *testing.T) { testProbersConntrack(t, ctx, c) })
+
 	t.Run("graceful from two probers: ok is what the pods served", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
 		old := podsOf(t, ctx, c, "graceful")
@@ -112,6 +114,31 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("%s: sent %d, ok %d; want about 300, all ok\n%s", rep.Command, rep.Totals.Sent, rep.Totals.OK, out)
 		}
 		checkProbers(t, ctx, c, rep)
+	})
+
+	t.Run("a namespace whose PodSecurity refuses host-network probers changes nothing", func(t *testing.T) {
+		// The API server's own PodSecurity admission is the referee: at
+		// level baseline it refuses hostNetwork and added capabilities.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "baseline-probers",
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}}
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+		ip := ensureSample(t, ctx, c, "naive")
+		gen := deploymentGeneration(t, ctx, c, "naive")
+		r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", append(append([]string{}, proberArgs...),
+			"--probers-conntrack", "--prober-namespace", ns.Name)...).wait(t)
+		if r.exit != 2 || !strings.Contains(r.out(), "pod-security.kubernetes.io/enforce=privileged") || !strings.Contains(r.out(), "PodSecurity") {
+			t.Fatalf("exit %d; want 2 saying the policy refused the probers\n%s", r.exit, r.out())
+		}
+		if got := deploymentGeneration(t, ctx, c, "naive"); got != gen {
+			t.Fatalf("the Deployment changed (generation %d -> %d): something was triggered", gen, got)
+		}
+		pods, err := c.Kube.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) != 0 {
+			t.Fatalf("pods in %s: %v %v", ns.Name, pods, err)
+		}
 	})
 
 	t.Run("a bad prober image changes nothing", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -63,8 +64,9 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 			}
 		}
 	}()
+	var once sync.Once
 	return t, func() {
-		close(quit)
+		once.Do(func() { close(quit) })
 		<-done
 	}
 }

@@ -433,3 +433,27 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// URLPort is u's port, or its scheme's default (443 for https, else 80):
+// the one rule for a URL's port.
+func URLPort(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// DialedPort is the port every connection goes to: ConnectTo's when set,
+// else the target's; 0 without a target.
+func (c *Config) DialedPort() uint16 {
+	if ap, err := netip.ParseAddrPort(c.ConnectTo); err == nil {
+		return ap.Port()
+	}
+	if c.Target == nil {
+		return 0
+	}
+	return uint16(URLPort(c.Target))
+}

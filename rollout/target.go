@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/advice"
+	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -235,15 +235,7 @@ func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
 
 // URLPort is the TCP port a URL's connections go to: its own, or its
 // scheme's (443 for https, else 80).
-func URLPort(u *url.URL) int {
-	if p, err := strconv.Atoi(u.Port()); err == nil {
-		return p
-	}
-	if u.Scheme == "https" {
-		return 443
-	}
-	return 80
-}
+func URLPort(u *url.URL) int { return prober.URLPort(u) }
 
 // EntryOf says how a target URL reaches svc: at its cluster IP and port, at
 // a node's address and one of its node ports (nodeIPs maps node addresses

@@ -1,6 +1,11 @@
 package runner
 
 import (
+	"slices"
+	"strings"
+
+	"github.com/rollprobe/rollprobe/fleet"
+	"github.com/rollprobe/rollprobe/fleet/wire"
 	"net/netip"
 	"testing"
 	"time"
@@ -31,5 +36,39 @@ func TestMapConnections(t *testing.T) {
 	}
 	if ct.FailuresMapped != 2 || ct.FailuresUnmapped != 1 {
 		t.Errorf("conntrack %+v: want 2 mapped, 1 unmapped (the dns failure had no connection)", ct)
+	}
+}
+
+// In-cluster probers' findings come by prober and seq: a failure gets the
+// address its own prober found for that seq (two probers number their
+// requests alike), a prober that read nothing or sent no findings leaves
+// its failures unmapped and says why, and a loss is said with the prober's
+// name.
+func TestMapProberConnections(t *testing.T) {
+	rep := &report.Report{Failures: []report.Failure{
+		{Seq: 7, Prober: "p1", LocalAddr: "10.0.0.1:40000", RemoteAddr: "10.96.0.10:80"},
+		{Seq: 7, Prober: "p2", LocalAddr: "10.0.0.2:40000", RemoteAddr: "10.96.0.10:80"},
+		{Seq: 8, Prober: "p2", LocalAddr: "10.0.0.2:40001", RemoteAddr: "10.96.0.10:80"},
+		{Seq: 3, Prober: "p3", LocalAddr: "10.0.0.3:40000", RemoteAddr: "10.96.0.10:80"},
+		{Seq: 4, Prober: "p4", LocalAddr: "10.0.0.4:40000", RemoteAddr: "10.96.0.10:80"},
+		{Seq: 9, Prober: "p1", Class: report.ClassDNS},
+	}}
+	sources := []fleet.SourceState{
+		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}}}},
+		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, Conns: 5, Lost: true, LostReason: "ENOBUFS once",
+			Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.2.6:8080"}}}},
+		{Name: "p3", Nat: &wire.Nat{Last: true, Reason: "no CAP_NET_ADMIN"}},
+		{Name: "p4"},
+	}
+	ct := mapProberConnections(rep, sources)
+	got := []string{rep.Failures[0].PodAddr, rep.Failures[1].PodAddr, rep.Failures[2].PodAddr, rep.Failures[3].PodAddr, rep.Failures[4].PodAddr}
+	if !slices.Equal(got, []string{"10.244.1.5:8080", "10.244.2.6:8080", "", "", ""}) {
+		t.Errorf("pod addresses %q", got)
+	}
+	if !ct.Watching || ct.Connections != 15 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 {
+		t.Errorf("conntrack %+v", ct)
+	}
+	if !strings.Contains(ct.Reason, "p3: no CAP_NET_ADMIN") || !strings.Contains(ct.Reason, "p4: sent no conntrack findings") || !ct.Lost || ct.LostReason != "p2: ENOBUFS once" {
+		t.Errorf("reasons %q, lost %v %q", ct.Reason, ct.Lost, ct.LostReason)
 	}
 }

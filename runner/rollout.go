@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -197,6 +198,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl, Group: group})
 		if nat != nil {
 			rep.Conntrack = mapConnections(rep, nat)
+		}
+		if fl != nil && cfg.Probers.Conntrack {
+			rep.Conntrack = mapProberConnections(rep, fl.Sources())
 		}
 		rep.Rollout = out.section(cfg, target, run.live.oldRev)
 		svc := target.Service
@@ -725,17 +729,9 @@ func withStallEvents(tl []report.Event, stalls []report.ViewStall) []report.Even
 // dialedPorts are the ports this process's connections go to (each
 // path's, or --connect-to's): the conntrack watch's filter.
 func dialedPorts(cfg RolloutConfig) []uint16 {
-	var ports []uint16
-	add := func(c prober.Config) {
-		u := dialedURL(c)
-		if u == nil {
-			return
-		}
-		ports = append(ports, uint16(rollout.URLPort(u)))
-	}
-	add(cfg.Probe)
+	ports := []uint16{cfg.Probe.DialedPort()}
 	for _, p := range cfg.Paths {
-		add(p.Config)
+		ports = append(ports, p.Config.DialedPort())
 	}
 	return ports
 }
@@ -757,6 +753,52 @@ func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
 		}
 		if c, ok := nat.Lookup(local, remote, f.Start, f.Fresh); ok {
 			f.PodAddr = c.Dest.String()
+			ct.FailuresMapped++
+		} else {
+			ct.FailuresUnmapped++
+		}
+	}
+	return ct
+}
+
+// mapProberConnections puts on each failure the pod address its prober's
+// conntrack recorded for its connection (the prober's nat lines), and
+// says what the probers read and missed: one that read nothing, or sent
+// no findings (its stream ended early), leaves its failures unmapped.
+func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *report.Conntrack {
+	ct := &report.Conntrack{}
+	var notRead, lost []string
+	byProber := map[string]map[uint64]string{}
+	for _, s := range sources {
+		n := s.Nat
+		switch {
+		case n == nil || !n.Last:
+			notRead = append(notRead, s.Name+": sent no conntrack findings (its stream ended before them)")
+			continue
+		case !n.Watching:
+			notRead = append(notRead, s.Name+": "+n.Reason)
+			continue
+		}
+		ct.Watching = true
+		ct.Connections += n.Conns
+		if n.Lost {
+			ct.Lost = true
+			lost = append(lost, s.Name+": "+n.LostReason)
+		}
+		pods := map[uint64]string{}
+		for _, p := range n.Pods {
+			pods[p.Seq] = p.Addr
+		}
+		byProber[s.Name] = pods
+	}
+	ct.Reason, ct.LostReason = strings.Join(notRead, "; "), strings.Join(lost, "; ")
+	for i := range rep.Failures {
+		f := &rep.Failures[i]
+		if local, err := netip.ParseAddrPort(f.LocalAddr); err != nil || local.Port() == 0 {
+			continue // no connection was attempted
+		}
+		if addr, ok := byProber[f.Prober][f.Seq]; ok {
+			f.PodAddr = addr
 			ct.FailuresMapped++
 		} else {
 			ct.FailuresUnmapped++

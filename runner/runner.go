@@ -265,7 +265,8 @@ func startFleet(ctx context.Context, cfg ProbeConfig) (*fleet.Fleet, error) {
 func (pc *ProbersConfig) launch(ctx context.Context, kube kubernetes.Interface, probe prober.Config, maxDuration time.Duration,
 	logf func(string, ...any)) (*fleet.Fleet, error) {
 	return fleet.Launch(ctx, fleet.Config{Kube: kube, Streams: pc.Streams, RunID: newRunID(), Probe: probe, Logf: logf,
-		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout}})
+		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout,
+			Conntrack: pc.Conntrack}})
 }
 
 func userAgent(t report.Tool, note string) string {
@@ -316,6 +317,9 @@ type ProbersConfig struct {
 	Image        string
 	Namespace    string // "" for the Deployment's
 	StartTimeout time.Duration
+	// Conntrack: the probers run on their node's network and read
+	// conntrack there (fleet.PodSpec.Conntrack).
+	Conntrack bool
 	// Streams reaches the pods (attach, logs): fleet.KubeStreams.
 	Streams fleet.Streams
 }

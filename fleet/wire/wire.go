@@ -11,6 +11,8 @@
 //     that sees a seq again (a log stream resumed from its start) skips
 //     it; one that sees a seq skipped has lost lines: the merge can no
 //     longer be exact, and the run is inconclusive.
+//   - nat lines (a prober that read conntrack) come after the last
+//     results and before end.
 //   - hello comes first (the prober's name, node and version), started
 //     once the prober's run begins (its wall clock's start), then results
 //     (each result that is not OK, in full), aggregates (OK results by
@@ -55,6 +57,7 @@ const (
 	KindFinal   Kind = "final"
 	KindPong    Kind = "pong"
 	KindEnd     Kind = "end"
+	KindNat     Kind = "nat"
 )
 
 // Line is one protocol line: its sequence number, its kind, and the one
@@ -69,7 +72,37 @@ type Line struct {
 	Final   *Final   `json:"final,omitempty"`
 	Pong    *Pong    `json:"pong,omitempty"`
 	End     *End     `json:"end,omitempty"`
+	Nat     *Nat     `json:"nat,omitempty"`
 }
+
+// Nat is what a prober's conntrack watch found (a prober on its node's
+// network with CAP_NET_ADMIN: run --probers-conntrack): where its failed
+// connections went after kube-proxy's rewrite, by the failures' seq. It
+// comes after the last results and before end, in lines of at most
+// NatChunk pairs; the last one (Last) carries the watch's status.
+type Nat struct {
+	Pods []NatPod `json:"pods,omitempty"`
+	Last bool     `json:"last,omitempty"`
+	// The watch's status (natwatch.Status), on the last line.
+	Watching   bool   `json:"watching,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Conns      int    `json:"conns,omitempty"`
+	Lost       bool   `json:"lost,omitempty"`
+	LostReason string `json:"lost_reason,omitempty"`
+	// Unmapped counts the failures with a connection it did not find.
+	Unmapped int `json:"unmapped,omitempty"`
+}
+
+// NatPod is one failure's connection: its result's seq and the address
+// (ip:port) the connection went to.
+type NatPod struct {
+	Seq  uint64 `json:"seq"`
+	Addr string `json:"addr"`
+}
+
+// NatChunk bounds the pairs in one nat line: a container runtime splits
+// longer log lines (containerd at 16 KiB).
+const NatChunk = 200
 
 // Hello introduces a prober.
 type Hello struct {
@@ -202,13 +235,13 @@ func (l Line) validate() error {
 		return errors.New("protocol line without seq")
 	}
 	set := 0
-	for _, p := range []bool{l.Hello != nil, l.Started != nil, l.Result != nil, l.Agg != nil, l.Final != nil, l.Pong != nil, l.End != nil} {
+	for _, p := range []bool{l.Hello != nil, l.Started != nil, l.Result != nil, l.Agg != nil, l.Final != nil, l.Pong != nil, l.End != nil, l.Nat != nil} {
 		if p {
 			set++
 		}
 	}
 	has := map[Kind]bool{KindHello: l.Hello != nil, KindStarted: l.Started != nil, KindResult: l.Result != nil,
-		KindAgg: l.Agg != nil, KindFinal: l.Final != nil, KindPong: l.Pong != nil, KindEnd: l.End != nil}
+		KindAgg: l.Agg != nil, KindFinal: l.Final != nil, KindPong: l.Pong != nil, KindEnd: l.End != nil, KindNat: l.Nat != nil}
 	if present, known := has[l.Kind]; !known || !present || set != 1 {
 		return fmt.Errorf("protocol line %d: kind %q with %d fields", l.Seq, l.Kind, set)
 	}
@@ -221,6 +254,8 @@ func (l Line) validate() error {
 	case l.Agg != nil:
 		_, err := l.Agg.ToAggregate()
 		return err
+	case l.Nat != nil && (len(l.Nat.Pods) > NatChunk || l.Nat.Conns < 0 || l.Nat.Unmapped < 0):
+		return fmt.Errorf("protocol line %d: nat out of range", l.Seq)
 	case l.End != nil && (l.End.ElapsedNS < 0 || l.End.SendingNS < 0 || l.End.Workers < 0 || !finite(l.End.Target)):
 		return fmt.Errorf("protocol line %d: end out of range", l.Seq)
 	}

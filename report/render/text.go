@@ -131,6 +131,9 @@ func Text(w io.Writer, r *report.Report) error {
 			}
 			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d, timeline %d\n",
 				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], by[report.EvidenceTimeline])
+			if ct.Reason != "" {
+				fmt.Fprintf(&b, "            not read: %s\n", ct.Reason)
+			}
 			if ct.Lost {
 				fmt.Fprintf(&b, "            events lost: %s\n", ct.LostReason)
 			}

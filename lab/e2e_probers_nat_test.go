@@ -1,0 +1,94 @@
+package lab_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// testProbersConntrack runs naive's rollout from two probers on their
+// nodes' network (--probers-conntrack) and checks what their conntrack
+// said against a packet capture on each node (tcpdump, in the node's
+// namespace, where a host-network prober's SYNs leave from): at least 95%
+// of the failed connections mapped, every mapped one going to the pod
+// the wire shows (100%), failures seen on both nodes, and every failure
+// conntrack named certain.
+func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
+	if err := capture.Available(); err != nil {
+		skipOrFail(t, "%v", err)
+	}
+	ip := ensureSample(t, ctx, c, "naive")
+	wires := map[string]*capture.Capture{}
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		wires[n.Name] = capture.Start(t, n.NS, "any", capture.SYNFilter)
+	}
+	args := append(append([]string{}, proberArgs...), "--probers-conntrack", "--conn", "new")
+	r := startRunOn(t, []string{"--client"}, "naive", "http://"+ip+"/", args...).wait(t)
+	checkRunReport(t, r, report.StatusComplete)
+	if r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d, %d failed; want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
+	}
+	ct := r.rep.Conntrack
+	if ct == nil || !ct.Watching || ct.Reason != "" {
+		t.Fatalf("conntrack %+v: both probers ran on their node's network with NET_ADMIN", ct)
+	}
+	if n := ct.FailuresMapped + ct.FailuresUnmapped; n == 0 || float64(ct.FailuresMapped) < 0.95*float64(n) {
+		t.Errorf("conntrack mapped %d of %d failed connections, want 95%% at least (%+v)", ct.FailuresMapped, n, *ct)
+	}
+	syns := map[string]map[uint16][]capture.SYN{} // by node, by source port
+	for node, w := range wires {
+		syns[node] = map[uint16][]capture.SYN{}
+		for _, s := range w.SYNs() {
+			syns[node][s.Src.Port()] = append(syns[node][s.Src.Port()], s)
+		}
+	}
+	podAt := podIPs(r.rep)
+	checked, agree, byNode := 0, 0, map[string]int{}
+	for _, f := range r.rep.Failures {
+		local, err := netip.ParseAddrPort(f.LocalAddr)
+		if err != nil || f.PodAddr == "" {
+			continue
+		}
+		byNode[f.Node]++
+		// A fresh connection's SYN: the first from its port at or after the
+		// request began (tcpdump and the probers read the nodes' clock).
+		var syn *capture.SYN
+		for i, s := range syns[f.Node][local.Port()] {
+			if !s.At.Before(f.Start.Add(-time.Millisecond)) && !s.At.After(f.End) {
+				syn = &syns[f.Node][local.Port()][i]
+				break
+			}
+		}
+		if syn == nil {
+			continue // no SYN left the node (no neighbour for a vanished pod IP)
+		}
+		checked++
+		wirePod := podAt(syn.Dst, syn.At)
+		mapped := podAt(netip.MustParseAddrPort(f.PodAddr), syn.At)
+		if wirePod == "" || mapped != wirePod {
+			t.Errorf("%s (%s, prober %s on %s): conntrack says %s (%s), the wire %s (%s)", f.RequestID, f.Class, f.Prober, f.Node,
+				f.PodAddr, mapped, syn.Dst, wirePod)
+			continue
+		}
+		agree++
+		if f.Evidence != report.EvidenceConntrack || f.Confidence != 1 || !strings.HasPrefix(wirePod, strings.Split(f.LikelyPod, "#")[0]+"@") {
+			t.Errorf("%s: pod %s (%s, confidence %v), the wire %s", f.RequestID, f.LikelyPod, f.Evidence, f.Confidence, wirePod)
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("no mapped failure was found on the wire (%d failures)", len(r.rep.Failures))
+	}
+	if len(byNode) < 2 {
+		t.Errorf("mapped failures by node %v: want both probers' nodes", byNode)
+	}
+	t.Logf("conntrack from the probers: %d of %d failed connections mapped; %d checked on the wire, %d agree; by node %v; %d of %d failures certain",
+		ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped, checked, agree, byNode, r.rep.Attribution.Certain,
+		r.rep.Attribution.Certain+r.rep.Attribution.Ambiguous+r.rep.Attribution.Unattributed)
+}
