@@ -596,3 +596,31 @@ func TestViewStallIsDrawn(t *testing.T) {
 		t.Error("a run without a stall draws one")
 	}
 }
+
+// A drain's evictions, accepted and refused by a PodDisruptionBudget, are
+// marked on their pod's lane, with a legend entry only when there are any.
+func TestEvictionsOnThePodLanes(t *testing.T) {
+	t0 := fixture.T0
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	r := &report.Report{StartedAt: t0, DurationS: 20, Command: "run",
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "web-1", Ready: true, Node: "n1"},
+			{At: at(0), Kind: report.PodPresent, Pod: "web-2", Ready: true, Node: "n1"},
+			{At: at(5), Kind: report.PodEvicted, Pod: "web-1", Node: "n1"},
+			{At: at(5), Kind: report.EvictionRefused, Pod: "web-2", Node: "n1", Detail: "Cannot evict pod as it would violate the pod's disruption budget."},
+		}}
+	page, doc := render(t, r)
+	ev, refused := find(doc, "line", "class", "mark-evicted"), find(doc, "line", "class", "mark-eviction-refused")
+	if len(ev) != 1 || !strings.Contains(text(ev[0]), "web-1: evicted by the drain of n1") {
+		t.Errorf("eviction marks %v", ev)
+	}
+	if len(refused) != 1 || !strings.Contains(text(refused[0]), "web-2: eviction refused") || !strings.Contains(text(refused[0]), "disruption budget") {
+		t.Errorf("refusal marks %v", refused)
+	}
+	if !strings.Contains(page, "evicted by a drain</span>") {
+		t.Error("no legend entry for evictions")
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "evicted by a drain</span>") {
+		t.Error("a run without a drain has the eviction legend")
+	}
+}

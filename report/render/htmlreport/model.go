@@ -118,7 +118,7 @@ type segment struct {
 // marker is one instant on a lane.
 type marker struct {
 	T     float64
-	Kind  string // "deletion", "sigkill", "exit"
+	Kind  string // "deletion", "sigkill", "exit", "evicted", "eviction-refused"
 	Label string
 	Title string
 }
@@ -334,6 +334,12 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 			}
 			l.Markers = append(l.Markers, marker{T: t, Kind: "deletion", Label: "deletion requested",
 				Title: fmt.Sprintf("%s: deletion requested at %+.2fs", key, t)})
+		case e.Kind == report.PodEvicted:
+			l.Markers = append(l.Markers, marker{T: t, Kind: "evicted", Label: "evicted",
+				Title: fmt.Sprintf("%s: evicted by the drain of %s at %+.2fs", key, e.Node, t)})
+		case e.Kind == report.EvictionRefused:
+			l.Markers = append(l.Markers, marker{T: t, Kind: "eviction-refused", Label: "eviction refused",
+				Title: fmt.Sprintf("%s: eviction refused at %+.2fs (a PodDisruptionBudget; asked again): %s", key, t, e.Detail)})
 		case e.Kind == report.ContainerTerminated:
 			setPod(podExited)
 			code := "?"

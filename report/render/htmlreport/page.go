@@ -69,6 +69,8 @@ type view struct {
 	CSS          template.CSS
 	JS           template.JS
 	LaneStates   []stateView
+	// Evictions: a drain's evictions are on the lanes (their legend).
+	Evictions bool
 }
 
 type classCount struct {
@@ -98,6 +100,9 @@ func Write(w io.Writer, r *report.Report) error {
 	v := view{
 		R: r, Timeline: template.HTML(svg),
 		Bands: m.Bands, CSS: template.CSS(styleCSS + colorRules()), JS: template.JS(zoomJS),
+	}
+	for _, e := range r.Timeline {
+		v.Evictions = v.Evictions || e.Kind == report.PodEvicted || e.Kind == report.EvictionRefused
 	}
 	v.Title = "rollprobe " + r.Command + ": " + r.Target
 	if ro := r.Rollout; ro != nil {
