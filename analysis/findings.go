@@ -142,6 +142,7 @@ var rules = []rule{
 	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},
 	{NodeRoutesLate, report.SeverityWarning, nil, renderNodeRoutesLate},
 	{LatencySpikeAtDeletion, report.SeverityWarning, nil, renderLatencySpike},
+	{DrainBlocked, report.SeverityError, nil, renderDrainBlocked},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 

@@ -3,11 +3,13 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rollprobe/rollprobe/analysis"
@@ -285,4 +287,60 @@ func ensureWorkload(t *testing.T, ctx context.Context, c *lab.Client, kind rollo
 		waitEveryEndpointServes(t, ctx, c, sample)
 	}
 	return svc.Spec.ClusterIP
+}
+
+// testDrainBlocked drains the other node while drain-web's budget allows
+// no disruption (maxUnavailable 0): the API server refuses every eviction
+// (429), the drain waits until --timeout, and the run says why: exit 3
+// (the rollout timed out), the budget's finding naming the pods held. The
+// referee is the API server's own answer: the pods are still on the node.
+func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := netns.Nodes(lab.DefaultNodes)[0]
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "drain-web")
+	pdbs := c.Kube.PolicyV1().PodDisruptionBudgets("default")
+	patch := func(maxUnavailable int) {
+		body := fmt.Sprintf(`{"spec":{"maxUnavailable":%d}}`, maxUnavailable)
+		if _, err := pdbs.Patch(context.Background(), "drain-web", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(0)
+	t.Cleanup(func() {
+		patch(1)
+		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
+			t.Errorf("uncordon %s: %v", node.Name, err)
+		}
+	})
+	var held []string
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node.Name {
+			held = append(held, p.Name)
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("no drain-web pod on %s", node.Name)
+	}
+	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--timeout", "40s").wait(t)
+	if r.repErr != nil || r.exit != 3 {
+		t.Fatalf("exit %d (%v), want 3 (the drain timed out)\n%s", r.exit, r.repErr, r.out())
+	}
+	f := findingByID(r.rep, "drain-blocked-by-pod-disruption-budget")
+	if f == nil {
+		t.Fatalf("findings %v: want the blocked drain's", findingIDs(r.rep))
+	}
+	slices.Sort(held)
+	if !slices.Equal(f.Pods, held) {
+		t.Errorf("the finding names %v; the pods on %s are %v", f.Pods, node.Name, held)
+	}
+	for _, name := range held {
+		p, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s after the blocked drain: %v (deleting %v): the budget should have kept it", name, err, p.DeletionTimestamp)
+		}
+	}
+	t.Logf("drain of %s blocked: %s; %s", node.Name, f.Title, f.Evidence[0])
 }
