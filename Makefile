@@ -80,7 +80,7 @@ bench-go: ## Go benchmarks: parser, recorder, and the dashboard's cost to throug
 bench-conntrack: ## the prober's throughput with the conntrack watch on and off (root: a network namespace of its own)
 	@$(AS_ROOT); go test -c -o $(CACHE)/natwatch.test ./natwatch && \
 	unshare --net sh -c 'ip link set lo up && nft -f natwatch/testdata/track.nft && sysctl -qw net.netfilter.nf_conntrack_tcp_timeout_time_wait=1 && cd natwatch && \
-	  ROLLPROBE_BENCH_NETNS=1 $(CACHE)/natwatch.test -test.run XXX -test.bench ConntrackOverhead -test.benchtime 1x'
+	  ROLLPROBE_BENCH_NETNS=1 $(CACHE)/natwatch.test -test.run XXX -test.bench Conntrack -test.benchtime 1x'
 
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh

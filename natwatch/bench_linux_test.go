@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,4 +94,72 @@ func probeFor(b *testing.B, target *url.URL, conn prober.ConnMode, d time.Durati
 	time.Sleep(100 * time.Millisecond) // the last events are read
 	stop()
 	return float64(p.Recorder().Snapshot().Totals.Sent()) / sum.Elapsed.Seconds(), p.Recorder().Snapshot().Totals.Fresh, tb
+}
+
+// BenchmarkConntrackCPUAtAGatesRate measures what the watch costs at a
+// gate's kind of load rather than flat out: 2,000 requests a second, a
+// new connection each (every request an event), for 3 s a round, ABBA as
+// above. Reported: the process's CPU (user and system, the in-process
+// server's included: the same in both arms) per request with the watch
+// on and off, and the difference.
+//
+//	make bench-conntrack
+func BenchmarkConntrackCPUAtAGatesRate(b *testing.B) {
+	if os.Getenv("ROLLPROBE_BENCH_NETNS") == "" {
+		b.Skip("run by make bench-conntrack: in a network namespace of its own whose ruleset tracks connections")
+	}
+	srv := faultserver.New(b, "bench")
+	target, _ := url.Parse(srv.URL("/ok"))
+	port := uint16(netip.MustParseAddrPort(target.Host).Port())
+	const rounds, each, rate = 6, 3 * time.Second, 2000
+	var cpu, reqs [2]float64 // [off, on]
+	for range b.N {
+		for r := range rounds {
+			for _, on := range [][2]bool{{false, true}, {true, false}}[r%2] {
+				var ports []uint16
+				if on {
+					ports = []uint16{port}
+				}
+				before := cpuTime(b)
+				n := pacedRun(b, target, rate, each, ports)
+				i := map[bool]int{false: 0, true: 1}[on]
+				cpu[i] += (cpuTime(b) - before).Seconds() * 1e6
+				reqs[i] += float64(n)
+			}
+		}
+	}
+	off, on := cpu[0]/reqs[0], cpu[1]/reqs[1]
+	b.ReportMetric(off, "cpu-us/req-without")
+	b.ReportMetric(on, "cpu-us/req-with")
+	b.ReportMetric(on/off, "ratio")
+}
+
+// pacedRun probes target at rate with a new connection per request for d,
+// watching ports when given (the watch stopped before it returns); it
+// returns the requests sent.
+func pacedRun(b *testing.B, target *url.URL, rate float64, d time.Duration, ports []uint16) uint64 {
+	b.Helper()
+	cfg := prober.DefaultConfig()
+	cfg.Target, cfg.Conn = target, prober.ConnMode{FreshFraction: 1}
+	cfg.Rate, cfg.Duration = rate, d
+	p, err := prober.New(cfg, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := func() {}
+	if ports != nil {
+		_, stop = Watch(ports)
+	}
+	_, _ = p.Run(context.Background())
+	stop()
+	return p.Recorder().Snapshot().Totals.Sent()
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
