@@ -29,12 +29,7 @@ import (
 //
 //	make bench-conntrack
 func BenchmarkConntrackOverhead(b *testing.B) {
-	if os.Getenv("ROLLPROBE_BENCH_NETNS") == "" {
-		b.Skip("run by make bench-conntrack: in a network namespace of its own whose ruleset tracks connections")
-	}
-	srv := faultserver.New(b, "bench")
-	target, _ := url.Parse(srv.URL("/ok"))
-	port := uint16(netip.MustParseAddrPort(target.Host).Port())
+	target, port := benchTarget(b)
 	for _, mode := range []struct {
 		name string
 		conn prober.ConnMode
@@ -105,12 +100,7 @@ func probeFor(b *testing.B, target *url.URL, conn prober.ConnMode, d time.Durati
 //
 //	make bench-conntrack
 func BenchmarkConntrackCPUAtAGatesRate(b *testing.B) {
-	if os.Getenv("ROLLPROBE_BENCH_NETNS") == "" {
-		b.Skip("run by make bench-conntrack: in a network namespace of its own whose ruleset tracks connections")
-	}
-	srv := faultserver.New(b, "bench")
-	target, _ := url.Parse(srv.URL("/ok"))
-	port := uint16(netip.MustParseAddrPort(target.Host).Port())
+	target, port := benchTarget(b)
 	const rounds, each, rate = 6, 3 * time.Second, 2000
 	var cpu, reqs [2]float64 // [off, on]
 	for range b.N {
@@ -162,4 +152,15 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchTarget skips outside make bench-conntrack's namespace, else starts
+// the loopback server: its URL and port.
+func benchTarget(b *testing.B) (*url.URL, uint16) {
+	if os.Getenv("ROLLPROBE_BENCH_NETNS") == "" {
+		b.Skip("run by make bench-conntrack: in a network namespace of its own whose ruleset tracks connections")
+	}
+	srv := faultserver.New(b, "bench")
+	target, _ := url.Parse(srv.URL("/ok"))
+	return target, uint16(netip.MustParseAddrPort(target.Host).Port())
 }
