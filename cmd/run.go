@@ -80,7 +80,8 @@ Docs: ` + report.DocsURL + `run.md`,
   rollprobe run --deployment web --target http://web/ --exec -- helm upgrade web ./chart
   rollprobe run --statefulset prod/db-proxy --target http://db-proxy.prod.svc/
   rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2
-  rollprobe run --deployment prod/web --target http://web.prod.svc/ --drain node-7 --uncordon`,
+  rollprobe run --deployment prod/web --target http://web.prod.svc/ --drain node-7 --uncordon
+  rollprobe run --deployment prod/web --target http://web.prod.svc/ --probers 2 --probers-conntrack --prober-namespace probes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				o.execArgv = args[dash:]
