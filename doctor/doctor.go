@@ -38,6 +38,7 @@ const (
 	ZeroReadyPossible   = "rollout-can-leave-no-ready-pod"
 	ETPLocalBefore126   = "external-traffic-policy-local-before-1.26"
 	NoPDB               = "no-pod-disruption-budget"
+	PDBAllowsNoEviction = "pod-disruption-budget-allows-no-eviction"
 	ShellPID1           = "shell-may-not-forward-sigterm"
 )
 
@@ -122,6 +123,7 @@ var checks = []check{
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
+	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
 	{ShellPID1, "the container's main process receives SIGTERM", report.SeverityWarning, checkShell},
 }
 
@@ -486,6 +488,46 @@ func zeroReadyDeployment(d *appsv1.Deployment) (report.Finding, bool) {
 		replicas, unavail.String(), u, max(0, int(replicas)-u))}
 	f.Fix = "set maxUnavailable: 0 and maxSurge: 1 (new pods come up before old ones go), or run more replicas"
 	return f, true
+}
+
+// checkPDBAllowsEviction: a budget covering the pods that allows no
+// disruption even when every pod is ready (maxUnavailable 0, or
+// minAvailable the whole of the replicas) refuses every eviction: a drain
+// or node upgrade waits on it for ever. Percentages round up, as the
+// disruption controller rounds them.
+func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
+	w := s.Workload
+	desired, _, _, _ := w.Counts()
+	podLabels := labels.Set(w.Template().Labels)
+	for _, p := range s.PDBs {
+		if p.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(podLabels) || desired <= 0 {
+			continue
+		}
+		var why string
+		switch {
+		case p.Spec.MaxUnavailable != nil:
+			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MaxUnavailable, int(desired), true); err == nil && v <= 0 {
+				why = fmt.Sprintf("maxUnavailable %s", p.Spec.MaxUnavailable.String())
+			}
+		case p.Spec.MinAvailable != nil:
+			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MinAvailable, int(desired), true); err == nil && v >= int(desired) {
+				why = fmt.Sprintf("minAvailable %s of %d replicas", p.Spec.MinAvailable.String(), desired)
+			}
+		}
+		if why == "" {
+			continue
+		}
+		ref := w.Ref()
+		return report.Finding{Title: fmt.Sprintf("PodDisruptionBudget %s allows no eviction of %s's pods", p.Name, ref.Name),
+			Evidence: []string{fmt.Sprintf("PodDisruptionBudget %s (%s) selects the pods of %s %s: even with every pod ready it allows no disruption", p.Name, why, ref.Kind.Lower(), ref.Name),
+				"the Eviction API refuses every eviction it covers (429): a node drain or cluster upgrade waits on it for ever (rollprobe run --drain: drain-blocked-by-pod-disruption-budget)"},
+			Fix: fmt.Sprintf("set maxUnavailable: 1 on PodDisruptionBudget %s (or minAvailable below the replicas), and run more replicas than it keeps", p.Name)}, true
+	}
+	return report.Finding{}, false
 }
 
 func coveredByPDB(tmpl *corev1.PodTemplateSpec, pdbs []policyv1.PodDisruptionBudget) bool {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/internal/golden"
@@ -305,5 +306,47 @@ func TestEveryCheckHasItsPage(t *testing.T) {
 		if !strings.Contains(string(index), "("+c.ID+".md)") {
 			t.Errorf("docs/findings/README.md does not list %s", c.ID)
 		}
+	}
+}
+
+// A budget that allows no disruption with every pod ready is named: by
+// maxUnavailable 0 or 0%, by minAvailable at or above the replicas (100%,
+// or 90% of 3 rounded up); one that lets a pod go, or covers other pods,
+// is not.
+func TestPDBAllowsNoEviction(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		maxUnavailable, minAvl *intstr.IntOrString
+		selector               map[string]string
+		want                   bool
+	}{
+		{"maxUnavailable 0", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "web"}, true},
+		{"maxUnavailable 0%", ptr.To(intstr.FromString("0%")), nil, map[string]string{"app": "web"}, true},
+		{"maxUnavailable 1", ptr.To(intstr.FromInt32(1)), nil, map[string]string{"app": "web"}, false},
+		{"maxUnavailable 10% rounds up to 1", ptr.To(intstr.FromString("10%")), nil, map[string]string{"app": "web"}, false},
+		{"minAvailable 3 of 3", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, true},
+		{"minAvailable 90% of 3 rounds up to 3", nil, ptr.To(intstr.FromString("90%")), map[string]string{"app": "web"}, true},
+		{"minAvailable 2 of 3", nil, ptr.To(intstr.FromInt32(2)), map[string]string{"app": "web"}, false},
+		{"another app's budget", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "db"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, svc, _ := good() // 3 replicas
+			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}
+			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "prod"},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: tc.maxUnavailable, MinAvailable: tc.minAvl,
+					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}}}
+			var got *report.Finding
+			for _, f := range Run(in, Options{}) {
+				if f.ID == PDBAllowsNoEviction {
+					got = &f
+				}
+			}
+			if (got != nil) != tc.want {
+				t.Fatalf("finding %+v, want one: %v", got, tc.want)
+			}
+			if got != nil && (!strings.Contains(got.Title, "web-pdb") || !strings.Contains(got.Fix, "maxUnavailable: 1")) {
+				t.Errorf("finding %+v", got)
+			}
+		})
 	}
 }

@@ -332,6 +332,9 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	if f == nil {
 		t.Fatalf("findings %v: want the blocked drain's", findingIDs(r.rep))
 	}
+	if findingByID(r.rep, "pod-disruption-budget-allows-no-eviction") == nil {
+		t.Errorf("findings %v: the doctor's check did not name the budget before the drain", findingIDs(r.rep))
+	}
 	slices.Sort(held)
 	if !slices.Equal(f.Pods, held) {
 		t.Errorf("the finding names %v; the pods on %s are %v", f.Pods, node.Name, held)
