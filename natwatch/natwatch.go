@@ -53,8 +53,8 @@ type Status struct {
 	// some connections have no mapping. LostReason says what happened.
 	Lost       bool
 	LostReason string
-	// Losses counts the times events were lost (each ended a listener;
-	// another took over).
+	// Losses counts the reads that failed, ENOBUFS (events dropped) among
+	// them; reading goes on after each.
 	Losses int
 }
 

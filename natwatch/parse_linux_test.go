@@ -14,13 +14,15 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
+
+	"github.com/rollprobe/rollprobe/internal/netnstest"
 )
 
 // parseNew reads the kernel's own NEW events as ti-mo/conntrack's full
 // decoder does (the referee: nobody here wrote it), for IPv4 and IPv6,
 // answered and refused, TCP and UDP.
 func TestParseNewAgreesWithTiMo(t *testing.T) {
-	nft := needNamespace(t)
+	nft := netnstest.Need(t)
 	type msg struct {
 		typ  uint16
 		data []byte
@@ -29,7 +31,7 @@ func TestParseNewAgreesWithTiMo(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		var got []msg
-		errc <- inNamespace(nft, func() error {
+		errc <- netnstest.Run(nft, func() error {
 			fd, err := listen(DefaultReadBuffer)
 			if err != nil {
 				return err

@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/rollprobe/rollprobe/internal/netnstest"
 )
 
 // In a network namespace of its own whose ruleset uses conntrack (as
@@ -23,7 +19,7 @@ import (
 // one dialled). Without root or nft it skips, saying why; the lab's test
 // checks the DNAT against tcpdump.
 func TestWatchInANamespace(t *testing.T) {
-	nft := needNamespace(t)
+	nft := netnstest.Need(t)
 	type result struct {
 		tb            *Table
 		open, refused netip.AddrPort
@@ -34,7 +30,7 @@ func TestWatchInANamespace(t *testing.T) {
 	res := make(chan result, 1)
 	go func() {
 		var r result
-		r.err = inNamespace(nft, func() error {
+		r.err = netnstest.Run(nft, func() error {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return err
@@ -94,39 +90,4 @@ func TestWatchInANamespace(t *testing.T) {
 	if !refusedSeen {
 		t.Errorf("the refused SYN's connection was not seen (status %+v)", r.tb.Status())
 	}
-}
-
-// needNamespace skips unless this can make a network namespace whose
-// ruleset tracks connections; it returns nft's path.
-func needNamespace(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a network namespace, CAP_NET_ADMIN)")
-	}
-	nft, err := exec.LookPath("nft")
-	if err != nil {
-		t.Skip("needs nft (Debian's nftables) to give the namespace a ruleset that uses conntrack")
-	}
-	return nft
-}
-
-// inNamespace locks the calling goroutine to its thread, moves the thread
-// into a new network namespace with loopback up and a ruleset that makes
-// the kernel track connections (as kube-proxy's does), and runs f there.
-// The thread is never unlocked: it ends with the goroutine. Only this
-// thread is in the namespace: f must not dial from other goroutines.
-func inNamespace(nft string, f func() error) error {
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		return err
-	}
-	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader("table inet natwatch_test {\n chain out {\n type filter hook output priority 0; ct state new accept\n }\n}\n")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("nft: %v: %s", err, out)
-	}
-	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link set lo up: %v: %s", err, out)
-	}
-	return f()
 }

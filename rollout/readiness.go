@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/rollprobe/rollprobe/prober"
 )
 
 // ReadinessConnects reports whether a Ready pod was listening where the
@@ -96,7 +98,7 @@ func ServicePortOf(svc *corev1.Service, target *url.URL) int32 {
 	if svc == nil || target == nil {
 		return 0
 	}
-	port := URLPort(target)
+	port := prober.URLPort(target)
 	host := target.Hostname()
 	// By address, or by the Service's own DNS name (NAME, NAME.NS,
 	// NAME.NS.svc, NAME.NS.svc.cluster.local).

@@ -233,10 +233,6 @@ type noAnswer struct{ error }
 func (e noAnswer) Unwrap() error        { return e.error }
 func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
 
-// URLPort is the TCP port a URL's connections go to: its own, or its
-// scheme's (443 for https, else 80).
-func URLPort(u *url.URL) int { return prober.URLPort(u) }
-
 // EntryOf says how a target URL reaches svc: at its cluster IP and port, at
 // a node's address and one of its node ports (nodeIPs maps node addresses
 // to node names, as Watcher.NodeIPs gives them), or at a load balancer
@@ -246,7 +242,7 @@ func EntryOf(svc *corev1.Service, target *url.URL, nodeIPs map[string]string) *r
 		return nil
 	}
 	host := target.Hostname()
-	port := URLPort(target)
+	port := prober.URLPort(target)
 	for _, sp := range svc.Spec.Ports {
 		if int(sp.Port) == port && (host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host)) {
 			return &report.Entry{Via: report.ViaClusterIP, Port: sp.Port}

@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rollprobe/rollprobe/internal/netnstest"
 	"github.com/rollprobe/rollprobe/natwatch"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/render"
@@ -26,18 +24,12 @@ import (
 // report must then count exactly what it lacks: the dialler knows every
 // connection it made, so the failures mapped are the connections
 // conntrack delivered and the rest are unmapped, none guessed; the loss is
-// said in the text; and a new listener takes over, so a connection made
+// said in the text; and reading goes on, so a connection made
 // after the burst is mapped again. In a network namespace of its own, as
 // root with nft (the ruleset makes the kernel track connections, as
 // kube-proxy's does); it skips otherwise.
 func TestLostConntrackEventsAreCountedNotGuessed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a network namespace, CAP_NET_ADMIN)")
-	}
-	nft, err := exec.LookPath("nft")
-	if err != nil {
-		t.Skip("needs nft (Debian's nftables) to give the namespace a ruleset that uses conntrack")
-	}
+	nft := netnstest.Need(t)
 	type result struct {
 		rep       *report.Report
 		ct        *report.Conntrack
@@ -47,20 +39,8 @@ func TestLostConntrackEventsAreCountedNotGuessed(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in its namespace
 		var r result
-		r.err = func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-				return err
-			}
-			cmd := exec.Command(nft, "-f", "-")
-			cmd.Stdin = strings.NewReader("table inet natmap_test {\n chain out {\n type filter hook output priority 0; ct state new accept\n }\n}\n")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("nft: %v: %s", err, out)
-			}
-			if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-				return fmt.Errorf("ip link set lo up: %v: %s", err, out)
-			}
+		r.err = netnstest.Run(nft, func() error {
 			gone, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return err
@@ -94,7 +74,7 @@ func TestLostConntrackEventsAreCountedNotGuessed(t *testing.T) {
 			for round := 0; round < 15 && !tb.Status().Lost; round++ {
 				r.rep.Failures = append(r.rep.Failures, burst(3000, 0)...)
 			}
-			// The new listener: connections made calmly after the loss.
+			// Reading goes on: connections made calmly after the loss.
 			time.Sleep(200 * time.Millisecond)
 			r.afterLoss = burst(10, 5*time.Millisecond) // a few events at a time: no loss
 			r.rep.Failures = append(r.rep.Failures, r.afterLoss...)
@@ -103,7 +83,7 @@ func TestLostConntrackEventsAreCountedNotGuessed(t *testing.T) {
 			r.dialled = len(r.rep.Failures)
 			r.ct = mapConnections(r.rep, tb)
 			return nil
-		}()
+		})
 		res <- r
 	}()
 	r := <-res
