@@ -54,7 +54,7 @@ test: ## every test (what CI runs), one package at a time (the engine's and the 
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; status=$$?; \
 	if [ -s "$$skipped" ]; then \
 	  echo; echo "*** End-to-end tests were SKIPPED (the rest ran):"; sed 's/^/***   /' "$$skipped"; \
-	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium; the nginx capture test root, tcpdump and nginx-light;"; \
+	  echo "*** The lab's need root, 'make lab-deps' (nftables, runc, busybox-static) and 'make lab-bins'; the browser test needs Debian's chromium; the nginx capture test root, tcpdump and nginx-light; the h2 frame test tshark;"; \
 	  echo "*** the release's tests 'make release-snapshot' and skopeo; the OpenMetrics test python3-prometheus-client."; \
 	  echo "*** ROLLPROBE_REQUIRE_LAB/BROWSER/NGINX/RELEASE/TOOLS=1 make such a skip a failure (CI sets them)."; \
 	fi; exit $$status

@@ -193,7 +193,8 @@ func class(f *report.Failure) prober.Class {
 // connection to the pod was refused, cut or unanswered.
 func connectionFailure(c prober.Class) bool {
 	switch c {
-	case prober.Refused, prober.Reset, prober.EOF, prober.EOFReused, prober.ConnectTimeout, prober.Truncated, prober.Proxy5xx:
+	case prober.Refused, prober.Reset, prober.EOF, prober.EOFReused, prober.ConnectTimeout, prober.Truncated, prober.Proxy5xx,
+		prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream, prober.ClosedNoGoAway:
 		return true
 	}
 	return false
@@ -204,7 +205,8 @@ func connectionFailure(c prober.Class) bool {
 // produce them; a connection to its IP just times out.
 func answered(c prober.Class) bool {
 	switch c {
-	case prober.Refused, prober.Reset, prober.EOF, prober.EOFReused, prober.Truncated, prober.Timeout, prober.HTTP5xx, prober.HTTPStatus:
+	case prober.Refused, prober.Reset, prober.EOF, prober.EOFReused, prober.Truncated, prober.Timeout, prober.HTTP5xx, prober.HTTPStatus,
+		prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream, prober.ClosedNoGoAway:
 		return true
 	}
 	return false

@@ -49,6 +49,8 @@ type proberFlags struct {
 	maxFailureRate float64
 	procs          int
 	engine         string
+	protocol       string
+	connections    int
 	// timeoutFlag names the request-timeout flag: "request-timeout" (probe
 	// keeps "timeout" as a deprecated spelling: in run and doctor it bounds
 	// the whole command).
@@ -64,7 +66,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "CACert": "--cacert", "ConnectTo": "--connect-to", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H", "Method": "-X", "Engine": "--engine",
+		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "Body": "--body",
 		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
 }
@@ -85,6 +87,8 @@ func defaultProberFlags() proberFlags {
 		requestID:      d.RequestIDHeader,
 		keepFailures:   d.KeepFailures,
 		engine:         "auto",
+		protocol:       string(d.Protocol),
+		connections:    d.Connections,
 		timeoutFlag:    "request-timeout",
 		targetName:     "URL",
 	}
@@ -115,6 +119,8 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
 	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
 	fs.StringVar(&f.engine, "engine", f.engine, "how requests are driven: loops (event loops over non-blocking sockets; Linux, an http:// target given by IP address), goroutines (Go's net package: https, names resolved for every connection), or auto (loops where they can, else goroutines); both record the same outcome for the same exchange")
+	fs.StringVar(&f.protocol, "protocol", f.protocol, "http1, or h2: HTTP/2 (ALPN h2 on https://, prior knowledge on http://), every request one stream, never retried; a GOAWAY or reset stream is a failure of its own class")
+	fs.IntVar(&f.connections, "connections", f.connections, "h2 with --conn keepalive: the connections kept open; requests take them in turn, many streams at once on each (each connection stays with the pod it first reached)")
 	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
 }
 
@@ -162,6 +168,13 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 	}
 	if cfg.Engine, err = prober.ParseEngine(f.engine); err != nil {
 		errs = append(errs, err)
+	}
+	if cfg.Protocol, err = prober.ParseProtocol(f.protocol); err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Connections = f.connections
+	if f.fs != nil && f.fs.Changed("connections") && cfg.Protocol != prober.H2 {
+		errs = append(errs, fmt.Errorf("--connections %d: only with --protocol h2 (HTTP/1.1 keeps a connection per request in flight: --workers)", f.connections))
 	}
 	cfg.Method = strings.ToUpper(f.method)
 	cfg.Header = http.Header{}

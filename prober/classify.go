@@ -113,6 +113,8 @@ func tlsCause(err error) TLSCause {
 		invalidErr x509.CertificateInvalidError
 	)
 	switch {
+	case errors.Is(err, errNoH2):
+		return TLSCauseALPN
 	case isTimeout(err):
 		return TLSCauseHandshakeTimeout
 	case errors.As(err, &certErr), errors.As(err, &unknownErr), errors.As(err, &hostErr), errors.As(err, &invalidErr):
@@ -137,7 +139,7 @@ func isRemoteAlert(err error) bool {
 // alert from the peer, bytes that are not TLS), wherever it surfaced.
 func isTLSError(err error) bool {
 	switch tlsCause(err) {
-	case TLSCauseCertificate, TLSCauseAlert, TLSCauseNotTLS:
+	case TLSCauseCertificate, TLSCauseAlert, TLSCauseNotTLS, TLSCauseALPN:
 		return true
 	}
 	return false

@@ -147,6 +147,13 @@ type Config struct {
 	// Engine chooses how requests are driven (EngineAuto: the event loops
 	// where they can serve the target, else goroutines).
 	Engine Engine
+
+	// Protocol is what is spoken to the target (HTTP1 by default).
+	Protocol Protocol
+	// Connections, for a multiplexed protocol (h2) with long-lived
+	// connections, is how many the run keeps: requests take them in
+	// turn, as many streams at once on each as are in flight.
+	Connections int
 }
 
 // Engine names the prober's engine. Both record the same outcome for the
@@ -207,6 +214,8 @@ func DefaultConfig() Config {
 		ExpectStatus:    expect,
 		RequestIDHeader: DefaultRequestIDHeader,
 		KeepFailures:    DefaultKeepFailures,
+		Protocol:        HTTP1,
+		Connections:     DefaultConnections,
 	}
 }
 
@@ -390,6 +399,29 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("Engine", strconv.Quote(string(c.Engine)), "want auto, loops or goroutines")
+	}
+	switch c.Protocol {
+	case HTTP1:
+	case H2:
+		if c.Engine == EngineLoops {
+			bad("Engine", string(c.Engine), "the event loops speak HTTP/1.1 only; h2 runs on the goroutines")
+		}
+		if c.Connections < 1 {
+			bad("Connections", c.Connections, "need at least 1")
+		}
+		// The body goes in one DATA frame within the initial stream
+		// window (RFC 9113 §6.9.2), so the prober never waits on flow
+		// control to send.
+		if len(c.Body) > h2MaxBody {
+			bad("Body", len(c.Body), fmt.Sprintf("an h2 request body is at most %d bytes (one frame within the initial window)", h2MaxBody))
+		}
+		for name, values := range c.Header {
+			if h2ConnectionHeader(name) || (strings.EqualFold(name, "TE") && (len(values) != 1 || values[0] != "trailers")) {
+				bad("Header", name, "a connection-specific header, not allowed in HTTP/2 (RFC 9113 §8.2.2; TE only as \"trailers\")")
+			}
+		}
+	default:
+		bad("Protocol", strconv.Quote(string(c.Protocol)), "want http1 or h2")
 	}
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")

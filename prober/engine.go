@@ -71,6 +71,11 @@ type Prober struct {
 
 	watcher *closeWatcher // nil where unsupported: connections are peeked instead
 
+	// h2pool is an h2 run's long-lived connections; h2req its request's
+	// header fields, copied by each worker (nil, zero for HTTP/1.1).
+	h2pool *h2Pool
+	h2req  h2Request
+
 	// engine is the engine chosen for the run (New, then Run if the loops
 	// cannot start); loops is the event-loop engine while it runs.
 	engine Engine
@@ -122,6 +127,10 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
+	if cfg.Protocol.multiplexed() {
+		p.h2req = newH2Request(&p.cfg, userAgent)
+		p.h2pool = newH2Pool(cfg.Connections)
+	}
 	p.engine = engineFor(&p.cfg)
 	p.injectPanic = os.Getenv(TestPanicEnv) == "prober"
 	return p, nil
@@ -157,7 +166,7 @@ func (p *Prober) checkInjectedPanic() {
 // EngineAuto the loops where they can serve the target. (Run falls back to
 // the goroutines if the loops cannot start.)
 func engineFor(cfg *Config) Engine {
-	if cfg.Engine == EngineGoroutines {
+	if cfg.Engine == EngineGoroutines || cfg.Protocol.multiplexed() {
 		return EngineGoroutines
 	}
 	if _, why := loopTarget(cfg); why != "" {
@@ -256,8 +265,11 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 			defer p.loops.release() // runs after every loop has exited (the wait below)
 		}
 	}
+	if p.h2pool != nil {
+		defer p.h2pool.close() // after the wait below: every worker has exited
+	}
 	if p.engine == EngineGoroutines {
-		if p.cfg.Conn.FreshFraction < 1 {
+		if p.cfg.Conn.FreshFraction < 1 && p.h2pool == nil {
 			p.watcher = newCloseWatcher()
 			if p.watcher != nil {
 				defer p.watcher.close()
@@ -550,6 +562,11 @@ type worker struct {
 	// connection, for its next one: at thousands of fresh connections a
 	// second a new 16 KiB buffer each was most of the prober's allocation.
 	spare *bufio.Reader
+	// h2st, h2req and timer are the worker's stream, request and request
+	// timer on HTTP/2 (made at its first request, reused after).
+	h2st  *h2stream
+	h2req h2Request
+	timer *time.Timer
 }
 
 func (w *worker) loop() {
@@ -583,6 +600,10 @@ func (w *worker) loop() {
 func (w *worker) do(res *Result) {
 	p := w.p
 	cfg := &p.cfg
+	if p.h2pool != nil {
+		w.doH2(res)
+		return
+	}
 	fresh := cfg.Conn.FreshFraction >= 1 || (cfg.Conn.FreshFraction > 0 && w.rng.Float64() < cfg.Conn.FreshFraction)
 
 	res.Start = p.Elapsed()

@@ -23,6 +23,11 @@ const (
 	HTTP5xx
 	Proxy5xx
 	HTTPStatus
+	GoAwayUnprocessed
+	GoAwayCut
+	RefusedStream
+	RSTStream
+	ClosedNoGoAway
 	DNS
 	TLS
 	Local
@@ -130,9 +135,10 @@ const (
 	TLSCauseAlert
 	TLSCauseNotTLS
 	TLSCauseConnection
+	TLSCauseALPN
 )
 
-var tlsCauseNames = [...]string{"", report.TLSHandshakeTimeout, report.TLSCertificate, report.TLSAlert, report.TLSNotTLS, report.TLSConnection}
+var tlsCauseNames = [...]string{"", report.TLSHandshakeTimeout, report.TLSCertificate, report.TLSAlert, report.TLSNotTLS, report.TLSConnection, report.TLSALPN}
 
 func (c TLSCause) String() string {
 	if int(c) < len(tlsCauseNames) {
@@ -170,4 +176,40 @@ func ParseServerClose(s string) (ServerClose, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown server close %q", s)
+}
+
+// GoAwayKind is how an HTTP/2 server's GOAWAY came on a failed stream's
+// connection (GoAwayNone: none came).
+type GoAwayKind uint8
+
+const (
+	GoAwayNone GoAwayKind = iota
+	// GoAwaySingle: one GOAWAY naming the last stream the server took;
+	// streams in flight above it were never processed (Go's
+	// http.Server.Shutdown).
+	GoAwaySingle
+	// GoAwayGraceful: a first GOAWAY with the largest stream ID, then the
+	// real one after a round trip, so no stream in flight is left out
+	// (grpc-go's GracefulStop).
+	GoAwayGraceful
+)
+
+func (g GoAwayKind) String() string {
+	switch g {
+	case GoAwaySingle:
+		return report.GoAwaySingle
+	case GoAwayGraceful:
+		return report.GoAwayGraceful
+	}
+	return ""
+}
+
+// ParseGoAwayKind is the inverse of GoAwayKind.String ("" is GoAwayNone).
+func ParseGoAwayKind(s string) (GoAwayKind, error) {
+	for _, g := range []GoAwayKind{GoAwayNone, GoAwaySingle, GoAwayGraceful} {
+		if g.String() == s {
+			return g, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown goaway %q", s)
 }

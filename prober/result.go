@@ -35,6 +35,11 @@ type Result struct {
 	ServerClose ServerClose
 	// TLSCause, for tls, says why the handshake failed.
 	TLSCause TLSCause
+	// H2Code, for an HTTP/2 stream the server reset or cut with a GOAWAY,
+	// is the frame's error code (REFUSED_STREAM, NO_ERROR, ...); GoAway is
+	// how the connection's GOAWAY came, when one did.
+	H2Code string
+	GoAway GoAwayKind
 	// Source is where the result was measured: 0 for this process, i for
 	// the i-th in-cluster prober (1-based) whose results were merged in.
 	Source uint16

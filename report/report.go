@@ -326,9 +326,16 @@ type Tool struct {
 
 // Config is the probe configuration the report was made with.
 type Config struct {
-	RunID            string  `json:"run_id"`
-	Method           string  `json:"method"`
-	Conn             string  `json:"conn"`
+	RunID  string `json:"run_id"`
+	Method string `json:"method"`
+	Conn   string `json:"conn"`
+	// Protocol is what the prober spoke: http1, or h2 (ALPN h2 on https,
+	// prior knowledge on http). Absent in reports before it was recorded:
+	// http1.
+	Protocol string `json:"protocol,omitempty"`
+	// Connections, on h2 with kept-alive connections, is how many the
+	// prober kept open (requests took them in turn).
+	Connections      int     `json:"connections,omitempty"`
 	Model            Model   `json:"model"`
 	Rate             float64 `json:"rate"`
 	Concurrency      int     `json:"concurrency,omitempty"`
@@ -497,6 +504,15 @@ type Failure struct {
 	// TLSCause, on tls, is why the handshake failed: handshake_timeout,
 	// certificate, alert, not_tls or connection.
 	TLSCause string `json:"tls_cause,omitempty"`
+	// H2Code, on an HTTP/2 stream the server reset (refused_stream,
+	// rst_stream) or ended with a GOAWAY (goaway_unprocessed, goaway_cut),
+	// is the frame's error code: REFUSED_STREAM, NO_ERROR, ...
+	H2Code string `json:"h2_code,omitempty"`
+	// GoAway, on an HTTP/2 failure whose connection received a GOAWAY, is
+	// how it came: single (one, naming the last stream: Go's
+	// http.Server.Shutdown) or graceful (2^31-1 first, then the last
+	// stream after a round trip: grpc-go's GracefulStop).
+	GoAway string `json:"goaway,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
 	// is (1: named by the backend header, or the only pod that can have
 	// caused it; else 1/len(Candidates)), the pods that could have

@@ -18,9 +18,24 @@ const (
 	// backend header that the app puts on every response of its own.
 	ClassProxy5xx   = "proxy_5xx"
 	ClassHTTPStatus = "http_status"
-	ClassDNS        = "dns"
-	ClassTLS        = "tls"
-	ClassLocal      = "local"
+	// HTTP/2: how a stream ends when its connection or the server ends it
+	// instead of answering. goaway_unprocessed and refused_stream were
+	// never processed by the server (safe to retry); goaway_cut was, or may
+	// have been (outcome unknown).
+	ClassGoAwayUnprocessed = "goaway_unprocessed" // above the last stream ID of the server's GOAWAY
+	ClassGoAwayCut         = "goaway_cut"         // at or below it, and the connection closed before the answer
+	ClassRefusedStream     = "refused_stream"     // RST_STREAM REFUSED_STREAM
+	ClassRSTStream         = "rst_stream"         // RST_STREAM with another code (h2_code names it)
+	ClassClosedNoGoAway    = "closed_no_goaway"   // the connection closed (FIN) with the stream open and no GOAWAY
+	ClassDNS               = "dns"
+	ClassTLS               = "tls"
+	ClassLocal             = "local"
+)
+
+// Values of an HTTP/2 failure's goaway: how the server's GOAWAY came.
+const (
+	GoAwaySingle   = "single"   // one GOAWAY naming the last stream (Go's http.Server.Shutdown)
+	GoAwayGraceful = "graceful" // first 2^31-1, then the last stream after a round trip (grpc-go's GracefulStop)
 )
 
 // Values of a failure's server_close: for eof and eof_reused, whether the
@@ -37,11 +52,14 @@ const (
 	TLSAlert            = "alert"             // the server refused the handshake with an alert (no shared protocol or cipher, no certificate for the name)
 	TLSNotTLS           = "not_tls"           // what came back was not TLS (an https URL to a plain-HTTP port)
 	TLSConnection       = "connection"        // the connection was reset or closed during the handshake
+	TLSALPN             = "alpn"              // the handshake completed but the server did not choose the protocol asked for (h2)
 )
 
 // ClassNames lists every outcome, ok first, local last.
 var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
-	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassProxy5xx, ClassHTTPStatus, ClassDNS, ClassTLS, ClassLocal}
+	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassProxy5xx, ClassHTTPStatus,
+	ClassGoAwayUnprocessed, ClassGoAwayCut, ClassRefusedStream, ClassRSTStream, ClassClosedNoGoAway,
+	ClassDNS, ClassTLS, ClassLocal}
 
 // FailureClassNames lists the classes that are failures (not ok), in
 // report order. local is among them: it is counted apart from the target's

@@ -54,6 +54,8 @@ func build(run probeRun) *report.Report {
 			RunID:            run.RunID,
 			Method:           cfg.Method,
 			Conn:             cfg.Conn.String(),
+			Protocol:         string(cfg.Protocol),
+			Connections:      h2Connections(cfg),
 			Model:            report.ModelOpen,
 			Rate:             cfg.Rate,
 			DurationS:        seconds(cfg.Duration),
@@ -243,6 +245,8 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 		Backend:      res.Backend,
 		ServerClose:  res.ServerClose.String(),
 		TLSCause:     res.TLSCause.String(),
+		H2Code:       res.H2Code,
+		GoAway:       res.GoAway.String(),
 	}
 	if res.Err != nil {
 		f.Error = res.Err.Error()
@@ -328,4 +332,13 @@ func redirects(byStatus map[string]uint64) uint64 {
 		}
 	}
 	return n
+}
+
+// h2Connections is the pool an h2 run kept (0, absent, otherwise: HTTP/1.1
+// holds a connection per request in flight, and --conn new none at all).
+func h2Connections(cfg prober.Config) int {
+	if cfg.Protocol != prober.H2 || cfg.Conn.FreshFraction >= 1 {
+		return 0
+	}
+	return cfg.Connections
 }

@@ -33,6 +33,8 @@ type ProberConfig struct {
 	RequestIDHeader  string      `json:"request_id_header"`
 	KeepFailures     int         `json:"keep_failures"`
 	Engine           string      `json:"engine,omitempty"`
+	Protocol         string      `json:"protocol,omitempty"`
+	Connections      int         `json:"connections,omitempty"`
 }
 
 // FromConfig is cfg as the CLI sends it (Duration is not sent: the CLI
@@ -42,7 +44,8 @@ func FromConfig(cfg prober.Config) ProberConfig {
 		Rate: cfg.Rate, Concurrency: cfg.Concurrency, Workers: cfg.Workers, MaxWorkers: cfg.MaxWorkers,
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
 		Insecure: cfg.Insecure, CACert: cfg.CACert, ConnectTo: cfg.ConnectTo, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
-		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine)}
+		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine),
+		Protocol: string(cfg.Protocol), Connections: cfg.Connections}
 }
 
 // Config is the prober.Config c describes, validated.
@@ -60,6 +63,12 @@ func (c ProberConfig) Config() (prober.Config, error) {
 	}
 	if cfg.Engine, err = prober.ParseEngine(c.Engine); err != nil {
 		return cfg, err
+	}
+	if cfg.Protocol, err = prober.ParseProtocol(c.Protocol); err != nil {
+		return cfg, err
+	}
+	if c.Connections > 0 {
+		cfg.Connections = c.Connections
 	}
 	cfg.Method, cfg.Header, cfg.Body = c.Method, c.Header, c.Body
 	if cfg.Header == nil {

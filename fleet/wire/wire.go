@@ -142,6 +142,8 @@ type Result struct {
 	Remote      string `json:"remote,omitempty"`
 	ServerClose string `json:"server_close,omitempty"`
 	TLSCause    string `json:"tls_cause,omitempty"`
+	H2Code      string `json:"h2_code,omitempty"`
+	GoAway      string `json:"goaway,omitempty"`
 	Canceled    bool   `json:"canceled,omitempty"`
 }
 
@@ -269,7 +271,8 @@ func FromResult(res *prober.Result) *Result {
 	r := &Result{Seq: res.Seq, IntendedNS: int64(res.Intended), StartNS: int64(res.Start), EndNS: int64(res.End),
 		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
 		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), Backend: res.Backend,
-		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled}
+		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled,
+		H2Code: res.H2Code, GoAway: res.GoAway.String()}
 	if res.Err != nil {
 		r.Error = res.Err.Error()
 	}
@@ -303,12 +306,17 @@ func (r *Result) ToResult() (prober.Result, error) {
 	if err != nil {
 		return prober.Result{}, err
 	}
+	goAway, err := prober.ParseGoAwayKind(r.GoAway)
+	if err != nil {
+		return prober.Result{}, err
+	}
 	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.Status < 0 || r.Status > 999 {
 		return prober.Result{}, fmt.Errorf("result %d: times or status out of range", r.Seq)
 	}
 	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
 		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
-		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled}
+		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
+		H2Code: r.H2Code, GoAway: goAway}
 	if r.Error != "" {
 		res.Err = errors.New(r.Error)
 	}

@@ -22,17 +22,21 @@ func TestResultRoundTrip(t *testing.T) {
 		ConnAge: 12 * time.Second, Backend: "web-1", Err: errors.New("connection closed before any response byte"),
 		Addr:        &prober.ConnAddr{Local: netip.MustParseAddrPort("10.244.1.5:40000"), Remote: netip.MustParseAddrPort("10.96.0.10:80")},
 		ServerClose: prober.CloseBeforeRequest, Canceled: true}
-	l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
-	out, err := l.Result.ToResult()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Err.Error() != in.Err.Error() {
-		t.Fatalf("error %q, want %q", out.Err, in.Err)
-	}
-	out.Err, in.Err = nil, nil
-	if !reflect.DeepEqual(out, in) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	h2 := in
+	h2.Class, h2.ServerClose, h2.H2Code, h2.GoAway = prober.GoAwayUnprocessed, prober.CloseUnknown, "NO_ERROR", prober.GoAwayGraceful
+	for _, in := range []prober.Result{in, h2} {
+		l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
+		out, err := l.Result.ToResult()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Err.Error() != in.Err.Error() {
+			t.Fatalf("error %q, want %q", out.Err, in.Err)
+		}
+		out.Err, in.Err = nil, nil
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+		}
 	}
 }
 

@@ -1,0 +1,268 @@
+package prober
+
+import (
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2Pool is the long-lived connections of an h2 run (Config.Connections).
+// Each request takes the next in turn, as a client spreading its calls
+// would; a connection that takes no new streams (a GOAWAY came, it
+// closed) is replaced by a new one for the next request that reaches its
+// slot. Its streams in flight end on the old one.
+type h2Pool struct {
+	slots []h2Slot
+	next  atomic.Uint32
+}
+
+type h2Slot struct {
+	mu sync.Mutex
+	c  *h2conn
+}
+
+func newH2Pool(n int) *h2Pool { return &h2Pool{slots: make([]h2Slot, n)} }
+
+// conn returns a usable connection of the pool, dialing one for the slot
+// when its own is gone; dialed says the request is the connection's first.
+func (pool *h2Pool) conn(w *worker, start time.Duration) (c *h2conn, dialed bool, phase Phase, err error) {
+	s := &pool.slots[int(pool.next.Add(1)-1)%len(pool.slots)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil && s.c.usable() {
+		return s.c, false, PhaseNone, nil
+	}
+	c, phase, err = w.p.dialH2(w, start)
+	if err != nil {
+		return nil, true, phase, err
+	}
+	s.c = c
+	return c, true, PhaseNone, nil
+}
+
+// close closes every connection (the run is over: nothing is in flight).
+func (pool *h2Pool) close() {
+	for i := range pool.slots {
+		if c := pool.slots[i].c; c != nil {
+			c.close()
+		}
+	}
+}
+
+// dialH2 opens an HTTP/2 connection: TCP (and TLS with ALPN h2) within the
+// connect timeout, then the client preface.
+func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) {
+	cfg := &p.cfg
+	connectDeadline := p.start.Add(start + min(cfg.ConnectTimeout, cfg.Timeout))
+	raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, w.dialed)
+	if err != nil {
+		return nil, phase, err
+	}
+	if tc, ok := rw.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol != "h2" {
+		_ = raw.Close()
+		return nil, PhaseTLS, errNoH2
+	}
+	_ = raw.SetDeadline(time.Time{}) // the handshake's; the connection outlives any request
+	c, err := startH2(raw, rw, p.Elapsed(), w.dialed.addr, p.backendHeader)
+	if err != nil {
+		_ = raw.Close()
+		return nil, PhaseWrite, err
+	}
+	return c, PhaseNone, nil
+}
+
+// newH2Request is cfg's request as HTTP/2 header fields (names in lower
+// case, as HTTP/2 requires); the request ID's value is added per request.
+func newH2Request(cfg *Config, userAgent string) h2Request {
+	u := cfg.Target
+	authority := u.Host
+	if h := cfg.Header.Get("Host"); h != "" {
+		authority = h
+	}
+	fields := []hpack.HeaderField{
+		{Name: ":method", Value: cfg.Method},
+		{Name: ":scheme", Value: u.Scheme},
+		{Name: ":authority", Value: authority},
+		{Name: ":path", Value: u.RequestURI()},
+	}
+	if cfg.Header.Get("User-Agent") == "" {
+		fields = append(fields, hpack.HeaderField{Name: "user-agent", Value: userAgent})
+	}
+	for name, values := range cfg.Header {
+		if strings.EqualFold(name, "Host") || strings.EqualFold(name, cfg.RequestIDHeader) {
+			continue
+		}
+		for _, v := range values {
+			fields = append(fields, hpack.HeaderField{Name: strings.ToLower(name), Value: v})
+		}
+	}
+	if u.User != nil && cfg.Header.Get("Authorization") == "" {
+		pass, _ := u.User.Password()
+		fields = append(fields, hpack.HeaderField{Name: "authorization", Sensitive: true,
+			Value: "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))})
+	}
+	if len(cfg.Body) > 0 || cfg.Method == "POST" || cfg.Method == "PUT" || cfg.Method == "PATCH" {
+		fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(cfg.Body))})
+	}
+	return h2Request{fields: fields, idName: strings.ToLower(cfg.RequestIDHeader), body: cfg.Body}
+}
+
+// doH2 performs one attempt over HTTP/2 and fills res. It never retries: a
+// stream that was sent ends in exactly one outcome. Only when nothing was
+// sent (the connection stopped taking streams between choosing it and
+// writing, or sits at the server's stream limit) does the request go to
+// another connection, within its own time.
+func (w *worker) doH2(res *Result) {
+	p := w.p
+	cfg := &p.cfg
+	fresh := cfg.Conn.FreshFraction >= 1 || (cfg.Conn.FreshFraction > 0 && w.rng.Float64() < cfg.Conn.FreshFraction)
+	res.Start = p.Elapsed()
+	deadline := p.start.Add(res.Start + cfg.Timeout)
+	if w.h2st == nil {
+		w.h2st, w.h2req = newH2Stream(), p.h2req
+		w.timer = time.NewTimer(time.Hour)
+		w.timer.Stop()
+	}
+	st, req := w.h2st, &w.h2req
+	req.idValue = strconv.AppendUint(append(req.idValue[:0], p.template.idPrefix...), res.Seq, 10)
+
+	var (
+		c       *h2conn
+		openErr error
+	)
+	for {
+		var (
+			dialed bool
+			phase  Phase
+			err    error
+		)
+		if fresh {
+			c, phase, err = p.dialH2(w, res.Start)
+			dialed = true
+		} else {
+			c, dialed, phase, err = p.h2pool.conn(w, res.Start)
+		}
+		if dialed {
+			res.Fresh = true
+			res.SlowConnect = p.Elapsed()-res.Start >= SlowConnectAfter
+		}
+		if err != nil {
+			w.failH2(res, phase, err)
+			return
+		}
+		st.reset()
+		sent, err := c.open(st, req, deadline)
+		if sent {
+			openErr = err
+			break
+		}
+		if fresh {
+			c.close()
+		}
+		if p.running.Err() != nil || !time.Now().Before(deadline) {
+			if errors.Is(err, errStreamsFull) {
+				err = timeoutError{"http2: every connection at the server's stream limit for the request's time"}
+			}
+			w.failH2(res, PhaseWrite, err)
+			return
+		}
+		if errors.Is(err, errStreamsFull) {
+			time.Sleep(time.Millisecond) // the connections' streams end within the request timeout
+		}
+	}
+	res.ConnReqs = st.connReqs
+	res.ConnAge = max(0, res.Start-c.born)
+
+	w.timer.Reset(time.Until(deadline))
+	select {
+	case <-st.done:
+	case <-w.timer.C:
+		if c.forget(st) {
+			st.class, st.err = Timeout, timeoutError{"http2: no complete response within the request timeout"}
+		} else {
+			<-st.done
+		}
+	case <-p.running.Done():
+		if c.forget(st) {
+			st.canceled, st.err = true, p.running.Err()
+		} else {
+			<-st.done
+		}
+	}
+	w.timer.Stop()
+	if fresh {
+		c.close()
+	}
+	res.End = p.Elapsed()
+	if st.hasBackend {
+		if st.backend != w.backend {
+			w.backend = st.backend
+		}
+		res.Backend = w.backend
+	}
+	switch {
+	case st.canceled:
+		res.Canceled, res.Err = true, st.err
+		res.Phase = PhaseReadHeaders
+	case st.class == OK && st.err == nil:
+		res.Status = st.status
+		var backend []byte
+		if st.hasBackend {
+			backend = []byte{}
+		}
+		res.Class = statusClass(cfg, st.status, backend)
+		return
+	default:
+		res.Class, res.Err, res.H2Code, res.GoAway = st.class, st.err, st.code, st.goAway
+		if st.headers {
+			res.Status = st.status
+		}
+	}
+	switch {
+	case openErr != nil:
+		res.Phase = PhaseWrite
+	case st.headers:
+		res.Phase = PhaseReadBody
+	default:
+		res.Phase = PhaseReadHeaders
+	}
+	addr := c.addr
+	res.Addr = &addr
+}
+
+// failH2 records an attempt that never got a stream: the dial or the
+// handshake failed, or no connection could take it.
+func (w *worker) failH2(res *Result, phase Phase, err error) {
+	res.End = w.p.Elapsed()
+	res.Phase, res.Err = phase, err
+	if res.Fresh {
+		addr := w.dialed.addr
+		res.Addr = &addr
+	}
+	if w.p.running.Err() != nil {
+		res.Canceled = true
+		return
+	}
+	res.Class = classify(err, phase, false)
+	if res.Class == TLS {
+		res.TLSCause = tlsCause(err)
+	}
+}
+
+// timeoutError is a timeout of the prober's own measuring (net.Error with
+// Timeout true, so classify calls it timeout).
+type timeoutError struct{ msg string }
+
+func (e timeoutError) Error() string   { return e.msg }
+func (e timeoutError) Timeout() bool   { return true }
+func (e timeoutError) Temporary() bool { return true }
+
+var _ net.Error = timeoutError{}

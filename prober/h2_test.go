@@ -1,0 +1,486 @@
+package prober
+
+import (
+	"bufio"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/rollprobe/rollprobe/internal/testenv"
+)
+
+func h2(c *Config) { c.Protocol, c.Engine = H2, EngineAuto }
+
+// TestH2AgainstGoServer probes Go's own HTTP/2 server, cleartext (prior
+// knowledge) and over TLS (ALPN): every request is answered on HTTP/2,
+// the pool holds as many connections as asked, and the backend header is
+// read from the response's fields.
+func TestH2AgainstGoServer(t *testing.T) {
+	testenv.Timed(t)
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "h2c", true: "tls"}[tlsOn], func(t *testing.T) {
+			var requests, h2Requests, conns atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				if r.ProtoMajor == 2 {
+					h2Requests.Add(1)
+				}
+				if r.Header.Get("X-Request-Id") == "" {
+					w.WriteHeader(400)
+					return
+				}
+				w.Header().Set("X-Pod-Name", "pod-a")
+				_, _ = io.WriteString(w, "ok")
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			var protocols http.Protocols
+			protocols.SetHTTP1(true)
+			if tlsOn {
+				protocols.SetHTTP2(true)
+				srv.EnableHTTP2 = true
+			} else {
+				protocols.SetUnencryptedHTTP2(true)
+			}
+			srv.Config.Protocols = &protocols
+			if tlsOn {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			p, snap := probe(t, srv.URL, func(c *Config) {
+				h2(c)
+				c.Connections = 3
+				c.Insecure = tlsOn
+			})
+			sent := snap.Totals.Sent()
+			if sent == 0 || snap.Totals.Classes[OK] != sent {
+				t.Fatalf("sent %d, ok %d, classes %v: want every request ok", sent, snap.Totals.Classes[OK], snap.Totals.Classes)
+			}
+			if got := uint64(h2Requests.Load()); got != sent || uint64(requests.Load()) != sent {
+				t.Errorf("the server had %d requests, %d on HTTP/2; the prober sent %d", requests.Load(), got, sent)
+			}
+			if n := conns.Load(); n != 3 {
+				t.Errorf("the server saw %d connections, want the pool's 3", n)
+			}
+			if got := snap.Totals.Backends["pod-a"]; got != sent {
+				t.Errorf("backend pod-a counted %d times, want %d", got, sent)
+			}
+			if p.Engine() != EngineGoroutines {
+				t.Errorf("h2 ran on %s", p.Engine())
+			}
+		})
+	}
+}
+
+// TestH2RefusesWhatItCannotSpeak: the loops speak HTTP/1.1 only, an h2
+// body must fit one frame, and HTTP/1.1's connection headers are refused
+// before anything is sent.
+func TestH2RefusesWhatItCannotSpeak(t *testing.T) {
+	base := DefaultConfig()
+	base.Target, _ = ParseTarget("http://127.0.0.1:1/")
+	base.Protocol = H2
+	for name, mutate := range map[string]func(*Config){
+		"loops":       func(c *Config) { c.Engine = EngineLoops },
+		"big body":    func(c *Config) { c.Body = make([]byte, h2MaxBody+1) },
+		"upgrade":     func(c *Config) { c.Header.Set("Upgrade", "websocket") },
+		"te":          func(c *Config) { c.Header.Set("TE", "gzip") },
+		"connections": func(c *Config) { c.Connections = 0 },
+	} {
+		cfg := base
+		cfg.Header = base.Header.Clone()
+		mutate(&cfg)
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	ok := base
+	ok.Header = http.Header{"Te": {"trailers"}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("TE: trailers refused: %v", err)
+	}
+}
+
+// scriptServer is an HTTP/2 server written frame by frame, so each test
+// decides what happens to every stream and counts what it did: the
+// prober's classes must equal those counts.
+type scriptServer struct {
+	ln net.Listener
+	// onStream decides the fate of each new stream (its ID, and how many
+	// streams the connection had before it).
+	onStream func(sc *scriptConn, id uint32, n int)
+	// settings are sent in the server's first SETTINGS frame.
+	settings []http2.Setting
+	wg       sync.WaitGroup
+	canceled atomic.Int64 // RST_STREAM CANCEL received
+}
+
+type scriptConn struct {
+	c    net.Conn
+	mu   sync.Mutex
+	fr   *http2.Framer
+	bw   *bufio.Writer
+	henc *hpack.Encoder
+	hbuf []byte
+	// pingAck, when set, runs when the client acks the server's PING.
+	pingAck func()
+	closed  bool
+}
+
+func newScriptServer(t *testing.T, onStream func(sc *scriptConn, id uint32, n int), settings ...http2.Setting) *scriptServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scriptServer{ln: ln, onStream: onStream, settings: settings}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *scriptServer) URL() string { return "http://" + s.ln.Addr().String() + "/" }
+
+func (s *scriptServer) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	sc := &scriptConn{c: c, bw: bufio.NewWriter(c)}
+	sc.fr = http2.NewFramer(sc.bw, br)
+	sc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	sc.henc = hpack.NewEncoder((*sliceWriter)(&sc.hbuf))
+	sc.do(func() error { return sc.fr.WriteSettings(s.settings...) })
+	n := 0
+	for {
+		f, err := sc.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				sc.do(sc.fr.WriteSettingsAck)
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && sc.pingAck != nil {
+				sc.pingAck()
+			}
+		case *http2.RSTStreamFrame:
+			if f.ErrCode == http2.ErrCodeCancel {
+				s.canceled.Add(1)
+			}
+		case *http2.MetaHeadersFrame:
+			s.onStream(sc, f.StreamID, n)
+			n++
+		}
+	}
+}
+
+type sliceWriter []byte
+
+func (w *sliceWriter) Write(p []byte) (int, error) { *w = append(*w, p...); return len(p), nil }
+
+// do writes frames under the connection's lock; after close it does nothing.
+func (sc *scriptConn) do(write func() error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closed {
+		return
+	}
+	_ = write()
+	_ = sc.bw.Flush()
+}
+
+func (sc *scriptConn) answer(id uint32) {
+	sc.do(func() error {
+		sc.hbuf = sc.hbuf[:0]
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: "x-pod-name", Value: "scripted"})
+		return sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: sc.hbuf, EndStream: true, EndHeaders: true})
+	})
+}
+
+func (sc *scriptConn) reset(id uint32, code http2.ErrCode) {
+	sc.do(func() error { return sc.fr.WriteRSTStream(id, code) })
+}
+
+func (sc *scriptConn) goAway(last uint32) {
+	sc.do(func() error { return sc.fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
+}
+
+func (sc *scriptConn) close() {
+	sc.mu.Lock()
+	sc.closed = true
+	sc.mu.Unlock()
+	_ = sc.c.Close()
+}
+
+// scriptProbe runs a closed-model h2 probe of s: four streams in flight
+// on one connection, for a bounded time.
+func scriptProbe(t *testing.T, s *scriptServer, mutate func(*Config)) (*Prober, Snapshot) {
+	t.Helper()
+	return probe(t, s.URL(), func(c *Config) {
+		h2(c)
+		c.Rate, c.Concurrency, c.Connections = 0, 4, 1
+		c.Duration = 300 * time.Millisecond
+		c.Timeout = time.Second
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// checkCounts fails unless the prober's count of each class is the
+// server's count of what it did.
+func checkCounts(t *testing.T, snap Snapshot, want map[Class]int64) {
+	t.Helper()
+	var total uint64
+	for c, n := range want {
+		if got := snap.Totals.Classes[c]; got != uint64(n) {
+			t.Errorf("%s: prober counted %d, server did %d (all: %v)", c, got, n, snap.Totals.Classes)
+		}
+		total += uint64(n)
+	}
+	if snap.Totals.Sent() != total {
+		t.Errorf("sent %d, the server's counts add up to %d (all: %v)", snap.Totals.Sent(), total, snap.Totals.Classes)
+	}
+	if total == 0 {
+		t.Error("nothing was sent")
+	}
+}
+
+func TestH2ResetStreams(t *testing.T) {
+	testenv.Timed(t)
+	for _, tc := range []struct {
+		code  http2.ErrCode
+		class Class
+	}{{http2.ErrCodeRefusedStream, RefusedStream}, {http2.ErrCodeInternal, RSTStream}} {
+		t.Run(tc.class.String(), func(t *testing.T) {
+			var answered, reset atomic.Int64
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				if n%3 == 2 {
+					reset.Add(1)
+					sc.reset(id, tc.code)
+					return
+				}
+				answered.Add(1)
+				sc.answer(id)
+			})
+			p, snap := scriptProbe(t, s, nil)
+			checkCounts(t, snap, map[Class]int64{OK: answered.Load(), tc.class: reset.Load()})
+			for _, f := range p.Recorder().Failures() {
+				if f.H2Code != tc.code.String() || f.GoAway != GoAwayNone || f.Phase != PhaseReadHeaders {
+					t.Fatalf("failure %+v: want code %s, no goaway, phase read_headers", f, tc.code)
+				}
+			}
+		})
+	}
+}
+
+// TestH2GoAway: how a connection's end meets the streams in flight on it.
+// The server answers ten streams on each connection, then holds the next
+// ones and ends the connection one of four ways.
+func TestH2GoAway(t *testing.T) {
+	testenv.Timed(t)
+	type counts struct{ answered, above, cut atomic.Int64 }
+	for _, tc := range []struct {
+		name string
+		// end ends a connection whose streams up to held are unanswered
+		// (held: the newest stream the server has).
+		end  func(sc *scriptConn, c *counts, held []uint32)
+		want func(c *counts) map[Class]int64
+		kind GoAwayKind
+	}{
+		{
+			// One GOAWAY naming the newest stream the server has, those
+			// answered, then a close after the client has had time to stop:
+			// whatever the client sent after the GOAWAY left was never
+			// processed.
+			name: "single", kind: GoAwaySingle,
+			end: func(sc *scriptConn, c *counts, held []uint32) {
+				sc.goAway(held[len(held)-2])
+				for _, id := range held[:len(held)-1] {
+					c.answered.Add(1)
+					sc.answer(id)
+				}
+				c.above.Add(1)
+				time.Sleep(50 * time.Millisecond)
+				sc.close()
+			},
+			want: func(c *counts) map[Class]int64 {
+				return map[Class]int64{OK: c.answered.Load(), GoAwayUnprocessed: c.above.Load()}
+			},
+		},
+		{
+			// A GOAWAY that covers every held stream, then a close without
+			// answering them: cut after the server had them.
+			name: "cut", kind: GoAwaySingle,
+			end: func(sc *scriptConn, c *counts, held []uint32) {
+				sc.goAway(held[len(held)-1])
+				c.cut.Add(int64(len(held)))
+				time.Sleep(20 * time.Millisecond)
+				sc.close()
+			},
+			want: func(c *counts) map[Class]int64 {
+				return map[Class]int64{OK: c.answered.Load(), GoAwayCut: c.cut.Load()}
+			},
+		},
+		{
+			// No GOAWAY at all: the connection just closes.
+			name: "closed", kind: GoAwayNone,
+			end: func(sc *scriptConn, c *counts, held []uint32) {
+				c.cut.Add(int64(len(held)))
+				sc.close()
+			},
+			want: func(c *counts) map[Class]int64 {
+				return map[Class]int64{OK: c.answered.Load(), ClosedNoGoAway: c.cut.Load()}
+			},
+		},
+		{
+			// grpc-go's GracefulStop: GOAWAY 2^31-1, a PING, and on its ack
+			// the real GOAWAY; every stream held is answered: no failure.
+			name: "graceful", kind: GoAwayGraceful,
+			end: func(sc *scriptConn, c *counts, held []uint32) {
+				sc.pingAck = func() {
+					sc.goAway(held[len(held)-1])
+					for _, id := range held {
+						c.answered.Add(1)
+						sc.answer(id)
+					}
+					go func() { time.Sleep(20 * time.Millisecond); sc.close() }()
+				}
+				sc.goAway(1<<31 - 1)
+				sc.do(func() error { return sc.fr.WritePing(false, [8]byte{1}) })
+			},
+			want: func(c *counts) map[Class]int64 { return map[Class]int64{OK: c.answered.Load()} },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c counts
+			var mu sync.Mutex
+			held := map[*scriptConn][]uint32{}
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				switch {
+				case n < 10:
+					c.answered.Add(1)
+					sc.answer(id)
+				case n < 13:
+					mu.Lock()
+					held[sc] = append(held[sc], id)
+					ids := held[sc]
+					mu.Unlock()
+					if n == 12 {
+						tc.end(sc, &c, ids)
+					}
+				default:
+					// Sent after the connection's end began: above any
+					// GOAWAY (never answered).
+					if tc.name == "closed" {
+						c.cut.Add(1)
+					} else {
+						c.above.Add(1)
+					}
+				}
+			}, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 3})
+			p, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 3 })
+			checkCounts(t, snap, tc.want(&c))
+			failures := p.Recorder().Failures()
+			if len(failures) > 0 {
+				t.Logf("%d failures, the first: %s: %v", len(failures), failures[0].Class, failures[0].Err)
+			}
+			for _, f := range failures {
+				if f.GoAway != tc.kind || f.Addr == nil {
+					t.Fatalf("failure %+v: want goaway %q and its connection's address", f, tc.kind)
+				}
+			}
+		})
+	}
+}
+
+// TestH2Timeout: a stream without an answer is a timeout, and the prober
+// cancels it on the wire (RST_STREAM CANCEL) rather than leave it open.
+func TestH2Timeout(t *testing.T) {
+	testenv.Timed(t)
+	var held atomic.Int64
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+		if n == 5 {
+			held.Add(1)
+			return
+		}
+		sc.answer(id)
+	})
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Timeout = 100 * time.Millisecond })
+	if got := snap.Totals.Classes[Timeout]; got != 1 || held.Load() != 1 {
+		t.Fatalf("timeouts %d, held %d: want 1 of each (all %v)", got, held.Load(), snap.Totals.Classes)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for s.canceled.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.canceled.Load() != 1 {
+		t.Errorf("the server saw %d RST_STREAM CANCEL, want 1", s.canceled.Load())
+	}
+}
+
+// TestH2NeedsALPN: an https server that completes the handshake without
+// choosing h2 (no ALPN at all) fails every request as tls, cause alpn;
+// one that refuses h2 with an alert is the alert's.
+func TestH2NeedsALPN(t *testing.T) {
+	testenv.Timed(t)
+	noALPN := httptest.NewUnstartedServer(http.NotFoundHandler())
+	noALPN.StartTLS()
+	noALPN.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer noALPN.Close()
+	noALPN.TLS.NextProtos = nil // httptest set http/1.1; a listener without ALPN chooses nothing
+	http1Only := httptest.NewUnstartedServer(http.NotFoundHandler())
+	http1Only.EnableHTTP2 = false
+	http1Only.StartTLS()
+	http1Only.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer http1Only.Close()
+	for _, tt := range []struct {
+		name, url string
+		want      TLSCause
+	}{{"no ALPN", noALPN.URL, TLSCauseALPN}, {"http/1.1 only", http1Only.URL, TLSCauseAlert}} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, snap := probe(t, tt.url, func(c *Config) {
+				h2(c)
+				c.Insecure, c.Rate, c.Duration = true, 20, 200*time.Millisecond
+			})
+			if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[TLS] != sent {
+				t.Fatalf("tls %d of %d (%v)", snap.Totals.Classes[TLS], sent, snap.Totals.Classes)
+			}
+			for _, f := range p.Recorder().Failures() {
+				if f.TLSCause != tt.want {
+					t.Fatalf("seq %d: cause %q, want %q (%v)", f.Seq, f.TLSCause, tt.want, f.Err)
+				}
+			}
+		})
+	}
+}

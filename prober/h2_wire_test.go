@@ -1,0 +1,102 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/testenv"
+)
+
+// TestH2ClassesAgreeWithTheWire stops Go's own HTTP/2 server in the middle
+// of a probe, the two ways Go programs stop, and holds every count of the
+// prober to a capture decoded by Wireshark's HTTP/2 dissector (tshark):
+// each response on the wire is an ok, each stream the client opened above
+// the server's GOAWAY and never answered a goaway_unprocessed, each one at
+// or below it a goaway_cut, each one on a connection closed without a
+// GOAWAY a closed_no_goaway (or reset, when the close was a TCP reset),
+// each SYN the server's host reset a refused.
+func TestH2ClassesAgreeWithTheWire(t *testing.T) {
+	testenv.Timed(t)
+	if err := capture.Available(); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the wire referee: %v", err)
+	}
+	if err := capture.TsharkAvailable(); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the frame referee: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		stop func(*http.Server)
+	}{
+		{"shutdown", func(s *http.Server) { _ = s.Shutdown(context.Background()) }},
+		{"close", func(s *http.Server) { _ = s.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(5 * time.Millisecond) // streams in flight when it stops
+				w.Header().Set("X-Pod-Name", "pod-a")
+			})}
+			var protocols http.Protocols
+			protocols.SetUnencryptedHTTP2(true)
+			srv.Protocols = &protocols
+			wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
+			go func() { _ = srv.Serve(ln) }()
+			time.AfterFunc(400*time.Millisecond, func() { tc.stop(srv) })
+			p, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
+				h2(c)
+				c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
+			})
+			defer srv.Close()
+			frames := wire.H2(port)
+			want := map[Class]uint64{Refused: uint64(frames.RefusedConnects)}
+			for _, hc := range frames.Conns {
+				want[OK] += uint64(len(hc.Responses))
+				for _, id := range hc.Requests {
+					switch {
+					case hc.Responses[id]:
+					case hc.Canceled[id]:
+						want[Timeout]++
+					case len(hc.GoAways) > 0 && id > hc.GoAways[len(hc.GoAways)-1]:
+						want[GoAwayUnprocessed]++
+					case len(hc.GoAways) > 0:
+						want[GoAwayCut]++
+					default:
+						want[ClosedNoGoAway]++
+					}
+				}
+				if len(hc.GoAways) > 1 {
+					t.Errorf("a connection got %d GOAWAYs from http.Server: want one (single)", len(hc.GoAways))
+				}
+			}
+			got := snap.Totals.Classes
+			// A close without GOAWAY is a FIN, or a TCP reset when the server's
+			// socket held unread bytes: the capture's frames cannot tell them
+			// apart, the sum must agree.
+			got[ClosedNoGoAway] += got[Reset]
+			got[Reset] = 0
+			for c := range NumClasses {
+				if got[c] != want[Class(c)] {
+					t.Errorf("%s: prober %d, wire %d", Class(c), got[c], want[Class(c)])
+				}
+			}
+			t.Logf("wire: %v", want)
+			if tc.name == "shutdown" && want[GoAwayUnprocessed]+want[GoAwayCut] == 0 {
+				t.Logf("no stream was in flight at the GOAWAY this time (the counts still agree)")
+			}
+			for _, f := range p.Recorder().Failures() {
+				if (f.Class == GoAwayUnprocessed || f.Class == GoAwayCut) && f.GoAway != GoAwaySingle {
+					t.Errorf("seq %d %s: goaway %q, want single", f.Seq, f.Class, f.GoAway)
+				}
+			}
+		})
+	}
+}

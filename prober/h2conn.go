@@ -1,0 +1,493 @@
+package prober
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2conn is one HTTP/2 connection the prober owns. Workers open streams on
+// it, each writing its own HEADERS (under wmu, which also orders stream
+// IDs on the wire); one reader goroutine reads every frame and ends each
+// stream exactly once. Nothing here retries: a stream the connection could
+// not carry ends in its class (goaway_unprocessed, refused_stream, ...) and
+// the next request goes to another connection. That is the whole reason
+// for this file: Go's HTTP/2 Transport replays GOAWAY'd and refused streams
+// up to seven times, and grpc-go retries unprocessed streams even with
+// retries disabled, so neither may sit on the request path.
+//
+// Lock order: wmu before mu. The reader takes wmu only without mu.
+type h2conn struct {
+	raw, rw net.Conn
+	addr    ConnAddr
+	born    time.Duration
+
+	wmu  sync.Mutex
+	bw   *bufio.Writer
+	fr   *http2.Framer // writes under wmu; reads by the reader goroutine only
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
+
+	mu         sync.Mutex
+	streams    map[uint32]*h2stream
+	nextID     uint32
+	maxStreams uint32 // the server's SETTINGS_MAX_CONCURRENT_STREAMS
+	opened     uint32 // streams opened on it: the next one's ConnReqs
+	goAway     h2GoAway
+	// ended is why the connection stopped carrying streams (the reader's
+	// error, a write error, our own close); nil while it carries them.
+	ended error
+	// ours: the prober closed it (end of run, a one-request connection,
+	// drained after a GOAWAY): the streams it cut have no outcome.
+	ours bool
+	// connUnacked counts DATA bytes received and not yet given back to
+	// the connection's window.
+	connUnacked uint32
+	readerDone  chan struct{}
+}
+
+// h2GoAway is what the connection's GOAWAY frames said.
+type h2GoAway struct {
+	kind GoAwayKind
+	last uint32 // the last one's last stream ID
+	code http2.ErrCode
+	// debug is the last one's debug data, as text, for the error.
+	debug string
+}
+
+// h2stream is one request on an h2conn. A worker owns one and reuses it:
+// it is in the connection's map from open until the reader ends it (then
+// done receives exactly one value) or the worker takes it back (timeout,
+// stop; then nothing is sent on done).
+type h2stream struct {
+	id   uint32
+	done chan struct{}
+	// Set by the reader before done is signalled.
+	status   int
+	headers  bool   // the response's headers arrived
+	// connReqs is how many streams the connection carried before it.
+	connReqs   uint32
+	backend    string // the backend header's value, when configured and present
+	hasBackend bool
+	class    Class  // an HTTP/2 failure class; OK when the stream ended in a response
+	err      error
+	code     string // RST_STREAM or GOAWAY error code
+	goAway   GoAwayKind
+	unacked  uint32 // DATA bytes not yet given back to the stream's window
+	canceled bool   // cut by the prober's own close
+}
+
+func newH2Stream() *h2stream { return &h2stream{done: make(chan struct{}, 1)} }
+
+// reset readies st for a new request.
+func (st *h2stream) reset() {
+	st.id, st.status, st.headers, st.backend, st.hasBackend, st.class, st.err = 0, 0, false, "", false, OK, nil
+	st.code, st.goAway, st.unacked, st.canceled = "", GoAwayNone, 0, false
+}
+
+// Flow control: the prober reads everything at once, so its windows are
+// large and given back in halves; a response body never waits on them.
+const (
+	h2StreamWindow = 4 << 20
+	h2ConnWindow   = 1 << 30
+	// h2AssumedStreams is the concurrency assumed before the server's
+	// SETTINGS arrive (RFC 9113 §6.5.2 recommends servers allow at least
+	// 100).
+	h2AssumedStreams = 100
+	// h2MaxHeaderList bounds a response's headers.
+	h2MaxHeaderList = 1 << 20
+	// h2ControlWriteTimeout bounds the writes that are no request's (acks,
+	// window updates, resets): a server that stops reading for this long
+	// has failed the connection.
+	h2ControlWriteTimeout = 5 * time.Second
+)
+
+var (
+	errNotAccepting = errors.New("http2: connection not accepting new streams")
+	errStreamsFull  = errors.New("http2: connection at the server's stream limit")
+	errNoH2         = errors.New("the server did not agree to HTTP/2 (ALPN offered h2 only)")
+	errClosedByUs   = errors.New("http2: connection closed by the prober")
+)
+
+// startH2 writes the client preface and settings on a connected rw and
+// starts the reader. Nothing waits for the server's settings: requests may
+// follow at once (RFC 9113 §3.4).
+func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader string) (*h2conn, error) {
+	c := &h2conn{
+		raw: raw, rw: rw, addr: addr, born: born,
+		streams:    make(map[uint32]*h2stream),
+		nextID:     1,
+		maxStreams: h2AssumedStreams,
+		readerDone: make(chan struct{}),
+	}
+	c.bw = bufio.NewWriterSize(rw, 16<<10)
+	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(rw, 32<<10))
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = h2MaxHeaderList
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
+		return nil, err
+	}
+	err := c.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2MaxHeaderList},
+	)
+	if err == nil {
+		err = c.fr.WriteWindowUpdate(0, h2ConnWindow-65535)
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		return nil, err
+	}
+	go c.read(backendHeader)
+	return c, nil
+}
+
+// h2Request is what a stream sends: its header fields (the request ID's
+// value appended per request) and body.
+type h2Request struct {
+	fields  []hpack.HeaderField
+	idName  string
+	idValue []byte
+	body    []byte
+}
+
+// open sends req as a new stream st. errNotAccepting and errStreamsFull
+// mean nothing was sent (the caller may use another connection); any other
+// error is the write's and st has ended with it (or will: wait on done).
+func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bool, err error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	switch {
+	case c.ended != nil || c.goAway.kind != GoAwayNone:
+		c.mu.Unlock()
+		return false, errNotAccepting
+	case uint32(len(c.streams)) >= c.maxStreams:
+		c.mu.Unlock()
+		return false, errStreamsFull
+	case c.nextID > 1<<31-1:
+		c.mu.Unlock()
+		return false, errNotAccepting
+	}
+	st.id, st.connReqs = c.nextID, c.opened
+	c.nextID += 2
+	c.opened++
+	c.streams[st.id] = st
+	c.mu.Unlock()
+
+	// A server that stops reading must not hold every stream of the
+	// connection behind this write past the request's time.
+	_ = c.rw.SetWriteDeadline(deadline)
+	c.hbuf.Reset()
+	for i := range req.fields {
+		_ = c.henc.WriteField(req.fields[i])
+	}
+	_ = c.henc.WriteField(hpack.HeaderField{Name: req.idName, Value: string(req.idValue), Sensitive: true})
+	err = c.fr.WriteHeaders(http2.HeadersFrameParam{
+		StreamID: st.id, BlockFragment: c.hbuf.Bytes(), EndStream: len(req.body) == 0, EndHeaders: true,
+	})
+	if err == nil && len(req.body) > 0 {
+		err = c.fr.WriteData(st.id, true, req.body)
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		c.end(err, false)
+	}
+	return true, err
+}
+
+// forget takes st back from the connection if the reader has not ended it
+// (a timeout, the run's stop) and says whether it did; if not, the reader
+// has ended it or is about to, and done will receive.
+func (c *h2conn) forget(st *h2stream) bool {
+	c.mu.Lock()
+	_, ok := c.streams[st.id]
+	if ok {
+		delete(c.streams, st.id)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.wmu.Lock()
+		_ = c.rw.SetWriteDeadline(time.Now().Add(h2ControlWriteTimeout))
+		_ = c.fr.WriteRSTStream(st.id, http2.ErrCodeCancel)
+		_ = c.bw.Flush()
+		c.wmu.Unlock()
+		c.closeIfDrained()
+	}
+	return ok
+}
+
+// usable: new streams may go on the connection.
+func (c *h2conn) usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended == nil && c.goAway.kind == GoAwayNone
+}
+
+// close ends the connection from the prober's side; the streams it cuts
+// have no outcome (canceled).
+func (c *h2conn) close() {
+	c.end(errClosedByUs, true)
+	<-c.readerDone
+}
+
+// closeIfDrained closes a connection that takes no new streams and has
+// none left: the server asked for it (GOAWAY) and it has served its last.
+func (c *h2conn) closeIfDrained() {
+	c.mu.Lock()
+	drained := c.ended == nil && c.goAway.kind != GoAwayNone && len(c.streams) == 0
+	c.mu.Unlock()
+	if drained {
+		c.end(errClosedByUs, true)
+	}
+}
+
+// end stops the connection with err (the first error wins) and ends every
+// stream still on it.
+func (c *h2conn) end(err error, ours bool) {
+	c.mu.Lock()
+	if c.ended == nil {
+		c.ended, c.ours = err, ours
+		for id, st := range c.streams {
+			delete(c.streams, id)
+			c.lost(st)
+			st.done <- struct{}{}
+		}
+	}
+	c.mu.Unlock()
+	_ = c.raw.Close()
+}
+
+// lost fills st's outcome for a connection that ended under it (mu held).
+func (c *h2conn) lost(st *h2stream) {
+	st.goAway = c.goAway.kind
+	switch {
+	case c.ours:
+		st.canceled, st.err = true, c.ended
+	case c.goAway.kind != GoAwayNone:
+		// The server said it had this stream (its ID is at most the
+		// GOAWAY's last), then the connection closed before the answer:
+		// the request may or may not have been processed.
+		st.class, st.code = GoAwayCut, c.goAway.code.String()
+		st.err = fmt.Errorf("connection closed after %s before the stream's response: %w", c.goAway, c.ended)
+	case errors.Is(c.ended, io.EOF), errors.Is(c.ended, io.ErrUnexpectedEOF):
+		st.class = ClosedNoGoAway
+		st.err = fmt.Errorf("connection closed without GOAWAY before the stream's response: %w", io.ErrUnexpectedEOF)
+	default:
+		st.class = classify(c.ended, PhaseReadHeaders, true)
+		st.err = c.ended
+	}
+}
+
+func (g h2GoAway) String() string {
+	s := "GOAWAY (last stream " + strconv.FormatUint(uint64(g.last), 10) + ", " + g.code.String()
+	if g.debug != "" {
+		s += ", " + strconv.Quote(g.debug)
+	}
+	return s + ")"
+}
+
+// read is the connection's reader goroutine: it reads every frame until
+// the connection fails, answering the server's SETTINGS and PINGs and
+// ending streams as their responses, resets and GOAWAYs arrive.
+func (c *h2conn) read(backendHeader string) {
+	defer close(c.readerDone)
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				// One stream's frame was malformed (its headers too big,
+				// say): that stream fails, the connection goes on.
+				c.endStream(se.StreamID, func(st *h2stream) {
+					st.class, st.code, st.err = RSTStream, se.Code.String(), err
+				})
+				c.write(func() error { return c.fr.WriteRSTStream(se.StreamID, se.Code) })
+				continue
+			}
+			c.end(err, false)
+			return
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			c.onHeaders(f, backendHeader)
+		case *http2.DataFrame:
+			c.onData(f)
+		case *http2.RSTStreamFrame:
+			c.endStream(f.StreamID, func(st *h2stream) {
+				st.class = RSTStream
+				if f.ErrCode == http2.ErrCodeRefusedStream {
+					st.class = RefusedStream
+				}
+				st.code = f.ErrCode.String()
+				st.err = fmt.Errorf("the server reset the stream (RST_STREAM %s)", f.ErrCode)
+			})
+		case *http2.GoAwayFrame:
+			c.onGoAway(f)
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				continue
+			}
+			if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
+				c.mu.Lock()
+				c.maxStreams = v
+				c.mu.Unlock()
+			}
+			c.write(c.fr.WriteSettingsAck)
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				data := f.Data
+				c.write(func() error { return c.fr.WritePing(true, data) })
+			}
+		}
+	}
+}
+
+// write sends a frame of the reader's own (a settings or ping ack, a
+// window update) under wmu. A failed write ends the connection.
+func (c *h2conn) write(frame func() error) {
+	c.wmu.Lock()
+	_ = c.rw.SetWriteDeadline(time.Now().Add(h2ControlWriteTimeout))
+	err := frame()
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.end(err, false)
+	}
+}
+
+// endStream ends stream id with what fill sets, if it is still open.
+func (c *h2conn) endStream(id uint32, fill func(*h2stream)) {
+	c.mu.Lock()
+	st, ok := c.streams[id]
+	if ok {
+		delete(c.streams, id)
+		fill(st)
+		st.done <- struct{}{}
+	}
+	c.mu.Unlock()
+	if ok {
+		c.closeIfDrained()
+	}
+}
+
+func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
+	c.mu.Lock()
+	st, ok := c.streams[f.StreamID]
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
+	if !st.headers {
+		status, err := strconv.Atoi(f.PseudoValue("status"))
+		if err != nil || status < 100 || status > 999 {
+			c.mu.Unlock()
+			c.endStream(f.StreamID, func(st *h2stream) {
+				st.class, st.code = RSTStream, http2.ErrCodeProtocol.String()
+				st.err = fmt.Errorf("response headers without a valid :status (%q)", f.PseudoValue("status"))
+			})
+			c.write(func() error { return c.fr.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
+			return
+		}
+		if status < 200 && !f.StreamEnded() {
+			c.mu.Unlock() // informational (100 Continue, 103 Early Hints): the response follows
+			return
+		}
+		st.status, st.headers = status, true
+		if backendHeader != "" {
+			for _, hf := range f.RegularFields() {
+				if hf.Name == backendHeader {
+					st.backend, st.hasBackend = hf.Value, true
+					break
+				}
+			}
+		}
+	}
+	c.mu.Unlock()
+	if f.StreamEnded() {
+		c.endStream(f.StreamID, func(*h2stream) {})
+	}
+}
+
+func (c *h2conn) onData(f *http2.DataFrame) {
+	n := f.Length // flow control counts padding too
+	var streamUpdate uint32
+	c.mu.Lock()
+	c.connUnacked += n
+	connUpdate := c.connUnacked
+	if connUpdate < h2ConnWindow/2 {
+		connUpdate = 0
+	} else {
+		c.connUnacked = 0
+	}
+	if st, ok := c.streams[f.StreamID]; ok && !f.StreamEnded() {
+		st.unacked += n
+		if st.unacked >= h2StreamWindow/2 {
+			streamUpdate, st.unacked = st.unacked, 0
+		}
+	}
+	c.mu.Unlock()
+	if connUpdate > 0 || streamUpdate > 0 {
+		c.write(func() error {
+			if connUpdate > 0 {
+				if err := c.fr.WriteWindowUpdate(0, connUpdate); err != nil {
+					return err
+				}
+			}
+			if streamUpdate > 0 {
+				return c.fr.WriteWindowUpdate(f.StreamID, streamUpdate)
+			}
+			return nil
+		})
+	}
+	if f.StreamEnded() {
+		c.endStream(f.StreamID, func(*h2stream) {})
+	}
+}
+
+// onGoAway: the server takes no new streams on this connection. A first
+// GOAWAY naming the largest stream ID (2^31-1) is the first half of a
+// graceful shutdown (grpc-go's GracefulStop; RFC 9113 §6.8): nothing is
+// refused yet, and the second, after a round trip, names the real last
+// stream. Any other GOAWAY is single: the streams above its last were
+// never processed and end now as goaway_unprocessed; the ones at or below
+// it are answered or cut when the connection closes.
+func (c *h2conn) onGoAway(f *http2.GoAwayFrame) {
+	c.mu.Lock()
+	switch {
+	case c.goAway.kind == GoAwayNone && f.LastStreamID == 1<<31-1:
+		c.goAway.kind = GoAwayGraceful
+	case c.goAway.kind == GoAwayNone:
+		c.goAway.kind = GoAwaySingle
+	}
+	c.goAway.last, c.goAway.code = f.LastStreamID, f.ErrCode
+	c.goAway.debug = string(f.DebugData())
+	for id, st := range c.streams {
+		if id <= f.LastStreamID {
+			continue
+		}
+		delete(c.streams, id)
+		st.class, st.code, st.goAway = GoAwayUnprocessed, f.ErrCode.String(), c.goAway.kind
+		st.err = fmt.Errorf("stream %d above the server's %s: never processed", id, c.goAway)
+		st.done <- struct{}{}
+	}
+	c.mu.Unlock()
+	c.closeIfDrained()
+}
