@@ -48,6 +48,8 @@ type seen struct {
 	// svcGap: the failure began while the Service had no serving endpoint
 	// at all, or just after.
 	svcGap *svcGap
+	// h2: the run spoke HTTP/2 (its streams share long-lived connections).
+	h2 bool
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -125,6 +127,10 @@ var rules = []rule{
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
 	// Then: nothing served at all (capacity, not propagation).
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
+	// HTTP/2 streams end with their connection, not with a refused
+	// connect: their own mechanism, before the race rule claims them.
+	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},
+	{H2GoAwayDroppedStreams, report.SeverityError, h2ShutdownStream, renderH2GoAwayDroppedStreams},
 	{StopsBeforePropagation, report.SeverityError,
 		func(s seen) bool {
 			return s.terminating && (connectionFailure(s.class) || (s.proxied && s.class == prober.Timeout)) && !abruptClose(s)
@@ -159,7 +165,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	svcGaps := serviceGaps(r)
 	for i := range failures {
 		f := &failures[i]
-		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f)}
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: r.Config.Protocol == string(prober.H2)}
 		if s.class == prober.Local {
 			continue
 		}
