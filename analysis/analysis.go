@@ -206,7 +206,7 @@ func connectionFailure(c prober.Class) bool {
 func answered(c prober.Class) bool {
 	switch c {
 	case prober.Refused, prober.Reset, prober.EOF, prober.EOFReused, prober.Truncated, prober.Timeout, prober.HTTP5xx, prober.HTTPStatus,
-		prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream, prober.ClosedNoGoAway:
+		prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream, prober.ClosedNoGoAway, prober.GRPCStatus:
 		return true
 	}
 	return false

@@ -51,6 +51,7 @@ type proberFlags struct {
 	engine         string
 	protocol       string
 	connections    int
+	grpcMethod     string
 	// timeoutFlag names the request-timeout flag: "request-timeout" (probe
 	// keeps "timeout" as a deprecated spelling: in run and doctor it bounds
 	// the whole command).
@@ -66,7 +67,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "CACert": "--cacert", "ConnectTo": "--connect-to", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "Body": "--body",
+		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "GRPCMethod": "--grpc-method", "Body": "--body",
 		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
 }
@@ -89,6 +90,7 @@ func defaultProberFlags() proberFlags {
 		engine:         "auto",
 		protocol:       string(d.Protocol),
 		connections:    d.Connections,
+		grpcMethod:     d.GRPCMethod,
 		timeoutFlag:    "request-timeout",
 		targetName:     "URL",
 	}
@@ -119,8 +121,9 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.Uint64Var(&f.maxFailures, "max-failures", 0, "failed requests allowed before the run fails (exit 1)")
 	fs.Float64Var(&f.maxFailureRate, "max-failure-rate", 0, "also allow failures up to this fraction of requests (0 disables)")
 	fs.StringVar(&f.engine, "engine", f.engine, "how requests are driven: loops (event loops over non-blocking sockets; Linux, an http:// target given by IP address), goroutines (Go's net package: https, names resolved for every connection), or auto (loops where they can, else goroutines); both record the same outcome for the same exchange")
-	fs.StringVar(&f.protocol, "protocol", f.protocol, "http1, or h2: HTTP/2 (ALPN h2 on https://, prior knowledge on http://), every request one stream, never retried; a GOAWAY or reset stream is a failure of its own class")
-	fs.IntVar(&f.connections, "connections", f.connections, "h2 with --conn keepalive: the connections kept open; requests take them in turn, many streams at once on each (each connection stays with the pod it first reached)")
+	fs.StringVar(&f.protocol, "protocol", f.protocol, "http1; h2: HTTP/2 (ALPN h2 on https://, prior knowledge on http://), every request one stream, never retried, a GOAWAY or reset stream a failure of its own class; grpc: a unary gRPC call (--grpc-method) over h2, a status other than OK a failure (grpc_status)")
+	fs.IntVar(&f.connections, "connections", f.connections, "h2 and grpc with --conn keepalive: the connections kept open; requests take them in turn, many streams at once on each (each connection stays with the pod it first reached)")
+	fs.StringVar(&f.grpcMethod, "grpc-method", f.grpcMethod, "--protocol grpc: the method called, package.Service/Method; its request message is --body or --body-file (protobuf, empty by default: the health check asks for the whole server)")
 	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
 }
 
@@ -172,9 +175,15 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 	if cfg.Protocol, err = prober.ParseProtocol(f.protocol); err != nil {
 		errs = append(errs, err)
 	}
-	cfg.Connections = f.connections
-	if f.fs != nil && f.fs.Changed("connections") && cfg.Protocol != prober.H2 {
-		errs = append(errs, fmt.Errorf("--connections %d: only with --protocol h2 (HTTP/1.1 keeps a connection per request in flight: --workers)", f.connections))
+	cfg.Connections, cfg.GRPCMethod = f.connections, f.grpcMethod
+	if f.fs != nil && f.fs.Changed("connections") && !cfg.Protocol.Multiplexed() {
+		errs = append(errs, fmt.Errorf("--connections %d: only with --protocol h2 or grpc (HTTP/1.1 keeps a connection per request in flight: --workers)", f.connections))
+	}
+	if f.fs != nil && f.fs.Changed("grpc-method") && cfg.Protocol != prober.GRPC {
+		errs = append(errs, fmt.Errorf("--grpc-method %s: only with --protocol grpc", f.grpcMethod))
+	}
+	if f.fs != nil && f.fs.Changed("method") && cfg.Protocol == prober.GRPC {
+		errs = append(errs, fmt.Errorf("-X %s: a gRPC call is always a POST (choose the call with --grpc-method)", f.method))
 	}
 	cfg.Method = strings.ToUpper(f.method)
 	cfg.Header = http.Header{}

@@ -57,7 +57,7 @@ func TestClassify(t *testing.T) {
 func TestClassNamesAreTheContract(t *testing.T) {
 	want := []string{"ok", "refused", "connect_timeout", "reset", "eof", "eof_reused", "truncated",
 		"timeout", "http_5xx", "proxy_5xx", "http_status",
-		"goaway_unprocessed", "goaway_cut", "refused_stream", "rst_stream", "closed_no_goaway",
+		"goaway_unprocessed", "goaway_cut", "refused_stream", "rst_stream", "closed_no_goaway", "grpc_status",
 		"dns", "tls", "local"}
 	if NumClasses != len(want) {
 		t.Fatalf("%d classes, want %d", NumClasses, len(want))

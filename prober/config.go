@@ -150,6 +150,9 @@ type Config struct {
 
 	// Protocol is what is spoken to the target (HTTP1 by default).
 	Protocol Protocol
+	// GRPCMethod, for GRPC, is the method called, "package.Service/Method";
+	// Body is its request message, protobuf-encoded (empty by default).
+	GRPCMethod string
 	// Connections, for a multiplexed protocol (h2) with long-lived
 	// connections, is how many the run keeps: requests take them in
 	// turn, as many streams at once on each as are in flight.
@@ -215,6 +218,7 @@ func DefaultConfig() Config {
 		RequestIDHeader: DefaultRequestIDHeader,
 		KeepFailures:    DefaultKeepFailures,
 		Protocol:        HTTP1,
+		GRPCMethod:      DefaultGRPCMethod,
 		Connections:     DefaultConnections,
 	}
 }
@@ -402,7 +406,7 @@ func (c *Config) Validate() error {
 	}
 	switch c.Protocol {
 	case HTTP1:
-	case H2:
+	case H2, GRPC:
 		if c.Engine == EngineLoops {
 			bad("Engine", string(c.Engine), "the event loops speak HTTP/1.1 only; h2 runs on the goroutines")
 		}
@@ -412,8 +416,20 @@ func (c *Config) Validate() error {
 		// The body goes in one DATA frame within the initial stream
 		// window (RFC 9113 §6.9.2), so the prober never waits on flow
 		// control to send.
-		if len(c.Body) > h2MaxBody {
-			bad("Body", len(c.Body), fmt.Sprintf("an h2 request body is at most %d bytes (one frame within the initial window)", h2MaxBody))
+		limit := h2MaxBody
+		if c.Protocol == GRPC {
+			limit -= grpcPrefix
+		}
+		if len(c.Body) > limit {
+			bad("Body", len(c.Body), fmt.Sprintf("an %s request body is at most %d bytes (one frame within the initial window)", c.Protocol, limit))
+		}
+		if c.Protocol == GRPC {
+			if !validGRPCMethod(c.GRPCMethod) {
+				bad("GRPCMethod", strconv.Quote(c.GRPCMethod), "want package.Service/Method, like grpc.health.v1.Health/Check")
+			}
+			if c.Target != nil && c.Target.RequestURI() != "/" {
+				bad("Target", c.RedactedTarget(), "a gRPC target names the scheme, host and port only: the method is named apart from the URL")
+			}
 		}
 		for name, values := range c.Header {
 			if h2ConnectionHeader(name) || (strings.EqualFold(name, "TE") && (len(values) != 1 || values[0] != "trailers")) {
@@ -421,7 +437,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	default:
-		bad("Protocol", strconv.Quote(string(c.Protocol)), "want http1 or h2")
+		bad("Protocol", strconv.Quote(string(c.Protocol)), "want http1, h2 or grpc")
 	}
 	if c.KeepFailures < 0 {
 		bad("KeepFailures", c.KeepFailures, "must not be negative")

@@ -3,6 +3,7 @@ package prober
 import (
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -71,7 +72,7 @@ func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) 
 		return nil, PhaseTLS, errNoH2
 	}
 	_ = raw.SetDeadline(time.Time{}) // the handshake's; the connection outlives any request
-	c, err := startH2(raw, rw, p.Elapsed(), w.dialed.addr, p.backendHeader)
+	c, err := startH2(raw, rw, p.Elapsed(), w.dialed.addr, p.backendHeader, cfg.Protocol == GRPC)
 	if err != nil {
 		_ = raw.Close()
 		return nil, PhaseWrite, err
@@ -87,17 +88,31 @@ func newH2Request(cfg *Config, userAgent string) h2Request {
 	if h := cfg.Header.Get("Host"); h != "" {
 		authority = h
 	}
+	method, path, body := cfg.Method, u.RequestURI(), cfg.Body
+	if cfg.Protocol == GRPC {
+		// A unary call: POST to /package.Service/Method, one message with
+		// its 5-byte prefix (not compressed, its length).
+		method, path = "POST", "/"+cfg.GRPCMethod
+		body = make([]byte, grpcPrefix, grpcPrefix+len(cfg.Body))
+		binary.BigEndian.PutUint32(body[1:], uint32(len(cfg.Body)))
+		body = append(body, cfg.Body...)
+	}
 	fields := []hpack.HeaderField{
-		{Name: ":method", Value: cfg.Method},
+		{Name: ":method", Value: method},
 		{Name: ":scheme", Value: u.Scheme},
 		{Name: ":authority", Value: authority},
-		{Name: ":path", Value: u.RequestURI()},
+		{Name: ":path", Value: path},
+	}
+	if cfg.Protocol == GRPC {
+		fields = append(fields, hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+			hpack.HeaderField{Name: "te", Value: "trailers"})
 	}
 	if cfg.Header.Get("User-Agent") == "" {
 		fields = append(fields, hpack.HeaderField{Name: "user-agent", Value: userAgent})
 	}
 	for name, values := range cfg.Header {
-		if strings.EqualFold(name, "Host") || strings.EqualFold(name, cfg.RequestIDHeader) {
+		if strings.EqualFold(name, "Host") || strings.EqualFold(name, cfg.RequestIDHeader) ||
+			(cfg.Protocol == GRPC && (strings.EqualFold(name, "Content-Type") || strings.EqualFold(name, "TE"))) {
 			continue
 		}
 		for _, v := range values {
@@ -109,10 +124,10 @@ func newH2Request(cfg *Config, userAgent string) h2Request {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Sensitive: true,
 			Value: "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))})
 	}
-	if len(cfg.Body) > 0 || cfg.Method == "POST" || cfg.Method == "PUT" || cfg.Method == "PATCH" {
-		fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(cfg.Body))})
+	if cfg.Protocol != GRPC && (len(body) > 0 || method == "POST" || method == "PUT" || method == "PATCH") {
+		fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(body))})
 	}
-	return h2Request{fields: fields, idName: strings.ToLower(cfg.RequestIDHeader), body: cfg.Body}
+	return h2Request{fields: fields, idName: strings.ToLower(cfg.RequestIDHeader), body: body}
 }
 
 // doH2 performs one attempt over HTTP/2 and fills res. It never retries: a
@@ -219,6 +234,21 @@ func (w *worker) doH2(res *Result) {
 			backend = []byte{}
 		}
 		res.Class = statusClass(cfg, st.status, backend)
+		if c.grpc && res.Class == OK && st.grpcStatus != 0 {
+			// The HTTP exchange succeeded; the call did not.
+			res.Class, res.GRPCStatus = GRPCStatus, GRPCCodeName(st.grpcStatus)
+			switch {
+			case st.grpcStatus < 0:
+				res.GRPCStatus, res.Err = GRPCCodeName(13), errors.New("the response ended without a grpc-status")
+			case st.grpcMessage != "":
+				res.Err = errors.New(st.grpcMessage)
+			default:
+				res.Err = errors.New("grpc-status " + strconv.Itoa(st.grpcStatus))
+			}
+			res.Phase = PhaseReadBody
+			addr := c.addr
+			res.Addr = &addr
+		}
 		return
 	default:
 		res.Class, res.Err, res.H2Code, res.GoAway = st.class, st.err, st.code, st.goAway

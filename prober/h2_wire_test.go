@@ -22,12 +22,7 @@ import (
 // each SYN the server's host reset a refused.
 func TestH2ClassesAgreeWithTheWire(t *testing.T) {
 	testenv.Timed(t)
-	if err := capture.Available(); err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the wire referee: %v", err)
-	}
-	if err := capture.TsharkAvailable(); err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the frame referee: %v", err)
-	}
+	needWire(t)
 	for _, tc := range []struct {
 		name string
 		stop func(*http.Server)
@@ -57,38 +52,12 @@ func TestH2ClassesAgreeWithTheWire(t *testing.T) {
 			})
 			defer srv.Close()
 			frames := wire.H2(port)
-			want := map[Class]uint64{Refused: uint64(frames.RefusedConnects)}
 			for _, hc := range frames.Conns {
-				want[OK] += uint64(len(hc.Responses))
-				for _, id := range hc.Requests {
-					switch {
-					case hc.Responses[id]:
-					case hc.Canceled[id]:
-						want[Timeout]++
-					case len(hc.GoAways) > 0 && id > hc.GoAways[len(hc.GoAways)-1]:
-						want[GoAwayUnprocessed]++
-					case len(hc.GoAways) > 0:
-						want[GoAwayCut]++
-					default:
-						want[ClosedNoGoAway]++
-					}
-				}
 				if len(hc.GoAways) > 1 {
 					t.Errorf("a connection got %d GOAWAYs from http.Server: want one (single)", len(hc.GoAways))
 				}
 			}
-			got := snap.Totals.Classes
-			// A close without GOAWAY is a FIN, or a TCP reset when the server's
-			// socket held unread bytes: the capture's frames cannot tell them
-			// apart, the sum must agree.
-			got[ClosedNoGoAway] += got[Reset]
-			got[Reset] = 0
-			for c := range NumClasses {
-				if got[c] != want[Class(c)] {
-					t.Errorf("%s: prober %d, wire %d", Class(c), got[c], want[Class(c)])
-				}
-			}
-			t.Logf("wire: %v", want)
+			want := agreeWithTheWire(t, snap, frames)
 			if tc.name == "shutdown" && want[GoAwayUnprocessed]+want[GoAwayCut] == 0 {
 				t.Logf("no stream was in flight at the GOAWAY this time (the counts still agree)")
 			}
@@ -98,5 +67,57 @@ func TestH2ClassesAgreeWithTheWire(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// agreeWithTheWire fails unless the prober's class counts are what the
+// decoded frames show, and returns the wire's: each stream the server
+// ended is an ok, each one the client cancelled a timeout, each one above
+// its connection's last GOAWAY and unanswered a goaway_unprocessed, at or
+// below it a goaway_cut, on a connection without GOAWAY a
+// closed_no_goaway, and each SYN the server's host reset a refused. A
+// close without GOAWAY is a FIN, or a TCP reset when the server's socket
+// held unread bytes: the frames cannot tell them apart, so closed_no_goaway
+// and reset are compared as their sum.
+func agreeWithTheWire(t *testing.T, snap Snapshot, frames capture.H2Wire) map[Class]uint64 {
+	t.Helper()
+	want := map[Class]uint64{Refused: uint64(frames.RefusedConnects)}
+	for _, hc := range frames.Conns {
+		want[OK] += uint64(len(hc.Responses))
+		for _, id := range hc.Requests {
+			switch {
+			case hc.Responses[id]:
+			case hc.Canceled[id]:
+				want[Timeout]++
+			case len(hc.GoAways) > 0 && id > hc.GoAways[len(hc.GoAways)-1]:
+				want[GoAwayUnprocessed]++
+			case len(hc.GoAways) > 0:
+				want[GoAwayCut]++
+			default:
+				want[ClosedNoGoAway]++
+			}
+		}
+	}
+	got := snap.Totals.Classes
+	got[ClosedNoGoAway] += got[Reset]
+	got[Reset] = 0
+	for c := range NumClasses {
+		if got[c] != want[Class(c)] {
+			t.Errorf("%s: prober %d, wire %d", Class(c), got[c], want[Class(c)])
+		}
+	}
+	t.Logf("wire: %v", want)
+	return want
+}
+
+// needWire skips (or, where CI requires the tools, fails) a test that
+// needs a capture decoded by tshark.
+func needWire(t *testing.T) {
+	t.Helper()
+	if err := capture.Available(); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the wire referee: %v", err)
+	}
+	if err := capture.TsharkAvailable(); err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_TOOLS", "the frame referee: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,8 @@ type h2conn struct {
 	raw, rw net.Conn
 	addr    ConnAddr
 	born    time.Duration
+	// grpc: responses end in trailers with grpc-status (GRPC).
+	grpc bool
 
 	wmu  sync.Mutex
 	bw   *bufio.Writer
@@ -72,18 +75,22 @@ type h2stream struct {
 	id   uint32
 	done chan struct{}
 	// Set by the reader before done is signalled.
-	status   int
-	headers  bool   // the response's headers arrived
+	status  int
+	headers bool // the response's headers arrived
 	// connReqs is how many streams the connection carried before it.
 	connReqs   uint32
 	backend    string // the backend header's value, when configured and present
 	hasBackend bool
-	class    Class  // an HTTP/2 failure class; OK when the stream ended in a response
-	err      error
-	code     string // RST_STREAM or GOAWAY error code
-	goAway   GoAwayKind
-	unacked  uint32 // DATA bytes not yet given back to the stream's window
-	canceled bool   // cut by the prober's own close
+	// grpcStatus is the response's grpc-status (-1 when none came) and
+	// grpcMessage its grpc-message.
+	grpcStatus  int
+	grpcMessage string
+	class       Class // an HTTP/2 failure class; OK when the stream ended in a response
+	err         error
+	code        string // RST_STREAM or GOAWAY error code
+	goAway      GoAwayKind
+	unacked     uint32 // DATA bytes not yet given back to the stream's window
+	canceled    bool   // cut by the prober's own close
 }
 
 func newH2Stream() *h2stream { return &h2stream{done: make(chan struct{}, 1)} }
@@ -92,6 +99,7 @@ func newH2Stream() *h2stream { return &h2stream{done: make(chan struct{}, 1)} }
 func (st *h2stream) reset() {
 	st.id, st.status, st.headers, st.backend, st.hasBackend, st.class, st.err = 0, 0, false, "", false, OK, nil
 	st.code, st.goAway, st.unacked, st.canceled = "", GoAwayNone, 0, false
+	st.grpcStatus, st.grpcMessage = -1, ""
 }
 
 // Flow control: the prober reads everything at once, so its windows are
@@ -121,9 +129,9 @@ var (
 // startH2 writes the client preface and settings on a connected rw and
 // starts the reader. Nothing waits for the server's settings: requests may
 // follow at once (RFC 9113 §3.4).
-func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader string) (*h2conn, error) {
+func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader string, grpc bool) (*h2conn, error) {
 	c := &h2conn{
-		raw: raw, rw: rw, addr: addr, born: born,
+		raw: raw, rw: rw, addr: addr, born: born, grpc: grpc,
 		streams:    make(map[uint32]*h2stream),
 		nextID:     1,
 		maxStreams: h2AssumedStreams,
@@ -420,6 +428,19 @@ func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
 			}
 		}
 	}
+	if c.grpc && f.StreamEnded() {
+		// The trailers (or a trailers-only response): the call's status.
+		for _, hf := range f.RegularFields() {
+			switch hf.Name {
+			case "grpc-status":
+				if n, err := strconv.Atoi(hf.Value); err == nil && n >= 0 {
+					st.grpcStatus = n
+				}
+			case "grpc-message":
+				st.grpcMessage = grpcUnescape(hf.Value)
+			}
+		}
+	}
 	c.mu.Unlock()
 	if f.StreamEnded() {
 		c.endStream(f.StreamID, func(*h2stream) {})
@@ -490,4 +511,24 @@ func (c *h2conn) onGoAway(f *http2.GoAwayFrame) {
 	}
 	c.mu.Unlock()
 	c.closeIfDrained()
+}
+
+// grpcUnescape decodes grpc-message's percent-encoding (the gRPC over
+// HTTP/2 spec); a malformed escape is kept as it is.
+func grpcUnescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -28,6 +28,7 @@ const (
 	RefusedStream
 	RSTStream
 	ClosedNoGoAway
+	GRPCStatus
 	DNS
 	TLS
 	Local

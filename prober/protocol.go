@@ -17,23 +17,41 @@ const (
 	HTTP1 Protocol = "http1"
 	// H2 is HTTP/2: ALPN h2 on https, prior knowledge (h2c) on http.
 	H2 Protocol = "h2"
+	// GRPC is a unary gRPC call (Config.GRPCMethod) over HTTP/2, TLS or
+	// cleartext by the target's scheme, on the same streams as H2.
+	GRPC Protocol = "grpc"
 )
 
-// ParseProtocol parses "http1" or "h2" ("" is http1).
+// ParseProtocol parses "http1", "h2" or "grpc" ("" is http1).
 func ParseProtocol(s string) (Protocol, error) {
 	switch Protocol(s) {
 	case "", HTTP1:
 		return HTTP1, nil
-	case H2:
-		return H2, nil
+	case H2, GRPC:
+		return Protocol(s), nil
 	}
-	return "", field.Invalid("Protocol", strconv.Quote(s), "want http1 or h2")
+	return "", field.Invalid("Protocol", strconv.Quote(s), "want http1, h2 or grpc")
 }
 
 // multiplexed: the protocol carries many requests at once on one
 // connection, so connections are a pool of their own (Config.Connections)
 // instead of one per request in flight.
-func (p Protocol) multiplexed() bool { return p == H2 }
+func (p Protocol) multiplexed() bool { return p == H2 || p == GRPC }
+
+// Multiplexed is multiplexed for other packages: HTTP/2 and gRPC.
+func (p Protocol) Multiplexed() bool { return p.multiplexed() }
+
+// DefaultGRPCMethod is the standard health check every gRPC server can
+// serve (grpc.health.v1); its empty request asks for the whole server.
+const DefaultGRPCMethod = "grpc.health.v1.Health/Check"
+
+// validGRPCMethod: "package.Service/Method", as the :path after its
+// leading slash.
+func validGRPCMethod(m string) bool {
+	svc, method, ok := strings.Cut(m, "/")
+	return ok && svc != "" && method != "" && !strings.ContainsAny(method, "/ ") && !strings.ContainsAny(svc, " ") &&
+		validHeaderValue(m)
+}
 
 // DefaultConnections is how many connections an h2 run keeps open when
 // --conn keepalive: enough that the requests spread over the Service's
@@ -54,4 +72,23 @@ func h2ConnectionHeader(name string) bool {
 		return true
 	}
 	return false
+}
+
+// grpcPrefix is the length of a gRPC message's prefix: a compressed flag
+// and a 4-byte length.
+const grpcPrefix = 5
+
+// grpcCodes are the gRPC status codes' names (google.golang.org/grpc/codes;
+// the numbers are the protocol's).
+var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+	"PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+	"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// GRPCCodeName is the name of gRPC status code c ("CODE_17" beyond the
+// known ones).
+func GRPCCodeName(c int) string {
+	if c >= 0 && c < len(grpcCodes) {
+		return grpcCodes[c]
+	}
+	return "CODE_" + strconv.Itoa(c)
 }

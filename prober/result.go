@@ -40,6 +40,9 @@ type Result struct {
 	// how the connection's GOAWAY came, when one did.
 	H2Code string
 	GoAway GoAwayKind
+	// GRPCStatus, for grpc_status, is the call's status code by name
+	// (UNAVAILABLE, ...); Err holds its grpc-message.
+	GRPCStatus string
 	// Source is where the result was measured: 0 for this process, i for
 	// the i-th in-cluster prober (1-based) whose results were merged in.
 	Source uint16

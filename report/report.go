@@ -335,7 +335,9 @@ type Config struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Connections, on h2 with kept-alive connections, is how many the
 	// prober kept open (requests took them in turn).
-	Connections      int     `json:"connections,omitempty"`
+	Connections int `json:"connections,omitempty"`
+	// GRPCMethod, on grpc, is the method every request called.
+	GRPCMethod       string  `json:"grpc_method,omitempty"`
 	Model            Model   `json:"model"`
 	Rate             float64 `json:"rate"`
 	Concurrency      int     `json:"concurrency,omitempty"`
@@ -513,6 +515,9 @@ type Failure struct {
 	// http.Server.Shutdown) or graceful (2^31-1 first, then the last
 	// stream after a round trip: grpc-go's GracefulStop).
 	GoAway string `json:"goaway,omitempty"`
+	// GRPCStatus, on grpc_status, is the call's status by name
+	// (UNAVAILABLE, DEADLINE_EXCEEDED, ...); Error holds its message.
+	GRPCStatus string `json:"grpc_status,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
 	// is (1: named by the backend header, or the only pod that can have
 	// caused it; else 1/len(Candidates)), the pods that could have

@@ -27,9 +27,12 @@ const (
 	ClassRefusedStream     = "refused_stream"     // RST_STREAM REFUSED_STREAM
 	ClassRSTStream         = "rst_stream"         // RST_STREAM with another code (h2_code names it)
 	ClassClosedNoGoAway    = "closed_no_goaway"   // the connection closed (FIN) with the stream open and no GOAWAY
-	ClassDNS               = "dns"
-	ClassTLS               = "tls"
-	ClassLocal             = "local"
+	// ClassGRPCStatus is a gRPC call answered with a status other than OK
+	// (grpc_status names it: UNAVAILABLE, DEADLINE_EXCEEDED, ...).
+	ClassGRPCStatus = "grpc_status"
+	ClassDNS        = "dns"
+	ClassTLS        = "tls"
+	ClassLocal      = "local"
 )
 
 // Values of an HTTP/2 failure's goaway: how the server's GOAWAY came.
@@ -58,7 +61,7 @@ const (
 // ClassNames lists every outcome, ok first, local last.
 var ClassNames = []string{ClassOK, ClassRefused, ClassConnectTimeout, ClassReset, ClassEOF, ClassEOFReused,
 	ClassTruncated, ClassTimeout, ClassHTTP5xx, ClassProxy5xx, ClassHTTPStatus,
-	ClassGoAwayUnprocessed, ClassGoAwayCut, ClassRefusedStream, ClassRSTStream, ClassClosedNoGoAway,
+	ClassGoAwayUnprocessed, ClassGoAwayCut, ClassRefusedStream, ClassRSTStream, ClassClosedNoGoAway, ClassGRPCStatus,
 	ClassDNS, ClassTLS, ClassLocal}
 
 // FailureClassNames lists the classes that are failures (not ok), in

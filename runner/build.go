@@ -56,6 +56,7 @@ func build(run probeRun) *report.Report {
 			Conn:             cfg.Conn.String(),
 			Protocol:         string(cfg.Protocol),
 			Connections:      h2Connections(cfg),
+			GRPCMethod:       grpcMethod(cfg),
 			Model:            report.ModelOpen,
 			Rate:             cfg.Rate,
 			DurationS:        seconds(cfg.Duration),
@@ -247,6 +248,7 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 		TLSCause:     res.TLSCause.String(),
 		H2Code:       res.H2Code,
 		GoAway:       res.GoAway.String(),
+		GRPCStatus:   res.GRPCStatus,
 	}
 	if res.Err != nil {
 		f.Error = res.Err.Error()
@@ -337,8 +339,16 @@ func redirects(byStatus map[string]uint64) uint64 {
 // h2Connections is the pool an h2 run kept (0, absent, otherwise: HTTP/1.1
 // holds a connection per request in flight, and --conn new none at all).
 func h2Connections(cfg prober.Config) int {
-	if cfg.Protocol != prober.H2 || cfg.Conn.FreshFraction >= 1 {
+	if !cfg.Protocol.Multiplexed() || cfg.Conn.FreshFraction >= 1 {
 		return 0
 	}
 	return cfg.Connections
+}
+
+// grpcMethod is the method a gRPC run called ("" otherwise).
+func grpcMethod(cfg prober.Config) string {
+	if cfg.Protocol != prober.GRPC {
+		return ""
+	}
+	return cfg.GRPCMethod
 }

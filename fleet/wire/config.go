@@ -35,6 +35,7 @@ type ProberConfig struct {
 	Engine           string      `json:"engine,omitempty"`
 	Protocol         string      `json:"protocol,omitempty"`
 	Connections      int         `json:"connections,omitempty"`
+	GRPCMethod       string      `json:"grpc_method,omitempty"`
 }
 
 // FromConfig is cfg as the CLI sends it (Duration is not sent: the CLI
@@ -45,7 +46,7 @@ func FromConfig(cfg prober.Config) ProberConfig {
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
 		Insecure: cfg.Insecure, CACert: cfg.CACert, ConnectTo: cfg.ConnectTo, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
 		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine),
-		Protocol: string(cfg.Protocol), Connections: cfg.Connections}
+		Protocol: string(cfg.Protocol), Connections: cfg.Connections, GRPCMethod: cfg.GRPCMethod}
 }
 
 // Config is the prober.Config c describes, validated.
@@ -69,6 +70,9 @@ func (c ProberConfig) Config() (prober.Config, error) {
 	}
 	if c.Connections > 0 {
 		cfg.Connections = c.Connections
+	}
+	if c.GRPCMethod != "" {
+		cfg.GRPCMethod = c.GRPCMethod
 	}
 	cfg.Method, cfg.Header, cfg.Body = c.Method, c.Header, c.Body
 	if cfg.Header == nil {

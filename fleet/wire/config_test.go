@@ -10,8 +10,8 @@ import (
 // the h2 pool too.
 func TestProberConfigRoundTrip(t *testing.T) {
 	cfg := prober.DefaultConfig()
-	cfg.Target, _ = prober.ParseTarget("https://web.example/health")
-	cfg.Protocol, cfg.Connections, cfg.Insecure = prober.H2, 3, true
+	cfg.Target, _ = prober.ParseTarget("https://web.example")
+	cfg.Protocol, cfg.Connections, cfg.Insecure, cfg.GRPCMethod = prober.GRPC, 3, true, "lab.Echo/Say"
 	cmd, err := ConfigCommand(FromConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -24,8 +24,8 @@ func TestProberConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Protocol != prober.H2 || got.Connections != 3 || !got.Insecure || got.Target.String() != cfg.Target.String() {
-		t.Fatalf("got protocol %q, connections %d, insecure %v, target %s", got.Protocol, got.Connections, got.Insecure, got.Target)
+	if got.Protocol != prober.GRPC || got.Connections != 3 || !got.Insecure || got.Target.String() != cfg.Target.String() || got.GRPCMethod != "lab.Echo/Say" {
+		t.Fatalf("got protocol %q, connections %d, insecure %v, target %s, method %q", got.Protocol, got.Connections, got.Insecure, got.Target, got.GRPCMethod)
 	}
 	// A CLI from before the protocol was sent: HTTP/1.1.
 	pc.Protocol, pc.Connections = "", 0

@@ -144,6 +144,7 @@ type Result struct {
 	TLSCause    string `json:"tls_cause,omitempty"`
 	H2Code      string `json:"h2_code,omitempty"`
 	GoAway      string `json:"goaway,omitempty"`
+	GRPCStatus  string `json:"grpc_status,omitempty"`
 	Canceled    bool   `json:"canceled,omitempty"`
 }
 
@@ -272,7 +273,7 @@ func FromResult(res *prober.Result) *Result {
 		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
 		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), Backend: res.Backend,
 		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled,
-		H2Code: res.H2Code, GoAway: res.GoAway.String()}
+		H2Code: res.H2Code, GoAway: res.GoAway.String(), GRPCStatus: res.GRPCStatus}
 	if res.Err != nil {
 		r.Error = res.Err.Error()
 	}
@@ -316,7 +317,7 @@ func (r *Result) ToResult() (prober.Result, error) {
 	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
 		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
 		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
-		H2Code: r.H2Code, GoAway: goAway}
+		H2Code: r.H2Code, GoAway: goAway, GRPCStatus: r.GRPCStatus}
 	if r.Error != "" {
 		res.Err = errors.New(r.Error)
 	}

@@ -24,7 +24,9 @@ func TestResultRoundTrip(t *testing.T) {
 		ServerClose: prober.CloseBeforeRequest, Canceled: true}
 	h2 := in
 	h2.Class, h2.ServerClose, h2.H2Code, h2.GoAway = prober.GoAwayUnprocessed, prober.CloseUnknown, "NO_ERROR", prober.GoAwayGraceful
-	for _, in := range []prober.Result{in, h2} {
+	grpc := in
+	grpc.Class, grpc.ServerClose, grpc.GRPCStatus = prober.GRPCStatus, prober.CloseUnknown, "UNAVAILABLE"
+	for _, in := range []prober.Result{in, h2, grpc} {
 		l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
 		out, err := l.Result.ToResult()
 		if err != nil {

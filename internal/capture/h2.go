@@ -21,7 +21,8 @@ func TsharkAvailable() error {
 type H2Conn struct {
 	// Requests are the stream IDs of the client's HEADERS, in order.
 	Requests []uint32
-	// Responses are the streams the server sent HEADERS on (a response).
+	// Responses are the streams the server ended (END_STREAM on its
+	// HEADERS or DATA): a whole response, trailers included.
 	Responses map[uint32]bool
 	// Resets are the server's RST_STREAMs: stream ID to error code.
 	Resets map[uint32]uint32
@@ -48,7 +49,7 @@ func (c *Capture) H2(serverPort int) H2Wire {
 	out, err := exec.Command("tshark", "-r", c.pcap, "-n", "-d", "tcp.port=="+port+",http2",
 		"-T", "fields", "-E", "separator=|",
 		"-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.flags.syn", "-e", "tcp.flags.ack", "-e", "tcp.flags.reset",
-		"-e", "http2.type", "-e", "http2.streamid", "-e", "http2.goaway.last_stream_id", "-e", "http2.rst_stream.error").Output()
+		"-e", "http2.type", "-e", "http2.streamid", "-e", "http2.flags", "-e", "http2.goaway.last_stream_id", "-e", "http2.rst_stream.error").Output()
 	if err != nil {
 		c.t.Fatalf("tshark -r: %v", err)
 	}
@@ -60,15 +61,15 @@ func (c *Capture) H2(serverPort int) H2Wire {
 }
 
 // parseH2Fields reads tshark's field lines (see H2). In one packet the
-// frame type and stream ID lists align frame by frame; the GOAWAY and
-// RST_STREAM lists hold one entry per frame of that type, in order.
+// frame type, stream ID and flags lists align frame by frame; the GOAWAY
+// and RST_STREAM lists hold one entry per frame of that type, in order.
 func parseH2Fields(out, serverPort string) (H2Wire, error) {
 	var w H2Wire
 	conns := map[string]*H2Conn{}
 	synAcked := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 9 {
+		if len(f) != 10 {
 			continue
 		}
 		tcpStream, fromServer := f[0], f[1] == serverPort
@@ -88,10 +89,10 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 			conns[tcpStream] = hc
 			w.Conns = append(w.Conns, hc)
 		}
-		types, ids := strings.Split(f[5], ","), strings.Split(f[6], ",")
-		goAways, resets := splitNonEmpty(f[7]), splitNonEmpty(f[8])
-		if len(types) != len(ids) {
-			return w, errors.New("tshark: frame types and stream IDs do not align: " + line)
+		types, ids, flags := strings.Split(f[5], ","), strings.Split(f[6], ","), strings.Split(f[7], ",")
+		goAways, resets := splitNonEmpty(f[8]), splitNonEmpty(f[9])
+		if len(types) != len(ids) || len(types) != len(flags) {
+			return w, errors.New("tshark: frame types, stream IDs and flags do not align: " + line)
 		}
 		for i, t := range types {
 			id64, err := strconv.ParseUint(ids[i], 10, 32)
@@ -99,12 +100,21 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 				return w, err
 			}
 			id := uint32(id64)
+			fl, err := strconv.ParseUint(flags[i], 0, 8)
+			if err != nil {
+				return w, err
+			}
+			endStream := fl&1 != 0
 			switch t {
+			case "0": // DATA
+				if fromServer && endStream {
+					hc.Responses[id] = true
+				}
 			case "1": // HEADERS
 				switch {
 				case !fromServer:
 					hc.Requests = append(hc.Requests, id)
-				default:
+				case endStream:
 					hc.Responses[id] = true
 				}
 			case "3": // RST_STREAM

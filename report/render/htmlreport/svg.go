@@ -61,6 +61,7 @@ var classColor = map[string]string{
 	report.ClassRefusedStream:     "#ddcc77",
 	report.ClassRSTStream:         "#aa4499",
 	report.ClassClosedNoGoAway:    "#661100",
+	report.ClassGRPCStatus:        "#6699cc",
 	report.ClassDNS:               "#44aa99",
 	report.ClassTLS:               "#999933",
 	report.ClassLocal:             "#888888",

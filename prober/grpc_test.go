@@ -1,0 +1,130 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/testenv"
+)
+
+// grpcServer is grpc-go's own server with its standard health service;
+// handled counts the calls it answered OK, its own count against the
+// prober's.
+func grpcServer(t *testing.T) (addr string, srv *grpc.Server, handled *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled = new(atomic.Int64)
+	srv = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		time.Sleep(5 * time.Millisecond) // calls in flight when it stops
+		resp, err := h(ctx, req)
+		if err == nil {
+			handled.Add(1)
+		}
+		return resp, err
+	}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String(), srv, handled
+}
+
+func grpcProbe(c *Config) {
+	c.Protocol, c.Engine = GRPC, EngineAuto
+	c.BackendHeader = ""
+}
+
+// TestGRPCHealthCheck calls grpc-go's health service: every call OK, as
+// many as the server answered; a request for a service it does not know
+// is grpc_status NOT_FOUND with the server's message.
+func TestGRPCHealthCheck(t *testing.T) {
+	testenv.Timed(t)
+	addr, _, handled := grpcServer(t)
+	_, snap := probe(t, "http://"+addr, grpcProbe)
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(handled.Load()) != sent {
+		t.Fatalf("sent %d, ok %d, the server answered %d (%v)", sent, snap.Totals.Classes[OK], handled.Load(), snap.Totals.Classes)
+	}
+	p, snap := probe(t, "http://"+addr, func(c *Config) {
+		grpcProbe(c)
+		c.Body = []byte{0x0a, 0x05, 'n', 'o', 'p', 'e', '!'} // HealthCheckRequest{service: "nope!"}
+	})
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[GRPCStatus] != sent {
+		t.Fatalf("sent %d, grpc_status %d (%v)", sent, snap.Totals.Classes[GRPCStatus], snap.Totals.Classes)
+	}
+	f := p.Recorder().Failures()[0]
+	if f.GRPCStatus != "NOT_FOUND" || f.Err == nil || f.Err.Error() != "unknown service" || f.Status != 200 {
+		t.Errorf("failure %+v: want NOT_FOUND, \"unknown service\", HTTP 200", f)
+	}
+}
+
+// grpc-go's two ways to stop, mid-probe: GracefulStop (two GOAWAYs, calls
+// in flight finished) fails no call that reached it, only the connects
+// after its listener closed; Stop cuts the calls in flight. The referee is
+// the capture decoded by tshark, and for GracefulStop also the server's
+// own count of calls answered (Stop can close a connection after a handler
+// returned and before its response left, so its count is only a bound).
+func TestGRPCStopAndGracefulStop(t *testing.T) {
+	testenv.Timed(t)
+	needWire(t)
+	for _, graceful := range []bool{true, false} {
+		t.Run(map[bool]string{true: "GracefulStop", false: "Stop"}[graceful], func(t *testing.T) {
+			addr, srv, handled := grpcServer(t)
+			port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+			wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
+			time.AfterFunc(400*time.Millisecond, func() {
+				if graceful {
+					srv.GracefulStop()
+				} else {
+					srv.Stop()
+				}
+			})
+			p, snap := probe(t, "http://"+addr, func(c *Config) {
+				grpcProbe(c)
+				c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
+			})
+			tot := snap.Totals
+			if graceful && uint64(handled.Load()) != tot.Classes[OK] || uint64(handled.Load()) < tot.Classes[OK] {
+				t.Errorf("the server answered %d, the prober counted %d ok", handled.Load(), tot.Classes[OK])
+			}
+			frames := wire.H2(port)
+			twoPhase := 0
+			for _, hc := range frames.Conns {
+				if graceful && len(hc.GoAways) > 0 && (len(hc.GoAways) != 2 || hc.GoAways[0] != 1<<31-1) {
+					t.Errorf("GracefulStop's GOAWAYs: %v, want 2^31-1 then the last stream", hc.GoAways)
+				}
+				if len(hc.GoAways) == 2 {
+					twoPhase++
+				}
+			}
+			if graceful && twoPhase == 0 {
+				t.Error("GracefulStop: no connection got its two GOAWAYs")
+			}
+			agreeWithTheWire(t, snap, frames)
+			streamFailures := tot.Sent() - tot.Classes[OK] - tot.Classes[Refused]
+			for _, f := range p.Recorder().Failures() {
+				if f.Class != Refused {
+					t.Logf("e.g. %s %s goaway=%q: %v", f.Class, f.H2Code, f.GoAway, f.Err)
+					break
+				}
+			}
+			if graceful && streamFailures != 0 {
+				t.Errorf("GracefulStop: %d calls failed other than refused connects: %v", streamFailures, tot.Classes)
+			}
+			if !graceful && streamFailures == 0 {
+				t.Errorf("Stop: no call in flight failed: %v", tot.Classes)
+			}
+		})
+	}
+}
