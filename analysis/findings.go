@@ -165,7 +165,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	svcGaps := serviceGaps(r)
 	for i := range failures {
 		f := &failures[i]
-		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: r.Config.Protocol == string(prober.H2)}
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed()}
 		if s.class == prober.Local {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// Findings only an HTTP/2 run can have (--protocol h2): its streams share
+// Findings only an HTTP/2 run can have (--protocol h2 or grpc): its streams share
 // long-lived connections, so a pod's shutdown meets them through the
 // connection's end (GOAWAY, a close, a reset stream), not through refused
 // connects.

@@ -58,6 +58,13 @@ func TestH2Findings(t *testing.T) {
 		t.Errorf("HTTP/2 failures claimed by another rule: %+v", r.Findings)
 	}
 
+	// gRPC runs on the same streams: the same findings.
+	g := &report.Report{StartedAt: t0, Config: report.Config{Protocol: "grpc"}, Timeline: timeline, Failures: []report.Failure{h2Fail(5020, report.ClassClosedNoGoAway, "")}}
+	analyse(g)
+	if find(g, H2CloseWithoutGoAway) == nil {
+		t.Errorf("gRPC close without GOAWAY: %+v", g.Findings)
+	}
+
 	// The same reset on HTTP/1.1 is the keep-alive finding's, as before.
 	r1 := &report.Report{StartedAt: t0, Timeline: timeline, Failures: []report.Failure{h2Fail(5021, report.ClassReset, "")}}
 	analyse(r1)

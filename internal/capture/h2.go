@@ -5,6 +5,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // TsharkAvailable says why HTTP/2 frames cannot be decoded here, or nil.
@@ -19,6 +22,8 @@ func TsharkAvailable() error {
 // the capture: what the client opened and what the server answered, reset
 // and announced, frame by frame.
 type H2Conn struct {
+	// Start is when its first packet was captured.
+	Start time.Time
 	// Requests are the stream IDs of the client's HEADERS, in order.
 	Requests []uint32
 	// Responses are the streams the server ended (END_STREAM on its
@@ -35,9 +40,74 @@ type H2Conn struct {
 // H2Wire is what a capture of HTTP/2 traffic to a server port shows.
 type H2Wire struct {
 	Conns []*H2Conn
-	// RefusedConnects counts SYNs the server's host answered with a
-	// reset (nothing listening).
-	RefusedConnects int
+	// Refused are the connection attempts the server's side answered with
+	// a reset (nothing listening), Unanswered those it never answered
+	// (SYNs alone: a vanished address), each by its first SYN's time.
+	Refused, Unanswered []time.Time
+}
+
+// Since is w without what began before t: a client's connections made
+// before the run of interest (rollprobe run's preflight check, say).
+func (w H2Wire) Since(t time.Time) H2Wire {
+	var out H2Wire
+	for _, c := range w.Conns {
+		if !c.Start.Before(t) {
+			out.Conns = append(out.Conns, c)
+		}
+	}
+	for _, at := range w.Refused {
+		if !at.Before(t) {
+			out.Refused = append(out.Refused, at)
+		}
+	}
+	for _, at := range w.Unanswered {
+		if !at.Before(t) {
+			out.Unanswered = append(out.Unanswered, at)
+		}
+	}
+	return out
+}
+
+// Classes is what the frames say each request's outcome was, by
+// rollprobe's class names: each stream the server ended is an ok, each
+// one the client cancelled a timeout, each one above its connection's
+// last GOAWAY and unanswered a goaway_unprocessed, at or below it a
+// goaway_cut, on a connection without GOAWAY a closed_no_goaway; each
+// connect reset a refused, each unanswered one a connect_timeout. A close
+// without GOAWAY is a FIN, or a TCP reset when the server's socket held
+// unread bytes: the frames cannot tell them apart, so compare
+// closed_no_goaway with rollprobe's closed_no_goaway and reset together.
+func (w H2Wire) Classes() map[string]uint64 {
+	out := map[string]uint64{}
+	if len(w.Refused) > 0 {
+		out[report.ClassRefused] = uint64(len(w.Refused))
+	}
+	if len(w.Unanswered) > 0 {
+		out[report.ClassConnectTimeout] = uint64(len(w.Unanswered))
+	}
+	for _, hc := range w.Conns {
+		for _, id := range hc.Requests {
+			var c string
+			switch {
+			case hc.Responses[id]:
+				c = report.ClassOK
+			case hc.Canceled[id]:
+				c = report.ClassTimeout
+			case hc.Resets[id] == 7: // REFUSED_STREAM
+				c = report.ClassRefusedStream
+			case hc.Resets[id] != 0:
+				c = report.ClassRSTStream
+			case len(hc.GoAways) > 0 && id > hc.GoAways[len(hc.GoAways)-1]:
+				c = report.ClassGoAwayUnprocessed
+			case len(hc.GoAways) > 0:
+				c = report.ClassGoAwayCut
+			default:
+				c = report.ClassClosedNoGoAway
+			}
+			out[c]++
+		}
+	}
+	return out
 }
 
 // H2 stops the capture and decodes it with tshark as HTTP/2 (prior
@@ -48,7 +118,7 @@ func (c *Capture) H2(serverPort int) H2Wire {
 	port := strconv.Itoa(serverPort)
 	out, err := exec.Command("tshark", "-r", c.pcap, "-n", "-d", "tcp.port=="+port+",http2",
 		"-T", "fields", "-E", "separator=|",
-		"-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.flags.syn", "-e", "tcp.flags.ack", "-e", "tcp.flags.reset",
+		"-e", "frame.time_epoch", "-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.flags.syn", "-e", "tcp.flags.ack", "-e", "tcp.flags.reset",
 		"-e", "http2.type", "-e", "http2.streamid", "-e", "http2.flags", "-e", "http2.goaway.last_stream_id", "-e", "http2.rst_stream.error").Output()
 	if err != nil {
 		c.t.Fatalf("tshark -r: %v", err)
@@ -67,17 +137,28 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 	var w H2Wire
 	conns := map[string]*H2Conn{}
 	synAcked := map[string]bool{}
+	synAt := map[string]time.Time{}
+	var order []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 10 {
+		if len(f) != 11 {
 			continue
 		}
+		at, err := epoch(f[0])
+		if err != nil {
+			return w, err
+		}
+		f = f[1:]
 		tcpStream, fromServer := f[0], f[1] == serverPort
+		if _, seen := synAt[tcpStream]; !fromServer && f[2] == "1" && f[3] == "0" && !seen {
+			synAt[tcpStream] = at
+			order = append(order, tcpStream)
+		}
 		if fromServer && f[2] == "1" && f[3] == "1" {
 			synAcked[tcpStream] = true
 		}
 		if fromServer && f[4] == "1" && !synAcked[tcpStream] {
-			w.RefusedConnects++
+			w.Refused = append(w.Refused, synAt[tcpStream])
 			synAcked[tcpStream] = true // one per attempt
 		}
 		if f[5] == "" {
@@ -85,7 +166,11 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 		}
 		hc := conns[tcpStream]
 		if hc == nil {
-			hc = &H2Conn{Responses: map[uint32]bool{}, Resets: map[uint32]uint32{}, Canceled: map[uint32]bool{}}
+			start, ok := synAt[tcpStream]
+			if !ok {
+				start = at
+			}
+			hc = &H2Conn{Start: start, Responses: map[uint32]bool{}, Resets: map[uint32]uint32{}, Canceled: map[uint32]bool{}}
 			conns[tcpStream] = hc
 			w.Conns = append(w.Conns, hc)
 		}
@@ -146,7 +231,27 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 			}
 		}
 	}
+	for _, s := range order {
+		if !synAcked[s] {
+			w.Unanswered = append(w.Unanswered, synAt[s])
+		}
+	}
 	return w, nil
+}
+
+// epoch parses tshark's frame.time_epoch (seconds, with a fraction).
+func epoch(s string) (time.Time, error) {
+	sec, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	frac = (frac + "000000000")[:9]
+	ns, err := strconv.ParseInt(frac, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(n, ns), nil
 }
 
 func splitNonEmpty(s string) []string {

@@ -1,14 +1,24 @@
 // Command demoapp is the lab's sample workload: an HTTP server that names
 // its pod in every response and shuts down in one of the ways real apps do,
 // so that rollouts drop (or don't drop) requests exactly as in production.
+// It speaks HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on one port;
+// with --grpc ($GRPC=true) its HTTP/2 connections go to grpc-go's own
+// server instead, serving the standard health service (naming its pod in
+// the x-pod-name response header), while HTTP/1.1 (readiness, /stats)
+// stays with the HTTP server.
 //
 // Shutdown modes (--shutdown, or $SHUTDOWN), on SIGTERM:
 //
 //	immediate  exit at once: the listener vanishes, connections are cut
-//	close      http.Server.Close: kept-alive and in-flight connections cut
-//	graceful   http.Server.Shutdown: stop accepting, finish in-flight, close idle
-//	drain=D    keep serving for D (answering with Connection: close), then Shutdown
+//	close      http.Server.Close (grpc-go: Stop): kept-alive and in-flight connections cut
+//	graceful   http.Server.Shutdown: stop accepting, finish in-flight, close idle (one
+//	           GOAWAY on h2); grpc-go: GracefulStop (two GOAWAYs, then in-flight calls finish)
+//	drain=D    keep serving for D (answering with Connection: close), then as graceful
 //	ignore     ignore SIGTERM; only SIGKILL ends it
+//
+// graceful waits --shutdown-timeout ($SHUTDOWN_TIMEOUT, 30s) for requests in
+// flight, then exits with what is left (grpc-go: Stop): a timeout shorter
+// than --work cuts the streams the GOAWAY let through.
 //
 // GET /readyz fails with 503 after SIGTERM when --unready-on-term is set, and
 // before --ready-delay has passed since start. GET /stats returns counters.
@@ -34,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 type options struct {
@@ -46,6 +58,8 @@ type options struct {
 	unreadyOnTerm bool
 	work          time.Duration
 	heartbeat     time.Duration
+	grpc          bool
+	shutdownAfter time.Duration
 }
 
 func main() {
@@ -71,6 +85,8 @@ func main() {
 	flag.BoolVar(&o.unreadyOnTerm, "unready-on-term", os.Getenv("UNREADY_ON_TERM") == "true", "/readyz fails once SIGTERM arrived ($UNREADY_ON_TERM=true)")
 	flag.DurationVar(&o.work, "work", envDuration("WORK"), "time each request takes to serve ($WORK)")
 	flag.DurationVar(&o.heartbeat, "heartbeat", envDuration("HEARTBEAT"), "log a line this often, 0 for never ($HEARTBEAT)")
+	flag.BoolVar(&o.grpc, "grpc", os.Getenv("GRPC") == "true", "HTTP/2 connections go to grpc-go's server (the health service) ($GRPC=true)")
+	flag.DurationVar(&o.shutdownAfter, "shutdown-timeout", envDurationOr("SHUTDOWN_TIMEOUT", 30*time.Second), "graceful: how long requests in flight may take before the process exits ($SHUTDOWN_TIMEOUT)")
 	flag.Parse()
 	mode, drain, err := parseShutdown(o.shutdown)
 	if err != nil {
@@ -152,9 +168,22 @@ func run(o options) error {
 		fmt.Fprintf(w, "hello from %s\n", o.name)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Printf("listening on %s (shutdown %s)", ln.Addr(), o.shutdown)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protocols
+	errc := make(chan error, 2)
+	var gs *grpc.Server
+	var split *splitListener
+	if o.grpc {
+		split = newSplitListener(ln)
+		gs = newGRPCServer(o.name, o.work, &served, &afterTerm, &terminating)
+		go func() { errc <- srv.Serve(split.http1) }()
+		go func() { _ = gs.Serve(split.h2) }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	log.Printf("listening on %s (shutdown %s, grpc %v)", ln.Addr(), o.shutdown, o.grpc)
 
 	for {
 		select {
@@ -174,14 +203,25 @@ func run(o options) error {
 			case "immediate":
 				os.Exit(0)
 			case "close":
+				if split != nil {
+					split.close()
+					gs.Stop()
+				}
 				_ = srv.Close()
 			case "drain":
 				closeConns.Store(true)
 				time.Sleep(o.drain)
 				fallthrough
 			case "graceful", "ignore":
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_ = srv.Shutdown(ctx)
+				ctx, cancel := context.WithTimeout(context.Background(), o.shutdownAfter)
+				if split != nil {
+					split.close() // new connects are refused, as when Shutdown closes a listener
+					go func() { <-ctx.Done(); gs.Stop() }()
+					gs.GracefulStop()
+				}
+				if err := srv.Shutdown(ctx); err != nil {
+					log.Printf("shutdown: %v: exiting with requests in flight", err)
+				}
 				cancel()
 			}
 			log.Printf("stopped, served %d (%d after SIGTERM)", served.Load(), afterTerm.Load())
@@ -209,6 +249,13 @@ func get(url string) error {
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
+	}
+	return def
+}
+
+func envDurationOr(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
 	}
 	return def
 }
