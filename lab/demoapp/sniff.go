@@ -126,4 +126,3 @@ func (c *prefixedConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
