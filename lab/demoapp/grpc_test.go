@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -21,10 +18,9 @@ import (
 
 // h2cGet GETs url over HTTP/2 with prior knowledge.
 func h2cGet(url string) (*http.Response, error) {
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
-	return (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Get(url)
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	return (&http.Client{Transport: &http.Transport{Protocols: &protocols}, Timeout: 2 * time.Second}).Get(url)
 }
 
 // The HTTP server speaks h2c on its port, as it does HTTP/1.1.
