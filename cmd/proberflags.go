@@ -52,6 +52,7 @@ type proberFlags struct {
 	protocol       string
 	connections    int
 	grpcMethod     string
+	grpcClient     string
 	// timeoutFlag names the request-timeout flag: "request-timeout" (probe
 	// keeps "timeout" as a deprecated spelling: in run and doctor it bounds
 	// the whole command).
@@ -67,7 +68,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "CACert": "--cacert", "ConnectTo": "--connect-to", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "GRPCMethod": "--grpc-method", "Body": "--body",
+		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "GRPCMethod": "--grpc-method", "GRPCClient": "--grpc-client", "Body": "--body",
 		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
 }
@@ -91,6 +92,7 @@ func defaultProberFlags() proberFlags {
 		protocol:       string(d.Protocol),
 		connections:    d.Connections,
 		grpcMethod:     d.GRPCMethod,
+		grpcClient:     string(d.GRPCClient),
 		timeoutFlag:    "request-timeout",
 		targetName:     "URL",
 	}
@@ -103,7 +105,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", f.concurrency, "closed model (--rate 0): requests in flight, each sent as the last one ends")
 	fs.IntVar(&f.workers, "workers", f.workers, "open model: requests planned in flight at once (as many kept-alive connections), at least one per 3 ms of the rate; more when all are busy")
 	fs.IntVar(&f.maxWorkers, "max-workers", f.maxWorkers, "open model: the most requests in flight at once (each on its own connection); beyond it requests wait and their lag shows")
-	fs.StringVar(&f.conn, "conn", f.conn, "connections: new (one per request, exercises kube-proxy routing), keepalive (exercises draining) or mixed=F (fraction F new)")
+	fs.StringVar(&f.conn, "conn", f.conn, "connections: new (one per request, exercises kube-proxy routing), keepalive (exercises draining) or mixed=F (fraction F new); h2 and grpc keep theirs unless given")
 	fs.StringVarP(&f.method, "method", "X", f.method, "HTTP method")
 	fs.StringArrayVarP(&f.headers, "header", "H", nil, `request header "Name: value" (repeatable)`)
 	fs.StringVar(&f.body, "body", "", "request body")
@@ -123,6 +125,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.engine, "engine", f.engine, "how requests are driven: loops (event loops over non-blocking sockets; Linux, an http:// target given by IP address), goroutines (Go's net package: https, names resolved for every connection), or auto (loops where they can, else goroutines); both record the same outcome for the same exchange")
 	fs.StringVar(&f.protocol, "protocol", f.protocol, "http1; h2: HTTP/2 (ALPN h2 on https://, prior knowledge on http://), every request one stream, never retried, a GOAWAY or reset stream a failure of its own class; grpc: a unary gRPC call (--grpc-method) over h2, a status other than OK a failure (grpc_status)")
 	fs.IntVar(&f.connections, "connections", f.connections, "h2 and grpc with --conn keepalive: the connections kept open; requests take them in turn, many streams at once on each (each connection stays with the pod it first reached)")
+	fs.StringVar(&f.grpcClient, "grpc-client", f.grpcClient, "--protocol grpc: who makes the calls: raw (rollprobe's own streams, every attempt counted), grpc-go (grpc-go itself, as a Go service's clients call: what it resends unseen is counted as hidden retries), or both (the target probed as two paths, raw and grpc-go, side by side; needs --rate)")
 	fs.StringVar(&f.grpcMethod, "grpc-method", f.grpcMethod, "--protocol grpc: the method called, package.Service/Method; its request message is --body or --body-file (protobuf, empty by default: the health check asks for the whole server)")
 	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
 }
@@ -175,9 +178,25 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 	if cfg.Protocol, err = prober.ParseProtocol(f.protocol); err != nil {
 		errs = append(errs, err)
 	}
+	if cfg.Protocol.Multiplexed() && (f.fs == nil || !f.fs.Changed("conn")) {
+		// HTTP/2 and gRPC clients keep their connections and multiplex on
+		// them: that, not run's mixed default for HTTP/1.1, is what users'
+		// traffic does (--conn says otherwise when given).
+		cfg.Conn = prober.ConnMode{FreshFraction: 0}
+	}
 	cfg.Connections, cfg.GRPCMethod = f.connections, f.grpcMethod
 	if f.fs != nil && f.fs.Changed("connections") && !cfg.Protocol.Multiplexed() {
 		errs = append(errs, fmt.Errorf("--connections %d: only with --protocol h2 or grpc (HTTP/1.1 keeps a connection per request in flight: --workers)", f.connections))
+	}
+	switch {
+	case !slices.Contains([]string{string(prober.GRPCClientRaw), string(prober.GRPCClientGo), grpcClientBoth}, f.grpcClient):
+		errs = append(errs, fmt.Errorf("--grpc-client %q: want raw, grpc-go or both", f.grpcClient))
+	case f.fs != nil && f.fs.Changed("grpc-client") && cfg.Protocol != prober.GRPC:
+		errs = append(errs, fmt.Errorf("--grpc-client %s: only with --protocol grpc", f.grpcClient))
+	case f.grpcClient == grpcClientBoth:
+		cfg.GRPCClient = prober.GRPCClientRaw // paths makes the grpc-go one
+	default:
+		cfg.GRPCClient = prober.GRPCClient(f.grpcClient)
 	}
 	if f.fs != nil && f.fs.Changed("grpc-method") && cfg.Protocol != prober.GRPC {
 		errs = append(errs, fmt.Errorf("--grpc-method %s: only with --protocol grpc", f.grpcMethod))
@@ -292,6 +311,9 @@ func parseTargets(values []string) ([]namedTarget, error) {
 // run's, and with several, each is a path probed side by side (at the
 // same rate, with the same flags). Errors name the path.
 func (f *proberFlags) paths(targets []namedTarget) (prober.Config, []prober.Path, error) {
+	if f.grpcClient == grpcClientBoth {
+		return f.bothClients(targets)
+	}
 	if len(targets) == 1 {
 		cfg, err := f.config(targets[0].url)
 		return cfg, nil, err
@@ -319,6 +341,35 @@ func (f *proberFlags) paths(targets []namedTarget) (prober.Config, []prober.Path
 		return prober.Config{}, nil, err
 	}
 	return paths[0].Config, paths, nil
+}
+
+// grpcClientBoth is --grpc-client both: one target, two paths.
+const grpcClientBoth = "both"
+
+// bothClients is --grpc-client both: the one target probed as two paths
+// side by side, raw (every attempt counted) and grpc-go (what grpc-go's
+// callers see, its hidden retries counted).
+func (f *proberFlags) bothClients(targets []namedTarget) (prober.Config, []prober.Path, error) {
+	var errs []error
+	if len(targets) != 1 {
+		errs = append(errs, errors.New("--grpc-client both puts the two clients side by side on one target: give one"))
+	}
+	if f.rate <= 0 {
+		errs = append(errs, errors.New("--grpc-client both probes two paths side by side at one rate: give --rate (the closed model probes one)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return prober.Config{}, nil, err
+	}
+	raw, err := f.config(targets[0].url)
+	if err != nil {
+		return prober.Config{}, nil, err
+	}
+	goClient := raw
+	goClient.GRPCClient = prober.GRPCClientGo
+	if err := goClient.Validate(); err != nil {
+		return prober.Config{}, nil, field.Rename(err, f.flagNames())
+	}
+	return raw, []prober.Path{{Name: string(prober.GRPCClientRaw), Config: raw}, {Name: string(prober.GRPCClientGo), Config: goClient}}, nil
 }
 
 // targetsLine names what a run probes, for its views: the target, or the

@@ -153,6 +153,9 @@ type Config struct {
 	// GRPCMethod, for GRPC, is the method called, "package.Service/Method";
 	// Body is its request message, protobuf-encoded (empty by default).
 	GRPCMethod string
+	// GRPCClient, for GRPC, is who makes the calls (GRPCClientRaw by
+	// default).
+	GRPCClient GRPCClient
 	// Connections, for a multiplexed protocol (h2) with long-lived
 	// connections, is how many the run keeps: requests take them in
 	// turn, as many streams at once on each as are in flight.
@@ -219,6 +222,7 @@ func DefaultConfig() Config {
 		KeepFailures:    DefaultKeepFailures,
 		Protocol:        HTTP1,
 		GRPCMethod:      DefaultGRPCMethod,
+		GRPCClient:      GRPCClientRaw,
 		Connections:     DefaultConnections,
 	}
 }
@@ -430,6 +434,18 @@ func (c *Config) Validate() error {
 			if c.Target != nil && c.Target.RequestURI() != "/" {
 				bad("Target", c.RedactedTarget(), "a gRPC target names the scheme, host and port only: the method is named apart from the URL")
 			}
+		}
+		switch c.GRPCClient {
+		case GRPCClientRaw, "":
+		case GRPCClientGo:
+			if c.Protocol != GRPC {
+				bad("GRPCClient", string(c.GRPCClient), "grpc-go makes gRPC calls only (--protocol grpc)")
+			}
+			if c.Conn.FreshFraction > 0 {
+				bad("GRPCClient", string(c.GRPCClient), "grpc-go keeps its connections: not with new connections per request")
+			}
+		default:
+			bad("GRPCClient", strconv.Quote(string(c.GRPCClient)), "want raw or grpc-go")
 		}
 		for name, values := range c.Header {
 			if h2ConnectionHeader(name) || (strings.EqualFold(name, "TE") && (len(values) != 1 || values[0] != "trailers")) {

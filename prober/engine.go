@@ -75,6 +75,10 @@ type Prober struct {
 	// header fields, copied by each worker (nil, zero for HTTP/1.1).
 	h2pool *h2Pool
 	h2req  h2Request
+	// grpcGo and grpcMD, with grpc-go as the client: its ClientConns and
+	// the calls' metadata.
+	grpcGo *grpcGoPool
+	grpcMD map[string][]string
 
 	// engine is the engine chosen for the run (New, then Run if the loops
 	// cannot start); loops is the event-loop engine while it runs.
@@ -130,6 +134,13 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	if cfg.Protocol.multiplexed() {
 		p.h2req = newH2Request(&p.cfg, userAgent)
 		p.h2pool = newH2Pool(cfg.Connections)
+	}
+	if cfg.Protocol == GRPC && cfg.GRPCClient == GRPCClientGo {
+		var err error
+		if p.grpcGo, err = newGRPCGoPool(&p.cfg, p.dialer, userAgent); err != nil {
+			return nil, fmt.Errorf("grpc-go: %w", err)
+		}
+		p.grpcMD = grpcMetadata(&p.cfg)
 	}
 	p.engine = engineFor(&p.cfg)
 	p.injectPanic = os.Getenv(TestPanicEnv) == "prober"
@@ -267,6 +278,9 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	}
 	if p.h2pool != nil {
 		defer p.h2pool.close() // after the wait below: every worker has exited
+	}
+	if p.grpcGo != nil {
+		defer p.grpcGo.close()
 	}
 	if p.engine == EngineGoroutines {
 		if p.cfg.Conn.FreshFraction < 1 && p.h2pool == nil {
@@ -600,6 +614,10 @@ func (w *worker) loop() {
 func (w *worker) do(res *Result) {
 	p := w.p
 	cfg := &p.cfg
+	if p.grpcGo != nil {
+		w.doGRPCGo(res)
+		return
+	}
 	if p.h2pool != nil {
 		w.doH2(res)
 		return

@@ -30,11 +30,13 @@ import (
 type Aggregate struct {
 	Second int64
 	// Of the OK requests begun in the second.
-	Sent   uint64
-	Slow   uint64        // SlowConnect successes
-	MaxLag time.Duration // the largest schedule lag
-	Fresh  uint64
-	Reused uint64
+	Sent uint64
+	Slow uint64 // SlowConnect successes
+	// Retries are the successes' hidden retries (GRPCClientGo).
+	Retries HiddenRetries
+	MaxLag  time.Duration // the largest schedule lag
+	Fresh   uint64
+	Reused  uint64
 	// Of the OK requests completed in the second.
 	OK       uint64
 	Status   map[int]uint64
@@ -75,6 +77,7 @@ func (r *Recorder) exportResult(res *Result) {
 		begun.Slow++
 	}
 	begun.MaxLag = max(begun.MaxLag, res.Lag())
+	begun.Retries.add(res)
 	if res.Fresh {
 		begun.Fresh++
 	} else {
@@ -189,6 +192,7 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	st.fresh += a.Fresh
 	st.reused += a.Reused
 	st.slow += a.Slow
+	st.retries.merge(a.Retries)
 	st.maxLag = max(st.maxLag, a.MaxLag)
 	for code, n := range a.Status {
 		if code > 0 && code < len(st.status) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -124,6 +125,72 @@ func TestGRPCStopAndGracefulStop(t *testing.T) {
 			}
 			if !graceful && streamFailures == 0 {
 				t.Errorf("Stop: no call in flight failed: %v", tot.Classes)
+			}
+		})
+	}
+}
+
+// The two clients on one server that refuses every third stream
+// (REFUSED_STREAM: never processed, so safe to resend): the raw mode
+// fails each refused stream; grpc-go resends each on its own and its
+// callers see only successes, the hidden retries counted. The server's
+// counts are the referee for both.
+func TestGRPCGoCountsHiddenRetries(t *testing.T) {
+	testenv.Timed(t)
+	for _, client := range []GRPCClient{GRPCClientRaw, GRPCClientGo} {
+		t.Run(string(client), func(t *testing.T) {
+			var answered, refused atomic.Int64
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				if n%3 == 2 {
+					refused.Add(1)
+					sc.reset(id, http2.ErrCodeRefusedStream)
+					return
+				}
+				answered.Add(1)
+				sc.answerGRPC(id)
+			})
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				grpcProbe(c)
+				c.GRPCClient = client
+				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+				c.BackendHeader = "x-pod-name"
+			})
+			tot := snap.Totals
+			// Failures grpc-go made of calls the server answered (seen once
+			// in ~900 calls: UNKNOWN, "EOF", on a resent call): counted
+			// apart, so that the refusals are accounted for exactly.
+			var refusedTwice, other uint64
+			for _, f := range p.Recorder().Failures() {
+				switch {
+				case f.GRPCStatus == "UNAVAILABLE" && f.HiddenRetries == 1:
+					refusedTwice++
+				case client == GRPCClientGo:
+					other++
+					t.Logf("grpc-go failed a call the server answered: %s %v (after %d hidden retries)", f.GRPCStatus, f.Err, f.HiddenRetries)
+				}
+			}
+			if tot.Classes[OK]+other != uint64(answered.Load()) {
+				t.Errorf("ok %d (+%d failed by grpc-go after the answer), the server answered %d (%v)", tot.Classes[OK], other, answered.Load(), tot.Classes)
+			}
+			if tot.Backends["scripted"] != tot.Classes[OK]+other {
+				t.Errorf("backend counted %d times, ok %d", tot.Backends["scripted"], tot.Classes[OK])
+			}
+			switch client {
+			case GRPCClientRaw:
+				if tot.Classes[RefusedStream] != uint64(refused.Load()) || tot.Retries != (HiddenRetries{}) {
+					t.Errorf("refused_stream %d, the server refused %d; hidden retries %+v (want none)", tot.Classes[RefusedStream], refused.Load(), tot.Retries)
+				}
+			case GRPCClientGo:
+				// grpc-go resends a refused stream once per call: a call whose
+				// resend is refused again fails, UNAVAILABLE, and its caller
+				// sees it. Each refusal is one or the other.
+				r := tot.Retries
+				if r.Attempts+refusedTwice != uint64(refused.Load()) || tot.Sent() != tot.Classes[OK]+tot.Classes[GRPCStatus] ||
+					r.Calls == 0 || r.Calls != r.Attempts || r.DelayMax <= 0 {
+					t.Errorf("%v, hidden retries %+v, %d refused twice, %d other; the server refused %d: want each refusal a hidden retry or a failed call",
+						tot.Classes, r, refusedTwice, other, refused.Load())
+				}
+				t.Logf("%d calls, %d hidden retries, %d failed after one, retries adding up to %s", tot.Sent(), r.Attempts, tot.Classes[GRPCStatus], r.DelayMax)
 			}
 		})
 	}

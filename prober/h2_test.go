@@ -227,6 +227,25 @@ func (sc *scriptConn) answer(id uint32) {
 	})
 }
 
+// answerGRPC answers a gRPC call: headers, an empty message, OK trailers.
+func (sc *scriptConn) answerGRPC(id uint32) {
+	sc.do(func() error {
+		sc.hbuf = sc.hbuf[:0]
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: "x-pod-name", Value: "scripted"})
+		if err := sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: sc.hbuf, EndHeaders: true}); err != nil {
+			return err
+		}
+		if err := sc.fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}); err != nil {
+			return err
+		}
+		sc.hbuf = sc.hbuf[:0]
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
+		return sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: sc.hbuf, EndStream: true, EndHeaders: true})
+	})
+}
+
 func (sc *scriptConn) reset(id uint32, code http2.ErrCode) {
 	sc.do(func() error { return sc.fr.WriteRSTStream(id, code) })
 }

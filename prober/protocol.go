@@ -41,6 +41,18 @@ func (p Protocol) multiplexed() bool { return p == H2 || p == GRPC }
 // Multiplexed is multiplexed for other packages: HTTP/2 and gRPC.
 func (p Protocol) Multiplexed() bool { return p.multiplexed() }
 
+// GRPCClient is who makes the calls of a gRPC run.
+type GRPCClient string
+
+const (
+	// GRPCClientRaw: rollprobe's own streams, every attempt counted (the
+	// default).
+	GRPCClientRaw GRPCClient = "raw"
+	// GRPCClientGo: grpc-go itself, as a Go service's clients call; what
+	// it resends on its own is counted as hidden retries.
+	GRPCClientGo GRPCClient = "grpc-go"
+)
+
 // DefaultGRPCMethod is the standard health check every gRPC server can
 // serve (grpc.health.v1); its empty request asks for the whole server.
 const DefaultGRPCMethod = "grpc.health.v1.Health/Check"

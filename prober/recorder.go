@@ -87,6 +87,7 @@ type runState struct {
 	reused   uint64
 	canceled uint64
 	slow     uint64 // successes after a retransmitted SYN
+	retries  HiddenRetries
 	// serverClose counts eof and eof_reused by ServerClose (the rest
 	// are CloseUnknown).
 	serverClose [3]uint64
@@ -221,6 +222,7 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 		st.reused++
 	}
 	st.serverClose[res.ServerClose]++
+	st.retries.add(res)
 	lag := res.Lag()
 	st.maxLag = max(st.maxLag, lag)
 	if res.Class.Failed() {
@@ -437,6 +439,36 @@ type Totals struct {
 	// by whether the server's kernel had acknowledged the request
 	// (ServerClose); those it could not tell are in neither.
 	ClosedBeforeRequest, ClosedAfterRequest uint64
+	// Retries counts what grpc-go resent unseen (GRPCClientGo only).
+	Retries HiddenRetries
+}
+
+// HiddenRetries sums the transparent retries of calls made through
+// grpc-go: Calls had at least one, Attempts is how many there were, and
+// DelaySum and DelayMax are what they added (from the first attempt's
+// start to the last one's).
+type HiddenRetries struct {
+	Calls, Attempts    uint64
+	DelaySum, DelayMax time.Duration
+}
+
+// add counts res's retries, if any.
+func (h *HiddenRetries) add(res *Result) {
+	if res.HiddenRetries == 0 {
+		return
+	}
+	h.Calls++
+	h.Attempts += uint64(res.HiddenRetries)
+	h.DelaySum += res.RetryDelay
+	h.DelayMax = max(h.DelayMax, res.RetryDelay)
+}
+
+// merge adds o.
+func (h *HiddenRetries) merge(o HiddenRetries) {
+	h.Calls += o.Calls
+	h.Attempts += o.Attempts
+	h.DelaySum += o.DelaySum
+	h.DelayMax = max(h.DelayMax, o.DelayMax)
 }
 
 // Sent is the number of attempts with an outcome.
@@ -518,6 +550,7 @@ func (r *Recorder) totals() Totals {
 		SlowConnects:        st.slow,
 		ClosedBeforeRequest: st.serverClose[CloseBeforeRequest],
 		ClosedAfterRequest:  st.serverClose[CloseAfterRequest],
+		Retries:             st.retries,
 	}
 	for code, n := range st.status {
 		if n > 0 {

@@ -43,6 +43,13 @@ type Result struct {
 	// GRPCStatus, for grpc_status, is the call's status code by name
 	// (UNAVAILABLE, ...); Err holds its grpc-message.
 	GRPCStatus string
+	// HiddenRetries, with grpc-go as the client (GRPCClientGo), is how
+	// many times grpc-go sent the call again on its own (transparent
+	// retries: a stream refused or above a GOAWAY), and RetryDelay how much
+	// later than the first attempt the last one began: what a real
+	// client's caller never sees but waits for.
+	HiddenRetries uint8
+	RetryDelay    time.Duration
 	// Source is where the result was measured: 0 for this process, i for
 	// the i-th in-cluster prober (1-based) whose results were merged in.
 	Source uint16

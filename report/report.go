@@ -75,15 +75,18 @@ type PathReport struct {
 	Target string `json:"target"`
 	// RunID prefixes this path's request IDs (each path's prober numbers
 	// its own requests): find its requests in a proxy's log.
-	RunID     string      `json:"run_id"`
-	ConnectTo string      `json:"connect_to,omitempty"`
-	TLSRoots  string      `json:"tls_roots,omitempty"`
-	Totals    Totals      `json:"totals"`
-	LatencyMS Quantiles   `json:"latency_ms"`
-	ServiceMS Quantiles   `json:"service_time_ms"`
-	Prober    ProberStats `json:"prober"`
-	Series    []SeriesRow `json:"series"`
-	Outages   []Outage    `json:"outages"`
+	RunID     string `json:"run_id"`
+	ConnectTo string `json:"connect_to,omitempty"`
+	TLSRoots  string `json:"tls_roots,omitempty"`
+	// GRPCClient: who made this path's gRPC calls (--grpc-client both
+	// probes one target as two paths, raw and grpc-go).
+	GRPCClient string      `json:"grpc_client,omitempty"`
+	Totals     Totals      `json:"totals"`
+	LatencyMS  Quantiles   `json:"latency_ms"`
+	ServiceMS  Quantiles   `json:"service_time_ms"`
+	Prober     ProberStats `json:"prober"`
+	Series     []SeriesRow `json:"series"`
+	Outages    []Outage    `json:"outages"`
 	// Pods, for rollprobe run, are the pods as this path saw them: the
 	// responses each served on it.
 	Pods []PodTraffic `json:"pods,omitempty"`
@@ -336,8 +339,12 @@ type Config struct {
 	// Connections, on h2 with kept-alive connections, is how many the
 	// prober kept open (requests took them in turn).
 	Connections int `json:"connections,omitempty"`
-	// GRPCMethod, on grpc, is the method every request called.
+	// GRPCMethod, on grpc, is the method every request called;
+	// GRPCClient who made the calls: raw (rollprobe's own streams, every
+	// attempt counted) or grpc-go (grpc-go itself, its hidden retries
+	// counted apart).
 	GRPCMethod       string  `json:"grpc_method,omitempty"`
+	GRPCClient       string  `json:"grpc_client,omitempty"`
 	Model            Model   `json:"model"`
 	Rate             float64 `json:"rate"`
 	Concurrency      int     `json:"concurrency,omitempty"`
@@ -365,6 +372,9 @@ type Totals struct {
 	ByBackend         map[string]uint64 `json:"by_backend"`
 	FreshConnections  uint64            `json:"fresh_connections"`
 	ReusedConnections uint64            `json:"reused_connections"`
+	// HiddenRetries, when grpc-go made the calls (config.grpc_client), is
+	// what it resent on its own; absent otherwise (not measured).
+	HiddenRetries *HiddenRetries `json:"hidden_retries,omitempty"`
 	// SlowConnects counts requests that succeeded only after a SYN was
 	// retransmitted (connect took about 1 s or more): the latency spikes
 	// the same race causes when a SYN goes to an IP that no longer answers.
@@ -375,6 +385,18 @@ type Totals struct {
 	// flight. Failures the kernel could not place are in neither.
 	EOFBeforeRequest uint64 `json:"eof_before_request"`
 	EOFAfterRequest  uint64 `json:"eof_after_request"`
+}
+
+// HiddenRetries are grpc-go's transparent retries: streams a GOAWAY left
+// unprocessed or the server refused, resent without its caller knowing.
+type HiddenRetries struct {
+	// Calls had at least one; Attempts is how many there were in all.
+	Calls    uint64 `json:"calls"`
+	Attempts uint64 `json:"attempts"`
+	// AddedMSMean and AddedMSMax: how much later than its first attempt
+	// a retried call's last attempt began, over the retried calls.
+	AddedMSMean float64 `json:"added_ms_mean"`
+	AddedMSMax  float64 `json:"added_ms_max"`
 }
 
 // Quantiles of a latency distribution in milliseconds, over requests that
@@ -518,6 +540,9 @@ type Failure struct {
 	// GRPCStatus, on grpc_status, is the call's status by name
 	// (UNAVAILABLE, DEADLINE_EXCEEDED, ...); Error holds its message.
 	GRPCStatus string `json:"grpc_status,omitempty"`
+	// HiddenRetries, with grpc-go as the client, is how many times grpc-go
+	// resent the failed call on its own before it failed.
+	HiddenRetries int `json:"hidden_retries,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
 	// is (1: named by the backend header, or the only pod that can have
 	// caused it; else 1/len(Candidates)), the pods that could have

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -57,6 +58,7 @@ func build(run probeRun) *report.Report {
 			Protocol:         string(cfg.Protocol),
 			Connections:      h2Connections(cfg),
 			GRPCMethod:       grpcMethod(cfg),
+			GRPCClient:       grpcClient(cfg),
 			Model:            report.ModelOpen,
 			Rate:             cfg.Rate,
 			DurationS:        seconds(cfg.Duration),
@@ -80,6 +82,7 @@ func build(run probeRun) *report.Report {
 			FreshConnections:  tot.Fresh,
 			ReusedConnections: tot.Reused,
 			SlowConnects:      tot.SlowConnects,
+			HiddenRetries:     hiddenRetries(cfg, tot.Retries),
 			EOFBeforeRequest:  tot.ClosedBeforeRequest,
 			EOFAfterRequest:   tot.ClosedAfterRequest,
 		},
@@ -216,7 +219,7 @@ func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.Pa
 		one := build(probeRun{Tool: run.Tool, Command: run.Command, RunID: p.RunID(), Config: p.Config(), Budget: run.Budget,
 			Summary: sums[i], Recorder: p.Recorder()})
 		name := g.Names()[i]
-		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID(), ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots,
+		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID(), ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots, GRPCClient: one.Config.GRPCClient,
 			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Series: one.Series, Outages: one.Outages, Verdict: one.Verdict}
 		if pr.Outages == nil {
 			pr.Outages = []report.Outage{}
@@ -230,25 +233,26 @@ func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.Pa
 
 func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 	f := report.Failure{
-		Seq:          res.Seq,
-		RequestID:    runID + "-" + strconv.FormatUint(res.Seq, 10),
-		Class:        res.Class.String(),
-		Phase:        res.Phase.String(),
-		Intended:     start.Add(res.Intended).UTC(),
-		Start:        start.Add(res.Start).UTC(),
-		End:          start.Add(res.End).UTC(),
-		AtMS:         ms(res.Intended),
-		LatencyMS:    ms(res.Latency()),
-		Status:       res.Status,
-		Fresh:        res.Fresh,
-		ConnRequests: res.ConnReqs,
-		ConnAgeMS:    ms(res.ConnAge),
-		Backend:      res.Backend,
-		ServerClose:  res.ServerClose.String(),
-		TLSCause:     res.TLSCause.String(),
-		H2Code:       res.H2Code,
-		GoAway:       res.GoAway.String(),
-		GRPCStatus:   res.GRPCStatus,
+		Seq:           res.Seq,
+		RequestID:     runID + "-" + strconv.FormatUint(res.Seq, 10),
+		Class:         res.Class.String(),
+		Phase:         res.Phase.String(),
+		Intended:      start.Add(res.Intended).UTC(),
+		Start:         start.Add(res.Start).UTC(),
+		End:           start.Add(res.End).UTC(),
+		AtMS:          ms(res.Intended),
+		LatencyMS:     ms(res.Latency()),
+		Status:        res.Status,
+		Fresh:         res.Fresh,
+		ConnRequests:  res.ConnReqs,
+		ConnAgeMS:     ms(res.ConnAge),
+		Backend:       res.Backend,
+		ServerClose:   res.ServerClose.String(),
+		TLSCause:      res.TLSCause.String(),
+		H2Code:        res.H2Code,
+		GoAway:        res.GoAway.String(),
+		GRPCStatus:    res.GRPCStatus,
+		HiddenRetries: int(res.HiddenRetries),
 	}
 	if res.Err != nil {
 		f.Error = res.Err.Error()
@@ -351,4 +355,25 @@ func grpcMethod(cfg prober.Config) string {
 		return ""
 	}
 	return cfg.GRPCMethod
+}
+
+// grpcClient is who made a gRPC run's calls ("" otherwise).
+func grpcClient(cfg prober.Config) string {
+	if cfg.Protocol != prober.GRPC {
+		return ""
+	}
+	return string(cmp.Or(cfg.GRPCClient, prober.GRPCClientRaw))
+}
+
+// hiddenRetries is what grpc-go resent unseen, when it made the calls;
+// nil (not measured) when rollprobe's own streams did.
+func hiddenRetries(cfg prober.Config, h prober.HiddenRetries) *report.HiddenRetries {
+	if cfg.Protocol != prober.GRPC || cfg.GRPCClient != prober.GRPCClientGo {
+		return nil
+	}
+	out := &report.HiddenRetries{Calls: h.Calls, Attempts: h.Attempts, AddedMSMax: ms(h.DelayMax)}
+	if h.Calls > 0 {
+		out.AddedMSMean = ms(h.DelaySum / time.Duration(h.Calls))
+	}
+	return out
 }

@@ -145,6 +145,8 @@ type Result struct {
 	H2Code      string `json:"h2_code,omitempty"`
 	GoAway      string `json:"goaway,omitempty"`
 	GRPCStatus  string `json:"grpc_status,omitempty"`
+	Retries     uint8  `json:"retries,omitempty"`
+	RetryNS     int64  `json:"retry_ns,omitempty"`
 	Canceled    bool   `json:"canceled,omitempty"`
 }
 
@@ -161,6 +163,12 @@ type Agg struct {
 	Backends map[string]uint64 `json:"backends,omitempty"`
 	Latency  string            `json:"latency,omitempty"` // HDR V2 compressed, base64 (hdrhistogram-go's Encode)
 	Service  string            `json:"service,omitempty"`
+	// Retried, Retries, RetrySumNS and RetryMaxNS: the hidden retries of
+	// the second's successes (grpc-go as the client).
+	Retried    uint64 `json:"retried,omitempty"`
+	Retries    uint64 `json:"retries,omitempty"`
+	RetrySumNS int64  `json:"retry_sum_ns,omitempty"`
+	RetryMaxNS int64  `json:"retry_max_ns,omitempty"`
 }
 
 // Final says the prober's seconds before Before are final.
@@ -273,7 +281,7 @@ func FromResult(res *prober.Result) *Result {
 		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
 		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), Backend: res.Backend,
 		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled,
-		H2Code: res.H2Code, GoAway: res.GoAway.String(), GRPCStatus: res.GRPCStatus}
+		H2Code: res.H2Code, GoAway: res.GoAway.String(), GRPCStatus: res.GRPCStatus, Retries: res.HiddenRetries, RetryNS: int64(res.RetryDelay)}
 	if res.Err != nil {
 		r.Error = res.Err.Error()
 	}
@@ -311,13 +319,13 @@ func (r *Result) ToResult() (prober.Result, error) {
 	if err != nil {
 		return prober.Result{}, err
 	}
-	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.Status < 0 || r.Status > 999 {
+	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.Status < 0 || r.Status > 999 || r.RetryNS < 0 {
 		return prober.Result{}, fmt.Errorf("result %d: times or status out of range", r.Seq)
 	}
 	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
 		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
 		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
-		H2Code: r.H2Code, GoAway: goAway, GRPCStatus: r.GRPCStatus}
+		H2Code: r.H2Code, GoAway: goAway, GRPCStatus: r.GRPCStatus, HiddenRetries: r.Retries, RetryDelay: time.Duration(r.RetryNS)}
 	if r.Error != "" {
 		res.Err = errors.New(r.Error)
 	}
@@ -341,7 +349,8 @@ func (r *Result) ToResult() (prober.Result, error) {
 // FromAggregate is a as a line's payload.
 func FromAggregate(a *prober.Aggregate) (*Agg, error) {
 	out := &Agg{Second: a.Second, Sent: a.Sent, Slow: a.Slow, MaxLagNS: int64(a.MaxLag), Fresh: a.Fresh, Reused: a.Reused,
-		OK: a.OK, Status: a.Status, Backends: a.Backends}
+		OK: a.OK, Status: a.Status, Backends: a.Backends,
+		Retried: a.Retries.Calls, Retries: a.Retries.Attempts, RetrySumNS: int64(a.Retries.DelaySum), RetryMaxNS: int64(a.Retries.DelayMax)}
 	if a.Latency != nil {
 		for _, x := range []struct {
 			h   *hdr.Histogram
@@ -361,11 +370,12 @@ func FromAggregate(a *prober.Aggregate) (*Agg, error) {
 // decoded and checked to have the recorder's range and precision (only
 // then does merging them stay exact).
 func (a *Agg) ToAggregate() (prober.Aggregate, error) {
-	if a.Second < 0 || a.MaxLagNS < 0 {
+	if a.Second < 0 || a.MaxLagNS < 0 || a.RetrySumNS < 0 || a.RetryMaxNS < 0 {
 		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d out of range", a.Second)
 	}
 	out := prober.Aggregate{Second: a.Second, Sent: a.Sent, Slow: a.Slow, MaxLag: time.Duration(a.MaxLagNS), Fresh: a.Fresh,
-		Reused: a.Reused, OK: a.OK, Status: a.Status, Backends: a.Backends}
+		Reused: a.Reused, OK: a.OK, Status: a.Status, Backends: a.Backends,
+		Retries: prober.HiddenRetries{Calls: a.Retried, Attempts: a.Retries, DelaySum: time.Duration(a.RetrySumNS), DelayMax: time.Duration(a.RetryMaxNS)}}
 	for code := range a.Status {
 		if code <= 0 || code > 999 {
 			return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: status %d", a.Second, code)

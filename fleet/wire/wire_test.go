@@ -26,6 +26,7 @@ func TestResultRoundTrip(t *testing.T) {
 	h2.Class, h2.ServerClose, h2.H2Code, h2.GoAway = prober.GoAwayUnprocessed, prober.CloseUnknown, "NO_ERROR", prober.GoAwayGraceful
 	grpc := in
 	grpc.Class, grpc.ServerClose, grpc.GRPCStatus = prober.GRPCStatus, prober.CloseUnknown, "UNAVAILABLE"
+	grpc.HiddenRetries, grpc.RetryDelay = 2, 3*time.Millisecond
 	for _, in := range []prober.Result{in, h2, grpc} {
 		l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
 		out, err := l.Result.ToResult()
@@ -50,7 +51,7 @@ func TestAggregateRoundTrip(t *testing.T) {
 		_ = lat.RecordValue(100 + i*i)
 		_ = svc.RecordValue(50 + i)
 	}
-	in := prober.Aggregate{Second: 9, Sent: 10, Slow: 1, MaxLag: time.Millisecond, Fresh: 4, Reused: 6, OK: 1000,
+	in := prober.Aggregate{Second: 9, Sent: 10, Slow: 1, MaxLag: time.Millisecond, Retries: prober.HiddenRetries{Calls: 2, Attempts: 3, DelaySum: 5 * time.Millisecond, DelayMax: 4 * time.Millisecond}, Fresh: 4, Reused: 6, OK: 1000,
 		Status: map[int]uint64{200: 990, 204: 10}, Backends: map[string]uint64{"a": 600, "b": 400}, Latency: lat, Service: svc}
 	a, err := FromAggregate(&in)
 	if err != nil {

@@ -51,6 +51,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 	for _, st := range r.ViewStalls {
 		fmt.Fprintf(&b, "⏸️ %s\n\n", ViewStallLine(r, st))
 	}
+	for _, line := range HiddenRetryLines(r) {
+		fmt.Fprintf(&b, "🔁 %s\n\n", line)
+	}
 	writeMarkdownPods(&b, r)
 	if len(r.Probers) > 0 {
 		b.WriteString("| prober | node | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|\n")

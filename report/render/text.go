@@ -94,6 +94,9 @@ func Text(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "; %d succeeded only after a retransmitted SYN (about 1 s late)", t.SlowConnects)
 	}
 	b.WriteString("\n")
+	for _, line := range HiddenRetryLines(r) {
+		fmt.Fprintf(&b, "  hidden    %s\n", line)
+	}
 	if len(r.Pods) > 0 {
 		writePods(&b, r)
 	} else if backends := sortedKeys(t.ByBackend); len(backends) > 0 {
@@ -352,6 +355,9 @@ func writePaths(b *strings.Builder, r *report.Report) {
 		if c := ClassCounts(p.Totals.ByClass); c != "" {
 			fmt.Fprintf(b, ": %s", c)
 		}
+		if h := p.Totals.HiddenRetries; h != nil {
+			fmt.Fprintf(b, "; hidden retries %d in %d calls", h.Attempts, h.Calls)
+		}
 		fmt.Fprintf(b, "  p99 %s  %s\n", Millis(p.LatencyMS.P99), pathVerdict(p.Verdict))
 	}
 }
@@ -365,4 +371,30 @@ func pathVerdict(v report.Verdict) string {
 		return "FAIL"
 	}
 	return fmt.Sprintf("%s (exit %d)", strings.ToUpper(v.ExitCode.String()), int(v.ExitCode))
+}
+
+// HiddenRetryLines say what grpc-go resent unseen, for the run or for each
+// path that measured it (--grpc-client grpc-go or both); none when no
+// path did.
+func HiddenRetryLines(r *report.Report) []string {
+	line := func(prefix string, h *report.HiddenRetries) string {
+		if h.Calls == 0 {
+			return prefix + "grpc-go resent no call on its own"
+		}
+		return fmt.Sprintf("%sgrpc-go resent %d calls on its own (%d attempts: streams refused or above a GOAWAY), unseen by their callers but %s later on average, %s at most",
+			prefix, h.Calls, h.Attempts, Millis(h.AddedMSMean), Millis(h.AddedMSMax))
+	}
+	var out []string
+	if len(r.Paths) > 1 {
+		for _, p := range r.Paths {
+			if h := p.Totals.HiddenRetries; h != nil {
+				out = append(out, line(p.Name+": ", h))
+			}
+		}
+		return out
+	}
+	if h := r.Totals.HiddenRetries; h != nil {
+		out = append(out, line("", h))
+	}
+	return out
 }

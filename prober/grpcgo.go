@@ -1,0 +1,185 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+)
+
+// The grpc-go client mode (GRPCClientGo). The raw mode counts every
+// stream; this one makes the same calls through grpc-go itself, as a Go
+// service's clients do, and counts what grpc-go did on its own: the
+// transparent retries of streams a GOAWAY left unprocessed or the server
+// refused (grpc-go resends those whatever the retry policy). Side by side
+// (--grpc-client both), the raw mode's failures that this mode turns into
+// successes with hidden retries are what real clients only pay for in
+// latency; the ones left are what they see.
+
+// grpcGoPool is Config.Connections grpc-go ClientConns, taken in turn;
+// each keeps one HTTP/2 connection (pick_first to the one address) and
+// reconnects as grpc-go does.
+type grpcGoPool struct {
+	conns []*grpc.ClientConn
+	next  atomic.Uint32
+}
+
+// grpcCall is one call's record, which the stats handler fills in from
+// grpc-go's events for each attempt.
+type grpcCall struct {
+	retries atomic.Int32
+	firstNS atomic.Int64 // the first attempt's start (Unix nanoseconds)
+	lastNS  atomic.Int64 // the last attempt's start
+	header  metadata.MD
+}
+
+type grpcCallKey struct{}
+
+// retryCounter is the stats handler that counts each call's attempts.
+type retryCounter struct{}
+
+func (retryCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	b, ok := s.(*stats.Begin)
+	if !ok {
+		return
+	}
+	c, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
+	if c == nil {
+		return
+	}
+	if b.IsTransparentRetryAttempt {
+		c.retries.Add(1)
+	} else {
+		c.firstNS.CompareAndSwap(0, b.BeginTime.UnixNano())
+	}
+	c.lastNS.Store(b.BeginTime.UnixNano())
+}
+
+func (retryCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (retryCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// rawCodec sends Config.Body as the message as it is (already protobuf)
+// and ignores the reply's content: the call's status is the outcome.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)   { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(_ []byte, _ any) error { return nil }
+func (rawCodec) Name() string                    { return "proto" }
+
+func newGRPCGoPool(cfg *Config, d *dialer, userAgent string) (*grpcGoPool, error) {
+	u := cfg.Target
+	address := d.address
+	authority := u.Host
+	if h := cfg.Header.Get("Host"); h != "" {
+		authority = h
+	}
+	creds := insecure.NewCredentials()
+	if d.tls != nil {
+		tc := d.tls.Clone()
+		tc.NextProtos = []string{"h2"}
+		creds = credentials.NewTLS(tc)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithAuthority(authority),
+		grpc.WithStatsHandler(retryCounter{}),
+		grpc.WithUserAgent(userAgent),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
+		// One connection per ClientConn, dialed as the prober dials.
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return (&net.Dialer{KeepAlive: -1, Timeout: cfg.ConnectTimeout}).DialContext(ctx, "tcp", addr)
+		}),
+	}
+	pool := &grpcGoPool{}
+	for range cfg.Connections {
+		cc, err := grpc.NewClient("passthrough:///"+address, opts...)
+		if err != nil {
+			pool.close()
+			return nil, err
+		}
+		pool.conns = append(pool.conns, cc)
+	}
+	return pool, nil
+}
+
+func (pool *grpcGoPool) conn() *grpc.ClientConn {
+	return pool.conns[int(pool.next.Add(1)-1)%len(pool.conns)]
+}
+
+func (pool *grpcGoPool) close() {
+	for _, cc := range pool.conns {
+		_ = cc.Close()
+	}
+}
+
+// doGRPCGo performs one call through grpc-go and fills res: its status as
+// the caller sees it, and the retries grpc-go made on its own.
+func (w *worker) doGRPCGo(res *Result) {
+	p := w.p
+	cfg := &p.cfg
+	res.Start = p.Elapsed()
+	deadline := p.start.Add(res.Start + cfg.Timeout)
+	ctx, cancel := context.WithDeadline(p.running, deadline)
+	defer cancel()
+	call := &grpcCall{}
+	defer func() { call.header = nil }()
+	ctx = context.WithValue(ctx, grpcCallKey{}, call)
+	if len(p.grpcMD) > 0 {
+		ctx = metadata.NewOutgoingContext(ctx, p.grpcMD)
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, p.h2req.idName, p.template.idPrefix+strconv.FormatUint(res.Seq, 10))
+	body := cfg.Body
+	err := p.grpcGo.conn().Invoke(ctx, "/"+cfg.GRPCMethod, &body, &[]byte{}, grpc.Header(&call.header))
+	res.End = p.Elapsed()
+	if n := call.retries.Load(); n > 0 {
+		res.HiddenRetries = uint8(min(n, 255))
+		res.RetryDelay = time.Duration(call.lastNS.Load() - call.firstNS.Load())
+	}
+	if b := call.header.Get(p.backendHeader); p.backendHeader != "" && len(b) > 0 {
+		if b[0] != w.backend {
+			w.backend = b[0]
+		}
+		res.Backend = w.backend
+	}
+	if err == nil {
+		res.Status, res.Class = 200, OK
+		return
+	}
+	res.Phase, res.Err = PhaseReadHeaders, err
+	st, _ := status.FromError(err)
+	switch {
+	case p.running.Err() != nil:
+		res.Canceled = true
+	case st.Code() == codes.DeadlineExceeded && !time.Now().Before(deadline):
+		res.Class = Timeout // the prober's own time ran out, as for the raw mode
+	default:
+		res.Class, res.GRPCStatus, res.Err = GRPCStatus, GRPCCodeName(int(st.Code())), errors.New(st.Message())
+	}
+}
+
+// grpcMetadata is cfg's headers as the calls' metadata (names in lower
+// case; those gRPC sets itself left out).
+func grpcMetadata(cfg *Config) metadata.MD {
+	md := metadata.MD{}
+	for name, values := range cfg.Header {
+		switch strings.ToLower(name) {
+		case "host", "te", "content-type", "user-agent", strings.ToLower(cfg.RequestIDHeader):
+			continue
+		}
+		md.Append(strings.ToLower(name), values...)
+	}
+	return md
+}
