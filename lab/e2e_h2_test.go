@@ -117,4 +117,51 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 				nonZero(rep.Totals.ByClass), wireClasses, findingIDs(rep))
 		})
 	}
+	t.Run("grpc-single-goaway: what raw fails, grpc-go retries unseen", func(t *testing.T) { testHiddenRetries(t, ctx, c) })
+}
+
+// testHiddenRetries rolls grpc-single-goaway (net/http's single GOAWAY
+// over an emulated 100 ms link) with both clients side by side: the calls
+// sent while each GOAWAY travels are never processed; rollprobe's raw
+// client fails them, grpc-go resends them unseen. The wire is the referee
+// of both: its unprocessed streams are raw's failures plus grpc-go's
+// hidden retries, its answered streams the two paths' ok.
+func testHiddenRetries(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, nodePort = "grpc-single-goaway", 30094
+	ensureSample(t, ctx, c, sample)
+	target := fmt.Sprintf("http://%s:%d", firstNode().IP, nodePort)
+	if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
+		t.Fatal(err)
+	}
+	wire := capture.Start(t, netns.LabNetNS, "any", "tcp port "+strconv.Itoa(nodePort))
+	r := startRunOn(t, []string{"--client"}, sample, target, "--protocol", "grpc", "--grpc-client", "both").wait(t)
+	frames := wire.H2(nodePort)
+	if r.repErr != nil || r.exit != 1 {
+		t.Fatalf("exit %d (%v), want 1 (the raw path fails)\n%s", r.exit, r.repErr, r.out())
+	}
+	rep := r.rep
+	validateSchema(t, r.reportPath)
+	if len(rep.Paths) != 2 || rep.Paths[0].GRPCClient != "raw" || rep.Paths[1].GRPCClient != "grpc-go" {
+		t.Fatalf("paths %+v", rep.Paths)
+	}
+	raw, goClient := rep.Paths[0].Totals, rep.Paths[1].Totals
+	hidden := goClient.HiddenRetries
+	if raw.ByClass[report.ClassGoAwayUnprocessed] == 0 || raw.Failed != raw.ByClass[report.ClassGoAwayUnprocessed] || raw.HiddenRetries != nil {
+		t.Errorf("raw: %v, hidden %+v: want only goaway_unprocessed, nothing hidden", nonZero(raw.ByClass), raw.HiddenRetries)
+	}
+	if hidden == nil || hidden.Calls == 0 || goClient.Failed >= raw.Failed {
+		t.Errorf("grpc-go: %v, hidden %+v: want hidden retries where raw failed, and fewer failures than raw's %d", nonZero(goClient.ByClass), hidden, raw.Failed)
+	}
+	if findingByID(rep, analysis.H2GoAwayDroppedStreams) == nil {
+		t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2GoAwayDroppedStreams)
+	}
+	w := frames.Since(rep.StartedAt).Classes()
+	if hidden != nil && goClient.Failed == 0 && w[report.ClassGoAwayUnprocessed] != raw.ByClass[report.ClassGoAwayUnprocessed]+hidden.Attempts {
+		t.Errorf("the wire's unprocessed streams %d, raw's failures %d + grpc-go's hidden retries %d", w[report.ClassGoAwayUnprocessed],
+			raw.ByClass[report.ClassGoAwayUnprocessed], hidden.Attempts)
+	}
+	if w[report.ClassOK] != raw.OK+goClient.OK {
+		t.Errorf("the wire's answered streams %d, the paths' ok %d + %d", w[report.ClassOK], raw.OK, goClient.OK)
+	}
+	t.Logf("raw %v; grpc-go %v, hidden %+v; wire %v", nonZero(raw.ByClass), nonZero(goClient.ByClass), hidden, w)
 }

@@ -16,6 +16,11 @@
 //	drain=D    keep serving for D (answering with Connection: close), then as graceful
 //	ignore     ignore SIGTERM; only SIGKILL ends it
 //
+// With --grpc-via-http ($GRPC_VIA_HTTP=true) the gRPC calls are served by
+// grpc-go's ServeHTTP inside the HTTP server instead: its shutdown is
+// net/http's (http.Server.Shutdown, one GOAWAY). --link-delay
+// ($LINK_DELAY) delays everything the app writes, emulating a long link.
+//
 // graceful waits --shutdown-timeout ($SHUTDOWN_TIMEOUT, 30s) for requests in
 // flight, then exits with what is left (grpc-go: Stop): a timeout shorter
 // than --work cuts the streams the GOAWAY let through.
@@ -59,6 +64,8 @@ type options struct {
 	work          time.Duration
 	heartbeat     time.Duration
 	grpc          bool
+	grpcViaHTTP   bool
+	linkDelay     time.Duration
 	shutdownAfter time.Duration
 }
 
@@ -86,6 +93,8 @@ func main() {
 	flag.DurationVar(&o.work, "work", envDuration("WORK"), "time each request takes to serve ($WORK)")
 	flag.DurationVar(&o.heartbeat, "heartbeat", envDuration("HEARTBEAT"), "log a line this often, 0 for never ($HEARTBEAT)")
 	flag.BoolVar(&o.grpc, "grpc", os.Getenv("GRPC") == "true", "HTTP/2 connections go to grpc-go's server (the health service) ($GRPC=true)")
+	flag.BoolVar(&o.grpcViaHTTP, "grpc-via-http", os.Getenv("GRPC_VIA_HTTP") == "true", "serve the gRPC calls through the HTTP server (grpc-go's ServeHTTP): net/http's shutdown, one GOAWAY ($GRPC_VIA_HTTP=true)")
+	flag.DurationVar(&o.linkDelay, "link-delay", envDuration("LINK_DELAY"), "deliver everything written this much later, as over a long link ($LINK_DELAY)")
 	flag.DurationVar(&o.shutdownAfter, "shutdown-timeout", envDurationOr("SHUTDOWN_TIMEOUT", 30*time.Second), "graceful: how long requests in flight may take before the process exits ($SHUTDOWN_TIMEOUT)")
 	flag.Parse()
 	mode, drain, err := parseShutdown(o.shutdown)
@@ -136,6 +145,9 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	if o.linkDelay > 0 {
+		ln = delayListener{Listener: ln, delay: o.linkDelay}
+	}
 	started := time.Now()
 	var served, afterTerm atomic.Int64
 	var terminating, closeConns atomic.Bool
@@ -167,7 +179,18 @@ func run(o options) error {
 		}
 		fmt.Fprintf(w, "hello from %s\n", o.name)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = mux
+	if o.grpcViaHTTP {
+		viaHTTP := newGRPCServer(o.name, o.work, &served, &afterTerm, &terminating)
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				viaHTTP.ServeHTTP(w, r)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
@@ -183,7 +206,7 @@ func run(o options) error {
 	} else {
 		go func() { errc <- srv.Serve(ln) }()
 	}
-	log.Printf("listening on %s (shutdown %s, grpc %v)", ln.Addr(), o.shutdown, o.grpc)
+	log.Printf("listening on %s (shutdown %s, grpc %v, grpc via http %v, link delay %s)", ln.Addr(), o.shutdown, o.grpc, o.grpcViaHTTP, o.linkDelay)
 
 	for {
 		select {
