@@ -36,6 +36,7 @@ type ProberConfig struct {
 	Protocol         string      `json:"protocol,omitempty"`
 	Connections      int         `json:"connections,omitempty"`
 	GRPCMethod       string      `json:"grpc_method,omitempty"`
+	GRPCClient       string      `json:"grpc_client,omitempty"`
 }
 
 // FromConfig is cfg as the CLI sends it (Duration is not sent: the CLI
@@ -46,7 +47,8 @@ func FromConfig(cfg prober.Config) ProberConfig {
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
 		Insecure: cfg.Insecure, CACert: cfg.CACert, ConnectTo: cfg.ConnectTo, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
 		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine),
-		Protocol: string(cfg.Protocol), Connections: cfg.Connections, GRPCMethod: cfg.GRPCMethod}
+		Protocol: string(cfg.Protocol), Connections: cfg.Connections, GRPCMethod: cfg.GRPCMethod,
+		GRPCClient: string(cfg.GRPCClient)}
 }
 
 // Config is the prober.Config c describes, validated.
@@ -73,6 +75,9 @@ func (c ProberConfig) Config() (prober.Config, error) {
 	}
 	if c.GRPCMethod != "" {
 		cfg.GRPCMethod = c.GRPCMethod
+	}
+	if c.GRPCClient != "" {
+		cfg.GRPCClient = prober.GRPCClient(c.GRPCClient)
 	}
 	cfg.Method, cfg.Header, cfg.Body = c.Method, c.Header, c.Body
 	if cfg.Header == nil {

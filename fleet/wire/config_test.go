@@ -11,7 +11,7 @@ import (
 func TestProberConfigRoundTrip(t *testing.T) {
 	cfg := prober.DefaultConfig()
 	cfg.Target, _ = prober.ParseTarget("https://web.example")
-	cfg.Protocol, cfg.Connections, cfg.Insecure, cfg.GRPCMethod = prober.GRPC, 3, true, "lab.Echo/Say"
+	cfg.Protocol, cfg.Connections, cfg.Insecure, cfg.GRPCMethod, cfg.GRPCClient = prober.GRPC, 3, true, "lab.Echo/Say", prober.GRPCClientGo
 	cmd, err := ConfigCommand(FromConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestProberConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Protocol != prober.GRPC || got.Connections != 3 || !got.Insecure || got.Target.String() != cfg.Target.String() || got.GRPCMethod != "lab.Echo/Say" {
+	if got.Protocol != prober.GRPC || got.Connections != 3 || !got.Insecure || got.Target.String() != cfg.Target.String() || got.GRPCMethod != "lab.Echo/Say" || got.GRPCClient != prober.GRPCClientGo {
 		t.Fatalf("got protocol %q, connections %d, insecure %v, target %s, method %q", got.Protocol, got.Connections, got.Insecure, got.Target, got.GRPCMethod)
 	}
 	// A CLI from before the protocol was sent: HTTP/1.1.
