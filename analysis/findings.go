@@ -149,6 +149,8 @@ var rules = []rule{
 	{NodeRoutesLate, report.SeverityWarning, nil, renderNodeRoutesLate},
 	{LatencySpikeAtDeletion, report.SeverityWarning, nil, renderLatencySpike},
 	{DrainBlocked, report.SeverityError, nil, renderDrainBlocked},
+	{H2UnevenAfterRollout, report.SeverityWarning, nil, renderH2Uneven},
+	{H2PinnedToTerminating, report.SeverityInfo, nil, renderH2Pinned},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 

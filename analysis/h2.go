@@ -1,7 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
@@ -98,5 +102,110 @@ func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 		Evidence: evidence,
 		Fix:      fix,
 		Pods:     g.podList(),
+	}, true
+}
+
+// Findings about HTTP/2's long-lived connections themselves: they outlive
+// endpoint changes, so traffic follows connections, not the Service.
+const (
+	// H2PinnedToTerminating: pods kept receiving streams on established
+	// connections after their deletion was requested.
+	H2PinnedToTerminating = "h2-connections-stay-on-terminating-pods"
+	// H2UnevenAfterRollout: after the rollout, the new pods' share of the
+	// requests was uneven (connections placed once, never rebalanced).
+	H2UnevenAfterRollout = "h2-connections-uneven-after-rollout"
+)
+
+// multiplexedKeptAlive: an HTTP/2 or gRPC run on long-lived connections
+// whose responses name their pod: what the two findings above need.
+func multiplexedKeptAlive(r *report.Report) bool {
+	return prober.Protocol(r.Config.Protocol).Multiplexed() && r.Config.Connections > 0 && r.Config.BackendHeader != ""
+}
+
+func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
+	r := x.r
+	if !multiplexedKeptAlive(r) {
+		return report.Finding{}, false
+	}
+	var evidence, pods []string
+	for _, pt := range traffic(r, x.pods) {
+		if pt.DeletedAt == nil || pt.ServedAfterDeletion == 0 || pt.LastServedS == nil {
+			continue
+		}
+		after := max(0, float64(*pt.LastServedS+1)-pt.DeletedAt.Sub(r.StartedAt).Seconds())
+		evidence = append(evidence, fmt.Sprintf("%s answered %d requests after its deletion was requested, the last in the second ending %.0fs after it", pt.Pod, pt.ServedAfterDeletion, math.Ceil(after)))
+		pods = append(pods, pt.Pod)
+	}
+	if len(pods) == 0 {
+		return report.Finding{}, false
+	}
+	evidence = append(evidence, "an endpoint change never moves an established HTTP/2 connection: its streams go to the same pod until the server sends GOAWAY or closes it (nothing drops while the pod serves them)")
+	return report.Finding{
+		Title:    "HTTP/2 connections kept sending to pods after their deletion was requested",
+		Evidence: evidence,
+		Fix: "keep serving until the GOAWAY, then send it: at the end of the preStop sleep, Go's http.Server.Shutdown or grpc-go's GracefulStop; " +
+			"to move clients sooner, and so no connection outlives a rollout, cap connection age (grpc-go: keepalive.ServerParameters.MaxConnectionAge)",
+		Pods: pods,
+	}, true
+}
+
+// unevenRatio is the share of the busiest new pod against the least busy
+// from which the load after a rollout is called uneven.
+const unevenRatio = 2
+
+// unevenMinRequests: fewer responses after the rollout say nothing of how
+// the load spreads.
+const unevenMinRequests = 100
+
+func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
+	r := x.r
+	ro := r.Rollout
+	if !multiplexedKeptAlive(r) || ro == nil || ro.OldPodsGoneAt == nil || ro.NewRevision == "" {
+		return report.Finding{}, false
+	}
+	from := int64(math.Ceil(ro.OldPodsGoneAt.Sub(r.StartedAt).Seconds()))
+	served := map[string]uint64{}
+	for _, p := range x.pods.All() {
+		if p.Revision == ro.NewRevision && p.DeletedAt == nil {
+			served[p.PodName] = 0
+		}
+	}
+	var total uint64
+	for _, row := range r.Series {
+		if row.T < from {
+			continue
+		}
+		for pod, n := range row.Backends {
+			if _, ok := served[pod]; ok {
+				served[pod] += n
+				total += n
+			}
+		}
+	}
+	if len(served) < 2 || total < unevenMinRequests {
+		return report.Finding{}, false
+	}
+	names := make([]string, 0, len(served))
+	for pod := range served {
+		names = append(names, pod)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(served[b], served[a]), cmp.Compare(a, b)) })
+	most, least := served[names[0]], served[names[len(names)-1]]
+	if most < unevenRatio*max(least, 1) && least > 0 {
+		return report.Finding{}, false
+	}
+	parts := make([]string, 0, len(names))
+	for _, pod := range names {
+		parts = append(parts, fmt.Sprintf("%s %d (%.0f%%)", pod, served[pod], 100*float64(served[pod])/float64(total)))
+	}
+	return report.Finding{
+		Title: "after the rollout, long-lived connections left the new pods unevenly loaded",
+		Evidence: []string{
+			fmt.Sprintf("from %+.0fs (the old pods gone) to the end, the %d new pods answered: %s", float64(from), len(names), strings.Join(parts, ", ")),
+			fmt.Sprintf("the run's %d connections were each placed once, on the pod the Service chose when it opened, and never rebalanced", r.Config.Connections),
+		},
+		Fix: "cap connection age on the server so clients reconnect and spread (grpc-go: keepalive.ServerParameters.MaxConnectionAge), " +
+			"or balance on the client (gRPC's round_robin over a headless Service's addresses)",
+		Pods: names,
 	}, true
 }

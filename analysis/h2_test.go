@@ -72,3 +72,55 @@ func TestH2Findings(t *testing.T) {
 		t.Errorf("HTTP/1.1 reset: %+v", r1.Findings)
 	}
 }
+
+// Long-lived connections outlive endpoint changes: a deleted pod keeps
+// answering its connections' streams (info), and after the rollout the
+// new pods' shares follow where the connections happened to land.
+func TestH2ConnectionFindings(t *testing.T) {
+	gone := at(8000)
+	r := func(rows ...report.SeriesRow) *report.Report {
+		return &report.Report{StartedAt: t0,
+			Config:  report.Config{Protocol: "grpc", Connections: 10, BackendHeader: "x-pod-name"},
+			Rollout: &report.Rollout{TriggerSeenAfterMS: 20, NewRevision: "new", OldPodsGoneAt: &gone},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+				ev(3000, report.PodCreated, "n1", "new"), ev(3000, report.PodCreated, "n2", "new"), ev(3000, report.PodCreated, "n3", "new"),
+				ev(4000, report.PodReady, "n1", "new"), ev(4000, report.PodReady, "n2", "new"), ev(4000, report.PodReady, "n3", "new"),
+				ev(5000, report.PodDeletionRequested, "a", "old"),
+				ev(7500, report.PodGone, "a", "old"),
+			},
+			Series: append([]report.SeriesRow{
+				{T: 5, Backends: map[string]uint64{"a": 10}},
+				{T: 6, Backends: map[string]uint64{"a": 8}},
+			}, rows...)}
+	}
+	uneven := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 100, "n2": 30, "n3": 20}})
+	analyse(uneven)
+	pinned := find(uneven, H2PinnedToTerminating)
+	if pinned == nil || pinned.Severity != report.SeverityInfo ||
+		!strings.Contains(pinned.Evidence[0], "a answered 8 requests after its deletion was requested, the last in the second ending 2s after it") {
+		t.Fatalf("pinned: %+v (all %+v)", pinned, uneven.Findings)
+	}
+	u := find(uneven, H2UnevenAfterRollout)
+	if u == nil || !strings.Contains(u.Evidence[0], "n1 100 (67%), n2 30 (20%), n3 20 (13%)") || strings.Join(u.Pods, ",") != "n1,n2,n3" {
+		t.Fatalf("uneven: %+v", u)
+	}
+	even := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 50, "n2": 50, "n3": 40}})
+	analyse(even)
+	if find(even, H2UnevenAfterRollout) != nil {
+		t.Errorf("50/50/40 called uneven: %+v", even.Findings)
+	}
+	// A new pod that answered nothing at all is the most uneven.
+	idle := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 70, "n2": 70}})
+	analyse(idle)
+	if u := find(idle, H2UnevenAfterRollout); u == nil || !strings.Contains(u.Evidence[0], "n3 0 (0%)") {
+		t.Errorf("a pod with no connection: %+v", idle.Findings)
+	}
+	// HTTP/1.1 spreads per connection it opens: neither finding.
+	h1 := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 100, "n2": 30, "n3": 20}})
+	h1.Config.Protocol, h1.Config.Connections = "", 0
+	analyse(h1)
+	if find(h1, H2UnevenAfterRollout) != nil || find(h1, H2PinnedToTerminating) != nil {
+		t.Errorf("HTTP/1.1: %+v", h1.Findings)
+	}
+}

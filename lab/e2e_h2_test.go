@@ -46,11 +46,19 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 				if rep.Totals.ByClass[report.ClassGoAwayCut] == 0 {
 					t.Errorf("no goaway_cut: the 100 ms shutdown timeout must cut streams of 500 ms")
 				}
+				// Through its 2 s preStop each old pod kept answering its
+				// connections' streams.
+				if findingByID(rep, analysis.H2PinnedToTerminating) == nil {
+					t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2PinnedToTerminating)
+				}
 			}},
 		{"grpc-stop", "grpc", 30092, 1, []string{report.ClassClosedNoGoAway, report.ClassReset}, analysis.H2CloseWithoutGoAway, nil},
 		{"grpc-graceful", "grpc", 30093, 0, nil, "", func(t *testing.T, rep *report.Report) {
 			if rep.Config.GRPCMethod != "grpc.health.v1.Health/Check" {
 				t.Errorf("config.grpc_method %q", rep.Config.GRPCMethod)
+			}
+			if findingByID(rep, analysis.H2PinnedToTerminating) == nil {
+				t.Errorf("findings %v, want %s: the old pods answer through their preStop", findingIDs(rep), analysis.H2PinnedToTerminating)
 			}
 			// Every call named its pod (x-pod-name): the pods' counts add
 			// up to the ok count, the new pods among them.
