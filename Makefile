@@ -14,7 +14,7 @@ STATICCHECK := $(TOOLS)/staticcheck
 GORELEASER_VERSION := v2.15.1
 GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
 
-.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-https bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-h2 bench-https bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -84,6 +84,9 @@ bench-conntrack: ## the prober's throughput with the conntrack watch on and off 
 
 bench: build ## side-by-side benchmarks against wrk, fortio and nginx (see bench/RESULTS.md)
 	bash bench/bench.sh
+
+bench-h2: build ## HTTP/2 and gRPC against h2load (on a local nginx, h2c) and ghz (on grpc-go's health server) (bench/RESULTS-h2.md)
+	bash bench/h2.sh
 
 bench-https: build ## what https costs (the goroutine engine) against wrk and fortio on a local nginx (bench/RESULTS-https.md)
 	bash bench/https.sh
