@@ -56,13 +56,13 @@ for i in $(seq "$REPS"); do
   # Alternate which goes first, so a drift of the shared machine cancels.
   if [ $((i % 2)) = 1 ]; then
     h2l h2load-max -c 10 -m 10
-    GOMAXPROCS=1 rp rp-max "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10
+    GOMAXPROCS=1 rp rp-max "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10 --streams 10
   else
-    GOMAXPROCS=1 rp rp-max "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10
+    GOMAXPROCS=1 rp rp-max "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10 --streams 10
     h2l h2load-max -c 10 -m 10
   fi
   h2l h2load-rate -c 10 -m 10 --rps $((RATE / 10))
-  rp rp-rate "$H2" --protocol h2 --rate "$RATE" --connections 10
+  rp rp-rate "$H2" --protocol h2 --rate "$RATE" --connections 10 --streams 10
   ghz ghz -c 50 --connections 10
   GOMAXPROCS=1 rp rp-grpc "http://127.0.0.1:$PORT" --protocol grpc --rate 0 --concurrency 50 --connections 10
 done

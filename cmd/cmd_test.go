@@ -101,6 +101,8 @@ func TestExitCodes(t *testing.T) {
 		{"a gRPC target with a path", []string{"probe", srv.URL("/ok"), "--protocol", "grpc"}, 2, "the method is named apart from the URL"},
 		{"a bad gRPC method", []string{"probe", "http://127.0.0.1:1", "--protocol", "grpc", "--grpc-method", "Check"}, 2, "want package.Service/Method"},
 		{"h2 on the loops", []string{"probe", srv.URL("/ok"), "--protocol", "h2", "--engine", "loops"}, 2, "the event loops speak HTTP/1.1 only"},
+		{"streams on HTTP/1.1", []string{"probe", srv.URL("/ok"), "--streams", "4"}, 2, "--streams 4: only with --protocol h2 or grpc"},
+		{"negative streams", []string{"probe", srv.URL("/ok"), "--protocol", "h2", "--streams", "-1"}, 2, "--streams -1: must not be negative"},
 		{"a bad gRPC client", []string{"probe", "http://127.0.0.1:1", "--protocol", "grpc", "--grpc-client", "java"}, 2, "--grpc-client \"java\": want raw, grpc-go or both"},
 		{"a gRPC client without grpc", []string{"probe", srv.URL("/ok"), "--grpc-client", "grpc-go"}, 2, "--grpc-client grpc-go: only with --protocol grpc"},
 		{"both clients on two targets", []string{"probe", "a=http://127.0.0.1:1", "b=http://127.0.0.1:2", "--protocol", "grpc", "--grpc-client", "both"}, 2, "on one target: give one"},

@@ -51,6 +51,7 @@ type proberFlags struct {
 	engine         string
 	protocol       string
 	connections    int
+	streams        int
 	grpcMethod     string
 	grpcClient     string
 	// timeoutFlag names the request-timeout flag: "request-timeout" (probe
@@ -68,7 +69,7 @@ func (f *proberFlags) flagNames() map[string]string {
 		"Target": f.targetName, "Rate": "--rate", "Duration": "--duration", "Concurrency": "--concurrency",
 		"Workers": "--workers", "MaxWorkers": "--max-workers", "Conn": "--conn", "Timeout": "--" + f.timeoutFlag,
 		"ConnectTimeout": "--connect-timeout", "CACert": "--cacert", "ConnectTo": "--connect-to", "ExpectStatus": "--expect-status", "KeepFailures": "--keep-failures",
-		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "GRPCMethod": "--grpc-method", "GRPCClient": "--grpc-client", "Body": "--body",
+		"Header": "-H", "Method": "-X", "Engine": "--engine", "Protocol": "--protocol", "Connections": "--connections", "Streams": "--streams", "GRPCMethod": "--grpc-method", "GRPCClient": "--grpc-client", "Body": "--body",
 		"RequestIDHeader": "--request-id-header", "BackendHeader": "--backend-header",
 	}
 }
@@ -125,6 +126,7 @@ func (f *proberFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.engine, "engine", f.engine, "how requests are driven: loops (event loops over non-blocking sockets; Linux, an http:// target given by IP address), goroutines (Go's net package: https, names resolved for every connection), or auto (loops where they can, else goroutines); both record the same outcome for the same exchange")
 	fs.StringVar(&f.protocol, "protocol", f.protocol, "http1; h2: HTTP/2 (ALPN h2 on https://, prior knowledge on http://), every request one stream, never retried, a GOAWAY or reset stream a failure of its own class; grpc: a unary gRPC call (--grpc-method) over h2, a status other than OK a failure (grpc_status)")
 	fs.IntVar(&f.connections, "connections", f.connections, "h2 and grpc with --conn keepalive: the connections kept open; requests take them in turn, many streams at once on each (each connection stays with the pod it first reached)")
+	fs.IntVar(&f.streams, "streams", 0, "h2 and grpc: the most streams in flight on one connection (h2load's -m); 0 leaves it to the server's limit; a request finding every connection full waits, in its latency")
 	fs.StringVar(&f.grpcClient, "grpc-client", f.grpcClient, "--protocol grpc: who makes the calls: raw (rollprobe's own streams, every attempt counted), grpc-go (grpc-go itself, as a Go service's clients call: what it resends unseen is counted as hidden retries), or both (the target probed as two paths, raw and grpc-go, side by side; needs --rate)")
 	fs.StringVar(&f.grpcMethod, "grpc-method", f.grpcMethod, "--protocol grpc: the method called, package.Service/Method; its request message is --body or --body-file (protobuf, empty by default: the health check asks for the whole server)")
 	fs.IntVar(&f.procs, "procs", 0, "CPUs the prober uses (GOMAXPROCS); 0 sizes it to the rate (the GOMAXPROCS environment variable also wins)")
@@ -184,7 +186,10 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 		// traffic does (--conn says otherwise when given).
 		cfg.Conn = prober.ConnMode{FreshFraction: 0}
 	}
-	cfg.Connections, cfg.GRPCMethod = f.connections, f.grpcMethod
+	cfg.Connections, cfg.GRPCMethod, cfg.Streams = f.connections, f.grpcMethod, f.streams
+	if f.fs != nil && f.fs.Changed("streams") && !cfg.Protocol.Multiplexed() {
+		errs = append(errs, fmt.Errorf("--streams %d: only with --protocol h2 or grpc", f.streams))
+	}
 	if f.fs != nil && f.fs.Changed("connections") && !cfg.Protocol.Multiplexed() {
 		errs = append(errs, fmt.Errorf("--connections %d: only with --protocol h2 or grpc (HTTP/1.1 keeps a connection per request in flight: --workers)", f.connections))
 	}

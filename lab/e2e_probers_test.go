@@ -96,6 +96,39 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Logf("the pods served %d, the probers' merged ok %d", served, r.rep.Totals.OK)
 	})
 
+	// gRPC from the pods: each prober speaks it as a local one does, and
+	// what they measured merges: the raw streams' classes and GOAWAY
+	// fields, grpc-go's hidden retries (wire aggregates and results).
+	t.Run("gRPC from two probers, raw and through grpc-go", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "grpc-single-goaway")
+		raw := startRunOn(t, []string{"--client"}, "grpc-single-goaway", "http://"+ip, append([]string{"--protocol", "grpc"}, proberArgs...)...).wait(t)
+		if raw.repErr != nil || raw.exit != 1 {
+			t.Fatalf("raw: exit %d (%v), want 1\n%s", raw.exit, raw.repErr, raw.out())
+		}
+		validateSchema(t, raw.reportPath)
+		checkProbers(t, ctx, c, raw.rep)
+		unprocessed := 0
+		for _, f := range raw.rep.Failures {
+			if f.Class == report.ClassGoAwayUnprocessed && f.GoAway == report.GoAwaySingle && f.H2Code == "NO_ERROR" && f.Prober != "" {
+				unprocessed++
+			}
+		}
+		if unprocessed == 0 || raw.rep.Config.Protocol != "grpc" || raw.rep.Totals.HiddenRetries != nil {
+			t.Errorf("raw from probers: %d goaway_unprocessed with their GOAWAY and prober, %v, hidden %+v", unprocessed, nonZero(raw.rep.Totals.ByClass), raw.rep.Totals.HiddenRetries)
+		}
+		goClient := startRunOn(t, []string{"--client"}, "grpc-single-goaway", "http://"+ip,
+			append([]string{"--protocol", "grpc", "--grpc-client", "grpc-go"}, proberArgs...)...).wait(t)
+		if goClient.repErr != nil || (goClient.exit != 0 && goClient.exit != 1) {
+			t.Fatalf("grpc-go: exit %d (%v)\n%s", goClient.exit, goClient.repErr, goClient.out())
+		}
+		checkProbers(t, ctx, c, goClient.rep)
+		h := goClient.rep.Totals.HiddenRetries
+		if h == nil || h.Calls == 0 || goClient.rep.Config.GRPCClient != "grpc-go" {
+			t.Errorf("grpc-go from probers: hidden retries %+v (want some, merged from the probers), client %q", h, goClient.rep.Config.GRPCClient)
+		}
+		t.Logf("raw %v; grpc-go %v, hidden %+v", nonZero(raw.rep.Totals.ByClass), nonZero(goClient.rep.Totals.ByClass), h)
+	})
+
 	t.Run("probe from two probers", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
 		path := filepath.Join(t.TempDir(), "probe.json")

@@ -160,6 +160,11 @@ type Config struct {
 	// connections, is how many the run keeps: requests take them in
 	// turn, as many streams at once on each as are in flight.
 	Connections int
+	// Streams, for a multiplexed protocol, caps the streams in flight on
+	// one connection (h2load's -m); 0 leaves it to the server's
+	// SETTINGS_MAX_CONCURRENT_STREAMS. A request finding every connection
+	// full waits, its wait counted in its latency.
+	Streams int
 }
 
 // Engine names the prober's engine. Both record the same outcome for the
@@ -416,6 +421,12 @@ func (c *Config) Validate() error {
 		}
 		if c.Connections < 1 {
 			bad("Connections", c.Connections, "need at least 1")
+		}
+		if c.Streams < 0 {
+			bad("Streams", c.Streams, "must not be negative (0: as many as the server allows)")
+		}
+		if c.Streams > 0 && c.GRPCClient == GRPCClientGo {
+			bad("Streams", c.Streams, "grpc-go follows the server's limit only")
 		}
 		// The body goes in one DATA frame within the initial stream
 		// window (RFC 9113 §6.9.2), so the prober never waits on flow

@@ -77,6 +77,7 @@ func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) 
 		_ = raw.Close()
 		return nil, PhaseWrite, err
 	}
+	c.capStreams = uint32(cfg.Streams)
 	return c, PhaseNone, nil
 }
 
@@ -183,13 +184,22 @@ func (w *worker) doH2(res *Result) {
 			c.close()
 		}
 		if p.running.Err() != nil || !time.Now().Before(deadline) {
-			if errors.Is(err, errStreamsFull) {
+			switch {
+			case errors.Is(err, errStreamsFull):
 				err = timeoutError{"http2: every connection at the server's stream limit for the request's time"}
+			case errors.Is(err, errStreamsCapped):
+				// The prober's own cap held it, not the target: local, as
+				// running out of workers or ports is.
+				w.failH2(res, PhaseWrite, errors.New("http2: every connection at --streams for the request's time"))
+				if !res.Canceled {
+					res.Class = Local
+				}
+				return
 			}
 			w.failH2(res, PhaseWrite, err)
 			return
 		}
-		if errors.Is(err, errStreamsFull) {
+		if errors.Is(err, errStreamsFull) || errors.Is(err, errStreamsCapped) {
 			time.Sleep(time.Millisecond) // the connections' streams end within the request timeout
 		}
 	}

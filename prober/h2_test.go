@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -499,6 +500,36 @@ func TestH2NeedsALPN(t *testing.T) {
 				if f.TLSCause != tt.want {
 					t.Fatalf("seq %d: cause %q, want %q (%v)", f.Seq, f.TLSCause, tt.want, f.Err)
 				}
+			}
+		})
+	}
+}
+
+// --streams caps the streams in flight on a connection, as h2load's -m:
+// the server, which counts the streams it holds at once, never sees more.
+func TestH2StreamsCap(t *testing.T) {
+	testenv.Timed(t)
+	for _, tc := range []struct{ cap, want int }{{2, 2}, {0, 6}} {
+		t.Run(strconv.Itoa(tc.cap), func(t *testing.T) {
+			var mu sync.Mutex
+			open, most := map[*scriptConn]int{}, 0
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				mu.Lock()
+				open[sc]++
+				most = max(most, open[sc])
+				mu.Unlock()
+				time.AfterFunc(20*time.Millisecond, func() {
+					mu.Lock()
+					open[sc]--
+					mu.Unlock()
+					sc.answer(id)
+				})
+			})
+			_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Streams = 6, tc.cap })
+			mu.Lock()
+			defer mu.Unlock()
+			if most != tc.want || snap.Totals.Classes[OK] != snap.Totals.Sent() || snap.Totals.Sent() == 0 {
+				t.Errorf("the server held %d streams at once, want %d (%v)", most, tc.want, snap.Totals.Classes)
 			}
 		})
 	}

@@ -44,6 +44,8 @@ type h2conn struct {
 	streams    map[uint32]*h2stream
 	nextID     uint32
 	maxStreams uint32 // the server's SETTINGS_MAX_CONCURRENT_STREAMS
+	// capStreams is the prober's own cap (Config.Streams; 0: none).
+	capStreams uint32
 	opened     uint32 // streams opened on it: the next one's ConnReqs
 	goAway     h2GoAway
 	// ended is why the connection stopped carrying streams (the reader's
@@ -122,8 +124,10 @@ const (
 var (
 	errNotAccepting = errors.New("http2: connection not accepting new streams")
 	errStreamsFull  = errors.New("http2: connection at the server's stream limit")
-	errNoH2         = errors.New("the server did not agree to HTTP/2 (ALPN offered h2 only)")
-	errClosedByUs   = errors.New("http2: connection closed by the prober")
+	// errStreamsCapped: at the prober's own cap (Config.Streams).
+	errStreamsCapped = errors.New("http2: connection at the prober's stream cap")
+	errNoH2          = errors.New("the server did not agree to HTTP/2 (ALPN offered h2 only)")
+	errClosedByUs    = errors.New("http2: connection closed by the prober")
 )
 
 // startH2 writes the client preface and settings on a connected rw and
@@ -186,6 +190,9 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	case uint32(len(c.streams)) >= c.maxStreams:
 		c.mu.Unlock()
 		return false, errStreamsFull
+	case c.capStreams > 0 && uint32(len(c.streams)) >= c.capStreams:
+		c.mu.Unlock()
+		return false, errStreamsCapped
 	case c.nextID > 1<<31-1:
 		c.mu.Unlock()
 		return false, errNotAccepting

@@ -339,6 +339,9 @@ type Config struct {
 	// Connections, on h2 with kept-alive connections, is how many the
 	// prober kept open (requests took them in turn).
 	Connections int `json:"connections,omitempty"`
+	// Streams, on h2 and grpc, is the prober's cap on streams in flight
+	// per connection (--streams); absent: the server's limit.
+	Streams int `json:"streams,omitempty"`
 	// GRPCMethod, on grpc, is the method every request called;
 	// GRPCClient who made the calls: raw (rollprobe's own streams, every
 	// attempt counted) or grpc-go (grpc-go itself, its hidden retries

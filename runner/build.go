@@ -57,6 +57,7 @@ func build(run probeRun) *report.Report {
 			Conn:             cfg.Conn.String(),
 			Protocol:         string(cfg.Protocol),
 			Connections:      h2Connections(cfg),
+			Streams:          cfg.Streams,
 			GRPCMethod:       grpcMethod(cfg),
 			GRPCClient:       grpcClient(cfg),
 			Model:            report.ModelOpen,

@@ -35,6 +35,7 @@ type ProberConfig struct {
 	Engine           string      `json:"engine,omitempty"`
 	Protocol         string      `json:"protocol,omitempty"`
 	Connections      int         `json:"connections,omitempty"`
+	Streams          int         `json:"streams,omitempty"`
 	GRPCMethod       string      `json:"grpc_method,omitempty"`
 	GRPCClient       string      `json:"grpc_client,omitempty"`
 }
@@ -47,7 +48,7 @@ func FromConfig(cfg prober.Config) ProberConfig {
 		Conn: cfg.Conn.String(), TimeoutNS: int64(cfg.Timeout), ConnectTimeoutNS: int64(cfg.ConnectTimeout),
 		Insecure: cfg.Insecure, CACert: cfg.CACert, ConnectTo: cfg.ConnectTo, ExpectStatus: cfg.ExpectStatus.String(), BackendHeader: cfg.BackendHeader,
 		RequestIDHeader: cfg.RequestIDHeader, KeepFailures: cfg.KeepFailures, Engine: string(cfg.Engine),
-		Protocol: string(cfg.Protocol), Connections: cfg.Connections, GRPCMethod: cfg.GRPCMethod,
+		Protocol: string(cfg.Protocol), Connections: cfg.Connections, Streams: cfg.Streams, GRPCMethod: cfg.GRPCMethod,
 		GRPCClient: string(cfg.GRPCClient)}
 }
 
@@ -73,6 +74,7 @@ func (c ProberConfig) Config() (prober.Config, error) {
 	if c.Connections > 0 {
 		cfg.Connections = c.Connections
 	}
+	cfg.Streams = c.Streams
 	if c.GRPCMethod != "" {
 		cfg.GRPCMethod = c.GRPCMethod
 	}
