@@ -153,6 +153,7 @@ func (w *worker) doH2(res *Result) {
 	var (
 		c       *h2conn
 		openErr error
+		full    int // connections found full since the last wait
 	)
 	for {
 		var (
@@ -200,7 +201,12 @@ func (w *worker) doH2(res *Result) {
 			return
 		}
 		if errors.Is(err, errStreamsFull) || errors.Is(err, errStreamsCapped) {
-			time.Sleep(time.Millisecond) // the connections' streams end within the request timeout
+			// Try each of the pool's connections once before waiting: one
+			// of them may have a stream free.
+			if full++; fresh || full >= len(p.h2pool.slots) {
+				time.Sleep(time.Millisecond) // the connections' streams end within the request timeout
+				full = 0
+			}
 		}
 	}
 	res.ConnReqs = st.connReqs
