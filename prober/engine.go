@@ -501,7 +501,7 @@ func (p *Prober) spawn() bool {
 		p.workers.Add(-1)
 		return false
 	}
-	w := &worker{p: p, dialed: p.dialer.newSlot()}
+	w := &worker{p: p, dialed: p.dialer.newSlot(), id: int(n - 1)}
 	w.rng = rand.New(rand.NewPCG(uint64(n), uint64(p.start.UnixNano())))
 	p.mu.Lock()
 	p.all = append(p.all, w)
@@ -563,6 +563,7 @@ func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 
 type worker struct {
 	p        *Prober
+	id       int // 0 for the first worker spawned, then 1, 2, ...
 	c        *conn
 	inflight atomic.Pointer[conn]
 	busy     atomic.Bool // inside a request (dialing, writing, reading)

@@ -9,20 +9,22 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
 )
 
 // h2Pool is the long-lived connections of an h2 run (Config.Connections).
-// Each request takes the next in turn, as a client spreading its calls
-// would; a connection that takes no new streams (a GOAWAY came, it
-// closed) is replaced by a new one for the next request that reaches its
-// slot. Its streams in flight end on the old one.
+// Worker i sends on connection i mod N, as h2load's clients each own one
+// connection and its streams: the workers, and so the requests, spread
+// evenly, and with --streams equal to the workers per connection none
+// ever waits for another's stream. A worker whose connection is full
+// tries the others once before it waits. A connection that takes no new
+// streams (a GOAWAY came, it closed) is replaced by a new one for the
+// next request that reaches its slot; its streams in flight end on the
+// old one.
 type h2Pool struct {
 	slots []h2Slot
-	next  atomic.Uint32
 }
 
 type h2Slot struct {
@@ -32,10 +34,11 @@ type h2Slot struct {
 
 func newH2Pool(n int) *h2Pool { return &h2Pool{slots: make([]h2Slot, n)} }
 
-// conn returns a usable connection of the pool, dialing one for the slot
-// when its own is gone; dialed says the request is the connection's first.
-func (pool *h2Pool) conn(w *worker, start time.Duration) (c *h2conn, dialed bool, phase Phase, err error) {
-	s := &pool.slots[int(pool.next.Add(1)-1)%len(pool.slots)]
+// conn returns a usable connection of the pool, the worker's own or,
+// after skip full ones, the next; it dials one for the slot when its own
+// is gone. dialed says the request is the connection's first.
+func (pool *h2Pool) conn(w *worker, skip int, start time.Duration) (c *h2conn, dialed bool, phase Phase, err error) {
+	s := &pool.slots[(w.id+skip)%len(pool.slots)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != nil && s.c.usable() {
@@ -165,7 +168,7 @@ func (w *worker) doH2(res *Result) {
 			c, phase, err = p.dialH2(w, res.Start)
 			dialed = true
 		} else {
-			c, dialed, phase, err = p.h2pool.conn(w, res.Start)
+			c, dialed, phase, err = p.h2pool.conn(w, full, res.Start)
 		}
 		if dialed {
 			res.Fresh = true
