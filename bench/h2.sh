@@ -86,9 +86,9 @@ connections it owns and classifies every one; neither h2load nor ghz is asked to
 
 | measure | reference | rollprobe | rollprobe ÷ reference (per repetition: median, range) |
 |---|---|---|---|
-| h2c, most req/s, 10 connections × 10 streams (h2load \`-c 10 -m 10\`; rollprobe \`--rate 0 --concurrency 100 --connections 10\`, GOMAXPROCS=1) | $(m h2load-max) | $(m rp-max) | **$(paired rp-max h2load-max)** |
+| h2c, most req/s, 10 connections × 10 streams (h2load \`-c 10 -m 10\`; rollprobe \`--rate 0 --concurrency 100 --connections 10 --streams 10\`, GOMAXPROCS=1) | $(m h2load-max) | $(m rp-max) | **$(paired rp-max h2load-max)** |
 | CPU µs per request at the most (user+sys) | $(m h2load-max-cpu) | $(m rp-max-cpu) | $(paired rp-max-cpu h2load-max-cpu) |
-| CPU µs per request at a fixed $RATE req/s (h2load \`--rps $((RATE / 10))\` per connection) | $(m h2load-rate-cpu) | $(m rp-rate-cpu) | **$(paired rp-rate-cpu h2load-rate-cpu)** |
+| CPU µs per request at a fixed $RATE req/s (h2load \`-c 10 -m 10 --rps $((RATE / 10))\` per connection; rollprobe \`--connections 10 --streams 10\`) | $(m h2load-rate-cpu) | $(m rp-rate-cpu) | **$(paired rp-rate-cpu h2load-rate-cpu)** |
 | gRPC health checks per second, 50 in flight on 10 connections (ghz \`-c 50 --connections 10\`; rollprobe \`--protocol grpc --rate 0 --concurrency 50 --connections 10\`, GOMAXPROCS=1) | $(m ghz) | $(m rp-grpc) | **$(paired rp-grpc ghz)** |
 
 The goals (issue #26): at least 0.9× h2load's requests per second and no more than 1.1× its CPU
