@@ -172,6 +172,9 @@ func testHiddenRetries(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2GoAwayDroppedStreams)
 	}
 	w := frames.Since(rep.StartedAt).Classes()
+	// Exact when grpc-go failed no call: a call that failed after its
+	// resend leaves an attempt on the wire whose class depends on how it
+	// failed, so the identity is only checked then (it was, in every run).
 	if hidden != nil && goClient.Failed == 0 && w[report.ClassGoAwayUnprocessed] != raw.ByClass[report.ClassGoAwayUnprocessed]+hidden.Attempts {
 		t.Errorf("the wire's unprocessed streams %d, raw's failures %d + grpc-go's hidden retries %d", w[report.ClassGoAwayUnprocessed],
 			raw.ByClass[report.ClassGoAwayUnprocessed], hidden.Attempts)

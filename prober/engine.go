@@ -131,7 +131,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 		p.pacer = ConstantPacer{Freq: cfg.Rate, Duration: cfg.Duration}
 	}
 	p.template = newRequestTemplate(&p.cfg, p.runID, userAgent)
-	if cfg.Protocol.multiplexed() {
+	if cfg.Protocol.Multiplexed() {
 		p.h2req = newH2Request(&p.cfg, userAgent)
 		p.h2pool = newH2Pool(cfg.Connections)
 	}
@@ -177,7 +177,7 @@ func (p *Prober) checkInjectedPanic() {
 // EngineAuto the loops where they can serve the target. (Run falls back to
 // the goroutines if the loops cannot start.)
 func engineFor(cfg *Config) Engine {
-	if cfg.Engine == EngineGoroutines || cfg.Protocol.multiplexed() {
+	if cfg.Engine == EngineGoroutines || cfg.Protocol.Multiplexed() {
 		return EngineGoroutines
 	}
 	if _, why := loopTarget(cfg); why != "" {

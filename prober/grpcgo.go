@@ -135,7 +135,6 @@ func (w *worker) doGRPCGo(res *Result) {
 	ctx, cancel := context.WithDeadline(p.running, deadline)
 	defer cancel()
 	call := &grpcCall{}
-	defer func() { call.header = nil }()
 	ctx = context.WithValue(ctx, grpcCallKey{}, call)
 	if len(p.grpcMD) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, p.grpcMD)

@@ -137,8 +137,8 @@ func newH2Request(cfg *Config, userAgent string) h2Request {
 // doH2 performs one attempt over HTTP/2 and fills res. It never retries: a
 // stream that was sent ends in exactly one outcome. Only when nothing was
 // sent (the connection stopped taking streams between choosing it and
-// writing, or sits at the server's stream limit) does the request go to
-// another connection, within its own time.
+// writing, or sits at the server's stream limit or the prober's --streams)
+// does the request go to another connection, within its own time.
 func (w *worker) doH2(res *Result) {
 	p := w.p
 	cfg := &p.cfg
@@ -258,7 +258,7 @@ func (w *worker) doH2(res *Result) {
 			res.Class, res.GRPCStatus = GRPCStatus, GRPCCodeName(st.grpcStatus)
 			switch {
 			case st.grpcStatus < 0:
-				res.GRPCStatus, res.Err = GRPCCodeName(13), errors.New("the response ended without a grpc-status")
+				res.GRPCStatus, res.Err = GRPCCodeName(grpcInternal), errors.New("the response ended without a grpc-status")
 			case st.grpcMessage != "":
 				res.Err = errors.New(st.grpcMessage)
 			default:

@@ -43,6 +43,8 @@ func TestH2ClassesAgreeWithTheWire(t *testing.T) {
 			var protocols http.Protocols
 			protocols.SetUnencryptedHTTP2(true)
 			srv.Protocols = &protocols
+			// Closed whatever happens below (Close closes ln too, served or not).
+			t.Cleanup(func() { _ = srv.Close(); _ = ln.Close() })
 			wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
 			go func() { _ = srv.Serve(ln) }()
 			time.AfterFunc(400*time.Millisecond, func() { tc.stop(srv) })
@@ -50,7 +52,6 @@ func TestH2ClassesAgreeWithTheWire(t *testing.T) {
 				h2(c)
 				c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
 			})
-			defer srv.Close()
 			frames := wire.H2(port)
 			for _, hc := range frames.Conns {
 				if len(hc.GoAways) > 1 {

@@ -49,11 +49,8 @@ type h2conn struct {
 	opened     uint32 // streams opened on it: the next one's ConnReqs
 	goAway     h2GoAway
 	// ended is why the connection stopped carrying streams (the reader's
-	// error, a write error, our own close); nil while it carries them.
+	// error, a write error, errClosedByUs); nil while it carries them.
 	ended error
-	// ours: the prober closed it (end of run, a one-request connection,
-	// drained after a GOAWAY): the streams it cut have no outcome.
-	ours bool
 	// connUnacked counts DATA bytes received and not yet given back to
 	// the connection's window.
 	connUnacked uint32
@@ -87,7 +84,7 @@ type h2stream struct {
 	// grpcMessage its grpc-message.
 	grpcStatus  int
 	grpcMessage string
-	class       Class // an HTTP/2 failure class; OK when the stream ended in a response
+	class       Class // the failure's class; OK when the stream ended in a response
 	err         error
 	code        string // RST_STREAM or GOAWAY error code
 	goAway      GoAwayKind
@@ -127,7 +124,10 @@ var (
 	// errStreamsCapped: at the prober's own cap (Config.Streams).
 	errStreamsCapped = errors.New("http2: connection at the prober's stream cap")
 	errNoH2          = errors.New("the server did not agree to HTTP/2 (ALPN offered h2 only)")
-	errClosedByUs    = errors.New("http2: connection closed by the prober")
+	// errClosedByUs: the prober closed it (end of run, a one-request
+	// connection, drained after a GOAWAY): the streams it cut have no
+	// outcome.
+	errClosedByUs = errors.New("http2: connection closed by the prober")
 )
 
 // startH2 writes the client preface and settings on a connected rw and
@@ -176,9 +176,10 @@ type h2Request struct {
 	body    []byte
 }
 
-// open sends req as a new stream st. errNotAccepting and errStreamsFull
-// mean nothing was sent (the caller may use another connection); any other
-// error is the write's and st has ended with it (or will: wait on done).
+// open sends req as a new stream st. errNotAccepting, errStreamsFull and
+// errStreamsCapped mean nothing was sent (the caller may use another
+// connection); any other error is the write's and st has ended with it
+// (or will: wait on done).
 func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bool, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -221,7 +222,7 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 		err = c.bw.Flush()
 	}
 	if err != nil {
-		c.end(err, false)
+		c.end(err)
 	}
 	return true, err
 }
@@ -257,7 +258,7 @@ func (c *h2conn) usable() bool {
 // close ends the connection from the prober's side; the streams it cuts
 // have no outcome (canceled).
 func (c *h2conn) close() {
-	c.end(errClosedByUs, true)
+	c.end(errClosedByUs)
 	<-c.readerDone
 }
 
@@ -268,16 +269,16 @@ func (c *h2conn) closeIfDrained() {
 	drained := c.ended == nil && c.goAway.kind != GoAwayNone && len(c.streams) == 0
 	c.mu.Unlock()
 	if drained {
-		c.end(errClosedByUs, true)
+		c.end(errClosedByUs)
 	}
 }
 
 // end stops the connection with err (the first error wins) and ends every
 // stream still on it.
-func (c *h2conn) end(err error, ours bool) {
+func (c *h2conn) end(err error) {
 	c.mu.Lock()
 	if c.ended == nil {
-		c.ended, c.ours = err, ours
+		c.ended = err
 		for id, st := range c.streams {
 			delete(c.streams, id)
 			c.lost(st)
@@ -292,7 +293,7 @@ func (c *h2conn) end(err error, ours bool) {
 func (c *h2conn) lost(st *h2stream) {
 	st.goAway = c.goAway.kind
 	switch {
-	case c.ours:
+	case errors.Is(c.ended, errClosedByUs):
 		st.canceled, st.err = true, c.ended
 	case c.goAway.kind != GoAwayNone:
 		// The server said it had this stream (its ID is at most the
@@ -335,7 +336,7 @@ func (c *h2conn) read(backendHeader string) {
 				c.write(func() error { return c.fr.WriteRSTStream(se.StreamID, se.Code) })
 				continue
 			}
-			c.end(err, false)
+			c.end(err)
 			return
 		}
 		switch f := f.(type) {
@@ -384,7 +385,7 @@ func (c *h2conn) write(frame func() error) {
 	}
 	c.wmu.Unlock()
 	if err != nil {
-		c.end(err, false)
+		c.end(err)
 	}
 }
 

@@ -33,13 +33,10 @@ func ParseProtocol(s string) (Protocol, error) {
 	return "", field.Invalid("Protocol", strconv.Quote(s), "want http1, h2 or grpc")
 }
 
-// multiplexed: the protocol carries many requests at once on one
-// connection, so connections are a pool of their own (Config.Connections)
-// instead of one per request in flight.
-func (p Protocol) multiplexed() bool { return p == H2 || p == GRPC }
-
-// Multiplexed is multiplexed for other packages: HTTP/2 and gRPC.
-func (p Protocol) Multiplexed() bool { return p.multiplexed() }
+// Multiplexed: the protocol carries many requests at once on one
+// connection (HTTP/2 and gRPC), so connections are a pool of their own
+// (Config.Connections) instead of one per request in flight.
+func (p Protocol) Multiplexed() bool { return p == H2 || p == GRPC }
 
 // GRPCClient is who makes the calls of a gRPC run.
 type GRPCClient string
@@ -95,6 +92,10 @@ const grpcPrefix = 5
 var grpcCodes = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
 	"PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
 	"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// grpcInternal is INTERNAL's code: what a response without a grpc-status
+// is, as gRPC clients report it.
+const grpcInternal = 13
 
 // GRPCCodeName is the name of gRPC status code c ("CODE_17" beyond the
 // known ones).

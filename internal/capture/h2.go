@@ -37,6 +37,12 @@ type H2Conn struct {
 	GoAways []uint32
 }
 
+// HTTP/2 error codes (RFC 9113 §7) the referee tells apart.
+const (
+	refusedStream = 0x7
+	cancel        = 0x8
+)
+
 // H2Wire is what a capture of HTTP/2 traffic to a server port shows.
 type H2Wire struct {
 	Conns []*H2Conn
@@ -93,7 +99,7 @@ func (w H2Wire) Classes() map[string]uint64 {
 				c = report.ClassOK
 			case hc.Canceled[id]:
 				c = report.ClassTimeout
-			case hc.Resets[id] == 7: // REFUSED_STREAM
+			case hc.Resets[id] == refusedStream:
 				c = report.ClassRefusedStream
 			case hc.Resets[id] != 0:
 				c = report.ClassRSTStream
@@ -213,7 +219,7 @@ func parseH2Fields(out, serverPort string) (H2Wire, error) {
 				resets = resets[1:]
 				if fromServer {
 					hc.Resets[id] = uint32(code)
-				} else if code == 8 { // CANCEL
+				} else if code == cancel {
 					hc.Canceled[id] = true
 				}
 			case "7": // GOAWAY
