@@ -36,13 +36,37 @@ func newH2Pool(n int) *h2Pool { return &h2Pool{slots: make([]h2Slot, n)} }
 
 // conn returns a usable connection of the pool, the worker's own or,
 // after skip full ones, the next; it dials one for the slot when its own
-// is gone. dialed says the request is the connection's first.
+// is gone. dialed says the request is the connection's first. While the
+// slot's connection is being dialed (by another worker: a dial that gets
+// no answer holds it for the connect timeout), any other usable
+// connection serves, as in a client's pool; only when none does, the
+// request waits for the slot, and if that wait outlasted its own connect
+// timeout it fails without a dial of its own (the wire saw one attempt,
+// the other request's).
 func (pool *h2Pool) conn(w *worker, skip int, start time.Duration) (c *h2conn, dialed bool, phase Phase, err error) {
-	s := &pool.slots[(w.id+skip)%len(pool.slots)]
-	s.mu.Lock()
+	n := len(pool.slots)
+	s := &pool.slots[(w.id+skip)%n]
+	if !s.mu.TryLock() {
+		for i := 1; i < n; i++ {
+			other := &pool.slots[(w.id+skip+i)%n]
+			if !other.mu.TryLock() {
+				continue
+			}
+			c := other.c
+			other.mu.Unlock()
+			if c != nil && c.usable() {
+				return c, false, PhaseNone, nil
+			}
+		}
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	if s.c != nil && s.c.usable() {
 		return s.c, false, PhaseNone, nil
+	}
+	cfg := &w.p.cfg
+	if !time.Now().Before(w.p.start.Add(start + min(cfg.ConnectTimeout, cfg.Timeout))) {
+		return nil, false, PhaseDial, errWaitedOnDial
 	}
 	c, phase, err = w.p.dialH2(w, start)
 	if err != nil {
@@ -51,6 +75,11 @@ func (pool *h2Pool) conn(w *worker, skip int, start time.Duration) (c *h2conn, d
 	s.c = c
 	return c, true, PhaseNone, nil
 }
+
+// errWaitedOnDial: the request waited for its connection's dial, another
+// request's, past its own connect timeout. A connect timeout (its class),
+// on no connection of its own (not fresh).
+var errWaitedOnDial = timeoutError{"http2: waited past the connect timeout for its connection's dial (another request's)"}
 
 // close closes every connection (the run is over: nothing is in flight).
 func (pool *h2Pool) close() {
@@ -81,8 +110,15 @@ func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) 
 		return nil, PhaseWrite, err
 	}
 	c.capStreams = uint32(cfg.Streams)
+	if testHookDialedH2 != nil {
+		testHookDialedH2(c)
+	}
 	return c, PhaseNone, nil
 }
+
+// testHookDialedH2, when set by a test, runs on each new connection before
+// its first stream.
+var testHookDialedH2 func(*h2conn)
 
 // newH2Request is cfg's request as HTTP/2 header fields (names in lower
 // case, as HTTP/2 requires); the request ID's value is added per request.
@@ -138,7 +174,8 @@ func newH2Request(cfg *Config, userAgent string) h2Request {
 // stream that was sent ends in exactly one outcome. Only when nothing was
 // sent (the connection stopped taking streams between choosing it and
 // writing, or sits at the server's stream limit or the prober's --streams)
-// does the request go to another connection, within its own time.
+// does the request go to another connection, within its own time; after
+// h2RefusedDials new connections that each refused it, it fails.
 func (w *worker) doH2(res *Result) {
 	p := w.p
 	cfg := &p.cfg
@@ -157,6 +194,7 @@ func (w *worker) doH2(res *Result) {
 		c       *h2conn
 		openErr error
 		full    int // connections found full since the last wait
+		refused int // new connections that took no stream
 	)
 	for {
 		var (
@@ -187,6 +225,13 @@ func (w *worker) doH2(res *Result) {
 		if fresh {
 			c.close()
 		}
+		if dialed && errors.Is(err, errNotAccepting) {
+			if refused++; refused == h2RefusedDials {
+				c.refusal(st) // st never went on c: nothing to wait for
+				openErr = err
+				break
+			}
+		}
 		if p.running.Err() != nil || !time.Now().Before(deadline) {
 			switch {
 			case errors.Is(err, errStreamsFull):
@@ -215,23 +260,9 @@ func (w *worker) doH2(res *Result) {
 	res.ConnReqs = st.connReqs
 	res.ConnAge = max(0, res.Start-c.born)
 
-	w.timer.Reset(time.Until(deadline))
-	select {
-	case <-st.done:
-	case <-w.timer.C:
-		if c.forget(st) {
-			st.class, st.err = Timeout, timeoutError{"http2: no complete response within the request timeout"}
-		} else {
-			<-st.done
-		}
-	case <-p.running.Done():
-		if c.forget(st) {
-			st.canceled, st.err = true, p.running.Err()
-		} else {
-			<-st.done
-		}
+	if refused < h2RefusedDials {
+		w.await(st, c, deadline)
 	}
-	w.timer.Stop()
 	if fresh {
 		c.close()
 	}
@@ -287,6 +318,28 @@ func (w *worker) doH2(res *Result) {
 	res.Addr = &addr
 }
 
+// await waits for st's outcome on c until deadline or the run's stop; a
+// stream that outlives them is taken back and reset (timeout, canceled).
+func (w *worker) await(st *h2stream, c *h2conn, deadline time.Time) {
+	w.timer.Reset(time.Until(deadline))
+	select {
+	case <-st.done:
+	case <-w.timer.C:
+		if c.forget(st) {
+			st.class, st.err = Timeout, timeoutError{"http2: no complete response within the request timeout"}
+		} else {
+			<-st.done
+		}
+	case <-w.p.running.Done():
+		if c.forget(st) {
+			st.canceled, st.err = true, w.p.running.Err()
+		} else {
+			<-st.done
+		}
+	}
+	w.timer.Stop()
+}
+
 // failH2 records an attempt that never got a stream: the dial or the
 // handshake failed, or no connection could take it.
 func (w *worker) failH2(res *Result, phase Phase, err error) {
@@ -315,3 +368,11 @@ func (e timeoutError) Timeout() bool   { return true }
 func (e timeoutError) Temporary() bool { return true }
 
 var _ net.Error = timeoutError{}
+
+// h2RefusedDials is how many new connections one request may open that
+// each stop taking streams (GOAWAY, close) before its first: then the
+// request fails with what the last one said. A connection refused this way
+// is usually a pod shutting down that still accepts, and the next dial may
+// reach another; a server that refuses every connection must not be met
+// with a dial storm for the request's whole time.
+const h2RefusedDials = 3

@@ -125,8 +125,11 @@ type scriptServer struct {
 	onStream func(sc *scriptConn, id uint32, n int)
 	// settings are sent in the server's first SETTINGS frame.
 	settings []http2.Setting
-	wg       sync.WaitGroup
-	canceled atomic.Int64 // RST_STREAM CANCEL received
+	// onConnect, when set, runs once the server's SETTINGS are written.
+	onConnect func(sc *scriptConn)
+	wg        sync.WaitGroup
+	canceled  atomic.Int64 // RST_STREAM CANCEL received
+	conns     atomic.Int64 // connections that sent the client preface
 }
 
 type scriptConn struct {
@@ -177,7 +180,11 @@ func (s *scriptServer) serve(c net.Conn) {
 	sc.fr = http2.NewFramer(sc.bw, br)
 	sc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	sc.henc = hpack.NewEncoder((*sliceWriter)(&sc.hbuf))
+	s.conns.Add(1)
 	sc.do(func() error { return sc.fr.WriteSettings(s.settings...) })
+	if s.onConnect != nil {
+		s.onConnect(sc)
+	}
 	n := 0
 	for {
 		f, err := sc.fr.ReadFrame()
@@ -532,5 +539,36 @@ func TestH2StreamsCap(t *testing.T) {
 				t.Errorf("the server held %d streams at once, want %d (%v)", most, tc.want, snap.Totals.Classes)
 			}
 		})
+	}
+}
+
+// TestH2GoAwayOnEveryConnection: a server that sends GOAWAY on each new
+// connection before any stream (a process shutting down that still
+// accepts) refuses every request; the prober must record that, not redial
+// for the request's whole time (a dial storm against the very server it
+// is judging).
+func TestH2GoAwayOnEveryConnection(t *testing.T) {
+	testenv.Timed(t)
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answer(id) })
+	s.onConnect = func(sc *scriptConn) { sc.goAway(0) }
+	// The GOAWAY reaches the prober before its first stream, as it does
+	// when the server's frames beat the request's write; without the wait
+	// the request's write almost always wins the race.
+	testHookDialedH2 = func(c *h2conn) {
+		for i := 0; i < 200 && c.usable(); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookDialedH2 = nil })
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Timeout = 2, 5*time.Second })
+	sent := snap.Totals.Sent()
+	if sent == 0 || snap.Totals.Classes[OK] != 0 {
+		t.Fatalf("classes %v: want every request refused", snap.Totals.Classes)
+	}
+	if got := snap.Totals.Classes[GoAwayUnprocessed]; got != sent {
+		t.Errorf("classes %v: want all %d goaway_unprocessed (the server took none)", snap.Totals.Classes, sent)
+	}
+	if conns := s.conns.Load(); conns > int64(h2RefusedDials)*int64(sent) {
+		t.Errorf("%d connections for %d requests: more than %d dials a request", conns, sent, h2RefusedDials)
 	}
 }

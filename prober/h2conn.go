@@ -310,6 +310,21 @@ func (c *h2conn) lost(st *h2stream) {
 	}
 }
 
+// refusal fills st's outcome for a stream the connection would not take
+// before its first: the server's GOAWAY said no stream of it would be
+// processed, or the connection ended as lost says.
+func (c *h2conn) refusal(st *h2stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.connReqs = 0
+	if c.goAway.kind != GoAwayNone {
+		st.goAway, st.class, st.code = c.goAway.kind, GoAwayUnprocessed, c.goAway.code.String()
+		st.err = fmt.Errorf("new connections stopped taking streams before their first: %s", c.goAway)
+		return
+	}
+	c.lost(st)
+}
+
 func (g h2GoAway) String() string {
 	s := "GOAWAY (last stream " + strconv.FormatUint(uint64(g.last), 10) + ", " + g.code.String()
 	if g.debug != "" {
