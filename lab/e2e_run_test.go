@@ -24,8 +24,10 @@ import (
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -310,6 +312,7 @@ func startWorkloadRun(t *testing.T, host []string, kind rollout.Kind, sample, ta
 		"--html", filepath.Join(dir, "report.html"))
 	full = append(full, args...)
 	forgetEarlierConnections(t)
+	logRejectionsIfFailed(t)
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
 	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
@@ -323,6 +326,26 @@ func startWorkloadRun(t *testing.T, host []string, kind rollout.Kind, sample, ta
 		}
 	})
 	return &startedRun{cmd: cmd, output: buf, dir: dir}
+}
+
+// logRejectionsIfFailed captures every TCP reset and ICMP error on the
+// nodes while the test goes on and logs them if it fails: who refused a
+// connection (a pod's RST, kube-proxy's ICMP reject) is the evidence a
+// failure seen once in many runs is explained by. The kubelet's API port
+// is left out (its probes' resets are noise).
+func logRejectionsIfFailed(t *testing.T) {
+	t.Helper()
+	if capture.Available() != nil {
+		return
+	}
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		c := capture.Start(t, n.NS, "any", "(tcp[tcpflags] & tcp-rst != 0 and not port 10250) or icmp")
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("TCP resets and ICMP errors on %s during the test:\n%s", n.Name, c.Text(80))
+			}
+		})
+	}
 }
 
 // waitFor waits until the run's output contains s.

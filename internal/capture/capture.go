@@ -7,12 +7,14 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,6 +59,8 @@ func Start(t testing.TB, netns, iface, filter string) *Capture {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last-in first-out: kill ends the file before it is kept.
+	t.Cleanup(func() { c.keepIfFailed(t) })
 	t.Cleanup(c.kill)
 	for i := 0; ; i++ { // tcpdump writes the file header once it listens
 		if fi, err := os.Stat(c.pcap); err == nil && fi.Size() > 0 {
@@ -89,6 +93,34 @@ func (c *Capture) Stop() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.kill()
+}
+
+// KeepDirEnv names the environment variable that, when set to a directory,
+// keeps the capture of every failed test there: a referee's disagreement
+// that shows once in many runs is explained from its packets, not guessed.
+const KeepDirEnv = "ROLLPROBE_KEEP_CAPTURES"
+
+// keepIfFailed copies the capture into $ROLLPROBE_KEEP_CAPTURES when the
+// test failed, named after the test.
+func (c *Capture) keepIfFailed(t testing.TB) {
+	dir := os.Getenv(KeepDirEnv)
+	if dir == "" || !t.Failed() {
+		return
+	}
+	name := regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(t.Name(), "_")
+	dst := filepath.Join(dir, fmt.Sprintf("%s-%d.pcap", name, time.Now().UnixNano()))
+	data, err := os.ReadFile(c.pcap)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(dst, data, 0o644)
+	}
+	if err != nil {
+		t.Logf("keeping the capture: %v", err)
+		return
+	}
+	t.Logf("capture kept: %s", dst)
 }
 
 // kill stops tcpdump (SIGTERM, by PID) and reaps it, once.
@@ -232,4 +264,19 @@ func (c *Capture) Dropped() int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// Text stops the capture and returns tcpdump's lines for it (-nn -tt), the
+// last max of them when there are more.
+func (c *Capture) Text(max int) string {
+	c.Stop()
+	out, err := exec.Command("tcpdump", "-nn", "-tt", "-r", c.pcap).Output()
+	if err != nil {
+		return "tcpdump -r: " + err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > max {
+		lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
+	}
+	return strings.Join(lines, "\n")
 }
