@@ -1,6 +1,13 @@
 package capture
 
-import "testing"
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
 
 // tcpdump -nn -tt -r prints a SYN one way from one interface and another
 // from "any" (interface and direction first); both must be read.
@@ -39,5 +46,68 @@ func TestSegmentLine(t *testing.T) {
 			s.Has('F') != tc.fin || s.Has('R') != tc.reset {
 			t.Errorf("%q: %+v (ok %v)", tc.line, s, ok)
 		}
+	}
+}
+
+// tshark's field lines (H2's -T fields, as it prints them from a capture
+// on "any": a packet twice, its copy without HTTP/2 fields): every class
+// the frames can tell, each from the frames that make it.
+func TestParseH2Fields(t *testing.T) {
+	const port = "30090"
+	lines := []string{
+		// Stream 0: answered by HEADERS END_STREAM (1), by DATA END_STREAM
+		// (3), cancelled by the client (5: timeout), refused (7), reset
+		// INTERNAL_ERROR (9), two requests in one packet both answered.
+		"1795662132.244898000|0|53169|1|0|0|||||",
+		"1795662132.244947000|0|53169|1|0|0|||||",
+		"1795662132.245062000|0|30090|1|1|0|||||",
+		"1795662132.245419000|0|53169|0|1|0|4,8|0,0|0x00,0x00||",
+		"1795662132.245511000|0|53169|0|1|0|1|1|0x05||",
+		"1795662132.245514000|0|53169|0|1|0|||||",
+		"1795662132.246000000|0|30090|0|1|0|4,4,1|0,0,1|0x00,0x01,0x05||",
+		"1795662132.247000000|0|53169|0|1|0|1,0|3,3|0x04,0x01||",
+		"1795662132.248000000|0|30090|0|1|0|1,0|3,3|0x04,0x01||",
+		"1795662132.249000000|0|53169|0|1|0|1,1,1|5,7,9|0x05,0x05,0x05||",
+		"1795662132.250000000|0|30090|0|1|0|3,3|7,9|0x00,0x00||0x00000007,0x00000002",
+		"1795662133.250000000|0|53169|0|1|0|3|5|0x00||0x00000008",
+		"1795662133.251000000|0|53169|0|1|0|1,1|11,13|0x05,0x05||",
+		"1795662133.252000000|0|30090|0|1|0|1,1|11,13|0x05,0x05||",
+		// Stream 1: GOAWAY naming 3 after three requests; 1 answered, 3
+		// cut by the close, 5 (sent after) unprocessed.
+		"1795662132.260000000|1|40000|1|0|0|||||",
+		"1795662132.260100000|1|30090|1|1|0|||||",
+		"1795662132.261000000|1|40000|0|1|0|1,1,1|1,3,5|0x05,0x05,0x05||",
+		"1795662132.262000000|1|30090|0|1|0|7,1|0,1|0x00,0x05|3|",
+		"1795662132.263000000|1|30090|0|1|1|||||",
+		// Stream 2: a request, then the connection closes: no GOAWAY.
+		"1795662132.270000000|2|40001|1|0|0|||||",
+		"1795662132.270100000|2|30090|1|1|0|||||",
+		"1795662132.271000000|2|40001|0|1|0|1|1|0x05||",
+		// Stream 3: refused (a reset answers the SYN); stream 4: never
+		// answered (the SYN and its retransmission).
+		"1795662132.280000000|3|40002|1|0|0|||||",
+		"1795662132.280100000|3|30090|0|1|1|||||",
+		"1795662132.290000000|4|40003|1|0|0|||||",
+		"1795662133.290000000|4|40003|1|0|0|||||",
+	}
+	w, err := parseH2Fields(strings.Join(lines, "\n"), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{
+		report.ClassOK: 5, report.ClassTimeout: 1, report.ClassRefusedStream: 1, report.ClassRSTStream: 1,
+		report.ClassGoAwayCut: 1, report.ClassGoAwayUnprocessed: 1, report.ClassClosedNoGoAway: 1,
+		report.ClassRefused: 1, report.ClassConnectTimeout: 1,
+	}
+	if got := w.Classes(); !maps.Equal(got, want) {
+		t.Errorf("classes %v\nwant    %v", got, want)
+	}
+	// Since keeps what began at or after t: here streams 2 to 4.
+	since := w.Since(time.Unix(1795662132, 270000000)).Classes()
+	if want := map[string]uint64{report.ClassClosedNoGoAway: 1, report.ClassRefused: 1, report.ClassConnectTimeout: 1}; !maps.Equal(since, want) {
+		t.Errorf("since: %v, want %v", since, want)
+	}
+	if _, err := parseH2Fields("1795662132.250000000|0|30090|0|1|0|3|7|0x00||", port); err == nil {
+		t.Error("an RST_STREAM without its code parsed")
 	}
 }
