@@ -34,11 +34,12 @@ func (p Permission) String() string {
 // the union over the kinds.
 func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 	revisions := "replicasets"
-	if k != KindDeployment {
+	if k != KindDeployment && k != KindRollout {
 		revisions = "controllerrevisions"
 	}
+	g := k.Group()
 	perms := []Permission{
-		{Verb: "get", Group: "apps", Resource: k.Resource()}, {Verb: "list", Group: "apps", Resource: k.Resource()}, {Verb: "watch", Group: "apps", Resource: k.Resource()},
+		{Verb: "get", Group: g, Resource: k.Resource()}, {Verb: "list", Group: g, Resource: k.Resource()}, {Verb: "watch", Group: g, Resource: k.Resource()},
 		{Verb: "list", Group: "apps", Resource: revisions}, {Verb: "watch", Group: "apps", Resource: revisions},
 		{Verb: "list", Group: "", Resource: "pods"}, {Verb: "watch", Group: "", Resource: "pods"},
 		{Verb: "get", Group: "", Resource: "services"}, {Verb: "list", Group: "", Resource: "services"},
@@ -48,10 +49,20 @@ func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 	}
 	if trigger != nil {
 		for _, v := range trigger.Verbs() {
-			perms = append(perms, Permission{Verb: v, Group: "apps", Resource: k.Resource()})
+			perms = append(perms, Permission{Verb: v, Group: g, Resource: k.Resource()})
 		}
 	}
 	return perms
+}
+
+// PromotePermissions is what promoting an Argo Rollout through its pauses
+// (run --promote) needs on top: its status patched (the pause conditions
+// cleared) and the rollout itself (spec.paused).
+func PromotePermissions() []Permission {
+	return []Permission{
+		{Verb: "patch", Group: RolloutsGVR.Group, Resource: RolloutsGVR.Resource, Subresource: "status"},
+		{Verb: "patch", Group: RolloutsGVR.Group, Resource: RolloutsGVR.Resource},
+	}
 }
 
 // CheckPermissions asks the apiserver (SelfSubjectAccessReview) whether the

@@ -19,6 +19,9 @@ type Progress struct {
 	// Failed is set when the Deployment reports ProgressDeadlineExceeded.
 	Failed  string
 	Message string
+	// Paused says why an Argo Rollout waits to be promoted (ArgoProgress);
+	// "" for the other kinds, which never wait on a person.
+	Paused string
 }
 
 // TimedOutReason is the Progressing condition reason of a stuck rollout.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
 	"slices"
@@ -51,11 +52,16 @@ func GetWorkload(ctx context.Context, kube kubernetes.Interface, ref Ref) (Workl
 		w.StatefulSet, err = apps.StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	case KindDaemonSet:
 		w.DaemonSet, err = apps.DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	case KindRollout:
+		w.Rollout, err = getRollout(ctx, kube, ref)
 	default:
 		w.Deployment, err = apps.Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	}
 	err = CallError(ctx, err)
 	if apierrors.IsNotFound(err) {
+		if ref.Kind == KindRollout && !rolloutsServed(kube) {
+			return Workload{}, fmt.Errorf("%s: %w", ref, ErrNoArgoRollouts)
+		}
 		return Workload{}, fmt.Errorf("%s not found", ref)
 	}
 	if err != nil {
@@ -78,6 +84,13 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ref Ref, service st
 	ns, deployment := ref.Namespace, ref.Name
 	d := w.Template()
 	t := &Target{Namespace: ns, Workload: w}
+	if service == "" && w.Rollout != nil {
+		// The Service the strategy names and Argo points at the serving
+		// ReplicaSet: blue/green's active, a canary's stable.
+		if names := ArgoServices(w.Rollout); len(names) > 0 {
+			service = names[0]
+		}
+	}
 	if service != "" {
 		svc, err := kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{})
 		err = CallError(ctx, err)
@@ -87,7 +100,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ref Ref, service st
 		if err != nil {
 			return nil, fmt.Errorf("get service %s/%s: %w", ns, service, err)
 		}
-		if !selects(svc, d) {
+		if !selects(svc, d, w.Rollout != nil) {
 			return nil, fmt.Errorf("service %s/%s does not select the pods of %s %s (selector %v, pod labels %v)",
 				ns, service, ref.Kind.Lower(), deployment, svc.Spec.Selector, d.Labels)
 		}
@@ -100,7 +113,7 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ref Ref, service st
 	}
 	var matches []corev1.Service
 	for _, s := range list.Items {
-		if selects(&s, d) {
+		if selects(&s, d, w.Rollout != nil) {
 			matches = append(matches, s)
 		}
 	}
@@ -134,11 +147,52 @@ func Resolve(ctx context.Context, kube kubernetes.Interface, ref Ref, service st
 
 // selects reports whether the Service's selector matches the pod
 // template's labels (a Service without selector selects nothing here).
-func selects(svc *corev1.Service, tmpl *corev1.PodTemplateSpec) bool {
-	if len(svc.Spec.Selector) == 0 {
+// argo: the pods are an Argo Rollout's, whose controller adds its
+// ArgoPodHashLabel to the Services it steers; the template has no such
+// label, so that key is left out of the match.
+func selects(svc *corev1.Service, tmpl *corev1.PodTemplateSpec, argo bool) bool {
+	sel := svc.Spec.Selector
+	if argo {
+		if _, ok := sel[ArgoPodHashLabel]; ok {
+			sel = maps.Clone(sel)
+			delete(sel, ArgoPodHashLabel)
+		}
+	}
+	if len(sel) == 0 {
 		return false
 	}
-	return labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(tmpl.Labels))
+	return labels.SelectorFromSet(sel).Matches(labels.Set(tmpl.Labels))
+}
+
+// ErrNoArgoRollouts: the cluster serves no Rollout resource.
+var ErrNoArgoRollouts = errors.New("the cluster serves no argoproj.io/v1alpha1 rollouts: Argo Rollouts' CRDs are not installed")
+
+// getRollout reads a Rollout through the dynamic client.
+func getRollout(ctx context.Context, kube kubernetes.Interface, ref Ref) (*ArgoRollout, error) {
+	ri, err := rollouts(kube, ref.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	u, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return ArgoRolloutFrom(u)
+}
+
+// rolloutsServed says whether discovery lists the Rollout resource (true
+// when discovery itself cannot be read: the NotFound is then the object's).
+func rolloutsServed(kube kubernetes.Interface) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(RolloutsGVR.GroupVersion().String())
+	if err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == RolloutsGVR.Resource {
+			return true
+		}
+	}
+	return false
 }
 
 // PodSelector is the workload's pod selector as a string for list/watch.

@@ -84,6 +84,21 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 		}
 		return fmt.Errorf("set image: %s has no container %q (it has %s)", ref, s.Container, strings.Join(names, ", "))
 	}
+	if ref.Kind == KindRollout {
+		// A custom resource takes no strategic merge patch, and a merge
+		// patch would replace the whole list: a JSON patch of the one
+		// image, tested against the container's name at that index.
+		for i, c := range containers {
+			if c.Name == s.Container {
+				path := "/spec/template/spec/containers/" + strconv.Itoa(i)
+				patch, _ := json.Marshal([]map[string]string{
+					{"op": "test", "path": path + "/name", "value": s.Container},
+					{"op": "replace", "path": path + "/image", "value": s.Image},
+				})
+				return patchRollout(ctx, kube, ref, types.JSONPatchType, patch)
+			}
+		}
+	}
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 		"containers": []map[string]string{{"name": s.Container, "image": s.Image}},
 	}}}})
@@ -108,7 +123,12 @@ func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) err
 	return strategicPatch(ctx, kube, ref, p.JSON)
 }
 
+// strategicPatch patches the workload; a Rollout (a custom resource, which
+// takes no strategic merge) gets the same JSON as a merge patch.
 func strategicPatch(ctx context.Context, kube kubernetes.Interface, ref Ref, patch []byte) error {
+	if ref.Kind == KindRollout {
+		return patchRollout(ctx, kube, ref, types.MergePatchType, patch)
+	}
 	ctx, cancel := Bound(ctx)
 	defer cancel()
 	var err error
@@ -120,6 +140,20 @@ func strategicPatch(ctx context.Context, kube kubernetes.Interface, ref Ref, pat
 		_, err = apps.DaemonSets(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
 	default:
 		_, err = apps.Deployments(ref.Namespace).Patch(ctx, ref.Name, types.StrategicMergePatchType, patch, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("patch %s: %w", ref, CallError(ctx, err))
+	}
+	return nil
+}
+
+// patchRollout patches a Rollout through the dynamic client.
+func patchRollout(ctx context.Context, kube kubernetes.Interface, ref Ref, pt types.PatchType, patch []byte) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	ri, err := rollouts(kube, ref.Namespace)
+	if err == nil {
+		_, err = ri.Patch(ctx, ref.Name, pt, patch, metav1.PatchOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("patch %s: %w", ref, CallError(ctx, err))

@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -28,7 +30,9 @@ type Watcher struct {
 	now    func() time.Time
 
 	factories []informers.SharedInformerFactory
-	pods      cache.SharedIndexInformer
+	// dynFactory watches a Rollout (nil for the other kinds).
+	dynFactory dynamicinformer.DynamicSharedInformerFactory
+	pods       cache.SharedIndexInformer
 	// sets holds the workload's revisions: a Deployment's ReplicaSets, a
 	// StatefulSet's or DaemonSet's ControllerRevisions.
 	sets    cache.SharedIndexInformer
@@ -59,6 +63,8 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	if err != nil {
 		return nil, err
 	}
+	dc, _ := kube.(DynamicClients)
+	kube = typed(kube)
 	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
@@ -74,6 +80,15 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 
 	kind := t.Workload.Kind()
 	switch kind {
+	case KindRollout:
+		if dc == nil {
+			return nil, ErrNoDynamicClient
+		}
+		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc.Dynamic(), 0, t.Namespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", t.Workload.Object().GetName()).String()
+		})
+		w.dynFactory = df
+		w.objects = df.ForResource(RolloutsGVR).Informer()
 	case KindStatefulSet:
 		w.objects = objectF.Apps().V1().StatefulSets().Informer()
 	case KindDaemonSet:
@@ -82,8 +97,9 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 		w.objects = objectF.Apps().V1().Deployments().Informer()
 	}
 	// A workload's revisions carry its pods' labels, so the pod
-	// selector narrows their watch too.
-	if kind == KindDeployment {
+	// selector narrows their watch too. A Rollout's are ReplicaSets, as
+	// a Deployment's.
+	if kind == KindDeployment || kind == KindRollout {
 		w.sets = podF.Apps().V1().ReplicaSets().Informer()
 	} else {
 		w.sets = podF.Apps().V1().ControllerRevisions().Informer()
@@ -93,7 +109,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	events := eventF.Core().V1().Events().Informer()
 
 	setsName := "replicasets"
-	if kind != KindDeployment {
+	if kind != KindDeployment && kind != KindRollout {
 		setsName = "controllerrevisions"
 	}
 	for name, inf := range map[string]cache.SharedIndexInformer{kind.Lower(): w.objects, setsName: w.sets, "pods": w.pods, "endpointslices": slices, "events": events} {
@@ -139,6 +155,9 @@ func (w *Watcher) Start(ctx, sync context.Context) error {
 	for _, f := range w.factories {
 		f.Start(ctx.Done())
 	}
+	if w.dynFactory != nil {
+		w.dynFactory.Start(ctx.Done())
+	}
 	syncCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(sync, cancel)()
@@ -146,6 +165,13 @@ func (w *Watcher) Start(ctx, sync context.Context) error {
 		for typ, ok := range f.WaitForCacheSync(syncCtx.Done()) {
 			if !ok {
 				return fmt.Errorf("watch %v: caches did not sync", typ)
+			}
+		}
+	}
+	if w.dynFactory != nil {
+		for gvr, ok := range w.dynFactory.WaitForCacheSync(syncCtx.Done()) {
+			if !ok {
+				return fmt.Errorf("watch %v: caches did not sync", gvr)
 			}
 		}
 	}
@@ -159,6 +185,9 @@ func (w *Watcher) Stop() {
 	}
 	for _, f := range w.factories {
 		f.Shutdown()
+	}
+	if w.dynFactory != nil {
+		w.dynFactory.Shutdown()
 	}
 }
 
@@ -212,6 +241,13 @@ func (w *Watcher) NewRevision() string {
 			return ""
 		}
 		return s.Status.UpdateRevision
+	case wl.Rollout != nil:
+		// The controller names the ReplicaSet of the current template in
+		// status.currentPodHash once it has seen the template.
+		if !argoGenerationObserved(wl.Rollout) {
+			return ""
+		}
+		return wl.Rollout.Status.CurrentPodHash
 	case wl.DaemonSet != nil:
 		var newest *appsv1.ControllerRevision
 		for _, o := range w.sets.GetStore().List() {
@@ -261,6 +297,13 @@ func (w *Watcher) onWorkload(obj any) {
 		wl.StatefulSet = o
 	case *appsv1.DaemonSet:
 		wl.DaemonSet = o
+	case *unstructured.Unstructured:
+		r, err := ArgoRolloutFrom(o)
+		if err != nil {
+			w.tl.Add(report.Event{Kind: report.WatchError, Detail: err.Error()})
+			return
+		}
+		wl.Rollout = r
 	default:
 		return
 	}
@@ -286,6 +329,9 @@ func (w *Watcher) onRevision(obj any) {
 	switch o := obj.(type) {
 	case *appsv1.ReplicaSet:
 		meta, rev, detail = o, o.Labels[PodTemplateHashLabel], "revision "+o.Annotations[RevisionAnnotation]
+		if rev == "" { // an Argo Rollout's
+			rev, detail = o.Labels[ArgoPodHashLabel], "revision "+o.Annotations[ArgoRevisionAnnotation]
+		}
 	case *appsv1.ControllerRevision:
 		rev = o.Labels[ControllerRevisionHashLabel]
 		if w.target.Workload.Kind() == KindStatefulSet {

@@ -20,13 +20,23 @@ const (
 	KindDeployment  Kind = "Deployment"
 	KindStatefulSet Kind = "StatefulSet"
 	KindDaemonSet   Kind = "DaemonSet"
+	// KindRollout is Argo Rollouts' Rollout (argoproj.io/v1alpha1).
+	KindRollout Kind = "Rollout"
 )
 
 // WorkloadKinds are the kinds run follows, in the order --help names them.
 var WorkloadKinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet}
 
-// Resource is the kind's API resource (apps group).
+// Resource is the kind's API resource (in Group).
 func (k Kind) Resource() string { return strings.ToLower(string(k)) + "s" }
+
+// Group is the kind's API group: apps, or argoproj.io for a Rollout.
+func (k Kind) Group() string {
+	if k == KindRollout {
+		return RolloutsGVR.Group
+	}
+	return "apps"
+}
 
 // Lower is the kind as kubectl writes it in messages ("deployment").
 func (k Kind) Lower() string { return strings.ToLower(string(k)) }
@@ -36,6 +46,7 @@ var short = map[Kind][]string{
 	KindDeployment:  {"deployment", "deployments", "deploy"},
 	KindStatefulSet: {"statefulset", "statefulsets", "sts"},
 	KindDaemonSet:   {"daemonset", "daemonsets", "ds"},
+	KindRollout:     {"rollout", "rollouts", "ro"},
 }
 
 // Ref names a workload.
@@ -73,11 +84,12 @@ type Workload struct {
 	Deployment  *appsv1.Deployment
 	StatefulSet *appsv1.StatefulSet
 	DaemonSet   *appsv1.DaemonSet
+	Rollout     *ArgoRollout
 }
 
 // IsZero: no object is held.
 func (w Workload) IsZero() bool {
-	return w.Deployment == nil && w.StatefulSet == nil && w.DaemonSet == nil
+	return w.Deployment == nil && w.StatefulSet == nil && w.DaemonSet == nil && w.Rollout == nil
 }
 
 // Kind is the kind of the object held.
@@ -87,6 +99,8 @@ func (w Workload) Kind() Kind {
 		return KindStatefulSet
 	case w.DaemonSet != nil:
 		return KindDaemonSet
+	case w.Rollout != nil:
+		return KindRollout
 	}
 	return KindDeployment
 }
@@ -98,6 +112,8 @@ func (w Workload) Object() metav1.Object {
 		return w.StatefulSet
 	case w.DaemonSet != nil:
 		return w.DaemonSet
+	case w.Rollout != nil:
+		return w.Rollout
 	}
 	return w.Deployment
 }
@@ -115,6 +131,8 @@ func (w Workload) Template() *corev1.PodTemplateSpec {
 		return &w.StatefulSet.Spec.Template
 	case w.DaemonSet != nil:
 		return &w.DaemonSet.Spec.Template
+	case w.Rollout != nil:
+		return &w.Rollout.Spec.Template
 	}
 	return &w.Deployment.Spec.Template
 }
@@ -126,6 +144,8 @@ func (w Workload) Selector() *metav1.LabelSelector {
 		return w.StatefulSet.Spec.Selector
 	case w.DaemonSet != nil:
 		return w.DaemonSet.Spec.Selector
+	case w.Rollout != nil:
+		return w.Rollout.Spec.Selector
 	}
 	return w.Deployment.Spec.Selector
 }
@@ -138,6 +158,8 @@ func (w Workload) Progress() Progress {
 		return StatefulSetProgress(w.StatefulSet)
 	case w.DaemonSet != nil:
 		return DaemonSetProgress(w.DaemonSet)
+	case w.Rollout != nil:
+		return ArgoProgress(w.Rollout)
 	}
 	return DeploymentProgress(w.Deployment)
 }
@@ -158,6 +180,13 @@ func (w Workload) Counts() (desired, updated, ready, available int32) {
 	case w.DaemonSet != nil:
 		st := w.DaemonSet.Status
 		return st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady, st.NumberAvailable
+	case w.Rollout != nil:
+		st := w.Rollout.Status
+		desired = 1
+		if r := w.Rollout.Spec.Replicas; r != nil {
+			desired = *r
+		}
+		return desired, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
 	}
 	st := w.Deployment.Status
 	desired = 1
@@ -178,6 +207,8 @@ func (w Workload) CanRoll() error {
 		return fmt.Errorf("statefulset %s: %w", w.StatefulSet.Name, ErrOnDelete)
 	case w.DaemonSet != nil && w.DaemonSet.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType:
 		return fmt.Errorf("daemonset %s: %w", w.DaemonSet.Name, ErrOnDelete)
+	case w.Rollout != nil && w.Rollout.Spec.WorkloadRef != nil:
+		return fmt.Errorf("rollout %s: %w", w.Rollout.Name, ErrWorkloadRef)
 	}
 	return nil
 }
@@ -186,14 +217,22 @@ func (w Workload) CanRoll() error {
 // pod only when someone deletes it; nothing rolls by itself.
 var ErrOnDelete = errors.New("its update strategy is OnDelete: a change replaces no pod until someone deletes it (use RollingUpdate, or delete the pods yourself under rollprobe run --watch)")
 
+// ErrWorkloadRef: a Rollout whose template is a Deployment's
+// (spec.workloadRef) rolls when that Deployment's template changes.
+var ErrWorkloadRef = errors.New("it takes its pod template from a Deployment (workloadRef): rollprobe follows only a Rollout with its own template")
+
 // ControllerRevisionHashLabel is the label the StatefulSet and DaemonSet
 // controllers put on their pods: the revision a pod belongs to.
 const ControllerRevisionHashLabel = appsv1.ControllerRevisionHashLabelKey
 
 // PodRevision is the revision a pod belongs to, whichever controller made
-// it: its ReplicaSet's pod-template-hash, or its controller revision.
+// it: its ReplicaSet's pod-template-hash (Argo Rollouts' own label for
+// its ReplicaSets), or its controller revision.
 func PodRevision(p *corev1.Pod) string {
 	if h := p.Labels[PodTemplateHashLabel]; h != "" {
+		return h
+	}
+	if h := p.Labels[ArgoPodHashLabel]; h != "" {
 		return h
 	}
 	return p.Labels[ControllerRevisionHashLabel]

@@ -1,0 +1,360 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// canaryYAML is a Rollout as the apiserver returns it mid-update: the
+// canary shape of Argo's own examples (examples/rollout-canary.yaml), with
+// the status its controller writes at a pause step.
+const canaryYAML = `
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: prod, generation: 3, uid: 0d6a1c1e-0000-4000-8000-000000000001}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: app, image: "example/web:v1"}
+      - {name: sidecar, image: "example/proxy:v1"}
+  strategy:
+    canary:
+      stableService: web-stable
+      canaryService: web-canary
+      steps:
+      - setWeight: 25
+      - pause: {}
+      - setWeight: 50
+      - pause: {duration: 10s}
+      - analysis: {templates: [{templateName: success-rate}]}
+status:
+  observedGeneration: "3"
+  phase: Paused
+  message: CanaryPauseStep
+  currentPodHash: 6b4d9f8c7
+  stableRS: 5f7c6d9b8
+  currentStepIndex: 1
+  controllerPause: true
+  pauseConditions:
+  - {reason: CanaryPauseStep, startTime: "2026-11-26T03:00:00Z"}
+  replicas: 5
+  updatedReplicas: 1
+  readyReplicas: 5
+  availableReplicas: 5
+`
+
+func unstructuredFrom(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(y), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func canary(t *testing.T) *ArgoRollout {
+	t.Helper()
+	r, err := ArgoRolloutFrom(unstructuredFrom(t, canaryYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestArgoRolloutDecodes(t *testing.T) {
+	r := canary(t)
+	if r.Name != "web" || r.Generation != 3 || *r.Spec.Replicas != 4 || len(r.Spec.Template.Spec.Containers) != 2 ||
+		r.Spec.Strategy.Canary == nil || len(r.Spec.Strategy.Canary.Steps) != 5 || r.Status.CurrentPodHash != "6b4d9f8c7" ||
+		*r.Status.CurrentStepIndex != 1 || r.Status.PauseConditions[0].Reason != "CanaryPauseStep" {
+		t.Fatalf("decoded %+v", r)
+	}
+	w := Workload{Rollout: r}
+	if w.Kind() != KindRollout || w.Ref() != (Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}) || w.Template().Labels["app"] != "web" {
+		t.Errorf("workload: kind %s, ref %v", w.Kind(), w.Ref())
+	}
+	if d, u, rd, a := w.Counts(); d != 4 || u != 1 || rd != 5 || a != 5 {
+		t.Errorf("counts %d %d %d %d", d, u, rd, a)
+	}
+	want := []string{"setWeight: 25", "pause", "setWeight: 50", "pause: 10s", "analysis", ""}
+	for i, s := range want {
+		if got := ArgoStep(r, int32(i)); got != s {
+			t.Errorf("step %d: %q, want %q", i, got, s)
+		}
+	}
+	for i, wgt := range []int32{25, 25, 50, 50, 50, 100} {
+		if got := ArgoSetWeight(r, int32(i)); got != wgt {
+			t.Errorf("weight at step %d: %d, want %d", i, got, wgt)
+		}
+	}
+	if got := ArgoServices(r); strings.Join(got, ",") != "web-stable,web-canary" {
+		t.Errorf("services %v", got)
+	}
+}
+
+// TestArgoProgress: the plugin's verdicts (rolloututil.GetRolloutPhase):
+// the controller's phase once the generation and an unpause are observed.
+func TestArgoProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *ArgoRollout)
+		want   Progress
+	}{
+		{"paused at a step", func(*ArgoRollout) {}, Progress{Paused: "CanaryPauseStep", Message: "Paused - CanaryPauseStep"}},
+		{"generation not observed", func(r *ArgoRollout) { r.Generation = 4 }, Progress{Message: "waiting for rollout spec update to be observed"}},
+		{"a hash, not a number (before v0.10)", func(r *ArgoRollout) { r.Status.ObservedGeneration = "7d9f"; r.Generation = 9 },
+			Progress{Paused: "CanaryPauseStep", Message: "Paused - CanaryPauseStep"}},
+		{"unpausing", func(r *ArgoRollout) { r.Status.PauseConditions = nil }, Progress{Message: "waiting for rollout to unpause"}},
+		{"manually paused", func(r *ArgoRollout) {
+			r.Status.PauseConditions, r.Status.ControllerPause, r.Status.Message = nil, false, "manually paused"
+		}, Progress{Paused: "manually paused", Message: "Paused - manually paused"}},
+		{"progressing", func(r *ArgoRollout) {
+			r.Status.Phase, r.Status.Message, r.Status.PauseConditions, r.Status.ControllerPause = ArgoProgressing, "more replicas need to be updated", nil, false
+		}, Progress{Message: "Progressing - more replicas need to be updated"}},
+		{"healthy", func(r *ArgoRollout) {
+			r.Status.Phase, r.Status.Message, r.Status.PauseConditions, r.Status.ControllerPause = ArgoHealthy, "", nil, false
+		}, Progress{Done: true, Message: `rollout "web" is healthy`}},
+		{"degraded", func(r *ArgoRollout) {
+			r.Status.Phase, r.Status.Message, r.Status.PauseConditions, r.Status.ControllerPause = ArgoDegraded, "RolloutAborted: Rollout aborted update to revision 3", nil, false
+		}, Progress{Failed: `rollout "web" is degraded: RolloutAborted: Rollout aborted update to revision 3`}},
+		{"not reconciled yet", func(r *ArgoRollout) {
+			r.Status.Phase, r.Status.Message, r.Status.PauseConditions, r.Status.ControllerPause = "", "", nil, false
+		}, Progress{Message: "waiting for the Argo Rollouts controller to report the rollout's phase"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := canary(t)
+			tc.mutate(r)
+			if got := (Workload{Rollout: r}).Progress(); got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestArgoPodsAndServices(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", ArgoPodHashLabel: "6b4d9f8c7"}}}
+	if PodRevision(p) != "6b4d9f8c7" {
+		t.Errorf("revision %q", PodRevision(p))
+	}
+	// Argo points its Services at one ReplicaSet by the hash label; the
+	// template has no such label, and still the Service is the Rollout's.
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web", ArgoPodHashLabel: "5f7c6d9b8"}}}
+	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}}
+	if !selects(svc, tmpl, true) || selects(svc, tmpl, false) {
+		t.Error("the hash label must be left out for a Rollout's pods, and only for them")
+	}
+	if selects(&corev1.Service{Spec: corev1.ServiceSpec{Selector: map[string]string{ArgoPodHashLabel: "x"}}}, tmpl, true) {
+		t.Error("a selector of the hash label alone selects nothing of the template")
+	}
+}
+
+func argoClients(t *testing.T, objs ...runtime.Object) (DynamicClients, *dynamicfake.FakeDynamicClient) {
+	c, dyn, _ := argoFakes(t, objs...)
+	return c, dyn
+}
+
+func argoFakes(t *testing.T, objs ...runtime.Object) (DynamicClients, *dynamicfake.FakeDynamicClient, *fake.Clientset) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{RolloutsGVR: "RolloutList"}, objs...)
+	kube := fake.NewClientset(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-stable", Namespace: "prod"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web", ArgoPodHashLabel: "5f7c6d9b8"}},
+	}, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-canary", Namespace: "prod"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web", ArgoPodHashLabel: "6b4d9f8c7"}},
+	})
+	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
+		GroupVersion: RolloutsGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: "rollouts", Kind: "Rollout", Namespaced: true}},
+	}}
+	return WithDynamic(kube, dyn), dyn, kube
+}
+
+func TestArgoResolveAndTriggers(t *testing.T) {
+	ctx := context.Background()
+	clients, dyn := argoClients(t, unstructuredFrom(t, canaryYAML))
+	ref := Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}
+	target, err := Resolve(ctx, clients, ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target.Workload.Rollout == nil || target.Service.Name != "web-stable" {
+		t.Fatalf("target %+v: want the rollout and its stable Service", target)
+	}
+	if _, err := Resolve(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "nope"}, ""); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a missing rollout: %v", err)
+	}
+	// A cluster without Argo's CRDs is told so, not "not found".
+	noCRD := WithDynamic(fake.NewClientset(), dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{RolloutsGVR: "RolloutList"}))
+	if _, err := Resolve(ctx, noCRD, ref, ""); !errors.Is(err, ErrNoArgoRollouts) {
+		t.Errorf("without the CRD: %v", err)
+	}
+	if _, err := Resolve(ctx, fake.NewClientset(), ref, ""); !errors.Is(err, ErrNoDynamicClient) {
+		t.Errorf("without a dynamic client: %v", err)
+	}
+
+	// set image: one JSON patch of the one image, its container's name
+	// tested first (a merge patch would replace the whole list).
+	dyn.ClearActions()
+	if err := (SetImage{Container: "sidecar", Image: "example/proxy:v2"}).Fire(ctx, clients, ref); err != nil {
+		t.Fatal(err)
+	}
+	patch := lastPatch(t, dyn)
+	if patch.GetPatchType() != "application/json-patch+json" ||
+		string(patch.GetPatch()) != `[{"op":"test","path":"/spec/template/spec/containers/1/name","value":"sidecar"},{"op":"replace","path":"/spec/template/spec/containers/1/image","value":"example/proxy:v2"}]` {
+		t.Errorf("set image sent %s %s", patch.GetPatchType(), patch.GetPatch())
+	}
+	u, err := dyn.Resource(RolloutsGVR).Namespace("prod").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := ArgoRolloutFrom(u); r.Spec.Template.Spec.Containers[1].Image != "example/proxy:v2" || r.Spec.Template.Spec.Containers[0].Image != "example/web:v1" {
+		t.Errorf("after set image: %+v", r.Spec.Template.Spec.Containers)
+	}
+	if err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, clients, ref); err == nil || !strings.Contains(err.Error(), "it has app, sidecar") {
+		t.Errorf("an unknown container: %v", err)
+	}
+
+	// restart: the template annotation, as a merge patch.
+	dyn.ClearActions()
+	if err := (Restart{}).Fire(ctx, clients, ref); err != nil {
+		t.Fatal(err)
+	}
+	if p := lastPatch(t, dyn); p.GetPatchType() != "application/merge-patch+json" || !strings.Contains(string(p.GetPatch()), RestartedAtAnnotation) {
+		t.Errorf("restart sent %s %s", p.GetPatchType(), p.GetPatch())
+	}
+
+	// promote: the pause conditions cleared through the status
+	// subresource; spec.paused only when set.
+	dyn.ClearActions()
+	r := canary(t)
+	if err := PromoteRollout(ctx, clients, r); err != nil {
+		t.Fatal(err)
+	}
+	acts := patches(dyn)
+	if len(acts) != 1 || acts[0].GetSubresource() != "status" || string(acts[0].GetPatch()) != argoClearPauseConditions {
+		t.Errorf("promote sent %v", describePatches(acts))
+	}
+	dyn.ClearActions()
+	r.Spec.Paused, r.Status.PauseConditions, r.Status.ControllerPause = true, nil, false
+	if err := PromoteRollout(ctx, clients, r); err != nil {
+		t.Fatal(err)
+	}
+	if acts := patches(dyn); len(acts) != 1 || acts[0].GetSubresource() != "" || string(acts[0].GetPatch()) != argoUnpause {
+		t.Errorf("unpause sent %v", describePatches(acts))
+	}
+}
+
+func patches(dyn *dynamicfake.FakeDynamicClient) []k8stesting.PatchAction {
+	var out []k8stesting.PatchAction
+	for _, a := range dyn.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func lastPatch(t *testing.T, dyn *dynamicfake.FakeDynamicClient) k8stesting.PatchAction {
+	t.Helper()
+	ps := patches(dyn)
+	if len(ps) == 0 {
+		t.Fatal("no patch sent")
+	}
+	return ps[len(ps)-1]
+}
+
+func describePatches(ps []k8stesting.PatchAction) string {
+	var out []string
+	for _, p := range ps {
+		b, _ := json.Marshal(map[string]string{"sub": p.GetSubresource(), "patch": string(p.GetPatch())})
+		out = append(out, string(b))
+	}
+	return strings.Join(out, " ")
+}
+
+// TestWatcherFollowsArgoRollout: the watch reads the Rollout through the
+// dynamic client, its ReplicaSets (Argo's hash label and revision
+// annotation) as revisions, and its current pod hash as the new revision
+// once the controller has seen the spec.
+func TestWatcherFollowsArgoRollout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clients, dyn, kube := argoFakes(t, unstructuredFrom(t, canaryYAML))
+	r := canary(t)
+	svc, err := kube.CoreV1().Services("prod").Get(ctx, "web-stable", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := NewTimeline(nil)
+	w, err := NewWatcher(clients, &Target{Namespace: "prod", Workload: Workload{Rollout: r}, Service: svc}, tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx, ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	if got := w.NewRevision(); got != "6b4d9f8c7" {
+		t.Errorf("new revision %q, want the current pod hash", got)
+	}
+	if p := w.Workload().Progress(); p.Paused != "CanaryPauseStep" {
+		t.Errorf("progress %+v: want paused at the step", p)
+	}
+
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-6b4d9f8c7", Namespace: "prod", CreationTimestamp: metav1.Now(),
+		Labels:          map[string]string{"app": "web", ArgoPodHashLabel: "6b4d9f8c7"},
+		Annotations:     map[string]string{ArgoRevisionAnnotation: "3"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "web", UID: r.UID, Controller: ptrBool(true)}},
+	}}
+	if _, err := kube.AppsV1().ReplicaSets("prod").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events := waitKinds(t, tl, report.RevisionCreated)
+	for _, e := range events {
+		if e.Kind == report.RevisionCreated && (e.Revision != "6b4d9f8c7" || e.Detail != "revision 3") {
+			t.Errorf("revision event %+v", e)
+		}
+	}
+
+	// The controller promotes to the end: the watch sees it done.
+	u := unstructuredFrom(t, canaryYAML)
+	_ = unstructured.SetNestedField(u.Object, ArgoHealthy, "status", "phase")
+	_ = unstructured.SetNestedField(u.Object, "", "status", "message")
+	_ = unstructured.SetNestedField(u.Object, false, "status", "controllerPause")
+	unstructured.RemoveNestedField(u.Object, "status", "pauseConditions")
+	if _, err := dyn.Resource(RolloutsGVR).Namespace("prod").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !w.Workload().Progress().Done {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %+v: the watch never saw the rollout healthy", w.Workload().Progress())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ptrBool(b bool) *bool { return &b }
