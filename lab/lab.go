@@ -66,7 +66,7 @@ const (
 
 // hubComponents in start order (the edge's after the control plane's; the
 // edge's delay proxy runs only when the edge lags).
-var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler, compCoreDNS, compEdgeDelay, compTraefik}
+var hubComponents = []string{compEtcd, compAPIServer, compController, compScheduler, compCoreDNS, compEdgeDelay, compTraefik, compArgo}
 
 const (
 	apiServerAddr = netns.HubIP + ":6443"
@@ -153,7 +153,8 @@ func ReadRecorded(stateDir string) (*Recorded, error) {
 var requiredBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl",
 	"containerd/containerd", "containerd/containerd-shim-runc-v2", "containerd/ctr",
 	"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap",
-	"coredns", "traefik", "crds/traefik.yaml", "crds/gateway.networking.k8s.io_httproutes.yaml"}
+	"coredns", "traefik", "crds/traefik.yaml", "crds/gateway.networking.k8s.io_httproutes.yaml",
+	"rollouts-controller", "argo-crds/rollout-crd.yaml"}
 
 // Up brings the lab up. It is idempotent: a healthy lab of the same shape
 // (nodes, proxy lags, images) is left as it is; anything else (a
@@ -320,6 +321,10 @@ func up(ctx context.Context, c Config) error {
 		defer wg.Done()
 		if err := c.startEdge(ctx, tokens); err != nil {
 			errs[len(nodes)] = fmt.Errorf("edge: %w", err)
+			return
+		}
+		if err := c.startArgo(ctx); err != nil {
+			errs[len(nodes)] = fmt.Errorf("argo rollouts: %w", err)
 		}
 	}()
 	for i, n := range nodes {

@@ -9,6 +9,7 @@
 #   traefik, crds/                      (Traefik v3.6.12, the ingress and Gateway
 #                                        controller, with its CRDs and the
 #                                        Gateway API v1.4.0 standard CRDs)
+#   rollouts-controller, argo-crds/     (Argo Rollouts v1.10.1, with its CRDs)
 # runc comes from Debian (it needs cgo); make lab-deps installs it.
 #
 # The cache key is the content of the three modules' go.mod and go.sum, so a
@@ -50,7 +51,8 @@ targets=(
   "cni/portmap|cni|github.com/containernetworking/plugins/plugins/meta/portmap||"
 )
 
-# The edge (CoreDNS, Traefik): each binary carries a stamp of its pin.
+# The edge (CoreDNS, Traefik) and Argo Rollouts: each binary carries a
+# stamp of its pin.
 coredns_stamp=$(cat "$here/coredns/go.mod" "$here/coredns/go.sum" | sha256sum | cut -c1-16)
 # Traefik's go.mod has replace directives, which apply only to the main
 # module: it is built inside a copy of its own module (the module cache is
@@ -60,6 +62,11 @@ traefik_version=v3.6.12
 gateway_api_version=v1.4.0
 traefik_stamp="traefik $traefik_version gateway-api $gateway_api_version"
 traefik_src="$cache/src/traefik-$traefik_version"
+# Argo Rollouts' go.mod has replace directives too: built the same way.
+# v1.10.2 needs a newer Go than this project's.
+argo_version=v1.10.1
+argo_stamp="argo-rollouts $argo_version"
+argo_src="$cache/src/argo-rollouts-$argo_version"
 
 # stale NAME STAMP: the binary is missing or was built from another pin.
 stale() { ! [ -x "$out/$1" ] || [ "$(cat "$out/$1.stamp" 2>/dev/null)" != "$2" ]; }
@@ -111,6 +118,19 @@ build_traefik() {
   rm -rf "$traefik_src"
 }
 
+build_argo() {
+  local src
+  src=$(moddir "github.com/argoproj/argo-rollouts@$argo_version")
+  rm -rf "$argo_src" && mkdir -p "$(dirname "$argo_src")" && cp -r "$src" "$argo_src" && chmod -R u+w "$argo_src"
+  (cd "$argo_src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=${argo_version#v}" \
+    -o "$out/rollouts-controller.tmp" ./cmd/rollouts-controller)
+  rm -rf "$out/argo-crds" && mkdir -p "$out/argo-crds"
+  cp "$src"/manifests/crds/*-crd.yaml "$out/argo-crds/"
+  chmod -R u+w "$out/argo-crds"
+  rm -rf "$argo_src"
+}
+
 # The edge builds in the background while the Kubernetes components build
 # in the foreground: on 2 cores, one build's module downloads and
 # single-threaded links leave room for the other's compiles. Its progress
@@ -118,6 +138,7 @@ build_traefik() {
 (
   edge coredns "$coredns_stamp" build_coredns
   edge traefik "$traefik_stamp" build_traefik
+  edge rollouts-controller "$argo_stamp" build_argo
 ) >"$cache/lab-bins/edge.log" 2>&1 &
 edge_pid=$!
 
@@ -140,7 +161,7 @@ edge_ok=0
 wait "$edge_pid" || edge_ok=$?
 cat "$cache/lab-bins/edge.log" >&2
 if [ "$edge_ok" -ne 0 ]; then
-  echo "lab-bins: building the edge (CoreDNS, Traefik) failed" >&2
+  echo "lab-bins: building the edge (CoreDNS, Traefik, Argo Rollouts) failed" >&2
   exit 1
 fi
 echo "$out"
