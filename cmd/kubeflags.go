@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	_ "k8s.io/client-go/plugin/pkg/client/auth/oidc" // kubeconfigs with an oidc auth-provider, as kubectl reads them
 	"k8s.io/client-go/rest"
@@ -47,7 +48,11 @@ func (k *kubeFlags) bind(f *pflag.FlagSet) {
 	k.bindConnection(f, "")
 	k.workloads = map[rollout.Kind]*string{}
 	for _, kind := range rollout.WorkloadKinds {
-		k.workloads[kind] = f.String(kind.Lower(), "", fmt.Sprintf("the %s: [NAMESPACE/]NAME (one of --%s)", kind, strings.Join(workloadFlags(), ", --")))
+		what := string(kind)
+		if kind == rollout.KindRollout {
+			what = "Argo Rollout (argoproj.io/v1alpha1)"
+		}
+		k.workloads[kind] = f.String(kind.Lower(), "", fmt.Sprintf("the %s: [NAMESPACE/]NAME (one of --%s)", what, strings.Join(workloadFlags(), ", --")))
 	}
 	f.StringVar(&k.service, "service", "", "the Service in front of the workload (default: the one selecting its pods)")
 }
@@ -193,7 +198,12 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("kubernetes client: %w", err)
 	}
-	return kube, restCfg, ns, nil
+	// An Argo Rollout is read through the dynamic client, carried along.
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return rollout.WithDynamic(kube, dyn), restCfg, ns, nil
 }
 
 // client loads the kubeconfig and resolves the workload's namespace and

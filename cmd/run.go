@@ -35,6 +35,7 @@ type runOptions struct {
 	execArgv []string
 	drain    string
 	uncordon bool
+	promote  bool
 
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
@@ -57,7 +58,7 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 	o.flags.conn = "mixed=0.5"
 	o.flags.targetName = "--target"
 	cmd := &cobra.Command{
-		Use:   "run --deployment|--statefulset|--daemonset [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
+		Use:   "run --deployment|--statefulset|--daemonset|--rollout [NS/]NAME --target URL [flags] [--exec -- CMD ARGS...]",
 		Short: "Trigger (or watch) a rollout under load and fail if any request dropped",
 		Long: `run checks the target (changing nothing), probes a baseline, triggers the rollout,
 watches pods and EndpointSlices until the rollout is complete and every old pod is gone,
@@ -68,6 +69,11 @@ Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAIN
 (a rollout started elsewhere), --drain NODE (cordon the node and evict its pods, honouring
 PodDisruptionBudgets, as kubectl drain --ignore-daemonsets --delete-emptydir-data; the
 workload named is the one probed and followed until its pods left the node and it is whole again).
+
+An Argo Rollout (--rollout) is followed through its canary steps or blue/green switch until the
+controller reports it Healthy and every old pod is gone; --promote promotes it through each pause
+as kubectl argo rollouts promote does (without it, someone else must). --patch is applied to a
+Rollout as a JSON merge patch (custom resources take no strategic merge).
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
 error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 5 an output
@@ -81,6 +87,7 @@ Docs: ` + report.DocsURL + `run.md`,
   rollprobe run --statefulset prod/db-proxy --target http://db-proxy.prod.svc/
   rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2
   rollprobe run --deployment prod/web --target http://web.prod.svc/ --drain node-7 --uncordon
+  rollprobe run --rollout prod/web --target http://web.prod.svc/ --image app=web:v2 --promote
   rollprobe run --deployment prod/web --target http://web.prod.svc/ --probers 2 --probers-conntrack --prober-namespace probes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -115,6 +122,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
 	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
 	f.BoolVar(&o.uncordon, "uncordon", false, "with --drain: make the node schedulable again at the end (kubectl drain leaves it cordoned)")
+	f.BoolVar(&o.promote, "promote", false, "with --rollout: promote the Argo Rollout through each pause that waits for a person, as kubectl argo rollouts promote (a timed pause ends by itself; without --promote, someone else must)")
 	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
@@ -153,6 +161,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.uncordon && o.drain == "" {
 		errs = append(errs, errors.New("--uncordon applies only with --drain (it makes the drained node schedulable again at the end)"))
+	}
+	if kind, _, _ := o.kube.workload(); o.promote && kind != rollout.KindRollout {
+		errs = append(errs, errors.New("--promote applies only with --rollout (it promotes an Argo Rollout through its pauses)"))
 	}
 	if err := o.outputs.validate(); err != nil {
 		errs = append(errs, err)
@@ -244,7 +255,7 @@ func (o *runOptions) complete() error {
 	o.cfg = runner.RolloutConfig{
 		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
-		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain,
+		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote,
 		Tool: tool(), Log: logOut,
 	}
 	o.cfg.Probers = o.probers.config(kube, restCfg, ns)

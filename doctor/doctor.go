@@ -390,6 +390,11 @@ func zeroReady(w rollout.Workload, svc *corev1.Service) (report.Finding, bool) {
 		return zeroReadyStatefulSet(w.StatefulSet)
 	case w.DaemonSet != nil:
 		return zeroReadyDaemonSet(w.DaemonSet, svc)
+	case w.Rollout != nil:
+		// Argo's canary and blue/green keep the stable ReplicaSet until
+		// the new one is available (its own maxSurge and maxUnavailable
+		// apply to a canary without steps): not judged here yet.
+		return report.Finding{}, false
 	}
 	return zeroReadyDeployment(w.Deployment)
 }

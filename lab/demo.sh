@@ -55,4 +55,4 @@ echo "demo: naive exited ${codes[0]} (1: requests dropped on both paths; its fin
 echo "demo: graceful exited ${codes[1]} (0: none dropped on either path)."
 echo "demo: reports, with every failed request and the pod/endpoint timeline: $out/naive.json $out/graceful.json"
 echo "demo: the same runs as pages to open in a browser (offline, self-contained): $out/naive.html $out/graceful.html"
-echo "demo: the same proof for a StatefulSet, a DaemonSet or a node drain: rollprobe run --statefulset NAME, --daemonset NAME, or --deployment NAME --drain NODE (the lab's samples: lab/manifests/naive-sts.yaml, daemonset-local.yaml, drain-web.yaml)."
+echo "demo: the same proof for a StatefulSet, a DaemonSet, a node drain or an Argo Rollout: rollprobe run --statefulset NAME, --daemonset NAME, --deployment NAME --drain NODE, or --rollout NAME --promote (the lab's samples: lab/manifests/naive-sts.yaml, daemonset-local.yaml, drain-web.yaml, argo-canary.yaml)."

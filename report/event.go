@@ -34,6 +34,15 @@ const (
 	KubeEvent            EventKind = "k8s_event"    // a Kubernetes Event about our objects
 	ViewStalled          EventKind = "view_stalled" // no list answered, no watch event, for longer than ViewStallBound
 	ViewResumed          EventKind = "view_resumed" // the first sign of life after a stall
+	// An Argo Rollout's own progress, from its status: a canary step
+	// reached (rollout_step, Detail "step 2 of 5: setWeight: 50"), a pause
+	// begun (rollout_paused, Detail its reason), rollprobe's promote
+	// through a pause (rollout_promoted), a blue/green active Service
+	// switched to another revision (active_switched, Revision the new one).
+	RolloutStep     EventKind = "rollout_step"
+	RolloutPaused   EventKind = "rollout_paused"
+	RolloutPromoted EventKind = "rollout_promoted"
+	ActiveSwitched  EventKind = "active_switched"
 )
 
 // IsEndpoint reports whether k is one of the endpoint_* kinds, whose events

@@ -203,7 +203,8 @@ type Finding struct {
 type Rollout struct {
 	Namespace string `json:"namespace"`
 	// Kind and Name are the workload's ("Deployment", "StatefulSet",
-	// "DaemonSet"); absent in older reports, which were all Deployments.
+	// "DaemonSet", "Rollout" for an Argo Rollout); absent in older
+	// reports, which were all Deployments.
 	Kind string `json:"kind,omitempty"`
 	Name string `json:"name,omitempty"`
 	// Deployment is the name when Kind is Deployment, "" otherwise.

@@ -210,6 +210,17 @@ func ArgoStep(r *ArgoRollout, i int32) string {
 	return "step"
 }
 
+// ArgoTimedPause says whether the canary step at index i is a pause with a
+// duration: one that ends by itself.
+func ArgoTimedPause(r *ArgoRollout, i int32) bool {
+	c := r.Spec.Strategy.Canary
+	if c == nil || i < 0 || int(i) >= len(c.Steps) {
+		return false
+	}
+	p := c.Steps[i].Pause
+	return p != nil && p.Duration != nil
+}
+
 // ArgoSetWeight is the canary weight in force at step index i: the last
 // setWeight at or before it (0 before any; 100 past the last step, when
 // the canary is promoted).

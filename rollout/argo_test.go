@@ -103,6 +103,11 @@ func TestArgoRolloutDecodes(t *testing.T) {
 			t.Errorf("step %d: %q, want %q", i, got, s)
 		}
 	}
+	for i, timed := range []bool{false, false, false, true, false, false} {
+		if ArgoTimedPause(r, int32(i)) != timed {
+			t.Errorf("step %d: timed pause %v, want %v", i, !timed, timed)
+		}
+	}
 	for i, wgt := range []int32{25, 25, 50, 50, 50, 100} {
 		if got := ArgoSetWeight(r, int32(i)); got != wgt {
 			t.Errorf("weight at step %d: %d, want %d", i, got, wgt)

@@ -161,7 +161,7 @@ func Stalls(from, to time.Time, marks []RevisionMark, events []report.Event, bou
 func fromWatch(k report.EventKind) bool {
 	switch k {
 	case report.RolloutTriggered, report.RolloutComplete, report.RolloutFailed, report.AllOldPodsGone, report.NoRollout,
-		report.WatchError, report.ViewStalled, report.ViewResumed:
+		report.WatchError, report.ViewStalled, report.ViewResumed, report.RolloutPromoted:
 		return false
 	}
 	return true

@@ -1,7 +1,8 @@
 // Package rollout drives and observes a rollout (of a Deployment,
-// StatefulSet or DaemonSet) through
+// StatefulSet, DaemonSet or Argo Rollout) through
 // client-go: it resolves the target, triggers the rollout, judges completion
-// exactly as kubectl rollout status does (plus: every old pod object gone),
+// exactly as kubectl rollout status (kubectl argo rollouts status for a
+// Rollout) does (plus: every old pod object gone),
 // checks permissions, and records a timeline of what pods and
 // EndpointSlices did, stamped with local receive times.
 package rollout

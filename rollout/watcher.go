@@ -310,6 +310,11 @@ func (w *Watcher) onWorkload(obj any) {
 	gen := wl.Object().GetGeneration()
 	now := w.now()
 	w.mu.Lock()
+	if prev := w.workload.Rollout; prev != nil && wl.Rollout != nil {
+		for _, e := range argoChanges(prev, wl.Rollout) {
+			w.tl.Add(e)
+		}
+	}
 	w.workload = wl
 	if _, seen := w.genSeen[gen]; !seen {
 		w.genSeen[gen] = now
@@ -595,4 +600,31 @@ func ptrTime(t metav1.Time) *time.Time {
 	}
 	tt := t.Time
 	return &tt
+}
+
+// argoChanges are the timeline events between two states of a Rollout:
+// the step it reached, the pause it began, the active Service's switch.
+func argoChanges(prev, cur *ArgoRollout) []report.Event {
+	var out []report.Event
+	ps, cs := prev.Status, cur.Status
+	if cs.CurrentStepIndex != nil && (ps.CurrentStepIndex == nil || *ps.CurrentStepIndex != *cs.CurrentStepIndex) {
+		i, n := *cs.CurrentStepIndex, 0
+		if c := cur.Spec.Strategy.Canary; c != nil {
+			n = len(c.Steps)
+		}
+		detail := fmt.Sprintf("every step done (%d)", n)
+		if int(i) < n {
+			detail = fmt.Sprintf("step %d of %d: %s", i+1, n, ArgoStep(cur, i))
+		}
+		out = append(out, report.Event{Kind: report.RolloutStep, Revision: cs.CurrentPodHash, Detail: detail})
+	}
+	if len(cs.PauseConditions) > 0 && len(ps.PauseConditions) == 0 {
+		pc := cs.PauseConditions[0]
+		out = append(out, report.Event{Kind: report.RolloutPaused, Revision: cs.CurrentPodHash, Server: ptrTime(pc.StartTime), Detail: pc.Reason})
+	}
+	if a := cs.BlueGreen.ActiveSelector; a != "" && a != ps.BlueGreen.ActiveSelector && ps.BlueGreen.ActiveSelector != "" {
+		out = append(out, report.Event{Kind: report.ActiveSwitched, Revision: a,
+			Detail: fmt.Sprintf("the active Service now selects revision %s (was %s)", a, ps.BlueGreen.ActiveSelector)})
+	}
+	return out
 }

@@ -25,7 +25,7 @@ const (
 )
 
 // WorkloadKinds are the kinds run follows, in the order --help names them.
-var WorkloadKinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet}
+var WorkloadKinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindRollout}
 
 // Resource is the kind's API resource (in Group).
 func (k Kind) Resource() string { return strings.ToLower(string(k)) + "s" }

@@ -42,7 +42,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, rollout.RequiredPermissions(cfg.ref().Kind, cfg.Trigger)); err != nil {
+	perms := rollout.RequiredPermissions(cfg.ref().Kind, cfg.Trigger)
+	if cfg.Promote {
+		perms = append(perms, rollout.PromotePermissions()...)
+	}
+	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, perms); err != nil {
 		return fail(err)
 	}
 	wl := target.Workload
@@ -496,7 +500,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		cfg.logf("a rollout started")
 	}
 
-	var lastMsg, failed string
+	var lastMsg, failed, lastPause string
 	err := f.until(bounded, func() bool {
 		wl := f.w.Workload()
 		gen := wl.Object().GetGeneration()
@@ -504,6 +508,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if pr.Failed != "" {
 			failed = pr.Failed
 			return true
+		}
+		if pr.Paused != "" && wl.Rollout != nil && (gen > startGen || isWatch) {
+			lastPause = f.promote(bounded, wl.Rollout, pr.Paused, lastPause)
 		}
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
@@ -536,6 +543,44 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg.logf("all old pods gone; settling for %s", cfg.Settle)
 	sleep(ctx, cfg.Settle)
 	return out
+}
+
+// promote handles an Argo Rollout's pause: with --promote it promotes the
+// Rollout through it, once per pause (a step, its reason, the generation);
+// without, it says once who must. A canary's timed pause is left to end by
+// itself. It returns the pause handled ("" after a
+// failed promote, so the next look tries again).
+func (f *follower) promote(ctx context.Context, r *rollout.ArgoRollout, reason, handled string) string {
+	step := int32(-1)
+	if r.Status.CurrentStepIndex != nil {
+		step = *r.Status.CurrentStepIndex
+	}
+	key := fmt.Sprintf("%d/%d/%s", r.Generation, step, reason)
+	if key == handled {
+		return handled
+	}
+	cfg := f.cfg
+	at := ""
+	if s := rollout.ArgoStep(r, step); s != "" {
+		at = fmt.Sprintf(" at step %d (%s)", step+1, s)
+	}
+	if rollout.ArgoTimedPause(r, step) {
+		// It ends by itself: promoting it would cut the canary's declared
+		// observation short.
+		cfg.logf("rollout paused%s: %s; it ends by itself", at, reason)
+		return key
+	}
+	if !cfg.Promote {
+		cfg.logf("rollout paused%s: %s; waiting for a promote (kubectl argo rollouts promote %s -n %s), or run with --promote", at, reason, r.Name, r.Namespace)
+		return key
+	}
+	if err := rollout.PromoteRollout(ctx, cfg.Kube, r); err != nil {
+		cfg.logf("rollout paused%s: %s; promote failed (trying again): %v", at, reason, err)
+		return ""
+	}
+	f.tl.Add(report.Event{Kind: report.RolloutPromoted, Revision: r.Status.CurrentPodHash, Detail: "promoted through the pause" + at + ": " + reason})
+	cfg.logf("rollout paused%s: %s; promoted", at, reason)
+	return key
 }
 
 // followDrain waits, after a drain's evictions were accepted, until no pod

@@ -299,6 +299,10 @@ type RolloutConfig struct {
 	// ExpectedDrain is the app's drain time after SIGTERM, for the
 	// doctor's grace period check (0: its default).
 	ExpectedDrain time.Duration
+	// Promote: an Argo Rollout paused on its way (a pause step without a
+	// duration, a blue/green before its switch) is promoted as
+	// kubectl argo rollouts promote does, once per pause.
+	Promote bool
 
 	Tool report.Tool
 	// Log receives the run's own lines (preflight, trigger, rollout
