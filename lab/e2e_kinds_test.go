@@ -263,11 +263,12 @@ func ensureWorkload(t *testing.T, ctx context.Context, c *lab.Client, kind rollo
 		return ensureSample(t, ctx, c, sample)
 	}
 	ref := rollout.Ref{Kind: kind, Namespace: "default", Name: sample}
-	if _, err := rollout.GetWorkload(ctx, c.Kube, ref); err != nil {
+	kube := rollout.WithDynamic(c.Kube, c.Dynamic) // an Argo Rollout is read through the dynamic client
+	if _, err := rollout.GetWorkload(ctx, kube, ref); err != nil {
 		apply(t, sample)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		w, err := rollout.GetWorkload(ctx, c.Kube, ref)
+		w, err := rollout.GetWorkload(ctx, kube, ref)
 		if err != nil || !w.Progress().Done {
 			return false, nil
 		}

@@ -220,6 +220,7 @@ func TestLab(t *testing.T) {
 	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
 	t.Run("workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
 	t.Run("HTTP2 and gRPC", func(t *testing.T) { testH2(t, ctx, client) })
+	t.Run("Argo Rollouts", func(t *testing.T) { testArgo(t, ctx, client) })
 	// Last on this lab: it evicts every pod of a node.
 	t.Run("a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
 	t.Run("a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })

@@ -1,0 +1,76 @@
+package lab_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// testArgo rolls Argo Rollouts under the lab's own Argo Rollouts
+// controller (v1.10.1): the canary's steps, its pauses and rollprobe's
+// promotes through them are on the timeline, as the controller's status
+// showed them.
+func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
+	t.Run("a graceful canary promoted through its steps drops nothing", func(t *testing.T) {
+		ip := ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-canary")
+		r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-canary", "http://"+ip+"/", "--promote", "--timeout", "3m").wait(t)
+		if r.repErr != nil || r.exit != 0 {
+			t.Fatalf("exit %d (%v), want 0\n%s", r.exit, r.repErr, r.out())
+		}
+		checkClean(t, r)
+		ro := r.rep.Rollout
+		if ro.Kind != "Rollout" || ro.Name != "argo-canary" || ro.Service != "argo-canary" || ro.Status != report.StatusComplete ||
+			ro.OldRevision == "" || ro.NewRevision == "" || ro.OldRevision == ro.NewRevision {
+			t.Fatalf("rollout section %+v", ro)
+		}
+		// The controller's steps, in order, then the end; the indefinite
+		// pause promoted by rollprobe, the timed one ending by itself.
+		var steps []string
+		paused, promoted := 0, 0
+		for _, e := range r.rep.Timeline {
+			switch e.Kind {
+			case report.RolloutStep:
+				steps = append(steps, e.Detail)
+			case report.RolloutPaused:
+				paused++
+			case report.RolloutPromoted:
+				promoted++
+				if !strings.Contains(e.Detail, "pause") {
+					t.Errorf("promote event %q", e.Detail)
+				}
+			}
+		}
+		want := []string{"step 1 of 4: setWeight: 25", "step 2 of 4: pause", "step 3 of 4: setWeight: 50", "step 4 of 4: pause: 3s", "every step done (4)"}
+		if !containsAll(steps, want) {
+			t.Errorf("steps on the timeline %q, want %q among them, in order", steps, want)
+		}
+		if paused < 2 || promoted != 1 {
+			t.Errorf("%d pauses and %d promotes on the timeline: want both pauses and one promote (the timed pause ends by itself)\n%s", paused, promoted, r.out())
+		}
+		// Both revisions served while the canary ran: the share follows
+		// the replicas.
+		served := map[string]uint64{}
+		for _, p := range r.rep.Pods {
+			served[p.Revision] += p.Served
+		}
+		if served[ro.OldRevision] == 0 || served[ro.NewRevision] == 0 {
+			t.Errorf("served by revision %v: want both", served)
+		}
+	})
+}
+
+// containsAll says whether want appears in got in order (other elements
+// between them allowed).
+func containsAll(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
