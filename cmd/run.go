@@ -36,6 +36,8 @@ type runOptions struct {
 	drain    string
 	uncordon bool
 	promote  bool
+	// promoteAfter: how long a pause is observed before --promote.
+	promoteAfter time.Duration
 
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
@@ -122,6 +124,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
 	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
 	f.BoolVar(&o.uncordon, "uncordon", false, "with --drain: make the node schedulable again at the end (kubectl drain leaves it cordoned)")
+	f.DurationVar(&o.promoteAfter, "promote-after", 5*time.Second, "with --promote: how long each pause is observed (the traffic at its weight measured) before it is promoted")
 	f.BoolVar(&o.promote, "promote", false, "with --rollout: promote the Argo Rollout through each pause that waits for a person, as kubectl argo rollouts promote (a timed pause ends by itself; without --promote, someone else must)")
 	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
 	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
@@ -164,6 +167,12 @@ func (o *runOptions) validate() error {
 	}
 	if kind, _, _ := o.kube.workload(); o.promote && kind != rollout.KindRollout {
 		errs = append(errs, errors.New("--promote applies only with --rollout (it promotes an Argo Rollout through its pauses)"))
+	}
+	if o.kube.fs.Changed("promote-after") && !o.promote {
+		errs = append(errs, errors.New("--promote-after applies only with --promote"))
+	}
+	if o.promoteAfter < 0 {
+		errs = append(errs, fmt.Errorf("--promote-after %s: must not be negative", o.promoteAfter))
 	}
 	if err := o.outputs.validate(); err != nil {
 		errs = append(errs, err)
@@ -255,7 +264,7 @@ func (o *runOptions) complete() error {
 	o.cfg = runner.RolloutConfig{
 		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
-		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote,
+		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote, PromoteAfter: o.promoteAfter,
 		Tool: tool(), Log: logOut,
 	}
 	o.cfg.Probers = o.probers.config(kube, restCfg, ns)

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,6 +51,27 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		if paused < 2 || promoted != 1 {
 			t.Errorf("%d pauses and %d promotes on the timeline: want both pauses and one promote (the timed pause ends by itself)\n%s", paused, promoted, r.out())
+		}
+		// A verdict per step, and the new revision's share of the named
+		// responses: both revisions answered at 25% (one canary pod of
+		// four); every step passed.
+		byStep := map[string]report.CanaryStep{}
+		for _, s := range ro.Steps {
+			byStep[s.Step] = s
+			if !s.Pass || s.Failed != 0 {
+				t.Errorf("step %+v: want a pass", s)
+			}
+			share := "unknown"
+			if s.NewSharePct != nil {
+				share = fmt.Sprintf("%.1f%%", *s.NewSharePct)
+			}
+			t.Logf("step %d %s (weight %d%%): %+.1fs to %+.1fs, sent %d, new revision's share %s of %d named", s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, s.Sent, share, s.Named)
+		}
+		if p, ok := byStep["pause"]; !ok || p.Weight != 25 || p.NewSharePct == nil || *p.NewSharePct <= 0 || *p.NewSharePct >= 100 {
+			t.Errorf("the pause at 25%%: %+v, want both revisions answering", p)
+		}
+		if f, ok := byStep["full promotion"]; !ok || f.Weight != 100 {
+			t.Errorf("steps %+v: want the full promotion last", ro.Steps)
 		}
 		// Both revisions served while the canary ran: the share follows
 		// the replicas.

@@ -233,6 +233,36 @@ type Rollout struct {
 	// Entry is how the target reaches the Service; nil when it is not
 	// known (a name, an address of nothing the run saw).
 	Entry *Entry `json:"entry,omitempty"`
+	// Steps are an Argo canary's steps as the run saw them, each with its
+	// own verdict; absent for the other kinds and strategies.
+	Steps []CanaryStep `json:"steps,omitempty"`
+}
+
+// CanaryStep is one step of an Argo canary, from the controller's
+// status (the timeline's rollout_step events) to the next step, and what
+// the traffic did meanwhile, by whole seconds of the series (each second
+// counted in the step in force when it began).
+type CanaryStep struct {
+	// Index is the step's (status.currentStepIndex, from 0); the last one,
+	// Index = the number of steps, is the promotion to every pod.
+	Index int `json:"index"`
+	// Step is the step as the Argo plugin names it ("setWeight: 25",
+	// "pause", "pause: 10s", "analysis"), or "full promotion".
+	Step string `json:"step"`
+	// Weight is the canary weight the Rollout declared in force, percent.
+	Weight int `json:"weight"`
+	// StartS and EndS bound it, in seconds from the run's start.
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Sent   uint64  `json:"sent"`
+	Failed uint64  `json:"failed"`
+	// Pass: its failures are within the run's budget.
+	Pass bool `json:"pass"`
+	// Named counts the responses that named their pod (the backend
+	// header); NewSharePct is the share of them from the new revision's
+	// pods. Absent when no response named one: unknown, not 0.
+	Named       uint64   `json:"named,omitempty"`
+	NewSharePct *float64 `json:"new_share_pct,omitempty"`
 }
 
 // WorkloadKind is the workload's kind, "Deployment" for older reports.

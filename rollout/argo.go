@@ -81,13 +81,16 @@ type ArgoCanary struct {
 // ArgoCanaryStep is one step of a canary; the kinds rollprobe does not
 // name are kept as their JSON.
 type ArgoCanaryStep struct {
-	SetWeight *int32 `json:"setWeight,omitempty"`
-	Pause     *struct {
-		Duration *intstr.IntOrString `json:"duration,omitempty"`
-	} `json:"pause,omitempty"`
+	SetWeight      *int32          `json:"setWeight,omitempty"`
+	Pause          *ArgoPause      `json:"pause,omitempty"`
 	Analysis       json.RawMessage `json:"analysis,omitempty"`
 	Experiment     json.RawMessage `json:"experiment,omitempty"`
 	SetCanaryScale json.RawMessage `json:"setCanaryScale,omitempty"`
+}
+
+// ArgoPause is a canary's pause step: until promoted, or for Duration.
+type ArgoPause struct {
+	Duration *intstr.IntOrString `json:"duration,omitempty"`
 }
 
 type ArgoRolloutStatus struct {

@@ -612,9 +612,9 @@ func argoChanges(prev, cur *ArgoRollout) []report.Event {
 		if c := cur.Spec.Strategy.Canary; c != nil {
 			n = len(c.Steps)
 		}
-		detail := fmt.Sprintf("every step done (%d)", n)
+		detail := fmt.Sprintf(argoDoneFormat, n)
 		if int(i) < n {
-			detail = fmt.Sprintf("step %d of %d: %s", i+1, n, ArgoStep(cur, i))
+			detail = fmt.Sprintf(argoStepFormat, i+1, n, ArgoStep(cur, i))
 		}
 		out = append(out, report.Event{Kind: report.RolloutStep, Revision: cs.CurrentPodHash, Detail: detail})
 	}
@@ -627,4 +627,27 @@ func argoChanges(prev, cur *ArgoRollout) []report.Event {
 			Detail: fmt.Sprintf("the active Service now selects revision %s (was %s)", a, ps.BlueGreen.ActiveSelector)})
 	}
 	return out
+}
+
+// The rollout_step event's detail, written by argoChanges and read back by
+// ArgoStepIndex.
+const (
+	argoStepFormat = "step %d of %d: %s"
+	argoDoneFormat = "every step done (%d)"
+)
+
+// ArgoStepIndex is the step index (from 0; the number of steps once every
+// one is done) a rollout_step event names.
+func ArgoStepIndex(e report.Event) (int, bool) {
+	if e.Kind != report.RolloutStep {
+		return 0, false
+	}
+	var i, n int
+	if _, err := fmt.Sscanf(e.Detail, "step %d of %d:", &i, &n); err == nil && i >= 1 {
+		return i - 1, true
+	}
+	if _, err := fmt.Sscanf(e.Detail, "every step done (%d)", &n); err == nil {
+		return n, true
+	}
+	return 0, false
 }

@@ -225,6 +225,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		if fault := guard("the analysis", func() { addAnalysis(rep, clock, in, doctorOK, cfg) }); fault != "" {
 			rep.Verdict = rep.Verdict.WithInternal(fault)
 		}
+		rep.Rollout.Steps = argoSteps(rep, w.Workload().Rollout, cfg.Budget) // after the analysis: the pods' revisions
 		if out.declined && rep.Verdict.Pass {
 			// Nothing else explains why the load stopped: never a pass
 			// for a rollout that was not triggered.
@@ -500,7 +501,8 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		cfg.logf("a rollout started")
 	}
 
-	var lastMsg, failed, lastPause string
+	var lastMsg, failed string
+	var pause pauseState
 	err := f.until(bounded, func() bool {
 		wl := f.w.Workload()
 		gen := wl.Object().GetGeneration()
@@ -510,7 +512,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			return true
 		}
 		if pr.Paused != "" && wl.Rollout != nil && (gen > startGen || isWatch) {
-			lastPause = f.promote(bounded, wl.Rollout, pr.Paused, lastPause)
+			f.promote(bounded, wl.Rollout, pr.Paused, &pause)
 		}
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
@@ -545,42 +547,56 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	return out
 }
 
-// promote handles an Argo Rollout's pause: with --promote it promotes the
-// Rollout through it, once per pause (a step, its reason, the generation);
-// without, it says once who must. A canary's timed pause is left to end by
-// itself. It returns the pause handled ("" after a
-// failed promote, so the next look tries again).
-func (f *follower) promote(ctx context.Context, r *rollout.ArgoRollout, reason, handled string) string {
+// pauseState is the pause an Argo Rollout is in, as the follower saw it.
+type pauseState struct {
+	key   string    // its generation, step and reason
+	since time.Time // when the follower first saw it
+	done  bool      // said, or promoted
+}
+
+// promote handles an Argo Rollout's pause. One that waits for a person is
+// observed for --promote-after (the traffic of the step before it is
+// measured) and then, with --promote, promoted as kubectl argo rollouts
+// promote does; without --promote the run says once who must. A canary's
+// timed pause is left to end by itself: promoting it would cut the
+// declared observation short. A failed promote is tried again at the next
+// look.
+func (f *follower) promote(ctx context.Context, r *rollout.ArgoRollout, reason string, st *pauseState) {
 	step := int32(-1)
 	if r.Status.CurrentStepIndex != nil {
 		step = *r.Status.CurrentStepIndex
 	}
-	key := fmt.Sprintf("%d/%d/%s", r.Generation, step, reason)
-	if key == handled {
-		return handled
+	if key := fmt.Sprintf("%d/%d/%s", r.Generation, step, reason); key != st.key {
+		*st = pauseState{key: key, since: time.Now()}
+	}
+	if st.done {
+		return
 	}
 	cfg := f.cfg
 	at := ""
 	if s := rollout.ArgoStep(r, step); s != "" {
 		at = fmt.Sprintf(" at step %d (%s)", step+1, s)
 	}
-	if rollout.ArgoTimedPause(r, step) {
-		// It ends by itself: promoting it would cut the canary's declared
-		// observation short.
+	switch {
+	case rollout.ArgoTimedPause(r, step):
 		cfg.logf("rollout paused%s: %s; it ends by itself", at, reason)
-		return key
-	}
-	if !cfg.Promote {
+		st.done = true
+		return
+	case !cfg.Promote:
 		cfg.logf("rollout paused%s: %s; waiting for a promote (kubectl argo rollouts promote %s -n %s), or run with --promote", at, reason, r.Name, r.Namespace)
-		return key
+		st.done = true
+		return
+	case time.Since(st.since) < cfg.PromoteAfter:
+		return
 	}
 	if err := rollout.PromoteRollout(ctx, cfg.Kube, r); err != nil {
 		cfg.logf("rollout paused%s: %s; promote failed (trying again): %v", at, reason, err)
-		return ""
+		return
 	}
-	f.tl.Add(report.Event{Kind: report.RolloutPromoted, Revision: r.Status.CurrentPodHash, Detail: "promoted through the pause" + at + ": " + reason})
-	cfg.logf("rollout paused%s: %s; promoted", at, reason)
-	return key
+	st.done = true
+	f.tl.Add(report.Event{Kind: report.RolloutPromoted, Revision: r.Status.CurrentPodHash,
+		Detail: fmt.Sprintf("promoted through the pause%s after observing it %.1fs: %s", at, time.Since(st.since).Seconds(), reason)})
+	cfg.logf("rollout paused%s: %s; promoted after %s", at, reason, cfg.PromoteAfter)
 }
 
 // followDrain waits, after a drain's evictions were accepted, until no pod

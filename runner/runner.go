@@ -303,6 +303,9 @@ type RolloutConfig struct {
 	// duration, a blue/green before its switch) is promoted as
 	// kubectl argo rollouts promote does, once per pause.
 	Promote bool
+	// PromoteAfter is how long such a pause is observed before the
+	// promote: the traffic at the step's weight is measured meanwhile.
+	PromoteAfter time.Duration
 
 	Tool report.Tool
 	// Log receives the run's own lines (preflight, trigger, rollout

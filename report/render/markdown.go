@@ -23,6 +23,20 @@ func Markdown(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
 		}
 		b.WriteString("\n\n")
+		if len(ro.Steps) > 0 {
+			b.WriteString("| step | weight | from | to | sent | failed | verdict | new revision's share |\n|---|---|---|---|---|---|---|---|\n")
+			for _, s := range ro.Steps {
+				verdict, share := "✅", "unknown"
+				if !s.Pass {
+					verdict = "❌"
+				}
+				if s.NewSharePct != nil {
+					share = fmt.Sprintf("%.1f%% of %d", *s.NewSharePct, s.Named)
+				}
+				fmt.Fprintf(&b, "| %d `%s` | %d%% | %+.1fs | %+.1fs | %d | %d | %s | %s |\n", s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, s.Sent, s.Failed, verdict, share)
+			}
+			b.WriteString("\n")
+		}
 	}
 	fmt.Fprintf(&b, "| sent | ok | failed | p50 | p99 | max | achieved rate |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %.4g ms | %.4g ms | %.4g ms | %.1f of %g req/s |\n\n",

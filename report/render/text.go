@@ -46,6 +46,13 @@ func Text(w io.Writer, r *report.Report) error {
 		if e := ro.Entry; e != nil && e.Via == report.ViaNodePort {
 			fmt.Fprintf(&b, "  entry     node %s's NodePort %d (service type %s, externalTrafficPolicy %s)\n", orDash(e.Node), e.Port, orDash(ro.ServiceType), orDash(ro.ExternalTrafficPolicy))
 		}
+		for i, line := range StepLines(ro) {
+			label := "          "
+			if i == 0 {
+				label = "steps     "
+			}
+			fmt.Fprintf(&b, "  %s%s\n", label, line)
+		}
 	}
 	writePaths(&b, r)
 	t := r.Totals
@@ -395,6 +402,26 @@ func HiddenRetryLines(r *report.Report) []string {
 	}
 	if h := r.Totals.HiddenRetries; h != nil {
 		out = append(out, line("", h))
+	}
+	return out
+}
+
+// StepLines say, step by step, what an Argo canary's traffic did (its
+// verdict, the failures, the new revision's share of the responses that
+// named their pod against the weight declared); none for other rollouts.
+func StepLines(ro *report.Rollout) []string {
+	var out []string
+	for _, s := range ro.Steps {
+		verdict := "pass"
+		if !s.Pass {
+			verdict = "FAIL"
+		}
+		share := "new revision's share unknown (no response named its pod)"
+		if s.NewSharePct != nil {
+			share = fmt.Sprintf("new revision %.1f%% of %d named", *s.NewSharePct, s.Named)
+		}
+		out = append(out, fmt.Sprintf("%d %-16s weight %3d%%  %+.1fs to %+.1fs  sent %d  failed %d  %s  %s",
+			s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, s.Sent, s.Failed, verdict, share))
 	}
 	return out
 }

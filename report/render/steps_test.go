@@ -1,0 +1,38 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// An Argo canary's steps appear in the text and the Markdown, each with
+// its verdict and the new revision's share, unknown when nothing named a
+// pod.
+func TestStepsRendered(t *testing.T) {
+	share := 26.5
+	r := &report.Report{Command: "run", Rollout: &report.Rollout{Kind: "Rollout", Name: "web", Steps: []report.CanaryStep{
+		{Index: 1, Step: "pause", Weight: 25, StartS: 2, EndS: 5, Sent: 30, Failed: 2, Named: 30, NewSharePct: &share},
+		{Index: 2, Step: "setWeight: 50", Weight: 50, StartS: 5, EndS: 6, Sent: 10, Pass: true},
+	}}}
+	var tb, mb strings.Builder
+	if err := Text(&tb, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&mb, r); err != nil {
+		t.Fatal(err)
+	}
+	text, md := tb.String(), mb.String()
+	for _, want := range []string{"steps     2 pause", "weight  25%", "failed 2  FAIL  new revision 26.5% of 30 named",
+		"3 setWeight: 50", "pass  new revision's share unknown"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	for _, want := range []string{"| 2 `pause` | 25% | +2.0s | +5.0s | 30 | 2 | ❌ | 26.5% of 30 |", "| 3 `setWeight: 50` | 50% | +5.0s | +6.0s | 10 | 0 | ✅ | unknown |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
