@@ -83,6 +83,54 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("served by revision %v: want both", served)
 		}
 	})
+
+	t.Run("a blue/green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
+}
+
+// testArgoBlueGreen: a blue/green of naive pods, promoted: the switch is
+// on the timeline, and what drops, drops on the old pods after it (their
+// scale-down 3 s later breaks the connections still open to them).
+func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
+	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-bluegreen")
+	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-bluegreen", "http://"+ip+"/", "--promote", "--timeout", "3m").wait(t)
+	if r.repErr != nil || r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete {
+		t.Fatalf("exit %d (%v): want a complete rollout\n%s", r.exit, r.repErr, r.out())
+	}
+	ro := r.rep.Rollout
+	if ro.Service != "argo-bluegreen" || len(ro.Steps) != 0 {
+		t.Errorf("service %q, steps %+v: want the active Service and no canary steps", ro.Service, ro.Steps)
+	}
+	var switched, promoted, paused *report.Event
+	for i, e := range r.rep.Timeline {
+		switch e.Kind {
+		case report.ActiveSwitched:
+			switched = &r.rep.Timeline[i]
+		case report.RolloutPromoted:
+			promoted = &r.rep.Timeline[i]
+		case report.RolloutPaused:
+			paused = &r.rep.Timeline[i]
+		}
+	}
+	if paused == nil || paused.Detail != "BlueGreenPause" || promoted == nil || switched == nil ||
+		switched.Revision != ro.NewRevision || switched.At.Before(promoted.At) {
+		t.Fatalf("timeline: paused %+v, promoted %+v, switched %+v: want the pause, the promote, then the switch to %s\n%s", paused, promoted, switched, ro.NewRevision, r.out())
+	}
+	old := map[string]bool{}
+	for _, p := range r.rep.Pods {
+		if p.Revision == ro.OldRevision {
+			old[p.Pod] = true
+		}
+	}
+	for _, f := range r.rep.Failures {
+		if f.Start.Before(switched.At) {
+			t.Errorf("%s (%s) at %s, before the switch at %s", f.RequestID, f.Class, f.Start, switched.At)
+		}
+		if f.LikelyPod != "" && !old[f.LikelyPod] {
+			t.Errorf("%s (%s) put on %q, not a pod of the old revision", f.RequestID, f.Class, f.LikelyPod)
+		}
+	}
+	t.Logf("exit %d, %d failed of %d %v; switched %.1fs after the promote", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent,
+		nonZero(r.rep.Totals.ByClass), switched.At.Sub(promoted.At).Seconds())
 }
 
 // containsAll says whether want appears in got in order (other elements

@@ -624,3 +624,31 @@ func TestEvictionsOnThePodLanes(t *testing.T) {
 		t.Error("a run without a drain has the eviction legend")
 	}
 }
+
+// An Argo canary's steps get a table: one row each, its verdict, and the
+// new revision's share, "unknown" (never 0) when no response named a pod.
+func TestCanaryStepsTable(t *testing.T) {
+	r := lab(t, "naive")
+	share := 12.7
+	r.Rollout.Kind, r.Rollout.Steps = "Rollout", []report.CanaryStep{
+		{Index: 1, Step: "pause", Weight: 25, StartS: 2.7, EndS: 8, Sent: 1200, Failed: 3, Named: 1200, NewSharePct: &share},
+		{Index: 2, Step: "setWeight: 50", Weight: 50, StartS: 8, EndS: 8.9, Pass: true},
+	}
+	_, doc := render(t, r)
+	rows := find(doc, "tr", "data-step", "")
+	if len(rows) != 2 {
+		t.Fatalf("%d step rows, want 2", len(rows))
+	}
+	for i, want := range [][]string{{"2 pause", "25%", "+2.7 s", "1200", "fail", "12.7%", "of 1200"}, {"3 setWeight: 50", "50%", "pass", "unknown"}} {
+		row := text(rows[i])
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("step row %q lacks %q", row, w)
+			}
+		}
+	}
+	r.Rollout.Steps = nil
+	if _, doc := render(t, r); len(find(doc, "table", "id", "steps")) != 0 {
+		t.Error("a rollout without steps has no steps table")
+	}
+}
