@@ -84,12 +84,14 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
-	t.Run("a blue/green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
+	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
 }
 
-// testArgoBlueGreen: a blue/green of naive pods, promoted: the switch is
-// on the timeline, and what drops, drops on the old pods after it (their
-// scale-down 3 s later breaks the connections still open to them).
+// testArgoBlueGreen: a blue/green of naive pods, promoted: the pause, the
+// promote and then the switch are on the timeline, as the controller's
+// status showed them, and the run ends when the old pods are gone. It
+// dropped nothing in the lab's runs (the old pods go 3 s after the
+// switch); whatever does drop must be on an old pod, after the switch.
 func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
 	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-bluegreen")
 	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-bluegreen", "http://"+ip+"/", "--promote", "--timeout", "3m").wait(t)
