@@ -313,15 +313,7 @@ func TestWatcherFollowsArgoRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := NewTimeline(nil)
-	w, err := NewWatcher(clients, &Target{Namespace: "prod", Workload: Workload{Rollout: r}, Service: svc}, tl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx, ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w, tl := startWatcherOn(t, ctx, clients, &Target{Namespace: "prod", Workload: Workload{Rollout: r}, Service: svc})
 	if got := w.NewRevision(); got != "6b4d9f8c7" {
 		t.Errorf("new revision %q, want the current pod hash", got)
 	}

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -42,8 +43,15 @@ func waitKinds(t *testing.T, tl *Timeline, want ...report.EventKind) []report.Ev
 // startWatcher starts a watcher on the fake clientset, stopped with the test.
 func startWatcher(t *testing.T, ctx context.Context, kube *fake.Clientset, d *appsv1.Deployment, svc *corev1.Service) *Timeline {
 	t.Helper()
+	_, tl := startWatcherOn(t, ctx, kube, &Target{Namespace: "prod", Workload: Workload{Deployment: d}, Service: svc})
+	return tl
+}
+
+// startWatcherOn starts a watcher of any target, stopped with the test.
+func startWatcherOn(t *testing.T, ctx context.Context, kube kubernetes.Interface, target *Target) (*Watcher, *Timeline) {
+	t.Helper()
 	tl := NewTimeline(nil)
-	w, err := NewWatcher(kube, &Target{Namespace: "prod", Workload: Workload{Deployment: d}, Service: svc}, tl)
+	w, err := NewWatcher(kube, target, tl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +59,7 @@ func startWatcher(t *testing.T, ctx context.Context, kube *fake.Clientset, d *ap
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return tl
+	return w, tl
 }
 
 func containsInOrder(got, want []report.EventKind) bool {

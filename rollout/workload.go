@@ -166,34 +166,30 @@ func (w Workload) Progress() Progress {
 
 // Counts are the pods the workload wants and how many of them are
 // updated, ready and available, as its status says: replicas for a
-// Deployment or StatefulSet (spec.replicas defaults to 1), scheduled pods
+// Deployment, StatefulSet or Rollout (spec.replicas defaults to 1), scheduled pods
 // for a DaemonSet.
 func (w Workload) Counts() (desired, updated, ready, available int32) {
 	switch {
 	case w.StatefulSet != nil:
 		st := w.StatefulSet.Status
-		desired = 1
-		if r := w.StatefulSet.Spec.Replicas; r != nil {
-			desired = *r
-		}
-		return desired, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
+		return replicasOrOne(w.StatefulSet.Spec.Replicas), st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
 	case w.DaemonSet != nil:
 		st := w.DaemonSet.Status
 		return st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady, st.NumberAvailable
 	case w.Rollout != nil:
 		st := w.Rollout.Status
-		desired = 1
-		if r := w.Rollout.Spec.Replicas; r != nil {
-			desired = *r
-		}
-		return desired, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
+		return replicasOrOne(w.Rollout.Spec.Replicas), st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
 	}
 	st := w.Deployment.Status
-	desired = 1
-	if r := w.Deployment.Spec.Replicas; r != nil {
-		desired = *r
+	return replicasOrOne(w.Deployment.Spec.Replicas), st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
+}
+
+// replicasOrOne is spec.replicas as the apiserver defaults it.
+func replicasOrOne(r *int32) int32 {
+	if r == nil {
+		return 1
 	}
-	return desired, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas
+	return *r
 }
 
 // CanRoll says why a trigger cannot start a rollout of the object as it
