@@ -295,9 +295,9 @@ func TestLab(t *testing.T) {
 	t.Run("down leaves nothing behind", func(t *testing.T) {
 		pids := labPIDs()
 		// 4 control-plane components, CoreDNS, Traefik and the edge's delay
-		// proxy, containerd, kubelet and kube-proxy on each node, and the
-		// lagged node's delay proxy.
-		if want := 4 + 3 + 3*lab.DefaultNodes + 1; len(pids) != want {
+		// proxy, Argo Rollouts' controller, containerd, kubelet and
+		// kube-proxy on each node, and the lagged node's delay proxy.
+		if want := 4 + 3 + 1 + 3*lab.DefaultNodes + 1; len(pids) != want {
 			t.Fatalf("%d PID files before down, want %d", len(pids), want)
 		}
 		shims := lab.Shims(stateDir)
