@@ -119,7 +119,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.StringArrayVar(&o.targets, "target", nil, "URL to probe (the Service's address as clients reach it); repeated as NAME=URL, probes several paths to the app side by side, each at --rate (the Service and the ingress, say)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the workload, as kubectl rollout restart (the default)")
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
-	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch, JSON or @FILE")
+	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch (a JSON merge patch on an Argo Rollout), JSON or @FILE")
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
 	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
@@ -239,9 +239,13 @@ func (o *runOptions) complete() error {
 				return fmt.Errorf("--patch: %w", err)
 			}
 		}
-		if trigger, err = rollout.ParsePatch(data); err != nil {
+		patch, err := rollout.ParsePatch(data)
+		if err != nil {
 			return field.Rename(err, triggerFlags)
 		}
+		kind, _, _ := o.kube.workload()
+		patch.Merge = kind == rollout.KindRollout // custom resources take no strategic merge
+		trigger = patch
 	case o.watch:
 		trigger = rollout.Watch{}
 	case o.drain != "":

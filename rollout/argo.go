@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -341,23 +340,4 @@ func ArgoServices(r *ArgoRollout) []string {
 		add(c.CanaryService)
 	}
 	return out
-}
-
-// argoStrategy names the Rollout's strategy for messages.
-func argoStrategy(r *ArgoRollout) string {
-	switch {
-	case r.Spec.Strategy.BlueGreen != nil:
-		return "blue/green"
-	case r.Spec.Strategy.Canary != nil:
-		if len(r.Spec.Strategy.Canary.TrafficRouting) > 0 && string(r.Spec.Strategy.Canary.TrafficRouting) != "null" {
-			return "canary (traffic-routed)"
-		}
-		return "canary"
-	}
-	return "no strategy"
-}
-
-// String is the Rollout as messages name it.
-func (r *ArgoRollout) String() string {
-	return fmt.Sprintf("rollout %s/%s (%s)", r.Namespace, r.Name, strings.TrimSpace(argoStrategy(r)))
 }

@@ -355,3 +355,14 @@ func TestWatcherFollowsArgoRollout(t *testing.T) {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+// The report's trigger says what was sent: a JSON merge patch to a
+// Rollout (cmd sets Merge for --rollout).
+func TestPatchSaysWhichPatch(t *testing.T) {
+	if d := (Patch{}).Describe(); d != "strategic merge patch" {
+		t.Errorf("%q", d)
+	}
+	if d := (Patch{Merge: true}).Describe(); d != "JSON merge patch" {
+		t.Errorf("%q", d)
+	}
+}

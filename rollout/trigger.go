@@ -105,8 +105,13 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 	return strategicPatch(ctx, kube, ref, patch)
 }
 
-// Patch applies a strategic merge patch to the workload.
-type Patch struct{ JSON []byte }
+// Patch applies a strategic merge patch to the workload; to a Rollout,
+// which takes none, the same JSON as a merge patch (Merge says so in its
+// description, which the report records as the trigger).
+type Patch struct {
+	JSON  []byte
+	Merge bool
+}
 
 // ParsePatch checks that data is a JSON object.
 func ParsePatch(data []byte) (Patch, error) {
@@ -117,8 +122,13 @@ func ParsePatch(data []byte) (Patch, error) {
 	return Patch{JSON: data}, nil
 }
 
-func (Patch) Describe() string { return "strategic merge patch" }
-func (Patch) Verbs() []string  { return []string{"patch"} }
+func (p Patch) Describe() string {
+	if p.Merge {
+		return "JSON merge patch"
+	}
+	return "strategic merge patch"
+}
+func (Patch) Verbs() []string { return []string{"patch"} }
 func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
 	return strategicPatch(ctx, kube, ref, p.JSON)
 }

@@ -267,16 +267,16 @@ func (c *Capture) Dropped() int {
 }
 
 // Text stops the capture and returns tcpdump's lines for it (-nn -tt), the
-// last max of them when there are more.
-func (c *Capture) Text(max int) string {
+// last `last` of them when there are more.
+func (c *Capture) Text(last int) string {
 	c.Stop()
 	out, err := exec.Command("tcpdump", "-nn", "-tt", "-r", c.pcap).Output()
 	if err != nil {
 		return "tcpdump -r: " + err.Error()
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) > max {
-		lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
+	if len(lines) > last {
+		lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-last)}, lines[len(lines)-last:]...)
 	}
 	return strings.Join(lines, "\n")
 }
