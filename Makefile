@@ -67,7 +67,9 @@ $(STATICCHECK):
 
 lint: $(STATICCHECK) ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	@# Vet with make build's flags: its compiles of the dependencies are then
+	@# the ones already in the build cache (cold: 150 s alone, 55 s after a build).
+	CGO_ENABLED=0 go vet -trimpath ./...
 	$(STATICCHECK) ./...
 
 fuzz: ## run the response parser fuzzer for a minute

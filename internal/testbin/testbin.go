@@ -25,11 +25,13 @@ func Required(t testing.TB) {
 
 // Build compiles pkg (a path as go build takes it, relative to the test's
 // package directory) into dir/name and returns the binary's path. The
-// binary is static (CGO_ENABLED=0), as make build makes it: the lab runs it
-// as a container image, which has no C library.
+// binary is static (CGO_ENABLED=0, -trimpath), as make build makes it: the
+// lab runs it as a container image, which has no C library, and with the
+// same flags its compiled packages are the ones make build left in the
+// build cache (CI builds first: a cold run compiles them once).
 func Build(dir, name, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
