@@ -38,11 +38,15 @@ const (
 	// reached (rollout_step, Detail "step 2 of 5: setWeight: 50"), a pause
 	// begun (rollout_paused, Detail its reason), rollprobe's promote
 	// through a pause (rollout_promoted), a blue/green active Service
-	// switched to another revision (active_switched, Revision the new one).
-	RolloutStep     EventKind = "rollout_step"
-	RolloutPaused   EventKind = "rollout_paused"
-	RolloutPromoted EventKind = "rollout_promoted"
-	ActiveSwitched  EventKind = "active_switched"
+	// switched to another revision (active_switched, Revision the new one),
+	// an old ReplicaSet given the time it will be scaled down
+	// (scale_down_deadline: Revision its revision, Detail the deadline and
+	// how long after the event it is).
+	RolloutStep       EventKind = "rollout_step"
+	RolloutPaused     EventKind = "rollout_paused"
+	RolloutPromoted   EventKind = "rollout_promoted"
+	ActiveSwitched    EventKind = "active_switched"
+	ScaleDownDeadline EventKind = "scale_down_deadline"
 )
 
 // IsEndpoint reports whether k is one of the endpoint_* kinds, whose events

@@ -33,6 +33,11 @@ var RolloutsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1
 // selectors to point them at one ReplicaSet.
 const ArgoPodHashLabel = "rollouts-pod-template-hash"
 
+// ArgoScaleDownDeadlineAnnotation holds the time (RFC 3339) the controller
+// will scale an old ReplicaSet down: the switch (blue/green) or the end of
+// the canary plus scaleDownDelaySeconds.
+const ArgoScaleDownDeadlineAnnotation = "scale-down-deadline"
+
 // ArgoRevisionAnnotation holds a Rollout's and its ReplicaSets' revision.
 const ArgoRevisionAnnotation = "rollout.argoproj.io/revision"
 

@@ -336,6 +336,38 @@ func TestWatcherFollowsArgoRollout(t *testing.T) {
 		}
 	}
 
+	// The controller gives the ReplicaSet a scale-down deadline: one
+	// event, none for an update that leaves it as it was, another when it
+	// moves.
+	setDeadline := func(deadline string, replicas int32) {
+		t.Helper()
+		rs.Annotations[ArgoScaleDownDeadlineAnnotation] = deadline
+		rs.Spec.Replicas = &replicas
+		if _, err := kube.AppsV1().ReplicaSets("prod").Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339)
+	setDeadline(first, 2)
+	waitKinds(t, tl, report.RevisionCreated, report.ScaleDownDeadline)
+	setDeadline(first, 1)
+	second := time.Now().Add(-5 * time.Second).UTC().Format(time.RFC3339)
+	setDeadline(second, 1)
+	events = waitKinds(t, tl, report.ScaleDownDeadline, report.ScaleDownDeadline)
+	var details []string
+	for _, e := range events {
+		if e.Kind == report.ScaleDownDeadline {
+			details = append(details, e.Detail)
+			if e.Revision != "6b4d9f8c7" {
+				t.Errorf("scale-down event %+v: want the ReplicaSet's revision", e)
+			}
+		}
+	}
+	if len(details) != 2 || !strings.HasPrefix(details[0], "revision 3 scales down at "+first+" (") ||
+		!strings.HasPrefix(details[1], "revision 3 was due to scale down at "+second+" (") {
+		t.Errorf("scale-down events %q: want one per deadline, in order", details)
+	}
+
 	// The controller promotes to the end: the watch sees it done.
 	u := unstructuredFrom(t, canaryYAML)
 	_ = unstructured.SetNestedField(u.Object, ArgoHealthy, "status", "phase")

@@ -43,6 +43,8 @@ type Watcher struct {
 	mu       sync.Mutex
 	workload Workload
 	seenRS   map[string]bool
+	// deadlines: each Argo ReplicaSet's scale-down deadline as last seen.
+	deadlines map[string]string
 
 	// genSeen is when each generation of the workload was first received.
 	genSeen map[int64]time.Time
@@ -65,7 +67,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	}
 	dc, _ := kube.(DynamicClients)
 	kube = typed(kube)
-	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
+	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, deadlines: map[string]string{}, genSeen: map[int64]time.Time{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s })
@@ -353,11 +355,30 @@ func (w *Watcher) onRevision(obj any) {
 	w.mu.Lock()
 	seen := w.seenRS[meta.GetName()]
 	w.seenRS[meta.GetName()] = true
+	deadline := meta.GetAnnotations()[ArgoScaleDownDeadlineAnnotation]
+	newDeadline := deadline != "" && deadline != w.deadlines[meta.GetName()]
+	w.deadlines[meta.GetName()] = deadline
 	w.mu.Unlock()
 	created := meta.GetCreationTimestamp()
 	if !seen && created.Time.After(w.started.Add(-2*time.Second)) {
 		w.tl.Add(report.Event{Kind: report.RevisionCreated, Revision: rev, Server: ptrTime(created), Detail: detail})
 	}
+	if newDeadline {
+		w.tl.Add(report.Event{Kind: report.ScaleDownDeadline, Revision: rev, Detail: scaleDownDetail(detail, deadline, w.now())})
+	}
+}
+
+// scaleDownDetail says when an old ReplicaSet scales down: its deadline as
+// the controller wrote it and, when it parses, how far ahead of now.
+func scaleDownDetail(revision, deadline string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339, deadline)
+	if err != nil {
+		return fmt.Sprintf("%s scales down at %q", revision, deadline)
+	}
+	if d := t.Sub(now); d < 0 {
+		return fmt.Sprintf("%s was due to scale down at %s (%.0fs ago)", revision, deadline, -d.Seconds())
+	}
+	return fmt.Sprintf("%s scales down at %s (%.0fs later)", revision, deadline, t.Sub(now).Seconds())
 }
 
 func podEvent(kind report.EventKind, p *corev1.Pod) report.Event {
