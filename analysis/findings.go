@@ -50,6 +50,9 @@ type seen struct {
 	svcGap *svcGap
 	// h2: the run spoke HTTP/2 (its streams share long-lived connections).
 	h2 bool
+	// switched: the blue/green switch that left the failure's pod behind
+	// before its deletion (switchedAway), or nil.
+	switched *activeSwitch
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -105,6 +108,8 @@ type facts struct {
 	preStop int
 	// propagationWindow: the window the propagation finding measured.
 	propagationWindow time.Duration
+	// switches: a blue/green's switches of its active Service.
+	switches []activeSwitch
 }
 
 // rule is one finding. match claims a failure for it; the matches are
@@ -131,10 +136,10 @@ var rules = []rule{
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},
 	{H2GoAwayDroppedStreams, report.SeverityError, h2ShutdownStream, renderH2GoAwayDroppedStreams},
-	{StopsBeforePropagation, report.SeverityError,
-		func(s seen) bool {
-			return s.terminating && (connectionFailure(s.class) || (s.proxied && s.class == prober.Timeout)) && !abruptClose(s)
-		}, renderPropagation},
+	// A blue/green's old pods raced the switch: the same race as the
+	// next, with its own knob.
+	{BlueGreenEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.switched != nil && racedPropagation(s) }, renderBlueGreenScaleDown},
+	{StopsBeforePropagation, report.SeverityError, racedPropagation, renderPropagation},
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
 	{ReadyTooEarly, report.SeverityError,
 		func(s seen) bool {
@@ -154,6 +159,13 @@ var rules = []rule{
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 
+// racedPropagation: a connection to a terminating pod failed (or, through
+// a proxy, timed out) other than by a kept-alive connection's cut: traffic
+// still went to it.
+func racedPropagation(s seen) bool {
+	return s.terminating && (connectionFailure(s.class) || (s.proxied && s.class == prober.Timeout)) && !abruptClose(s)
+}
+
 // abruptClose: a kept-alive connection to a terminating pod was cut.
 func abruptClose(s seen) bool {
 	return s.terminating && (s.class == prober.EOFReused || (s.class == prober.Reset && !s.f.Fresh))
@@ -165,6 +177,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	pods := a.pods
 	groups := map[string]*group{}
 	svcGaps := serviceGaps(r)
+	switches := activeSwitches(r)
 	for i := range failures {
 		f := &failures[i]
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed()}
@@ -177,6 +190,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			}
 		}
 		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
+		s.switched = switchedAway(switches, s.pod)
 		if i := gapOf(gaps, f, entryPath(r)); i >= 0 {
 			s.gap = &gaps[i]
 			gaps[i].Failed++
@@ -214,10 +228,13 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, switches: switches}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
+	}
+	if g := groups[BlueGreenEarlyScaleDown]; g != nil {
+		preStop = max(preStop, PreStopSeconds(max(g.window, g.conservative)))
 	}
 	if len(x.spikes) > 0 {
 		preStop = max(preStop, PreStopSeconds(spikeWindow(x.spikes)))
