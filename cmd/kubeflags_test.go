@@ -65,3 +65,19 @@ current-context: ctx
 		t.Fatalf("ns %q, err %v", ns, err)
 	}
 }
+
+// --patch on a Rollout is sent as a JSON merge patch (a custom resource
+// takes no strategic merge patch); on the built-in kinds, as a strategic
+// one; a bad patch is an error whatever the kind.
+func TestPatchForKind(t *testing.T) {
+	data := []byte(`{"spec":{"template":{"metadata":{"labels":{"v":"2"}}}}}`)
+	for kind, merge := range map[rollout.Kind]bool{rollout.KindRollout: true, rollout.KindDeployment: false, rollout.KindStatefulSet: false, rollout.KindDaemonSet: false} {
+		p, err := patchFor(kind, data)
+		if err != nil || p.Merge != merge {
+			t.Errorf("%s: patch %+v, %v: want Merge %v", kind, p, err, merge)
+		}
+	}
+	if _, err := patchFor(rollout.KindRollout, []byte("{not json")); err == nil {
+		t.Error("a bad patch was accepted")
+	}
+}

@@ -239,13 +239,10 @@ func (o *runOptions) complete() error {
 				return fmt.Errorf("--patch: %w", err)
 			}
 		}
-		patch, err := rollout.ParsePatch(data)
-		if err != nil {
+		kind, _, _ := o.kube.workload()
+		if trigger, err = patchFor(kind, data); err != nil {
 			return field.Rename(err, triggerFlags)
 		}
-		kind, _, _ := o.kube.workload()
-		patch.Merge = kind == rollout.KindRollout // custom resources take no strategic merge
-		trigger = patch
 	case o.watch:
 		trigger = rollout.Watch{}
 	case o.drain != "":
@@ -276,6 +273,18 @@ func (o *runOptions) complete() error {
 		o.cfg.Log = nil
 	}
 	return nil
+}
+
+// patchFor parses --patch for a workload of kind: an Argo Rollout, a
+// custom resource, takes no strategic merge patch (the API server refuses
+// one), so it gets a JSON merge patch; the built-in kinds a strategic one.
+func patchFor(kind rollout.Kind, data []byte) (rollout.Patch, error) {
+	patch, err := rollout.ParsePatch(data)
+	if err != nil {
+		return rollout.Patch{}, err
+	}
+	patch.Merge = kind == rollout.KindRollout
+	return patch, nil
 }
 
 // triggerFlags name the flags of the trigger parsers' fields.

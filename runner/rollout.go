@@ -222,10 +222,13 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		run.rep = rep
 		// The report stands from here on: a panic in the analysis leaves it
 		// without its explanations, marked as rollprobe's failure (exit 70).
-		if fault := guard("the analysis", func() { addAnalysis(rep, clock, in, doctorOK, cfg) }); fault != "" {
+		fault := guard("the analysis", func() {
+			addAnalysis(rep, clock, in, doctorOK, cfg)
+			rep.Rollout.Steps = argoSteps(rep, w.Workload().Rollout, cfg.Budget) // after the analysis: the pods' revisions
+		})
+		if fault != "" {
 			rep.Verdict = rep.Verdict.WithInternal(fault)
 		}
-		rep.Rollout.Steps = argoSteps(rep, w.Workload().Rollout, cfg.Budget) // after the analysis: the pods' revisions
 		if out.declined && rep.Verdict.Pass {
 			// Nothing else explains why the load stopped: never a pass
 			// for a rollout that was not triggered.
