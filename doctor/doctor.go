@@ -391,12 +391,41 @@ func zeroReady(w rollout.Workload, svc *corev1.Service) (report.Finding, bool) {
 	case w.DaemonSet != nil:
 		return zeroReadyDaemonSet(w.DaemonSet, svc)
 	case w.Rollout != nil:
-		// Argo's canary and blue/green keep the stable ReplicaSet until
-		// the new one is available (its own maxSurge and maxUnavailable
-		// apply to a canary without steps): not judged here yet.
-		return report.Finding{}, false
+		return zeroReadyArgoCanary(w.Rollout)
 	}
 	return zeroReadyDeployment(w.Deployment)
+}
+
+// zeroReadyArgoCanary: an Argo canary without traffic routing scales its
+// stable ReplicaSet down as the canary's comes up, keeping the replicas
+// less maxUnavailable available, as a Deployment does (Argo's
+// resolveFenceposts: the same rounding, the same 25% defaults). A
+// blue/green keeps the active ReplicaSet until the new one is available
+// and switched to, and a canary with traffic routing keeps the stable one
+// whole: neither can leave no ready pod this way.
+func zeroReadyArgoCanary(r *rollout.ArgoRollout) (report.Finding, bool) {
+	c := r.Spec.Strategy.Canary
+	if c == nil || len(c.TrafficRouting) > 0 {
+		return report.Finding{}, false
+	}
+	replicas := int32(1)
+	if r.Spec.Replicas != nil {
+		replicas = *r.Spec.Replicas
+	}
+	unavail, surge := intstr.FromString("25%"), intstr.FromString("25%")
+	if c.MaxUnavailable != nil {
+		unavail = *c.MaxUnavailable
+	}
+	if c.MaxSurge != nil {
+		surge = *c.MaxSurge
+	}
+	f, ok := rollingZeroReady(replicas, argoPercent(unavail), argoPercent(surge))
+	if !ok {
+		return f, false
+	}
+	f.Evidence[0] = "argo canary with " + f.Evidence[0]
+	f.Fix = "set spec.strategy.canary.maxUnavailable: 0 and maxSurge: 1 (canary pods come up before stable ones go), or run more replicas"
+	return f, true
 }
 
 // zeroReadyStatefulSet: a StatefulSet's rolling update deletes a pod and
@@ -478,6 +507,26 @@ func zeroReadyDeployment(d *appsv1.Deployment) (report.Finding, bool) {
 			surge = *ru.MaxSurge
 		}
 	}
+	return rollingZeroReady(replicas, unavail, surge)
+}
+
+// argoPercent: Argo reads any string bound as a percentage, "%" or not
+// (its defaults are "25"); intstr's scaling wants the "%".
+func argoPercent(v intstr.IntOrString) intstr.IntOrString {
+	if v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%") {
+		return intstr.FromString(v.StrVal + "%")
+	}
+	return v
+}
+
+// rollingZeroReady: a rolling update of replicas with these bounds may
+// leave no ready pod. maxUnavailable rounds down and maxSurge up; both 0
+// means maxUnavailable 1 (the Deployment controller and Argo alike).
+func rollingZeroReady(replicas int32, unavail, surge intstr.IntOrString) (report.Finding, bool) {
+	if replicas == 0 {
+		return report.Finding{}, false
+	}
+	f := report.Finding{Title: "the rollout can leave no ready pod"}
 	u, err1 := intstr.GetScaledValueFromIntOrPercent(&unavail, int(replicas), false)
 	s, err2 := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
 	if err1 != nil || err2 != nil {

@@ -350,3 +350,51 @@ func TestPDBAllowsNoEviction(t *testing.T) {
 		})
 	}
 }
+
+// An Argo canary without traffic routing scales its stable pods down as a
+// Deployment does, with Argo's 25% defaults ("25" without the % is a
+// percentage to Argo too); a blue/green or a traffic-routed canary keeps
+// its stable pods whole and is never flagged.
+func TestZeroReadyArgoCanary(t *testing.T) {
+	ptr := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	for _, tt := range []struct {
+		name             string
+		replicas         *int32
+		surge, unavail   *intstr.IntOrString
+		blueGreen, route bool
+		want             string // evidence substring; "" = no finding
+	}{
+		{name: "defaults, one replica (25% rounds down to 0)", want: ""},
+		{name: "one replica, maxUnavailable 1", unavail: ptr(intstr.FromInt32(1)), want: "argo canary with replicas 1, maxUnavailable 1 (= 1)"},
+		{name: "both zero resolves to maxUnavailable 1", surge: ptr(intstr.FromInt32(0)), unavail: ptr(intstr.FromString("0%")), want: "replicas 1, maxUnavailable 0% (= 1)"},
+		{name: "\"100\" is 100% to Argo", unavail: ptr(intstr.FromString("100")), replicas: int32Ptr(4), want: "down to 0"},
+		{name: "four replicas, 25% unavailable", replicas: int32Ptr(4), want: ""},
+		{name: "blue/green", blueGreen: true, unavail: ptr(intstr.FromInt32(1)), want: ""},
+		{name: "traffic routing keeps the stable pods", route: true, unavail: ptr(intstr.FromInt32(1)), want: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &rollout.ArgoRollout{}
+			r.Spec.Replicas = tt.replicas
+			if tt.blueGreen {
+				r.Spec.Strategy.BlueGreen = &rollout.ArgoBlueGreen{ActiveService: "web"}
+			} else {
+				r.Spec.Strategy.Canary = &rollout.ArgoCanary{MaxSurge: tt.surge, MaxUnavailable: tt.unavail}
+				if tt.route {
+					r.Spec.Strategy.Canary.TrafficRouting = []byte(`{"nginx":{"stableIngress":"web"}}`)
+				}
+			}
+			f, ok := zeroReady(rollout.Workload{Rollout: r}, nil)
+			if tt.want == "" {
+				if ok {
+					t.Fatalf("flagged: %+v", f)
+				}
+				return
+			}
+			if !ok || !strings.Contains(strings.Join(f.Evidence, "\n"), tt.want) || !strings.Contains(f.Fix, "spec.strategy.canary.maxUnavailable: 0") {
+				t.Fatalf("finding %+v (%v): want evidence %q and the canary's fix", f, ok, tt.want)
+			}
+		})
+	}
+}
+
+func int32Ptr(v int32) *int32 { return &v }

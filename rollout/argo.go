@@ -80,6 +80,10 @@ type ArgoCanary struct {
 	StableService  string           `json:"stableService,omitempty"`
 	Steps          []ArgoCanaryStep `json:"steps,omitempty"`
 	TrafficRouting json.RawMessage  `json:"trafficRouting,omitempty"`
+	// MaxSurge and MaxUnavailable bound a canary without traffic routing
+	// as a Deployment's do (Argo's defaults: 25% each).
+	MaxSurge       *intstr.IntOrString `json:"maxSurge,omitempty"`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // ArgoCanaryStep is one step of a canary; the kinds rollprobe does not
