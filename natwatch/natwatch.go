@@ -94,28 +94,45 @@ func (t *Table) Status() Status {
 	return st
 }
 
-// matchSlack is how far a connection's event may be from the request it
-// carried: an event is delivered within milliseconds of the SYN, and the
-// request's start is taken right before the dial.
+// matchSlack is how long after a request's start its connection's event
+// may be received: an event is delivered within milliseconds of the SYN
+// and read on a short timer, and the request's start is taken right
+// before the dial; the second covers a stalled reader.
 const matchSlack = time.Second
+
+// earlySlack is how much earlier than a request's start its connection's
+// event may be received: none can be, as the SYN follows the start; the
+// slack covers the two clocks' reading order. An event older than that is
+// a previous connection's on the same port.
+const earlySlack = 5 * time.Millisecond
 
 // Lookup finds the connection of a request from local address src to
 // remote address remote. fresh: the request opened its connection at
-// start, so the connection is the one seen closest to start (within a
-// second); otherwise (a kept-alive connection) the last one seen before
-// start. ok false when none matches.
+// start, so the connection is one whose event was received from start
+// (less earlySlack) to matchSlack after; otherwise (a kept-alive
+// connection) the last one seen before start. ok false when none matches,
+// and, for a fresh request, when two connections in that window went to
+// different pods: a port used again within it (a refused connection frees
+// its port at once) leaves the events' order as the only tie-break, and
+// events read in one batch share one receive time. Such a request falls
+// back to inference rather than be named for certain and wrongly.
 func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var best Conn
-	found := false
+	found, ambiguous := false, false
 	for _, c := range t.byPort[src.Port()] {
 		if c.Orig != remote || (src.Addr().IsValid() && !src.Addr().IsUnspecified() && c.Src.Addr() != src.Addr()) {
 			continue
 		}
 		if fresh {
-			d := c.At.Sub(start).Abs()
-			if d <= matchSlack && (!found || d < best.At.Sub(start).Abs()) {
+			if c.At.Before(start.Add(-earlySlack)) || c.At.After(start.Add(matchSlack)) {
+				continue
+			}
+			if found && c.Dest != best.Dest {
+				ambiguous = true
+			}
+			if !found {
 				best, found = c, true
 			}
 			continue
@@ -123,6 +140,9 @@ func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) 
 		if !c.At.After(start) && (!found || c.At.After(best.At)) {
 			best, found = c, true
 		}
+	}
+	if ambiguous {
+		return Conn{}, false
 	}
 	return best, found
 }

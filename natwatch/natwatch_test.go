@@ -48,3 +48,53 @@ func TestLookup(t *testing.T) {
 		t.Errorf("status %+v", tb.Status())
 	}
 }
+
+// A port used again within a request's window: a refused connection
+// frees its port at once, and the kernel may hand it to the next connect
+// to the same Service. Events read in one batch share one receive time,
+// and a previous connection's event read late looks as near as the
+// request's own: when the two went to different pods the request has no
+// certain mapping (it falls back to inference); to the same pod, it has.
+// An event received before the request started is never its own.
+func TestLookupRefusesAPortUsedTwiceInItsWindow(t *testing.T) {
+	svc := ap("10.96.0.10:80")
+	src := ap("10.0.0.1:40000")
+	start := t0.Add(time.Second)
+	for _, tc := range []struct {
+		name  string
+		conns []Conn
+		want  string
+	}{
+		{"an earlier connection's event, read before the start", []Conn{
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(-300 * time.Millisecond)},
+			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(40 * time.Millisecond)},
+		}, "10.244.2.7:8080"},
+		{"only an earlier connection's event: not the request's", []Conn{
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(-3 * time.Millisecond).Add(-earlySlack)},
+		}, ""},
+		{"two in one batch, to different pods", []Conn{
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(8 * time.Millisecond)},
+			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(8 * time.Millisecond)},
+		}, ""},
+		{"an earlier one read late, then the request's, different pods", []Conn{
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(time.Millisecond)},
+			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(12 * time.Millisecond)},
+		}, ""},
+		{"two in the window, to the same pod", []Conn{
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(2 * time.Millisecond)},
+			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(9 * time.Millisecond)},
+		}, "10.244.1.5:8080"},
+	} {
+		tb := NewTable()
+		for _, c := range tc.conns {
+			tb.Add(c)
+		}
+		got := ""
+		if c, ok := tb.Lookup(src, svc, start, true); ok {
+			got = c.Dest.String()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -511,7 +511,8 @@ type Conntrack struct {
 	Lost       bool   `json:"lost,omitempty"`
 	LostReason string `json:"lost_reason,omitempty"`
 	// FailuresMapped and FailuresUnmapped count the failures with a
-	// connection (a local address) whose pod address was found, and not.
+	// connection (a local address) whose pod address was found, and not
+	// (no event, or an ambiguous one: natwatch.Table.Lookup).
 	FailuresMapped   int `json:"failures_mapped"`
 	FailuresUnmapped int `json:"failures_unmapped"`
 }
