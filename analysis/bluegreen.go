@@ -101,15 +101,18 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 	}
 	delay := PreStopSeconds(lag)
 	sleep := PreStopSeconds(max(g.window, g.conservative))
-	ns := "-n " + r.Rollout.Namespace + " "
-	if r.Rollout.Namespace == "" {
-		ns = ""
+	name, ns := "NAME", ""
+	if ro := r.Rollout; ro != nil {
+		name = ro.Name
+		if ro.Namespace != "" {
+			ns = "-n " + ro.Namespace + " "
+		}
 	}
 	return report.Finding{
 		Title:    "the old pods of a blue/green were scaled down before the switch of the active Service had propagated",
 		Evidence: evidence,
 		Fix: fmt.Sprintf("keep the old ReplicaSet up until the switch has propagated: spec.strategy.blueGreen.scaleDownDelaySeconds: %d or more (Argo's default is 30; 0 does not mean at once: Argo leaves the old ReplicaSet up, argoproj/argo-rollouts#1992), e.g. kubectl %spatch rollout %s --type merge -p '{\"spec\":{\"strategy\":{\"blueGreen\":{\"scaleDownDelaySeconds\":%d}}}}'; or give the pods a preStop hook that waits %ds (%s) so each keeps serving after its deletion",
-			delay, ns, r.Rollout.Name, delay, sleep, advice.PreStopSleep(sleep, x.version)),
+			delay, ns, name, delay, sleep, advice.PreStopSleep(sleep, x.version)),
 		Pods: g.podList(),
 	}, true
 }
