@@ -413,6 +413,7 @@ func TestH2GoAway(t *testing.T) {
 			var c counts
 			var mu sync.Mutex
 			held := map[*scriptConn][]uint32{}
+			ended := map[*scriptConn]bool{} // its held streams were ended or answered
 			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
 				switch {
 				case n < 10:
@@ -422,9 +423,33 @@ func TestH2GoAway(t *testing.T) {
 					mu.Lock()
 					held[sc] = append(held[sc], id)
 					ids := held[sc]
+					done := ended[sc]
+					ended[sc] = done || n == 12
 					mu.Unlock()
-					if n == 12 {
+					switch {
+					case done: // its tail was answered (below): so is this one
+						c.answered.Add(1)
+						sc.answer(id)
+					case n == 12:
 						tc.end(sc, &c, ids)
+					case n == 10:
+						// The run's end may come before the connection's
+						// third held stream: a cold CI run once left two
+						// held to their timeout, which no variant expects.
+						// Answered after a while, they count as answered.
+						time.AfterFunc(heldTail, func() {
+							mu.Lock()
+							ids, done := held[sc], ended[sc]
+							ended[sc] = true
+							mu.Unlock()
+							if done {
+								return
+							}
+							for _, id := range ids {
+								c.answered.Add(1)
+								sc.answer(id)
+							}
+						})
 					}
 				default:
 					// Sent after the connection's end began: above any
@@ -450,6 +475,12 @@ func TestH2GoAway(t *testing.T) {
 		})
 	}
 }
+
+// heldTail: how long TestH2GoAway's server holds a connection's first
+// held streams for the third that ends the connection: far beyond the
+// gap between streams (the workers send at once), well within the
+// request timeout (1 s).
+const heldTail = 300 * time.Millisecond
 
 // TestH2Timeout: a stream without an answer is a timeout, and the prober
 // cancels it on the wire (RST_STREAM CANCEL) rather than leave it open.
