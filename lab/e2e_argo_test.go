@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
@@ -85,6 +86,71 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 	})
 
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
+	t.Run("a blue-green scaled down at the switch drops on the old pods", func(t *testing.T) { testArgoBlueGreenFast(t, ctx, c) })
+}
+
+// testArgoBlueGreenFast: a blue/green of naive pods whose old ReplicaSet
+// is scaled down as soon as the switch is done (scaleDownDelayRevisionLimit:
+// 0), probed through the ingress. Traefik hears of the switch in batches
+// (2 s): until then it still sends requests to the old pods, which are
+// being deleted, and answers for them (502, 504) or waits on them. (At the
+// Service nothing dropped in the lab: kube-proxy had the switch before the
+// old pods went.) Traefik's access log is the referee of every count and
+// of the pod each failed request was sent to; the finding names the
+// switch, the scale-down and a delay sized from the failures.
+func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
+	const host = "argo-bluegreen-fast.lab.example"
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-bluegreen-fast")
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-bluegreen-fast", "https://"+host+"/",
+		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--promote", "--timeout", "3m").wait(t)
+	checkEdgeReport(t, r)
+	if r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
+	}
+	sentTo := refereeAccessLog(t, cfg, r.rep, host)
+	ro := r.rep.Rollout
+	var switched *report.Event
+	for i, e := range r.rep.Timeline {
+		if e.Kind == report.ActiveSwitched {
+			switched = &r.rep.Timeline[i]
+		}
+	}
+	if switched == nil || switched.Revision != ro.NewRevision {
+		t.Fatalf("switch %+v: want one to the new revision %s\n%s", switched, ro.NewRevision, r.out())
+	}
+	old := map[string]bool{}
+	for _, p := range r.rep.Pods {
+		if p.Revision == ro.OldRevision {
+			old[p.Pod] = true
+		}
+	}
+	// Traefik says where each failed request went: an old pod, after the
+	// switch; the report's likely pod is one of them too.
+	for _, f := range r.rep.Failures {
+		if hit, ok := sentTo[f.RequestID]; ok && !old[hit] {
+			t.Errorf("%s (%s): Traefik sent it to %s, not a pod of the old revision", f.RequestID, f.Class, hit)
+		}
+		if f.Start.Before(switched.At) {
+			t.Errorf("%s (%s) at %s, before the switch at %s", f.RequestID, f.Class, f.Start, switched.At)
+		}
+		if f.LikelyPod != "" && !old[f.LikelyPod] {
+			t.Errorf("%s (%s) put on %q, not a pod of the old revision", f.RequestID, f.Class, f.LikelyPod)
+		}
+	}
+	f := findingByID(r.rep, "bluegreen-scale-down-before-propagation")
+	if f == nil {
+		t.Fatalf("findings %v: want the blue/green's\n%s", findingIDs(r.rep), r.out())
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if !strings.Contains(ev, "switched from revision "+ro.OldRevision+" to "+ro.NewRevision) || !strings.Contains(f.Fix, "scaleDownDelaySeconds") {
+		t.Errorf("finding %+v: want the switch and the delay", f)
+	}
+	if findingByID(r.rep, "stops-accepting-before-endpoints-propagate") != nil {
+		t.Errorf("findings %v: the race finding claims what the blue/green's does", findingIDs(r.rep))
+	}
+	t.Logf("%d failed of %d %v; %s; fix: %s", r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), ev, f.Fix)
 }
 
 // testArgoBlueGreen: a blue/green of naive pods, promoted: the pause, the
@@ -102,9 +168,11 @@ func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
 	if ro.Service != "argo-bluegreen" || len(ro.Steps) != 0 {
 		t.Errorf("service %q, steps %+v: want the active Service and no canary steps", ro.Service, ro.Steps)
 	}
-	var switched, promoted, paused *report.Event
+	var switched, promoted, paused, deadline *report.Event
 	for i, e := range r.rep.Timeline {
 		switch e.Kind {
+		case report.ScaleDownDeadline:
+			deadline = &r.rep.Timeline[i]
 		case report.ActiveSwitched:
 			switched = &r.rep.Timeline[i]
 		case report.RolloutPromoted:
@@ -116,6 +184,13 @@ func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
 	if paused == nil || paused.Detail != "BlueGreenPause" || promoted == nil || switched == nil ||
 		switched.Revision != ro.NewRevision || switched.At.Before(promoted.At) {
 		t.Fatalf("timeline: paused %+v, promoted %+v, switched %+v: want the pause, the promote, then the switch to %s\n%s", paused, promoted, switched, ro.NewRevision, r.out())
+	}
+	// The controller annotates the old ReplicaSet with the time it scales
+	// it down: scaleDownDelaySeconds (3) after the switch, to the second.
+	if deadline == nil || deadline.Revision != ro.OldRevision || !strings.Contains(deadline.Detail, "scales down at") {
+		t.Errorf("scale-down deadline %+v: want one for the old revision %s", deadline, ro.OldRevision)
+	} else if d := deadline.At.Sub(switched.At); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("the scale-down deadline was set %s from the switch: want the same reconcile or the next", d)
 	}
 	old := map[string]bool{}
 	for _, p := range r.rep.Pods {
