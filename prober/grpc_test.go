@@ -159,9 +159,15 @@ func TestGRPCGoCountsHiddenRetries(t *testing.T) {
 				c.BackendHeader = "x-pod-name"
 			})
 			tot := snap.Totals
-			// Failures grpc-go made of calls the server answered (seen once
-			// in ~900 calls: UNKNOWN, "EOF", on a resent call): counted
-			// apart, so that the refusals are accounted for exactly.
+			// Failures grpc-go makes of its own, UNKNOWN "EOF", after a
+			// hidden retry: on 2026-11-26 one to two in 4,500-5,800 calls,
+			// some on a call whose last stream the server answered, some
+			// on one it refused again (the server's counts were off by one
+			// either way in different runs). Nothing on the client tells
+			// which, so each is counted on exactly one side: the server's
+			// answers and refusals less what the clean outcomes account
+			// for add up to them, and every stream the server saw is a
+			// call's first attempt or a hidden retry.
 			var refusedTwice, other uint64
 			for _, f := range p.Recorder().Failures() {
 				switch {
@@ -169,29 +175,34 @@ func TestGRPCGoCountsHiddenRetries(t *testing.T) {
 					refusedTwice++
 				case client == GRPCClientGo:
 					other++
-					t.Logf("grpc-go failed a call the server answered: %s %v (after %d hidden retries)", f.GRPCStatus, f.Err, f.HiddenRetries)
+					t.Logf("grpc-go failed a call on its own: %s %v (after %d hidden retries)", f.GRPCStatus, f.Err, f.HiddenRetries)
 				}
 			}
-			if tot.Classes[OK]+other != uint64(answered.Load()) {
-				t.Errorf("ok %d (+%d failed by grpc-go after the answer), the server answered %d (%v)", tot.Classes[OK], other, answered.Load(), tot.Classes)
-			}
-			if tot.Backends["scripted"] != tot.Classes[OK]+other {
+			// A failed call has no response: its backend is never counted.
+			if tot.Backends["scripted"] != tot.Classes[OK] {
 				t.Errorf("backend counted %d times, ok %d", tot.Backends["scripted"], tot.Classes[OK])
 			}
 			switch client {
 			case GRPCClientRaw:
+				if tot.Classes[OK] != uint64(answered.Load()) {
+					t.Errorf("ok %d, the server answered %d (%v)", tot.Classes[OK], answered.Load(), tot.Classes)
+				}
 				if tot.Classes[RefusedStream] != uint64(refused.Load()) || tot.Retries != (HiddenRetries{}) {
 					t.Errorf("refused_stream %d, the server refused %d; hidden retries %+v (want none)", tot.Classes[RefusedStream], refused.Load(), tot.Retries)
 				}
 			case GRPCClientGo:
 				// grpc-go resends a refused stream once per call: a call whose
 				// resend is refused again fails, UNAVAILABLE, and its caller
-				// sees it. Each refusal is one or the other.
+				// sees it. Each refusal is one or the other (or one of the
+				// other failures).
 				r := tot.Retries
-				if r.Attempts+refusedTwice != uint64(refused.Load()) || tot.Sent() != tot.Classes[OK]+tot.Classes[GRPCStatus] ||
+				answeredLeft := answered.Load() - int64(tot.Classes[OK])
+				refusedLeft := refused.Load() - int64(r.Attempts+refusedTwice)
+				if answeredLeft < 0 || refusedLeft < 0 || uint64(answeredLeft+refusedLeft) != other ||
+					uint64(answered.Load()+refused.Load()) != tot.Sent()+r.Attempts || tot.Sent() != tot.Classes[OK]+tot.Classes[GRPCStatus] ||
 					r.Calls == 0 || r.Calls != r.Attempts || r.DelayMax <= 0 {
-					t.Errorf("%v, hidden retries %+v, %d refused twice, %d other; the server refused %d: want each refusal a hidden retry or a failed call",
-						tot.Classes, r, refusedTwice, other, refused.Load())
+					t.Errorf("%v, hidden retries %+v, %d refused twice, %d other; the server answered %d and refused %d: want each stream the server saw a call or a hidden retry, each refusal a hidden retry or a failed call",
+						tot.Classes, r, refusedTwice, other, answered.Load(), refused.Load())
 				}
 				t.Logf("%d calls, %d hidden retries, %d failed after one, retries adding up to %s", tot.Sent(), r.Attempts, tot.Classes[GRPCStatus], r.DelayMax)
 			}
