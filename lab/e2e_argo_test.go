@@ -132,8 +132,8 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 		if hit, ok := sentTo[f.RequestID]; ok && !old[hit] {
 			t.Errorf("%s (%s): Traefik sent it to %s, not a pod of the old revision", f.RequestID, f.Class, hit)
 		}
-		if f.Start.Before(switched.At) {
-			t.Errorf("%s (%s) at %s, before the switch at %s", f.RequestID, f.Class, f.Start, switched.At)
+		if causedBy(f).Before(switched.At.Add(-switchSeenLate)) {
+			t.Errorf("%s (%s) caused by %s, before the switch at %s", f.RequestID, f.Class, causedBy(f), switched.At)
 		}
 		if f.LikelyPod != "" && !old[f.LikelyPod] {
 			t.Errorf("%s (%s) put on %q, not a pod of the old revision", f.RequestID, f.Class, f.LikelyPod)
@@ -199,8 +199,8 @@ func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	for _, f := range r.rep.Failures {
-		if f.Start.Before(switched.At) {
-			t.Errorf("%s (%s) at %s, before the switch at %s", f.RequestID, f.Class, f.Start, switched.At)
+		if causedBy(f).Before(switched.At.Add(-switchSeenLate)) {
+			t.Errorf("%s (%s) caused by %s, before the switch at %s", f.RequestID, f.Class, causedBy(f), switched.At)
 		}
 		if f.LikelyPod != "" && !old[f.LikelyPod] {
 			t.Errorf("%s (%s) put on %q, not a pod of the old revision", f.RequestID, f.Class, f.LikelyPod)
@@ -208,6 +208,22 @@ func testArgoBlueGreen(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	t.Logf("exit %d, %d failed of %d %v; switched %.1fs after the promote", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent,
 		nonZero(r.rep.Totals.ByClass), switched.At.Sub(promoted.At).Seconds())
+}
+
+// switchSeenLate: how much later than the old pods' end the switch may be
+// seen. active_switched comes from the Rollout's status, which the
+// controller writes at the end of a reconcile; the old pods may already be
+// failing by then (a cold CI run: proxy_5xx from 0.13 s before the
+// event). The analysis allows the same second (switchTolerance).
+const switchSeenLate = time.Second
+
+// causedBy is the latest time a failure can have been caused: a refused or
+// unanswered connect's start, any other failure's end.
+func causedBy(f report.Failure) time.Time {
+	if f.Class == report.ClassRefused || f.Class == report.ClassConnectTimeout {
+		return f.Start
+	}
+	return f.End
 }
 
 // containsAll says whether want appears in got in order (other elements
