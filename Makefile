@@ -66,10 +66,12 @@ test-short: ## unit tests only: no binary built or run, no traffic, no lab (abou
 $(STATICCHECK):
 	GOBIN=$(TOOLS) GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# lint vets with make build's flags (CGO_ENABLED=0, -trimpath; no package
+# here uses cgo): its compiles of the dependencies are then those a build
+# left in the build cache (measured with an empty cache: 150 s alone, 55 s
+# after a build).
 lint: $(STATICCHECK) ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@# Vet with make build's flags: its compiles of the dependencies are then
-	@# the ones already in the build cache (cold: 150 s alone, 55 s after a build).
 	CGO_ENABLED=0 go vet -trimpath ./...
 	$(STATICCHECK) ./...
 

@@ -91,14 +91,20 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 	}
 	start := r.StartedAt
 	evidence := []string{
-		fmt.Sprintf("the active Service switched from revision %s to %s at %+.2fs; the old revision's pods were deleted from %+.2fs, %.2fs after the switch",
+		// Both times are as the watches received them: the switch from
+		// the Rollout's status, written at the end of the controller's
+		// reconcile, may be seen after the deletions it caused (hence
+		// %+.2fs, never "after" a negative time).
+		fmt.Sprintf("the active Service switched from revision %s to %s at %+.2fs (as the Rollout's status showed it); the old revision's pods were deleted from %+.2fs (%+.2fs from the switch)",
 			old, sw.to, sw.at.Sub(start).Seconds(), firstDeletion.Sub(start).Seconds(), firstDeletion.Sub(sw.at).Seconds()),
-		fmt.Sprintf("%d requests failed (%s) from %s, on connections opened to the old pods after the switch: the last %.2fs after it, so the switch had not reached every proxy by then",
+		fmt.Sprintf("%d requests failed (%s) from %s on the old pods, still sent new traffic while they went: the last began %.2fs after the switch, so it had not reached every proxy by then",
 			len(g.fails), g.classes(), g.span(start), lag.Seconds()),
 	}
 	if d := scaleDownDeadline(r, old); d != "" {
 		evidence = append(evidence, "the controller's plan for the old ReplicaSet: "+d)
 	}
+	// The delay is sized as a preStop sleep is (×1.5 + 1 s), from the
+	// switch; the alternative preStop from the pods' deletions.
 	delay := PreStopSeconds(lag)
 	sleep := PreStopSeconds(max(g.window, g.conservative))
 	name, ns := "NAME", ""

@@ -50,8 +50,8 @@ func TestBlueGreenScaleDownBeforePropagation(t *testing.T) {
 	}
 	ev := strings.Join(f.Evidence, "\n")
 	for _, want := range []string{
-		"switched from revision blue to green at +5.00s; the old revision's pods were deleted from +5.10s, 0.10s after the switch",
-		"3 requests failed (connect_timeout 1, refused 2)", "the last 0.90s after it",
+		"switched from revision blue to green at +5.00s (as the Rollout's status showed it); the old revision's pods were deleted from +5.10s (+0.10s from the switch)",
+		"3 requests failed (connect_timeout 1, refused 2)", "the last began 0.90s after the switch",
 		"revision 1 scales down at 2026-11-21T09:00:05Z",
 	} {
 		if !strings.Contains(ev, want) {

@@ -106,8 +106,10 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 }
 
 // Patch applies a strategic merge patch to the workload; to a Rollout,
-// which takes none, the same JSON as a merge patch (Merge says so in its
-// description, which the report records as the trigger).
+// which takes none, the same JSON as a merge patch. Fire chooses by the
+// workload's kind; Merge only names the choice in the description the
+// report records, so whoever builds a Patch must set it to agree (cmd's
+// patchFor does).
 type Patch struct {
 	JSON  []byte
 	Merge bool

@@ -27,8 +27,8 @@ func Required(t testing.TB) {
 // package directory) into dir/name and returns the binary's path. The
 // binary is static (CGO_ENABLED=0, -trimpath), as make build makes it: the
 // lab runs it as a container image, which has no C library, and with the
-// same flags its compiled packages are the ones make build left in the
-// build cache (CI builds first: a cold run compiles them once).
+// same flags its compiled packages are the ones make build (or, in CI, the
+// release's linux/amd64 build) left in the build cache.
 func Build(dir, name, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
