@@ -603,3 +603,39 @@ func TestH2GoAwayOnEveryConnection(t *testing.T) {
 		t.Errorf("%d connections for %d requests: more than %d dials a request", conns, sent, h2RefusedDials)
 	}
 }
+
+// TestH2EndedWhileOpening: the connection ends (the reader saw the server
+// close it and closed the socket) after open has taken a stream and before
+// its HEADERS are written. Not a byte of that stream reaches the wire, so
+// no referee can see it: it must go to another connection as a stream the
+// check saw ended does, not be counted closed_no_goaway (a CI run counted
+// one more closed_no_goaway than the capture held, 7 to 6, this way).
+func TestH2EndedWhileOpening(t *testing.T) {
+	testenv.Timed(t)
+	var streams atomic.Int64
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+		streams.Add(1)
+		sc.answer(id)
+	})
+	var ended atomic.Bool
+	testHookOpening = func(c *h2conn) {
+		if ended.CompareAndSwap(false, true) {
+			c.end(io.EOF)
+		}
+	}
+	t.Cleanup(func() { testHookOpening = nil })
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+	sent := snap.Totals.Sent()
+	if !ended.Load() || sent == 0 {
+		t.Fatalf("the hook did not run or nothing was sent (%v)", snap.Totals.Classes)
+	}
+	if snap.Totals.Classes[OK] != sent {
+		t.Errorf("classes %v: want all %d ok (the ended connection's stream was never sent)", snap.Totals.Classes, sent)
+	}
+	if got := uint64(streams.Load()); got != sent {
+		t.Errorf("the server saw %d streams, the prober counted %d requests", got, sent)
+	}
+	if conns := s.conns.Load(); conns < 2 {
+		t.Errorf("%d connections: the request should have gone to a new one", conns)
+	}
+}

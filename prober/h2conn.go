@@ -35,6 +35,7 @@ type h2conn struct {
 	grpc bool
 
 	wmu  sync.Mutex
+	out  countingWriter // rw, counting what it took: bw writes here
 	bw   *bufio.Writer
 	fr   *http2.Framer // writes under wmu; reads by the reader goroutine only
 	henc *hpack.Encoder
@@ -90,6 +91,10 @@ type h2stream struct {
 	goAway      GoAwayKind
 	unacked     uint32 // DATA bytes not yet given back to the stream's window
 	canceled    bool   // cut by the prober's own close
+	// writing: open is writing its HEADERS (under mu). A connection that
+	// ends meanwhile leaves the stream to open (orphaned), which alone
+	// knows whether any of it left.
+	writing, orphaned bool
 }
 
 func newH2Stream() *h2stream { return &h2stream{done: make(chan struct{}, 1)} }
@@ -141,7 +146,8 @@ func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader 
 		maxStreams: h2AssumedStreams,
 		readerDone: make(chan struct{}),
 	}
-	c.bw = bufio.NewWriterSize(rw, 16<<10)
+	c.out.w = rw
+	c.bw = bufio.NewWriterSize(&c.out, 16<<10)
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(rw, 32<<10))
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
@@ -199,10 +205,15 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 		return false, errNotAccepting
 	}
 	st.id, st.connReqs = c.nextID, c.opened
+	st.writing, st.orphaned = true, false
 	c.nextID += 2
 	c.opened++
 	c.streams[st.id] = st
 	c.mu.Unlock()
+	wrote := c.out.n
+	if testHookOpening != nil {
+		testHookOpening(c)
+	}
 
 	// A server that stops reading must not hold every stream of the
 	// connection behind this write past the request's time.
@@ -221,10 +232,42 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	if err == nil {
 		err = c.bw.Flush()
 	}
+	c.mu.Lock()
+	st.writing = false
+	if st.orphaned {
+		// The connection ended between the checks above and this write
+		// (the reader saw the server close it, and closed the socket).
+		if err != nil && c.out.n == wrote {
+			// Not a byte of the stream left: it was never sent, exactly
+			// as if the check had seen the end first. A wire referee
+			// sees no stream; the caller tries another connection.
+			c.mu.Unlock()
+			return false, errNotAccepting
+		}
+		c.lost(st)
+		st.done <- struct{}{}
+	}
+	c.mu.Unlock()
 	if err != nil {
 		c.end(err)
 	}
 	return true, err
+}
+
+// testHookOpening, when set by a test, runs in open between taking the
+// stream and writing it.
+var testHookOpening func(*h2conn)
+
+// countingWriter counts the bytes its writer took; used under wmu only.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
 }
 
 // forget takes st back from the connection if the reader has not ended it
@@ -281,6 +324,10 @@ func (c *h2conn) end(err error) {
 		c.ended = err
 		for id, st := range c.streams {
 			delete(c.streams, id)
+			if st.writing {
+				st.orphaned = true // open ends it (see open)
+				continue
+			}
 			c.lost(st)
 			st.done <- struct{}{}
 		}
