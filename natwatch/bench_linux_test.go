@@ -17,7 +17,8 @@ import (
 
 // BenchmarkConntrackOverhead measures the prober's throughput (closed
 // model, 32 workers, against a loopback server) with the conntrack watch
-// on and off, for a new connection per request (an event per request:
+// on (with the prober's connection log, as rollprobe run keeps both) and
+// off, for a new connection per request (an event per request:
 // the watch's worst case) and for kept-alive connections (a control: a
 // few events in all, so its ratio shows the machine's noise). Rounds
 // alternate in ABBA order so noise and drift hit both. The namespace
@@ -76,6 +77,9 @@ func probeFor(b *testing.B, target *url.URL, conn prober.ConnMode, d time.Durati
 	cfg := prober.DefaultConfig()
 	cfg.Target, cfg.Conn = target, conn
 	cfg.Rate, cfg.Concurrency, cfg.Duration = 0, 32, d
+	if ports != nil {
+		cfg.ConnLog = &prober.ConnLog{} // as rollprobe run keeps it with the watch
+	}
 	p, err := prober.New(cfg, "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -132,6 +136,9 @@ func pacedRun(b *testing.B, target *url.URL, rate float64, d time.Duration, port
 	cfg := prober.DefaultConfig()
 	cfg.Target, cfg.Conn = target, prober.ConnMode{FreshFraction: 1}
 	cfg.Rate, cfg.Duration = rate, d
+	if ports != nil {
+		cfg.ConnLog = &prober.ConnLog{} // as rollprobe run keeps it with the watch
+	}
 	p, err := prober.New(cfg, "bench")
 	if err != nil {
 		b.Fatal(err)

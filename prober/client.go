@@ -26,6 +26,8 @@ type conn struct {
 	rw       net.Conn // raw, or the TLS connection over it
 	br       *bufio.Reader
 	born     time.Duration // run offset at which it was established
+	dialed   time.Duration // run offset at which its dial began
+	log      *ConnLog      // noted in when closed (nil: not asked for)
 	addr     ConnAddr      // its two ends, for the failures on it
 	served   uint32        // requests completed on it
 	idleFrom time.Duration // run offset at which its last response ended
@@ -71,6 +73,7 @@ func newConn(raw, rw net.Conn, born time.Duration, watcher *closeWatcher, reusab
 }
 
 func (c *conn) close() {
+	c.log.note(c.addr, c.dialed, c.served)
 	if c.watcher != nil {
 		c.watcher.unwatch(c.watchToken)
 	}

@@ -165,6 +165,11 @@ type Config struct {
 	// SETTINGS_MAX_CONCURRENT_STREAMS. A request finding every connection
 	// full waits, its wait counted in its latency.
 	Streams int
+
+	// ConnLog, when set, gets a record of every connection that carried
+	// a response (see ConnLog): the run reads it with conntrack's table.
+	// Not with GRPCClientGo (grpc-go owns those connections).
+	ConnLog *ConnLog
 }
 
 // Engine names the prober's engine. Both record the same outcome for the

@@ -660,7 +660,7 @@ func (w *worker) do(res *Result) {
 		if p.reuseBlindly {
 			c.peek = nil // without watcher or peek, reusable never looks
 		}
-		c.addr = w.dialed.addr
+		c.addr, c.dialed, c.log = w.dialed.addr, res.Start, cfg.ConnLog
 		if !fresh {
 			w.c = c
 		}

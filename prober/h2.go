@@ -95,6 +95,7 @@ func (pool *h2Pool) close() {
 func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) {
 	cfg := &p.cfg
 	connectDeadline := p.start.Add(start + min(cfg.ConnectTimeout, cfg.Timeout))
+	dialStart := p.Elapsed() // later than start when it waited for the slot
 	raw, rw, phase, err := p.dialer.dial(p.running, connectDeadline, w.dialed)
 	if err != nil {
 		return nil, phase, err
@@ -104,7 +105,7 @@ func (p *Prober) dialH2(w *worker, start time.Duration) (*h2conn, Phase, error) 
 		return nil, PhaseTLS, errNoH2
 	}
 	_ = raw.SetDeadline(time.Time{}) // the handshake's; the connection outlives any request
-	c, err := startH2(raw, rw, p.Elapsed(), w.dialed.addr, p.backendHeader, cfg.Protocol == GRPC)
+	c, err := startH2(raw, rw, p.Elapsed(), w.dialed.addr, p.backendHeader, cfg.Protocol == GRPC, cfg.ConnLog, dialStart)
 	if err != nil {
 		_ = raw.Close()
 		return nil, PhaseWrite, err

@@ -31,6 +31,10 @@ type h2conn struct {
 	raw, rw net.Conn
 	addr    ConnAddr
 	born    time.Duration
+	// dialed is when its dial began; log gets it when it ends (nil: not
+	// asked for; see ConnLog).
+	dialed time.Duration
+	log    *ConnLog
 	// grpc: responses end in trailers with grpc-status (GRPC).
 	grpc bool
 
@@ -48,6 +52,7 @@ type h2conn struct {
 	// capStreams is the prober's own cap (Config.Streams; 0: none).
 	capStreams uint32
 	opened     uint32 // streams opened on it: the next one's ConnReqs
+	responses  uint32 // streams that ended in a response (ConnLog)
 	goAway     h2GoAway
 	// ended is why the connection stopped carrying streams (the reader's
 	// error, a write error, errClosedByUs); nil while it carries them.
@@ -138,9 +143,9 @@ var (
 // startH2 writes the client preface and settings on a connected rw and
 // starts the reader. Nothing waits for the server's settings: requests may
 // follow at once (RFC 9113 §3.4).
-func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader string, grpc bool) (*h2conn, error) {
+func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader string, grpc bool, log *ConnLog, dialed time.Duration) (*h2conn, error) {
 	c := &h2conn{
-		raw: raw, rw: rw, addr: addr, born: born, grpc: grpc,
+		raw: raw, rw: rw, addr: addr, born: born, grpc: grpc, log: log, dialed: dialed,
 		streams:    make(map[uint32]*h2stream),
 		nextID:     1,
 		maxStreams: h2AssumedStreams,
@@ -320,7 +325,8 @@ func (c *h2conn) closeIfDrained() {
 // stream still on it.
 func (c *h2conn) end(err error) {
 	c.mu.Lock()
-	if c.ended == nil {
+	first := c.ended == nil
+	if first {
 		c.ended = err
 		for id, st := range c.streams {
 			delete(c.streams, id)
@@ -332,8 +338,12 @@ func (c *h2conn) end(err error) {
 			st.done <- struct{}{}
 		}
 	}
+	responses := c.responses
 	c.mu.Unlock()
 	_ = c.raw.Close()
+	if first {
+		c.log.note(c.addr, c.dialed, responses)
+	}
 }
 
 // lost fills st's outcome for a connection that ended under it (mu held).
@@ -458,6 +468,9 @@ func (c *h2conn) endStream(id uint32, fill func(*h2stream)) {
 	if ok {
 		delete(c.streams, id)
 		fill(st)
+		if st.headers && st.err == nil {
+			c.responses++
+		}
 		st.done <- struct{}{}
 	}
 	c.mu.Unlock()

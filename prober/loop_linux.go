@@ -142,6 +142,7 @@ type loopConn struct {
 	// oneRequest: opened for one request, sent with Connection: close.
 	oneRequest bool
 	born       time.Duration // when it was established
+	dialed     time.Duration // when its dial began (Config.ConnLog)
 	served     uint32        // requests completed on it
 	idleFrom   time.Duration // when its last response ended
 	addr       ConnAddr
@@ -773,6 +774,7 @@ func (l *loop) closeConn(c *loopConn) {
 	if !c.oneRequest {
 		l.kept--
 	}
+	l.p.cfg.ConnLog.note(c.addr, c.dialed, c.served)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
 	c.state = connFree
@@ -798,7 +800,7 @@ func (l *loop) dial(res Result, oneRequest bool) {
 	if !oneRequest {
 		l.kept++
 	}
-	c.res = res
+	c.res, c.dialed = res, res.Start
 	c.state = connConnecting
 	c.deadline = res.Start + min(p.cfg.ConnectTimeout, p.cfg.Timeout)
 	l.noteDeadline(c.deadline)
