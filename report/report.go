@@ -12,6 +12,7 @@
 package report
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -178,6 +179,11 @@ type PodTraffic struct {
 	// requested (1 s resolution: whole rows of the series).
 	Served              uint64 `json:"served"`
 	ServedAfterDeletion uint64 `json:"served_after_deletion"`
+	// ServedConntrack counts the responses on connections conntrack saw
+	// go to its address while it bore it (Conntrack.Responses): known
+	// without a backend header. Absent when conntrack mapped no response;
+	// a lower bound when Conntrack.ResponsesUnmapped is not 0.
+	ServedConntrack *uint64 `json:"served_conntrack,omitempty"`
 	// FirstServedS and LastServedS are the seconds of the series (t) of
 	// the first and the last response naming it; absent when none did.
 	// Per path, LastServedS against the deletion says how long that path
@@ -515,6 +521,23 @@ type Conntrack struct {
 	// (no event, or an ambiguous one: natwatch.Table.Lookup).
 	FailuresMapped   int `json:"failures_mapped"`
 	FailuresUnmapped int `json:"failures_unmapped"`
+	// Responses are the responses the prober counted, by the address
+	// their connection went to after NAT and the second of the run (t)
+	// it was dialled in (the pod that bore the address then served them);
+	// ResponsesUnmapped those on connections conntrack gave no (or an
+	// ambiguous) address for. Absent for in-cluster probers (not sent yet)
+	// and gRPC through grpc-go (its own connections).
+	Responses         []ConntrackResponses `json:"responses,omitempty"`
+	ResponsesUnmapped uint64               `json:"responses_unmapped,omitempty"`
+}
+
+// ConntrackResponses counts responses on connections to one address,
+// dialled in one second of the run.
+type ConntrackResponses struct {
+	Addr        string `json:"addr"`
+	T           int64  `json:"t"`
+	Connections uint64 `json:"connections"`
+	Responses   uint64 `json:"responses"`
 }
 
 // Failure is one failed attempt in full.
@@ -593,4 +616,20 @@ type FailureInfo struct {
 	Total uint64 `json:"total"` // failed attempts, local errors included
 	Kept  int    `json:"kept"`
 	Limit int    `json:"limit"`
+}
+
+// ServedShown is a pod's served counts as every face shows them: the
+// backend header's when one was asked for; else conntrack's
+// (ServedConntrack), with the part after the deletion unknown (a
+// kept-alive connection's responses are not dated one by one); else
+// unknown. Never a 0 that was not measured. source says which ("" when
+// unknown).
+func ServedShown(r *Report, p PodTraffic) (served, afterDeletion, source string) {
+	switch {
+	case r.Config.BackendHeader != "":
+		return strconv.FormatUint(p.Served, 10), strconv.FormatUint(p.ServedAfterDeletion, 10), "backend header"
+	case p.ServedConntrack != nil:
+		return strconv.FormatUint(*p.ServedConntrack, 10), "unknown", "conntrack"
+	}
+	return "unknown", "unknown", ""
 }

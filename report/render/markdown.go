@@ -176,6 +176,9 @@ func writeMarkdownPods(b *strings.Builder, r *report.Report) {
 		served, after := servedCells(r, p)
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
+	if note := servedNote(r); note != "" {
+		b.WriteString("\n<sub>" + note + "</sub>\n")
+	}
 	if collapsed {
 		b.WriteString("\n</details>\n")
 	}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,39 @@ func TestViewStallIsSaid(t *testing.T) {
 	}
 	if strings.Contains(text.String(), "stalled") {
 		t.Error("a run without a stall says one")
+	}
+}
+
+// Without a backend header, the pods conntrack mapped responses to show
+// that count (and say where it comes from, and how many responses no row
+// holds); the part after deletion stays unknown (the HTML page:
+// htmlreport's TestServedFromConntrack).
+func TestServedFromConntrackWithoutABackendHeader(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Config.BackendHeader = ""
+	r.Conntrack = &report.Conntrack{Watching: true, ResponsesUnmapped: 3}
+	for i := range r.Pods {
+		n := uint64(4100 + i)
+		r.Pods[i].ServedConntrack = &n
+	}
+	var text, md bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		for i, p := range r.Pods {
+			if want := fmt.Sprint(4100 + i); !strings.Contains(out, want) {
+				t.Errorf("%s: pod %s's conntrack count %s is not shown", name, p.Pod, want)
+			}
+		}
+		if !strings.Contains(out, "served from conntrack") {
+			t.Errorf("%s: does not say the counts come from conntrack", name)
+		}
+		if !strings.Contains(out, "3 responses on connections conntrack did not map") {
+			t.Errorf("%s: does not say how many responses no row holds", name)
+		}
 	}
 }

@@ -256,13 +256,29 @@ func orDash(s string) string {
 	return s
 }
 
-// servedCells are a pod's served counts as a table shows them: unknown
-// (not 0) when no backend header named the pod that answered.
+// servedCells are a pod's served counts as a table shows them
+// (report.ServedShown: unknown, not 0, when nothing measured them).
 func servedCells(r *report.Report, p report.PodTraffic) (served, after string) {
-	if r.Config.BackendHeader == "" {
-		return "unknown", "unknown"
+	served, after, _ = report.ServedShown(r, p)
+	return served, after
+}
+
+// servedNote says, under a pods table, where its served counts come from
+// when that is not the backend header ("" when it is, or no pod shows).
+func servedNote(r *report.Report) string {
+	if r.Config.BackendHeader != "" || len(r.Pods) == 0 {
+		return ""
 	}
-	return fmt.Sprint(p.Served), fmt.Sprint(p.ServedAfterDeletion)
+	for _, p := range r.Pods {
+		if _, _, src := report.ServedShown(r, p); src == "conntrack" {
+			note := "served from conntrack: the responses on connections the kernel saw go to each pod's address; after deletion unknown without --backend-header"
+			if ct := r.Conntrack; ct != nil && ct.ResponsesUnmapped > 0 {
+				note += fmt.Sprintf("; %d responses on connections conntrack did not map are in no row", ct.ResponsesUnmapped)
+			}
+			return note
+		}
+	}
+	return "served unknown: no --backend-header names the pod that answered, and conntrack mapped no response to a pod"
 }
 
 // writePods renders run's per-pod traffic table: what each pod served, how
@@ -290,8 +306,8 @@ func writePods(b *strings.Builder, r *report.Report) {
 		served, after := servedCells(r, p)
 		fmt.Fprintf(b, "            %-*s  %-10s  %8s  %14s  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
-	if r.Config.BackendHeader == "" && len(r.Pods) > 0 {
-		b.WriteString("            (served unknown: no --backend-header names the pod that answered)\n")
+	if note := servedNote(r); note != "" {
+		b.WriteString("            (" + note + ")\n")
 	}
 }
 

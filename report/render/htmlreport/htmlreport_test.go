@@ -652,3 +652,51 @@ func TestCanaryStepsTable(t *testing.T) {
 		t.Error("a rollout without steps has no steps table")
 	}
 }
+
+// The pods table's served cells: the backend header's counts when there
+// is one; without it conntrack's (titled so) with after-deletion unknown;
+// with neither, unknown, never 0.
+func TestServedFromConntrack(t *testing.T) {
+	cells := func(r *report.Report) map[string][]string {
+		_, doc := render(t, r)
+		out := map[string][]string{}
+		walk(doc, func(n *html.Node) {
+			pod, ok := attr(n, "data-pod")
+			if n.Data != "tr" || !ok {
+				return
+			}
+			var tds []string
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				if c.Data == "td" {
+					tds = append(tds, strings.TrimSpace(text(c)))
+				}
+			}
+			out[pod] = tds
+		})
+		return out
+	}
+	r := fixture.NaiveRun()
+	r.Config.BackendHeader = ""
+	for _, row := range cells(r) {
+		if row[6] != "unknown" || row[7] != "unknown" {
+			t.Errorf("no header, no conntrack: served cells %q, want unknown", row[6:8])
+		}
+	}
+	for i := range r.Pods {
+		n := uint64(4100 + i)
+		r.Pods[i].ServedConntrack = &n
+	}
+	got := cells(r)
+	for i, p := range r.Pods {
+		if row := got[p.Pod]; len(row) < 8 || row[6] != fmt.Sprint(4100+i) || row[7] != "unknown" {
+			t.Errorf("pod %s: served cells %q, want %d from conntrack and unknown after deletion", p.Pod, row, 4100+i)
+		}
+	}
+	r.Config.BackendHeader = "X-Pod-Name"
+	got = cells(r)
+	for _, p := range r.Pods {
+		if row := got[p.Pod]; len(row) < 8 || row[6] != fmt.Sprint(p.Served) || row[7] != fmt.Sprint(p.ServedAfterDeletion) {
+			t.Errorf("pod %s: served cells %q, want the backend header's %d and %d", p.Pod, row, p.Served, p.ServedAfterDeletion)
+		}
+	}
+}

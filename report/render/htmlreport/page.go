@@ -93,6 +93,9 @@ type podView struct {
 	report.PodTraffic
 	Group    string
 	Failures int
+	// ServedCell and AfterCell are the served counts as shown
+	// (report.ServedShown), ServedFrom what measured them ("" unknown).
+	ServedCell, AfterCell, ServedFrom string
 }
 
 // Write renders r as an HTML page.
@@ -144,7 +147,9 @@ func Write(w io.Writer, r *report.Report) error {
 		}
 	}
 	for _, p := range r.Pods {
-		v.Pods = append(v.Pods, podView{PodTraffic: p, Group: groupOf[p.Pod], Failures: failuresByPod[p.Pod]})
+		served, after, from := report.ServedShown(r, p)
+		v.Pods = append(v.Pods, podView{PodTraffic: p, Group: groupOf[p.Pod], Failures: failuresByPod[p.Pod],
+			ServedCell: served, AfterCell: after, ServedFrom: from})
 	}
 	v.Failures = r.Failures[:min(len(r.Failures), maxFailureRows)]
 	switch {
