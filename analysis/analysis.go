@@ -557,6 +557,34 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	return out
 }
 
+// servedByConntrack puts the responses conntrack mapped
+// (Conntrack.Responses) on the pods that bore their addresses in the
+// second their connections were dialled in (its middle: an address passes
+// to a new pod only after the old one is gone). nil when none went to a
+// pod of the timeline (conntrack not read, or every connection went to
+// something else: an ingress's proxy), so that no pod shows a 0 that
+// means "not measured".
+func servedByConntrack(r *report.Report, pods *Pods) map[*Pod]uint64 {
+	if r.Conntrack == nil {
+		return nil
+	}
+	var out map[*Pod]uint64
+	for _, n := range r.Conntrack.Responses {
+		addr, err := netip.ParseAddrPort(n.Addr)
+		if err != nil {
+			continue
+		}
+		at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
+		if p := pods.ByIP(addr.Addr().String(), at); p != nil {
+			if out == nil {
+				out = map[*Pod]uint64{}
+			}
+			out[p] += n.Responses
+		}
+	}
+	return out
+}
+
 // countSlowConnects adds to each outage the successes that needed a
 // retransmitted SYN in the seconds it spans (the series has 1 s rows).
 func countSlowConnects(outs []report.Outage, r *report.Report) {
@@ -574,9 +602,14 @@ func countSlowConnects(outs []report.Outage, r *report.Report) {
 func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	var out []report.PodTraffic
 	known := map[string]bool{}
+	byConntrack := servedByConntrack(r, pods)
 	for _, p := range pods.All() {
 		known[p.PodName] = true
 		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
+		if byConntrack != nil {
+			n := byConntrack[p]
+			pt.ServedConntrack = &n
+		}
 		shared := pods.Shared(p)
 		if !shared {
 			pt.Served = r.Totals.ByBackend[p.PodName]

@@ -89,3 +89,53 @@ func TestConntrackNamesThePod(t *testing.T) {
 		t.Errorf("attribution %+v", *x.Attribution)
 	}
 }
+
+// Responses conntrack mapped count for the pod that bore their address in
+// the second their connections were dialled in: a StatefulSet's successor
+// under the same name is its own pod, an address given to a new pod is
+// the new pod's from then on, and an address no pod had (a proxy's) is
+// nobody's. Where conntrack mapped nothing to a pod, no pod shows a count
+// (not a 0 that would mean "measured: none").
+func TestConntrackServedCountsPerPod(t *testing.T) {
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "web-2", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", Ready: true, IP: "10.0.0.6"},
+		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "web-2", Revision: "web-a"},
+		{At: at(5500), Kind: report.PodGone, Pod: "web-2", Revision: "web-a"},
+		{At: at(5600), Kind: report.PodCreated, Pod: "web-2", Revision: "web-b"},
+		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
+		{At: at(9200), Kind: report.PodReady, Pod: "other", Revision: "web-b", IP: "10.0.0.5"},
+	}
+	responses := []report.ConntrackResponses{
+		{Addr: "10.0.0.5:8080", T: 2, Connections: 10, Responses: 100},
+		{Addr: "10.0.0.6:8080", T: 3, Connections: 1, Responses: 40},
+		{Addr: "10.0.0.9:8080", T: 9, Connections: 3, Responses: 30},
+		{Addr: "10.0.0.5:8080", T: 10, Connections: 7, Responses: 7},
+		{Addr: "10.100.0.1:443", T: 4, Connections: 5, Responses: 5},
+	}
+	served := func(ct *report.Conntrack) map[string]*uint64 {
+		r := &report.Report{StartedAt: t0, EndedAt: at(12000), Timeline: tl, Conntrack: ct}
+		out := map[string]*uint64{}
+		for _, p := range Explain(r).Pods {
+			out[p.Pod] = p.ServedConntrack
+		}
+		return out
+	}
+	got := served(&report.Conntrack{Watching: true, Responses: responses})
+	for pod, want := range map[string]uint64{"web-2": 100, "web-1": 40, "web-2#2": 30, "other": 7} {
+		if got[pod] == nil || *got[pod] != want {
+			t.Errorf("%s: served_conntrack %v, want %d", pod, got[pod], want)
+		}
+	}
+	for name, ct := range map[string]*report.Conntrack{
+		"no conntrack":    nil,
+		"not read":        {Reason: "no CAP_NET_ADMIN"},
+		"only to a proxy": {Watching: true, Responses: responses[4:]},
+	} {
+		for pod, n := range served(ct) {
+			if n != nil {
+				t.Errorf("%s: %s shows %d served by conntrack, want none shown", name, pod, *n)
+			}
+		}
+	}
+}

@@ -131,6 +131,7 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 		t.Errorf("conntrack mapped %d of %d failed connections, want 95%% at least (%+v)", ct.FailuresMapped, n, *ct)
 	}
 	judge(t, "with conntrack", r.rep, syns, synOf, podAt, ident, identOf, spread, minConntrack)
+	servedAgreesWithTheBackendHeader(t, r.rep)
 	// The timeline's own inference, as it stands where conntrack cannot be
 	// read (a prober off the nodes): the same report analysed again
 	// without the pod addresses, judged against the same wire.
@@ -143,6 +144,41 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	x := analysis.Explain(&inferred)
 	inferred.Failures, inferred.Attribution = x.Failures, x.Attribution
 	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain)
+}
+
+// servedAgreesWithTheBackendHeader holds the per-pod counts conntrack
+// gives (the responses on connections the kernel saw go to each pod's
+// address) to the pods' own word, the backend header on each response: a
+// pod's conntrack count never exceeds what it answered, the two differ in
+// all by exactly the responses conntrack did not map, and those are at
+// most 5%.
+func servedAgreesWithTheBackendHeader(t *testing.T, rep *report.Report) {
+	t.Helper()
+	ct := rep.Conntrack
+	var header, byConntrack uint64
+	for _, p := range rep.Pods {
+		header += p.Served
+		if p.ServedConntrack == nil {
+			if p.Served > 0 {
+				t.Errorf("pod %s answered %d responses (its header says), conntrack put none on it", p.Pod, p.Served)
+			}
+			continue
+		}
+		byConntrack += *p.ServedConntrack
+		if *p.ServedConntrack > p.Served {
+			t.Errorf("pod %s: conntrack counts %d responses on its connections, it answered %d", p.Pod, *p.ServedConntrack, p.Served)
+		}
+		if ct.ResponsesUnmapped == 0 && *p.ServedConntrack != p.Served {
+			t.Errorf("pod %s: conntrack counts %d, its header %d, with every response mapped", p.Pod, *p.ServedConntrack, p.Served)
+		}
+	}
+	t.Logf("served: %d by the backend header, %d by conntrack, %d unmapped", header, byConntrack, ct.ResponsesUnmapped)
+	if header == 0 || byConntrack+ct.ResponsesUnmapped != header {
+		t.Errorf("responses: %d by the backend header, %d put on pods by conntrack + %d unmapped", header, byConntrack, ct.ResponsesUnmapped)
+	}
+	if float64(ct.ResponsesUnmapped) > 0.05*float64(header) {
+		t.Errorf("%d of %d responses unmapped: want 95%% mapped", ct.ResponsesUnmapped, header)
+	}
 }
 
 // minConntrack is the least share of failed connections checked on the wire

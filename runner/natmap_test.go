@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/natwatch"
+	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -70,5 +71,42 @@ func TestMapProberConnections(t *testing.T) {
 	}
 	if !strings.Contains(ct.Reason, "p3: no CAP_NET_ADMIN") || !strings.Contains(ct.Reason, "p4: sent no conntrack findings") || !ct.Lost || ct.LostReason != "p2: ENOBUFS once" {
 		t.Errorf("reasons %q, lost %v %q", ct.Reason, ct.Lost, ct.LostReason)
+	}
+}
+
+// Each logged connection's responses count for the address conntrack saw
+// it go to, in the second it was dialled in (from the report's start,
+// which may differ from the prober's); a connection conntrack has no event
+// for (or only one long before its dial: an earlier connection on the
+// port) counts its responses unmapped.
+func TestMapResponses(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	proberStart := t0.Add(-300 * time.Millisecond)
+	nat := natwatch.NewTable()
+	svc := netip.MustParseAddrPort("10.96.0.10:80")
+	podA, podB := netip.MustParseAddrPort("10.244.1.5:8080"), netip.MustParseAddrPort("10.244.2.6:8080")
+	from := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port) }
+	nat.Add(natwatch.Conn{Src: from(40000), Orig: svc, Dest: podA, At: t0.Add(1 * time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: from(40001), Orig: svc, Dest: podA, At: t0.Add(400 * time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: from(40002), Orig: svc, Dest: podB, At: t0.Add(2500 * time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: from(40003), Orig: svc, Dest: podB, At: t0})
+	local := func(port uint16) prober.ConnAddr {
+		return prober.ConnAddr{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port), Remote: svc}
+	}
+	records := []prober.ConnRecord{
+		{Addr: local(40000), Dialed: 300 * time.Millisecond, Responses: 10},
+		{Addr: local(40001), Dialed: 699 * time.Millisecond, Responses: 1},
+		{Addr: local(40002), Dialed: 2799 * time.Millisecond, Responses: 5},
+		{Addr: local(40003), Dialed: 5300 * time.Millisecond, Responses: 7}, // its event is 5 s older
+		{Addr: local(40009), Dialed: time.Second, Responses: 2},             // no event
+	}
+	ct := &report.Conntrack{Watching: true}
+	mapResponses(ct, nat, records, proberStart, t0)
+	want := []report.ConntrackResponses{
+		{Addr: podA.String(), T: 0, Connections: 2, Responses: 11},
+		{Addr: podB.String(), T: 2, Connections: 1, Responses: 5},
+	}
+	if !slices.Equal(ct.Responses, want) || ct.ResponsesUnmapped != 9 {
+		t.Errorf("responses %+v, unmapped %d; want %+v and 9", ct.Responses, ct.ResponsesUnmapped, want)
 	}
 }

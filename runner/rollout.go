@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -116,13 +117,28 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			return fail(err)
 		}
 		p = fl
-	} else {
+	}
+	// Where this process probes from the host that rewrites the Service
+	// address (a node), conntrack says which pod each connection went to,
+	// and, with the prober's log of its connections, which pod served each
+	// response.
+	var nat *natwatch.Table
+	var conns *prober.ConnLog
+	stopNAT := func() {}
+	if !probers {
+		nat, stopNAT = natwatch.Watch(dialedPorts(cfg))
+		if nat.Status().Watching {
+			conns = &prober.ConnLog{}
+		}
+		probeCfg.ConnLog = conns
 		paths := make([]prober.Path, len(cfg.Paths))
 		for i, path := range cfg.Paths {
 			path.Config.Duration = 0
+			path.Config.ConnLog = conns
 			paths[i] = path
 		}
 		if p, group, err = newLocalLoad(probeCfg, paths, userAgent(cfg.Tool, "")); err != nil {
+			stopNAT()
 			w.Stop()
 			return fail(err)
 		}
@@ -131,13 +147,6 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	phase.Store(PhaseBaseline)
 	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision(),
 		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
-	// Where this process probes from the host that rewrites the Service
-	// address (a node), conntrack says which pod each connection went to.
-	var nat *natwatch.Table
-	stopNAT := func() {}
-	if fl == nil {
-		nat, stopNAT = natwatch.Watch(dialedPorts(cfg))
-	}
 	probeDone := p.Go(ctx)
 	if fl != nil {
 		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))
@@ -202,6 +211,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl, Group: group})
 		if nat != nil {
 			rep.Conntrack = mapConnections(rep, nat)
+			if conns != nil {
+				mapResponses(rep.Conntrack, nat, conns.Conns(), p.Start(), rep.StartedAt)
+			}
 		}
 		if fl != nil && cfg.Probers.Conntrack {
 			rep.Conntrack = mapProberConnections(rep, fl.Sources())
@@ -823,6 +835,44 @@ func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
 		}
 	}
 	return ct
+}
+
+// mapResponses counts the responses of the logged connections by where
+// conntrack saw each go (Conntrack.Responses): the analysis puts them on
+// the pods that bore those addresses. start is when the prober's offsets
+// begin; the counts' seconds are from the report's start.
+func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, start, reportStart time.Time) {
+	type key struct {
+		addr string
+		t    int64
+	}
+	counts := map[key]*report.ConntrackResponses{}
+	for _, c := range conns {
+		dialed := start.Add(c.Dialed)
+		nc, ok := nat.Lookup(c.Addr.Local, c.Addr.Remote, dialed, true)
+		if !ok {
+			ct.ResponsesUnmapped += uint64(c.Responses)
+			continue
+		}
+		k := key{nc.Dest.String(), max(0, int64(dialed.Sub(reportStart)/time.Second))}
+		n := counts[k]
+		if n == nil {
+			n = &report.ConntrackResponses{Addr: k.addr, T: k.t}
+			counts[k] = n
+		}
+		n.Connections++
+		n.Responses += uint64(c.Responses)
+	}
+	for _, n := range counts {
+		ct.Responses = append(ct.Responses, *n)
+	}
+	sort.Slice(ct.Responses, func(i, j int) bool {
+		a, b := ct.Responses[i], ct.Responses[j]
+		if a.T != b.T {
+			return a.T < b.T
+		}
+		return a.Addr < b.Addr
+	})
 }
 
 // mapProberConnections puts on each failure the pod address its prober's
