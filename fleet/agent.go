@@ -114,6 +114,11 @@ wait:
 		}
 	}
 
+	var conns *prober.ConnLog
+	if cfg.Conntrack {
+		conns = &prober.ConnLog{} // what each pod served, with the watch below
+		pcfg.ConnLog = conns
+	}
 	p, err := prober.New(*pcfg, fmt.Sprintf("rollprobe/%s (prober %s of run %s)", cfg.Version, cfg.Name, cfg.RunID))
 	if err != nil {
 		return endWith(w, prober.Summary{}, err)
@@ -124,13 +129,16 @@ wait:
 	}
 	var nat *natTrack
 	if cfg.Conntrack {
-		nat = watchNat(pcfg.DialedPort())
+		nat = watchNat(pcfg.DialedPort(), conns)
 		defer nat.stop()
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := p.Go(runCtx)
 	<-p.Started()
+	if nat != nil {
+		nat.start = p.Start()
+	}
 	started := p.Start().Add(time.Until(cfg.now())) // on the pod's clock
 	if err := w.Write(wire.Line{Kind: wire.KindStarted, Started: &wire.Started{WallNS: started.UnixNano(), RunID: p.RunID()}}); err != nil {
 		cancel()
@@ -240,6 +248,10 @@ type natTrack struct {
 	table *natwatch.Table
 	stop  func()
 	conns []failedConn
+	// log is the prober's connection log and start its start: the
+	// responses are counted by where their connections went.
+	log   *prober.ConnLog
+	start time.Time
 }
 
 // failedConn is a failure's connection, as natwatch.Lookup takes it.
@@ -250,9 +262,9 @@ type failedConn struct {
 	fresh         bool
 }
 
-func watchNat(port uint16) *natTrack {
+func watchNat(port uint16, log *prober.ConnLog) *natTrack {
 	t, stop := natwatch.Watch([]uint16{port})
-	return &natTrack{table: t, stop: stop}
+	return &natTrack{table: t, stop: stop, log: log}
 }
 
 // keep notes the failures among results that had a connection (start is
@@ -270,7 +282,8 @@ func (n *natTrack) keep(results []prober.Result, start time.Time) {
 }
 
 // write stops the watch and writes what it found: each failed
-// connection's address after the rewrite, NatChunk to a line, and the
+// connection's address after the rewrite and the responses by where their
+// connections went (NatChunk entries of one kind to a line), and the
 // watch's status on the last.
 func (n *natTrack) write(w *wire.Writer) error {
 	if n == nil {
@@ -287,12 +300,55 @@ func (n *natTrack) write(w *wire.Writer) error {
 			last.Unmapped++
 		}
 	}
-	for len(pods) > wire.NatChunk {
-		if err := w.Write(wire.Line{Kind: wire.KindNat, Nat: &wire.Nat{Pods: pods[:wire.NatChunk]}}); err != nil {
+	var responses []wire.NatResponses
+	if n.log != nil {
+		var unmapped uint64
+		responses, unmapped = n.responses()
+		if st.Watching {
+			last.ResponsesUnmapped = unmapped
+		}
+	}
+	for len(pods) > 0 {
+		k := min(len(pods), wire.NatChunk)
+		if err := w.Write(wire.Line{Kind: wire.KindNat, Nat: &wire.Nat{Pods: pods[:k]}}); err != nil {
 			return err
 		}
-		pods = pods[wire.NatChunk:]
+		pods = pods[k:]
 	}
-	last.Pods = pods
+	for len(responses) > 0 {
+		k := min(len(responses), wire.NatChunk)
+		if err := w.Write(wire.Line{Kind: wire.KindNat, Nat: &wire.Nat{Responses: responses[:k]}}); err != nil {
+			return err
+		}
+		responses = responses[k:]
+	}
 	return w.Write(wire.Line{Kind: wire.KindNat, Nat: last})
+}
+
+// responses counts the logged connections' responses by the address
+// conntrack saw each go to and the second of the prober's run it was
+// dialled in; unmapped, those on connections it did not find.
+func (n *natTrack) responses() (out []wire.NatResponses, unmapped uint64) {
+	type key struct {
+		addr string
+		s    int64
+	}
+	at := map[key]int{}
+	for _, c := range n.log.Conns() {
+		got, ok := n.table.Lookup(c.Addr.Local, c.Addr.Remote, n.start.Add(c.Dialed), true)
+		if !ok {
+			unmapped += uint64(c.Responses)
+			continue
+		}
+		k := key{got.Dest.String(), int64(c.Dialed / time.Second)}
+		i, seen := at[k]
+		if !seen {
+			i = len(out)
+			at[k] = i
+			out = append(out, wire.NatResponses{Addr: k.addr, Second: k.s})
+		}
+		out[i].Conns++
+		out[i].Responses += uint64(c.Responses)
+	}
+	return out, unmapped
 }

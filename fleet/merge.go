@@ -157,10 +157,15 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 			s.nat = &wire.Nat{}
 		}
 		pods := append(s.nat.Pods, l.Nat.Pods...)
+		responses := s.nat.Responses
+		for _, r := range l.Nat.Responses {
+			r.Second += s.shiftSeconds()
+			responses = append(responses, r)
+		}
 		if l.Nat.Last {
 			*s.nat = *l.Nat
 		}
-		s.nat.Pods = pods
+		s.nat.Pods, s.nat.Responses = pods, responses
 	case wire.KindEnd:
 		s.end = l.End
 		s.finalBefore = math.MaxInt64

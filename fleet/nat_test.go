@@ -3,7 +3,9 @@ package fleet
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 
 // An agent's conntrack findings travel as nat lines: each failure with a
 // connection that the table holds gets its address, by seq, over as many
-// lines as NatChunk needs, the last with the watch's status; failures
+// lines as NatChunk needs, then the last with the watch's status; failures
 // without a connection (local errors, canceled) are not asked about. The
 // merger gathers the lines into the prober's state.
 func TestNatLinesCarryEachFailuresAddress(t *testing.T) {
@@ -22,7 +24,7 @@ func TestNatLinesCarryEachFailuresAddress(t *testing.T) {
 	svc := netip.MustParseAddrPort("10.96.0.10:80")
 	table := natwatch.NewTable()
 	var results []prober.Result
-	const n = 3 * wire.NatChunk // 540 found: three lines
+	const n = 3 * wire.NatChunk // 540 found: three lines, and the last
 	for i := range n {
 		local := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(30000+i))
 		r := prober.Result{Seq: uint64(i + 1), Class: prober.Refused, Fresh: true, Start: time.Duration(i) * time.Millisecond,
@@ -53,8 +55,8 @@ func TestNatLinesCarryEachFailuresAddress(t *testing.T) {
 		lines++
 	}
 	nat := m.State()[0].Nat
-	if lines != 3 || nat == nil || !nat.Last {
-		t.Fatalf("%d lines (want 3), last %v", lines, nat != nil && nat.Last)
+	if lines != 4 || nat == nil || !nat.Last {
+		t.Fatalf("%d lines (want 4), last %v", lines, nat != nil && nat.Last)
 	}
 	mapped := map[uint64]string{}
 	for _, p := range nat.Pods {
@@ -73,5 +75,59 @@ func TestNatLinesCarryEachFailuresAddress(t *testing.T) {
 	// claimed for a watch that read nothing.
 	if nat.Watching || nat.Unmapped != 0 {
 		t.Errorf("status %+v", nat)
+	}
+}
+
+// The responses on a prober's connections travel as nat lines too, by the
+// address conntrack saw each connection go to and the second of the
+// prober's run it was dialled in; the merger moves those seconds to the
+// run's (the prober began 2 s after the run) and gathers every line's.
+// Connections conntrack never saw are not put anywhere.
+func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
+	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	svc := netip.MustParseAddrPort("10.96.0.10:80")
+	table := natwatch.NewTable()
+	log := &prober.ConnLog{}
+	pods := []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:8080"), netip.MustParseAddrPort("10.244.2.6:8080")}
+	want := map[string]uint64{}
+	var wantUnmapped uint64
+	const conns = 2*wire.NatChunk + 50 // more entries than one line holds
+	for i := range conns {
+		local := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(30000+i))
+		dialed := time.Duration(i) * 100 * time.Millisecond
+		log.Note(prober.ConnAddr{Local: local, Remote: svc}, dialed, uint32(1+i%3))
+		if i%7 == 0 {
+			wantUnmapped += uint64(1 + i%3)
+			continue
+		}
+		pod := pods[i%2]
+		table.Add(natwatch.Conn{Src: local, Orig: svc, Dest: pod, At: start.Add(dialed + time.Millisecond)})
+		want[pod.String()+"@"+strconv.Itoa(2+i/10)] += uint64(1 + i%3)
+	}
+	track := &natTrack{table: table, stop: func() {}, log: log, start: start}
+	var buf bytes.Buffer
+	if err := track.write(wire.NewWriter(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMerger(prober.NewRecorder(10), []string{"p0"})
+	m.Started(0, start.Add(2*time.Second), start)
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		if l, err := m.Feed(0, sc.Bytes()); err != nil || l.Kind != wire.KindNat || len(l.Nat.Responses) > wire.NatChunk || len(sc.Bytes()) > 16<<10 {
+			t.Fatalf("line %q: %v", sc.Bytes(), err)
+		}
+	}
+	nat := m.State()[0].Nat
+	got := map[string]uint64{}
+	for _, r := range nat.Responses {
+		got[r.Addr+"@"+strconv.FormatInt(r.Second, 10)] += r.Responses
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("responses by address and second: got %v, want %v", got, want)
+	}
+	// The table was never watching (built by hand): no unmapped count is
+	// claimed for a watch that read nothing.
+	if nat.ResponsesUnmapped != 0 || wantUnmapped == 0 {
+		t.Errorf("responses unmapped %d with no watch", nat.ResponsesUnmapped)
 	}
 }

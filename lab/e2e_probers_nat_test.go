@@ -18,8 +18,9 @@ import (
 // said against a packet capture on each node (tcpdump, in the node's
 // namespace, where a host-network prober's SYNs leave from): at least 95%
 // of the failed connections mapped, every mapped one going to the pod
-// the wire shows (100%), failures seen on both nodes, and every failure
-// conntrack named certain.
+// the wire shows (100%), failures seen on both nodes, every failure
+// conntrack named certain, and what each pod served by conntrack held to
+// its backend header.
 func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 	if err := capture.Available(); err != nil {
 		skipOrFail(t, "%v", err)
@@ -42,6 +43,7 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 	if n := ct.FailuresMapped + ct.FailuresUnmapped; n == 0 || float64(ct.FailuresMapped) < 0.95*float64(n) {
 		t.Errorf("conntrack mapped %d of %d failed connections, want 95%% at least (%+v)", ct.FailuresMapped, n, *ct)
 	}
+	servedAgreesWithTheBackendHeader(t, r.rep)
 	syns := map[string]map[uint16][]capture.SYN{} // by node, by source port
 	for node, w := range wires {
 		syns[node] = map[uint16][]capture.SYN{}

@@ -31,9 +31,9 @@ type ConnRecord struct {
 	Responses uint32
 }
 
-// note records a connection that ended; a nil log, or a connection that
+// Note records a connection that ended; a nil log, or a connection that
 // carried nothing, records nothing.
-func (l *ConnLog) note(addr ConnAddr, dialed time.Duration, responses uint32) {
+func (l *ConnLog) Note(addr ConnAddr, dialed time.Duration, responses uint32) {
 	if l == nil || responses == 0 {
 		return
 	}

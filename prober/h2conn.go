@@ -342,7 +342,7 @@ func (c *h2conn) end(err error) {
 	c.mu.Unlock()
 	_ = c.raw.Close()
 	if first {
-		c.log.note(c.addr, c.dialed, responses)
+		c.log.Note(c.addr, c.dialed, responses)
 	}
 }
 

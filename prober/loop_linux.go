@@ -774,7 +774,7 @@ func (l *loop) closeConn(c *loopConn) {
 	if !c.oneRequest {
 		l.kept--
 	}
-	l.p.cfg.ConnLog.note(c.addr, c.dialed, c.served)
+	l.p.cfg.ConnLog.Note(c.addr, c.dialed, c.served)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
 	c.state = connFree

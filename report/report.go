@@ -525,8 +525,8 @@ type Conntrack struct {
 	// their connection went to after NAT and the second of the run (t)
 	// it was dialled in (the pod that bore the address then served them);
 	// ResponsesUnmapped those on connections conntrack gave no (or an
-	// ambiguous) address for. Absent for in-cluster probers (not sent yet)
-	// and gRPC through grpc-go (its own connections).
+	// ambiguous) address for. In-cluster probers send theirs (wire.Nat);
+	// absent for gRPC through grpc-go (it owns its connections).
 	Responses         []ConntrackResponses `json:"responses,omitempty"`
 	ResponsesUnmapped uint64               `json:"responses_unmapped,omitempty"`
 }

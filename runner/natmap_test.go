@@ -55,9 +55,13 @@ func TestMapProberConnections(t *testing.T) {
 		{Seq: 9, Prober: "p1", Class: report.ClassDNS},
 	}}
 	sources := []fleet.SourceState{
-		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}}}},
+		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}},
+			Responses:         []wire.NatResponses{{Addr: "10.244.1.5:8080", Second: 3, Conns: 2, Responses: 40}, {Addr: "10.244.2.6:8080", Second: 3, Conns: 1, Responses: 5}},
+			ResponsesUnmapped: 2}},
 		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, Conns: 5, Lost: true, LostReason: "ENOBUFS once",
-			Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.2.6:8080"}}}},
+			Pods:              []wire.NatPod{{Seq: 7, Addr: "10.244.2.6:8080"}},
+			Responses:         []wire.NatResponses{{Addr: "10.244.1.5:8080", Second: 3, Conns: 1, Responses: 7}, {Addr: "10.244.1.5:8080", Second: 1, Conns: 1, Responses: 1}},
+			ResponsesUnmapped: 3}},
 		{Name: "p3", Nat: &wire.Nat{Last: true, Reason: "no CAP_NET_ADMIN"}},
 		{Name: "p4"},
 	}
@@ -68,6 +72,14 @@ func TestMapProberConnections(t *testing.T) {
 	}
 	if !ct.Watching || ct.Connections != 15 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 {
 		t.Errorf("conntrack %+v", ct)
+	}
+	wantResponses := []report.ConntrackResponses{
+		{Addr: "10.244.1.5:8080", T: 1, Connections: 1, Responses: 1},
+		{Addr: "10.244.1.5:8080", T: 3, Connections: 3, Responses: 47},
+		{Addr: "10.244.2.6:8080", T: 3, Connections: 1, Responses: 5},
+	}
+	if !slices.Equal(ct.Responses, wantResponses) || ct.ResponsesUnmapped != 5 {
+		t.Errorf("responses %+v, unmapped %d; want the probers' summed: %+v, 5", ct.Responses, ct.ResponsesUnmapped, wantResponses)
 	}
 	if !strings.Contains(ct.Reason, "p3: no CAP_NET_ADMIN") || !strings.Contains(ct.Reason, "p4: sent no conntrack findings") || !ct.Lost || ct.LostReason != "p2: ENOBUFS once" {
 		t.Errorf("reasons %q, lost %v %q", ct.Reason, ct.Lost, ct.LostReason)

@@ -842,11 +842,7 @@ func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
 // the pods that bore those addresses. start is when the prober's offsets
 // begin; the counts' seconds are from the report's start.
 func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, start, reportStart time.Time) {
-	type key struct {
-		addr string
-		t    int64
-	}
-	counts := map[key]*report.ConntrackResponses{}
+	var each []report.ConntrackResponses
 	for _, c := range conns {
 		dialed := start.Add(c.Dialed)
 		nc, ok := nat.Lookup(c.Addr.Local, c.Addr.Remote, dialed, true)
@@ -854,25 +850,40 @@ func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.Conn
 			ct.ResponsesUnmapped += uint64(c.Responses)
 			continue
 		}
-		k := key{nc.Dest.String(), max(0, int64(dialed.Sub(reportStart)/time.Second))}
-		n := counts[k]
-		if n == nil {
-			n = &report.ConntrackResponses{Addr: k.addr, T: k.t}
-			counts[k] = n
-		}
-		n.Connections++
-		n.Responses += uint64(c.Responses)
+		each = append(each, report.ConntrackResponses{Addr: nc.Dest.String(), T: max(0, int64(dialed.Sub(reportStart)/time.Second)),
+			Connections: 1, Responses: uint64(c.Responses)})
 	}
-	for _, n := range counts {
-		ct.Responses = append(ct.Responses, *n)
+	ct.Responses = sumResponses(each)
+}
+
+// sumResponses adds up the counts of one address and second, in order of
+// second, then address.
+func sumResponses(each []report.ConntrackResponses) []report.ConntrackResponses {
+	type key struct {
+		addr string
+		t    int64
 	}
-	sort.Slice(ct.Responses, func(i, j int) bool {
-		a, b := ct.Responses[i], ct.Responses[j]
-		if a.T != b.T {
-			return a.T < b.T
+	sums := map[key]*report.ConntrackResponses{}
+	var out []report.ConntrackResponses
+	for _, r := range each {
+		k := key{r.Addr, r.T}
+		if n := sums[k]; n != nil {
+			n.Connections += r.Connections
+			n.Responses += r.Responses
+			continue
 		}
-		return a.Addr < b.Addr
+		sums[k] = &r
+	}
+	for _, n := range sums {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].T != out[j].T {
+			return out[i].T < out[j].T
+		}
+		return out[i].Addr < out[j].Addr
 	})
+	return out
 }
 
 // mapProberConnections puts on each failure the pod address its prober's
@@ -882,6 +893,7 @@ func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.Conn
 func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *report.Conntrack {
 	ct := &report.Conntrack{}
 	var notRead, lost []string
+	var responses []report.ConntrackResponses
 	byProber := map[string]map[uint64]string{}
 	for _, s := range sources {
 		n := s.Nat
@@ -904,7 +916,12 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 			pods[p.Seq] = p.Addr
 		}
 		byProber[s.Name] = pods
+		for _, r := range n.Responses {
+			responses = append(responses, report.ConntrackResponses{Addr: r.Addr, T: r.Second, Connections: r.Conns, Responses: r.Responses})
+		}
+		ct.ResponsesUnmapped += n.ResponsesUnmapped
 	}
+	ct.Responses = sumResponses(responses)
 	ct.Reason, ct.LostReason = strings.Join(notRead, "; "), strings.Join(lost, "; ")
 	for i := range rep.Failures {
 		f := &rep.Failures[i]

@@ -82,15 +82,30 @@ type Line struct {
 // NatChunk pairs; the last one (Last) carries the watch's status.
 type Nat struct {
 	Pods []NatPod `json:"pods,omitempty"`
-	Last bool     `json:"last,omitempty"`
+	// Responses are the responses on the prober's connections, by where
+	// conntrack saw each go and the second of the prober's run it was
+	// dialled in (the merge moves them to the run's seconds).
+	Responses []NatResponses `json:"responses,omitempty"`
+	Last      bool           `json:"last,omitempty"`
 	// The watch's status (natwatch.Status), on the last line.
 	Watching   bool   `json:"watching,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	Conns      int    `json:"conns,omitempty"`
 	Lost       bool   `json:"lost,omitempty"`
 	LostReason string `json:"lost_reason,omitempty"`
-	// Unmapped counts the failures with a connection it did not find.
-	Unmapped int `json:"unmapped,omitempty"`
+	// Unmapped counts the failures with a connection it did not find;
+	// ResponsesUnmapped the responses on connections it did not find.
+	Unmapped          int    `json:"unmapped,omitempty"`
+	ResponsesUnmapped uint64 `json:"responses_unmapped,omitempty"`
+}
+
+// NatResponses counts the responses on connections to one address after
+// NAT, dialled in one second.
+type NatResponses struct {
+	Addr      string `json:"addr"`
+	Second    int64  `json:"s"`
+	Conns     uint64 `json:"conns"`
+	Responses uint64 `json:"n"`
 }
 
 // NatPod is one failure's connection: its result's seq and the address
@@ -100,8 +115,9 @@ type NatPod struct {
 	Addr string `json:"addr"`
 }
 
-// NatChunk bounds the pairs in one nat line: a container runtime splits
-// longer log lines (containerd at 16 KiB).
+// NatChunk bounds the entries (pods or responses, one kind a line) in one
+// nat line: a container runtime splits longer log lines (containerd at
+// 16 KiB).
 const NatChunk = 200
 
 // Hello introduces a prober.
