@@ -111,3 +111,24 @@ func TestParseH2Fields(t *testing.T) {
 		t.Error("an RST_STREAM without its code parsed")
 	}
 }
+
+// tshark's DNS fields as the lab's node capture gave them: a search-list
+// miss with the SOA minimum, an answer with its address, a SERVFAIL.
+func TestParseDNSFields(t *testing.T) {
+	out := `1795686929.525028000|naive-sts-0.naive-sts-pods.default.svc.default.svc.cluster.local|3||5
+1795686929.525796000|naive-sts-0.naive-sts-pods.default.svc.cluster.local|0|10.244.2.4|
+1795686930.425547000|naive-sts-9.naive-sts-pods.default.svc|2||
+`
+	got, err := parseDNSFields(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Rcode != 3 || got[0].NegativeTTL != 5 || len(got[0].A) != 0 ||
+		got[1].Name != "naive-sts-0.naive-sts-pods.default.svc.cluster.local" || got[1].Rcode != 0 || len(got[1].A) != 1 || got[1].A[0].String() != "10.244.2.4" || got[1].NegativeTTL != -1 ||
+		got[2].Rcode != 2 || !got[1].At.Equal(time.Unix(1795686929, 525796000)) {
+		t.Errorf("%+v", got)
+	}
+	if _, err := parseDNSFields("1|x|y||\n"); err == nil {
+		t.Error("a bad rcode parsed")
+	}
+}
