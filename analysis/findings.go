@@ -53,6 +53,11 @@ type seen struct {
 	// switched: the blue/green switch that left the failure's pod behind
 	// before its deletion (switchedAway), or nil.
 	switched *activeSwitch
+	// named: the pod whose own DNS name the request's target is
+	// (namedPod), or ""; namedDeleted: its first deletion could have acted
+	// by the failure (as terminating judges a pod's).
+	named        string
+	namedDeleted bool
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -127,7 +132,10 @@ type rule struct {
 
 // rules in the order findings are reported.
 var rules = []rule{
-	// First: a failure in a node gap has its cause there, whatever the
+	// First: a request to one pod's own name has no other pod to go to:
+	// no endpoint, capacity or propagation rule fits it.
+	{PodDNSStale, report.SeverityError, podDNSStale, renderPodDNSStale},
+	// Then: a failure in a node gap has its cause there, whatever the
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
 	// Then: nothing served at all (capacity, not propagation).
@@ -191,6 +199,10 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 		}
 		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
 		s.switched = switchedAway(switches, s.pod)
+		if s.named = namedPod(r, f, pods); s.named != "" {
+			p := firstDeleted(pods.Incarnations(s.named))
+			s.namedDeleted = p != nil && a.deletedBy(p, causeBy(f, s.class))
+		}
 		if i := gapOf(gaps, f, entryPath(r)); i >= 0 {
 			s.gap = &gaps[i]
 			gaps[i].Failed++
