@@ -292,9 +292,23 @@ func (n *natTrack) write(w *wire.Writer) error {
 	n.stop()
 	st := n.table.Status()
 	last := &wire.Nat{Last: true, Watching: st.Watching, Reason: st.Reason, Conns: st.Conns, Lost: st.Lost, LostReason: st.LostReason}
+	var logged []prober.ConnRecord
+	if n.log != nil {
+		logged = n.log.Conns()
+	}
+	dials := natwatch.Dials{}
+	for _, c := range n.conns {
+		if c.fresh {
+			dials.Add(c.local.Port(), c.start)
+		}
+	}
+	for _, c := range logged {
+		dials.Add(c.Addr.Local.Port(), n.start.Add(c.Dialed))
+	}
+	dials.Sort()
 	var pods []wire.NatPod
 	for _, c := range n.conns {
-		if got, ok := n.table.Lookup(c.local, c.remote, c.start, c.fresh); ok {
+		if got, ok := n.table.LookupUntil(c.local, c.remote, c.start, c.fresh, dials.Next(c.local.Port(), c.start)); ok {
 			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
 		} else if st.Watching {
 			last.Unmapped++
@@ -303,7 +317,7 @@ func (n *natTrack) write(w *wire.Writer) error {
 	var responses []wire.NatResponses
 	if n.log != nil {
 		var unmapped uint64
-		responses, unmapped = n.responses()
+		responses, unmapped = n.responses(logged, dials)
 		if st.Watching {
 			last.ResponsesUnmapped = unmapped
 		}
@@ -328,14 +342,15 @@ func (n *natTrack) write(w *wire.Writer) error {
 // responses counts the logged connections' responses by the address
 // conntrack saw each go to and the second of the prober's run it was
 // dialled in; unmapped, those on connections it did not find.
-func (n *natTrack) responses() (out []wire.NatResponses, unmapped uint64) {
+func (n *natTrack) responses(logged []prober.ConnRecord, dials natwatch.Dials) (out []wire.NatResponses, unmapped uint64) {
 	type key struct {
 		addr string
 		s    int64
 	}
 	at := map[key]int{}
-	for _, c := range n.log.Conns() {
-		got, ok := n.table.Lookup(c.Addr.Local, c.Addr.Remote, n.start.Add(c.Dialed), true)
+	for _, c := range logged {
+		dialed := n.start.Add(c.Dialed)
+		got, ok := n.table.LookupUntil(c.Addr.Local, c.Addr.Remote, dialed, true, dials.Next(c.Addr.Local.Port(), dialed))
 		if !ok {
 			unmapped += uint64(c.Responses)
 			continue

@@ -14,6 +14,7 @@ package natwatch
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -117,6 +118,17 @@ const earlySlack = 5 * time.Millisecond
 // events read in one batch share one receive time. Such a request falls
 // back to inference rather than be named for certain and wrongly.
 func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
+	return t.LookupUntil(src, remote, start, fresh, time.Time{})
+}
+
+// LookupUntil is Lookup for a caller that knows when the next connection
+// from the same source port was dialled (next; zero when none is known):
+// for a fresh request, an event received from then on cannot be its
+// connection's alone, so the window ends there. Events read in one batch
+// share a receive time, so a port used again within a read leaves both
+// connections unmapped rather than misnamed; one used again later than
+// that is told apart where Lookup would call it ambiguous.
+func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh bool, next time.Time) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var best Conn
@@ -126,7 +138,7 @@ func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) 
 			continue
 		}
 		if fresh {
-			if c.At.Before(start.Add(-earlySlack)) || c.At.After(start.Add(matchSlack)) {
+			if c.At.Before(start.Add(-earlySlack)) || c.At.After(start.Add(matchSlack)) || (!next.IsZero() && !c.At.Before(next)) {
 				continue
 			}
 			if found && c.Dest != best.Dest {
@@ -157,4 +169,34 @@ func (t *Table) Ports() []uint16 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Dials holds when the run's connections were dialled, by local port: a
+// port is used again once its connection is closed, and the next dial from
+// it bounds where an earlier connection's event can be (LookupUntil). Add
+// every dial, then Sort once before Next.
+type Dials map[uint16][]time.Time
+
+// Add notes a dial from port at t (port 0: none was bound; ignored).
+func (d Dials) Add(port uint16, t time.Time) {
+	if port != 0 {
+		d[port] = append(d[port], t)
+	}
+}
+
+// Sort orders each port's dials.
+func (d Dials) Sort() {
+	for _, ts := range d {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	}
+}
+
+// Next is the first dial from port after t; zero when none is known.
+func (d Dials) Next(port uint16, t time.Time) time.Time {
+	ts := d[port]
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].After(t) })
+	if i == len(ts) {
+		return time.Time{}
+	}
+	return ts[i]
 }

@@ -98,3 +98,44 @@ func TestLookupRefusesAPortUsedTwiceInItsWindow(t *testing.T) {
 		}
 	}
 }
+
+// Knowing when the port's next connection was dialled ends a fresh
+// request's window there: a later connection's event no longer makes its
+// own ambiguous; one read in the same batch as its own (one receive time,
+// at or after the next dial) still leaves it unmapped, never misnamed.
+func TestLookupUntilTheNextDial(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	ap := netip.MustParseAddrPort
+	svc, src := ap("10.96.0.10:80"), ap("10.0.0.1:40000")
+	start := t0.Add(time.Second)
+	mine, theirs := ap("10.244.1.5:8080"), ap("10.244.2.7:8080")
+	for _, tc := range []struct {
+		name      string
+		theirsAt  time.Duration // the next connection's event, from start
+		nextDial  time.Duration // its dial, from start (0: not known)
+		want, alt string        // what LookupUntil and Lookup give
+	}{
+		{"the next connection 400 ms later", 405 * time.Millisecond, 400 * time.Millisecond, mine.String(), ""},
+		{"unknown next dial", 405 * time.Millisecond, 0, "", ""},
+		{"the next connection's event in the same read", 6 * time.Millisecond, 4 * time.Millisecond, "", ""},
+	} {
+		tb := NewTable()
+		at := start.Add(6 * time.Millisecond)
+		tb.Add(Conn{Src: src, Orig: svc, Dest: mine, At: at})
+		tb.Add(Conn{Src: src, Orig: svc, Dest: theirs, At: start.Add(tc.theirsAt)})
+		var next time.Time
+		if tc.nextDial > 0 {
+			next = start.Add(tc.nextDial)
+		}
+		got, alt := "", ""
+		if c, ok := tb.LookupUntil(src, svc, start, true, next); ok {
+			got = c.Dest.String()
+		}
+		if c, ok := tb.Lookup(src, svc, start, true); ok {
+			alt = c.Dest.String()
+		}
+		if got != tc.want || alt != tc.alt {
+			t.Errorf("%s: LookupUntil %q, Lookup %q; want %q and %q", tc.name, got, alt, tc.want, tc.alt)
+		}
+	}
+}

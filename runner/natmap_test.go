@@ -31,7 +31,7 @@ func TestMapConnections(t *testing.T) {
 		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40999", RemoteAddr: svc.String()},
 		{Class: report.ClassDNS, Fresh: true, Start: t0},
 	}}
-	ct := mapConnections(rep, nat)
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
 	if rep.Failures[0].PodAddr != "10.244.1.5:8080" || rep.Failures[1].PodAddr != "10.244.2.6:8080" || rep.Failures[2].PodAddr != "" || rep.Failures[3].PodAddr != "" {
 		t.Errorf("pod addresses %q %q %q %q", rep.Failures[0].PodAddr, rep.Failures[1].PodAddr, rep.Failures[2].PodAddr, rep.Failures[3].PodAddr)
 	}
@@ -90,7 +90,8 @@ func TestMapProberConnections(t *testing.T) {
 // it go to, in the second it was dialled in (from the report's start,
 // which may differ from the prober's); a connection conntrack has no event
 // for (or only one long before its dial: an earlier connection on the
-// port) counts its responses unmapped.
+// port) counts its responses unmapped. A port used again within the
+// second toward another pod is told apart by the next dial from it.
 func TestMapResponses(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	proberStart := t0.Add(-300 * time.Millisecond)
@@ -102,6 +103,9 @@ func TestMapResponses(t *testing.T) {
 	nat.Add(natwatch.Conn{Src: from(40001), Orig: svc, Dest: podA, At: t0.Add(400 * time.Millisecond)})
 	nat.Add(natwatch.Conn{Src: from(40002), Orig: svc, Dest: podB, At: t0.Add(2500 * time.Millisecond)})
 	nat.Add(natwatch.Conn{Src: from(40003), Orig: svc, Dest: podB, At: t0})
+	// Port 40005 used again 400 ms later, toward the other pod.
+	nat.Add(natwatch.Conn{Src: from(40005), Orig: svc, Dest: podA, At: t0.Add(3002 * time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: from(40005), Orig: svc, Dest: podB, At: t0.Add(3403 * time.Millisecond)})
 	local := func(port uint16) prober.ConnAddr {
 		return prober.ConnAddr{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port), Remote: svc}
 	}
@@ -111,12 +115,16 @@ func TestMapResponses(t *testing.T) {
 		{Addr: local(40002), Dialed: 2799 * time.Millisecond, Responses: 5},
 		{Addr: local(40003), Dialed: 5300 * time.Millisecond, Responses: 7}, // its event is 5 s older
 		{Addr: local(40009), Dialed: time.Second, Responses: 2},             // no event
+		{Addr: local(40005), Dialed: 3300 * time.Millisecond, Responses: 3},
+		{Addr: local(40005), Dialed: 3700 * time.Millisecond, Responses: 2},
 	}
 	ct := &report.Conntrack{Watching: true}
-	mapResponses(ct, nat, records, proberStart, t0)
+	mapResponses(ct, nat, records, newDials(nil, records, proberStart), proberStart, t0)
 	want := []report.ConntrackResponses{
 		{Addr: podA.String(), T: 0, Connections: 2, Responses: 11},
 		{Addr: podB.String(), T: 2, Connections: 1, Responses: 5},
+		{Addr: podA.String(), T: 3, Connections: 1, Responses: 3},
+		{Addr: podB.String(), T: 3, Connections: 1, Responses: 2},
 	}
 	if !slices.Equal(ct.Responses, want) || ct.ResponsesUnmapped != 9 {
 		t.Errorf("responses %+v, unmapped %d; want %+v and 9", ct.Responses, ct.ResponsesUnmapped, want)

@@ -210,9 +210,14 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep := build(probeRun{Tool: cfg.Tool, Command: "run", RunID: p.RunID(), Config: p.Config(), Budget: cfg.Budget,
 			Summary: res.Summary, Recorder: p.Recorder(), RolloutFailed: out.failure(), Fleet: fl, Group: group})
 		if nat != nil {
-			rep.Conntrack = mapConnections(rep, nat)
+			var logged []prober.ConnRecord
 			if conns != nil {
-				mapResponses(rep.Conntrack, nat, conns.Conns(), p.Start(), rep.StartedAt)
+				logged = conns.Conns()
+			}
+			dials := newDials(rep.Failures, logged, p.Start())
+			rep.Conntrack = mapConnections(rep, nat, dials)
+			if conns != nil {
+				mapResponses(rep.Conntrack, nat, logged, dials, p.Start(), rep.StartedAt)
 			}
 		}
 		if fl != nil && cfg.Probers.Conntrack {
@@ -814,7 +819,7 @@ func dialedPorts(cfg RolloutConfig) []uint16 {
 
 // mapConnections puts on each failure with a connection the pod address
 // conntrack recorded for it, and says how many it found.
-func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
+func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dials) *report.Conntrack {
 	st := nat.Status()
 	ct := &report.Conntrack{Watching: st.Watching, Reason: st.Reason, Connections: st.Conns, Lost: st.Lost, LostReason: st.LostReason}
 	if !st.Watching && st.Conns == 0 {
@@ -827,7 +832,7 @@ func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
 		if err1 != nil || err2 != nil || local.Port() == 0 {
 			continue // no connection was attempted (dns, a local error)
 		}
-		if c, ok := nat.Lookup(local, remote, f.Start, f.Fresh); ok {
+		if c, ok := nat.LookupUntil(local, remote, f.Start, f.Fresh, dials.Next(local.Port(), f.Start)); ok {
 			f.PodAddr = c.Dest.String()
 			ct.FailuresMapped++
 		} else {
@@ -841,11 +846,11 @@ func mapConnections(rep *report.Report, nat *natwatch.Table) *report.Conntrack {
 // conntrack saw each go (Conntrack.Responses): the analysis puts them on
 // the pods that bore those addresses. start is when the prober's offsets
 // begin; the counts' seconds are from the report's start.
-func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, start, reportStart time.Time) {
+func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, start, reportStart time.Time) {
 	var each []report.ConntrackResponses
 	for _, c := range conns {
 		dialed := start.Add(c.Dialed)
-		nc, ok := nat.Lookup(c.Addr.Local, c.Addr.Remote, dialed, true)
+		nc, ok := nat.LookupUntil(c.Addr.Local, c.Addr.Remote, dialed, true, dials.Next(c.Addr.Local.Port(), dialed))
 		if !ok {
 			ct.ResponsesUnmapped += uint64(c.Responses)
 			continue
@@ -854,6 +859,22 @@ func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.Conn
 			Connections: 1, Responses: uint64(c.Responses)})
 	}
 	ct.Responses = sumResponses(each)
+}
+
+// newDials notes the dial times of the run's connections by local port:
+// the fresh failures' and the logged connections'.
+func newDials(failures []report.Failure, conns []prober.ConnRecord, start time.Time) natwatch.Dials {
+	d := natwatch.Dials{}
+	for _, f := range failures {
+		if local, err := netip.ParseAddrPort(f.LocalAddr); err == nil && f.Fresh {
+			d.Add(local.Port(), f.Start)
+		}
+	}
+	for _, c := range conns {
+		d.Add(c.Addr.Local.Port(), start.Add(c.Dialed))
+	}
+	d.Sort()
+	return d
 }
 
 // sumResponses adds up the counts of one address and second, in order of
