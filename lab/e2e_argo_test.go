@@ -3,6 +3,8 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
 	t.Run("a blue-green scaled down at the switch drops on the old pods", func(t *testing.T) { testArgoBlueGreenFast(t, ctx, c) })
 }
@@ -149,6 +152,11 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	if findingByID(r.rep, "stops-accepting-before-endpoints-propagate") != nil {
 		t.Errorf("findings %v: the race finding claims what the blue/green's does", findingIDs(r.rep))
+	}
+	// Every failure is a new connection's (--conn new): the finding claims
+	// them all, none left to another.
+	if want := fmt.Sprintf("%d requests failed (", r.rep.Totals.Failed); !strings.Contains(ev, want) {
+		t.Errorf("the finding does not claim all %d failures:\n%s", r.rep.Totals.Failed, ev)
 	}
 	t.Logf("%d failed of %d %v; %s; fix: %s", r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), ev, f.Fix)
 }
@@ -236,4 +244,97 @@ func containsAll(got, want []string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// testArgoCanaryTraefik: a canary whose weights Argo sets on a Traefik
+// TraefikService (weighted round robin per request), probed through the
+// ingress on kept-alive connections, promoted through its pause. Nothing
+// drops; Traefik's access log is the referee of every count and pod
+// (refereeAccessLog) and of each step's share: the share rollprobe gives
+// a step is the one the log gives for the same seconds, and in the second
+// half of the 25% pause (Traefik applies a weight within its providers'
+// 2 s throttle) the log's share is the weight's, per request, though no
+// connection moved: what a replica-weighted canary cannot show on
+// kept-alive connections.
+func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
+	const host = "argo-canary-traefik.lab.example"
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-canary-traefik")
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-canary-traefik", "https://"+host+"/",
+		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--promote", "--promote-after", "8s", "--timeout", "3m").wait(t)
+	checkEdgeReport(t, r)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, want 0\n%s", r.exit, r.out())
+	}
+	checkClean(t, r)
+	ro := r.rep.Rollout
+	if ro.Service != "argo-canary-traefik" || ro.OldRevision == ro.NewRevision {
+		t.Fatalf("rollout section %+v", ro)
+	}
+	refereeAccessLog(t, cfg, r.rep, host)
+	revision := map[string]string{} // by pod IP
+	for _, e := range r.rep.Timeline {
+		if e.IP != "" && e.Revision != "" {
+			revision[e.IP] = e.Revision
+		}
+	}
+	// Each access-log entry in the series' second it began in, and the
+	// second in the step in force when it began (as rollprobe counts).
+	type tally struct{ all, new int }
+	bySecond := map[int64]*tally{}
+	for _, e := range readAccessLog(t, cfg, r.rep.Config.RunID, host) {
+		ip, _, _ := net.SplitHostPort(e.ServiceAddr)
+		sec := int64(e.StartUTC.Sub(r.rep.StartedAt) / time.Second)
+		n := bySecond[sec]
+		if n == nil {
+			n = &tally{}
+			bySecond[sec] = n
+		}
+		n.all++
+		if revision[ip] == ro.NewRevision {
+			n.new++
+		}
+	}
+	share := func(from, to float64) (float64, int) {
+		var all, nw int
+		for sec, n := range bySecond {
+			if at := float64(sec); at >= from && at < to {
+				all += n.all
+				nw += n.new
+			}
+		}
+		if all == 0 {
+			return -1, 0
+		}
+		return 100 * float64(nw) / float64(all), all
+	}
+	var pause *report.CanaryStep
+	for i, s := range ro.Steps {
+		if s.NewSharePct == nil {
+			// No whole second of the series began in it (a step the
+			// controller passed within the second): unknown, not 0.
+			if s.Named != 0 || s.EndS-s.StartS >= 1 {
+				t.Errorf("step %+v: no share", s)
+			}
+			continue
+		}
+		logShare, n := share(math.Ceil(s.StartS), math.Ceil(s.EndS))
+		t.Logf("step %d %s (weight %d%%): %+.1fs to %+.1fs, new revision's share %.1f%% of %d named; Traefik's log %.1f%% of %d", s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, *s.NewSharePct, s.Named, logShare, n)
+		if n > 0 && math.Abs(logShare-*s.NewSharePct) > 1 {
+			t.Errorf("step %s: rollprobe's share %.1f%%, Traefik's log %.1f%% for the same seconds", s.Step, *s.NewSharePct, logShare)
+		}
+		if s.Step == "pause" {
+			pause = &ro.Steps[i]
+		}
+	}
+	if pause == nil || pause.Weight != 25 {
+		t.Fatalf("steps %+v: want the pause at 25%%", ro.Steps)
+	}
+	mid := math.Ceil((pause.StartS + pause.EndS) / 2)
+	got, n := share(mid, math.Floor(pause.EndS))
+	if n == 0 || math.Abs(got-25) > 3 {
+		t.Errorf("the pause's second half: Traefik sent %.1f%% of %d requests to the new revision, want 25%% (its weight)", got, n)
+	}
+	t.Logf("the pause's second half: Traefik sent %.1f%% of %d requests to the new revision", got, n)
 }
