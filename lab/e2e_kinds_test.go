@@ -449,5 +449,59 @@ func testPodDNSName(t *testing.T, ctx context.Context, c *lab.Client) {
 	if byClass[report.ClassDNS] > 0 && (len(negTTL) != 1 || negTTL[5] == 0 || !strings.Contains(ev, "negative caching, for the SOA minimum: the kubernetes plugin's ttl, 5 s by default")) {
 		t.Errorf("CoreDNS's negative TTLs %v, the finding says:\n%s", negTTL, ev)
 	}
-	t.Logf("%s: %s\n%s\nfix: %s", f.ID, f.Title, ev, f.Fix)
+	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
+}
+
+// testDrainUnprotected drains the second node where both of
+// drain-unprotected's pods run (they prefer it) and no budget holds them:
+// both are evicted at once, and until a replacement is ready on the other
+// node the Service has no endpoint. Every failure is in that gap, the
+// finding says the drain took every serving pod and gives the budget as
+// the fix; the doctor's check named the missing budget before. The
+// referee is the API server: both pods were on the node and are gone.
+func testDrainUnprotected(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := netns.Nodes(lab.DefaultNodes)[1]
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "drain-unprotected")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-unprotected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node.Name {
+			t.Fatalf("pod %s on %s: the test needs both on %s (their preferred node)", p.Name, p.Spec.NodeName, node.Name)
+		}
+	}
+	t.Cleanup(func() {
+		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
+			t.Errorf("uncordon %s: %v", node.Name, err)
+		}
+	})
+	r := startRunOn(t, nil, "drain-unprotected", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
+	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
+	}
+	f := findingByID(r.rep, analysis.NoServingEndpoint)
+	if f == nil {
+		t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.NoServingEndpoint)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if !strings.Contains(ev, "the drain evicted the pods that served") || !strings.Contains(f.Fix, "PodDisruptionBudget") {
+		t.Errorf("finding %s:\n%s\nfix: %s", f.Title, ev, f.Fix)
+	}
+	if findingByID(r.rep, "no-pod-disruption-budget") == nil {
+		t.Errorf("findings %v: the doctor did not name the missing budget", findingIDs(r.rep))
+	}
+	// Every failure has its cause among the pods: in the gap (or just
+	// after it, while proxies learnt of the endpoint that ended it), or,
+	// between the two evictions while the other pod still served, the
+	// race.
+	if findingByID(r.rep, analysis.Unexplained) != nil {
+		t.Errorf("findings %v: failures the pods' changes do not explain", findingIDs(r.rep))
+	}
+	for _, p := range pods.Items {
+		if _, err := c.Kube.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("pod %s is still there after the drain", p.Name)
+		}
+	}
+	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
 }

@@ -224,6 +224,7 @@ func TestLab(t *testing.T) {
 	// Last on this lab: it evicts every pod of a node.
 	t.Run("a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
 	t.Run("a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })
+	t.Run("a drain no budget holds leaves the Service nothing", func(t *testing.T) { testDrainUnprotected(t, ctx, client) })
 
 	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.
