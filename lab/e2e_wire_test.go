@@ -151,7 +151,8 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 // address) to the pods' own word, the backend header on each response: a
 // pod's conntrack count never exceeds what it answered, the two differ in
 // all by exactly the responses conntrack did not map, and those are at
-// most 5%.
+// most 1% (two runs of the four samples and one from the probers, once a
+// port's next dial bounded the lookup: 1 unmapped of some 13,000).
 func servedAgreesWithTheBackendHeader(t *testing.T, rep *report.Report) {
 	t.Helper()
 	ct := rep.Conntrack
@@ -176,8 +177,8 @@ func servedAgreesWithTheBackendHeader(t *testing.T, rep *report.Report) {
 	if header == 0 || byConntrack+ct.ResponsesUnmapped != header {
 		t.Errorf("responses: %d by the backend header, %d put on pods by conntrack + %d unmapped", header, byConntrack, ct.ResponsesUnmapped)
 	}
-	if float64(ct.ResponsesUnmapped) > 0.05*float64(header) {
-		t.Errorf("%d of %d responses unmapped: want 95%% mapped", ct.ResponsesUnmapped, header)
+	if float64(ct.ResponsesUnmapped) > 0.01*float64(header) {
+		t.Errorf("%d of %d responses unmapped: want 99%% mapped", ct.ResponsesUnmapped, header)
 	}
 }
 
