@@ -34,16 +34,10 @@ func TestRunMarkdown(t *testing.T) {
 func TestEOFSplit(t *testing.T) {
 	r := fixture.NaiveRun()
 	r.Totals.EOFBeforeRequest, r.Totals.EOFAfterRequest = 3, 2
-	var text, md bytes.Buffer
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := Markdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
+	out := summaries(t, r)
 	want := "3 before the request reached the server (the keep-alive race: nothing processed), 2 after the server had it (cut in flight)"
-	if !strings.Contains(text.String(), "closes    "+want) || !strings.Contains(md.String(), want) {
-		t.Fatalf("the split is missing:\n%s\n%s", text.String(), md.String())
+	if !strings.Contains(out["text"], "closes    "+want) || !strings.Contains(out["markdown"], want) {
+		t.Fatalf("the split is missing:\n%s\n%s", out["text"], out["markdown"])
 	}
 }
 
@@ -70,14 +64,7 @@ func TestServedIsUnknownWithoutABackendHeader(t *testing.T) {
 	for i := range r.Pods {
 		r.Pods[i].Served, r.Pods[i].ServedAfterDeletion = 0, 0
 	}
-	var text, md bytes.Buffer
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := Markdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+	for name, out := range summaries(t, r) {
 		for _, p := range r.Pods {
 			var row string
 			for _, line := range strings.Split(out, "\n") {
@@ -99,14 +86,7 @@ func TestViewStallIsSaid(t *testing.T) {
 	r := fixture.NaiveRun()
 	start := r.StartedAt.Add(12300 * time.Millisecond)
 	r.ViewStalls = []report.ViewStall{{Start: start, End: start.Add(8100 * time.Millisecond), DurationS: 8.1, Failures: 5, Widened: 2}}
-	var text, md bytes.Buffer
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := Markdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+	for name, out := range summaries(t, r) {
 		for _, want := range []string{"stalled at +12.30s for 8.1s", "5 failures began in it, 2 of them attributed from the timeline", "the other 3 named by conntrack"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q", name, want)
@@ -114,11 +94,7 @@ func TestViewStallIsSaid(t *testing.T) {
 		}
 	}
 	r.ViewStalls = nil
-	text.Reset()
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(text.String(), "stalled") {
+	if strings.Contains(summaries(t, r)["text"], "stalled") {
 		t.Error("a run without a stall says one")
 	}
 }
@@ -135,14 +111,7 @@ func TestServedFromConntrackWithoutABackendHeader(t *testing.T) {
 		n := uint64(4100 + i)
 		r.Pods[i].ServedConntrack = &n
 	}
-	var text, md bytes.Buffer
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := Markdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+	for name, out := range summaries(t, r) {
 		for i, p := range r.Pods {
 			if want := fmt.Sprint(4100 + i); !strings.Contains(out, want) {
 				t.Errorf("%s: pod %s's conntrack count %s is not shown", name, p.Pod, want)
@@ -155,4 +124,17 @@ func TestServedFromConntrackWithoutABackendHeader(t *testing.T) {
 			t.Errorf("%s: does not say how many responses no row holds", name)
 		}
 	}
+}
+
+// summaries renders r as the text and Markdown summaries, by name.
+func summaries(t *testing.T, r *report.Report) map[string]string {
+	t.Helper()
+	var text, md bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"text": text.String(), "markdown": md.String()}
 }
