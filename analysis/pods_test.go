@@ -12,15 +12,7 @@ import (
 // traffic counts its own seconds, and nothing the successor served counts
 // as served after the old one's deletion.
 func TestAStatefulSetPodAndItsSuccessorAreTwoPods(t *testing.T) {
-	tl := []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "web-2", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
-		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", Ready: true, IP: "10.0.0.6"},
-		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "web-2", Revision: "web-a"},
-		{At: at(5500), Kind: report.PodGone, Pod: "web-2", Revision: "web-a"},
-		{At: at(5600), Kind: report.PodCreated, Pod: "web-2", Revision: "web-b"},
-		{At: at(5700), Kind: report.EndpointRemoved, Pod: "web-2", IP: "10.0.0.5"},
-		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
-	}
+	tl := web2Recreated()
 	var series []report.SeriesRow
 	for s := int64(0); s < 12; s++ {
 		row := report.SeriesRow{T: s, Backends: map[string]uint64{"web-1": 50}}
@@ -97,15 +89,8 @@ func TestConntrackNamesThePod(t *testing.T) {
 // nobody's. Where conntrack mapped nothing to a pod, no pod shows a count
 // (not a 0 that would mean "measured: none").
 func TestConntrackServedCountsPerPod(t *testing.T) {
-	tl := []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "web-2", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
-		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", Ready: true, IP: "10.0.0.6"},
-		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "web-2", Revision: "web-a"},
-		{At: at(5500), Kind: report.PodGone, Pod: "web-2", Revision: "web-a"},
-		{At: at(5600), Kind: report.PodCreated, Pod: "web-2", Revision: "web-b"},
-		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
-		{At: at(9200), Kind: report.PodReady, Pod: "other", Revision: "web-b", IP: "10.0.0.5"},
-	}
+	tl := append(web2Recreated(),
+		report.Event{At: at(9200), Kind: report.PodReady, Pod: "other", Revision: "web-b", IP: "10.0.0.5"})
 	responses := []report.ConntrackResponses{
 		{Addr: "10.0.0.5:8080", T: 2, Connections: 10, Responses: 100},
 		{Addr: "10.0.0.6:8080", T: 3, Connections: 1, Responses: 40},
@@ -137,5 +122,20 @@ func TestConntrackServedCountsPerPod(t *testing.T) {
 				t.Errorf("%s: %s shows %d served by conntrack, want none shown", name, pod, *n)
 			}
 		}
+	}
+}
+
+// web2Recreated is a StatefulSet's timeline: web-1 and web-2 serve; web-2
+// (10.0.0.5) is deleted at +5s and gone at +5.5s, and its successor of
+// the same name is created at +5.6s and ready at +8s on 10.0.0.9.
+func web2Recreated() []report.Event {
+	return []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "web-2", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", Ready: true, IP: "10.0.0.6"},
+		{At: at(5000), Kind: report.PodDeletionRequested, Pod: "web-2", Revision: "web-a"},
+		{At: at(5500), Kind: report.PodGone, Pod: "web-2", Revision: "web-a"},
+		{At: at(5600), Kind: report.PodCreated, Pod: "web-2", Revision: "web-b"},
+		{At: at(5700), Kind: report.EndpointRemoved, Pod: "web-2", IP: "10.0.0.5"},
+		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
 	}
 }
