@@ -89,16 +89,19 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
-	t.Run("a blue-green scaled down at the switch drops on the old pods", func(t *testing.T) { testArgoBlueGreenFast(t, ctx, c) })
+	// The fast blue/green runs on the lab whose edge lags (testArgoBlueGreenFast).
 }
 
 // testArgoBlueGreenFast: a blue/green of naive pods whose old ReplicaSet
 // is scaled down as soon as the switch is done (scaleDownDelayRevisionLimit:
-// 0), probed through the ingress. Traefik hears of the switch in batches
-// (2 s): until then it still sends requests to the old pods, which are
-// being deleted, and answers for them (502, 504) or waits on them. (At the
-// Service nothing dropped in the lab: kube-proxy had the switch before the
-// old pods went.) Traefik's access log is the referee of every count and
+// 0), probed through the ingress of a lab whose edge hears of the API's
+// changes late (--edge-lag, as a busy ingress does): until Traefik has the
+// switch it still sends requests to the old pods, which are being
+// deleted, and answers for them (502, 504) or waits on them. Without the
+// lag the drop hung on Traefik's 2 s provider throttle: a switch it
+// applied at once dropped nothing (0 of 2,538 in one CI run of six; 11 to
+// 102 failures in the others). (At the Service nothing dropped in the lab:
+// kube-proxy had the switch before the old pods went.) Traefik's access log is the referee of every count and
 // of the pod each failed request was sent to; the finding names the
 // switch, the scale-down and a delay sized from the failures.
 func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {

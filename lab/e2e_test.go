@@ -291,6 +291,9 @@ func TestLab(t *testing.T) {
 		t.Run("the edge lag lengthens the edge's window", func(t *testing.T) {
 			testEdgeLag(t, ctx, c, lag)
 		})
+		t.Run("a blue-green scaled down at the switch drops on the old pods through the lagging edge", func(t *testing.T) {
+			testArgoBlueGreenFast(t, ctx, c)
+		})
 	})
 
 	t.Run("down leaves nothing behind", func(t *testing.T) {
