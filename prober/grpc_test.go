@@ -115,7 +115,7 @@ func TestGRPCStopAndGracefulStop(t *testing.T) {
 			if graceful && twoPhase == 0 {
 				t.Error("GracefulStop: no connection got its two GOAWAYs")
 			}
-			agreeWithTheWire(t, snap, frames)
+			agreeWithTheWire(t, snap, p.Recorder().Failures(), frames)
 			streamFailures := tot.Sent() - tot.Classes[OK] - tot.Classes[Refused]
 			for _, f := range p.Recorder().Failures() {
 				if f.Class != Refused {
