@@ -80,14 +80,13 @@ func agreeWithTheWire(t *testing.T, snap Snapshot, failures []Result, frames cap
 	got := snap.Totals.Classes
 	got[ClosedNoGoAway] += got[Reset]
 	got[Reset] = 0
-	// A stream whose own write failed (phase write: the server had reset
-	// the connection, its close not yet read) never reached the wire:
-	// counted by the prober, as a client without retries would fail it,
-	// and invisible to the capture. The wire shows the server's reset.
+	// A stream whose own write failed (phase write) may never have reached
+	// the wire: logged, not taken out, until a capture shows that is why
+	// the prober once counted one closed_no_goaway more than the frames
+	// (CI of 1b6e68f and of 023cafd; not reproduced here).
 	for _, f := range failures {
 		if f.Phase == PhaseWrite && (f.Class == ClosedNoGoAway || f.Class == Reset) {
-			got[ClosedNoGoAway]--
-			t.Logf("seq %d %s: its write failed (%v): not on the wire", f.Seq, f.Class, f.Err)
+			t.Logf("seq %d %s: its own write failed (%v)", f.Seq, f.Class, f.Err)
 		}
 	}
 	for c := range NumClasses {
