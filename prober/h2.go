@@ -172,10 +172,12 @@ func newH2Request(cfg *Config, userAgent string) h2Request {
 }
 
 // doH2 performs one attempt over HTTP/2 and fills res. It never retries: a
-// stream that was sent ends in exactly one outcome. Only when nothing was
-// sent (the connection stopped taking streams between choosing it and
-// writing, or sits at the server's stream limit or the prober's --streams)
-// does the request go to another connection, within its own time; after
+// stream that was sent ends in exactly one outcome, and so does one whose
+// own write failed (phase write). Only when the connection was known to
+// take no stream before the stream's bytes were written (it ended or got
+// a GOAWAY between choosing it and writing, or sits at the server's stream
+// limit or the prober's --streams) does the request go to another
+// connection, within its own time; after
 // h2RefusedDials new connections that each refused it, it fails.
 func (w *worker) doH2(res *Result) {
 	p := w.p
