@@ -546,9 +546,13 @@ func rollingZeroReady(replicas int32, unavail, surge intstr.IntOrString) (report
 
 // checkPDBAllowsEviction: a budget covering the pods that allows no
 // disruption even when every pod is ready (maxUnavailable 0, or
-// minAvailable the whole of the replicas) refuses every eviction: a drain
-// or node upgrade waits on it for ever. Percentages round up, as the
-// disruption controller rounds them.
+// minAvailable the whole of its pods) refuses every eviction: a drain or
+// node upgrade waits on it for ever. Its pods are all that its selector
+// matches, as the disruption controller counts them (status.expectedPods,
+// once it has seen the budget's spec): one budget over several workloads
+// counts theirs too. Before the controller has, the workload's replicas
+// stand in, and the evidence says so. Percentages round up, as the
+// controller rounds them.
 func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 	w := s.Workload
 	desired, _, _, _ := w.Counts()
@@ -561,15 +565,19 @@ func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 		if err != nil || sel.Empty() || !sel.Matches(podLabels) || desired <= 0 {
 			continue
 		}
+		pool, counted := int(desired), "the workload's replicas, the budget's status not yet observed"
+		if p.Status.ObservedGeneration >= p.Generation && p.Status.ExpectedPods > 0 {
+			pool, counted = int(p.Status.ExpectedPods), "the pods its selector matches, by its status"
+		}
 		var why string
 		switch {
 		case p.Spec.MaxUnavailable != nil:
-			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MaxUnavailable, int(desired), true); err == nil && v <= 0 {
+			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MaxUnavailable, pool, true); err == nil && v <= 0 {
 				why = fmt.Sprintf("maxUnavailable %s", p.Spec.MaxUnavailable.String())
 			}
 		case p.Spec.MinAvailable != nil:
-			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MinAvailable, int(desired), true); err == nil && v >= int(desired) {
-				why = fmt.Sprintf("minAvailable %s of %d replicas", p.Spec.MinAvailable.String(), desired)
+			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MinAvailable, pool, true); err == nil && v >= pool {
+				why = fmt.Sprintf("minAvailable %s of %d pods: %s", p.Spec.MinAvailable.String(), pool, counted)
 			}
 		}
 		if why == "" {

@@ -312,29 +312,38 @@ func TestEveryCheckHasItsPage(t *testing.T) {
 // A budget that allows no disruption with every pod ready is named: by
 // maxUnavailable 0 or 0%, by minAvailable at or above the replicas (100%,
 // or 90% of 3 rounded up); one that lets a pod go, or covers other pods,
-// is not.
+// is not. A budget over several workloads counts all the pods it selects
+// (its status's expectedPods, once observed): minAvailable 3 of the 5 it
+// counts lets 2 go though this workload has 3 replicas.
 func TestPDBAllowsNoEviction(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
 		maxUnavailable, minAvl *intstr.IntOrString
 		selector               map[string]string
 		want                   bool
+		status                 policyv1.PodDisruptionBudgetStatus
 	}{
-		{"maxUnavailable 0", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "web"}, true},
-		{"maxUnavailable 0%", ptr.To(intstr.FromString("0%")), nil, map[string]string{"app": "web"}, true},
-		{"maxUnavailable 1", ptr.To(intstr.FromInt32(1)), nil, map[string]string{"app": "web"}, false},
-		{"maxUnavailable 10% rounds up to 1", ptr.To(intstr.FromString("10%")), nil, map[string]string{"app": "web"}, false},
-		{"minAvailable 3 of 3", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, true},
-		{"minAvailable 90% of 3 rounds up to 3", nil, ptr.To(intstr.FromString("90%")), map[string]string{"app": "web"}, true},
-		{"minAvailable 2 of 3", nil, ptr.To(intstr.FromInt32(2)), map[string]string{"app": "web"}, false},
-		{"another app's budget", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "db"}, false},
+		{"minAvailable 3 of the 5 a shared budget counts", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, false,
+			policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, ExpectedPods: 5, DisruptionsAllowed: 2}},
+		{"minAvailable 3 of 3, the status not yet observed", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, true,
+			policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 0, ExpectedPods: 5}},
+		{"minAvailable 5 of the 5 a shared budget counts", nil, ptr.To(intstr.FromInt32(5)), map[string]string{"app": "web"}, true,
+			policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, ExpectedPods: 5}},
+		{"maxUnavailable 0", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "web"}, true, policyv1.PodDisruptionBudgetStatus{}},
+		{"maxUnavailable 0%", ptr.To(intstr.FromString("0%")), nil, map[string]string{"app": "web"}, true, policyv1.PodDisruptionBudgetStatus{}},
+		{"maxUnavailable 1", ptr.To(intstr.FromInt32(1)), nil, map[string]string{"app": "web"}, false, policyv1.PodDisruptionBudgetStatus{}},
+		{"maxUnavailable 10% rounds up to 1", ptr.To(intstr.FromString("10%")), nil, map[string]string{"app": "web"}, false, policyv1.PodDisruptionBudgetStatus{}},
+		{"minAvailable 3 of 3", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, true, policyv1.PodDisruptionBudgetStatus{}},
+		{"minAvailable 90% of 3 rounds up to 3", nil, ptr.To(intstr.FromString("90%")), map[string]string{"app": "web"}, true, policyv1.PodDisruptionBudgetStatus{}},
+		{"minAvailable 2 of 3", nil, ptr.To(intstr.FromInt32(2)), map[string]string{"app": "web"}, false, policyv1.PodDisruptionBudgetStatus{}},
+		{"another app's budget", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "db"}, false, policyv1.PodDisruptionBudgetStatus{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, svc, _ := good() // 3 replicas
 			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}
-			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "prod"},
+			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "prod", Generation: 1},
 				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: tc.maxUnavailable, MinAvailable: tc.minAvl,
-					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}}}
+					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status}}
 			var got *report.Finding
 			for _, f := range Run(in, Options{}) {
 				if f.ID == PDBAllowsNoEviction {
