@@ -100,6 +100,13 @@ type Event struct {
 	ExitCode          *int32 `json:"exit_code,omitempty"`
 	Reason            string `json:"reason,omitempty"`
 	Detail            string `json:"detail,omitempty"`
+	// Budgets, on pod_evicted, are the PodDisruptionBudgets that selected
+	// the pod when the drain began, each as its name and what its spec
+	// keeps ("web (maxUnavailable: 2)"): the budgets that let the eviction
+	// through. Absent: none selected it, or they were not read (the pod is
+	// in another namespace than the workload's; or reading failed, and
+	// Detail says so).
+	Budgets []string `json:"budgets,omitempty"`
 }
 
 // Killed reports whether e is a container that ended by SIGKILL.

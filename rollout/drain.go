@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -133,7 +134,7 @@ func Cordon(ctx context.Context, kube kubernetes.Interface, node string, unsched
 // Fire cordons the node and evicts its pods, all at once as kubectl does,
 // each retried while a budget refuses it; it returns once every eviction
 // was accepted (the pods then terminate), or with the first error.
-func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, _ Ref) error {
+func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
 	if err := Cordon(ctx, kube, d.Node, true); err != nil {
 		return err
 	}
@@ -143,13 +144,14 @@ func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, _ Ref) error
 	if err != nil {
 		return err
 	}
+	budgets := readBudgets(ctx, kube, ref.Namespace)
 	errs := make(chan error, len(pods))
 	var wg sync.WaitGroup
 	for _, p := range pods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- d.evict(ctx, kube, p)
+			errs <- d.evict(ctx, kube, p, budgets)
 		}()
 	}
 	wg.Wait()
@@ -162,9 +164,69 @@ func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, _ Ref) error
 	return nil
 }
 
+// budgetsRead are the PodDisruptionBudgets of the workload's namespace as
+// the drain began: what let each of its evictions through. Only that
+// namespace's: the Service's pods are there, and the run may read budgets
+// nowhere else.
+type budgetsRead struct {
+	namespace string
+	pdbs      []policyv1.PodDisruptionBudget
+	err       error
+}
+
+func readBudgets(ctx context.Context, kube kubernetes.Interface, namespace string) budgetsRead {
+	b := budgetsRead{namespace: namespace}
+	if namespace == "" {
+		return b
+	}
+	call, cancel := Bound(ctx)
+	defer cancel()
+	list, err := kube.PolicyV1().PodDisruptionBudgets(namespace).List(call, metav1.ListOptions{})
+	if err != nil {
+		b.err = fmt.Errorf("list poddisruptionbudgets: %w", CallError(call, err))
+		return b
+	}
+	b.pdbs = list.Items
+	return b
+}
+
+// of describes the budgets that select p, and whether they are known (p
+// is in the namespace read, and reading worked).
+func (b budgetsRead) of(p *corev1.Pod) (budgets []string, known bool) {
+	if p.Namespace != b.namespace || b.namespace == "" || b.err != nil {
+		return nil, false
+	}
+	for _, pdb := range b.pdbs {
+		if pdb.Spec.Selector == nil {
+			continue // selects nothing (policy/v1)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		budgets = append(budgets, describeBudget(&pdb))
+	}
+	return budgets, true
+}
+
+// describeBudget is a budget's name and what its spec keeps, with the
+// disruptions its status allowed when read: "web (maxUnavailable: 2; 2
+// disruptions allowed)".
+func describeBudget(pdb *policyv1.PodDisruptionBudget) string {
+	keep := "neither minAvailable nor maxUnavailable"
+	switch {
+	case pdb.Spec.MinAvailable != nil:
+		keep = "minAvailable: " + pdb.Spec.MinAvailable.String()
+	case pdb.Spec.MaxUnavailable != nil:
+		keep = "maxUnavailable: " + pdb.Spec.MaxUnavailable.String()
+	}
+	return fmt.Sprintf("%s (%s; %d disruptions allowed)", pdb.Name, keep, pdb.Status.DisruptionsAllowed)
+}
+
 // evict asks for one pod's eviction until it is accepted (or the pod is
-// gone), noting the first refusal of each kind and the acceptance.
-func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) error {
+// gone), noting the first refusal of each kind and the acceptance with
+// the budgets that let it through.
+func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Pod, budgets budgetsRead) error {
 	refused := ""
 	for {
 		call, cancel := Bound(ctx)
@@ -174,8 +236,17 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 		cancel()
 		switch {
 		case err == nil:
-			d.record(report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
-				Detail: fmt.Sprintf("pod %s/%s evicted from node %s", p.Namespace, p.Name, d.Node)})
+			e := report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+				Detail: fmt.Sprintf("pod %s/%s evicted from node %s", p.Namespace, p.Name, d.Node)}
+			if bs, known := budgets.of(&p); known {
+				e.Budgets = bs
+				if len(bs) > 0 {
+					e.Detail += "; PodDisruptionBudget " + strings.Join(bs, ", ") + " let it go"
+				}
+			} else if budgets.err != nil && p.Namespace == budgets.namespace {
+				e.Detail += fmt.Sprintf("; its PodDisruptionBudgets unknown (%v)", budgets.err)
+			}
+			d.record(e)
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil

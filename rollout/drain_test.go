@@ -9,9 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -36,8 +38,18 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
 	EvictionRetry = time.Millisecond
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-	kube := fake.NewClientset(node,
-		nodePod("web-a", "n1", "ReplicaSet", nil), nodePod("web-b", "n1", "ReplicaSet", nil),
+	webA := nodePod("web-a", "n1", "ReplicaSet", nil)
+	webA.Labels = map[string]string{"app": "web"}
+	budget := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 2}}
+	// A budget with no selector selects nothing; one in another namespace
+	// is not the workload's.
+	noSelector := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: "prod"}, Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))}}
+	elsewhere := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "other"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("50%")), Selector: &metav1.LabelSelector{}}}
+	kube := fake.NewClientset(node, budget, noSelector, elsewhere,
+		webA, nodePod("web-b", "n1", "ReplicaSet", nil),
 		nodePod("agent", "n1", "DaemonSet", nil), nodePod("static", "n1", "", map[string]string{MirrorPodAnnotation: "x"}),
 		nodePod("web-c", "n2", "ReplicaSet", nil))
 	var mu sync.Mutex
@@ -63,7 +75,7 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	if err := d.Prepare(ctx, kube); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Fire(ctx, kube, Ref{}); err != nil {
+	if err := d.Fire(ctx, kube, Ref{Namespace: "prod", Name: "web"}); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -80,6 +92,16 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	// The same refusal twice is recorded once.
 	if kinds[report.PodEvicted] != 2 || kinds[report.EvictionRefused] != 1 {
 		t.Errorf("events %+v: want 2 evictions and 1 refusal", events)
+	}
+	// Each eviction names the budgets that let it through.
+	for _, e := range events {
+		if e.Kind != report.PodEvicted {
+			continue
+		}
+		want := map[string]string{"web-a": "web (maxUnavailable: 2; 2 disruptions allowed)", "web-b": ""}[e.Pod]
+		if strings.Join(e.Budgets, ",") != want || (want != "" && !strings.Contains(e.Detail, want)) {
+			t.Errorf("%s evicted with budgets %q (%s), want %q", e.Pod, e.Budgets, e.Detail, want)
+		}
 	}
 	if err := Cordon(ctx, kube, "n1", false); err != nil {
 		t.Fatal(err)
