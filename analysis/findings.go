@@ -138,7 +138,11 @@ var rules = []rule{
 	// Then: a failure in a node gap has its cause there, whatever the
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
-	// Then: nothing served at all (capacity, not propagation).
+	// Then: nothing served at all (capacity, not propagation); first
+	// when a drain's evictions a budget allowed emptied the Service.
+	{BudgetTooLoose, report.SeverityError, func(s seen) bool {
+		return s.svcGap != nil && s.svcGap.budgetLet() && s.class != prober.HTTP5xx
+	}, renderBudgetTooLoose},
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
 	// HTTP/2 streams end with their connection, not with a refused
 	// connect: their own mechanism, before the race rule claims them.

@@ -20,6 +20,9 @@ type svcGap struct {
 	open       bool     // to the end of the run
 	went       []string // the pods whose endpoints stopped serving into it, in order
 	failed     int
+	// evicted: the Service's pods a drain evicted before the gap began
+	// (and after any earlier gap did), in order.
+	evicted []evictedPod
 }
 
 // serviceGaps folds the timeline's endpoint events (all nodes) into the
@@ -41,10 +44,16 @@ func serviceGaps(r *report.Report) []svcGap {
 	var gaps []svcGap
 	var cur *svcGap
 	seen := false
+	ofService := map[string]bool{} // pods with an endpoint
+	var evicted []evictedPod       // since the last gap began
 	for _, e := range r.Timeline {
+		if e.Kind == report.PodEvicted && ofService[e.Pod] {
+			evicted = append(evicted, evictedPod{event: e})
+		}
 		if !e.Kind.IsEndpoint() || e.Pod == "" {
 			continue
 		}
+		ofService[e.Pod] = true
 		key := e.Pod + " " + e.IP
 		before := count()
 		if e.Kind == report.EndpointRemoved {
@@ -56,7 +65,8 @@ func serviceGaps(r *report.Report) []svcGap {
 		seen = seen || after > 0
 		switch {
 		case cur == nil && seen && before > 0 && after == 0:
-			cur = &svcGap{start: e.At, went: []string{e.Pod}}
+			cur = &svcGap{start: e.At, went: []string{e.Pod}, evicted: evicted}
+			evicted = nil
 		case cur != nil && after > 0:
 			cur.end = e.At
 			gaps = append(gaps, *cur)
@@ -90,8 +100,8 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 	var ev []string
 	total := time.Duration(0)
 	for _, gap := range x.svcGaps {
-		if gap.failed == 0 {
-			continue
+		if gap.failed == 0 || gap.budgetLet() {
+			continue // none failed, or BudgetTooLoose's
 		}
 		end := fmt.Sprintf("to %+.2fs (%.1fs)", gap.end.Sub(r.StartedAt).Seconds(), gap.end.Sub(gap.start).Seconds())
 		if gap.open {

@@ -97,3 +97,64 @@ func TestPropagationWithoutACertainFailure(t *testing.T) {
 		t.Errorf("confidence %v; evidence:\n%s", r.Failures[0].Confidence, ev)
 	}
 }
+
+// A drain evicts both pods of a Service at once, a budget selecting them
+// letting both go (it counts another workload's pods too): the gap that
+// follows is the budget's finding, with each eviction and the budget named
+// and a fix to the budget; the same drain with no budget on the evictions
+// is the plain no-serving-endpoint finding, which says no budget kept one.
+func TestBudgetTooLoose(t *testing.T) {
+	build := func(budgets []string) *report.Report {
+		ep := func(ms int, kind report.EventKind, pod, ip string, serving bool) report.Event {
+			return report.Event{At: at(ms), Kind: kind, Pod: pod, IP: ip, Ready: serving, Serving: serving, Terminating: kind == report.EndpointTerminating}
+		}
+		evicted := func(ms int, pod string) report.Event {
+			return report.Event{At: at(ms), Kind: report.PodEvicted, Pod: pod, Node: "n2", Revision: "old", Budgets: budgets}
+		}
+		r := &report.Report{StartedAt: t0, EndedAt: at(15000),
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.5"},
+				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.6"},
+				ep(1, report.EndpointAdded, "a", "10.0.0.5", true),
+				ep(1, report.EndpointAdded, "b", "10.0.0.6", true),
+				// another workload's pod on the node, evicted too: not the Service's
+				{At: at(2000), Kind: report.PodEvicted, Pod: "other-x", Node: "n2", Budgets: budgets},
+				evicted(2001, "a"), evicted(2002, "b"),
+				ev(2003, report.PodDeletionRequested, "a", "old"),
+				ev(2004, report.PodDeletionRequested, "b", "old"),
+				ep(2500, report.EndpointTerminating, "a", "10.0.0.5", false),
+				ep(2700, report.EndpointTerminating, "b", "10.0.0.6", false),
+				ep(6000, report.EndpointReady, "c", "10.0.0.9", true),
+			}}
+		for _, ms := range []int{2600, 3000, 4000, 5500, 7000} {
+			r.Failures = append(r.Failures, fail(ms, report.ClassConnectTimeout, true, ""))
+		}
+		analyse(r)
+		return r
+	}
+	r := build([]string{"shop (minAvailable: 2; 2 disruptions allowed)"})
+	f := find(r, BudgetTooLoose)
+	if f == nil || f.Severity != report.SeverityError || find(r, NoServingEndpoint) != nil {
+		t.Fatalf("findings %+v: want the budget's finding alone", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"the drain evicted 2 pods of the Service: a at +2.00s (let go by shop (minAvailable: 2; 2 disruptions allowed)), b at +2.00s",
+		"service web had no serving endpoint from +2.70s to +6.00s (3.3s)", "4 requests failed in it"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if strings.Contains(ev, "other-x") || !strings.Contains(f.Title, "PodDisruptionBudget shop let a drain evict every pod serving service web") ||
+		!strings.Contains(f.Fix, "maxUnavailable: 1") || !strings.Contains(f.Fix, "fix shop") {
+		t.Errorf("title %q, fix %q, evidence:\n%s", f.Title, f.Fix, ev)
+	}
+	r = build(nil)
+	f = find(r, NoServingEndpoint)
+	if f == nil || find(r, BudgetTooLoose) != nil {
+		t.Fatalf("findings %+v: with no budget, want no-serving-endpoint alone", r.Findings)
+	}
+	if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "no PodDisruptionBudget kept one of them serving") {
+		t.Errorf("evidence:\n%s", ev)
+	}
+}

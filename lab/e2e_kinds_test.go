@@ -518,3 +518,87 @@ func testDrainUnprotected(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
 }
+
+// testDrainSharedBudget drains the second node where both of
+// drain-shared-budget's pods run, under a budget that also counts its
+// peer's two pods on the other node (minAvailable 2 of 4): it lets both go
+// at once, and the Service has no endpoint until a replacement is ready.
+// The finding names the budget, each eviction it let through, and the fix
+// to the budget; the no-budget finding does not claim the gap. The
+// referees are the API server's: the budget allowed 2 disruptions before
+// the drain, both pods were on the node, and are gone.
+func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := netns.Nodes(lab.DefaultNodes)[1]
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "drain-shared-budget")
+	waitRollout(t, ctx, c, "drain-shared-budget-peer")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "part-of=drain-shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, p := range pods.Items {
+		want := node.Name
+		if p.Labels["app"] != "drain-shared-budget" {
+			want = netns.Nodes(lab.DefaultNodes)[0].Name
+		} else {
+			ours = append(ours, p.Name)
+		}
+		if p.Spec.NodeName != want {
+			t.Fatalf("pod %s on %s: the test needs it on %s (its preferred node)", p.Name, p.Spec.NodeName, want)
+		}
+	}
+	// The disruption controller counts the four pods healthy: 2 allowed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "drain-shop", metav1.GetOptions{})
+		if err == nil && pdb.Status.CurrentHealthy == 4 && pdb.Status.DisruptionsAllowed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("budget drain-shop: %+v (%v), want 4 healthy and 2 disruptions allowed", pdb.Status, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
+			t.Errorf("uncordon %s: %v", node.Name, err)
+		}
+	})
+	r := startRunOn(t, nil, "drain-shared-budget", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
+	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
+	}
+	evicted := map[string][]string{}
+	for _, e := range r.rep.Timeline {
+		if e.Kind == report.PodEvicted {
+			evicted[e.Pod] = e.Budgets
+		}
+	}
+	for _, p := range ours {
+		if b := evicted[p]; len(b) != 1 || b[0] != "drain-shop (minAvailable: 2; 2 disruptions allowed)" {
+			t.Errorf("%s evicted with budgets %q, want drain-shop's", p, b)
+		}
+	}
+	f := findingByID(r.rep, analysis.BudgetTooLoose)
+	if f == nil {
+		t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.BudgetTooLoose)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if !strings.Contains(f.Title, "PodDisruptionBudget drain-shop let a drain evict every pod serving service drain-shared-budget") ||
+		!strings.Contains(ev, "the drain evicted 2 pods of the Service") || !strings.Contains(f.Fix, "fix drain-shop") {
+		t.Errorf("finding %s:\n%s\nfix: %s", f.Title, ev, f.Fix)
+	}
+	// The doctor's static check counts the pods the budget does: one
+	// that allowed 2 disruptions is not one that allows none.
+	for _, id := range []string{analysis.NoServingEndpoint, analysis.Unexplained, "pod-disruption-budget-allows-no-eviction"} {
+		if findingByID(r.rep, id) != nil {
+			t.Errorf("findings %v: %s beside the budget's", findingIDs(r.rep), id)
+		}
+	}
+	for _, name := range ours {
+		if _, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			t.Errorf("pod %s is still there after the drain", name)
+		}
+	}
+	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
+}
