@@ -343,27 +343,13 @@ func (n *natTrack) write(w *wire.Writer) error {
 // conntrack saw each go to and the second of the prober's run it was
 // dialled in; unmapped, those on connections it did not find.
 func (n *natTrack) responses(logged []prober.ConnRecord, dials natwatch.Dials) (out []wire.NatResponses, unmapped uint64) {
-	type key struct {
-		addr string
-		s    int64
+	carried := make([]natwatch.Carried, len(logged))
+	for i, c := range logged {
+		carried[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: n.start.Add(c.Dialed), Responses: uint64(c.Responses)}
 	}
-	at := map[key]int{}
-	for _, c := range logged {
-		dialed := n.start.Add(c.Dialed)
-		got, ok := n.table.LookupUntil(c.Addr.Local, c.Addr.Remote, dialed, true, dials.Next(c.Addr.Local.Port(), dialed))
-		if !ok {
-			unmapped += uint64(c.Responses)
-			continue
-		}
-		k := key{got.Dest.String(), int64(c.Dialed / time.Second)}
-		i, seen := at[k]
-		if !seen {
-			i = len(out)
-			at[k] = i
-			out = append(out, wire.NatResponses{Addr: k.addr, Second: k.s})
-		}
-		out[i].Conns++
-		out[i].Responses += uint64(c.Responses)
+	served, unmapped := n.table.Serve(carried, dials, n.start)
+	for _, s := range served {
+		out = append(out, wire.NatResponses{Addr: s.Dest.String(), Second: s.Second, Conns: s.Conns, Responses: s.Responses})
 	}
 	return out, unmapped
 }

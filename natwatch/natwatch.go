@@ -13,9 +13,11 @@
 package natwatch
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -199,4 +201,59 @@ func (d Dials) Next(port uint16, t time.Time) time.Time {
 		return time.Time{}
 	}
 	return ts[i]
+}
+
+// Carried is a connection that carried responses, as the prober logged
+// it: its addresses, when it was dialled, how many responses it carried.
+type Carried struct {
+	Local, Remote netip.AddrPort
+	Dialed        time.Time
+	Responses     uint64
+}
+
+// Served is what the connections dialled in one second carried to one
+// address after the rewrite.
+type Served struct {
+	Dest netip.AddrPort
+	// Second is whole seconds from the epoch given to Serve (0 for a
+	// connection dialled before it).
+	Second    int64
+	Conns     uint64
+	Responses uint64
+}
+
+// Serve counts carried connections' responses by the address conntrack
+// saw each go to and the second it was dialled in, each connection found
+// as a fresh request's is (LookupUntil, its window ended by the next dial
+// from its port in dials); in order of second, then address as text.
+// unmapped is the responses of the connections it did not find.
+func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Served, unmapped uint64) {
+	type key struct {
+		dest   netip.AddrPort
+		second int64
+	}
+	at := map[key]int{}
+	for _, c := range carried {
+		got, ok := t.LookupUntil(c.Local, c.Remote, c.Dialed, true, dials.Next(c.Local.Port(), c.Dialed))
+		if !ok {
+			unmapped += c.Responses
+			continue
+		}
+		k := key{got.Dest, max(0, int64(c.Dialed.Sub(epoch)/time.Second))}
+		i, seen := at[k]
+		if !seen {
+			i = len(out)
+			at[k] = i
+			out = append(out, Served{Dest: k.dest, Second: k.second})
+		}
+		out[i].Conns++
+		out[i].Responses += c.Responses
+	}
+	slices.SortFunc(out, func(a, b Served) int {
+		if a.Second != b.Second {
+			return cmp.Compare(a.Second, b.Second)
+		}
+		return strings.Compare(a.Dest.String(), b.Dest.String())
+	})
+	return out, unmapped
 }

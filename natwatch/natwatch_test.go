@@ -2,6 +2,7 @@ package natwatch
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -137,5 +138,40 @@ func TestLookupUntilTheNextDial(t *testing.T) {
 		if got != tc.want || alt != tc.alt {
 			t.Errorf("%s: LookupUntil %q, Lookup %q; want %q and %q", tc.name, got, alt, tc.want, tc.alt)
 		}
+	}
+}
+
+// Serve counts each carried connection's responses under the address its
+// event names and the second it was dialled in (before the epoch: second
+// 0), sums one address's second, orders by second then address as text,
+// and counts as unmapped the responses of a connection with no event.
+func TestServe(t *testing.T) {
+	svc := ap("10.96.0.10:80")
+	epoch := t0.Add(10 * time.Second)
+	tb := NewTable()
+	dials := Dials{}
+	var carried []Carried
+	conn := func(port uint16, dialed time.Time, dest string, responses uint64) {
+		src := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port)
+		if dest != "" {
+			tb.Add(Conn{Src: src, Orig: svc, Dest: ap(dest), At: dialed.Add(time.Millisecond)})
+		}
+		dials.Add(port, dialed)
+		carried = append(carried, Carried{Local: src, Remote: svc, Dialed: dialed, Responses: responses})
+	}
+	conn(40001, epoch.Add(1500*time.Millisecond), "10.244.1.9:8080", 3)
+	conn(40002, epoch.Add(1100*time.Millisecond), "10.244.1.10:8080", 5)
+	conn(40003, epoch.Add(1900*time.Millisecond), "10.244.1.9:8080", 4)
+	conn(40004, epoch.Add(-200*time.Millisecond), "10.244.1.9:8080", 1)
+	conn(40005, epoch.Add(300*time.Millisecond), "", 7) // no event: unmapped
+	dials.Sort()
+	got, unmapped := tb.Serve(carried, dials, epoch)
+	want := []Served{
+		{Dest: ap("10.244.1.9:8080"), Second: 0, Conns: 1, Responses: 1},
+		{Dest: ap("10.244.1.10:8080"), Second: 1, Conns: 1, Responses: 5},
+		{Dest: ap("10.244.1.9:8080"), Second: 1, Conns: 2, Responses: 7},
+	}
+	if !slices.Equal(got, want) || unmapped != 7 {
+		t.Errorf("served %+v, unmapped %d; want %+v, 7", got, unmapped, want)
 	}
 }

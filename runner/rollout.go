@@ -847,18 +847,21 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 // the pods that bore those addresses. start is when the prober's offsets
 // begin; the counts' seconds are from the report's start.
 func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, start, reportStart time.Time) {
-	var each []report.ConntrackResponses
-	for _, c := range conns {
-		dialed := start.Add(c.Dialed)
-		nc, ok := nat.LookupUntil(c.Addr.Local, c.Addr.Remote, dialed, true, dials.Next(c.Addr.Local.Port(), dialed))
-		if !ok {
-			ct.ResponsesUnmapped += uint64(c.Responses)
-			continue
-		}
-		each = append(each, report.ConntrackResponses{Addr: nc.Dest.String(), T: max(0, int64(dialed.Sub(reportStart)/time.Second)),
-			Connections: 1, Responses: uint64(c.Responses)})
+	served, unmapped := nat.Serve(carried(conns, start), dials, reportStart)
+	ct.ResponsesUnmapped += unmapped
+	for _, s := range served {
+		ct.Responses = append(ct.Responses, report.ConntrackResponses{Addr: s.Dest.String(), T: s.Second, Connections: s.Conns, Responses: s.Responses})
 	}
-	ct.Responses = sumResponses(each)
+}
+
+// carried is the logged connections as natwatch counts them; start is
+// when the prober's offsets begin.
+func carried(conns []prober.ConnRecord, start time.Time) []natwatch.Carried {
+	out := make([]natwatch.Carried, len(conns))
+	for i, c := range conns {
+		out[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: start.Add(c.Dialed), Responses: uint64(c.Responses)}
+	}
+	return out
 }
 
 // newDials notes the dial times of the run's connections by local port:
