@@ -31,15 +31,16 @@ import (
 
 // Check IDs (stable: JUnit cases and CI annotations use them).
 const (
-	NoPreStop           = "no-prestop-hook"
-	GraceBelowPreStop   = "grace-below-prestop-plus-drain"
-	NoReadiness         = "no-readiness-probe"
-	ReadinessIsLiveness = "readiness-same-as-liveness"
-	ZeroReadyPossible   = "rollout-can-leave-no-ready-pod"
-	ETPLocalBefore126   = "external-traffic-policy-local-before-1.26"
-	NoPDB               = "no-pod-disruption-budget"
-	PDBAllowsNoEviction = "pod-disruption-budget-allows-no-eviction"
-	ShellPID1           = "shell-may-not-forward-sigterm"
+	NoPreStop            = "no-prestop-hook"
+	GraceBelowPreStop    = "grace-below-prestop-plus-drain"
+	NoReadiness          = "no-readiness-probe"
+	ReadinessIsLiveness  = "readiness-same-as-liveness"
+	ZeroReadyPossible    = "rollout-can-leave-no-ready-pod"
+	ETPLocalBefore126    = "external-traffic-policy-local-before-1.26"
+	NoPDB                = "no-pod-disruption-budget"
+	PDBAllowsNoEviction  = "pod-disruption-budget-allows-no-eviction"
+	PDBAllowsEvictingAll = "pod-disruption-budget-allows-evicting-all"
+	ShellPID1            = "shell-may-not-forward-sigterm"
 )
 
 // Input is what the checks read.
@@ -124,6 +125,7 @@ var checks = []check{
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
+	{PDBAllowsEvictingAll, "the PodDisruptionBudget keeps one of the workload's pods through a drain", report.SeverityWarning, checkPDBAllowsEvictingAll},
 	{ShellPID1, "the container's main process receives SIGTERM", report.SeverityWarning, checkShell},
 }
 
@@ -544,43 +546,53 @@ func rollingZeroReady(replicas int32, unavail, surge intstr.IntOrString) (report
 	return f, true
 }
 
+// budgetAllowance is how many disruptions budget p allows with every pod
+// it counts ready, for a workload of desired replicas, and why, in words.
+// Its pods are all that its selector matches, as the disruption
+// controller counts them (status.expectedPods, once it has seen the
+// budget's spec): one budget over several workloads counts theirs too.
+// Before the controller has, the workload's replicas stand in, and why
+// says so. Percentages round up, as the controller rounds them. ok false:
+// the budget does not select the workload's pods, or says neither field.
+func budgetAllowance(p *policyv1.PodDisruptionBudget, podLabels labels.Set, desired int) (allowed int, why string, ok bool) {
+	if p.Spec.Selector == nil || desired <= 0 {
+		return 0, "", false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(podLabels) {
+		return 0, "", false
+	}
+	pool, counted := desired, "the workload's replicas, the budget's status not yet observed"
+	if p.Status.ObservedGeneration >= p.Generation && p.Status.ExpectedPods > 0 {
+		pool, counted = int(p.Status.ExpectedPods), "the pods its selector matches, by its status"
+	}
+	switch {
+	case p.Spec.MaxUnavailable != nil:
+		v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MaxUnavailable, pool, true)
+		if err != nil {
+			return 0, "", false
+		}
+		return min(max(v, 0), pool), fmt.Sprintf("maxUnavailable %s of %d pods: %s", p.Spec.MaxUnavailable.String(), pool, counted), true
+	case p.Spec.MinAvailable != nil:
+		v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MinAvailable, pool, true)
+		if err != nil {
+			return 0, "", false
+		}
+		return max(pool-v, 0), fmt.Sprintf("minAvailable %s of %d pods: %s", p.Spec.MinAvailable.String(), pool, counted), true
+	}
+	return 0, "", false
+}
+
 // checkPDBAllowsEviction: a budget covering the pods that allows no
 // disruption even when every pod is ready (maxUnavailable 0, or
 // minAvailable the whole of its pods) refuses every eviction: a drain or
-// node upgrade waits on it for ever. Its pods are all that its selector
-// matches, as the disruption controller counts them (status.expectedPods,
-// once it has seen the budget's spec): one budget over several workloads
-// counts theirs too. Before the controller has, the workload's replicas
-// stand in, and the evidence says so. Percentages round up, as the
-// controller rounds them.
+// node upgrade waits on it for ever.
 func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 	w := s.Workload
 	desired, _, _, _ := w.Counts()
-	podLabels := labels.Set(w.Template().Labels)
 	for _, p := range s.PDBs {
-		if p.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(podLabels) || desired <= 0 {
-			continue
-		}
-		pool, counted := int(desired), "the workload's replicas, the budget's status not yet observed"
-		if p.Status.ObservedGeneration >= p.Generation && p.Status.ExpectedPods > 0 {
-			pool, counted = int(p.Status.ExpectedPods), "the pods its selector matches, by its status"
-		}
-		var why string
-		switch {
-		case p.Spec.MaxUnavailable != nil:
-			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MaxUnavailable, pool, true); err == nil && v <= 0 {
-				why = fmt.Sprintf("maxUnavailable %s", p.Spec.MaxUnavailable.String())
-			}
-		case p.Spec.MinAvailable != nil:
-			if v, err := intstr.GetScaledValueFromIntOrPercent(p.Spec.MinAvailable, pool, true); err == nil && v >= pool {
-				why = fmt.Sprintf("minAvailable %s of %d pods: %s", p.Spec.MinAvailable.String(), pool, counted)
-			}
-		}
-		if why == "" {
+		allowed, why, ok := budgetAllowance(&p, labels.Set(w.Template().Labels), int(desired))
+		if !ok || allowed > 0 {
 			continue
 		}
 		ref := w.Ref()
@@ -588,6 +600,33 @@ func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 			Evidence: []string{fmt.Sprintf("PodDisruptionBudget %s (%s) selects the pods of %s %s: even with every pod ready it allows no disruption", p.Name, why, ref.Kind.Lower(), ref.Name),
 				"the Eviction API refuses every eviction it covers (429): a node drain or cluster upgrade waits on it for ever (rollprobe run --drain: drain-blocked-by-pod-disruption-budget)"},
 			Fix: fmt.Sprintf("set maxUnavailable: 1 on PodDisruptionBudget %s (or minAvailable below the replicas), and run more replicas than it keeps", p.Name)}, true
+	}
+	return report.Finding{}, false
+}
+
+// checkPDBAllowsEvictingAll: a budget covering the pods that, with every
+// pod ready, allows as many disruptions as the workload has replicas lets
+// a drain of a node holding them all evict them together: it protects
+// nothing of this workload (it counts other workloads' pods, or keeps too
+// few). One replica is left out: with one, any budget that allows an
+// eviction allows all, and the fix is more replicas
+// (rollout-can-leave-no-ready-pod's matter).
+func checkPDBAllowsEvictingAll(s *subject) (report.Finding, bool) {
+	w := s.Workload
+	desired, _, _, _ := w.Counts()
+	if desired < 2 {
+		return report.Finding{}, false
+	}
+	for _, p := range s.PDBs {
+		allowed, why, ok := budgetAllowance(&p, labels.Set(w.Template().Labels), int(desired))
+		if !ok || allowed < int(desired) {
+			continue
+		}
+		ref := w.Ref()
+		return report.Finding{Title: fmt.Sprintf("PodDisruptionBudget %s lets a drain evict every pod of %s at once", p.Name, ref.Name),
+			Evidence: []string{fmt.Sprintf("PodDisruptionBudget %s (%s) selects the pods of %s %s: with every pod ready it allows %d disruptions, and %s has %d replicas", p.Name, why, ref.Kind.Lower(), ref.Name, allowed, ref.Name, desired),
+				"a drain of a node that holds them all evicts them together, and the Service has nothing to serve until a replacement is ready (rollprobe run --drain measures it: pod-disruption-budget-too-loose)"},
+			Fix: fmt.Sprintf("give %s a budget of its own: a selector matching its pods only, with maxUnavailable: 1 (or minAvailable below its replicas); fix PodDisruptionBudget %s", ref.Name, p.Name)}, true
 	}
 	return report.Finding{}, false
 }

@@ -360,6 +360,53 @@ func TestPDBAllowsNoEviction(t *testing.T) {
 	}
 }
 
+// A budget that, with every pod ready, allows as many disruptions as the
+// workload has replicas is named: one shared with another workload
+// (minAvailable 3 of the 6 it counts, 3 replicas here), maxUnavailable
+// 100%, minAvailable 0; one that keeps a pod of the workload, or covers
+// other pods only, is not.
+func TestPDBAllowsEvictingAll(t *testing.T) {
+	observed := func(expected int32) policyv1.PodDisruptionBudgetStatus {
+		return policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, ExpectedPods: expected}
+	}
+	for _, tc := range []struct {
+		name                   string
+		maxUnavailable, minAvl *intstr.IntOrString
+		selector               map[string]string
+		status                 policyv1.PodDisruptionBudgetStatus
+		want                   bool
+	}{
+		{"minAvailable 3 of the 6 a shared budget counts", nil, ptr.To(intstr.FromInt32(3)), map[string]string{"app": "web"}, observed(6), true},
+		{"minAvailable 4 of the 6 a shared budget counts", nil, ptr.To(intstr.FromInt32(4)), map[string]string{"app": "web"}, observed(6), false},
+		{"maxUnavailable 100%", ptr.To(intstr.FromString("100%")), nil, map[string]string{"app": "web"}, observed(3), true},
+		{"minAvailable 0", nil, ptr.To(intstr.FromInt32(0)), map[string]string{"app": "web"}, policyv1.PodDisruptionBudgetStatus{}, true},
+		{"maxUnavailable 1", ptr.To(intstr.FromInt32(1)), nil, map[string]string{"app": "web"}, observed(3), false},
+		{"minAvailable 50% of 3 rounds up to 2", nil, ptr.To(intstr.FromString("50%")), map[string]string{"app": "web"}, observed(3), false},
+		{"another app's budget", ptr.To(intstr.FromString("100%")), nil, map[string]string{"app": "db"}, observed(3), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, svc, _ := good() // 3 replicas
+			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}
+			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "prod", Generation: 1},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: tc.maxUnavailable, MinAvailable: tc.minAvl,
+					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status}}
+			var got *report.Finding
+			for _, f := range Run(in, Options{}) {
+				if f.ID == PDBAllowsEvictingAll {
+					got = &f
+				}
+			}
+			if (got != nil) != tc.want {
+				t.Fatalf("finding %+v, want one: %v", got, tc.want)
+			}
+			if got != nil && (!strings.Contains(got.Title, "shop lets a drain evict every pod of web") || !strings.Contains(got.Evidence[0], "and web has 3 replicas") ||
+				!strings.Contains(got.Fix, "a selector matching its pods only")) {
+				t.Errorf("finding %+v", got)
+			}
+		})
+	}
+}
+
 // An Argo canary without traffic routing scales its stable pods down as a
 // Deployment does, with Argo's 25% defaults ("25" without the % is a
 // percentage to Argo too); a blue/green or a traffic-routed canary keeps

@@ -588,8 +588,12 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 		!strings.Contains(ev, "the drain evicted 2 pods of the Service") || !strings.Contains(f.Fix, "fix drain-shop") {
 		t.Errorf("finding %s:\n%s\nfix: %s", f.Title, ev, f.Fix)
 	}
-	// The doctor's static check counts the pods the budget does: one
-	// that allowed 2 disruptions is not one that allows none.
+	// The doctor's static checks count the pods the budget does: one
+	// that allowed 2 disruptions is not one that allows none, and it is
+	// one that lets both of the workload's pods go, as the run measured.
+	if findingByID(r.rep, "pod-disruption-budget-allows-evicting-all") == nil {
+		t.Errorf("findings %v: the doctor did not say the budget lets every pod go", findingIDs(r.rep))
+	}
 	for _, id := range []string{analysis.NoServingEndpoint, analysis.Unexplained, "pod-disruption-budget-allows-no-eviction"} {
 		if findingByID(r.rep, id) != nil {
 			t.Errorf("findings %v: %s beside the budget's", findingIDs(r.rep), id)
