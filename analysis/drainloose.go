@@ -16,11 +16,6 @@ import (
 // right after evictions the budget allowed.
 const BudgetTooLoose = "pod-disruption-budget-too-loose"
 
-// evictedPod is one of the Service's pods a drain evicted before a gap.
-type evictedPod struct {
-	event report.Event
-}
-
 // budgetLet: the gap was opened by a drain's eviction a budget allowed:
 // the pod whose endpoint stopped serving last was evicted before the gap,
 // and a budget selected one of the pods evicted.
@@ -28,8 +23,8 @@ func (g *svcGap) budgetLet() bool {
 	last := g.went[len(g.went)-1]
 	evictedLast, budgeted := false, false
 	for _, e := range g.evicted {
-		evictedLast = evictedLast || e.event.Pod == last
-		budgeted = budgeted || len(e.event.Budgets) > 0
+		evictedLast = evictedLast || e.Pod == last
+		budgeted = budgeted || len(e.Budgets) > 0
 	}
 	return evictedLast && budgeted
 }
@@ -47,11 +42,11 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		}
 		var pods []string
 		for _, e := range gap.evicted {
-			line := fmt.Sprintf("%s at %+.2fs", e.event.Pod, e.event.At.Sub(r.StartedAt).Seconds())
-			if len(e.event.Budgets) > 0 {
-				line += " (let go by " + strings.Join(e.event.Budgets, ", ") + ")"
+			line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(r.StartedAt).Seconds())
+			if len(e.Budgets) > 0 {
+				line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
 			}
-			for _, b := range e.event.Budgets {
+			for _, b := range e.Budgets {
 				if !slices.Contains(budgets, b) {
 					budgets = append(budgets, b)
 				}

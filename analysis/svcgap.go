@@ -20,9 +20,9 @@ type svcGap struct {
 	open       bool     // to the end of the run
 	went       []string // the pods whose endpoints stopped serving into it, in order
 	failed     int
-	// evicted: the Service's pods a drain evicted before the gap began
-	// (and after any earlier gap did), in order.
-	evicted []evictedPod
+	// evicted: the drain's pod_evicted events of the Service's pods
+	// before the gap began (and since any earlier gap began), in order.
+	evicted []report.Event
 }
 
 // serviceGaps folds the timeline's endpoint events (all nodes) into the
@@ -45,10 +45,10 @@ func serviceGaps(r *report.Report) []svcGap {
 	var cur *svcGap
 	seen := false
 	ofService := map[string]bool{} // pods with an endpoint
-	var evicted []evictedPod       // since the last gap began
+	var evicted []report.Event     // since the last gap began
 	for _, e := range r.Timeline {
 		if e.Kind == report.PodEvicted && ofService[e.Pod] {
-			evicted = append(evicted, evictedPod{event: e})
+			evicted = append(evicted, e)
 		}
 		if !e.Kind.IsEndpoint() || e.Pod == "" {
 			continue
