@@ -220,7 +220,11 @@ func describeBudget(pdb *policyv1.PodDisruptionBudget) string {
 	case pdb.Spec.MaxUnavailable != nil:
 		keep = "maxUnavailable: " + pdb.Spec.MaxUnavailable.String()
 	}
-	return fmt.Sprintf("%s (%s; %d disruptions allowed)", pdb.Name, keep, pdb.Status.DisruptionsAllowed)
+	allowed := fmt.Sprintf("%d disruptions allowed", pdb.Status.DisruptionsAllowed)
+	if pdb.Status.DisruptionsAllowed == 1 {
+		allowed = "1 disruption allowed"
+	}
+	return fmt.Sprintf("%s (%s; %s)", pdb.Name, keep, allowed)
 }
 
 // evict asks for one pod's eviction until it is accepted (or the pod is
