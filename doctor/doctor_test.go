@@ -309,6 +309,20 @@ func TestEveryCheckHasItsPage(t *testing.T) {
 	}
 }
 
+// budgetFinding runs the doctor on good()'s Deployment (3 replicas) with
+// budget in its namespace and returns the finding id, or nil.
+func budgetFinding(id string, budget policyv1.PodDisruptionBudget) *report.Finding {
+	d, svc, _ := good()
+	in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36},
+		PDBs: []policyv1.PodDisruptionBudget{budget}}
+	for _, f := range Run(in, Options{}) {
+		if f.ID == id {
+			return &f
+		}
+	}
+	return nil
+}
+
 // A budget that allows no disruption with every pod ready is named: by
 // maxUnavailable 0 or 0%, by minAvailable at or above the replicas (100%,
 // or 90% of 3 rounded up); one that lets a pod go, or covers other pods,
@@ -339,17 +353,9 @@ func TestPDBAllowsNoEviction(t *testing.T) {
 		{"another app's budget", ptr.To(intstr.FromInt32(0)), nil, map[string]string{"app": "db"}, false, policyv1.PodDisruptionBudgetStatus{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, svc, _ := good() // 3 replicas
-			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}
-			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "prod", Generation: 1},
+			got := budgetFinding(PDBAllowsNoEviction, policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", Namespace: "prod", Generation: 1},
 				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: tc.maxUnavailable, MinAvailable: tc.minAvl,
-					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status}}
-			var got *report.Finding
-			for _, f := range Run(in, Options{}) {
-				if f.ID == PDBAllowsNoEviction {
-					got = &f
-				}
-			}
+					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status})
 			if (got != nil) != tc.want {
 				t.Fatalf("finding %+v, want one: %v", got, tc.want)
 			}
@@ -385,17 +391,9 @@ func TestPDBAllowsEvictingAll(t *testing.T) {
 		{"another app's budget", ptr.To(intstr.FromString("100%")), nil, map[string]string{"app": "db"}, observed(3), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, svc, _ := good() // 3 replicas
-			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, Version: advice.Version{Major: 1, Minor: 36}}
-			in.PDBs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "prod", Generation: 1},
+			got := budgetFinding(PDBAllowsEvictingAll, policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "prod", Generation: 1},
 				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: tc.maxUnavailable, MinAvailable: tc.minAvl,
-					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status}}
-			var got *report.Finding
-			for _, f := range Run(in, Options{}) {
-				if f.ID == PDBAllowsEvictingAll {
-					got = &f
-				}
-			}
+					Selector: &metav1.LabelSelector{MatchLabels: tc.selector}}, Status: tc.status})
 			if (got != nil) != tc.want {
 				t.Fatalf("finding %+v, want one: %v", got, tc.want)
 			}
