@@ -16,10 +16,10 @@ import (
 // right after evictions the budget allowed.
 const BudgetTooLoose = "pod-disruption-budget-too-loose"
 
-// budgetLet: the gap was opened by a drain's eviction a budget allowed:
+// emptiedByBudgetedDrain: the gap was opened by a drain's eviction a budget allowed:
 // the pod whose endpoint stopped serving last was evicted before the gap,
 // and a budget selected one of the pods evicted.
-func (g *svcGap) budgetLet() bool {
+func (g *svcGap) emptiedByBudgetedDrain() bool {
 	last := g.went[len(g.went)-1]
 	evictedLast, budgeted := false, false
 	for _, e := range g.evicted {
@@ -37,7 +37,7 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 	}
 	var ev, budgets []string
 	for _, gap := range x.svcGaps {
-		if gap.failed == 0 || !gap.budgetLet() {
+		if gap.failed == 0 || !gap.emptiedByBudgetedDrain() {
 			continue
 		}
 		var pods []string
@@ -65,6 +65,8 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 	}
 	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(r.StartedAt)),
 		"a budget that keeps the Service serving refuses the eviction of its last serving pods until replacements are ready (429, asked again); this one allowed them all at once: it counts pods of other workloads (a selector shared with them), or keeps fewer than the Service needs")
+	// A budget's description starts with its name, which (a Kubernetes
+	// name) has no space.
 	names := make([]string, len(budgets))
 	for i, b := range budgets {
 		names[i], _, _ = strings.Cut(b, " ")

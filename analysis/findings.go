@@ -141,7 +141,7 @@ var rules = []rule{
 	// Then: nothing served at all (capacity, not propagation); first
 	// when a drain's evictions a budget allowed emptied the Service.
 	{BudgetTooLoose, report.SeverityError, func(s seen) bool {
-		return s.svcGap != nil && s.svcGap.budgetLet() && s.class != prober.HTTP5xx
+		return s.svcGap != nil && s.svcGap.emptiedByBudgetedDrain() && s.class != prober.HTTP5xx
 	}, renderBudgetTooLoose},
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
 	// HTTP/2 streams end with their connection, not with a refused

@@ -100,7 +100,7 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 	var ev []string
 	total := time.Duration(0)
 	for _, gap := range x.svcGaps {
-		if gap.failed == 0 || gap.budgetLet() {
+		if gap.failed == 0 || gap.emptiedByBudgetedDrain() {
 			continue // none failed, or BudgetTooLoose's
 		}
 		end := fmt.Sprintf("to %+.2fs (%.1fs)", gap.end.Sub(r.StartedAt).Seconds(), gap.end.Sub(gap.start).Seconds())

@@ -194,11 +194,7 @@ func testDrain(t *testing.T, ctx context.Context, c *lab.Client) {
 	if onNode < 2 {
 		t.Fatalf("%d of drain-web's pods on %s: the test needs 2 there (the spread put them elsewhere)", onNode, node.Name)
 	}
-	t.Cleanup(func() {
-		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
-			t.Errorf("uncordon %s: %v", node.Name, err)
-		}
-	})
+	uncordonAtEnd(t, c, node.Name)
 	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
 	if r.repErr != nil || r.exit != 0 {
 		t.Fatalf("exit %d (%v), want 0\n%s", r.exit, r.repErr, r.out())
@@ -313,12 +309,8 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	patch(0)
-	t.Cleanup(func() {
-		patch(1)
-		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
-			t.Errorf("uncordon %s: %v", node.Name, err)
-		}
-	})
+	uncordonAtEnd(t, c, node.Name)
+	t.Cleanup(func() { patch(1) }) // before the uncordon (cleanups run last first)
 	// The drain evicts every pod on the node: another sample's pod whose
 	// own budget refuses at that moment (graceful-sts's, while one of its
 	// pods is still starting after the previous drain) is held too.
@@ -506,11 +498,7 @@ func testDrainUnprotected(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("pod %s on %s: the test needs both on %s (their preferred node)", p.Name, p.Spec.NodeName, node.Name)
 		}
 	}
-	t.Cleanup(func() {
-		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
-			t.Errorf("uncordon %s: %v", node.Name, err)
-		}
-	})
+	uncordonAtEnd(t, c, node.Name)
 	r := startRunOn(t, nil, "drain-unprotected", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
 	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
 		t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
@@ -577,15 +565,14 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("budget drain-shop: %+v (%v), want 4 healthy and 2 disruptions allowed", pdb.Status, err)
+			if err != nil {
+				t.Fatalf("budget drain-shop: %v", err)
+			}
+			t.Fatalf("budget drain-shop: %+v, want 4 healthy and 2 disruptions allowed", pdb.Status)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Cleanup(func() {
-		if err := rollout.Cordon(context.Background(), c.Kube, node.Name, false); err != nil {
-			t.Errorf("uncordon %s: %v", node.Name, err)
-		}
-	})
+	uncordonAtEnd(t, c, node.Name)
 	r := startRunOn(t, nil, "drain-shared-budget", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
 	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
 		t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
@@ -627,4 +614,15 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
+}
+
+// uncordonAtEnd makes node schedulable again when the test ends, however
+// it ends: a drain leaves it cordoned, and the next tests need both nodes.
+func uncordonAtEnd(t *testing.T, c *lab.Client, node string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := rollout.Cordon(context.Background(), c.Kube, node, false); err != nil {
+			t.Errorf("uncordon %s: %v", node, err)
+		}
+	})
 }

@@ -101,8 +101,9 @@ type Event struct {
 	Reason            string `json:"reason,omitempty"`
 	Detail            string `json:"detail,omitempty"`
 	// Budgets, on pod_evicted, are the PodDisruptionBudgets that selected
-	// the pod when the drain began, each as its name and what its spec
-	// keeps ("web (maxUnavailable: 2)"): the budgets that let the eviction
+	// the pod when the drain began, each as its name, what its spec keeps
+	// and the disruptions its status allowed then ("web (maxUnavailable: 2;
+	// 2 disruptions allowed)"): the budgets that let the eviction
 	// through. Absent: none selected it, or they were not read (the pod is
 	// in another namespace than the workload's; or reading failed, and
 	// Detail says so).
