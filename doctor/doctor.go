@@ -555,11 +555,7 @@ func rollingZeroReady(replicas int32, unavail, surge intstr.IntOrString) (report
 // says so. Percentages round up, as the controller rounds them. ok false:
 // the budget does not select the workload's pods, or says neither field.
 func budgetAllowance(p *policyv1.PodDisruptionBudget, podLabels labels.Set, desired int) (allowed int, why string, ok bool) {
-	if p.Spec.Selector == nil || desired <= 0 {
-		return 0, "", false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
-	if err != nil || sel.Empty() || !sel.Matches(podLabels) {
+	if desired <= 0 || !rollout.BudgetSelects(p, podLabels) {
 		return 0, "", false
 	}
 	pool, counted := desired, "the workload's replicas, the budget's status not yet observed"
@@ -634,11 +630,7 @@ func checkPDBAllowsEvictingAll(s *subject) (report.Finding, bool) {
 func coveredByPDB(tmpl *corev1.PodTemplateSpec, pdbs []policyv1.PodDisruptionBudget) bool {
 	podLabels := labels.Set(tmpl.Labels)
 	for _, p := range pdbs {
-		if p.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
-		if err == nil && !sel.Empty() && sel.Matches(podLabels) {
+		if rollout.BudgetSelects(&p, podLabels) {
 			return true
 		}
 	}

@@ -97,6 +97,9 @@ func TestChecks(t *testing.T) {
 		{"no PDB", func(_ *appsv1.Deployment, _ *corev1.Service, in *Input) {
 			in.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"app": "other"}
 		}, NoPDB, "warning", "no PodDisruptionBudget in namespace prod"},
+		{"a budget with no selector selects no pod", func(_ *appsv1.Deployment, _ *corev1.Service, in *Input) {
+			in.PDBs[0].Spec.Selector = nil
+		}, NoPDB, "warning", "no PodDisruptionBudget in namespace prod"},
 		{"shell as PID 1", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
 			app(d).Command = []string{"/bin/sh", "-c", "./migrate && ./server"}
 		}, ShellPID1, "warning", "container(s) app"},
@@ -363,6 +366,21 @@ func TestPDBAllowsNoEviction(t *testing.T) {
 				t.Errorf("finding %+v", got)
 			}
 		})
+	}
+}
+
+// policy/v1 reads a budget's empty selector ({}) as every pod of its
+// namespace: such a budget covers the workload (no no-pod-disruption-
+// budget), and one with maxUnavailable 0 refuses its evictions.
+func TestBudgetWithEmptySelectorCoversEveryPod(t *testing.T) {
+	all := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "everything", Namespace: "prod"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{}, MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	if got := budgetFinding(NoPDB, all); got != nil {
+		t.Errorf("an empty selector selects every pod, yet: %+v", got)
+	}
+	all.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+	if got := budgetFinding(PDBAllowsNoEviction, all); got == nil || !strings.Contains(got.Title, "everything") {
+		t.Errorf("maxUnavailable 0 over every pod: finding %+v, want %s naming the budget", got, PDBAllowsNoEviction)
 	}
 }
 

@@ -197,16 +197,24 @@ func (b budgetsRead) of(p *corev1.Pod) (budgets []string, known bool) {
 		return nil, false
 	}
 	for _, pdb := range b.pdbs {
-		if pdb.Spec.Selector == nil {
-			continue // selects nothing (policy/v1)
+		if BudgetSelects(&pdb, labels.Set(p.Labels)) {
+			budgets = append(budgets, describeBudget(&pdb))
 		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		budgets = append(budgets, describeBudget(&pdb))
 	}
 	return budgets, true
+}
+
+// BudgetSelects says whether the budget's selector selects a pod with
+// these labels, as the policy/v1 disruption controller reads it: a nil
+// selector selects nothing, an empty one ({}) every pod of the budget's
+// namespace (policy/v1beta1 read {} as nothing; policy/v1 changed it).
+// An invalid selector selects nothing.
+func BudgetSelects(pdb *policyv1.PodDisruptionBudget, podLabels labels.Set) bool {
+	if pdb.Spec.Selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	return err == nil && sel.Matches(podLabels)
 }
 
 // describeBudget is a budget's name and what its spec keeps, with the
