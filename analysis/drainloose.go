@@ -8,12 +8,13 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// BudgetTooLoose: a drain evicted every pod that served the Service,
-// though a PodDisruptionBudget selected them: the budget let more pods go
-// at once than the Service could lose (it counts other workloads' pods,
-// or keeps too few), and until a replacement was ready nothing served.
-// Measured, not guessed: the Service's serving endpoints went to none
-// right after evictions the budget allowed.
+// BudgetTooLoose: a drain evicted more of the Service's pods at once than
+// it could lose, though a PodDisruptionBudget selected them: the budget
+// counts other workloads' pods, or keeps too few. Measured, not guessed:
+// either the Service's serving endpoints went to none right after
+// evictions the budget allowed, and until a replacement was ready nothing
+// served (svcGap); or the budget let two or more go at once and the pods
+// left answered 5xx or too late meanwhile: overloaded (shortfall).
 const BudgetTooLoose = "pod-disruption-budget-too-loose"
 
 // emptiedByBudgetedDrain: the gap was opened by a drain's eviction a budget allowed:
@@ -60,16 +61,61 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; when the last stopped serving, %s had no serving endpoint from %+.2fs %s, and %d requests failed in it or within %s after",
 			podsOfTheService(len(gap.evicted)), strings.Join(pods, ", "), svc, gap.start.Sub(r.StartedAt).Seconds(), end, gap.failed, gapSlack))
 	}
+	emptied := len(ev) > 0
+	// The most pods out at once, and how many were left then, over the
+	// shortfalls whose failures are the budget's.
+	mostOut, left, before := 0, 0, 0
+	for _, sf := range x.shortfalls {
+		if sf.failed == 0 {
+			continue
+		}
+		var pods []string
+		for _, e := range sf.out {
+			line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(r.StartedAt).Seconds())
+			if len(e.Budgets) > 0 {
+				line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
+			}
+			for _, b := range e.Budgets {
+				if !slices.Contains(budgets, b) {
+					budgets = append(budgets, b)
+				}
+			}
+			pods = append(pods, line)
+		}
+		if sf.before-sf.least > mostOut {
+			mostOut, left, before = sf.before-sf.least, sf.least, sf.before
+		}
+		end := fmt.Sprintf("to %+.2fs (%.1fs)", sf.end.Sub(r.StartedAt).Seconds(), sf.end.Sub(sf.start).Seconds())
+		if sf.open {
+			end = "to the end of the run"
+		}
+		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; %s had %d ready endpoints before the drain and %d (at the fewest) from %+.2fs %s, and %d requests that the pods left serving answered with an error or too late (shed or queued: overloaded) began in it or within %s after",
+			podsOfTheService(len(sf.out)), strings.Join(pods, ", "), svc, sf.before, sf.least, sf.start.Sub(r.StartedAt).Seconds(), end, sf.failed, gapSlack))
+	}
 	if len(ev) == 0 {
 		return report.Finding{}, false
 	}
-	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(r.StartedAt)),
-		"a budget that keeps the Service serving refuses the eviction of its last serving pods until replacements are ready (429, asked again); this one allowed them all at once: it counts pods of other workloads (a selector shared with them), or keeps fewer than the Service needs")
+	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(r.StartedAt)))
+	if emptied {
+		ev = append(ev, "a budget that keeps the Service serving refuses the eviction of its last serving pods until replacements are ready (429, asked again); this one allowed them all at once: it counts pods of other workloads (a selector shared with them), or keeps fewer than the Service needs")
+	} else {
+		ev = append(ev, fmt.Sprintf("the pods left could not carry the load: a budget refuses an eviction (429, asked again) that would leave fewer pods than it keeps; this one let the drain leave %d of %d, and the load needed more", left, before))
+	}
 	// A budget's description starts with its name, which (a Kubernetes
 	// name) has no space.
 	names := make([]string, len(budgets))
 	for i, b := range budgets {
 		names[i], _, _ = strings.Cut(b, " ")
+	}
+	if !emptied {
+		return report.Finding{
+			Title: fmt.Sprintf("PodDisruptionBudget %s let a drain take %d of the %d pods serving %s at once: the %d left could not carry the load",
+				strings.Join(names, ", "), mostOut, before, svc, left),
+			Evidence: ev,
+			Fix: fmt.Sprintf("keep as many pods through a drain as the load needs: maxUnavailable: 1 (or minAvailable: %d of the %d), so a drain evicts one pod and waits for its replacement; or more replicas; fix %s",
+				before-1, before, strings.Join(names, ", ")),
+			Pods: g.podList(),
+		}, true
 	}
 	return report.Finding{
 		Title:    fmt.Sprintf("PodDisruptionBudget %s let a drain evict every pod serving %s at once", strings.Join(names, ", "), svc),

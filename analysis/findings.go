@@ -48,6 +48,9 @@ type seen struct {
 	// svcGap: the failure began while the Service had no serving endpoint
 	// at all, or just after.
 	svcGap *svcGap
+	// shortfall: the failure began while a drain kept two or more of
+	// the Service's pods out at once and others served, or just after.
+	shortfall *shortfall
 	// h2: the run spoke HTTP/2 (its streams share long-lived connections).
 	h2 bool
 	// switched: the blue/green switch that left the failure's pod behind
@@ -108,6 +111,9 @@ type facts struct {
 	// svcGaps: the times the Service had no serving endpoint, each with
 	// the failures placed in it.
 	svcGaps []svcGap
+	// shortfalls: the times a drain kept two or more of the Service's
+	// pods out at once, each with the failures the budget's finding took.
+	shortfalls []shortfall
 	// preStop is the one preStop sleep the findings suggest: sized from
 	// the longest measured window, failures' or slow successes'.
 	preStop int
@@ -139,9 +145,11 @@ var rules = []rule{
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},
 	// Then: nothing served at all (capacity, not propagation); first
-	// when a drain's evictions a budget allowed emptied the Service.
+	// when a drain's evictions a budget allowed emptied the Service. The
+	// budget's too when the pods a drain left serving failed (a 503
+	// shed, a timeout) while it kept two or more of their peers out.
 	{BudgetTooLoose, report.SeverityError, func(s seen) bool {
-		return s.svcGap != nil && s.svcGap.emptiedByBudgetedDrain() && s.class != prober.HTTP5xx
+		return (s.svcGap != nil && s.svcGap.emptiedByBudgetedDrain() && s.class != prober.HTTP5xx) || overloadedByBudgetedDrain(s)
 	}, renderBudgetTooLoose},
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
 	// HTTP/2 streams end with their connection, not with a refused
@@ -189,6 +197,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 	pods := a.pods
 	groups := map[string]*group{}
 	svcGaps := serviceGaps(r)
+	shortfalls := drainShortfalls(r)
 	switches := activeSwitches(r)
 	for i := range failures {
 		f := &failures[i]
@@ -213,6 +222,8 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 		} else if i := svcGapOf(svcGaps, f); i >= 0 {
 			s.svcGap = &svcGaps[i]
 			svcGaps[i].failed++
+		} else if i := shortfallOf(shortfalls, f); i >= 0 {
+			s.shortfall = &shortfalls[i]
 		}
 		var id string
 		for _, rl := range rules {
@@ -220,6 +231,9 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 				id = rl.id
 				break
 			}
+		}
+		if id == BudgetTooLoose && s.shortfall != nil {
+			s.shortfall.failed++
 		}
 		g := groups[id]
 		if g == nil {
@@ -244,7 +258,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, switches: switches}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
