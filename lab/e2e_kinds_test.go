@@ -616,6 +616,113 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Logf("%d failed %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), f.ID, f.Title, ev, f.Fix)
 }
 
+// testDrainOverload drains the second node, where 2 of drain-overload's 3
+// pods run, under a budget that keeps "at least one" (minAvailable 1): it
+// lets both go at once, and the pod left on the first node carries the
+// whole load (300 requests/s of 150 ms each: 45 in flight, over its 38)
+// until a replacement is ready: it sheds the excess with 503s. The
+// finding names the budget, the evictions, the ready endpoints before and
+// at the fewest; no other finding claims a failure. The referees are the
+// app's own count of the requests it shed (each pod's /stats), which must
+// equal the 503s the run counted from each pod, and the API server's: the
+// budget allowed 2 disruptions before the drain, the two pods are gone.
+func testDrainOverload(t *testing.T, ctx context.Context, c *lab.Client) {
+	node := netns.Nodes(lab.DefaultNodes)[1]
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "drain-overload")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-overload"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	left := map[string]string{} // pod -> IP, of those the drain leaves
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node.Name {
+			ours = append(ours, p.Name)
+		} else {
+			left[p.Name] = p.Status.PodIP
+		}
+	}
+	if len(ours) != 2 || len(left) != 1 {
+		t.Fatalf("%d of drain-overload's pods on %s, %d elsewhere: the test needs 2 and 1 (the spread and the preferred node)", len(ours), node.Name, len(left))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "drain-overload", metav1.GetOptions{})
+		if err == nil && pdb.Status.CurrentHealthy == 3 && pdb.Status.DisruptionsAllowed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("budget drain-overload: %v", err)
+			}
+			t.Fatalf("budget drain-overload: %+v, want 3 healthy and 2 disruptions allowed", pdb.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	shedBefore := map[string]int{}
+	for name, podIP := range left {
+		shedBefore[name] = podStat(t, podIP, "shed")
+	}
+	uncordonAtEnd(t, c, node.Name)
+	r := startRunOn(t, nil, "drain-overload", "http://"+ip+"/", "--drain", node.Name, "--conn", "new", "--rate", "300").wait(t)
+	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
+		t.Fatalf("exit %d (%v), want 1 with failures\n%s", r.exit, r.repErr, r.out())
+	}
+	// The referee: each pod's own count of what it shed, against the 503s
+	// the run counted from it. The replacements (on the first node now)
+	// count from their start.
+	counted := map[string]int{}
+	for _, f := range r.rep.Failures {
+		if f.Class == report.ClassHTTP5xx {
+			counted[f.Backend]++
+		}
+	}
+	after, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=drain-overload"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shed := map[string]int{}
+	for _, p := range after.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			shed[p.Name] = podStat(t, p.Status.PodIP, "shed") - shedBefore[p.Name]
+		}
+	}
+	for name, n := range counted {
+		if _, ok := shed[name]; !ok {
+			t.Errorf("%d 503s counted from %q, which is not a pod left after the drain (%v)", n, name, shed)
+		}
+	}
+	for name, n := range shed {
+		if counted[name] != n {
+			t.Errorf("pod %s shed %d requests by its own count, the run counted %d 503s from it", name, n, counted[name])
+		}
+	}
+	f := findingByID(r.rep, analysis.BudgetTooLoose)
+	if f == nil {
+		t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.BudgetTooLoose)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if !strings.Contains(f.Title, "PodDisruptionBudget drain-overload let a drain take 2 of the 3 pods serving service drain-overload at once: the 1 left could not carry the load") ||
+		!strings.Contains(ev, "the drain evicted 2 pods of the Service") || !strings.Contains(ev, "drain-overload (minAvailable: 1; 2 disruptions allowed)") ||
+		!strings.Contains(ev, "had 3 ready endpoints before the drain and 1 (at the fewest)") || !strings.Contains(f.Fix, "fix drain-overload") {
+		t.Errorf("finding %s:\n%s\nfix: %s", f.Title, ev, f.Fix)
+	}
+	// Static checks cannot know the load: the budget lets 2 of 3 go,
+	// which is neither "none" nor "all", and the doctor says neither.
+	for _, id := range []string{analysis.NoServingEndpoint, analysis.Unexplained, analysis.ServerErrors,
+		"pod-disruption-budget-allows-no-eviction", "pod-disruption-budget-allows-evicting-all"} {
+		if findingByID(r.rep, id) != nil {
+			t.Errorf("findings %v: %s beside the budget's", findingIDs(r.rep), id)
+		}
+	}
+	for _, name := range ours {
+		if _, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			t.Errorf("pod %s is still there after the drain", name)
+		}
+	}
+	t.Logf("%d failed %v, shed by the pods' own count %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), shed, f.ID, f.Title, ev, f.Fix)
+}
+
 // uncordonAtEnd makes node schedulable again when the test ends, however
 // it ends: a drain leaves it cordoned, and the next tests need both nodes.
 func uncordonAtEnd(t *testing.T, c *lab.Client, node string) {

@@ -306,11 +306,16 @@ func deploymentGeneration(t *testing.T, ctx context.Context, c *lab.Client, name
 	return d.Generation
 }
 
-var servedStat = regexp.MustCompile(`served=(\d+)`)
-
 // servedNow asks a demoapp pod how many requests it has served (its
 // /stats, from the first node).
 func servedNow(t *testing.T, podIP string) int {
+	t.Helper()
+	return podStat(t, podIP, "served")
+}
+
+// podStat is one count of a demoapp pod's /stats (served, shed, ...),
+// asked from the first node.
+func podStat(t *testing.T, podIP, name string) int {
 	t.Helper()
 	resp, err := clientIn(firstNode().NS, 5*time.Second).Get("http://" + podIP + ":8080/stats")
 	if err != nil {
@@ -318,9 +323,9 @@ func servedNow(t *testing.T, podIP string) int {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	m := servedStat.FindSubmatch(b)
+	m := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `=(\d+)`).FindSubmatch(b)
 	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("stats of %s: %d %s", podIP, resp.StatusCode, b)
+		t.Fatalf("stats of %s: %d %s (want %s=N)", podIP, resp.StatusCode, b, name)
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n

@@ -226,6 +226,7 @@ func TestLab(t *testing.T) {
 	t.Run("a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })
 	t.Run("a drain no budget holds leaves the Service nothing", func(t *testing.T) { testDrainUnprotected(t, ctx, client) })
 	t.Run("a drain a shared budget lets go", func(t *testing.T) { testDrainSharedBudget(t, ctx, client) })
+	t.Run("a drain a loose budget lets overload", func(t *testing.T) { testDrainOverload(t, ctx, client) })
 
 	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.

@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -62,6 +63,7 @@ type options struct {
 	readyDelay    time.Duration
 	unreadyOnTerm bool
 	work          time.Duration
+	maxInFlight   int // 0: no limit
 	heartbeat     time.Duration
 	grpc          bool
 	grpcViaHTTP   bool
@@ -91,6 +93,7 @@ func main() {
 	flag.DurationVar(&o.readyDelay, "ready-delay", envDuration("READY_DELAY"), "/readyz fails until this long after listening ($READY_DELAY)")
 	flag.BoolVar(&o.unreadyOnTerm, "unready-on-term", os.Getenv("UNREADY_ON_TERM") == "true", "/readyz fails once SIGTERM arrived ($UNREADY_ON_TERM=true)")
 	flag.DurationVar(&o.work, "work", envDuration("WORK"), "time each request takes to serve ($WORK)")
+	flag.IntVar(&o.maxInFlight, "max-in-flight", envInt("MAX_IN_FLIGHT"), "past this many requests in flight, answer 503 at once, as an overloaded server sheds load; 0 for no limit ($MAX_IN_FLIGHT)")
 	flag.DurationVar(&o.heartbeat, "heartbeat", envDuration("HEARTBEAT"), "log a line this often, 0 for never ($HEARTBEAT)")
 	flag.BoolVar(&o.grpc, "grpc", os.Getenv("GRPC") == "true", "HTTP/2 connections go to grpc-go's server (the health service) ($GRPC=true)")
 	flag.BoolVar(&o.grpcViaHTTP, "grpc-via-http", os.Getenv("GRPC_VIA_HTTP") == "true", "serve the gRPC calls through the HTTP server (grpc-go's ServeHTTP): net/http's shutdown, one GOAWAY ($GRPC_VIA_HTTP=true)")
@@ -149,7 +152,7 @@ func run(o options) error {
 		ln = delayListener{Listener: ln, delay: o.linkDelay}
 	}
 	started := time.Now()
-	var served, afterTerm atomic.Int64
+	var served, afterTerm, shed, inFlight atomic.Int64
 	var terminating, closeConns atomic.Bool
 
 	mux := http.NewServeMux()
@@ -162,9 +165,17 @@ func run(o options) error {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "name=%s served=%d served_after_sigterm=%d terminating=%v\n", o.name, served.Load(), afterTerm.Load(), terminating.Load())
+		fmt.Fprintf(w, "name=%s served=%d served_after_sigterm=%d terminating=%v shed=%d\n", o.name, served.Load(), afterTerm.Load(), terminating.Load(), shed.Load())
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if n := inFlight.Add(1); o.maxInFlight > 0 && n > int64(o.maxInFlight) {
+			inFlight.Add(-1)
+			shed.Add(1)
+			w.Header().Set("X-Pod-Name", o.name)
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			return
+		}
+		defer inFlight.Add(-1)
 		if o.work > 0 {
 			time.Sleep(o.work)
 		}
@@ -281,6 +292,11 @@ func envDurationOr(key string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+func envInt(key string) int {
+	n, _ := strconv.Atoi(os.Getenv(key))
+	return n
 }
 
 func envDuration(key string) time.Duration {
