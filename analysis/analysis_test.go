@@ -18,6 +18,16 @@ func ev(ms int, kind report.EventKind, pod, rev string) report.Event {
 	return report.Event{At: at(ms), Kind: kind, Pod: pod, Revision: rev}
 }
 
+// endpointAt is an endpoint event of pod at ip, terminating when kind says so.
+func endpointAt(ms int, kind report.EventKind, pod, ip string, ready, serving bool) report.Event {
+	return report.Event{At: at(ms), Kind: kind, Pod: pod, IP: ip, Ready: ready, Serving: serving, Terminating: kind == report.EndpointTerminating}
+}
+
+// evictedAt is a drain's eviction of pod (old revision) from node n2.
+func evictedAt(ms int, pod string, budgets []string) report.Event {
+	return report.Event{At: at(ms), Kind: report.PodEvicted, Pod: pod, Node: "n2", Revision: "old", Budgets: budgets}
+}
+
 func fail(ms int, class string, fresh bool, backend string) report.Failure {
 	return report.Failure{Intended: at(ms), Start: at(ms), End: at(ms + 2), Class: class, Fresh: fresh, Backend: backend}
 }

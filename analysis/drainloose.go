@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -41,19 +42,7 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if gap.failed == 0 || !gap.emptiedByBudgetedDrain() {
 			continue
 		}
-		var pods []string
-		for _, e := range gap.evicted {
-			line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(r.StartedAt).Seconds())
-			if len(e.Budgets) > 0 {
-				line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
-			}
-			for _, b := range e.Budgets {
-				if !slices.Contains(budgets, b) {
-					budgets = append(budgets, b)
-				}
-			}
-			pods = append(pods, line)
-		}
+		pods := evictionLines(gap.evicted, r.StartedAt, &budgets)
 		end := fmt.Sprintf("to %+.2fs (%.1fs)", gap.end.Sub(r.StartedAt).Seconds(), gap.end.Sub(gap.start).Seconds())
 		if gap.open {
 			end = "to the end of the run"
@@ -69,19 +58,7 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if sf.failed == 0 {
 			continue
 		}
-		var pods []string
-		for _, e := range sf.out {
-			line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(r.StartedAt).Seconds())
-			if len(e.Budgets) > 0 {
-				line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
-			}
-			for _, b := range e.Budgets {
-				if !slices.Contains(budgets, b) {
-					budgets = append(budgets, b)
-				}
-			}
-			pods = append(pods, line)
-		}
+		pods := evictionLines(sf.out, r.StartedAt, &budgets)
 		if sf.before-sf.least > mostOut {
 			mostOut, left, before = sf.before-sf.least, sf.least, sf.before
 		}
@@ -124,6 +101,26 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 			strings.Join(names, ", ")),
 		Pods: g.podList(),
 	}, true
+}
+
+// evictionLines says each eviction: the pod, when, and the budgets that
+// let it go ("a at +2.00s (let go by web (maxUnavailable: 1; ...))"); it
+// adds those budgets to budgets, each once.
+func evictionLines(evicted []report.Event, start time.Time, budgets *[]string) []string {
+	var lines []string
+	for _, e := range evicted {
+		line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(start).Seconds())
+		if len(e.Budgets) > 0 {
+			line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
+		}
+		for _, b := range e.Budgets {
+			if !slices.Contains(*budgets, b) {
+				*budgets = append(*budgets, b)
+			}
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func podsOfTheService(n int) string {

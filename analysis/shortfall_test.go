@@ -18,12 +18,11 @@ import (
 // when the drain evicts one pod at a time.
 func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 	build := func(budgets []string, second int) *report.Report {
+		// A terminating pod in its preStop sleep serves, but is not ready.
 		ep := func(ms int, kind report.EventKind, pod, ip string, ready bool) report.Event {
-			return report.Event{At: at(ms), Kind: kind, Pod: pod, IP: ip, Ready: ready, Serving: true, Terminating: kind == report.EndpointTerminating}
+			return endpointAt(ms, kind, pod, ip, ready, true)
 		}
-		evicted := func(ms int, pod string) report.Event {
-			return report.Event{At: at(ms), Kind: report.PodEvicted, Pod: pod, Node: "n2", Revision: "old", Budgets: budgets}
-		}
+		evicted := func(ms int, pod string) report.Event { return evictedAt(ms, pod, budgets) }
 		r := &report.Report{StartedAt: t0, EndedAt: at(20000),
 			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
 			Timeline: []report.Event{
@@ -35,7 +34,6 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 				ep(1, report.EndpointAdded, "c", "10.0.0.7", true),
 				evicted(2000, "a"),
 				ev(2001, report.PodDeletionRequested, "a", "old"),
-				// terminating, in its preStop sleep: serving still, not ready
 				ep(2100, report.EndpointTerminating, "a", "10.0.0.5", false),
 				evicted(second, "b"),
 				ev(second+1, report.PodDeletionRequested, "b", "old"),

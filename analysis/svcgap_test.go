@@ -106,11 +106,9 @@ func TestPropagationWithoutACertainFailure(t *testing.T) {
 func TestBudgetTooLoose(t *testing.T) {
 	build := func(budgets []string) *report.Report {
 		ep := func(ms int, kind report.EventKind, pod, ip string, serving bool) report.Event {
-			return report.Event{At: at(ms), Kind: kind, Pod: pod, IP: ip, Ready: serving, Serving: serving, Terminating: kind == report.EndpointTerminating}
+			return endpointAt(ms, kind, pod, ip, serving, serving)
 		}
-		evicted := func(ms int, pod string) report.Event {
-			return report.Event{At: at(ms), Kind: report.PodEvicted, Pod: pod, Node: "n2", Revision: "old", Budgets: budgets}
-		}
+		evicted := func(ms int, pod string) report.Event { return evictedAt(ms, pod, budgets) }
 		r := &report.Report{StartedAt: t0, EndedAt: at(15000),
 			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
 			Timeline: []report.Event{

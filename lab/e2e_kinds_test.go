@@ -558,20 +558,7 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	// The disruption controller counts the four pods healthy: 2 allowed.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "drain-shop", metav1.GetOptions{})
-		if err == nil && pdb.Status.CurrentHealthy == 4 && pdb.Status.DisruptionsAllowed == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				t.Fatalf("budget drain-shop: %v", err)
-			}
-			t.Fatalf("budget drain-shop: %+v, want 4 healthy and 2 disruptions allowed", pdb.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitBudget(t, ctx, c, "drain-shop", 4, 2)
 	uncordonAtEnd(t, c, node.Name)
 	r := startRunOn(t, nil, "drain-shared-budget", "http://"+ip+"/", "--drain", node.Name, "--conn", "new").wait(t)
 	if r.repErr != nil || r.exit != 1 || r.rep.Totals.Failed == 0 {
@@ -645,20 +632,7 @@ func testDrainOverload(t *testing.T, ctx context.Context, c *lab.Client) {
 	if len(ours) != 2 || len(left) != 1 {
 		t.Fatalf("%d of drain-overload's pods on %s, %d elsewhere: the test needs 2 and 1 (the spread and the preferred node)", len(ours), node.Name, len(left))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "drain-overload", metav1.GetOptions{})
-		if err == nil && pdb.Status.CurrentHealthy == 3 && pdb.Status.DisruptionsAllowed == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				t.Fatalf("budget drain-overload: %v", err)
-			}
-			t.Fatalf("budget drain-overload: %+v, want 3 healthy and 2 disruptions allowed", pdb.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitBudget(t, ctx, c, "drain-overload", 3, 2)
 	shedBefore := map[string]int{}
 	for name, podIP := range left {
 		shedBefore[name] = podStat(t, podIP, "shed")
@@ -721,6 +695,27 @@ func testDrainOverload(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	t.Logf("%d failed %v, shed by the pods' own count %v; %s: %s\n%s\nfix: %s", r.rep.Totals.Failed, findingIDs(r.rep), shed, f.ID, f.Title, ev, f.Fix)
+}
+
+// waitBudget waits (up to 30 s) until the disruption controller's status
+// of budget name counts healthy pods and allows that many disruptions:
+// the API server's own word on what a drain may evict.
+func waitBudget(t *testing.T, ctx context.Context, c *lab.Client, name string, healthy, allowed int32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pdb, err := c.Kube.PolicyV1().PodDisruptionBudgets("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pdb.Status.CurrentHealthy == healthy && pdb.Status.DisruptionsAllowed == allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("budget %s: %v", name, err)
+			}
+			t.Fatalf("budget %s: %+v, want %d healthy and %d disruptions allowed", name, pdb.Status, healthy, allowed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // uncordonAtEnd makes node schedulable again when the test ends, however
