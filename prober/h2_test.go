@@ -639,3 +639,37 @@ func TestH2EndedWhileOpening(t *testing.T) {
 		t.Errorf("%d connections: the request should have gone to a new one", conns)
 	}
 }
+
+// TestH2WriteFailedBeforeTheStreamLeft: the socket is closed under a
+// stream whose HEADERS wait in the buffer for the flush (streams opened
+// together leave in one write), so the flush fails with none of the
+// stream's bytes gone, whether the reader or the write sees it first.
+// As for a connection ended before the write: the stream goes to another
+// connection, not counted as cut; the server's count of streams is the
+// referee.
+func TestH2WriteFailedBeforeTheStreamLeft(t *testing.T) {
+	testenv.Timed(t)
+	var streams atomic.Int64
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+		streams.Add(1)
+		sc.answer(id)
+	})
+	var closed atomic.Bool
+	testHookOpening = func(c *h2conn) {
+		if closed.CompareAndSwap(false, true) {
+			_ = c.raw.Close()
+		}
+	}
+	t.Cleanup(func() { testHookOpening = nil })
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+	sent := snap.Totals.Sent()
+	if !closed.Load() || sent == 0 {
+		t.Fatalf("the hook did not run or nothing was sent (%v)", snap.Totals.Classes)
+	}
+	if snap.Totals.Classes[OK] != sent {
+		t.Errorf("classes %v: want all %d ok (the stream whose write failed was never sent)", snap.Totals.Classes, sent)
+	}
+	if got := uint64(streams.Load()); got != sent {
+		t.Errorf("the server saw %d streams, the prober counted %d requests", got, sent)
+	}
+}
