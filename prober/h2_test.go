@@ -2,6 +2,7 @@ package prober
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -668,6 +669,61 @@ func TestH2WriteFailedBeforeTheStreamLeft(t *testing.T) {
 	}
 	if snap.Totals.Classes[OK] != sent {
 		t.Errorf("classes %v: want all %d ok (the stream whose write failed was never sent)", snap.Totals.Classes, sent)
+	}
+	if got := uint64(streams.Load()); got != sent {
+		t.Errorf("the server saw %d streams, the prober counted %d requests", got, sent)
+	}
+}
+
+// TestH2EndedByTheReaderWhileUnsent: the reader ends a stream whose HEADERS
+// still wait in the buffer (as a GOAWAY with a lower last stream does,
+// seen while the other streams of one flush are written), then the flush
+// fails with none of it gone. The stream was never sent: it goes to
+// another connection, and the reader's verdict must not stay on the
+// worker's channel, where it met the worker's next stream and blocked the
+// reader that ended that one (every worker stopped: nginx answering each
+// stream with GOAWAY did it). The bound on the run is a hang detector.
+func TestH2EndedByTheReaderWhileUnsent(t *testing.T) {
+	testenv.Timed(t)
+	var streams atomic.Int64
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+		streams.Add(1)
+		sc.answer(id)
+	})
+	var hooked atomic.Int64
+	testHookOpening = func(c *h2conn) {
+		if hooked.Add(1)%7 != 3 {
+			return
+		}
+		c.mu.Lock()
+		for id, st := range c.streams {
+			if st.writing {
+				delete(c.streams, id)
+				st.class, st.err = GoAwayUnprocessed, errors.New("ended by the test's reader")
+				st.done <- struct{}{}
+			}
+		}
+		c.mu.Unlock()
+		_ = c.raw.Close()
+	}
+	t.Cleanup(func() { testHookOpening = nil })
+	done := make(chan Snapshot, 1)
+	go func() {
+		_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+		done <- snap
+	}()
+	var snap Snapshot
+	select {
+	case snap = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end: a stream's end was never delivered")
+	}
+	sent := snap.Totals.Sent()
+	if hooked.Load() < 3 || sent == 0 {
+		t.Fatalf("the hook did not run or nothing was sent (%v)", snap.Totals.Classes)
+	}
+	if snap.Totals.Classes[OK] != sent {
+		t.Errorf("classes %v: want all %d ok (the streams the reader ended unsent were never sent)", snap.Totals.Classes, sent)
 	}
 	if got := uint64(streams.Load()); got != sent {
 		t.Errorf("the server saw %d streams, the prober counted %d requests", got, sent)
