@@ -127,6 +127,7 @@ func TestExitCodes(t *testing.T) {
 		// Header names the prober puts on the wire or reads: tokens only.
 		{"request ID header with a line break", []string{"probe", srv.URL("/ok"), "--request-id-header", "X-Id\r\nX-Injected: 1"}, 2, "--request-id-header"},
 		{"request ID header with a space", []string{"probe", srv.URL("/ok"), "--request-id-header", "Bad Header"}, 2, "not a header name"},
+		{"empty request ID header", []string{"probe", srv.URL("/ok"), "--request-id-header", ""}, 2, `--request-id-header "": every request carries its ID`},
 		{"backend header with a colon", []string{"probe", srv.URL("/ok"), "--backend-header", "a:b"}, 2, "--backend-header"},
 		{"two namespaces", []string{"run", "--deployment", "prod/web", "-n", "other", "--target", "http://x/"}, 2, "name two namespaces"},
 		{"doctor with two namespaces", []string{"doctor", "--deployment", "prod/web", "--namespace", "other"}, 2, "name two namespaces"},

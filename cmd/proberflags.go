@@ -245,6 +245,12 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 		errs = append(errs, err)
 	}
 	cfg.BackendHeader, cfg.RequestIDHeader, cfg.KeepFailures = f.backendHeader, f.requestID, f.keepFailures
+	if f.requestID == "" {
+		// Every engine writes the header on every request: an empty name
+		// made a header line ": <id>" (HTTP/1.1) or a field HTTP/2 servers
+		// answer with GOAWAY (PROTOCOL_ERROR).
+		errs = append(errs, errors.New(`--request-id-header "": every request carries its ID in a header; name one the target accepts`))
+	}
 	cfg.SecretParams = f.secretParams
 	if f.procs < 0 {
 		errs = append(errs, fmt.Errorf("--procs %d: must not be negative", f.procs))
