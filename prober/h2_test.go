@@ -3,11 +3,14 @@ package prober
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -642,8 +645,7 @@ func TestH2EndedWhileOpening(t *testing.T) {
 }
 
 // TestH2WriteFailedBeforeTheStreamLeft: the socket is closed under a
-// stream whose HEADERS wait in the buffer for the flush (streams opened
-// together leave in one write), so the flush fails with none of the
+// stream open is about to write, so the write fails with none of the
 // stream's bytes gone, whether the reader or the write sees it first.
 // As for a connection ended before the write: the stream goes to another
 // connection, not counted as cut; the server's count of streams is the
@@ -675,9 +677,8 @@ func TestH2WriteFailedBeforeTheStreamLeft(t *testing.T) {
 	}
 }
 
-// TestH2EndedByTheReaderWhileUnsent: the reader ends a stream whose HEADERS
-// still wait in the buffer (as a GOAWAY with a lower last stream does,
-// seen while the other streams of one flush are written), then the flush
+// TestH2EndedByTheReaderWhileUnsent: the reader ends a stream while open
+// writes it (as a GOAWAY with a lower last stream does), then the write
 // fails with none of it gone. The stream was never sent: it goes to
 // another connection, and the reader's verdict must not stay on the
 // worker's channel, where it met the worker's next stream and blocked the
@@ -716,7 +717,12 @@ func TestH2EndedByTheReaderWhileUnsent(t *testing.T) {
 	select {
 	case snap = <-done:
 	case <-time.After(time.Minute):
-		t.Fatal("the run did not end: a stream's end was never delivered")
+		// Not t.Fatal, nor a panic: the cleanups (which the testing
+		// package runs first) wait for the hung run. Every goroutine's
+		// stack is the evidence.
+		buf := make([]byte, 4<<20)
+		fmt.Fprintf(os.Stderr, "--- FAIL: %s: the run did not end: a stream's end was never delivered\n%s", t.Name(), buf[:runtime.Stack(buf, true)])
+		os.Exit(1)
 	}
 	sent := snap.Totals.Sent()
 	if hooked.Load() < 3 || sent == 0 {
