@@ -48,13 +48,9 @@ demo: ## the newcomer's demo (root; re-run with sudo when not root): the lab, a 
 demo-probe: build ## no root, no cluster: probe a local app through a naive restart
 	bash lab/demo-probe.sh
 
-# ROLLPROBE_RELEASE_LOCK (CI sets it): a lock file held while the release
-# snapshot is built beside the lab's tests; the units, whose release tests
-# read dist/, start once they can take it.
 test: ## every test (what CI runs), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI lints beside them, niced, in their idle time); says loudly when the lab's or the browser's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 30m ./lab; lab=$$?; \
-	if [ -n "$$ROLLPROBE_RELEASE_LOCK" ]; then echo "test: the units wait for the release snapshot (its tests read dist/) ..."; flock "$$ROLLPROBE_RELEASE_LOCK" true; fi; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -p 1 $$(go list ./... | grep -v '/lab$$'); units=$$?; \
 	status=0; if [ $$lab -ne 0 ] || [ $$units -ne 0 ]; then status=1; fi; \
 	if [ -s "$$skipped" ]; then \
