@@ -606,7 +606,7 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 // testDrainOverload drains the second node, where 2 of drain-overload's 3
 // pods run, under a budget that keeps "at least one" (minAvailable 1): it
 // lets both go at once, and the pod left on the first node carries the
-// whole load (300 requests/s of 150 ms each: 45 in flight, over its 38)
+// whole load (300 requests/s of 400 ms each: 120 in flight, over its 95)
 // until a replacement is ready: it sheds the excess with 503s. The
 // finding names the budget, the evictions, the ready endpoints before and
 // at the fewest; no other finding claims a failure. The referees are the
