@@ -26,7 +26,10 @@ type shortfall struct {
 	// when any served).
 	before, least int
 	// out: the evicted pods whose endpoints were not ready when it
-	// opened, in eviction order, with their pod_evicted events.
+	// opened, in eviction order, with their pod_evicted events. An
+	// evicted pod whose replacement is ready counts too (a replacement
+	// has another name): two pods out, one of them by another cause
+	// than the drain, can open a shortfall the drain alone would not.
 	out    []report.Event
 	failed int
 }

@@ -258,12 +258,13 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 			delete(c.streams, st.id)
 		}
 		// The reader may have ended it meanwhile (a GOAWAY with a lower
-		// last stream, seen while it was being written): that
-		// verdict is about a stream the server never saw, and a value
-		// left on done would meet the worker's next stream, whose own
-		// end could then never be delivered (the reader, blocked on the
-		// full channel under mu, stopped every worker: seen with nginx
-		// answering each stream with GOAWAY). The reader signals only
+		// last stream, seen while it was being written): that verdict is
+		// about a stream the server never saw, and a value left on done
+		// would meet the worker's next stream, whose own end could then
+		// never be delivered (the reader, blocked on the full channel
+		// under mu, stopped every worker: seen while streams were flushed
+		// together, which made the window wide; see
+		// TestH2EndedByTheReaderWhileUnsent). The reader signals only
 		// under mu, and only while the stream is in the map: after this
 		// nothing more comes.
 		select {
