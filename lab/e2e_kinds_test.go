@@ -331,7 +331,7 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	if len(held) == 0 {
 		t.Fatalf("no drain-web pod on %s", node.Name)
 	}
-	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--timeout", "40s").wait(t)
+	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--timeout", "20s").wait(t)
 	if r.repErr != nil || r.exit != 3 {
 		t.Fatalf("exit %d (%v), want 3 (the drain timed out)\n%s", r.exit, r.repErr, r.out())
 	}
