@@ -59,6 +59,10 @@ func TestCaptureKeepsABurstWhileStopped(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// A stopped tcpdump holds SIGTERM pending: continued before the
+	// capture's own cleanup ends it (cleanups run last first), whatever
+	// the test's outcome.
+	t.Cleanup(func() { _ = c.cmd.Process.Signal(syscall.SIGCONT) })
 	send(burst)
 	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
