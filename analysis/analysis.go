@@ -129,7 +129,8 @@ func Explain(r *report.Report) Explanation {
 	if ordered > 0 {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
-	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r)}
+	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
+		localEntry: localEntryOf(r), localPath: entryPath(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	x.ViewStalls = slices.Clone(r.ViewStalls)
@@ -231,6 +232,49 @@ type attributor struct {
 	// forwarded to a pod already gone). By path name ("" for a run of one
 	// path): a proxy on one path says nothing of another.
 	proxied map[string]bool
+	// localEntry is the node whose pods alone can receive the run's own
+	// prober's traffic on the entry path (localPath): the entry is that
+	// node's NodePort and externalTrafficPolicy is Local, so kube-proxy
+	// there sends what enters only to its own endpoints (NodeGaps rests on
+	// the same premise). "" otherwise. A pod on another node is no
+	// candidate for such a failure: the lab's CI once named one "certain"
+	// for a refusal 0.06 s after its deletion, a pod that traffic entering
+	// that node cannot reach.
+	localEntry, localPath string
+}
+
+// localEntryOf is the entry node of a Local-policy NodePort entry (see
+// attributor.localEntry), "" for any other.
+func localEntryOf(r *report.Report) string {
+	ro := r.Rollout
+	if ro == nil || ro.ExternalTrafficPolicy != "Local" || ro.Entry == nil || ro.Entry.Via != report.ViaNodePort {
+		return ""
+	}
+	return ro.Entry.Node
+}
+
+// entersLocal: f is the run's own prober's, on the path that enters the
+// Local-policy node (see localEntry).
+func (a attributor) entersLocal(f *report.Failure) bool {
+	return a.localEntry != "" && f.Path == a.localPath && f.Prober == ""
+}
+
+// reachable keeps the pods f's traffic can have reached: all of them,
+// unless f entered a Local-policy node (localEntry), where only that
+// node's pods (and pods whose node is not known) can have. In-cluster
+// probers' failures keep them all: a prober in the pod network is
+// short-circuited to the whole Service by kube-proxy.
+func (a attributor) reachable(pods []*Pod, f *report.Failure) []*Pod {
+	if !a.entersLocal(f) {
+		return pods
+	}
+	out := pods[:0:0]
+	for _, p := range pods {
+		if p.Node == "" || p.Node == a.localEntry {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // proxiedPaths are the paths that met a proxy (see attributor.proxied).
@@ -333,8 +377,8 @@ func (a attributor) attribute(f *report.Failure) {
 		}
 	}()
 	c := class(f)
-	term := a.narrow(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), at, c)
-	ready := a.justReadyAt(at, c)
+	term := a.narrow(a.reachable(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), f), at, c)
+	ready := a.reachable(a.justReadyAt(at, c), f)
 	if len(term) > 0 && c != prober.Refused {
 		// A cut or unanswered request on an open connection needs a server
 		// that listened and stopped: a terminating pod, not one that just
@@ -353,6 +397,9 @@ func (a attributor) attribute(f *report.Failure) {
 	}
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
+		if a.entersLocal(f) {
+			f.Context = fmt.Sprintf("no pod on %s (the entry: externalTrafficPolicy Local sends what enters it only to its own pods) was terminating or just ready", a.localEntry)
+		}
 		return
 	}
 	f.LikelyPod = cands[0].Name

@@ -590,9 +590,16 @@ func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
 }
 
 func renderUnexplained(g *group, x facts) (report.Finding, bool) {
+	which := "no pod"
+	if node := localEntryOf(x.r); node != "" && !slices.ContainsFunc(g.fails, func(f report.Failure) bool {
+		return !(attributor{localEntry: node, localPath: entryPath(x.r)}).entersLocal(&f)
+	}) {
+		// Pods on other nodes may have been terminating: out of reach.
+		which = "no pod on " + node + " (the entry: externalTrafficPolicy Local keeps what enters it there)"
+	}
 	return report.Finding{
 		Title:    "failures with no pod lifecycle event around them",
-		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s while no pod was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt))},
+		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)},
 		Fix:      "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error",
 	}, true
 }

@@ -121,3 +121,48 @@ func TestNodeGapsHoldOnlyTheEntryPathsFailures(t *testing.T) {
 		t.Errorf("findings %+v, want the gap's and, for the edge's failure, the race's", r.Findings)
 	}
 }
+
+// Traffic entering a Local-policy node reaches only that node's pods: a
+// refusal just after another node's pod was deleted is not that pod's (the
+// lab's CI once named such a pod certain), and the race finding does not
+// claim it. The same refusal with the Cluster policy, or measured by an
+// in-cluster prober (which kube-proxy short-circuits to the whole
+// Service), keeps the other node's pod.
+func TestLocalEntryReachesOnlyItsNodesPods(t *testing.T) {
+	run := func(policy, prober string) (*report.Report, report.Failure) {
+		r := localPolicyRun(false)
+		r.Rollout.ExternalTrafficPolicy = policy
+		r.Timeline = append(r.Timeline,
+			report.Event{At: at(2000), Kind: report.PodDeletionRequested, Pod: "b", Revision: "old", Node: "n2"},
+			report.Event{At: at(2050), Kind: report.EndpointTerminating, Pod: "b", Node: "n2", Serving: true, Terminating: true})
+		refused := fail(2060, "refused", true, "")
+		refused.Prober = prober
+		r.Failures = append(r.Failures, refused)
+		analyse(r)
+		for _, f := range r.Failures {
+			if f.Class == "refused" {
+				return r, f
+			}
+		}
+		t.Fatal("the refusal is gone")
+		return nil, report.Failure{}
+	}
+	r, f := run("Local", "")
+	if f.LikelyPod != "" || f.Confidence != 0 || len(f.Candidates) != 0 {
+		t.Errorf("a refusal entering n1 attributed to %q (confidence %v, candidates %v): only n1's pods can have refused it", f.LikelyPod, f.Confidence, f.Candidates)
+	}
+	if !strings.Contains(f.Context, "no pod on n1") {
+		t.Errorf("context %q does not say why no pod is named", f.Context)
+	}
+	if race := find(r, StopsBeforePropagation); race != nil {
+		t.Errorf("the race finding claims a refusal no deleted pod can have caused:\n%s", strings.Join(race.Evidence, "\n"))
+	}
+	if u := find(r, Unexplained); u == nil || !strings.Contains(strings.Join(u.Evidence, " "), "while no pod on n1 (the entry") {
+		t.Errorf("the refusal is not left unexplained, saying which pods were out of reach: %+v", u)
+	}
+	for _, c := range []struct{ policy, prober string }{{"Cluster", ""}, {"Local", "prober-1"}} {
+		if _, f := run(c.policy, c.prober); f.LikelyPod != "b" {
+			t.Errorf("policy %s, prober %q: likely pod %q, want b (deleted 60 ms before, reachable)", c.policy, c.prober, f.LikelyPod)
+		}
+	}
+}
