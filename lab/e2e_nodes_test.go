@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/render/htmlreport"
 )
 
@@ -104,6 +107,10 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 				t.Fatal(err)
 			}
 			health := pollStatus(t, ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
+			var resets *capture.Capture // every reset sent to the client: who refused what (see refusedByNode)
+			if tc.wantDrops && capture.Available() == nil {
+				resets = capture.Start(t, node.NS, "any", "tcp[tcpflags] & tcp-rst != 0 and dst host "+netns.HubIP)
+			}
 			r := startRunOn(t, []string{"--client"}, tc.sample, target, "--conn", "new", "--settle", "3s").wait(t)
 			codes := health()
 			if r.repErr != nil {
@@ -142,7 +149,7 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 					t.Errorf("the race finding claims part of the blackhole:\n%s\n%s", strings.Join(race.Evidence, "\n"), strings.Join(local.Evidence, "\n"))
 				}
 				if inGaps != len(r.rep.Failures) {
-					t.Errorf("%d of %d kept failures fall in the node's gaps", inGaps, len(r.rep.Failures))
+					checkOutsideGaps(t, r.rep, node, tc.nodePort, resets)
 				}
 				var page bytes.Buffer
 				if err := htmlreport.Write(&page, r.rep); err != nil || !strings.Contains(page.String(), `class="node-gap" data-node="`+node.Name+`"`) {
@@ -158,6 +165,74 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 				}
 			}
 		})
+	}
+}
+
+// checkOutsideGaps holds the failures of a Local-policy run that fall
+// outside the entry node's gaps to the wire. The sample's drops are the
+// gaps'; but a CI run (706acaf) had one refusal 4.6 s before the gap, 55 ms
+// after the other node's pod was deleted, and its capture showed the reset
+// sent by the node itself (from its NodePort, on its uplink only: a pod's
+// reset is seen on its veth and the bridge too, translated back on the
+// uplink): a SYN that met no DNAT there. Not reproduced in 20 runs of
+// this test alone, and a chain replaced as kube-proxy replaces it, 4,000
+// times under 22,000 connections, refused none; its cause is not known.
+// Such a failure must be a refusal the capture shows the node sent, and
+// rollprobe must not pin it on a pod traffic entering the node cannot
+// reach (a pod on another node: the Local policy keeps it there). Without
+// a capture every failure must be the gaps'.
+func checkOutsideGaps(t *testing.T, rep *report.Report, node netns.Node, nodePort int, resets *capture.Capture) {
+	t.Helper()
+	if resets == nil {
+		t.Errorf("failures outside the node's gaps, and no capture to tell who refused them (%d gaps)", len(rep.NodeGaps))
+		return
+	}
+	podNode := map[string]string{}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && e.Node != "" {
+			podNode[e.Pod] = e.Node
+		}
+	}
+	entry := netip.AddrPortFrom(netip.MustParseAddr(node.IP), uint16(nodePort))
+	byNode, byPod := map[uint16]bool{}, map[uint16]bool{}
+	for _, seg := range resets.Segments() {
+		switch {
+		case seg.Src == entry:
+			byNode[seg.Dst.Port()] = true
+		case seg.Src.Addr() != entry.Addr():
+			byPod[seg.Dst.Port()] = true // a pod's (its veth, the bridge): before the node translates it
+		}
+	}
+	for _, f := range rep.Failures {
+		began := f.Start
+		if began.IsZero() {
+			began = f.Intended
+		}
+		inGap := false
+		for _, g := range rep.NodeGaps { // as the analysis places them: up to 3 s after (its gapSlack)
+			if !began.Before(g.Start) && began.Before(g.End.Add(3*time.Second)) {
+				inGap = true
+			}
+		}
+		if inGap {
+			continue
+		}
+		local, err := netip.ParseAddrPort(f.LocalAddr)
+		if err != nil {
+			t.Errorf("failure #%d (%s at %+.2fs) outside the gaps has no local address %q to find on the wire", f.Seq, f.Class, f.AtMS/1000, f.LocalAddr)
+			continue
+		}
+		port := local.Port()
+		if f.Class != report.ClassRefused || !byNode[port] || byPod[port] {
+			t.Errorf("failure #%d (%s at %+.2fs, port %d) outside the gaps: reset by the node %v, by a pod %v; want a refusal the node sent\n%s",
+				f.Seq, f.Class, f.AtMS/1000, port, byNode[port], byPod[port], resets.Text(40))
+			continue
+		}
+		if n := podNode[f.LikelyPod]; f.LikelyPod != "" && n != node.Name {
+			t.Errorf("failure #%d pinned on %s (node %q), which traffic entering %s cannot reach", f.Seq, f.LikelyPod, n, node.Name)
+			continue
+		}
+		t.Logf("failure #%d (%s at %+.2fs, port %d) outside the gaps: the node's own reset; likely pod %q (%s)", f.Seq, f.Class, f.AtMS/1000, port, f.LikelyPod, f.Context)
 	}
 }
 
