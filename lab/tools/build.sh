@@ -5,7 +5,8 @@
 #   kubelet, kubectl                    (this module, k8s.io/kubernetes v1.36.3)
 #   containerd/{containerd,containerd-shim-runc-v2,ctr}   (./containerd, v2.1.4)
 #   cni/{bridge,host-local,loopback,portmap}              (./cni, plugins v1.7.1)
-#   coredns                             (./coredns, v1.15.0: the cluster DNS)
+#   coredns                             (./coredns, v1.15.0: the cluster DNS,
+#                                        with the plugins the lab's Corefile uses)
 #   traefik, crds/                      (Traefik v3.6.12, the ingress and Gateway
 #                                        controller, with its CRDs and the
 #                                        Gateway API v1.4.0 standard CRDs)
@@ -53,7 +54,7 @@ targets=(
 
 # The edge (CoreDNS, Traefik) and Argo Rollouts: each binary carries a
 # stamp of its pin.
-coredns_stamp=$(cat "$here/coredns/go.mod" "$here/coredns/go.sum" | sha256sum | cut -c1-16)
+coredns_stamp=$(cat "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns/main.go" | sha256sum | cut -c1-16)
 # Traefik's go.mod has replace directives, which apply only to the main
 # module: it is built inside a copy of its own module (the module cache is
 # read-only). Its CRDs and the Gateway API's standard ones come from the same
@@ -98,7 +99,7 @@ edge() {
 
 build_coredns() {
   (cd "$here/coredns" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" \
-    -o "$out/coredns.tmp" github.com/coredns/coredns)
+    -o "$out/coredns.tmp" .)
 }
 
 build_traefik() {
