@@ -256,7 +256,13 @@ func localEntryOf(r *report.Report) string {
 // entersLocal: f is the run's own prober's, on the path that enters the
 // Local-policy node (see localEntry).
 func (a attributor) entersLocal(f *report.Failure) bool {
-	return a.localEntry != "" && f.Path == a.localPath && f.Prober == ""
+	return entersLocalNode(a.localEntry, a.localPath, f)
+}
+
+// entersLocalNode: f is the run's own prober's on path, which enters
+// node, a Local-policy entry ("" for none: then never).
+func entersLocalNode(node, path string, f *report.Failure) bool {
+	return node != "" && f.Path == path && f.Prober == ""
 }
 
 // reachable keeps the pods f's traffic can have reached: all of them,

@@ -592,7 +592,7 @@ func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
 func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	which := "no pod"
 	if node := localEntryOf(x.r); node != "" && !slices.ContainsFunc(g.fails, func(f report.Failure) bool {
-		return !(attributor{localEntry: node, localPath: entryPath(x.r)}).entersLocal(&f)
+		return !entersLocalNode(node, entryPath(x.r), &f)
 	}) {
 		// Pods on other nodes may have been terminating: out of reach.
 		which = "no pod on " + node + " (the entry: externalTrafficPolicy Local keeps what enters it there)"

@@ -27,11 +27,10 @@ const gapSlack = 3 * time.Second
 // endpoint stops serving or goes, and closes when one serves again (or at
 // the run's end: Open). Failed is left for the analysis to count.
 func NodeGaps(r *report.Report) []report.NodeGap {
-	ro := r.Rollout
-	if ro == nil || ro.ExternalTrafficPolicy != "Local" || ro.Entry == nil || ro.Entry.Via != report.ViaNodePort || ro.Entry.Node == "" {
+	node := localEntryOf(r)
+	if node == "" {
 		return nil
 	}
-	node := ro.Entry.Node
 	type endpoint struct {
 		node           string
 		serving, ready bool

@@ -107,7 +107,7 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 				t.Fatal(err)
 			}
 			health := pollStatus(t, ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
-			var resets *capture.Capture // every reset sent to the client: who refused what (see refusedByNode)
+			var resets *capture.Capture // every reset sent to the client: who refused what (see checkOutsideGaps)
 			if tc.wantDrops && capture.Available() == nil {
 				resets = capture.Start(t, node.NS, "any", "tcp[tcpflags] & tcp-rst != 0 and dst host "+netns.HubIP)
 			}
@@ -174,7 +174,7 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 // after the other node's pod was deleted, and its capture showed the reset
 // sent by the node itself (from its NodePort, on its uplink only: a pod's
 // reset is seen on its veth and the bridge too, translated back on the
-// uplink): a SYN that met no DNAT there. Not reproduced in 20 runs of
+// uplink): a SYN that met no DNAT there. Not reproduced in 19 runs of
 // this test alone, and a chain replaced as kube-proxy replaces it, 4,000
 // times under 22,000 connections, refused none; its cause is not known.
 // Such a failure must be a refusal the capture shows the node sent, and
@@ -209,7 +209,7 @@ func checkOutsideGaps(t *testing.T, rep *report.Report, node netns.Node, nodePor
 			began = f.Intended
 		}
 		inGap := false
-		for _, g := range rep.NodeGaps { // as the analysis places them: up to 3 s after (its gapSlack)
+		for _, g := range rep.NodeGaps { // as the analysis places them (its gapSlack: up to 3 s after)
 			if !began.Before(g.Start) && began.Before(g.End.Add(3*time.Second)) {
 				inGap = true
 			}
