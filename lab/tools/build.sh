@@ -15,7 +15,8 @@
 #
 # The cache key is the content of the three modules' go.mod and go.sum, so a
 # version bump rebuilds and an unchanged pin reuses the binaries (a cold build
-# takes ~12 minutes on 2 cores; each binary is cached as soon as it is built).
+# took 32 minutes on 2 idle cores with CoreDNS and Traefik, before CoreDNS
+# was trimmed; each binary is cached as soon as it is built).
 # The edge components (CoreDNS, Traefik) carry a stamp of their own pin next
 # to the binary, so bumping one rebuilds only it.
 #
