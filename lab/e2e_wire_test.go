@@ -82,19 +82,21 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
 	}
-	syns := map[uint16][]capture.SYN{}
+	// By source address and port: the node's kubelet probes its pods from
+	// the same port range.
+	syns := map[netip.AddrPort][]capture.SYN{}
 	for _, s := range wire.SYNs() {
-		syns[s.Src.Port()] = append(syns[s.Src.Port()], s)
+		syns[s.Src] = append(syns[s.Src], s)
 	}
 	// A source port is handed out again once its connection is closed
 	// (tcpdump and the report read the same clock). The SYN of a failure on
 	// a fresh connection is the first one from its port at or after the
 	// request began; on a reused connection, the last one before it began:
 	// when that connection was made.
-	synOf := func(f report.Failure, port uint16) (capture.SYN, bool) {
+	synOf := func(f report.Failure, local netip.AddrPort) (capture.SYN, bool) {
 		var last capture.SYN
 		found := false
-		for _, s := range syns[port] {
+		for _, s := range syns[local] {
 			if f.Fresh && !s.At.Before(f.Start.Add(-time.Millisecond)) && !s.At.After(f.End) {
 				return s, true
 			}
@@ -192,7 +194,7 @@ const minConntrack = 0.95
 // lists it among its candidates otherwise; at least minCertain of them are
 // certain; and, for what the timeline inferred, causality holds and the
 // failures spread over the old pods deleted one after another.
-func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]capture.SYN, synOf func(report.Failure, uint16) (capture.SYN, bool),
+func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPort][]capture.SYN, synOf func(report.Failure, netip.AddrPort) (capture.SYN, bool),
 	podAt func(netip.AddrPort, time.Time) string, ident map[string]string, identOf func(...string) []string, spread bool, minCertain float64) {
 	t.Helper()
 	checked := map[string]int{}
@@ -205,7 +207,7 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]cap
 		if err != nil {
 			t.Fatalf("local_addr %q: %v", f.LocalAddr, err)
 		}
-		syn, onWire := synOf(f, local.Port())
+		syn, onWire := synOf(f, local)
 		if !onWire {
 			checked["not on the wire: "+f.Class]++
 			continue // no SYN left the node (no neighbour for a vanished pod IP)
@@ -267,7 +269,7 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[uint16][]cap
 		t.Errorf("%s: every failure was put on %v; the wire shows them going to %v", label, likely, wirePods)
 	}
 	if checked["certain"]+checked["ambiguous"] == 0 {
-		t.Fatalf("%s: no failed connection was found on the wire (%d SYNs captured, %d failures)", label, len(syns), len(rep.Failures))
+		t.Fatalf("%s: no failed connection was found on the wire (SYNs from %d source ports captured, %d failures)", label, len(syns), len(rep.Failures))
 	}
 	if share := float64(checked["certain"]) / float64(checked["certain"]+checked["ambiguous"]); share < minCertain {
 		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least", label, 100*share, 100*minCertain)
