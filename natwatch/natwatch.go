@@ -59,6 +59,11 @@ type Status struct {
 	// Losses counts the reads that failed, ENOBUFS (events dropped) among
 	// them; reading goes on after each.
 	Losses int
+	// Since is when the watch began reading; MaxLag the longest time
+	// between two reads of the socket (an event is stamped at most that
+	// late): what NoEntry needs to rule a connection's event out.
+	Since  time.Time
+	MaxLag time.Duration
 }
 
 // Table holds the connections seen, by source port: a port is used again
@@ -72,6 +77,15 @@ type Table struct {
 
 // NewTable makes an empty table.
 func NewTable() *Table { return &Table{byPort: map[uint16][]Conn{}} }
+
+// NewWatchedTable makes an empty table as a watch begun at since fills
+// it, losing nothing and reading on time: for callers' tests (NoEntry
+// judges by it).
+func NewWatchedTable(since time.Time) *Table {
+	t := NewTable()
+	t.status = Status{Watching: true, Since: since}
+	return t
+}
 
 // Add records a connection seen.
 func (t *Table) Add(c Conn) {
@@ -159,6 +173,36 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 		return Conn{}, false
 	}
 	return best, found
+}
+
+// NoEntry reports whether the table shows for certain that a fresh
+// connection from src to remote, begun at start, left no conntrack entry:
+// its SYN was refused or dropped by this host's own rules before any
+// rewrite to a pod (conntrack confirms an entry, and sends its event, only
+// once the packet has passed them; kube-proxy rejects a Service address
+// it holds no endpoint for, and drops one with no local endpoint under a
+// Local traffic policy). Certain only when the watch read from before
+// start on, lost no event, and never lagged long enough for the event of
+// a connection begun at start to be stamped past start+matchSlack: then
+// no event from src's port to remote stamped within [start-earlySlack,
+// start+matchSlack] means none was sent. Other connections from the same
+// port in that window do not matter: any event there counts against.
+func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.status
+	if !st.Watching || st.Lost || st.Since.IsZero() || start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
+		return false
+	}
+	for _, c := range t.byPort[src.Port()] {
+		if c.Orig != remote {
+			continue
+		}
+		if !c.At.Before(start.Add(-earlySlack)) && !c.At.After(start.Add(matchSlack)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Ports lists the source ports seen, sorted (for tests and debugging).

@@ -175,3 +175,43 @@ func TestServe(t *testing.T) {
 		t.Errorf("served %+v, unmapped %d; want %+v, 7", got, unmapped, want)
 	}
 }
+
+// NoEntry rules a connection's event out only where the watch could not
+// have missed it: read from before the request, nothing lost, never
+// lagging a second; then any event from the request's port to the same
+// address near its start (its own, or another connection's it could be
+// mistaken for) says there was one.
+func TestNoEntry(t *testing.T) {
+	svc := ap("10.96.0.10:80")
+	table := func(st Status, conns ...Conn) *Table {
+		tb := NewTable()
+		tb.status = st
+		for _, c := range conns {
+			tb.Add(c)
+		}
+		return tb
+	}
+	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond}
+	near := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: ap("10.244.1.5:8080"), At: t0.Add(400 * time.Millisecond)}
+	for _, tc := range []struct {
+		name string
+		tb   *Table
+		src  netip.AddrPort
+		want bool
+	}{
+		{"no event at all", table(live), ap("0.0.0.0:40000"), true},
+		{"an event near its start", table(live, near), ap("0.0.0.0:40000"), false},
+		{"an event just before its start, within the clocks' slack", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false},
+		{"an event long before (a previous connection)", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Second)}), ap("0.0.0.0:40000"), true},
+		{"an event after the window (a later connection)", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true},
+		{"an event to another address", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true},
+		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}), ap("0.0.0.0:40000"), false},
+		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}), ap("0.0.0.0:40000"), false},
+		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}), ap("0.0.0.0:40000"), false},
+		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}), ap("0.0.0.0:40000"), false},
+	} {
+		if got := tc.tb.NoEntry(tc.src, svc, t0); got != tc.want {
+			t.Errorf("%s: NoEntry %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

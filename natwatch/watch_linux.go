@@ -43,6 +43,7 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 		return t, func() {}
 	}
 	t.status.Watching = true
+	t.status.Since = time.Now()
 	want := map[uint16]bool{}
 	for _, p := range ports {
 		want[p] = true
@@ -54,12 +55,23 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 		b := newBatch()
 		tick := time.NewTicker(drainEvery)
 		defer tick.Stop()
+		// An event that arrived just after a read found the socket dry is
+		// stamped by the next: at most the time between their starts late.
+		last := t.status.Since
+		read := func() {
+			now := time.Now()
+			if lag := now.Sub(last); lag > drainEvery {
+				t.setStatus(func(s *Status) { s.MaxLag = max(s.MaxLag, lag) })
+			}
+			last = now
+			t.drain(fd, b, want)
+		}
 		for {
 			select {
 			case <-tick.C:
-				t.drain(fd, b, want)
+				read()
 			case <-quit:
-				t.drain(fd, b, want) // what arrived before stop
+				read() // what arrived before stop
 				return
 			}
 		}

@@ -3,9 +3,13 @@
 package natwatch
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +93,78 @@ func TestWatchInANamespace(t *testing.T) {
 	}
 	if !refusedSeen {
 		t.Errorf("the refused SYN's connection was not seen (status %+v)", r.tb.Status())
+	}
+}
+
+// The distinction NoEntry draws, on the kernel: a SYN a rule of this host
+// rejects (as kube-proxy rejects a Service address it holds no endpoint
+// for) is refused and leaves no conntrack entry; a SYN refused by the
+// host it reached (here a closed port: the stack's reset, as a pod's) is
+// refused too, and leaves one.
+func TestNoEntryOnTheKernel(t *testing.T) {
+	nft := netnstest.Need(t)
+	type result struct {
+		tb                 *Table
+		rejected, closed   netip.AddrPort
+		fromRej, fromClose netip.AddrPort
+		start              time.Time
+		err                error
+	}
+	res := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = netnstest.Run(nft, func() error {
+			free := func() (netip.AddrPort, error) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return netip.AddrPort{}, err
+				}
+				defer ln.Close()
+				return ap(ln.Addr().String()), nil
+			}
+			var err error
+			for _, p := range []*netip.AddrPort{&r.rejected, &r.closed, &r.fromRej, &r.fromClose} {
+				if *p, err = free(); err != nil {
+					return err
+				}
+			}
+			rule := fmt.Sprintf("table inet noendpoint {\n chain out {\n type filter hook output priority 0; tcp dport %d reject\n }\n}\n", r.rejected.Port())
+			cmd := exec.Command(nft, "-f", "-")
+			cmd.Stdin = strings.NewReader(rule)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("nft: %v: %s", err, out)
+			}
+			var stop func()
+			r.tb, stop = Watch([]uint16{r.rejected.Port(), r.closed.Port()})
+			defer stop()
+			r.start = time.Now()
+			for _, d := range [][2]netip.AddrPort{{r.fromRej, r.rejected}, {r.fromClose, r.closed}} {
+				dialer := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(d[0])}
+				_, err := dialer.Dial("tcp", d[1].String())
+				if !errors.Is(err, syscall.ECONNREFUSED) {
+					return fmt.Errorf("dial %s: %v, want refused", d[1], err)
+				}
+			}
+			for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 1 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(3 * drainEvery) // a rejected SYN's event, were there one, is read by now
+			return nil
+		})
+		res <- r
+	}()
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	st := r.tb.Status()
+	if !st.Watching || st.Lost || st.Conns != 1 {
+		t.Fatalf("status %+v: want one connection seen, the closed port's", st)
+	}
+	if !r.tb.NoEntry(r.fromRej, r.rejected, r.start) {
+		t.Errorf("the SYN this host rejected: NoEntry false (ports seen %v)", r.tb.Ports())
+	}
+	if r.tb.NoEntry(r.fromClose, r.closed, r.start) {
+		t.Errorf("the SYN the closed port refused: NoEntry true, its entry unseen (ports seen %v)", r.tb.Ports())
 	}
 }
