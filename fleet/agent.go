@@ -260,6 +260,9 @@ type failedConn struct {
 	local, remote netip.AddrPort
 	start         time.Time
 	fresh         bool
+	// connectFailed: a fresh connection's connect failed (refused or
+	// unanswered): one the node's own rules may have stopped.
+	connectFailed bool
 }
 
 func watchNat(port uint16, log *prober.ConnLog) *natTrack {
@@ -277,7 +280,8 @@ func (n *natTrack) keep(results []prober.Result, start time.Time) {
 		if r.Addr == nil || r.Canceled || r.Class == prober.Local || r.Addr.Local.Port() == 0 {
 			continue
 		}
-		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), fresh: r.Fresh})
+		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), fresh: r.Fresh,
+			connectFailed: r.Fresh && (r.Class == prober.Refused || r.Class == prober.ConnectTimeout)})
 	}
 }
 
@@ -308,9 +312,12 @@ func (n *natTrack) write(w *wire.Writer) error {
 	dials.Sort()
 	var pods []wire.NatPod
 	for _, c := range n.conns {
-		if got, ok := n.table.LookupUntil(c.local, c.remote, c.start, c.fresh, dials.Next(c.local.Port(), c.start)); ok {
+		switch got, ok := n.table.LookupUntil(c.local, c.remote, c.start, c.fresh, dials.Next(c.local.Port(), c.start)); {
+		case ok:
 			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
-		} else if st.Watching {
+		case c.connectFailed && n.table.NoEntry(c.local, c.remote, c.start):
+			pods = append(pods, wire.NatPod{Seq: c.seq, NoEntry: true})
+		case st.Watching:
 			last.Unmapped++
 		}
 	}

@@ -131,3 +131,45 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 		t.Errorf("responses unmapped %d with no watch", nat.ResponsesUnmapped)
 	}
 }
+
+// With a watch that read throughout and lost nothing, a refused or
+// unanswered fresh connect conntrack has no event for travels as such
+// (NoEntry: the node's own rules stopped its SYN); a reset without an
+// event stays unmapped.
+func TestNatLinesCarryNoEntry(t *testing.T) {
+	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	svc := netip.MustParseAddrPort("10.96.0.10:80")
+	table := natwatch.NewWatchedTable(start.Add(-time.Second))
+	from := func(port uint16) *prober.ConnAddr {
+		return &prober.ConnAddr{Local: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port), Remote: svc}
+	}
+	table.Add(natwatch.Conn{Src: from(30001).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: start})
+	results := []prober.Result{
+		{Seq: 1, Class: prober.Refused, Fresh: true, Addr: from(30001)},
+		{Seq: 2, Class: prober.Refused, Fresh: true, Addr: from(30002)},
+		{Seq: 3, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30003)},
+		{Seq: 4, Class: prober.Reset, Fresh: true, Addr: from(30004)},
+	}
+	track := &natTrack{table: table, stop: func() {}}
+	track.keep(results, start)
+	var buf bytes.Buffer
+	if err := track.write(wire.NewWriter(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMerger(prober.NewRecorder(10), []string{"p0"})
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		if _, err := m.Feed(0, sc.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nat := m.State()[0].Nat
+	got := map[uint64]wire.NatPod{}
+	for _, p := range nat.Pods {
+		got[p.Seq] = p
+	}
+	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 3: {Seq: 3, NoEntry: true}}
+	if !maps.Equal(got, want) || nat.Unmapped != 1 {
+		t.Errorf("pods %+v, %d unmapped; want %+v and the reset unmapped", got, nat.Unmapped, want)
+	}
+}

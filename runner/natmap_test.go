@@ -35,8 +35,41 @@ func TestMapConnections(t *testing.T) {
 	if rep.Failures[0].PodAddr != "10.244.1.5:8080" || rep.Failures[1].PodAddr != "10.244.2.6:8080" || rep.Failures[2].PodAddr != "" || rep.Failures[3].PodAddr != "" {
 		t.Errorf("pod addresses %q %q %q %q", rep.Failures[0].PodAddr, rep.Failures[1].PodAddr, rep.Failures[2].PodAddr, rep.Failures[3].PodAddr)
 	}
-	if ct.FailuresMapped != 2 || ct.FailuresUnmapped != 1 {
-		t.Errorf("conntrack %+v: want 2 mapped, 1 unmapped (the dns failure had no connection)", ct)
+	if ct.FailuresMapped != 2 || ct.FailuresUnmapped != 1 || ct.FailuresNoEntry != 0 || rep.Failures[2].NoConntrackEntry {
+		t.Errorf("conntrack %+v: want 2 mapped, 1 unmapped (the dns failure had no connection), none said to have no entry by a table not watched", ct)
+	}
+}
+
+// A watch that read throughout and lost nothing, with no event for a
+// fresh connection whose connect failed: the probing host's own rules
+// stopped its SYN, no pod was reached (NoConntrackEntry). A failure after
+// the connect (a reset) with no event stays unmapped, and so does a
+// refusal within a second of an event from its port to the Service.
+func TestMapConnectionsNoEntry(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	nat := natwatch.NewWatchedTable(t0.Add(-time.Minute))
+	svc := netip.MustParseAddrPort("10.96.0.10:80")
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40000"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: t0.Add(2 * time.Millisecond)})
+	// Port 40002: two events in the refusal's window, to two pods.
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40002"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: t0.Add(time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40002"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.6:8080"), At: t0.Add(time.Millisecond)})
+	rep := &report.Report{Failures: []report.Failure{
+		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40000", RemoteAddr: svc.String()},
+		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40999", RemoteAddr: svc.String()},
+		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40998", RemoteAddr: svc.String()},
+		{Class: report.ClassReset, Fresh: true, Start: t0, LocalAddr: "10.0.0.1:40997", RemoteAddr: svc.String()},
+		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40002", RemoteAddr: svc.String()},
+	}}
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
+	var noEntry []bool
+	for _, f := range rep.Failures {
+		noEntry = append(noEntry, f.NoConntrackEntry)
+	}
+	if !slices.Equal(noEntry, []bool{false, true, true, false, false}) || rep.Failures[1].PodAddr != "" {
+		t.Errorf("no entry %v, want the refusal and the connect timeout without events only", noEntry)
+	}
+	if ct.FailuresMapped != 1 || ct.FailuresNoEntry != 2 || ct.FailuresUnmapped != 2 {
+		t.Errorf("conntrack %+v: want 1 mapped, 2 with no entry, 2 unmapped", ct)
 	}
 }
 
@@ -53,6 +86,7 @@ func TestMapProberConnections(t *testing.T) {
 		{Seq: 3, Prober: "p3", LocalAddr: "10.0.0.3:40000", RemoteAddr: "10.96.0.10:80"},
 		{Seq: 4, Prober: "p4", LocalAddr: "10.0.0.4:40000", RemoteAddr: "10.96.0.10:80"},
 		{Seq: 9, Prober: "p1", Class: report.ClassDNS},
+		{Seq: 2, Prober: "p5", Class: report.ClassRefused, Fresh: true, LocalAddr: "0.0.0.0:40000", RemoteAddr: "10.96.0.10:80"},
 	}}
 	sources := []fleet.SourceState{
 		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}},
@@ -63,6 +97,7 @@ func TestMapProberConnections(t *testing.T) {
 			Responses:         []wire.NatResponses{{Addr: "10.244.1.5:8080", Second: 3, Conns: 1, Responses: 7}, {Addr: "10.244.1.5:8080", Second: 1, Conns: 1, Responses: 1}},
 			ResponsesUnmapped: 3}},
 		{Name: "p3", Nat: &wire.Nat{Last: true, Reason: "no CAP_NET_ADMIN"}},
+		{Name: "p5", Nat: &wire.Nat{Last: true, Watching: true, Conns: 1, Pods: []wire.NatPod{{Seq: 2, NoEntry: true}}}},
 		{Name: "p4"},
 	}
 	ct := mapProberConnections(rep, sources)
@@ -70,7 +105,10 @@ func TestMapProberConnections(t *testing.T) {
 	if !slices.Equal(got, []string{"10.244.1.5:8080", "10.244.2.6:8080", "", "", ""}) {
 		t.Errorf("pod addresses %q", got)
 	}
-	if !ct.Watching || ct.Connections != 15 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 {
+	if f := rep.Failures[6]; !f.NoConntrackEntry || f.PodAddr != "" {
+		t.Errorf("p5's refusal its conntrack had no entry for: %+v", f)
+	}
+	if !ct.Watching || ct.Connections != 16 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 || ct.FailuresNoEntry != 1 {
 		t.Errorf("conntrack %+v", ct)
 	}
 	wantResponses := []report.ConntrackResponses{

@@ -18,6 +18,7 @@ import (
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/fleet"
+	"github.com/rollprobe/rollprobe/fleet/wire"
 	"github.com/rollprobe/rollprobe/natwatch"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
@@ -832,14 +833,25 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 		if err1 != nil || err2 != nil || local.Port() == 0 {
 			continue // no connection was attempted (dns, a local error)
 		}
-		if c, ok := nat.LookupUntil(local, remote, f.Start, f.Fresh, dials.Next(local.Port(), f.Start)); ok {
+		switch c, ok := nat.LookupUntil(local, remote, f.Start, f.Fresh, dials.Next(local.Port(), f.Start)); {
+		case ok:
 			f.PodAddr = c.Dest.String()
 			ct.FailuresMapped++
-		} else {
+		case f.Fresh && connectFailed(f.Class) && nat.NoEntry(local, remote, f.Start):
+			f.NoConntrackEntry = true
+			ct.FailuresNoEntry++
+		default:
 			ct.FailuresUnmapped++
 		}
 	}
 	return ct
+}
+
+// connectFailed: the class of a connect that failed, refused or
+// unanswered: one whose SYN the probing host's own rules may have stopped
+// (natwatch.Table.NoEntry says whether they did).
+func connectFailed(class string) bool {
+	return class == prober.Refused.String() || class == prober.ConnectTimeout.String()
 }
 
 // mapResponses counts the responses of the logged connections by where
@@ -918,7 +930,7 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 	ct := &report.Conntrack{}
 	var notRead, lost []string
 	var responses []report.ConntrackResponses
-	byProber := map[string]map[uint64]string{}
+	byProber := map[string]map[uint64]wire.NatPod{}
 	for _, s := range sources {
 		n := s.Nat
 		switch {
@@ -935,9 +947,9 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 			ct.Lost = true
 			lost = append(lost, s.Name+": "+n.LostReason)
 		}
-		pods := map[uint64]string{}
+		pods := map[uint64]wire.NatPod{}
 		for _, p := range n.Pods {
-			pods[p.Seq] = p.Addr
+			pods[p.Seq] = p
 		}
 		byProber[s.Name] = pods
 		for _, r := range n.Responses {
@@ -952,10 +964,14 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		if local, err := netip.ParseAddrPort(f.LocalAddr); err != nil || local.Port() == 0 {
 			continue // no connection was attempted
 		}
-		if addr, ok := byProber[f.Prober][f.Seq]; ok {
-			f.PodAddr = addr
+		switch m, ok := byProber[f.Prober][f.Seq]; {
+		case ok && m.NoEntry:
+			f.NoConntrackEntry = true
+			ct.FailuresNoEntry++
+		case ok:
+			f.PodAddr = m.Addr
 			ct.FailuresMapped++
-		} else {
+		default:
 			ct.FailuresUnmapped++
 		}
 	}
