@@ -377,12 +377,19 @@ func (a attributor) attribute(f *report.Failure) {
 			return
 		}
 	}
+	c := class(f)
+	if f.NoConntrackEntry {
+		// The kernel's record again: no rule rewrote the connection to a
+		// pod; the host's own stopped its SYN. No pod to name.
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = noEntryContext(c)
+		return
+	}
 	defer func() {
 		if f.LikelyPod != "" {
 			f.Evidence = report.EvidenceTimeline
 		}
 	}()
-	c := class(f)
 	term := a.narrow(a.reachable(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), f), at, c)
 	ready := a.reachable(a.justReadyAt(at, c), f)
 	if len(term) > 0 && c != prober.Refused {
@@ -417,6 +424,15 @@ func (a attributor) attribute(f *report.Failure) {
 		sort.Strings(f.Candidates)
 	}
 	f.Context = a.describe(cands[0], at)
+}
+
+// noEntryContext is a no-entry failure's context (Failure.NoConntrackEntry).
+func noEntryContext(c prober.Class) string {
+	did := "refused"
+	if c == prober.ConnectTimeout {
+		did = "dropped"
+	}
+	return fmt.Sprintf("reached no pod: the probing host's own rules %s the SYN (conntrack has no entry for it: nothing rewrote it to a pod; kube-proxy there held no endpoint for the Service it could use)", did)
 }
 
 // closer orders candidates for a request begun at t: a change at or before

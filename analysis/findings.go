@@ -152,6 +152,9 @@ var rules = []rule{
 		return (s.svcGap != nil && s.svcGap.emptiedByBudgetedDrain() && s.class != prober.HTTP5xx) || overloadedByBudgetedDrain(s)
 	}, renderBudgetTooLoose},
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
+	// Then: the kernel showed no pod was reached, the host's own rules
+	// stopped the SYN, while the Service had endpoints: no pod's doing.
+	{ProxyRulesWithoutEndpoint, report.SeverityError, func(s seen) bool { return s.f.NoConntrackEntry }, renderProxyRulesWithoutEndpoint},
 	// HTTP/2 streams end with their connection, not with a refused
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},

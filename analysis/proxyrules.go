@@ -1,0 +1,111 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// ProxyRulesWithoutEndpoint: requests were refused (or dropped) by the
+// probing host's own rules before any pod, conntrack shows
+// (Failure.NoConntrackEntry), while the API listed serving endpoints for
+// the Service: kube-proxy there held none it could use at that moment.
+// Not the pods' shutdown: no pod was reached.
+const ProxyRulesWithoutEndpoint = "proxy-rules-without-endpoint"
+
+// noEntryShown bounds the failures the finding lists one by one.
+const noEntryShown = 5
+
+// endpointsAt is what the timeline's endpoint events (all nodes) say of
+// the Service at t: how many endpoints served, and when they last changed
+// (zero when no event came by t).
+func endpointsAt(r *report.Report, t time.Time) (serving int, changed time.Time) {
+	state := map[string]bool{}
+	for _, e := range r.Timeline {
+		if e.At.After(t) {
+			break
+		}
+		if !e.Kind.IsEndpoint() || e.Pod == "" {
+			continue
+		}
+		key := e.Pod + " " + e.IP
+		if e.Kind == report.EndpointRemoved {
+			delete(state, key)
+		} else {
+			state[key] = e.Serving
+		}
+		changed = e.At
+	}
+	for _, s := range state {
+		if s {
+			serving++
+		}
+	}
+	return serving, changed
+}
+
+// hostOf names where a failure's SYN left from: its in-cluster prober's
+// node, or this process's host.
+func hostOf(f *report.Failure) string {
+	if f.Node != "" {
+		return "node " + f.Node
+	}
+	return "the probing host"
+}
+
+func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
+	r := x.r
+	svc := "the Service"
+	if r.Rollout != nil && r.Rollout.Service != "" {
+		svc = "service " + r.Rollout.Service
+	}
+	hosts := map[string]bool{}
+	listed := 0 // the fewest serving endpoints the API listed at one of them
+	var each []string
+	for i := range g.fails {
+		f := &g.fails[i]
+		hosts[hostOf(f)] = true
+		at := beganAt(f)
+		n, changed := endpointsAt(r, at)
+		if i == 0 || n < listed {
+			listed = n
+		}
+		if i >= noEntryShown {
+			continue
+		}
+		line := fmt.Sprintf("%+.2fs (%s, from %s): the API listed %d serving endpoints", at.Sub(r.StartedAt).Seconds(), f.Class, hostOf(f), n)
+		if !changed.IsZero() {
+			line += fmt.Sprintf(", unchanged since %+.2fs (%.2fs before)", changed.Sub(r.StartedAt).Seconds(), at.Sub(changed).Seconds())
+		}
+		each = append(each, line)
+	}
+	if len(g.fails) > noEntryShown {
+		each = append(each, fmt.Sprintf("and %d more", len(g.fails)-noEntryShown))
+	}
+	var hostList []string
+	for h := range hosts {
+		hostList = append(hostList, h)
+	}
+	sort.Strings(hostList)
+	on := strings.Join(hostList, ", ")
+	ev := []string{
+		fmt.Sprintf("%d requests failed (%s) from %s, and conntrack on %s has no entry for any of them: their SYN met no rewrite to a pod and was refused or dropped by that host's own rules (conntrack was read throughout, nothing lost)",
+			len(g.fails), g.classes(), g.span(r.StartedAt), on),
+	}
+	ev = append(ev, each...)
+	ev = append(ev, "no pod was reached: not the pods' shutdown, so no preStop sleep or grace period changes it; a client may retry a refused connect safely (no request was sent)")
+	title := fmt.Sprintf("kube-proxy on %s held no endpoint for %s while the API listed %d: %d requests reached no pod", on, svc, listed, len(g.fails))
+	if listed == 0 {
+		title = fmt.Sprintf("kube-proxy on %s held no endpoint for %s: %d requests reached no pod", on, svc, len(g.fails))
+	}
+	return report.Finding{
+		Title:    title,
+		Evidence: ev,
+		Fix: "look at kube-proxy on " + on + " at those times: its log, and its sync metrics (kubeproxy_sync_proxy_rules_last_timestamp_seconds, " +
+			"kubeproxy_sync_proxy_rules_endpoint_changes_pending) for a sync that held the Service without endpoints; watch the Service's EndpointSlices " +
+			"(kubectl get endpointslices -l kubernetes.io/service-name=<service> -w) for one emptied or replaced",
+	}, true
+}

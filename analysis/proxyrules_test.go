@@ -1,0 +1,93 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// The lab's CI case: a graceful canary's old pod deleted at +12.95s and
+// gone at +19.30s, its four successors serving since +13.10s, and a
+// refusal at +19.41s. From the timeline alone a pod is named (the CI run
+// named the old one, certain). Conntrack read throughout with no
+// entry for the refusal says otherwise: the node's own rules refused it,
+// no pod was reached. It is then named on no pod, sizes no preStop
+// advice, and has its own finding with what the API listed.
+func TestNoConntrackEntryReachedNoPod(t *testing.T) {
+	timeline := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "old-a", Revision: "a", Ready: true, IP: "10.244.1.10"},
+		endpointAt(1, report.EndpointAdded, "old-a", "10.244.1.10", true, true),
+	}
+	for i, p := range []string{"new-1", "new-2", "new-3", "new-4"} {
+		ip := "10.244.2." + string(rune('1'+i))
+		timeline = append(timeline,
+			report.Event{At: at(9000 + i), Kind: report.PodCreated, Pod: p, Revision: "b"},
+			report.Event{At: at(13100 + i), Kind: report.PodReady, Pod: p, Revision: "b", IP: ip},
+			endpointAt(13100+i, report.EndpointReady, p, ip, true, true))
+	}
+	timeline = append(timeline,
+		ev(12950, report.PodDeletionRequested, "old-a", "a"),
+		endpointAt(13000, report.EndpointTerminating, "old-a", "10.244.1.10", false, true),
+		endpointAt(16000, report.EndpointRemoved, "old-a", "10.244.1.10", false, false),
+		ev(19300, report.PodGone, "old-a", "a"))
+	build := func(noEntry bool) *report.Report {
+		f := fail(19410, report.ClassRefused, true, "")
+		f.LocalAddr, f.RemoteAddr, f.NoConntrackEntry = "0.0.0.0:40000", "10.96.76.245:80", noEntry
+		return &report.Report{StartedAt: t0, EndedAt: at(25000), Timeline: timeline, Failures: []report.Failure{f},
+			Rollout: &report.Rollout{Kind: "Rollout", Name: "argo-canary", Service: "argo-canary", TriggerSeenAfterMS: 20}}
+	}
+
+	inferred := build(false)
+	analyse(inferred)
+	if f := inferred.Failures[0]; f.LikelyPod == "" || f.Evidence != report.EvidenceTimeline {
+		t.Fatalf("from the timeline alone: %+v; want a pod inferred (the scene this test is about)", f)
+	}
+
+	r := build(true)
+	analyse(r)
+	f := r.Failures[0]
+	if f.LikelyPod != "" || f.Confidence != 0 || f.Candidates != nil || f.Evidence != "" || !strings.Contains(f.Context, "reached no pod") ||
+		!strings.Contains(f.Context, "refused the SYN") {
+		t.Errorf("failure %+v: want no pod named, the context saying the host's rules refused it", f)
+	}
+	if r.Attribution.Certain != 0 || r.Attribution.Unattributed != 1 {
+		t.Errorf("attribution %+v", r.Attribution)
+	}
+	if find(r, StopsBeforePropagation) != nil || find(r, Unexplained) != nil {
+		t.Errorf("findings %+v: the refusal is no pod's race and not unexplained", r.Findings)
+	}
+	fd := find(r, ProxyRulesWithoutEndpoint)
+	if fd == nil || fd.Severity != report.SeverityError {
+		t.Fatalf("findings %+v: want %s", r.Findings, ProxyRulesWithoutEndpoint)
+	}
+	ev := strings.Join(fd.Evidence, "\n")
+	for _, want := range []string{"1 requests failed (refused 1)", "conntrack on the probing host has no entry",
+		"+19.41s (refused, from the probing host): the API listed 4 serving endpoints, unchanged since +16.00s (3.41s before)", "no preStop sleep"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if !strings.Contains(fd.Title, "kube-proxy on the probing host held no endpoint for service argo-canary while the API listed 4") {
+		t.Errorf("title %q", fd.Title)
+	}
+	if x := Explain(r); x.PreStopSeconds != 0 {
+		t.Errorf("preStop advice %ds sized from a failure that reached no pod", x.PreStopSeconds)
+	}
+}
+
+// A connect timeout an in-cluster prober's node dropped is said as a
+// drop, on that node.
+func TestNoConntrackEntryFromAProber(t *testing.T) {
+	f := fail(5000, report.ClassConnectTimeout, true, "")
+	f.Node, f.Prober, f.NoConntrackEntry = "lab-node-2", "p-0", true
+	r := &report.Report{StartedAt: t0, EndedAt: at(9000), Failures: []report.Failure{f}}
+	analyse(r)
+	if c := r.Failures[0].Context; !strings.Contains(c, "dropped the SYN") {
+		t.Errorf("context %q", c)
+	}
+	fd := find(r, ProxyRulesWithoutEndpoint)
+	if fd == nil || !strings.Contains(fd.Title, "kube-proxy on node lab-node-2 held no endpoint for the Service: 1 requests reached no pod") {
+		t.Errorf("findings %+v", r.Findings)
+	}
+}
