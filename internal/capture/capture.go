@@ -265,6 +265,63 @@ func parseSegment(line string) (Segment, bool) {
 	return s, true
 }
 
+// Unreachable is a captured ICMP destination unreachable for a TCP SYN:
+// who sent it (From) and the SYN it quotes (Src to Dst, as it left: a
+// Service address kube-proxy rejected is quoted before any rewrite).
+type Unreachable struct {
+	At       time.Time
+	From     netip.Addr
+	Src, Dst netip.AddrPort
+}
+
+// icmpHead, icmpLine and quotedSYN match tcpdump -v's lines for an ICMP
+// unreachable: the outer header's line (the time), the ICMP line, and,
+// after the quoted packet's IP header line, its TCP line.
+var (
+	icmpHead  = regexp.MustCompile(`^([0-9]+)\.([0-9]+) `)
+	icmpLine  = regexp.MustCompile(`^\s+([0-9.]+) > [0-9.]+: ICMP .* unreachable`)
+	quotedSYN = regexp.MustCompile(`^\s+([0-9.]+)\.([0-9]+) > ([0-9.]+)\.([0-9]+): Flags \[S\]`)
+)
+
+// Unreachables stops the capture and returns every ICMP unreachable in
+// it that quotes a TCP SYN, in capture order.
+func (c *Capture) Unreachables() []Unreachable {
+	c.t.Helper()
+	c.Stop()
+	out, err := exec.Command("tcpdump", "-nn", "-tt", "-v", "-r", c.pcap).Output()
+	if err != nil {
+		c.t.Fatalf("tcpdump -r: %v", err)
+	}
+	return parseUnreachables(string(out))
+}
+
+func parseUnreachables(text string) []Unreachable {
+	var out []Unreachable
+	var at time.Time
+	var from netip.Addr
+	for _, line := range strings.Split(text, "\n") {
+		if m := icmpHead.FindStringSubmatch(line); m != nil {
+			sec, _ := strconv.ParseInt(m[1], 10, 64)
+			usec, _ := strconv.ParseInt(m[2], 10, 64)
+			at, from = time.Unix(sec, usec*1000), netip.Addr{}
+			continue
+		}
+		if m := icmpLine.FindStringSubmatch(line); m != nil {
+			from, _ = netip.ParseAddr(m[1])
+			continue
+		}
+		if m := quotedSYN.FindStringSubmatch(line); m != nil && from.IsValid() {
+			src, err1 := addrPort(m[1], m[2])
+			dst, err2 := addrPort(m[3], m[4])
+			if err1 == nil && err2 == nil {
+				out = append(out, Unreachable{At: at, From: from, Src: src, Dst: dst})
+			}
+			from = netip.Addr{}
+		}
+	}
+	return out
+}
+
 var droppedLine = regexp.MustCompile(`([0-9]+) packets? dropped by kernel`)
 
 // Dropped stops the capture and returns how many packets the kernel

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"maps"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,29 @@ func TestParseDNSFields(t *testing.T) {
 	}
 	if _, err := parseDNSFields("1|x|y||\n"); err == nil {
 		t.Error("a bad rcode parsed")
+	}
+}
+
+// tcpdump -v prints an ICMP unreachable over four lines: the outer
+// header with the time, the ICMP line naming its sender, the quoted IP
+// header, and the quoted SYN with its ports (a capture of kube-proxy's
+// reject of a Service address, taken on a scratch namespace's loopback).
+func TestUnreachableLines(t *testing.T) {
+	text := `1795747040.560512 lo    In  IP (tos 0x0, ttl 64, id 23206, offset 0, flags [DF], proto TCP (6), length 60)
+    10.96.0.1.50386 > 10.96.0.1.80: Flags [S], cksum 0x14f0 (incorrect -> 0x80f2), seq 2033665953, win 65495, length 0
+1795747040.561586 lo    In  IP (tos 0xc0, ttl 64, id 18692, offset 0, flags [none], proto ICMP (1), length 88)
+    10.244.1.1 > 10.244.1.1: ICMP 10.96.0.1 tcp port 80 unreachable, length 68
+	IP (tos 0x0, ttl 64, id 23207, offset 0, flags [DF], proto TCP (6), length 60)
+    10.244.1.1.50386 > 10.96.0.1.80: Flags [S], cksum 0x14f0 (incorrect -> 0x7cf1), seq 2033665953, win 65495, length 0
+1795747041.000001 eth0  In  IP (tos 0xc0, ttl 64, id 18693, offset 0, flags [none], proto ICMP (1), length 88)
+    10.100.0.11 > 10.244.1.1: ICMP 10.100.0.11 udp port 53 unreachable, length 68
+	IP (tos 0x0, ttl 64, id 1, offset 0, flags [DF], proto UDP (17), length 60)
+    10.244.1.1.5353 > 10.100.0.11.53: 1234+ A? x. (20)
+`
+	got := parseUnreachables(text)
+	want := Unreachable{At: time.Unix(1795747040, 561586000), From: netip.MustParseAddr("10.244.1.1"),
+		Src: netip.MustParseAddrPort("10.244.1.1:50386"), Dst: netip.MustParseAddrPort("10.96.0.1:80")}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %+v, want only %+v (the SYN itself and a UDP quote are not TCP unreachables)", got, want)
 	}
 }
