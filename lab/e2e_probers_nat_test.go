@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,10 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	podAt := podIPs(r.rep)
+	gateway, podCIDR := map[string]string{}, map[string]netip.Prefix{}
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		gateway[n.Name], podCIDR[n.Name] = n.PodGateway, netip.MustParsePrefix(n.PodCIDR)
+	}
 	checked, agree, byNode := 0, 0, map[string]int{}
 	for _, f := range r.rep.Failures {
 		local, err := netip.ParseAddrPort(f.LocalAddr)
@@ -67,6 +72,12 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 			continue
 		}
 		byNode[f.Node]++
+		// A failed connect's local address is unspecified: its SYN left
+		// from the node's pod bridge address (the route's source for
+		// Service addresses).
+		if local.Addr().IsUnspecified() {
+			local = netip.AddrPortFrom(netip.MustParseAddr(gateway[f.Node]), local.Port())
+		}
 		// A fresh connection's SYN: the first from its port at or after the
 		// request began (tcpdump and the probers read the nodes' clock).
 		var syn *capture.SYN
@@ -77,7 +88,21 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 		}
 		if syn == nil {
-			continue // no SYN left the node (no neighbour for a vanished pod IP)
+			// No SYN left the node in the request's window: only one to a
+			// vanished pod of its own can stay (no neighbour); one to
+			// another node's pod is routed, and must be on the wire, if
+			// not within the window, then near it: a prober's times reach
+			// the report through the clock offset its pings measured,
+			// within half a round trip (a refusal's SYN and reset, here
+			// ~1 ms apart, missed the window in a run here).
+			pod := netip.MustParseAddrPort(f.PodAddr).Addr()
+			near := slices.ContainsFunc(syns[f.Node][local], func(s capture.SYN) bool {
+				return s.Dst.Addr() == pod && !s.At.Before(f.Start.Add(-50*time.Millisecond)) && !s.At.After(f.End.Add(50*time.Millisecond))
+			})
+			if !podCIDR[f.Node].Contains(pod) && !near {
+				t.Errorf("%s (%s, prober %s on %s, port %d): no SYN on the wire, though conntrack says it went to %s, not a pod of its node", f.RequestID, f.Class, f.Prober, f.Node, local.Port(), pod)
+			}
+			continue
 		}
 		checked++
 		wirePod := podAt(syn.Dst, syn.At)

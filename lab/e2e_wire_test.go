@@ -207,10 +207,21 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 		if err != nil {
 			t.Fatalf("local_addr %q: %v", f.LocalAddr, err)
 		}
+		if local.Addr().IsUnspecified() {
+			// A failed connect's: its SYN left from the node's pod bridge
+			// address (the route's source for Service addresses).
+			local = netip.AddrPortFrom(netip.MustParseAddr(firstNode().PodGateway), local.Port())
+		}
 		syn, onWire := synOf(f, local)
 		if !onWire {
+			// No SYN left the node: only one to a vanished pod of its own
+			// can stay (no neighbour); one conntrack says went to another
+			// node's pod was routed, and must be on the wire.
+			if pod, err := netip.ParseAddrPort(f.PodAddr); err == nil && !netip.MustParsePrefix(firstNode().PodCIDR).Contains(pod.Addr()) {
+				t.Errorf("%s: %s (%s, port %d): no SYN on the wire, though conntrack says it went to %s, not a pod of the prober's node", label, f.RequestID, f.Class, local.Port(), pod)
+			}
 			checked["not on the wire: "+f.Class]++
-			continue // no SYN left the node (no neighbour for a vanished pod IP)
+			continue
 		}
 		checked["on the wire: "+f.Class]++
 		dst := syn.Dst
