@@ -227,6 +227,11 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			svcGaps[i].failed++
 		} else if i := shortfallOf(shortfalls, f); i >= 0 {
 			s.shortfall = &shortfalls[i]
+		} else if i := svcGapJustAfter(svcGaps, f, a.tol); i >= 0 && f.NoConntrackEntry {
+			// The node's rules already held no endpoint: kube-proxy heard
+			// of the last one's end before rollprobe's watch did.
+			s.svcGap = &svcGaps[i]
+			svcGaps[i].failed++
 		}
 		var id string
 		for _, rl := range rules {

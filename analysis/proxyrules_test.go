@@ -91,3 +91,38 @@ func TestNoConntrackEntryFromAProber(t *testing.T) {
 		t.Errorf("findings %+v", r.Findings)
 	}
 }
+
+// kube-proxy may hear that the last endpoint stopped serving before
+// rollprobe's watch does: a refusal its rules sent just before the gap
+// rollprobe saw begin (within the receive tolerance) is the gap's, not a
+// proxy that held no endpoint while the API listed one. Without the
+// conntrack fact, a failure that early is not the gap's.
+func TestNoConntrackEntryJustBeforeAServiceGap(t *testing.T) {
+	ep := func(ms int, kind report.EventKind, ip string, serving bool) report.Event {
+		return report.Event{At: at(ms), Kind: kind, Pod: "web-0", IP: ip, Ready: serving, Serving: serving, Terminating: kind == report.EndpointTerminating}
+	}
+	r := &report.Report{StartedAt: t0, EndedAt: at(15000),
+		Rollout: &report.Rollout{Kind: "StatefulSet", Name: "web", Service: "web", TriggerSeenAfterMS: 20},
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "web-0", Revision: "web-a", Ready: true, IP: "10.0.0.5"},
+			ep(1, report.EndpointAdded, "10.0.0.5", true),
+			ev(5000, report.PodDeletionRequested, "web-0", "web-a"),
+			ep(5300, report.EndpointTerminating, "10.0.0.5", false),
+			ev(5400, report.PodGone, "web-0", "web-a"),
+			ep(5500, report.EndpointRemoved, "10.0.0.5", false),
+			{At: at(5600), Kind: report.PodCreated, Pod: "web-0", Revision: "web-b"},
+			{At: at(9000), Kind: report.PodReady, Pod: "web-0", Revision: "web-b", IP: "10.0.0.9"},
+			ep(9000, report.EndpointReady, "10.0.0.9", true),
+		}}
+	early := fail(5290, report.ClassRefused, true, "")
+	early.NoConntrackEntry = true
+	r.Failures = []report.Failure{early, fail(6000, report.ClassRefused, true, "")}
+	r.Failures[1].NoConntrackEntry = true
+	analyse(r)
+	if f := find(r, NoServingEndpoint); f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "2 requests failed") {
+		t.Errorf("findings %+v: want both refusals the gap's", r.Findings)
+	}
+	if f := find(r, ProxyRulesWithoutEndpoint); f != nil {
+		t.Errorf("finding %+v: the early refusal is the gap's", f)
+	}
+}

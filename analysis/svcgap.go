@@ -80,6 +80,18 @@ func serviceGaps(r *report.Report) []svcGap {
 	return gaps
 }
 
+// svcGapJustAfter is the index of a gap that began after f did, within
+// tol (how late rollprobe's watch may receive a change), -1 if none.
+func svcGapJustAfter(gaps []svcGap, f *report.Failure, tol time.Duration) int {
+	began := beganAt(f)
+	for i, g := range gaps {
+		if g.start.After(began) && !g.start.After(began.Add(tol)) {
+			return i
+		}
+	}
+	return -1
+}
+
 // svcGapOf is the index of the gap f began in (or within gapSlack after,
 // while proxies learn of the endpoint that ended it), -1 if none.
 func svcGapOf(gaps []svcGap, f *report.Failure) int {
