@@ -260,9 +260,9 @@ type failedConn struct {
 	local, remote netip.AddrPort
 	start         time.Time
 	fresh         bool
-	// connectFailed: a fresh connection's connect failed (refused or
-	// unanswered): one the node's own rules may have stopped.
-	connectFailed bool
+	// refused: a fresh connection's connect was refused: one the node's
+	// own rules may have rejected (natwatch.Table.NoEntry).
+	refused bool
 }
 
 func watchNat(port uint16, log *prober.ConnLog) *natTrack {
@@ -281,7 +281,7 @@ func (n *natTrack) keep(results []prober.Result, start time.Time) {
 			continue
 		}
 		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), fresh: r.Fresh,
-			connectFailed: r.Fresh && (r.Class == prober.Refused || r.Class == prober.ConnectTimeout)})
+			refused: r.Fresh && r.Class == prober.Refused})
 	}
 }
 
@@ -315,7 +315,7 @@ func (n *natTrack) write(w *wire.Writer) error {
 		switch got, ok := n.table.LookupUntil(c.local, c.remote, c.start, c.fresh, dials.Next(c.local.Port(), c.start)); {
 		case ok:
 			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
-		case c.connectFailed && n.table.NoEntry(c.local, c.remote, c.start):
+		case c.refused && n.table.NoEntry(c.local, c.remote, c.start):
 			pods = append(pods, wire.NatPod{Seq: c.seq, NoEntry: true})
 		case st.Watching:
 			last.Unmapped++

@@ -185,8 +185,12 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 // start on, lost no event, and never lagged long enough for the event of
 // a connection begun at start to be stamped past start+matchSlack: then
 // no event from src's port to remote stamped within [start-earlySlack,
-// start+matchSlack] means none was sent. Other connections from the same
-// port in that window do not matter: any event there counts against.
+// start+matchSlack] means none was sent; and only when no earlier
+// connection of the same tuple has an entry that may still live
+// (staleEntryLife), which the SYN would have joined without an event.
+// Any event in that span counts against. Entries left by another
+// process before the watch began cannot be seen: callers ask only for
+// refusals (a stale unanswered SYN's entry leads to a timeout).
 func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -198,12 +202,23 @@ func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 		if c.Orig != remote {
 			continue
 		}
-		if !c.At.Before(start.Add(-earlySlack)) && !c.At.After(start.Add(matchSlack)) {
+		// An event near its start may be its own; an earlier one from
+		// the same port to the same address may be an entry still alive
+		// (an unanswered SYN's lives staleEntryLife), which a new SYN of
+		// the same tuple joins without a new event, rewritten as before.
+		if !c.At.Before(start.Add(-staleEntryLife)) && !c.At.After(start.Add(matchSlack)) {
 			return false
 		}
 	}
 	return true
 }
+
+// staleEntryLife is how long before a request an earlier connection's
+// entry with its tuple may live on: an unanswered SYN's (the kernel's
+// nf_conntrack_tcp_timeout_syn_sent, 120 s by default, kube-proxy does
+// not clear it: kubernetes#101607), with a second of slack. A CI run had
+// two connect timeouts, with no NEW event, whose SYNs went to a pod.
+const staleEntryLife = 121 * time.Second
 
 // Ports lists the source ports seen, sorted (for tests and debugging).
 func (t *Table) Ports() []uint16 {

@@ -522,8 +522,7 @@ type Conntrack struct {
 	FailuresMapped   int `json:"failures_mapped"`
 	FailuresUnmapped int `json:"failures_unmapped"`
 	// FailuresNoEntry counts the failures conntrack shows left no entry
-	// (Failure.NoConntrackEntry): refused or dropped by the probing host's
-	// own rules. Counted in neither of the two above.
+	// (Failure.NoConntrackEntry): refused by the probing host's own rules. Counted in neither of the two above.
 	FailuresNoEntry int `json:"failures_no_entry,omitempty"`
 	// Responses are the responses the prober counted, by the address
 	// their connection went to after NAT and the second of the run (t)
@@ -579,11 +578,11 @@ type Failure struct {
 	// known.
 	PodAddr string `json:"pod_addr,omitempty"`
 	// NoConntrackEntry: conntrack on the probing host, read from before
-	// the request with nothing lost, holds no entry for this fresh
-	// connection: its SYN was refused or dropped by that host's own rules
-	// before any rewrite to a pod (kube-proxy rejects a Service address it
-	// holds no endpoint for; drops one with no local endpoint under a
-	// Local policy). No pod was reached: LikelyPod and Evidence are empty.
+	// the request with nothing lost, holds no entry for this refused fresh
+	// connection, and none of an earlier one of its tuple that may live
+	// on: its SYN was rejected by that host's own rules before any rewrite
+	// to a pod (kube-proxy rejects a Service address it holds no endpoint
+	// for). No pod was reached: LikelyPod and Evidence are empty.
 	NoConntrackEntry bool `json:"no_conntrack_entry,omitempty"`
 	// Evidence is what named LikelyPod: conntrack (the kernel's record of
 	// where the connection went), backend_header (the response named its

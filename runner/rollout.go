@@ -837,7 +837,7 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 		case ok:
 			f.PodAddr = c.Dest.String()
 			ct.FailuresMapped++
-		case f.Fresh && connectFailed(f.Class) && nat.NoEntry(local, remote, f.Start):
+		case f.Fresh && f.Class == prober.Refused.String() && nat.NoEntry(local, remote, f.Start):
 			f.NoConntrackEntry = true
 			ct.FailuresNoEntry++
 		default:
@@ -845,13 +845,6 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 		}
 	}
 	return ct
-}
-
-// connectFailed: the class of a connect that failed, refused or
-// unanswered: one whose SYN the probing host's own rules may have stopped
-// (natwatch.Table.NoEntry says whether they did).
-func connectFailed(class string) bool {
-	return class == prober.Refused.String() || class == prober.ConnectTimeout.String()
 }
 
 // mapResponses counts the responses of the logged connections by where
