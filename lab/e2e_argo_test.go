@@ -31,7 +31,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 		for _, s := range ro.Steps {
 			windows = append(windows, [2]float64{s.StartS, s.EndS})
 		}
-		_, nodeOwn := checkCleanBesidesTheNodesOwn(t, r, rejects, windows)
+		nodeOwn := checkCleanBesidesTheNodesOwn(t, r, rejects, windows)
 		if ro.Kind != "Rollout" || ro.Name != "argo-canary" || ro.Service != "argo-canary" || ro.Status != report.StatusComplete ||
 			ro.OldRevision == "" || ro.NewRevision == "" || ro.OldRevision == ro.NewRevision {
 			t.Fatalf("rollout section %+v", ro)

@@ -57,11 +57,13 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 		defer tick.Stop()
 		// An event that arrived just after a read found the socket dry is
 		// stamped by the next: at most the time between their starts late.
-		last := t.status.Since
+		// The status is locked only when the longest lag grows.
+		last, maxLag := t.status.Since, time.Duration(0)
 		read := func() {
 			now := time.Now()
-			if lag := now.Sub(last); lag > drainEvery {
-				t.setStatus(func(s *Status) { s.MaxLag = max(s.MaxLag, lag) })
+			if lag := now.Sub(last); lag > maxLag {
+				maxLag = lag
+				t.setStatus(func(s *Status) { s.MaxLag = lag })
 			}
 			last = now
 			t.drain(fd, b, want)

@@ -138,3 +138,21 @@ func summaries(t *testing.T, r *report.Report) map[string]string {
 	}
 	return map[string]string{"text": text.String(), "markdown": md.String()}
 }
+
+// The text summary counts the failed connections conntrack showed
+// reached no pod among those it judged, and says what that means; a run
+// without any says nothing of it.
+func TestNoEntryIsCounted(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Conntrack = &report.Conntrack{Watching: true, Connections: 900, FailuresMapped: 40, FailuresUnmapped: 2, FailuresNoEntry: 3}
+	out := summaries(t, r)["text"]
+	for _, want := range []string{"40 of 45 failed connections found there", "3 failed connections reached no pod: conntrack has no entry for them"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	r.Conntrack.FailuresNoEntry = 0
+	if strings.Contains(summaries(t, r)["text"], "reached no pod") {
+		t.Error("a run with none says some reached no pod")
+	}
+}
