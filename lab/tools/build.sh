@@ -62,7 +62,8 @@ coredns_stamp=$(cat "$here/coredns/go.mod" "$here/coredns/go.sum" "$here/coredns
 # module downloads, so the lab applies exactly what this version expects.
 traefik_version=v3.6.12
 gateway_api_version=v1.4.0
-traefik_stamp="traefik $traefik_version gateway-api $gateway_api_version"
+traefik_trim="trim: acme-dns ecs" # what trim_traefik leaves out: part of the stamp
+traefik_stamp="traefik $traefik_version gateway-api $gateway_api_version $traefik_trim"
 traefik_src="$cache/src/traefik-$traefik_version"
 # Argo Rollouts' go.mod has replace directives too: built the same way.
 # v1.10.2 needs a newer Go than this project's.
@@ -103,11 +104,62 @@ build_coredns() {
     -o "$out/coredns.tmp" .)
 }
 
+# trim_traefik DIR: leaves out of the copy of Traefik's source in DIR two
+# parts the lab never uses that are most of its build: the ACME DNS-01
+# challenge's providers (lego's providers/dns imports the SDK of every DNS
+# host it supports: 44 of Traefik's 145 MB of Go source, 847 of its 2,495
+# packages) and the AWS ECS provider (the EC2, ECS and SSM SDKs: 21 MB more).
+# The lab's Traefik reads Kubernetes (Ingress, CRDs, Gateway API) and serves
+# TLS from a Secret; asked for either, this build says it lacks it. A pin
+# whose source no longer matches fails here, loudly, rather than building
+# all of it.
+trim_traefik() {
+  local dir=$1 acme=$1/pkg/provider/acme/provider.go
+  local import=$'\t"github.com/go-acme/lego/v4/providers/dns"'
+  local call='provider, err = dns.NewDNSChallengeProviderByName(p.DNSChallenge.Provider)'
+  if [ "$(grep -cxF "$import" "$acme")" != 1 ] || [ "$(grep -cF "$call" "$acme")" != 1 ] ||
+    ! grep -qx 'type Provider struct {' "$dir/pkg/provider/ecs/ecs.go"; then
+    echo "lab-bins: Traefik $traefik_version's source is not what trim_traefik expects: update it" >&2
+    return 1
+  fi
+  grep -vxF "$import" "$acme" |
+    sed "s|$call|provider, err = nil, fmt.Errorf(\"DNS challenge provider %q: not built into the lab's Traefik\", p.DNSChallenge.Provider)|" >"$acme.new"
+  mv "$acme.new" "$acme"
+  find "$dir/pkg/provider/ecs" -maxdepth 1 -name '*.go' -delete
+  cat >"$dir/pkg/provider/ecs/ecs.go" <<'GO'
+// Package ecs stands in for Traefik's AWS ECS provider, left out of the
+// lab's build (rollprobe's lab/tools/build.sh).
+package ecs
+
+import (
+	"errors"
+
+	"github.com/traefik/traefik/v3/pkg/config/dynamic"
+	"github.com/traefik/traefik/v3/pkg/safe"
+)
+
+var errNotBuilt = errors.New("the ECS provider is not built into the lab's Traefik")
+
+// Provider has no options: the static configuration only names it.
+type Provider struct{}
+
+// SetDefaults does nothing.
+func (p *Provider) SetDefaults() {}
+
+// Init fails: the provider is not built.
+func (p *Provider) Init() error { return errNotBuilt }
+
+// Provide fails: the provider is not built.
+func (p *Provider) Provide(chan<- dynamic.Message, *safe.Pool) error { return errNotBuilt }
+GO
+}
+
 build_traefik() {
   local src gw
   src=$(moddir "github.com/traefik/traefik/v3@$traefik_version")
   gw=$(moddir "sigs.k8s.io/gateway-api@$gateway_api_version")
   rm -rf "$traefik_src" && mkdir -p "$(dirname "$traefik_src")" && cp -r "$src" "$traefik_src" && chmod -R u+w "$traefik_src"
+  trim_traefik "$traefik_src"
   (cd "$traefik_src" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath \
     -ldflags="-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version" \
     -o "$out/traefik.tmp" ./cmd/traefik)
