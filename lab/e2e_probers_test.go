@@ -3,10 +3,14 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,14 +381,44 @@ func testProbersSeeTheLaggedNode(t *testing.T, ctx context.Context, c *lab.Clien
 	for _, p := range r.rep.Probers {
 		failed[p.Node] = p.Failed
 	}
+	// Each node's last connection failures, which the finding compares:
+	// logged in every run, so a passing one shows how near the other
+	// node's came.
+	tails := lastConnectFailures(r.rep, 4)
 	fd := findingByID(r.rep, "node-routes-to-terminating-pods-longer")
 	if fd == nil || !strings.Contains(fd.Title, "node "+lagged+" ") {
-		t.Fatalf("findings %v (%+v): want the lagged node %s named; failures by node %v\n%s", findingIDs(r.rep), fd, lagged, failed, r.out())
+		t.Fatalf("findings %v (%+v): want the lagged node %s named; failures by node %v\n%s\n%s", findingIDs(r.rep), fd, lagged, failed, tails, r.out())
 	}
-	t.Logf("%s; failures by node %v", fd.Title, failed)
+	t.Logf("%s; failures by node %v\n%s", fd.Title, failed, tails)
 	for node, n := range failed {
 		if node != lagged && n >= failed[lagged] {
 			t.Errorf("node %s's prober failed %d times, the lagged node's %d: want the lagged node's to be more", node, n, failed[lagged])
 		}
 	}
+}
+
+// lastConnectFailures lists each node's last n connection failures
+// (refused, connect_timeout) with what the report knows of each.
+func lastConnectFailures(r *report.Report, n int) string {
+	byNode := map[string][]report.Failure{}
+	for _, f := range r.Failures {
+		if f.Class == report.ClassRefused || f.Class == report.ClassConnectTimeout {
+			byNode[f.Node] = append(byNode[f.Node], f)
+		}
+	}
+	var b strings.Builder
+	for _, p := range r.Pods {
+		if p.DeletedAt != nil {
+			fmt.Fprintf(&b, "pod %s on %s: deletion requested at %+.3fs\n", p.Pod, p.Node, p.DeletedAt.Sub(r.StartedAt).Seconds())
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		fs := byNode[node]
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Intended.Before(fs[j].Intended) })
+		fmt.Fprintf(&b, "node %s: %d connection failures, the last:\n", node, len(fs))
+		for _, f := range fs[max(0, len(fs)-n):] {
+			fmt.Fprintf(&b, "  %+.3fs %s %s -> %s likely %s (%.2f, %s): %s\n", f.AtMS/1000, f.Class, f.LocalAddr, f.RemoteAddr, f.LikelyPod, f.Confidence, f.Evidence, f.Error)
+		}
+	}
+	return b.String()
 }
