@@ -92,7 +92,7 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 	sort.Strings(hostList)
 	on := strings.Join(hostList, ", ")
 	ev := []string{
-		fmt.Sprintf("%d requests failed (%s) from %s, and conntrack on %s has no entry for any of them: their SYN met no rewrite to a pod and was refused or dropped by that host's own rules (conntrack was read throughout, nothing lost)",
+		fmt.Sprintf("%d requests failed (%s) from %s, and conntrack on %s has no entry for any of them: their SYN met no rewrite to a pod and was refused by that host's own rules (conntrack was read throughout, nothing lost; only refusals are judged so)",
 			len(g.fails), g.classes(), g.span(r.StartedAt), on),
 	}
 	ev = append(ev, each...)

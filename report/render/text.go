@@ -142,7 +142,7 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d, timeline %d\n",
 				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped+ct.FailuresNoEntry, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], by[report.EvidenceTimeline])
 			if ct.FailuresNoEntry > 0 {
-				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused or dropped their SYN)\n", ct.FailuresNoEntry)
+				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
 			if ct.Reason != "" {
 				fmt.Fprintf(&b, "            not read: %s\n", ct.Reason)
