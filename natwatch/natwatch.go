@@ -66,17 +66,61 @@ type Status struct {
 	MaxLag time.Duration
 }
 
-// Table holds the connections seen, by source port: a port is used again
-// once its connection is closed, so each port keeps every connection, in
-// order. Safe for concurrent use.
+// Table holds the connections seen. Safe for concurrent use.
+//
+// The watch adds one per event, thousands a second on a busy prober, on
+// the prober's own cores: each is appended to chunks of records that hold
+// no pointers (the garbage collector never scans them; a new chunk every
+// recordChunk connections is the only allocation, and nothing is copied
+// as the table grows). They are indexed by source port (a
+// port is used again once its connection is closed, so each port keeps
+// every connection, in order) only when first asked: lookups come after
+// the run, or for a failure now and then.
 type Table struct {
-	mu     sync.Mutex
-	byPort map[uint16][]Conn
-	status Status
+	mu      sync.Mutex
+	base    time.Time          // records' times are offsets from it
+	chunks  [][]record         // each recordChunk long but the last
+	n       int                // records in chunks
+	byPort  map[uint16][]int32 // indexes of the first indexed records, by source port
+	indexed int
+	status  Status
+}
+
+const recordChunk = 4096
+
+// at is the i-th record; t.mu must be held.
+func (t *Table) at(i int) *record { return &t.chunks[i/recordChunk][i%recordChunk] }
+
+// record is a Conn without pointers.
+type record struct {
+	src, orig, dest packedAddr
+	at              time.Duration // since Table.base
+}
+
+type packedAddr struct {
+	ip   [16]byte
+	port uint16
+	v4   bool
+}
+
+func pack(a netip.AddrPort) packedAddr {
+	return packedAddr{ip: a.Addr().As16(), port: a.Port(), v4: a.Addr().Is4()}
+}
+
+func (p packedAddr) addrPort() netip.AddrPort {
+	ip := netip.AddrFrom16(p.ip)
+	if p.v4 {
+		ip = ip.Unmap()
+	}
+	return netip.AddrPortFrom(ip, p.port)
+}
+
+func (t *Table) conn(r *record) Conn {
+	return Conn{Src: r.src.addrPort(), Orig: r.orig.addrPort(), Dest: r.dest.addrPort(), At: t.base.Add(r.at)}
 }
 
 // NewTable makes an empty table.
-func NewTable() *Table { return &Table{byPort: map[uint16][]Conn{}} }
+func NewTable() *Table { return &Table{base: time.Now(), byPort: map[uint16][]int32{}} }
 
 // NewWatchedTable makes an empty table as a watch begun at since fills
 // it, losing nothing and reading on time: for callers' tests (NoEntry
@@ -89,9 +133,25 @@ func NewWatchedTable(since time.Time) *Table {
 
 // Add records a connection seen.
 func (t *Table) Add(c Conn) {
+	r := record{src: pack(c.Src), orig: pack(c.Orig), dest: pack(c.Dest), at: c.At.Sub(t.base)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byPort[c.Src.Port()] = append(t.byPort[c.Src.Port()], c)
+	if t.n%recordChunk == 0 {
+		t.chunks = append(t.chunks, make([]record, 0, recordChunk))
+	}
+	last := len(t.chunks) - 1
+	t.chunks[last] = append(t.chunks[last], r)
+	t.n++
+}
+
+// port lists the indexes of the records from port, in the order seen;
+// t.mu must be held.
+func (t *Table) port(port uint16) []int32 {
+	for ; t.indexed < t.n; t.indexed++ {
+		p := t.at(t.indexed).src.port
+		t.byPort[p] = append(t.byPort[p], int32(t.indexed))
+	}
+	return t.byPort[port]
 }
 
 func (t *Table) setStatus(f func(*Status)) {
@@ -105,9 +165,7 @@ func (t *Table) Status() Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.status
-	for _, cs := range t.byPort {
-		st.Conns += len(cs)
-	}
+	st.Conns = t.n
 	return st
 }
 
@@ -149,7 +207,8 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 	defer t.mu.Unlock()
 	var best Conn
 	found, ambiguous := false, false
-	for _, c := range t.byPort[src.Port()] {
+	for _, i := range t.port(src.Port()) {
+		c := t.conn(t.at(int(i)))
 		if c.Orig != remote || (src.Addr().IsValid() && !src.Addr().IsUnspecified() && c.Src.Addr() != src.Addr()) {
 			continue
 		}
@@ -198,7 +257,8 @@ func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 	if !st.Watching || st.Lost || st.Since.IsZero() || start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
 		return false
 	}
-	for _, c := range t.byPort[src.Port()] {
+	for _, i := range t.port(src.Port()) {
+		c := t.conn(t.at(int(i)))
 		if c.Orig != remote {
 			continue
 		}
@@ -224,6 +284,7 @@ const staleEntryLife = 121 * time.Second
 func (t *Table) Ports() []uint16 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.port(0) // indexes every record
 	out := make([]uint16, 0, len(t.byPort))
 	for p := range t.byPort {
 		out = append(out, p)

@@ -216,3 +216,40 @@ func TestNoEntry(t *testing.T) {
 		}
 	}
 }
+
+// The table keeps connections without pointers: what it gives back is
+// what it was given, IPv4, IPv6 and IPv4-mapped IPv6 alike, and the
+// ports indexed after an Add, interleaved with lookups, are all there.
+func TestTableKeepsWhatItWasGiven(t *testing.T) {
+	tb := NewTable()
+	given := []Conn{
+		{Src: ap("10.0.0.1:40000"), Orig: ap("10.96.0.10:80"), Dest: ap("10.244.1.5:8080"), At: t0},
+		{Src: ap("[fd00::1]:40001"), Orig: ap("[fd00:96::10]:80"), Dest: ap("[fd00:244::5]:8080"), At: t0.Add(time.Millisecond)},
+		{Src: ap("[::ffff:10.0.0.1]:40002"), Orig: ap("[::ffff:10.96.0.10]:80"), Dest: ap("[::ffff:10.244.1.5]:8080"), At: t0.Add(2 * time.Millisecond)},
+	}
+	for i, c := range given {
+		tb.Add(c)
+		got, ok := tb.Lookup(c.Src, c.Orig, c.At, true)
+		if !ok || got.Src != c.Src || got.Orig != c.Orig || got.Dest != c.Dest || !got.At.Equal(c.At) {
+			t.Errorf("connection %d: got %+v (found %v), want %+v", i, got, ok, c)
+		}
+	}
+	if st := tb.Status(); st.Conns != len(given) {
+		t.Errorf("status counts %d connections, want %d", st.Conns, len(given))
+	}
+	if got := tb.Ports(); !slices.Equal(got, []uint16{40000, 40001, 40002}) {
+		t.Errorf("ports %v", got)
+	}
+}
+
+// BenchmarkTableAdd is the watch's cost per event in the table: a new
+// connection each, from ports in the ephemeral range.
+func BenchmarkTableAdd(b *testing.B) {
+	tb := NewTable()
+	c := Conn{Src: ap("10.0.0.1:0"), Orig: ap("10.96.0.10:80"), Dest: ap("10.244.1.5:8080"), At: t0}
+	b.ReportAllocs()
+	for i := range b.N {
+		c.Src = netip.AddrPortFrom(c.Src.Addr(), uint16(32768+i%28232))
+		tb.Add(c)
+	}
+}
