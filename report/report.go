@@ -522,7 +522,8 @@ type Conntrack struct {
 	FailuresMapped   int `json:"failures_mapped"`
 	FailuresUnmapped int `json:"failures_unmapped"`
 	// FailuresNoEntry counts the failures conntrack shows left no entry
-	// (Failure.NoConntrackEntry): refused by the probing host's own rules. Counted in neither of the two above.
+	// (Failure.NoConntrackEntry): refused by the probing host's own rules.
+	// Counted in neither of the two above.
 	FailuresNoEntry int `json:"failures_no_entry,omitempty"`
 	// Responses are the responses the prober counted, by the address
 	// their connection went to after NAT and the second of the run (t)

@@ -9,7 +9,9 @@
 #                                        with the plugins the lab's Corefile uses)
 #   traefik, crds/                      (Traefik v3.6.12, the ingress and Gateway
 #                                        controller, with its CRDs and the
-#                                        Gateway API v1.4.0 standard CRDs)
+#                                        Gateway API v1.4.0 standard CRDs;
+#                                        built without what the lab never
+#                                        runs: trim_traefik)
 #   rollouts-controller, argo-crds/     (Argo Rollouts v1.10.1, with its CRDs)
 # runc comes from Debian (it needs cgo); make lab-deps installs it.
 #
