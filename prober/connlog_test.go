@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rollprobe/rollprobe/internal/testenv"
 )
@@ -105,4 +106,44 @@ func TestConnLogAgreesWithTheServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnLogKeepsWhatItWasGiven holds the log's packed records to what
+// was noted: every address kind (IPv4, IPv6, a zoned link-local address,
+// none), across several chunks, in the order noted; connections that
+// carried nothing are left out.
+func TestConnLogKeepsWhatItWasGiven(t *testing.T) {
+	addrs := []netip.AddrPort{
+		netip.MustParseAddrPort("10.0.0.7:80"),
+		netip.MustParseAddrPort("[2001:db8::1]:443"),
+		netip.MustParseAddrPort("[fe80::1%eth0]:8080"),
+		netip.MustParseAddrPort("[fe80::2%lab-br0]:8080"),
+		netip.MustParseAddrPort("[::ffff:10.0.0.9]:80"), // a mapped address stays IPv6
+		netip.AddrPortFrom(netip.IPv4Unspecified(), 40000),
+		{},
+	}
+	var log ConnLog
+	var want []ConnRecord
+	for i := range 3*connLogChunk + 17 {
+		rec := ConnRecord{
+			Addr:      ConnAddr{Local: addrs[i%len(addrs)], Remote: addrs[(i/len(addrs))%len(addrs)]},
+			Dialed:    time.Duration(i) * time.Microsecond,
+			Responses: uint32(i % 5),
+		}
+		log.Note(rec.Addr, rec.Dialed, rec.Responses)
+		if rec.Responses > 0 {
+			want = append(want, rec)
+		}
+	}
+	got := log.Conns()
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var nilLog *ConnLog
+	nilLog.Note(ConnAddr{Local: addrs[0]}, 0, 1) // a run that asked for no log
 }
