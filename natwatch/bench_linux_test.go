@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +26,10 @@ import (
 // keeps conntrack's TIME_WAIT entries 1 s (120 s by default): a run opens
 // more connections than the table holds, and a full table drops SYNs. Reported per mode: req/s of each, with/without,
 // and the share of connections the watch saw (it must see them all, or it
-// measured nothing). The whole process must be in a network namespace whose
+// measured nothing). Besides the ratio of the sums, the median of each
+// round's own ratio (its two arms ran back to back): a burst of the shared
+// machine's load that hits one arm of one round moves the sums' ratio but
+// not the median. The whole process must be in a network namespace whose
 // ruleset tracks connections (a goroutine's dial runs on any thread):
 //
 //	make bench-conntrack
@@ -38,17 +42,21 @@ func BenchmarkConntrackOverhead(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			const rounds, each = 10, 1500 * time.Millisecond
 			var without, with, seen, conns float64
+			var ratios []float64 // each round's
 			for range b.N {
 				for r := range rounds {
+					var pair [2]float64 // [without, with]
 					// ABBA: neither arm always runs second.
 					for _, watched := range [][2]bool{{false, true}, {true, false}}[r%2] {
 						if !watched {
 							rate, _, _ := probeFor(b, target, mode.conn, each, nil)
 							without += rate
+							pair[0] = rate
 							continue
 						}
 						rate, n, tb := probeFor(b, target, mode.conn, each, []uint16{port})
 						with += rate
+						pair[1] = rate
 						st := tb.Status()
 						if st.Lost {
 							b.Logf("events lost: %s", st.LostReason)
@@ -56,18 +64,30 @@ func BenchmarkConntrackOverhead(b *testing.B) {
 						seen += float64(st.Conns)
 						conns += float64(n)
 					}
+					ratios = append(ratios, pair[1]/pair[0])
 				}
 			}
 			n := float64(rounds * b.N)
 			b.ReportMetric(without/n, "req/s-without")
 			b.ReportMetric(with/n, "req/s-with")
 			b.ReportMetric(with/without, "ratio")
+			b.ReportMetric(median(ratios), "ratio-median")
 			b.ReportMetric(seen/conns, "seen-share")
 			if seen == 0 {
 				b.Fatal("the watch saw no connection: the namespace's ruleset does not track connections")
 			}
 		})
 	}
+}
+
+// median is the middle of xs (the mean of the two middle ones when even).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // probeFor probes target for d, watching ports when given; it returns the
