@@ -41,7 +41,9 @@ type connRecord struct {
 
 // packedAddrPort is a netip.AddrPort without pointers: netip.Addr keeps
 // its kind and zone behind one, so the zone is an index into the log's
-// zones.
+// zones. natwatch's table packs its records the same way (packedAddr),
+// without zones: conntrack's addresses carry none. The two are not shared
+// yet; a change to one's layout should look at the other.
 type packedAddrPort struct {
 	ip   [16]byte
 	port uint16
