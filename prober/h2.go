@@ -270,11 +270,19 @@ func (w *worker) doH2(res *Result) {
 		c.close()
 	}
 	res.End = p.Elapsed()
+	h2Outcome(res, st, cfg, c.grpc, c.addr, openErr != nil, &w.backend)
+}
+
+// h2Outcome fills res from how stream st ended on its connection (at
+// addr), for both engines. writeFailed: the stream's own write failed
+// (phase write). backend holds the last backend value, kept while it
+// repeats so that a run of equal values shares one string.
+func h2Outcome(res *Result, st *h2stream, cfg *Config, grpc bool, addr ConnAddr, writeFailed bool, backend *string) {
 	if st.hasBackend {
-		if st.backend != w.backend {
-			w.backend = st.backend
+		if st.backend != *backend {
+			*backend = st.backend
 		}
-		res.Backend = w.backend
+		res.Backend = *backend
 	}
 	switch {
 	case st.canceled:
@@ -282,12 +290,12 @@ func (w *worker) doH2(res *Result) {
 		res.Phase = PhaseReadHeaders
 	case st.class == OK && st.err == nil:
 		res.Status = st.status
-		var backend []byte
+		var b []byte
 		if st.hasBackend {
-			backend = []byte{}
+			b = []byte{}
 		}
-		res.Class = statusClass(cfg, st.status, backend)
-		if c.grpc && res.Class == OK && st.grpcStatus != 0 {
+		res.Class = statusClass(cfg, st.status, b)
+		if grpc && res.Class == OK && st.grpcStatus != 0 {
 			// The HTTP exchange succeeded; the call did not.
 			res.Class, res.GRPCStatus = GRPCStatus, GRPCCodeName(st.grpcStatus)
 			switch {
@@ -299,7 +307,6 @@ func (w *worker) doH2(res *Result) {
 				res.Err = errors.New("grpc-status " + strconv.Itoa(st.grpcStatus))
 			}
 			res.Phase = PhaseReadBody
-			addr := c.addr
 			res.Addr = &addr
 		}
 		return
@@ -310,14 +317,13 @@ func (w *worker) doH2(res *Result) {
 		}
 	}
 	switch {
-	case openErr != nil:
+	case writeFailed:
 		res.Phase = PhaseWrite
 	case st.headers:
 		res.Phase = PhaseReadBody
 	default:
 		res.Phase = PhaseReadHeaders
 	}
-	addr := c.addr
 	res.Addr = &addr
 }
 

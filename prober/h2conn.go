@@ -376,23 +376,27 @@ func (c *h2conn) end(err error) {
 }
 
 // lost fills st's outcome for a connection that ended under it (mu held).
-func (c *h2conn) lost(st *h2stream) {
-	st.goAway = c.goAway.kind
+func (c *h2conn) lost(st *h2stream) { st.lostWith(c.ended, c.goAway) }
+
+// lostWith fills st's outcome for a connection that ended with err under
+// it, after what its GOAWAYs said (both engines).
+func (st *h2stream) lostWith(ended error, goAway h2GoAway) {
+	st.goAway = goAway.kind
 	switch {
-	case errors.Is(c.ended, errClosedByUs):
-		st.canceled, st.err = true, c.ended
-	case c.goAway.kind != GoAwayNone:
+	case errors.Is(ended, errClosedByUs):
+		st.canceled, st.err = true, ended
+	case goAway.kind != GoAwayNone:
 		// The server said it had this stream (its ID is at most the
 		// GOAWAY's last), then the connection closed before the answer:
 		// the request may or may not have been processed.
-		st.class, st.code = GoAwayCut, c.goAway.code.String()
-		st.err = fmt.Errorf("connection closed after %s before the stream's response: %w", c.goAway, c.ended)
-	case errors.Is(c.ended, io.EOF), errors.Is(c.ended, io.ErrUnexpectedEOF):
+		st.class, st.code = GoAwayCut, goAway.code.String()
+		st.err = fmt.Errorf("connection closed after %s before the stream's response: %w", goAway, ended)
+	case errors.Is(ended, io.EOF), errors.Is(ended, io.ErrUnexpectedEOF):
 		st.class = ClosedNoGoAway
 		st.err = fmt.Errorf("connection closed without GOAWAY before the stream's response: %w", io.ErrUnexpectedEOF)
 	default:
-		st.class = classify(c.ended, PhaseReadHeaders, true)
-		st.err = c.ended
+		st.class = classify(ended, PhaseReadHeaders, true)
+		st.err = ended
 	}
 }
 
@@ -446,14 +450,7 @@ func (c *h2conn) read(backendHeader string) {
 		case *http2.DataFrame:
 			c.onData(f)
 		case *http2.RSTStreamFrame:
-			c.endStream(f.StreamID, func(st *h2stream) {
-				st.class = RSTStream
-				if f.ErrCode == http2.ErrCodeRefusedStream {
-					st.class = RefusedStream
-				}
-				st.code = f.ErrCode.String()
-				st.err = fmt.Errorf("the server reset the stream (RST_STREAM %s)", f.ErrCode)
-			})
+			c.endStream(f.StreamID, func(st *h2stream) { st.resetBy(f.ErrCode) })
 		case *http2.GoAwayFrame:
 			c.onGoAway(f)
 		case *http2.SettingsFrame:
@@ -515,20 +512,32 @@ func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
 		c.mu.Unlock()
 		return
 	}
+	informational, err := st.takeHeaders(f, backendHeader, c.grpc)
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		c.endStream(f.StreamID, func(st *h2stream) {
+			st.class, st.code, st.err = RSTStream, http2.ErrCodeProtocol.String(), err
+		})
+		c.write(func() error { return c.fr.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
+	case !informational && f.StreamEnded():
+		c.endStream(f.StreamID, func(*h2stream) {})
+	}
+}
+
+// takeHeaders applies a HEADERS frame of st's response (both engines):
+// the first carries the status and the backend header; with grpc, the one
+// that ends the stream carries the call's status. informational: a 1xx
+// response (100 Continue, 103 Early Hints), the real one follows. An
+// error: no valid :status, the stream fails (PROTOCOL_ERROR).
+func (st *h2stream) takeHeaders(f *http2.MetaHeadersFrame, backendHeader string, grpc bool) (informational bool, err error) {
 	if !st.headers {
 		status, err := strconv.Atoi(f.PseudoValue("status"))
 		if err != nil || status < 100 || status > 999 {
-			c.mu.Unlock()
-			c.endStream(f.StreamID, func(st *h2stream) {
-				st.class, st.code = RSTStream, http2.ErrCodeProtocol.String()
-				st.err = fmt.Errorf("response headers without a valid :status (%q)", f.PseudoValue("status"))
-			})
-			c.write(func() error { return c.fr.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
-			return
+			return false, fmt.Errorf("response headers without a valid :status (%q)", f.PseudoValue("status"))
 		}
 		if status < 200 && !f.StreamEnded() {
-			c.mu.Unlock() // informational (100 Continue, 103 Early Hints): the response follows
-			return
+			return true, nil
 		}
 		st.status, st.headers = status, true
 		if backendHeader != "" {
@@ -540,7 +549,7 @@ func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
 			}
 		}
 	}
-	if c.grpc && f.StreamEnded() {
+	if grpc && f.StreamEnded() {
 		// The trailers (or a trailers-only response): the call's status.
 		for _, hf := range f.RegularFields() {
 			switch hf.Name {
@@ -553,29 +562,22 @@ func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
 			}
 		}
 	}
-	c.mu.Unlock()
-	if f.StreamEnded() {
-		c.endStream(f.StreamID, func(*h2stream) {})
+	return false, nil
+}
+
+// resetBy fills st's outcome for the server's RST_STREAM.
+func (st *h2stream) resetBy(code http2.ErrCode) {
+	st.class = RSTStream
+	if code == http2.ErrCodeRefusedStream {
+		st.class = RefusedStream
 	}
+	st.code = code.String()
+	st.err = fmt.Errorf("the server reset the stream (RST_STREAM %s)", code)
 }
 
 func (c *h2conn) onData(f *http2.DataFrame) {
-	n := f.Length // flow control counts padding too
-	var streamUpdate uint32
 	c.mu.Lock()
-	c.connUnacked += n
-	connUpdate := c.connUnacked
-	if connUpdate < h2ConnWindow/2 {
-		connUpdate = 0
-	} else {
-		c.connUnacked = 0
-	}
-	if st, ok := c.streams[f.StreamID]; ok && !f.StreamEnded() {
-		st.unacked += n
-		if st.unacked >= h2StreamWindow/2 {
-			streamUpdate, st.unacked = st.unacked, 0
-		}
-	}
+	connUpdate, streamUpdate := windowUpdates(f, &c.connUnacked, c.streams[f.StreamID])
 	c.mu.Unlock()
 	if connUpdate > 0 || streamUpdate > 0 {
 		c.write(func() error {
@@ -595,6 +597,25 @@ func (c *h2conn) onData(f *http2.DataFrame) {
 	}
 }
 
+// windowUpdates counts a DATA frame against the connection's window and
+// its stream's (st: nil when the stream is no longer open) and returns
+// what to give back now (0: nothing), each window in halves (both
+// engines).
+func windowUpdates(f *http2.DataFrame, connUnacked *uint32, st *h2stream) (conn, stream uint32) {
+	n := f.Length // flow control counts padding too
+	*connUnacked += n
+	if *connUnacked >= h2ConnWindow/2 {
+		conn, *connUnacked = *connUnacked, 0
+	}
+	if st != nil && !f.StreamEnded() {
+		st.unacked += n
+		if st.unacked >= h2StreamWindow/2 {
+			stream, st.unacked = st.unacked, 0
+		}
+	}
+	return conn, stream
+}
+
 // onGoAway: the server takes no new streams on this connection. A first
 // GOAWAY naming the largest stream ID (2^31-1) is the first half of a
 // graceful shutdown (grpc-go's GracefulStop; RFC 9113 §6.8): nothing is
@@ -604,25 +625,37 @@ func (c *h2conn) onData(f *http2.DataFrame) {
 // it are answered or cut when the connection closes.
 func (c *h2conn) onGoAway(f *http2.GoAwayFrame) {
 	c.mu.Lock()
-	switch {
-	case c.goAway.kind == GoAwayNone && f.LastStreamID == 1<<31-1:
-		c.goAway.kind = GoAwayGraceful
-	case c.goAway.kind == GoAwayNone:
-		c.goAway.kind = GoAwaySingle
-	}
-	c.goAway.last, c.goAway.code = f.LastStreamID, f.ErrCode
-	c.goAway.debug = string(f.DebugData())
+	c.goAway.note(f)
 	for id, st := range c.streams {
 		if id <= f.LastStreamID {
 			continue
 		}
 		delete(c.streams, id)
-		st.class, st.code, st.goAway = GoAwayUnprocessed, f.ErrCode.String(), c.goAway.kind
-		st.err = fmt.Errorf("stream %d above the server's %s: never processed", id, c.goAway)
+		st.aboveGoAway(id, c.goAway)
 		st.done <- struct{}{}
 	}
 	c.mu.Unlock()
 	c.closeIfDrained()
+}
+
+// note takes in a GOAWAY frame: the kind (graceful when the first names
+// the largest stream ID), its last stream, code and debug data.
+func (g *h2GoAway) note(f *http2.GoAwayFrame) {
+	switch {
+	case g.kind == GoAwayNone && f.LastStreamID == 1<<31-1:
+		g.kind = GoAwayGraceful
+	case g.kind == GoAwayNone:
+		g.kind = GoAwaySingle
+	}
+	g.last, g.code = f.LastStreamID, f.ErrCode
+	g.debug = string(f.DebugData())
+}
+
+// aboveGoAway fills the outcome of stream id, above the last stream of
+// the GOAWAY g: never processed.
+func (st *h2stream) aboveGoAway(id uint32, g h2GoAway) {
+	st.class, st.code, st.goAway = GoAwayUnprocessed, g.code.String(), g.kind
+	st.err = fmt.Errorf("stream %d above the server's %s: never processed", id, g)
 }
 
 // grpcUnescape decodes grpc-message's percent-encoding (the gRPC over
