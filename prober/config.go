@@ -421,8 +421,8 @@ func (c *Config) Validate() error {
 	switch c.Protocol {
 	case HTTP1:
 	case H2, GRPC:
-		if c.Engine == EngineLoops {
-			bad("Engine", string(c.Engine), "the event loops speak HTTP/1.1 only; h2 runs on the goroutines")
+		if why := loopH2Refusal(c); why != "" && c.Engine == EngineLoops {
+			bad("Engine", string(c.Engine), "the event-loop engine cannot serve this run: "+why)
 		}
 		if c.Connections < 1 {
 			bad("Connections", c.Connections, "need at least 1")

@@ -32,7 +32,8 @@ func TestConnLogAgreesWithTheServer(t *testing.T) {
 		{"goroutines/keepalive", ConnMode{}, false},
 		{"goroutines/mixed", ConnMode{FreshFraction: 0.5}, false},
 		{"h2/new", ConnMode{FreshFraction: 1}, true},
-		{"h2/keepalive", ConnMode{}, true},
+		{"loops/h2/keepalive", ConnMode{}, true},
+		{"goroutines/h2/keepalive", ConnMode{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex

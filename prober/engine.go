@@ -177,7 +177,7 @@ func (p *Prober) checkInjectedPanic() {
 // EngineAuto the loops where they can serve the target. (Run falls back to
 // the goroutines if the loops cannot start.)
 func engineFor(cfg *Config) Engine {
-	if cfg.Engine == EngineGoroutines || cfg.Protocol.Multiplexed() {
+	if cfg.Engine == EngineGoroutines || (cfg.Protocol.Multiplexed() && loopH2Refusal(cfg) != "") {
 		return EngineGoroutines
 	}
 	if _, why := loopTarget(cfg); why != "" {
@@ -264,6 +264,9 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 			loops = min(loops, p.cfg.Concurrency)
 		} else {
 			loops = min(loops, p.cfg.MaxWorkers)
+		}
+		if p.cfg.Protocol.Multiplexed() {
+			loops = min(loops, p.cfg.Connections) // each loop owns at least one
 		}
 		addr, _ := loopTarget(&p.cfg) // engineFor chose the loops: it can serve the target
 		var err error

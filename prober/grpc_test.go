@@ -43,7 +43,7 @@ func grpcServer(t *testing.T) (addr string, srv *grpc.Server, handled *atomic.In
 }
 
 func grpcProbe(c *Config) {
-	c.Protocol, c.Engine = GRPC, EngineAuto
+	c.Protocol = GRPC // the engine: the test's (forEachEngine), else the automatic choice
 	c.BackendHeader = ""
 }
 
@@ -51,23 +51,24 @@ func grpcProbe(c *Config) {
 // many as the server answered; a request for a service it does not know
 // is grpc_status NOT_FOUND with the server's message.
 func TestGRPCHealthCheck(t *testing.T) {
-	testenv.Timed(t)
-	addr, _, handled := grpcServer(t)
-	_, snap := probe(t, "http://"+addr, grpcProbe)
-	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(handled.Load()) != sent {
-		t.Fatalf("sent %d, ok %d, the server answered %d (%v)", sent, snap.Totals.Classes[OK], handled.Load(), snap.Totals.Classes)
-	}
-	p, snap := probe(t, "http://"+addr, func(c *Config) {
-		grpcProbe(c)
-		c.Body = []byte{0x0a, 0x05, 'n', 'o', 'p', 'e', '!'} // HealthCheckRequest{service: "nope!"}
+	forEachEngine(t, func(t *testing.T) {
+		addr, _, handled := grpcServer(t)
+		_, snap := probe(t, "http://"+addr, grpcProbe)
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(handled.Load()) != sent {
+			t.Fatalf("sent %d, ok %d, the server answered %d (%v)", sent, snap.Totals.Classes[OK], handled.Load(), snap.Totals.Classes)
+		}
+		p, snap := probe(t, "http://"+addr, func(c *Config) {
+			grpcProbe(c)
+			c.Body = []byte{0x0a, 0x05, 'n', 'o', 'p', 'e', '!'} // HealthCheckRequest{service: "nope!"}
+		})
+		if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[GRPCStatus] != sent {
+			t.Fatalf("sent %d, grpc_status %d (%v)", sent, snap.Totals.Classes[GRPCStatus], snap.Totals.Classes)
+		}
+		f := p.Recorder().Failures()[0]
+		if f.GRPCStatus != "NOT_FOUND" || f.Err == nil || f.Err.Error() != "unknown service" || f.Status != 200 {
+			t.Errorf("failure %+v: want NOT_FOUND, \"unknown service\", HTTP 200", f)
+		}
 	})
-	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[GRPCStatus] != sent {
-		t.Fatalf("sent %d, grpc_status %d (%v)", sent, snap.Totals.Classes[GRPCStatus], snap.Totals.Classes)
-	}
-	f := p.Recorder().Failures()[0]
-	if f.GRPCStatus != "NOT_FOUND" || f.Err == nil || f.Err.Error() != "unknown service" || f.Status != 200 {
-		t.Errorf("failure %+v: want NOT_FOUND, \"unknown service\", HTTP 200", f)
-	}
 }
 
 // grpc-go's two ways to stop, mid-probe: GracefulStop (two GOAWAYs, calls
@@ -77,60 +78,61 @@ func TestGRPCHealthCheck(t *testing.T) {
 // own count of calls answered (Stop can close a connection after a handler
 // returned and before its response left, so its count is only a bound).
 func TestGRPCStopAndGracefulStop(t *testing.T) {
-	testenv.Timed(t)
-	needWire(t)
-	for _, graceful := range []bool{true, false} {
-		t.Run(map[bool]string{true: "GracefulStop", false: "Stop"}[graceful], func(t *testing.T) {
-			addr, srv, handled := grpcServer(t)
-			port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
-			wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
-			time.AfterFunc(400*time.Millisecond, func() {
-				if graceful {
-					srv.GracefulStop()
-				} else {
-					srv.Stop()
+	forEachEngine(t, func(t *testing.T) {
+		needWire(t)
+		for _, graceful := range []bool{true, false} {
+			t.Run(map[bool]string{true: "GracefulStop", false: "Stop"}[graceful], func(t *testing.T) {
+				addr, srv, handled := grpcServer(t)
+				port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+				wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
+				time.AfterFunc(400*time.Millisecond, func() {
+					if graceful {
+						srv.GracefulStop()
+					} else {
+						srv.Stop()
+					}
+				})
+				p, snap := probe(t, "http://"+addr, func(c *Config) {
+					grpcProbe(c)
+					c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
+				})
+				tot := snap.Totals
+				if graceful && uint64(handled.Load()) != tot.Classes[OK] || uint64(handled.Load()) < tot.Classes[OK] {
+					t.Errorf("the server answered %d, the prober counted %d ok", handled.Load(), tot.Classes[OK])
+				}
+				frames := wire.H2(port)
+				twoPhase := 0
+				for _, hc := range frames.Conns {
+					// 2^31-1, then the last stream; a connection with no stream
+					// in flight the prober closes after the first (RFC 9113 §6.8
+					// lets a client close once it has nothing left on it).
+					if graceful && len(hc.GoAways) > 0 && (len(hc.GoAways) > 2 || hc.GoAways[0] != 1<<31-1) {
+						t.Errorf("GracefulStop's GOAWAYs: %v, want 2^31-1 then the last stream", hc.GoAways)
+					}
+					if len(hc.GoAways) == 2 {
+						twoPhase++
+					}
+				}
+				if graceful && twoPhase == 0 {
+					t.Error("GracefulStop: no connection got its two GOAWAYs")
+				}
+				agreeWithTheWire(t, snap, p.Recorder().Failures(), frames)
+				streamFailures := tot.Sent() - tot.Classes[OK] - tot.Classes[Refused]
+				for _, f := range p.Recorder().Failures() {
+					if f.Class != Refused {
+						t.Logf("e.g. %s %s goaway=%q: %v", f.Class, f.H2Code, f.GoAway, f.Err)
+						break
+					}
+				}
+				if graceful && streamFailures != 0 {
+					t.Errorf("GracefulStop: %d calls failed other than refused connects: %v", streamFailures, tot.Classes)
+				}
+				if !graceful && streamFailures == 0 {
+					t.Errorf("Stop: no call in flight failed: %v", tot.Classes)
 				}
 			})
-			p, snap := probe(t, "http://"+addr, func(c *Config) {
-				grpcProbe(c)
-				c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
-			})
-			tot := snap.Totals
-			if graceful && uint64(handled.Load()) != tot.Classes[OK] || uint64(handled.Load()) < tot.Classes[OK] {
-				t.Errorf("the server answered %d, the prober counted %d ok", handled.Load(), tot.Classes[OK])
-			}
-			frames := wire.H2(port)
-			twoPhase := 0
-			for _, hc := range frames.Conns {
-				// 2^31-1, then the last stream; a connection with no stream
-				// in flight the prober closes after the first (RFC 9113 §6.8
-				// lets a client close once it has nothing left on it).
-				if graceful && len(hc.GoAways) > 0 && (len(hc.GoAways) > 2 || hc.GoAways[0] != 1<<31-1) {
-					t.Errorf("GracefulStop's GOAWAYs: %v, want 2^31-1 then the last stream", hc.GoAways)
-				}
-				if len(hc.GoAways) == 2 {
-					twoPhase++
-				}
-			}
-			if graceful && twoPhase == 0 {
-				t.Error("GracefulStop: no connection got its two GOAWAYs")
-			}
-			agreeWithTheWire(t, snap, p.Recorder().Failures(), frames)
-			streamFailures := tot.Sent() - tot.Classes[OK] - tot.Classes[Refused]
-			for _, f := range p.Recorder().Failures() {
-				if f.Class != Refused {
-					t.Logf("e.g. %s %s goaway=%q: %v", f.Class, f.H2Code, f.GoAway, f.Err)
-					break
-				}
-			}
-			if graceful && streamFailures != 0 {
-				t.Errorf("GracefulStop: %d calls failed other than refused connects: %v", streamFailures, tot.Classes)
-			}
-			if !graceful && streamFailures == 0 {
-				t.Errorf("Stop: no call in flight failed: %v", tot.Classes)
-			}
-		})
-	}
+		}
+	})
 }
 
 // The two clients on one server that refuses every third stream

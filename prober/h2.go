@@ -14,6 +14,18 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// loopH2Refusal says why the loops cannot run cfg's multiplexed protocol
+// ("" when they can), beyond what loopTarget says of the target.
+func loopH2Refusal(cfg *Config) string {
+	switch {
+	case cfg.GRPCClient == GRPCClientGo:
+		return "grpc-go as the client makes its own connections, which the goroutine engine drives"
+	case cfg.Conn.FreshFraction > 0:
+		return "new HTTP/2 connections per request run on the goroutine engine"
+	}
+	return ""
+}
+
 // h2Pool is the long-lived connections of an h2 run (Config.Connections).
 // Worker i sends on connection i mod N, as h2load's clients each own one
 // connection and its streams: the workers, and so the requests, spread

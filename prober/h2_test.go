@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -23,16 +24,20 @@ import (
 	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
-func h2(c *Config) { c.Protocol, c.Engine = H2, EngineAuto }
+// h2 asks for HTTP/2; the engine is the test's (forEachEngine), else the
+// automatic choice.
+func h2(c *Config) { c.Protocol = H2 }
 
 // TestH2AgainstGoServer probes Go's own HTTP/2 server, cleartext (prior
-// knowledge) and over TLS (ALPN): every request is answered on HTTP/2,
-// the pool holds as many connections as asked, and the backend header is
-// read from the response's fields.
+// knowledge, on each engine) and over TLS (ALPN, the goroutines): every
+// request is answered on HTTP/2, the pool holds as many connections as
+// asked, and the backend header is read from the response's fields. The
+// automatic choice runs h2c on the loops.
 func TestH2AgainstGoServer(t *testing.T) {
 	testenv.Timed(t)
-	for _, tlsOn := range []bool{false, true} {
-		t.Run(map[bool]string{false: "h2c", true: "tls"}[tlsOn], func(t *testing.T) {
+	for _, name := range []string{"h2c", "h2c/loops", "h2c/goroutines", "tls"} {
+		tlsOn := name == "tls"
+		t.Run(name, func(t *testing.T) {
 			var requests, h2Requests, conns atomic.Int64
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
@@ -84,22 +89,30 @@ func TestH2AgainstGoServer(t *testing.T) {
 			if got := snap.Totals.Backends["pod-a"]; got != sent {
 				t.Errorf("backend pod-a counted %d times, want %d", got, sent)
 			}
-			if p.Engine() != EngineGoroutines {
-				t.Errorf("h2 ran on %s", p.Engine())
+			want := EngineLoops
+			if tlsOn || engineOf(t) == EngineGoroutines {
+				want = EngineGoroutines
+			}
+			if p.Engine() != want {
+				t.Errorf("ran on %s, want %s", p.Engine(), want)
 			}
 		})
 	}
 }
 
-// TestH2RefusesWhatItCannotSpeak: the loops speak HTTP/1.1 only, an h2
-// body must fit one frame, and HTTP/1.1's connection headers are refused
-// before anything is sent.
+// TestH2RefusesWhatItCannotSpeak: the loops speak h2c on long-lived
+// connections only, an h2 body must fit one frame, and HTTP/1.1's
+// connection headers are refused before anything is sent.
 func TestH2RefusesWhatItCannotSpeak(t *testing.T) {
 	base := DefaultConfig()
 	base.Target, _ = ParseTarget("http://127.0.0.1:1/")
 	base.Protocol = H2
 	for name, mutate := range map[string]func(*Config){
-		"loops":       func(c *Config) { c.Engine = EngineLoops },
+		"loops, new connections": func(c *Config) { c.Engine, c.Conn.FreshFraction = EngineLoops, 0.5 },
+		"loops, grpc-go": func(c *Config) {
+			c.Engine, c.Protocol, c.GRPCClient, c.Target = EngineLoops, GRPC, GRPCClientGo, mustTarget("http://127.0.0.1:1")
+		},
+		"loops, tls":  func(c *Config) { c.Engine, c.Target = EngineLoops, mustTarget("https://127.0.0.1:1/") },
 		"big body":    func(c *Config) { c.Body = make([]byte, h2MaxBody+1) },
 		"upgrade":     func(c *Config) { c.Header.Set("Upgrade", "websocket") },
 		"te":          func(c *Config) { c.Header.Set("TE", "gzip") },
@@ -117,6 +130,19 @@ func TestH2RefusesWhatItCannotSpeak(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("TE: trailers refused: %v", err)
 	}
+	loops := base
+	loops.Engine = EngineLoops
+	if err := loops.Validate(); err != nil && runtime.GOOS == "linux" {
+		t.Errorf("h2c on the loops refused: %v", err)
+	}
+}
+
+func mustTarget(s string) *url.URL {
+	u, err := ParseTarget(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
 }
 
 // scriptServer is an HTTP/2 server written frame by frame, so each test
@@ -131,9 +157,12 @@ type scriptServer struct {
 	settings []http2.Setting
 	// onConnect, when set, runs once the server's SETTINGS are written.
 	onConnect func(sc *scriptConn)
-	wg        sync.WaitGroup
-	canceled  atomic.Int64 // RST_STREAM CANCEL received
-	conns     atomic.Int64 // connections that sent the client preface
+	// dribble: every byte the server writes goes in a write of its own,
+	// so the client reads frames in pieces.
+	dribble  bool
+	wg       sync.WaitGroup
+	canceled atomic.Int64 // RST_STREAM CANCEL received
+	conns    atomic.Int64 // connections that sent the client preface
 }
 
 type scriptConn struct {
@@ -181,6 +210,9 @@ func (s *scriptServer) serve(c net.Conn) {
 		return
 	}
 	sc := &scriptConn{c: c, bw: bufio.NewWriter(c)}
+	if s.dribble {
+		sc.bw = bufio.NewWriter(byteWriter{c})
+	}
 	sc.fr = http2.NewFramer(sc.bw, br)
 	sc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	sc.henc = hpack.NewEncoder((*sliceWriter)(&sc.hbuf))
@@ -213,6 +245,18 @@ func (s *scriptServer) serve(c net.Conn) {
 			n++
 		}
 	}
+}
+
+// byteWriter writes one byte per write (scriptServer.dribble).
+type byteWriter struct{ w io.Writer }
+
+func (b byteWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := b.w.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(p), nil
 }
 
 type sliceWriter []byte
@@ -308,176 +352,178 @@ func checkCounts(t *testing.T, snap Snapshot, want map[Class]int64) {
 }
 
 func TestH2ResetStreams(t *testing.T) {
-	testenv.Timed(t)
-	for _, tc := range []struct {
-		code  http2.ErrCode
-		class Class
-	}{{http2.ErrCodeRefusedStream, RefusedStream}, {http2.ErrCodeInternal, RSTStream}} {
-		t.Run(tc.class.String(), func(t *testing.T) {
-			var answered, reset atomic.Int64
-			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
-				if n%3 == 2 {
-					reset.Add(1)
-					sc.reset(id, tc.code)
-					return
+	forEachEngine(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			code  http2.ErrCode
+			class Class
+		}{{http2.ErrCodeRefusedStream, RefusedStream}, {http2.ErrCodeInternal, RSTStream}} {
+			t.Run(tc.class.String(), func(t *testing.T) {
+				var answered, reset atomic.Int64
+				s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+					if n%3 == 2 {
+						reset.Add(1)
+						sc.reset(id, tc.code)
+						return
+					}
+					answered.Add(1)
+					sc.answer(id)
+				})
+				p, snap := scriptProbe(t, s, nil)
+				checkCounts(t, snap, map[Class]int64{OK: answered.Load(), tc.class: reset.Load()})
+				for _, f := range p.Recorder().Failures() {
+					if f.H2Code != tc.code.String() || f.GoAway != GoAwayNone || f.Phase != PhaseReadHeaders {
+						t.Fatalf("failure %+v: want code %s, no goaway, phase read_headers", f, tc.code)
+					}
 				}
-				answered.Add(1)
-				sc.answer(id)
 			})
-			p, snap := scriptProbe(t, s, nil)
-			checkCounts(t, snap, map[Class]int64{OK: answered.Load(), tc.class: reset.Load()})
-			for _, f := range p.Recorder().Failures() {
-				if f.H2Code != tc.code.String() || f.GoAway != GoAwayNone || f.Phase != PhaseReadHeaders {
-					t.Fatalf("failure %+v: want code %s, no goaway, phase read_headers", f, tc.code)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestH2GoAway: how a connection's end meets the streams in flight on it.
 // The server answers ten streams on each connection, then holds the next
 // ones and ends the connection one of four ways.
 func TestH2GoAway(t *testing.T) {
-	testenv.Timed(t)
-	type counts struct{ answered, above, cut atomic.Int64 }
-	for _, tc := range []struct {
-		name string
-		// end ends a connection whose streams up to held are unanswered
-		// (held: the newest stream the server has).
-		end  func(sc *scriptConn, c *counts, held []uint32)
-		want func(c *counts) map[Class]int64
-		kind GoAwayKind
-	}{
-		{
-			// One GOAWAY naming the newest stream the server has, those
-			// answered, then a close after the client has had time to stop:
-			// whatever the client sent after the GOAWAY left was never
-			// processed.
-			name: "single", kind: GoAwaySingle,
-			end: func(sc *scriptConn, c *counts, held []uint32) {
-				sc.goAway(held[len(held)-2])
-				for _, id := range held[:len(held)-1] {
-					c.answered.Add(1)
-					sc.answer(id)
-				}
-				c.above.Add(1)
-				time.Sleep(50 * time.Millisecond)
-				sc.close()
+	forEachEngine(t, func(t *testing.T) {
+		type counts struct{ answered, above, cut atomic.Int64 }
+		for _, tc := range []struct {
+			name string
+			// end ends a connection whose streams up to held are unanswered
+			// (held: the newest stream the server has).
+			end  func(sc *scriptConn, c *counts, held []uint32)
+			want func(c *counts) map[Class]int64
+			kind GoAwayKind
+		}{
+			{
+				// One GOAWAY naming the newest stream the server has, those
+				// answered, then a close after the client has had time to stop:
+				// whatever the client sent after the GOAWAY left was never
+				// processed.
+				name: "single", kind: GoAwaySingle,
+				end: func(sc *scriptConn, c *counts, held []uint32) {
+					sc.goAway(held[len(held)-2])
+					for _, id := range held[:len(held)-1] {
+						c.answered.Add(1)
+						sc.answer(id)
+					}
+					c.above.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					sc.close()
+				},
+				want: func(c *counts) map[Class]int64 {
+					return map[Class]int64{OK: c.answered.Load(), GoAwayUnprocessed: c.above.Load()}
+				},
 			},
-			want: func(c *counts) map[Class]int64 {
-				return map[Class]int64{OK: c.answered.Load(), GoAwayUnprocessed: c.above.Load()}
-			},
-		},
-		{
-			// A GOAWAY that covers every held stream, then a close without
-			// answering them: cut after the server had them.
-			name: "cut", kind: GoAwaySingle,
-			end: func(sc *scriptConn, c *counts, held []uint32) {
-				sc.goAway(held[len(held)-1])
-				c.cut.Add(int64(len(held)))
-				time.Sleep(20 * time.Millisecond)
-				sc.close()
-			},
-			want: func(c *counts) map[Class]int64 {
-				return map[Class]int64{OK: c.answered.Load(), GoAwayCut: c.cut.Load()}
-			},
-		},
-		{
-			// No GOAWAY at all: the connection just closes.
-			name: "closed", kind: GoAwayNone,
-			end: func(sc *scriptConn, c *counts, held []uint32) {
-				c.cut.Add(int64(len(held)))
-				sc.close()
-			},
-			want: func(c *counts) map[Class]int64 {
-				return map[Class]int64{OK: c.answered.Load(), ClosedNoGoAway: c.cut.Load()}
-			},
-		},
-		{
-			// grpc-go's GracefulStop: GOAWAY 2^31-1, a PING, and on its ack
-			// the real GOAWAY; every stream held is answered: no failure.
-			name: "graceful", kind: GoAwayGraceful,
-			end: func(sc *scriptConn, c *counts, held []uint32) {
-				sc.pingAck = func() {
+			{
+				// A GOAWAY that covers every held stream, then a close without
+				// answering them: cut after the server had them.
+				name: "cut", kind: GoAwaySingle,
+				end: func(sc *scriptConn, c *counts, held []uint32) {
 					sc.goAway(held[len(held)-1])
-					for _, id := range held {
-						c.answered.Add(1)
-						sc.answer(id)
-					}
-					go func() { time.Sleep(20 * time.Millisecond); sc.close() }()
-				}
-				sc.goAway(1<<31 - 1)
-				sc.do(func() error { return sc.fr.WritePing(false, [8]byte{1}) })
+					c.cut.Add(int64(len(held)))
+					time.Sleep(20 * time.Millisecond)
+					sc.close()
+				},
+				want: func(c *counts) map[Class]int64 {
+					return map[Class]int64{OK: c.answered.Load(), GoAwayCut: c.cut.Load()}
+				},
 			},
-			want: func(c *counts) map[Class]int64 { return map[Class]int64{OK: c.answered.Load()} },
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var c counts
-			var mu sync.Mutex
-			held := map[*scriptConn][]uint32{}
-			ended := map[*scriptConn]bool{} // its held streams were ended or answered
-			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
-				switch {
-				case n < 10:
-					c.answered.Add(1)
-					sc.answer(id)
-				case n < 13:
-					mu.Lock()
-					held[sc] = append(held[sc], id)
-					ids := held[sc]
-					done := ended[sc]
-					ended[sc] = done || n == 12
-					mu.Unlock()
+			{
+				// No GOAWAY at all: the connection just closes.
+				name: "closed", kind: GoAwayNone,
+				end: func(sc *scriptConn, c *counts, held []uint32) {
+					c.cut.Add(int64(len(held)))
+					sc.close()
+				},
+				want: func(c *counts) map[Class]int64 {
+					return map[Class]int64{OK: c.answered.Load(), ClosedNoGoAway: c.cut.Load()}
+				},
+			},
+			{
+				// grpc-go's GracefulStop: GOAWAY 2^31-1, a PING, and on its ack
+				// the real GOAWAY; every stream held is answered: no failure.
+				name: "graceful", kind: GoAwayGraceful,
+				end: func(sc *scriptConn, c *counts, held []uint32) {
+					sc.pingAck = func() {
+						sc.goAway(held[len(held)-1])
+						for _, id := range held {
+							c.answered.Add(1)
+							sc.answer(id)
+						}
+						go func() { time.Sleep(20 * time.Millisecond); sc.close() }()
+					}
+					sc.goAway(1<<31 - 1)
+					sc.do(func() error { return sc.fr.WritePing(false, [8]byte{1}) })
+				},
+				want: func(c *counts) map[Class]int64 { return map[Class]int64{OK: c.answered.Load()} },
+			},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var c counts
+				var mu sync.Mutex
+				held := map[*scriptConn][]uint32{}
+				ended := map[*scriptConn]bool{} // its held streams were ended or answered
+				s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
 					switch {
-					case done: // its tail was answered (below): so is this one
+					case n < 10:
 						c.answered.Add(1)
 						sc.answer(id)
-					case n == 12:
-						tc.end(sc, &c, ids)
-					case n == 10:
-						// The run's end may come before the connection's
-						// third held stream: a cold CI run once left two
-						// held to their timeout, which no variant expects.
-						// Answered after a while, they count as answered.
-						time.AfterFunc(heldTail, func() {
-							mu.Lock()
-							ids, done := held[sc], ended[sc]
-							ended[sc] = true
-							mu.Unlock()
-							if done {
-								return
-							}
-							for _, id := range ids {
-								c.answered.Add(1)
-								sc.answer(id)
-							}
-						})
+					case n < 13:
+						mu.Lock()
+						held[sc] = append(held[sc], id)
+						ids := held[sc]
+						done := ended[sc]
+						ended[sc] = done || n == 12
+						mu.Unlock()
+						switch {
+						case done: // its tail was answered (below): so is this one
+							c.answered.Add(1)
+							sc.answer(id)
+						case n == 12:
+							tc.end(sc, &c, ids)
+						case n == 10:
+							// The run's end may come before the connection's
+							// third held stream: a cold CI run once left two
+							// held to their timeout, which no variant expects.
+							// Answered after a while, they count as answered.
+							time.AfterFunc(heldTail, func() {
+								mu.Lock()
+								ids, done := held[sc], ended[sc]
+								ended[sc] = true
+								mu.Unlock()
+								if done {
+									return
+								}
+								for _, id := range ids {
+									c.answered.Add(1)
+									sc.answer(id)
+								}
+							})
+						}
+					default:
+						// Sent after the connection's end began: above any
+						// GOAWAY (never answered).
+						if tc.name == "closed" {
+							c.cut.Add(1)
+						} else {
+							c.above.Add(1)
+						}
 					}
-				default:
-					// Sent after the connection's end began: above any
-					// GOAWAY (never answered).
-					if tc.name == "closed" {
-						c.cut.Add(1)
-					} else {
-						c.above.Add(1)
+				}, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 3})
+				p, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 3 })
+				checkCounts(t, snap, tc.want(&c))
+				failures := p.Recorder().Failures()
+				if len(failures) > 0 {
+					t.Logf("%d failures, the first: %s: %v", len(failures), failures[0].Class, failures[0].Err)
+				}
+				for _, f := range failures {
+					if f.GoAway != tc.kind || f.Addr == nil {
+						t.Fatalf("failure %+v: want goaway %q and its connection's address", f, tc.kind)
 					}
 				}
-			}, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 3})
-			p, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 3 })
-			checkCounts(t, snap, tc.want(&c))
-			failures := p.Recorder().Failures()
-			if len(failures) > 0 {
-				t.Logf("%d failures, the first: %s: %v", len(failures), failures[0].Class, failures[0].Err)
-			}
-			for _, f := range failures {
-				if f.GoAway != tc.kind || f.Addr == nil {
-					t.Fatalf("failure %+v: want goaway %q and its connection's address", f, tc.kind)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // heldTail: how long TestH2GoAway's server holds a connection's first
@@ -489,26 +535,27 @@ const heldTail = 300 * time.Millisecond
 // TestH2Timeout: a stream without an answer is a timeout, and the prober
 // cancels it on the wire (RST_STREAM CANCEL) rather than leave it open.
 func TestH2Timeout(t *testing.T) {
-	testenv.Timed(t)
-	var held atomic.Int64
-	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
-		if n == 5 {
-			held.Add(1)
-			return
+	forEachEngine(t, func(t *testing.T) {
+		var held atomic.Int64
+		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+			if n == 5 {
+				held.Add(1)
+				return
+			}
+			sc.answer(id)
+		})
+		_, snap := scriptProbe(t, s, func(c *Config) { c.Timeout = 100 * time.Millisecond })
+		if got := snap.Totals.Classes[Timeout]; got != 1 || held.Load() != 1 {
+			t.Fatalf("timeouts %d, held %d: want 1 of each (all %v)", got, held.Load(), snap.Totals.Classes)
 		}
-		sc.answer(id)
+		deadline := time.Now().Add(2 * time.Second)
+		for s.canceled.Load() != 1 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if s.canceled.Load() != 1 {
+			t.Errorf("the server saw %d RST_STREAM CANCEL, want 1", s.canceled.Load())
+		}
 	})
-	_, snap := scriptProbe(t, s, func(c *Config) { c.Timeout = 100 * time.Millisecond })
-	if got := snap.Totals.Classes[Timeout]; got != 1 || held.Load() != 1 {
-		t.Fatalf("timeouts %d, held %d: want 1 of each (all %v)", got, held.Load(), snap.Totals.Classes)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for s.canceled.Load() != 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if s.canceled.Load() != 1 {
-		t.Errorf("the server saw %d RST_STREAM CANCEL, want 1", s.canceled.Load())
-	}
 }
 
 // TestH2NeedsALPN: an https server that completes the handshake without
@@ -550,31 +597,32 @@ func TestH2NeedsALPN(t *testing.T) {
 // --streams caps the streams in flight on a connection, as h2load's -m:
 // the server, which counts the streams it holds at once, never sees more.
 func TestH2StreamsCap(t *testing.T) {
-	testenv.Timed(t)
-	for _, tc := range []struct{ cap, want int }{{2, 2}, {0, 6}} {
-		t.Run(strconv.Itoa(tc.cap), func(t *testing.T) {
-			var mu sync.Mutex
-			open, most := map[*scriptConn]int{}, 0
-			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
-				mu.Lock()
-				open[sc]++
-				most = max(most, open[sc])
-				mu.Unlock()
-				time.AfterFunc(20*time.Millisecond, func() {
+	forEachEngine(t, func(t *testing.T) {
+		for _, tc := range []struct{ cap, want int }{{2, 2}, {0, 6}} {
+			t.Run(strconv.Itoa(tc.cap), func(t *testing.T) {
+				var mu sync.Mutex
+				open, most := map[*scriptConn]int{}, 0
+				s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
 					mu.Lock()
-					open[sc]--
+					open[sc]++
+					most = max(most, open[sc])
 					mu.Unlock()
-					sc.answer(id)
+					time.AfterFunc(20*time.Millisecond, func() {
+						mu.Lock()
+						open[sc]--
+						mu.Unlock()
+						sc.answer(id)
+					})
 				})
+				_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Streams = 6, tc.cap })
+				mu.Lock()
+				defer mu.Unlock()
+				if most != tc.want || snap.Totals.Classes[OK] != snap.Totals.Sent() || snap.Totals.Sent() == 0 {
+					t.Errorf("the server held %d streams at once, want %d (%v)", most, tc.want, snap.Totals.Classes)
+				}
 			})
-			_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Streams = 6, tc.cap })
-			mu.Lock()
-			defer mu.Unlock()
-			if most != tc.want || snap.Totals.Classes[OK] != snap.Totals.Sent() || snap.Totals.Sent() == 0 {
-				t.Errorf("the server held %d streams at once, want %d (%v)", most, tc.want, snap.Totals.Classes)
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestH2GoAwayOnEveryConnection: a server that sends GOAWAY on each new
@@ -583,29 +631,30 @@ func TestH2StreamsCap(t *testing.T) {
 // for the request's whole time (a dial storm against the very server it
 // is judging).
 func TestH2GoAwayOnEveryConnection(t *testing.T) {
-	testenv.Timed(t)
-	s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answer(id) })
-	s.onConnect = func(sc *scriptConn) { sc.goAway(0) }
-	// The GOAWAY reaches the prober before its first stream, as it does
-	// when the server's frames beat the request's write; without the wait
-	// the request's write almost always wins the race.
-	testHookDialedH2 = func(c *h2conn) {
-		for i := 0; i < 200 && c.usable(); i++ {
-			time.Sleep(5 * time.Millisecond)
+	forEachEngine(t, func(t *testing.T) {
+		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answer(id) })
+		s.onConnect = func(sc *scriptConn) { sc.goAway(0) }
+		// The GOAWAY reaches the prober before its first stream, as it does
+		// when the server's frames beat the request's write; without the wait
+		// the request's write almost always wins the race.
+		testHookDialedH2 = func(c *h2conn) {
+			for i := 0; i < 200 && c.usable(); i++ {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
-	}
-	t.Cleanup(func() { testHookDialedH2 = nil })
-	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Timeout = 2, 5*time.Second })
-	sent := snap.Totals.Sent()
-	if sent == 0 || snap.Totals.Classes[OK] != 0 {
-		t.Fatalf("classes %v: want every request refused", snap.Totals.Classes)
-	}
-	if got := snap.Totals.Classes[GoAwayUnprocessed]; got != sent {
-		t.Errorf("classes %v: want all %d goaway_unprocessed (the server took none)", snap.Totals.Classes, sent)
-	}
-	if conns := s.conns.Load(); conns > int64(h2RefusedDials)*int64(sent) {
-		t.Errorf("%d connections for %d requests: more than %d dials a request", conns, sent, h2RefusedDials)
-	}
+		t.Cleanup(func() { testHookDialedH2 = nil })
+		_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Timeout = 2, 5*time.Second })
+		sent := snap.Totals.Sent()
+		if sent == 0 || snap.Totals.Classes[OK] != 0 {
+			t.Fatalf("classes %v: want every request refused", snap.Totals.Classes)
+		}
+		if got := snap.Totals.Classes[GoAwayUnprocessed]; got != sent {
+			t.Errorf("classes %v: want all %d goaway_unprocessed (the server took none)", snap.Totals.Classes, sent)
+		}
+		if conns := s.conns.Load(); conns > int64(h2RefusedDials)*int64(sent) {
+			t.Errorf("%d connections for %d requests: more than %d dials a request", conns, sent, h2RefusedDials)
+		}
+	})
 }
 
 // TestH2EndedWhileOpening: the connection ends (the reader saw the server
@@ -628,7 +677,7 @@ func TestH2EndedWhileOpening(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookOpening = nil })
-	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Engine = 1, EngineGoroutines })
 	checkNeverSentHandedBack(t, snap, ended.Load(), streams.Load(), "the ended connection's stream was never sent")
 	if conns := s.conns.Load(); conns < 2 {
 		t.Errorf("%d connections: the request should have gone to a new one", conns)
@@ -673,7 +722,7 @@ func TestH2WriteFailedBeforeTheStreamLeft(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookOpening = nil })
-	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+	_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Engine = 1, EngineGoroutines })
 	checkNeverSentHandedBack(t, snap, closed.Load(), streams.Load(), "the stream whose write failed was never sent")
 }
 
@@ -710,7 +759,7 @@ func TestH2EndedByTheReaderWhileUnsent(t *testing.T) {
 	t.Cleanup(func() { testHookOpening = nil })
 	done := make(chan Snapshot, 1)
 	go func() {
-		_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency = 1 })
+		_, snap := scriptProbe(t, s, func(c *Config) { c.Concurrency, c.Engine = 1, EngineGoroutines })
 		done <- snap
 	}()
 	var snap Snapshot

@@ -21,54 +21,55 @@ import (
 // GOAWAY a closed_no_goaway (or reset, when the close was a TCP reset),
 // each SYN the server's host reset a refused.
 func TestH2ClassesAgreeWithTheWire(t *testing.T) {
-	testenv.Timed(t)
-	needWire(t)
-	for _, tc := range []struct {
-		name string
-		stop func(*http.Server)
-	}{
-		{"shutdown", func(s *http.Server) { _ = s.Shutdown(context.Background()) }},
-		{"close", func(s *http.Server) { _ = s.Close() }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := ln.Addr().(*net.TCPAddr).Port
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				time.Sleep(5 * time.Millisecond) // streams in flight when it stops
-				w.Header().Set("X-Pod-Name", "pod-a")
-			})}
-			var protocols http.Protocols
-			protocols.SetUnencryptedHTTP2(true)
-			srv.Protocols = &protocols
-			// Closed whatever happens below (Close closes ln too, served or not).
-			t.Cleanup(func() { _ = srv.Close(); _ = ln.Close() })
-			wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
-			go func() { _ = srv.Serve(ln) }()
-			time.AfterFunc(400*time.Millisecond, func() { tc.stop(srv) })
-			p, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
-				h2(c)
-				c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
+	forEachEngine(t, func(t *testing.T) {
+		needWire(t)
+		for _, tc := range []struct {
+			name string
+			stop func(*http.Server)
+		}{
+			{"shutdown", func(s *http.Server) { _ = s.Shutdown(context.Background()) }},
+			{"close", func(s *http.Server) { _ = s.Close() }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				port := ln.Addr().(*net.TCPAddr).Port
+				srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					time.Sleep(5 * time.Millisecond) // streams in flight when it stops
+					w.Header().Set("X-Pod-Name", "pod-a")
+				})}
+				var protocols http.Protocols
+				protocols.SetUnencryptedHTTP2(true)
+				srv.Protocols = &protocols
+				// Closed whatever happens below (Close closes ln too, served or not).
+				t.Cleanup(func() { _ = srv.Close(); _ = ln.Close() })
+				wire := capture.Start(t, "", "lo", "tcp port "+strconv.Itoa(port))
+				go func() { _ = srv.Serve(ln) }()
+				time.AfterFunc(400*time.Millisecond, func() { tc.stop(srv) })
+				p, snap := probe(t, "http://"+ln.Addr().String()+"/", func(c *Config) {
+					h2(c)
+					c.Rate, c.Duration, c.Connections, c.Timeout = 1000, time.Second, 4, time.Second
+				})
+				frames := wire.H2(port)
+				for _, hc := range frames.Conns {
+					if len(hc.GoAways) > 1 {
+						t.Errorf("a connection got %d GOAWAYs from http.Server: want one (single)", len(hc.GoAways))
+					}
+				}
+				want := agreeWithTheWire(t, snap, p.Recorder().Failures(), frames)
+				if tc.name == "shutdown" && want["goaway_unprocessed"]+want["goaway_cut"] == 0 {
+					t.Logf("no stream was in flight at the GOAWAY this time (the counts still agree)")
+				}
+				for _, f := range p.Recorder().Failures() {
+					if (f.Class == GoAwayUnprocessed || f.Class == GoAwayCut) && f.GoAway != GoAwaySingle {
+						t.Errorf("seq %d %s: goaway %q, want single", f.Seq, f.Class, f.GoAway)
+					}
+				}
 			})
-			frames := wire.H2(port)
-			for _, hc := range frames.Conns {
-				if len(hc.GoAways) > 1 {
-					t.Errorf("a connection got %d GOAWAYs from http.Server: want one (single)", len(hc.GoAways))
-				}
-			}
-			want := agreeWithTheWire(t, snap, p.Recorder().Failures(), frames)
-			if tc.name == "shutdown" && want["goaway_unprocessed"]+want["goaway_cut"] == 0 {
-				t.Logf("no stream was in flight at the GOAWAY this time (the counts still agree)")
-			}
-			for _, f := range p.Recorder().Failures() {
-				if (f.Class == GoAwayUnprocessed || f.Class == GoAwayCut) && f.GoAway != GoAwaySingle {
-					t.Errorf("seq %d %s: goaway %q, want single", f.Seq, f.Class, f.GoAway)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // agreeWithTheWire fails unless the prober's class counts are what the

@@ -131,6 +131,7 @@ const (
 	connReading                     // waiting for (the rest of) the response
 	connIdle                        // kept alive between requests
 	connLingering                   // after a one-request response: waiting for the server's FIN
+	connH2                          // an established HTTP/2 connection (loopConn.h2)
 )
 
 // loopConn is one connection and the request on it.
@@ -153,6 +154,8 @@ type loopConn struct {
 	deadline time.Duration // of the current phase: the connect, the request, or the linger
 	parser   respParser
 	out      []byte // request bytes still to write
+	// h2 is the connection's HTTP/2 state in an h2 run (nil otherwise).
+	h2 *loopH2
 }
 
 // loopEngine is the set of loops of one run.
@@ -162,6 +165,7 @@ type loopEngine struct {
 	family int
 	loops  []*loop
 	closed bool // the closed model (no pacer)
+	h2     bool // HTTP/2 (or gRPC over it) on long-lived connections
 	// freeSlots: the closed model's slots no loop holds.
 	freeSlots atomic.Int64
 }
@@ -222,6 +226,18 @@ type loop struct {
 	quota     atomic.Int64
 	held      int // slots held
 	idleSlots int // held slots with no request in flight
+
+	// h2 (loop_h2_linux.go): the loop's connection slots, the requests
+	// waiting for a stream (from h2head on), the next slot to try, the
+	// connections with output to write this round, spare streams, and the
+	// request's header fields.
+	h2slots []*loopConn
+	h2queue []*loopStream
+	h2head  int
+	h2next  int
+	h2dirty []idleEntry
+	h2free  []*loopStream
+	h2req   h2Request
 }
 
 const never = time.Duration(1<<63 - 1)
@@ -238,7 +254,7 @@ const (
 // startLoops makes the engine's loops and starts them: n loops (the Ps),
 // sharing the run as the contract says.
 func startLoops(p *Prober, target netip.AddrPort, n int) (*loopEngine, error) {
-	e := &loopEngine{p: p, target: target, closed: p.pacer == nil, family: syscall.AF_INET6}
+	e := &loopEngine{p: p, target: target, closed: p.pacer == nil, family: syscall.AF_INET6, h2: p.cfg.Protocol.Multiplexed()}
 	if target.Addr().Is4() {
 		e.family = syscall.AF_INET
 	}
@@ -251,6 +267,10 @@ func startLoops(p *Prober, target netip.AddrPort, n int) (*loopEngine, error) {
 			}
 			e.release()
 			return nil, err
+		}
+		if e.h2 {
+			l.h2slots = make([]*loopConn, max(1, share(p.cfg.Connections, n, i)))
+			l.h2req = p.h2req
 		}
 		e.loops = append(e.loops, l)
 	}
@@ -426,10 +446,16 @@ func (l *loop) run() {
 		if now >= l.nextDeadline {
 			l.expire(now)
 		}
+		if l.e.h2 {
+			l.h2Place() // streams ended: the queue's oldest may go
+		}
 		if l.e.closed {
 			busy = l.startSlots() || busy
 		} else {
 			busy = l.startDue() || busy
+		}
+		if l.e.h2 {
+			l.h2Flush()
 		}
 		if l.finished() {
 			l.closeAll()
@@ -556,6 +582,14 @@ func (l *loop) event(c *loopConn, ev uint32) {
 		if ev&(evIn|evRDHUP|evHup|evErr) != 0 {
 			l.closeConn(c) // the FIN (or an error): done waiting
 		}
+	case connH2:
+		gen := c.gen
+		if ev&evOut != 0 {
+			l.h2Write(c)
+		}
+		if c.gen == gen && ev&(evIn|evErr|evHup|evRDHUP) != 0 {
+			l.h2Read(c, ev&(evRDHUP|evHup) != 0)
+		}
 	}
 }
 
@@ -609,7 +643,7 @@ func (l *loop) startDue() bool {
 		}
 		fresh := l.nextFresh
 		var c *loopConn
-		if !fresh && l.kept >= l.planned {
+		if !fresh && !l.e.h2 && l.kept >= l.planned {
 			c = l.reusable(now)
 			if c == nil && now-l.nextAt >= growAfterLag && now-l.polledAt > growAfterLag {
 				// Late, but the loop's word on its connections is old
@@ -703,6 +737,10 @@ func (l *loop) begin(res Result, fresh bool, c *loopConn) {
 			l.workers.Store(w)
 		}
 	}
+	if l.e.h2 {
+		l.h2Begin(res)
+		return
+	}
 	if c == nil {
 		l.dial(res, fresh)
 		return
@@ -774,6 +812,9 @@ func (l *loop) closeConn(c *loopConn) {
 	if !c.oneRequest {
 		l.kept--
 	}
+	if c.h2 != nil {
+		l.h2Leave(c)
+	}
 	l.p.cfg.ConnLog.Note(c.addr, c.dialed, c.served)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
@@ -783,8 +824,9 @@ func (l *loop) closeConn(c *loopConn) {
 }
 
 // dial opens a connection for res and registers it. A failure of the
-// socket or of connect(2) itself is recorded at once.
-func (l *loop) dial(res Result, oneRequest bool) {
+// socket or of connect(2) itself is recorded at once (then the connection
+// is nil or already closed).
+func (l *loop) dial(res Result, oneRequest bool) *loopConn {
 	p, e := l.p, l.e
 	res.Fresh = true // counted as fresh whether or not the dial succeeds
 	fd, err := syscall.Socket(e.family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
@@ -793,7 +835,7 @@ func (l *loop) dial(res Result, oneRequest bool) {
 		res.Addr = &addr
 		l.classify(&res, PhaseDial, l.dialError(os.NewSyscallError("socket", err)), false)
 		l.record(&res)
-		return
+		return nil
 	}
 	c := l.newConn(fd)
 	c.oneRequest = oneRequest
@@ -805,6 +847,7 @@ func (l *loop) dial(res Result, oneRequest bool) {
 	c.deadline = res.Start + min(p.cfg.ConnectTimeout, p.cfg.Timeout)
 	l.noteDeadline(c.deadline)
 	l.connect(c)
+	return c
 }
 
 // connect binds c's socket to an ephemeral port (so a connect that fails
@@ -899,6 +942,10 @@ func (l *loop) connected(c *loopConn) {
 	c.res.ConnReqs, c.res.ConnAge = 0, 0
 	c.deadline = c.res.Start + l.p.cfg.Timeout
 	l.noteDeadline(c.deadline)
+	if c.h2 != nil {
+		l.h2Connected(c)
+		return
+	}
 	l.send(c)
 }
 
@@ -1017,8 +1064,12 @@ func (l *loop) readAgain() {
 	batch := l.again
 	l.again = nil
 	for _, e := range batch {
-		if e.c.gen == e.gen && e.c.state == connReading {
+		switch {
+		case e.c.gen != e.gen:
+		case e.c.state == connReading:
 			l.read(e.c, true) // read until EAGAIN: no new event is coming for what is there
+		case e.c.state == connH2:
+			l.h2Read(e.c, true)
 		}
 	}
 }
@@ -1137,9 +1188,15 @@ func (l *loop) noteDeadline(d time.Duration) {
 // and finds the next deadline.
 func (l *loop) expire(now time.Duration) {
 	next := never
+	if l.e.h2 {
+		next = l.h2ExpireQueue(now)
+	}
 	for _, c := range l.conns {
 		switch c.state {
 		case connFree, connIdle:
+			continue
+		case connH2:
+			next = min(next, l.h2Expire(c, now))
 			continue
 		}
 		if c.deadline > now {
@@ -1174,7 +1231,12 @@ func (l *loop) abort() {
 		switch c.state {
 		case connConnecting, connWriting, connReading:
 			l.fail(c, c.phaseNow(), err)
+		case connH2:
+			l.h2Abort(c, err)
 		}
+	}
+	if l.e.h2 {
+		l.h2AbortQueue(err)
 	}
 	l.closeAll()
 }
