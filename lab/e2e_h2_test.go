@@ -26,6 +26,9 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 	for _, tc := range []struct {
 		sample   string
 		protocol string
+		// engine is the one asked for ("": the automatic choice, the
+		// event loops for h2c to an IP).
+		engine   string
 		nodePort int
 		exit     int
 		// allowed are the classes the sample's stop can cause; finding is
@@ -34,26 +37,16 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 		finding string
 		check   func(t *testing.T, rep *report.Report)
 	}{
-		{"h2-naive", "h2", 30090, 1, []string{report.ClassClosedNoGoAway, report.ClassReset, report.ClassRefused, report.ClassConnectTimeout},
+		{"h2-naive", "h2", "", 30090, 1, []string{report.ClassClosedNoGoAway, report.ClassReset, report.ClassRefused, report.ClassConnectTimeout},
 			analysis.H2CloseWithoutGoAway, nil},
-		{"h2-shutdown", "h2", 30091, 1, []string{report.ClassGoAwayCut, report.ClassGoAwayUnprocessed},
-			analysis.H2GoAwayDroppedStreams, func(t *testing.T, rep *report.Report) {
-				for _, f := range rep.Failures {
-					if f.GoAway != report.GoAwaySingle || f.H2Code != "NO_ERROR" {
-						t.Errorf("%s %s: goaway %q, h2_code %q: want http.Server.Shutdown's single GOAWAY, NO_ERROR", f.RequestID, f.Class, f.GoAway, f.H2Code)
-					}
-				}
-				if rep.Totals.ByClass[report.ClassGoAwayCut] == 0 {
-					t.Errorf("no goaway_cut: the 100 ms shutdown timeout must cut streams of 500 ms")
-				}
-				// Through its 2 s preStop each old pod kept answering its
-				// connections' streams.
-				if findingByID(rep, analysis.H2PinnedToTerminating) == nil {
-					t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2PinnedToTerminating)
-				}
-			}},
-		{"grpc-stop", "grpc", 30092, 1, []string{report.ClassClosedNoGoAway, report.ClassReset}, analysis.H2CloseWithoutGoAway, nil},
-		{"grpc-graceful", "grpc", 30093, 0, nil, "", func(t *testing.T, rep *report.Report) {
+		{"h2-shutdown", "h2", "", 30091, 1, []string{report.ClassGoAwayCut, report.ClassGoAwayUnprocessed},
+			analysis.H2GoAwayDroppedStreams, checkH2Shutdown},
+		// The goroutine engine on the same rollout: both engines' h2 held
+		// to the same wire.
+		{"h2-shutdown", "h2", "goroutines", 30091, 1, []string{report.ClassGoAwayCut, report.ClassGoAwayUnprocessed},
+			analysis.H2GoAwayDroppedStreams, checkH2Shutdown},
+		{"grpc-stop", "grpc", "", 30092, 1, []string{report.ClassClosedNoGoAway, report.ClassReset}, analysis.H2CloseWithoutGoAway, nil},
+		{"grpc-graceful", "grpc", "", 30093, 0, nil, "", func(t *testing.T, rep *report.Report) {
 			if rep.Config.GRPCMethod != "grpc.health.v1.Health/Check" {
 				t.Errorf("config.grpc_method %q", rep.Config.GRPCMethod)
 			}
@@ -73,14 +66,23 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 		}},
 	} {
-		t.Run(tc.sample, func(t *testing.T) {
+		name := tc.sample
+		if tc.engine != "" {
+			name += " on the " + tc.engine
+		}
+		t.Run(name, func(t *testing.T) {
 			ensureSample(t, ctx, c, tc.sample)
 			target := fmt.Sprintf("http://%s:%d", firstNode().IP, tc.nodePort)
 			if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
 				t.Fatal(err)
 			}
 			wire := capture.Start(t, netns.LabNetNS, "any", "tcp port "+strconv.Itoa(tc.nodePort))
-			r := startRunOn(t, []string{"--client"}, tc.sample, target, "--protocol", tc.protocol).wait(t)
+			args := []string{"--protocol", tc.protocol}
+			wantEngine := "loops"
+			if tc.engine != "" {
+				args, wantEngine = append(args, "--engine", tc.engine), tc.engine
+			}
+			r := startRunOn(t, []string{"--client"}, tc.sample, target, args...).wait(t)
 			frames := wire.H2(tc.nodePort)
 			if n := wire.Dropped(); n > 0 {
 				t.Errorf("tcpdump dropped %d packets: the wire's counts below are short", n)
@@ -92,7 +94,7 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 			validateSchema(t, r.reportPath)
 			checkPage(t, r.htmlPath, rep)
 			if rep.Rollout == nil || rep.Rollout.Status != report.StatusComplete || rep.Config.Protocol != tc.protocol ||
-				rep.Config.Connections != 10 || rep.Prober.Engine != "goroutines" {
+				rep.Config.Connections != 10 || rep.Prober.Engine != wantEngine {
 				t.Fatalf("rollout %+v, protocol %q, connections %d, engine %q", rep.Rollout, rep.Config.Protocol, rep.Config.Connections, rep.Prober.Engine)
 			}
 			// The referee: each class as many times as the frames show, on the
@@ -142,6 +144,25 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 		})
 	}
 	t.Run("grpc-single-goaway: what raw fails, grpc-go retries unseen", func(t *testing.T) { testHiddenRetries(t, ctx, c) })
+}
+
+// checkH2Shutdown: http.Server.Shutdown's single GOAWAY, its 100 ms
+// timeout cutting streams, and the old pods answering through their
+// preStop.
+func checkH2Shutdown(t *testing.T, rep *report.Report) {
+	for _, f := range rep.Failures {
+		if f.GoAway != report.GoAwaySingle || f.H2Code != "NO_ERROR" {
+			t.Errorf("%s %s: goaway %q, h2_code %q: want http.Server.Shutdown's single GOAWAY, NO_ERROR", f.RequestID, f.Class, f.GoAway, f.H2Code)
+		}
+	}
+	if rep.Totals.ByClass[report.ClassGoAwayCut] == 0 {
+		t.Errorf("no goaway_cut: the 100 ms shutdown timeout must cut streams of 500 ms")
+	}
+	// Through its 2 s preStop each old pod kept answering its
+	// connections' streams.
+	if findingByID(rep, analysis.H2PinnedToTerminating) == nil {
+		t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2PinnedToTerminating)
+	}
 }
 
 // testHiddenRetries rolls grpc-single-goaway (net/http's single GOAWAY
