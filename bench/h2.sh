@@ -61,10 +61,15 @@ for i in $(seq "$REPS"); do
     GOMAXPROCS=1 rp rp-max "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10 --streams 10
     h2l h2load-max -c 10 -m 10
   fi
+  # The same probes on the goroutine engine (https, names and --conn new
+  # use it): what the event loops changed, in the same run.
+  GOMAXPROCS=1 rp rp-max-g "$H2" --protocol h2 --rate 0 --concurrency 100 --connections 10 --streams 10 --engine goroutines
   h2l h2load-rate -c 10 -m 10 --rps $((RATE / 10))
   rp rp-rate "$H2" --protocol h2 --rate "$RATE" --connections 10 --streams 10
+  rp rp-rate-g "$H2" --protocol h2 --rate "$RATE" --connections 10 --streams 10 --engine goroutines
   ghz ghz -c 50 --connections 10
   GOMAXPROCS=1 rp rp-grpc "http://127.0.0.1:$PORT" --protocol grpc --rate 0 --concurrency 50 --connections 10
+  GOMAXPROCS=1 rp rp-grpc-g "http://127.0.0.1:$PORT" --protocol grpc --rate 0 --concurrency 50 --connections 10 --engine goroutines
 done
 
 m() { awk -v k="$1" '$1==k {print $2}' "$work/res" | median; }
@@ -90,6 +95,13 @@ connections it owns and classifies every one; neither h2load nor ghz is asked to
 | CPU µs per request at the most (user+sys) | $(m h2load-max-cpu) | $(m rp-max-cpu) | $(paired rp-max-cpu h2load-max-cpu) |
 | CPU µs per request at a fixed $RATE req/s (h2load \`-c 10 -m 10 --rps $((RATE / 10))\` per connection; rollprobe \`--connections 10 --streams 10\`) | $(m h2load-rate-cpu) | $(m rp-rate-cpu) | **$(paired rp-rate-cpu h2load-rate-cpu)** |
 | gRPC health checks per second, 50 in flight on 10 connections (ghz \`-c 50 --connections 10\`; rollprobe \`--protocol grpc --rate 0 --concurrency 50 --connections 10\`, GOMAXPROCS=1) | $(m ghz) | $(m rp-grpc) | **$(paired rp-grpc ghz)** |
+| *goroutines*: h2c, most req/s (as above, \`--engine goroutines\`) | $(m h2load-max) | $(m rp-max-g) | $(paired rp-max-g h2load-max) |
+| *goroutines*: CPU µs per request at the most | $(m h2load-max-cpu) | $(m rp-max-g-cpu) | $(paired rp-max-g-cpu h2load-max-cpu) |
+| *goroutines*: CPU µs per request at a fixed $RATE req/s | $(m h2load-rate-cpu) | $(m rp-rate-g-cpu) | $(paired rp-rate-g-cpu h2load-rate-cpu) |
+| *goroutines*: gRPC health checks per second | $(m ghz) | $(m rp-grpc-g) | $(paired rp-grpc-g ghz) |
+
+rollprobe's rows run on the event loops (the automatic choice for h2c and gRPC to an IP on Linux);
+the rows marked *goroutines* run the same probes on the goroutine engine in the same repetitions.
 
 The goals (issue #26): at least 0.9× h2load's requests per second and no more than 1.1× its CPU
 per request; at least 2× ghz's rate at equal concurrency. Where they stand, and why, is written
