@@ -242,6 +242,48 @@ func TestTableKeepsWhatItWasGiven(t *testing.T) {
 	}
 }
 
+// TestTableAcrossChunks: more connections than two of the table's
+// chunks hold, looked up both before and after the index by port is
+// built, each found with what it was given (its pod, its time).
+func TestTableAcrossChunks(t *testing.T) {
+	tb := NewTable()
+	const n = 2*recordChunk + 100
+	conn := func(i int) Conn {
+		pod := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
+		src := ap("10.0.0.1:0")
+		if i%3 == 1 {
+			src = ap("[fd00::1]:0")
+		}
+		return Conn{Src: netip.AddrPortFrom(src.Addr(), uint16(10000+i)), Orig: ap("10.96.0.10:80"),
+			Dest: netip.AddrPortFrom(pod, 8080), At: t0.Add(time.Duration(i) * time.Millisecond)}
+	}
+	check := func(i int) {
+		t.Helper()
+		c := conn(i)
+		got, ok := tb.Lookup(c.Src, c.Orig, c.At, true)
+		if !ok || got.Src != c.Src || got.Dest != c.Dest || !got.At.Equal(c.At) {
+			t.Fatalf("connection %d: got %+v (found %v), want %+v", i, got, ok, c)
+		}
+	}
+	for i := range recordChunk + 1 {
+		tb.Add(conn(i))
+	}
+	check(0)
+	check(recordChunk) // the first of the second chunk; the index is built now
+	for i := recordChunk + 1; i < n; i++ {
+		tb.Add(conn(i)) // after the index: each must join it
+	}
+	for i := range n {
+		check(i)
+	}
+	if st := tb.Status(); st.Conns != n {
+		t.Errorf("status counts %d connections, want %d", st.Conns, n)
+	}
+	if got := len(tb.Ports()); got != n {
+		t.Errorf("%d ports, want %d", got, n)
+	}
+}
+
 // BenchmarkTableAdd is the watch's cost per event in the table: a new
 // connection each, from ports in the ephemeral range.
 func BenchmarkTableAdd(b *testing.B) {
