@@ -531,7 +531,11 @@ func (p *Prober) abortInFlight() {
 // request's intended time; ok is false when the run is over.
 func (w *worker) next() (seq uint64, intended time.Duration, ok bool) {
 	p := w.p
-	if p.stopped.Load() {
+	if p.stopped.Load() || p.running.Err() != nil {
+		// Canceled: Run sets stopped when it sees it, but a worker must
+		// not claim requests meanwhile (each would be canceled at once:
+		// thousands in TestH2CancelCutsEveryStream, whose workers wait on
+		// no I/O).
 		return 0, 0, false
 	}
 	seq = p.seq.Add(1) - 1

@@ -212,6 +212,15 @@ func (w *worker) doH2(res *Result) {
 		refused int // new connections that took no stream
 	)
 	for {
+		if err := p.running.Err(); err != nil {
+			// Canceled (Ctrl-C) while it waited for a stream: nothing more
+			// goes on the wire. Without this check the workers waiting at
+			// --streams each sent a stream as a canceled one freed its
+			// place, itself canceled at once: 140 streams after the cancel
+			// in TestH2CancelCutsEveryStream.
+			w.failH2(res, PhaseWrite, err)
+			return
+		}
 		var (
 			dialed bool
 			phase  Phase

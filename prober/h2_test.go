@@ -2,6 +2,7 @@ package prober
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -774,4 +775,42 @@ func TestH2EndedByTheReaderWhileUnsent(t *testing.T) {
 		os.Exit(1)
 	}
 	checkNeverSentHandedBack(t, snap, hooked.Load() >= 3, streams.Load(), "the streams the reader ended unsent were never sent")
+}
+
+// TestH2CancelCutsEveryStream: a canceled run (Ctrl-C) cuts the streams
+// in flight and the requests waiting for one (every connection at
+// --streams): each is canceled, none an outcome, on each engine.
+func TestH2CancelCutsEveryStream(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		var held atomic.Int64
+		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { held.Add(1) }) // never answered
+		cfg := DefaultConfig()
+		cfg.Target, _ = ParseTarget(s.URL())
+		cfg.Protocol, cfg.Rate, cfg.Concurrency, cfg.Connections, cfg.Streams = H2, 0, 10, 1, 2
+		cfg.Duration, cfg.Timeout = 10*time.Second, 5*time.Second
+		p, err := New(withEngine(t, cfg), "rollprobe-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for held.Load() < 2 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // the other eight wait for a stream
+			cancel()
+		}()
+		sum, err := p.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEngine(t, p)
+		snap := p.Recorder().Snapshot()
+		if !sum.Canceled || snap.Totals.Canceled != 10 || snap.Totals.Sent() != 0 {
+			t.Errorf("canceled=%v, %d cut, classes %v: want the 2 streams and the 8 waiting cut, no outcome", sum.Canceled, snap.Totals.Canceled, snap.Totals.Classes)
+		}
+		if held.Load() != 2 {
+			t.Errorf("the server got %d streams, want --streams' 2", held.Load())
+		}
+	})
 }

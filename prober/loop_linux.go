@@ -598,7 +598,7 @@ func (l *loop) event(c *loopConn, ev uint32) {
 // stopping: no new request may start.
 func (l *loop) stopping() bool {
 	p := l.p
-	if p.stopped.Load() {
+	if p.stopped.Load() || p.running.Err() != nil { // canceled: Run sets aborting soon
 		return true
 	}
 	if p.cfg.Duration > 0 && p.Elapsed() >= p.cfg.Duration {
