@@ -88,6 +88,10 @@ func (pool *h2Pool) conn(w *worker, skip int, start time.Duration) (c *h2conn, d
 	return c, true, PhaseNone, nil
 }
 
+// errStreamsCappedTimeout: the request waited for a stream past its time
+// with every connection at the prober's own --streams (class local).
+var errStreamsCappedTimeout = errors.New("http2: every connection at --streams for the request's time")
+
 // errWaitedOnDial: the request waited for its connection's dial, another
 // request's, past its own connect timeout. A connect timeout (its class),
 // on no connection of its own (not fresh).
@@ -263,7 +267,7 @@ func (w *worker) doH2(res *Result) {
 			case errors.Is(err, errStreamsCapped):
 				// The prober's own cap held it, not the target: local, as
 				// running out of workers or ports is.
-				w.failH2(res, PhaseWrite, errors.New("http2: every connection at --streams for the request's time"))
+				w.failH2(res, PhaseWrite, errStreamsCappedTimeout)
 				if !res.Canceled {
 					res.Class = Local
 				}

@@ -630,7 +630,10 @@ func TestH2StreamsCap(t *testing.T) {
 // connection before any stream (a process shutting down that still
 // accepts) refuses every request; the prober must record that, not redial
 // for the request's whole time (a dial storm against the very server it
-// is judging).
+// is judging). On the loops a new connection's first stream leaves with
+// the preface, so the GOAWAY always comes after it (the hook below is the
+// goroutine engine's): there the class and the bound on dials are what
+// the test holds.
 func TestH2GoAwayOnEveryConnection(t *testing.T) {
 	forEachEngine(t, func(t *testing.T) {
 		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answer(id) })

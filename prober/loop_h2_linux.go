@@ -41,8 +41,8 @@ import (
 //     connection is dialed for the first request that finds none free,
 //     which the dial's failure fails (its own fresh connection, as on the
 //     goroutine engine); a connection that takes no new streams (a GOAWAY,
-//     its stream IDs spent) leaves its slot at once and ends its streams in
-//     flight, and the slot is dialed again.
+//     its stream IDs spent) leaves its slot at once, its streams in flight
+//     go on to their end there, and the slot is dialed again.
 //   - Only long-lived connections (Config.Conn.FreshFraction 0) and
 //     cleartext (h2c with prior knowledge): loopTarget and loopH2Refusal
 //     say why not otherwise.
@@ -118,12 +118,12 @@ func (r *frameReader) Read(p []byte) (int, error) {
 
 // Frame layout (RFC 9113 §4.1) as wholeFrame reads it.
 const (
-	h2FrameHeaderLen = 9
-	h2MaxReadFrame   = 16 << 10 // the prober never raises SETTINGS_MAX_FRAME_SIZE
-	h2TypeHeaders    = 0x1
-	h2TypePushPromis = 0x5
-	h2TypeContinue   = 0x9
-	h2FlagEndHeaders = 0x4
+	h2FrameHeaderLen  = 9
+	h2MaxReadFrame    = 16 << 10 // the prober never raises SETTINGS_MAX_FRAME_SIZE
+	h2TypeHeaders     = 0x1
+	h2TypePushPromise = 0x5
+	h2TypeContinue    = 0x9
+	h2FlagEndHeaders  = 0x4
 )
 
 // wholeFrame is the length of the frame at the start of b when all of it
@@ -149,7 +149,7 @@ func wholeFrame(b []byte) int {
 		first := n == 0
 		n += h2FrameHeaderLen + length
 		switch {
-		case first && typ != h2TypeHeaders && typ != h2TypePushPromis:
+		case first && typ != h2TypeHeaders && typ != h2TypePushPromise:
 			return n
 		case !first && typ != h2TypeContinue:
 			// Not a CONTINUATION where one must be: the framer reports
@@ -706,13 +706,8 @@ func (l *loop) h2Capped() bool {
 }
 
 var (
-	errStreamsCappedTimeout = errorString("http2: every connection at --streams for the request's time")
-	errNoStreamInTime       = timeoutError{"http2: no connection had a stream free for the request's time (every one at the server's stream limit, or being dialed)"}
+	errNoStreamInTime = timeoutError{"http2: no connection had a stream free for the request's time (every one at the server's stream limit, or being dialed)"}
 )
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 // h2Abort cuts c's streams: the run was canceled, they have no outcome.
 func (l *loop) h2Abort(c *loopConn, err error) {
