@@ -2,7 +2,6 @@ package prober
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,9 +40,10 @@ type h2conn struct {
 	wmu  sync.Mutex
 	out  countingWriter // rw, counting what it took: bw writes here
 	bw   *bufio.Writer
-	fr   *http2.Framer // writes under wmu; reads by the reader goroutine only
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
+	fr   *http2.Framer     // writes under wmu; reads by the reader goroutine only
+	henc *h2RequestEncoder // under wmu
+	// headers reads the response header blocks (the reader goroutine's).
+	headers *h2HeaderReader
 
 	mu         sync.Mutex
 	streams    map[uint32]*h2stream
@@ -154,9 +154,8 @@ func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader 
 	c.out.w = rw
 	c.bw = bufio.NewWriterSize(&c.out, 16<<10)
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(rw, 32<<10))
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = h2MaxHeaderList
-	c.henc = hpack.NewEncoder(&c.hbuf)
+	c.headers = newH2HeaderReader(backendHeader, h2MaxHeaderList)
+	c.henc = newH2RequestEncoder()
 	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
 		return nil, err
 	}
@@ -174,7 +173,7 @@ func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader 
 	if err != nil {
 		return nil, err
 	}
-	go c.read(backendHeader)
+	go c.read()
 	return c, nil
 }
 
@@ -222,16 +221,12 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 		testHookOpening(c)
 	}
 
-	c.hbuf.Reset()
-	for i := range req.fields {
-		_ = c.henc.WriteField(req.fields[i])
-	}
-	_ = c.henc.WriteField(hpack.HeaderField{Name: req.idName, Value: string(req.idValue), Sensitive: true})
+	block := c.henc.block(req, req.idValue)
 	// A server that stops reading must not hold every stream of the
 	// connection behind this write past the request's time.
 	_ = c.rw.SetWriteDeadline(deadline)
 	err = c.fr.WriteHeaders(http2.HeadersFrameParam{
-		StreamID: st.id, BlockFragment: c.hbuf.Bytes(), EndStream: len(req.body) == 0, EndHeaders: true,
+		StreamID: st.id, BlockFragment: block, EndStream: len(req.body) == 0, EndHeaders: true,
 	})
 	if err == nil && len(req.body) > 0 {
 		err = c.fr.WriteData(st.id, true, req.body)
@@ -426,10 +421,14 @@ func (g h2GoAway) String() string {
 // read is the connection's reader goroutine: it reads every frame until
 // the connection fails, answering the server's SETTINGS and PINGs and
 // ending streams as their responses, resets and GOAWAYs arrive.
-func (c *h2conn) read(backendHeader string) {
+func (c *h2conn) read() {
 	defer close(c.readerDone)
 	for {
 		f, err := c.fr.ReadFrame()
+		var headers *h2Headers
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			headers, err = c.headers.read(c.fr, hf)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -445,8 +444,8 @@ func (c *h2conn) read(backendHeader string) {
 			return
 		}
 		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			c.onHeaders(f, backendHeader)
+		case *http2.HeadersFrame:
+			c.onHeaders(headers)
 		case *http2.DataFrame:
 			c.onData(f)
 		case *http2.RSTStreamFrame:
@@ -505,61 +504,52 @@ func (c *h2conn) endStream(id uint32, fill func(*h2stream)) {
 	}
 }
 
-func (c *h2conn) onHeaders(f *http2.MetaHeadersFrame, backendHeader string) {
+func (c *h2conn) onHeaders(f *h2Headers) {
 	c.mu.Lock()
-	st, ok := c.streams[f.StreamID]
+	st, ok := c.streams[f.streamID]
 	if !ok {
 		c.mu.Unlock()
 		return
 	}
-	informational, err := st.takeHeaders(f, backendHeader, c.grpc)
+	informational, err := st.takeHeaders(f, c.grpc)
 	c.mu.Unlock()
 	switch {
 	case err != nil:
-		c.endStream(f.StreamID, func(st *h2stream) {
+		c.endStream(f.streamID, func(st *h2stream) {
 			st.class, st.code, st.err = RSTStream, http2.ErrCodeProtocol.String(), err
 		})
-		c.write(func() error { return c.fr.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
-	case !informational && f.StreamEnded():
-		c.endStream(f.StreamID, func(*h2stream) {})
+		c.write(func() error { return c.fr.WriteRSTStream(f.streamID, http2.ErrCodeProtocol) })
+	case !informational && f.ended:
+		c.endStream(f.streamID, func(*h2stream) {})
 	}
 }
 
-// takeHeaders applies a HEADERS frame of st's response (both engines):
+// takeHeaders applies a response header block of st's (both engines):
 // the first carries the status and the backend header; with grpc, the one
 // that ends the stream carries the call's status. informational: a 1xx
 // response (100 Continue, 103 Early Hints), the real one follows. An
 // error: no valid :status, the stream fails (PROTOCOL_ERROR).
-func (st *h2stream) takeHeaders(f *http2.MetaHeadersFrame, backendHeader string, grpc bool) (informational bool, err error) {
+func (st *h2stream) takeHeaders(f *h2Headers, grpc bool) (informational bool, err error) {
 	if !st.headers {
-		status, err := strconv.Atoi(f.PseudoValue("status"))
+		status, err := strconv.Atoi(f.status)
 		if err != nil || status < 100 || status > 999 {
-			return false, fmt.Errorf("response headers without a valid :status (%q)", f.PseudoValue("status"))
+			return false, fmt.Errorf("response headers without a valid :status (%q)", f.status)
 		}
-		if status < 200 && !f.StreamEnded() {
+		if status < 200 && !f.ended {
 			return true, nil
 		}
 		st.status, st.headers = status, true
-		if backendHeader != "" {
-			for _, hf := range f.RegularFields() {
-				if hf.Name == backendHeader {
-					st.backend, st.hasBackend = hf.Value, true
-					break
-				}
-			}
+		if f.hasBackend {
+			st.backend, st.hasBackend = f.backend, true
 		}
 	}
-	if grpc && f.StreamEnded() {
+	if grpc && f.ended {
 		// The trailers (or a trailers-only response): the call's status.
-		for _, hf := range f.RegularFields() {
-			switch hf.Name {
-			case "grpc-status":
-				if n, err := strconv.Atoi(hf.Value); err == nil && n >= 0 {
-					st.grpcStatus = n
-				}
-			case "grpc-message":
-				st.grpcMessage = grpcUnescape(hf.Value)
-			}
+		if f.grpcStatus >= 0 {
+			st.grpcStatus = f.grpcStatus
+		}
+		if f.grpcMessage != "" {
+			st.grpcMessage = grpcUnescape(f.grpcMessage)
 		}
 	}
 	return false, nil

@@ -3,7 +3,6 @@
 package prober
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // HTTP/2 (and gRPC over it) on the event loops.
@@ -49,12 +47,12 @@ import (
 
 // loopH2 is an HTTP/2 connection's state on a loop (loopConn.h2).
 type loopH2 struct {
-	slot int // its slot among the loop's connections (loop.h2slots); -1 once it left it
-	fr   *http2.Framer
-	in   frameReader
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
-	out  outBuffer // frames written, not yet taken by the socket
+	slot    int // its slot among the loop's connections (loop.h2slots); -1 once it left it
+	fr      *http2.Framer
+	headers *h2HeaderReader
+	in      frameReader
+	henc    *h2RequestEncoder
+	out     outBuffer // frames written, not yet taken by the socket
 	// sent counts the bytes the socket took: a stream whose first byte is
 	// at or past it has not left.
 	sent    int64
@@ -270,9 +268,8 @@ func (l *loop) h2Connected(c *loopConn) {
 		nextID: 1, maxStreams: h2AssumedStreams, capStreams: uint32(l.p.cfg.Streams)}
 	h.fr = http2.NewFramer(&h.out, &h.in)
 	h.fr.SetReuseFrames() // a frame is done with before the next is read
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	h.fr.MaxHeaderListSize = h2MaxHeaderList
-	h.henc = hpack.NewEncoder(&h.hbuf)
+	h.headers = newH2HeaderReader(l.p.backendHeader, h2MaxHeaderList)
+	h.henc = newH2RequestEncoder()
 	_, _ = h.out.Write([]byte(http2.ClientPreface))
 	_ = h.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
@@ -308,13 +305,9 @@ func (l *loop) h2Open(c *loopConn, ls *loopStream) {
 
 	req := &l.h2req
 	req.idValue = strconv.AppendUint(append(req.idValue[:0], l.p.template.idPrefix...), ls.res.Seq, 10)
-	h.hbuf.Reset()
-	for i := range req.fields {
-		_ = h.henc.WriteField(req.fields[i])
-	}
-	_ = h.henc.WriteField(hpack.HeaderField{Name: req.idName, Value: string(req.idValue), Sensitive: true})
+	block := h.henc.block(req, req.idValue)
 	_ = h.fr.WriteHeaders(http2.HeadersFrameParam{
-		StreamID: ls.id, BlockFragment: h.hbuf.Bytes(), EndStream: len(req.body) == 0, EndHeaders: true,
+		StreamID: ls.id, BlockFragment: block, EndStream: len(req.body) == 0, EndHeaders: true,
 	})
 	if len(req.body) > 0 {
 		_ = h.fr.WriteData(ls.id, true, req.body)
@@ -420,6 +413,10 @@ func (l *loop) h2Frames(c *loopConn, data []byte) {
 		h.in.b = data[:n]
 		data = data[n:]
 		f, err := h.fr.ReadFrame()
+		var headers *h2Headers
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			headers, err = h.headers.read(h.fr, hf)
+		}
 		if err != nil {
 			if se, ok := err.(http2.StreamError); ok {
 				// One stream's frame was malformed (its headers too big,
@@ -434,7 +431,7 @@ func (l *loop) h2Frames(c *loopConn, data []byte) {
 				l.h2End(c, err)
 			}
 		} else {
-			l.h2Frame(c, f)
+			l.h2Frame(c, f, headers)
 		}
 		if c.gen != gen || c.state != connH2 {
 			return // closed (the frame ended it, or its last stream after a GOAWAY)
@@ -445,23 +442,24 @@ func (l *loop) h2Frames(c *loopConn, data []byte) {
 	h.pending = append(h.pending[:0], data...)
 }
 
-// h2Frame handles one frame from the server.
-func (l *loop) h2Frame(c *loopConn, f http2.Frame) {
+// h2Frame handles one frame from the server; headers is its block when f
+// is a HEADERS frame.
+func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 	h := c.h2
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		ls := h.streams[f.StreamID]
+	case *http2.HeadersFrame:
+		ls := h.streams[headers.streamID]
 		if ls == nil {
 			return
 		}
-		informational, err := ls.takeHeaders(f, l.p.backendHeader, l.p.cfg.Protocol == GRPC)
+		informational, err := ls.takeHeaders(headers, l.p.cfg.Protocol == GRPC)
 		switch {
 		case err != nil:
 			ls.class, ls.code, ls.err = RSTStream, http2.ErrCodeProtocol.String(), err
-			_ = h.fr.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol)
+			_ = h.fr.WriteRSTStream(headers.streamID, http2.ErrCodeProtocol)
 			l.h2Dirty(c)
 			l.h2EndStream(c, ls)
-		case !informational && f.StreamEnded():
+		case !informational && headers.ended:
 			l.h2EndStream(c, ls)
 		}
 	case *http2.DataFrame:
