@@ -161,6 +161,7 @@ type scriptServer struct {
 	// dribble: every byte the server writes goes in a write of its own,
 	// so the client reads frames in pieces.
 	dribble  bool
+	start    sync.Once // URL starts the accepting goroutine
 	wg       sync.WaitGroup
 	canceled atomic.Int64 // RST_STREAM CANCEL received
 	conns    atomic.Int64 // connections that sent the client preface
@@ -185,23 +186,30 @@ func newScriptServer(t *testing.T, onStream func(sc *scriptConn, id uint32, n in
 		t.Fatal(err)
 	}
 	s := &scriptServer{ln: ln, onStream: onStream, settings: settings}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.wg.Add(1)
-			go func() { defer s.wg.Done(); s.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); s.wg.Wait() })
+	t.Cleanup(func() { _ = ln.Close(); s.start.Do(func() {}); s.wg.Wait() })
 	return s
 }
 
-func (s *scriptServer) URL() string { return "http://" + s.ln.Addr().String() + "/" }
+// URL is the server's address. It starts accepting at the first call: what
+// a test set on the server before (onConnect, dribble) every connection's
+// goroutine sees.
+func (s *scriptServer) URL() string {
+	s.start.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for {
+				c, err := s.ln.Accept()
+				if err != nil {
+					return
+				}
+				s.wg.Add(1)
+				go func() { defer s.wg.Done(); s.serve(c) }()
+			}
+		}()
+	})
+	return "http://" + s.ln.Addr().String() + "/"
+}
 
 func (s *scriptServer) serve(c net.Conn) {
 	defer c.Close()

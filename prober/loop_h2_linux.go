@@ -368,7 +368,7 @@ func (l *loop) h2Write(c *loopConn) {
 func (l *loop) h2Read(c *loopConn, hup bool) {
 	gen := c.gen
 	for range loopReadsPerEvent {
-		n, err := syscall.Read(c.fd, l.readBuf)
+		n, err := rawRead(c.fd, l.readBuf)
 		switch {
 		case err == syscall.EINTR:
 			continue
