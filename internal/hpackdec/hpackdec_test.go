@@ -296,6 +296,9 @@ func fragments(rng *rand.Rand, b []byte) [][]byte {
 // incremental indexing, the table full and evicting) allocates nothing
 // once warm.
 func TestNoAllocationsWhenWarm(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under -race sync.Pool drops items on purpose; make test runs this test without it")
+	}
 	var buf bytes.Buffer
 	var blocks [][]byte
 	for i := range 50 {

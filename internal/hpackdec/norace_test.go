@@ -1,0 +1,5 @@
+//go:build !race
+
+package hpackdec
+
+const raceEnabled = false
