@@ -343,6 +343,9 @@ wait:
 			if tuner != nil && !tuner.Done() {
 				tuner.step(p.Elapsed())
 			}
+			if testHookTicked != nil {
+				testHookTicked(done)
+			}
 		case <-backlog:
 			p.growForBacklog()
 		case <-done:
@@ -350,6 +353,11 @@ wait:
 			if stoppedAt > 0 {
 				sendEnd = stoppedAt // in-flight requests finishing are not sending time
 			}
+			// Workers and loops stop by themselves once ctx ends (they
+			// check it before each request): they can all have exited
+			// before this select saw ctx.Done, and a ready done then
+			// wins half the time. The run was interrupted all the same.
+			canceled = ctx.Err() != nil
 			break wait
 		case <-timer:
 			// The send window is over; in-flight requests may finish.
@@ -392,6 +400,10 @@ wait:
 		Engine:   p.engine,
 	}, nil
 }
+
+// testHookTicked, when set, runs after each sample tick of Run with the
+// channel that closes once every worker and loop has exited.
+var testHookTicked func(done <-chan struct{})
 
 // wakeLoops makes the event loops look at the run's state now.
 func (p *Prober) wakeLoops() {

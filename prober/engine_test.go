@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,4 +390,46 @@ func TestHandshakingBriefly(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestCanceledWhenEveryoneStoppedFirst: the run's context ends while Run
+// is busy with a tick, and every worker (or loop) sees it and exits before
+// Run's next select, where a ready done and a ready ctx.Done are a coin
+// toss. The run was interrupted either way (the dashboard's q exited 4,
+// inconclusive, in a CI run). Each engine, ten runs: without the check
+// after done, about half of them say not canceled.
+func TestCanceledWhenEveryoneStoppedFirst(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		srv := faultserver.New(t, "pod-a")
+		for i := range 10 {
+			cfg := DefaultConfig()
+			cfg.Target, _ = ParseTarget(srv.URL("/ok"))
+			cfg.Rate, cfg.Duration = 100, 30*time.Second
+			p, err := New(withEngine(t, cfg), "rollprobe-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var once sync.Once
+			testHookTicked = func(done <-chan struct{}) {
+				once.Do(func() {
+					cancel()
+					select {
+					case <-done: // both ready at the next select
+					case <-time.After(10 * time.Second):
+						t.Error("the workers did not stop by themselves on cancel")
+					}
+				})
+			}
+			sum, err := p.Run(ctx)
+			testHookTicked = nil
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sum.Canceled {
+				t.Fatalf("run %d: not canceled (sent %d)", i+1, p.Recorder().Snapshot().Totals.Sent())
+			}
+		}
+	})
 }
