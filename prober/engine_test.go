@@ -411,6 +411,7 @@ func TestCanceledWhenEveryoneStoppedFirst(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var once sync.Once
+			t.Cleanup(func() { testHookTicked = nil }) // also when a check below fails
 			testHookTicked = func(done <-chan struct{}) {
 				once.Do(func() {
 					cancel()

@@ -59,8 +59,7 @@ func (e *h2RequestEncoder) block(req *h2Request, idValue []byte) []byte {
 	// the way indexes a value that is new every time).
 	e.buf.WriteByte(0x10)
 	e.buf.Write(e.idName)
-	var value [64]byte
-	e.buf.Write(appendHPACKString(value[:0], string(idValue)))
+	e.buf.Write(appendHPACKString(e.buf.AvailableBuffer(), string(idValue)))
 	return e.buf.Bytes()
 }
 

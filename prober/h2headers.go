@@ -47,14 +47,17 @@ type h2HeaderReader struct {
 	invalid                       error // a field x/net refuses: the stream fails
 	// checkPseudos' verdict, as x/net's MetaHeadersFrame.checkPseudos
 	// gives it on the fields kept: the first pseudo-header it refuses.
-	pseudoErr             error
-	pseudoSeen            uint8 // a bit per pseudo-header name below
-	isRequest, isResponse bool
+	pseudoErr  error
+	pseudoSeen uint8 // a bit per name in h2PseudoNames
 
 	lastBackend string // the last backend value: most responses repeat it
 }
 
+// h2PseudoNames are the pseudo-headers x/net knows: a request's, then a
+// response's (the last).
 var h2PseudoNames = [...]string{":method", ":path", ":scheme", ":authority", ":protocol", ":status"}
+
+const h2StatusSeen = 1 << (len(h2PseudoNames) - 1) // pseudoSeen's bit for :status
 
 func newH2HeaderReader(backendHeader string, maxList uint32) *h2HeaderReader {
 	r := &h2HeaderReader{backendHeader: []byte(backendHeader), maxList: maxList}
@@ -71,7 +74,7 @@ func (r *h2HeaderReader) read(fr *http2.Framer, f *http2.HeadersFrame) (*h2Heade
 	r.h = h2Headers{streamID: f.StreamID, ended: f.StreamEnded(), grpcStatus: -1}
 	r.headersRemain, r.trailersRemain = r.maxList, r.maxList
 	r.sawRegular, r.invalid, r.pseudoErr = false, nil, nil
-	r.pseudoSeen, r.isRequest, r.isResponse = 0, false, false
+	r.pseudoSeen = 0
 	r.dec.SetEmitEnabled(true)
 	frag := f.HeaderBlockFragment()
 	endHeaders := f.HeadersEnded()
@@ -100,7 +103,7 @@ func (r *h2HeaderReader) read(fr *http2.Framer, f *http2.HeadersFrame) (*h2Heade
 	if r.invalid != nil {
 		return nil, http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
 	}
-	if r.pseudoErr == nil && r.isRequest && r.isResponse {
+	if r.pseudoErr == nil && r.pseudoSeen&h2StatusSeen != 0 && r.pseudoSeen&^h2StatusSeen != 0 {
 		r.pseudoErr = errors.New("mix of request and response pseudo headers")
 	}
 	if r.pseudoErr != nil {
@@ -183,12 +186,9 @@ func (r *h2HeaderReader) pseudo(name, value []byte) {
 		return
 	}
 	r.pseudoSeen |= 1 << i
-	if h2PseudoNames[i] != ":status" {
-		r.isRequest = true
-		return
+	if 1<<i == h2StatusSeen {
+		r.h.status = statusText(value)
 	}
-	r.isResponse = true
-	r.h.status = statusText(value)
 }
 
 // statusText is value as a string, without allocating for common ones.

@@ -24,10 +24,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// ErrStringLength: a name or value longer than SetMaxStringLength allows.
-var ErrStringLength = errors.New("hpack: string too long")
-
 var (
+	errStringLength   = errors.New("hpack: string too long") // longer than SetMaxStringLength allows
 	errTruncated      = errors.New("hpack: truncated headers")
 	errInvalid        = errors.New("hpack: invalid encoding")
 	errVarintOverflow = errors.New("hpack: varint integer overflow")
@@ -36,10 +34,10 @@ var (
 	errNeedMore       = errors.New("hpack: need more data") // internal: the representation goes on in the next Write
 )
 
-// InvalidIndexError: a representation refers to no table entry.
-type InvalidIndexError uint64
+// invalidIndexError: a representation refers to no table entry.
+type invalidIndexError uint64
 
-func (e InvalidIndexError) Error() string {
+func (e invalidIndexError) Error() string {
 	return fmt.Sprintf("hpack: invalid indexed representation index %d", uint64(e))
 }
 
@@ -63,9 +61,9 @@ type Decoder struct {
 	firstField  bool // no representation of the current block parsed yet
 	maxStrLen   int  // 0: none
 
-	// The dynamic table: a ring of entries, oldest at head. It can hold
-	// allowedMax/32 entries at most (each takes 32 bytes or more), plus
-	// the one that add places before it evicts.
+	// The dynamic table: a ring of entries, oldest at head. It holds
+	// allowedMaxSize/32 entries at most (each takes 32 bytes or more),
+	// and the ring one more: the free slot an add writes into.
 	ring            []entry
 	head, count     int
 	size, maxSize   uint32
@@ -94,9 +92,6 @@ func (d *Decoder) SetMaxStringLength(n int) { d.maxStrLen = n }
 // While off, literals that are not indexed are not decoded at all (as in
 // x/net: their Huffman coding is not checked).
 func (d *Decoder) SetEmitEnabled(v bool) { d.emitEnabled = v }
-
-// EmitEnabled reports whether fields are emitted.
-func (d *Decoder) EmitEnabled() bool { return d.emitEnabled }
 
 // TableSize is the dynamic table's size in RFC 7541's terms.
 func (d *Decoder) TableSize() uint32 { return d.size }
@@ -130,7 +125,7 @@ func (d *Decoder) Write(p []byte) error {
 			const varIntOverhead = 8
 			if d.maxStrLen != 0 && int64(len(buf)) > 2*(int64(d.maxStrLen)+varIntOverhead) {
 				d.save = d.save[:0]
-				return ErrStringLength
+				return errStringLength
 			}
 			d.save = append(d.save[:0], buf...) // buf may be d.save's tail: append moves it down
 			return nil
@@ -158,7 +153,7 @@ func (d *Decoder) parse(buf []byte) ([]byte, error) {
 		}
 		name, value, ok := d.at(idx)
 		if !ok {
-			return nil, InvalidIndexError(idx)
+			return nil, invalidIndexError(idx)
 		}
 		return rest, d.callEmit(name, value, false)
 	case b&0xc0 == 0x40: // §6.2.1 with incremental indexing
@@ -197,7 +192,7 @@ func (d *Decoder) literal(buf []byte, n byte, indexed, sensitive bool) ([]byte, 
 	if nameIdx > 0 {
 		var ok bool
 		if name, _, ok = d.at(nameIdx); !ok {
-			return nil, InvalidIndexError(nameIdx)
+			return nil, invalidIndexError(nameIdx)
 		}
 	} else if rawName, nameHuff, p, err = d.readString(p); err != nil {
 		return nil, err
@@ -216,8 +211,17 @@ func (d *Decoder) literal(buf []byte, n byte, indexed, sensitive bool) ([]byte, 
 			return nil, err
 		}
 	}
-	if indexed {
-		// name may be a table entry's: it is copied before any eviction.
+	switch {
+	case indexed && uint32(len(name)+len(value))+entryOverhead > d.maxSize:
+		// Larger than the whole table: adding it empties the table and
+		// keeps nothing (RFC 7541 §4.4). It is not copied into a slot,
+		// whose buffer would then keep up to SetMaxStringLength bytes
+		// for the connection's life. name may be an entry's: the
+		// evicted entries' bytes stay as they are until the next add.
+		d.head = (d.head + d.count) % len(d.ring)
+		d.count, d.size = 0, 0
+	case indexed:
+		// name may be a live entry's; the slot written is free.
 		e := &d.ring[(d.head+d.count)%len(d.ring)]
 		e.buf = append(append(e.buf[:0], name...), value...)
 		e.nameLen = len(name)
@@ -231,7 +235,7 @@ func (d *Decoder) literal(buf []byte, n byte, indexed, sensitive bool) ([]byte, 
 
 func (d *Decoder) callEmit(name, value []byte, sensitive bool) error {
 	if d.maxStrLen != 0 && (len(name) > d.maxStrLen || len(value) > d.maxStrLen) {
-		return ErrStringLength
+		return errStringLength
 	}
 	if d.emitEnabled {
 		d.emit(name, value, sensitive)
@@ -275,7 +279,7 @@ func (d *Decoder) readString(p []byte) (raw []byte, huff bool, rest []byte, err 
 		return nil, false, nil, err
 	}
 	if d.maxStrLen != 0 && n > uint64(d.maxStrLen) {
-		return nil, false, nil, ErrStringLength
+		return nil, false, nil, errStringLength
 	}
 	if uint64(len(p)) < n {
 		return nil, false, nil, errNeedMore
@@ -292,7 +296,7 @@ func (d *Decoder) decodeString(into *bytes.Buffer, raw []byte, huff bool) ([]byt
 		return nil, err
 	}
 	if d.maxStrLen != 0 && into.Len() > d.maxStrLen {
-		return nil, ErrStringLength
+		return nil, errStringLength
 	}
 	return into.Bytes(), nil
 }

@@ -194,7 +194,7 @@ func TestStaticTableAgreesWithXNet(t *testing.T) {
 // block both tables must hold the same entries.
 func TestAgreesWithXNetOnRandomBlocks(t *testing.T) {
 	const connections = 400
-	var damaged, erred, blocks int
+	var damaged, erred, blocks, oversized int
 	for c := range connections {
 		rng := rand.New(rand.NewPCG(uint64(c), 26))
 		tableSize := []uint32{4096, 256, 64, 0}[rng.IntN(4)]
@@ -214,6 +214,14 @@ func TestAgreesWithXNetOnRandomBlocks(t *testing.T) {
 				}
 			}
 			block := append([]byte(nil), encoded.Bytes()...)
+			if rng.IntN(15) == 0 {
+				// An indexed literal larger than the table, which x/net's
+				// encoder never writes and a peer may: it empties the table.
+				v := strings.Repeat("b", int(tableSize)+rng.IntN(100))
+				block = appendVarInt(append(append(append(block, 0x40, 2), "x-"...), 0), 7, uint64(len(v)))
+				block = append(block, v...)
+				oversized++
+			}
 			if rng.IntN(25) == 0 && len(block) > 0 {
 				block = damage(rng, block)
 				damaged++
@@ -230,8 +238,8 @@ func TestAgreesWithXNetOnRandomBlocks(t *testing.T) {
 			p.table(t)
 		}
 	}
-	t.Logf("%d blocks on %d connections, %d damaged, %d connections ended by an error", blocks, connections, damaged, erred)
-	if erred == 0 || damaged == 0 {
+	t.Logf("%d blocks on %d connections, %d damaged, %d with an entry larger than the table, %d connections ended by an error", blocks, connections, damaged, oversized, erred)
+	if erred == 0 || damaged == 0 || oversized == 0 {
 		t.Fatal("no error case was exercised: the generator is broken")
 	}
 }
@@ -331,5 +339,39 @@ func TestNoAllocationsWhenWarm(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("nothing emitted")
+	}
+}
+
+// An indexed literal larger than the whole table empties it and is kept
+// nowhere: no slot's buffer grows to hold it for the connection's life.
+func TestOversizedEntryIsNotKept(t *testing.T) {
+	var got []field
+	d := NewDecoder(256, func(name, value []byte, sensitive bool) {
+		got = append(got, field{string(name), string(value), sensitive})
+	})
+	big := strings.Repeat("v", 10000)
+	block := []byte{0x40, 5}
+	block = append(block, "x-big"...)
+	block = appendVarInt(append(block, 0), 7, uint64(len(big)))
+	block = append(block, big...)
+	small := append([]byte{0x40, 3}, "x-s\x01v"...) // indexed first, then evicted by the big one
+	for _, b := range [][]byte{small, block} {
+		if err := d.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 2 || got[1].name != "x-big" || got[1].value != big {
+		t.Fatalf("emitted %d fields, the last %q", len(got), got[len(got)-1].name)
+	}
+	if d.TableSize() != 0 || d.count != 0 {
+		t.Fatalf("table size %d with %d entries after an entry larger than it", d.TableSize(), d.count)
+	}
+	for i := range d.ring {
+		if c := cap(d.ring[i].buf); c > 256 {
+			t.Fatalf("slot %d keeps %d bytes", i, c)
+		}
 	}
 }
