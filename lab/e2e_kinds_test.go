@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -558,8 +559,30 @@ func logPodsAndEndpoints(t *testing.T, rep *report.Report) {
 		if e.Pod == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "%+8.3fs %-28s %-40s node=%s ip=%s ready=%v serving=%v terminating=%v\n", e.At.Sub(rep.StartedAt).Seconds(),
+		fmt.Fprintf(&b, "%+8.3fs %-28s %-40s node=%s ip=%s ready=%v serving=%v terminating=%v", e.At.Sub(rep.StartedAt).Seconds(),
 			e.Kind, e.Pod, e.Node, e.IP, e.Ready, e.Serving, e.Terminating)
+		// The object's own time (a container's finishedAt): how long the
+		// kubelet took to report what happened, against when it did.
+		if e.Server != nil {
+			fmt.Fprintf(&b, " server=%+.3fs", e.Server.Sub(rep.StartedAt).Seconds())
+		}
+		if e.ExitCode != nil {
+			fmt.Fprintf(&b, " exit=%d reason=%s", *e.ExitCode, e.Reason)
+		}
+		b.WriteByte('\n')
+	}
+	// The failures by class and second: when the Service stopped answering
+	// against when the API said its endpoints stopped serving.
+	bySecond := map[int]map[string]int{}
+	for _, f := range rep.Failures {
+		s := int(f.Start.Sub(rep.StartedAt).Seconds())
+		if bySecond[s] == nil {
+			bySecond[s] = map[string]int{}
+		}
+		bySecond[s][f.Class]++
+	}
+	for _, s := range slices.Sorted(maps.Keys(bySecond)) {
+		fmt.Fprintf(&b, "failures in second +%d: %v\n", s, bySecond[s])
 	}
 	var first, last time.Time
 	for _, f := range rep.Failures {
