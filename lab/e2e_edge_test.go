@@ -75,6 +75,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		for class := range byClass {
 			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
 				t.Errorf("%s through the edge: want only proxy_5xx and timeout (%v)", class, byClass)
+				logFailuresOfClass(t, r.rep, "", class)
 			}
 		}
 		if byClass[report.ClassProxy5xx] == 0 {
@@ -103,6 +104,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		for class := range nonZero(edge.Totals.ByClass) {
 			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
 				t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
+				logFailuresOfClass(t, rep, "edge", class)
 			}
 		}
 		if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
@@ -482,4 +484,36 @@ func seriesLines(series []report.SeriesRow) string {
 		fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms slow connects %d\n", row.T, row.Sent, row.Failed, row.OKServiceP99MS, row.SlowConnects)
 	}
 	return b.String()
+}
+
+// logFailuresOfClass logs what the report kept of the failures of class on
+// path ("" for any) and the pods' events around them: seen once in a warm
+// CI (of 1029714), 12 tls failures on the edge path, where this test wants
+// none, with nothing left to say why (the report went with the test's
+// temporary directory). A handshake that outlives the request's time under
+// load (tls_cause handshake_timeout) and one Traefik cut (connection) are
+// different stories.
+func logFailuresOfClass(t *testing.T, rep *report.Report, path, class string) {
+	t.Helper()
+	var b strings.Builder
+	var first, last time.Time
+	for _, f := range rep.Failures {
+		if f.Class != class || (path != "" && f.Path != path) {
+			continue
+		}
+		if first.IsZero() {
+			first = f.Start
+		}
+		last = f.Start
+		fmt.Fprintf(&b, "%s %+.3fs..%+.3fs (intended %+.3fs) phase=%s tls_cause=%s %s -> %s: %s\n", f.RequestID,
+			f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(), f.Intended.Sub(rep.StartedAt).Seconds(),
+			f.Phase, f.TLSCause, f.LocalAddr, f.RemoteAddr, f.Error)
+	}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && !first.IsZero() && !e.At.Before(first.Add(-5*time.Second)) && !e.At.After(last.Add(5*time.Second)) {
+			fmt.Fprintf(&b, "%+8.3fs %s %s\n", e.At.Sub(rep.StartedAt).Seconds(), e.Kind, e.Pod)
+		}
+	}
+	t.Logf("the %s failures kept (%d of %d failures kept in all) and the pods' events from 5 s before to 5 s after them:\n%s",
+		class, rep.FailureInfo.Kept, rep.FailureInfo.Total, b.String())
 }

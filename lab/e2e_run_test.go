@@ -604,10 +604,19 @@ func requireAttributed(t *testing.T, rep *report.Report, revision string, match 
 		if strings.HasPrefix(f.LikelyPod, prefix) {
 			attributed++
 		} else {
-			t.Logf("not attributed to a pod of revision %s: %s at %s: %q (%s)", revision, f.Class, f.Intended.Format(time.RFC3339Nano), f.LikelyPod, f.Context)
+			t.Logf("not attributed to a pod of revision %s: %s (path %q) intended %+.3fs, %+.3fs..%+.3fs, %s -> %s (pod address %q, evidence %q): %q (%s)",
+				revision, f.Class, f.Path, f.Intended.Sub(rep.StartedAt).Seconds(), f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(),
+				f.LocalAddr, f.RemoteAddr, f.PodAddr, f.Evidence, f.LikelyPod, f.Context)
 		}
 	}
 	if n == 0 || attributed != n {
+		// The pods' lifecycle as the run saw it, to place the failures
+		// not attributed against it.
+		for _, e := range rep.Timeline {
+			if e.Pod != "" && !e.Kind.IsEndpoint() {
+				t.Logf("%+8.3fs %s %s %s", e.At.Sub(rep.StartedAt).Seconds(), e.Kind, e.Pod, e.IP)
+			}
+		}
 		t.Fatalf("%d of %d failures attributed to a pod of revision %s", attributed, n, revision)
 	}
 }
