@@ -240,6 +240,18 @@ func (s *scriptServer) serve(c net.Conn) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
 				sc.do(sc.fr.WriteSettingsAck)
+				break
+			}
+			// The client has our SETTINGS: from here the decoder keeps
+			// only what they said (RFC 7540 §6.5.3; until the ack it
+			// keeps HPACK's default). Its table shrinks at once, as a
+			// strict server's does: a client still referring to an entry
+			// beyond it ends the connection (COMPRESSION_ERROR).
+			for _, st := range s.settings {
+				if st.ID == http2.SettingHeaderTableSize {
+					sc.fr.ReadMetaHeaders.SetAllowedMaxDynamicTableSize(st.Val)
+					sc.fr.ReadMetaHeaders.SetMaxDynamicTableSize(st.Val)
+				}
 			}
 		case *http2.PingFrame:
 			if f.IsAck() && sc.pingAck != nil {
@@ -358,6 +370,33 @@ func checkCounts(t *testing.T, snap Snapshot, want map[Class]int64) {
 	if total == 0 {
 		t.Error("nothing was sent")
 	}
+}
+
+// TestH2PeerHeaderTableSize: a server whose SETTINGS_HEADER_TABLE_SIZE
+// is less than HPACK's default 4,096 (0: it keeps no entry; 60: too small
+// for the request's fields) decodes every request. The server's counts
+// are the referee: each stream it decoded it answered, and a block it
+// could not decode would end the connection with its streams unanswered.
+func TestH2PeerHeaderTableSize(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		for _, size := range []uint32{0, 60} {
+			t.Run(fmt.Sprint(size), func(t *testing.T) {
+				var answered atomic.Int64
+				s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+					answered.Add(1)
+					sc.answer(id)
+				}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: size})
+				_, snap := scriptProbe(t, s, nil)
+				checkCounts(t, snap, map[Class]int64{OK: answered.Load()})
+				if c := s.conns.Load(); c != 1 {
+					t.Errorf("%d connections: want 1 (one that failed is replaced)", c)
+				}
+				if answered.Load() < 10 {
+					t.Errorf("%d streams answered: too few to have reused the request's block", answered.Load())
+				}
+			})
+		}
+	})
 }
 
 func TestH2ResetStreams(t *testing.T) {

@@ -461,7 +461,14 @@ func (c *h2conn) read() {
 				c.maxStreams = v
 				c.mu.Unlock()
 			}
-			c.write(c.fr.WriteSettingsAck)
+			c.write(func() error {
+				// Under wmu, where open encodes: no block is half
+				// written with the old table.
+				if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
+					c.henc.peerTableSize(v)
+				}
+				return c.fr.WriteSettingsAck()
+			})
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				data := f.Data

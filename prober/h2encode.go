@@ -34,6 +34,18 @@ func newH2RequestEncoder() *h2RequestEncoder {
 	return e
 }
 
+// peerTableSize applies the server's SETTINGS_HEADER_TABLE_SIZE, the most
+// its decoder keeps: the encoder's table shrinks to it (saying so at the
+// start of the next block, RFC 7541 §4.2), and a server that keeps
+// nothing (0) gets literals only. x/net's Transport does the same; without
+// it a server advertising less than 4,096 would find references to entries
+// it never kept, a COMPRESSION_ERROR on every connection. The kept block
+// was written against the old table: it goes.
+func (e *h2RequestEncoder) peerTableSize(v uint32) {
+	e.enc.SetMaxDynamicTableSizeLimit(v)
+	e.key, e.constant = nil, nil
+}
+
 // block is req's header block with idValue as its ID: valid until the next
 // call.
 func (e *h2RequestEncoder) block(req *h2Request, idValue []byte) []byte {

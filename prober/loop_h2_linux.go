@@ -503,6 +503,9 @@ func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 		if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
 			h.maxStreams = v
 		}
+		if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
+			h.henc.peerTableSize(v)
+		}
 		_ = h.fr.WriteSettingsAck()
 		l.h2Dirty(c)
 	case *http2.PingFrame:
