@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -23,13 +24,51 @@ type svcGap struct {
 	// evicted: the drain's pod_evicted events of the Service's pods
 	// before the gap began (and since any earlier gap began), in order.
 	evicted []report.Event
+	// unready: the pods in went whose own Ready condition said they had
+	// stopped before their endpoints did (see unreadyMarks).
+	unready []unreadyMark
+}
+
+// unreadyMark: the kubelet's own time of a pod's Ready condition turning
+// false, as a bound on our clock (to the second: Server plus 1 s, never
+// later than the report came), and when the report came.
+type unreadyMark struct {
+	pod        string
+	by, report time.Time
+}
+
+// unreadyMarks lists the pods' unready transitions by the kubelet's time
+// where that is earlier than the report of it, oldest first. An endpoint
+// serves exactly while its pod is Ready (the EndpointSlice controller
+// copies the condition, for a terminating pod too), so a pod whose Ready
+// condition turned false stopped serving then, whatever the EndpointSlice
+// still said: under load the kubelet can report it many seconds late (the
+// lab, a drain in a warm CI run: containers that exited at once on SIGTERM,
+// their pods' Ready false at +2 s and +3 s by the kubelet's time, reported
+// at +11.6 s and +20.4 s, the endpoints serving until then). The bound
+// takes the node's clock as ours to within the second it rounds to.
+func unreadyMarks(r *report.Report) []unreadyMark {
+	var marks []unreadyMark
+	for _, e := range r.Timeline {
+		if e.Kind != report.PodUnready || e.Server == nil || e.Pod == "" {
+			continue
+		}
+		if by := e.Server.Add(time.Second); by.Before(e.At) {
+			marks = append(marks, unreadyMark{pod: e.Pod, by: by, report: e.At})
+		}
+	}
+	sort.SliceStable(marks, func(i, j int) bool { return marks[i].by.Before(marks[j].by) })
+	return marks
 }
 
 // serviceGaps folds the timeline's endpoint events (all nodes) into the
 // times no endpoint of the Service served. An endpoint is its pod and
 // address (a StatefulSet's replacement reuses the pod's name). The run's
 // first endpoint events set the scene: before any, nothing is known, so a
-// gap opens only after an endpoint was seen serving.
+// gap opens only after an endpoint was seen serving. A pod's endpoints stop
+// serving from its unready mark (unreadyMarks) until the pod is reported
+// Ready again: the EndpointSlice's serving, which lags the condition it
+// copies, does not undo it.
 func serviceGaps(r *report.Report) []svcGap {
 	serving := map[string]bool{}
 	count := func() int {
@@ -46,7 +85,47 @@ func serviceGaps(r *report.Report) []svcGap {
 	seen := false
 	ofService := map[string]bool{} // pods with an endpoint
 	var evicted []report.Event     // since the last gap began
+	unready := map[string]*unreadyMark{}
+	marks := unreadyMarks(r)
+	// change applies what moved pod's endpoints at t and opens or closes
+	// a gap on what it did to the count.
+	change := func(t time.Time, pod string, apply func()) {
+		before := count()
+		apply()
+		after := count()
+		seen = seen || after > 0
+		switch {
+		case cur == nil && seen && before > 0 && after == 0:
+			cur = &svcGap{start: t, went: []string{pod}, evicted: evicted}
+			if m := unready[pod]; m != nil {
+				cur.unready = append(cur.unready, *m)
+			}
+			evicted = nil
+		case cur != nil && after > 0:
+			cur.end = t
+			gaps = append(gaps, *cur)
+			cur = nil
+		}
+	}
 	for _, e := range r.Timeline {
+		for len(marks) > 0 && !marks[0].by.After(e.At) {
+			m := marks[0]
+			marks = marks[1:]
+			change(m.by, m.pod, func() {
+				unready[m.pod] = &m
+				for key := range serving {
+					if strings.HasPrefix(key, m.pod+" ") {
+						serving[key] = false
+					}
+				}
+			})
+		}
+		if e.Kind == report.PodReady && e.Pod != "" {
+			// Ready again, by a transition after the one marked.
+			if m := unready[e.Pod]; m != nil && !e.At.Before(m.report) {
+				delete(unready, e.Pod)
+			}
+		}
 		if e.Kind == report.PodEvicted && ofService[e.Pod] {
 			evicted = append(evicted, e)
 		}
@@ -55,23 +134,13 @@ func serviceGaps(r *report.Report) []svcGap {
 		}
 		ofService[e.Pod] = true
 		key := e.Pod + " " + e.IP
-		before := count()
-		if e.Kind == report.EndpointRemoved {
-			delete(serving, key)
-		} else {
-			serving[key] = e.Serving
-		}
-		after := count()
-		seen = seen || after > 0
-		switch {
-		case cur == nil && seen && before > 0 && after == 0:
-			cur = &svcGap{start: e.At, went: []string{e.Pod}, evicted: evicted}
-			evicted = nil
-		case cur != nil && after > 0:
-			cur.end = e.At
-			gaps = append(gaps, *cur)
-			cur = nil
-		}
+		change(e.At, e.Pod, func() {
+			if e.Kind == report.EndpointRemoved {
+				delete(serving, key)
+			} else {
+				serving[key] = e.Serving && unready[e.Pod] == nil
+			}
+		})
 	}
 	if cur != nil {
 		cur.end, cur.open = r.EndedAt, true
@@ -122,6 +191,7 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 		total += gap.end.Sub(gap.start)
 		ev = append(ev, fmt.Sprintf("%s had no serving endpoint from %+.2fs %s: the last to stop serving was %s; %d requests failed in it or within %s after, while proxies learnt of the endpoint that ended it",
 			svc, gap.start.Sub(r.StartedAt).Seconds(), end, strings.Join(gap.went, ", "), gap.failed, gapSlack))
+		ev = append(ev, gap.unreadyEvidence(r.StartedAt)...)
 	}
 	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s: not a propagation race (a preStop sleep does not help a pod that has no successor yet) but capacity: no pod was there to serve", len(g.fails), g.classes(), g.span(r.StartedAt)))
 	fix := "keep a pod serving through the change: more replicas, a PodDisruptionBudget (evictions and drains honour it), a strategy that starts the new pod before the old one goes, and a preStop sleep so an old pod serves until its replacement is ready"
@@ -141,4 +211,16 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 		Fix:      fix,
 		Pods:     g.podList(),
 	}, true
+}
+
+// unreadyEvidence says, for each pod the gap's start took from its own
+// Ready condition, how much later the kubelet reported it: the time the
+// EndpointSlice went on listing a pod that no longer served.
+func (g *svcGap) unreadyEvidence(start time.Time) []string {
+	var ev []string
+	for _, m := range g.unready {
+		ev = append(ev, fmt.Sprintf("%s was not Ready by %+.2fs by the kubelet's own time (its Ready condition's transition, to the second), reported only at %+.2fs: until then its endpoint was still listed as serving",
+			m.pod, m.by.Sub(start).Seconds(), m.report.Sub(start).Seconds()))
+	}
+	return ev
 }

@@ -156,3 +156,69 @@ func TestBudgetTooLoose(t *testing.T) {
 		t.Errorf("evidence:\n%s", ev)
 	}
 }
+
+// A drain evicts both pods at once; they exit at once, but the kubelet
+// reports them unready many seconds late, so their endpoints are listed as
+// serving (terminating) past the time the replacement turns ready. By the
+// pods' own Ready condition (its transition time, the kubelet's) nothing
+// served from the second pod's stop to the replacement: the gap is the
+// no-serving-endpoint finding's, with the lag said. The timeline is the
+// lab's, from a warm CI run where this test's premise failed. Without the
+// condition's time the endpoints alone show no gap, as before.
+func TestServiceGapByTheKubeletsTime(t *testing.T) {
+	build := func(withServerTimes bool) *report.Report {
+		unready := func(ms, serverMS int, pod string) report.Event {
+			e := report.Event{At: at(ms), Kind: report.PodUnready, Pod: pod, Revision: "old"}
+			if withServerTimes {
+				s := at(serverMS)
+				e.Server = &s
+			}
+			return e
+		}
+		term := func(ms int, pod, ip string) report.Event {
+			return report.Event{At: at(ms), Kind: report.EndpointTerminating, Pod: pod, IP: ip, Serving: true, Terminating: true}
+		}
+		r := &report.Report{StartedAt: t0, EndedAt: at(30000),
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.5"},
+				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.6"},
+				endpointAt(1, report.EndpointAdded, "a", "10.0.0.5", true, true),
+				endpointAt(1, report.EndpointAdded, "b", "10.0.0.6", true, true),
+				evictedAt(2317, "a", nil), ev(2359, report.PodDeletionRequested, "a", "old"),
+				evictedAt(2655, "b", nil), ev(2852, report.PodDeletionRequested, "b", "old"),
+				term(2994, "a", "10.0.0.5"),
+				term(4175, "b", "10.0.0.6"),
+				unready(11575, 2162, "a"),
+				endpointAt(11589, report.EndpointNotServing, "a", "10.0.0.5", false, false),
+				endpointAt(13045, report.EndpointAdded, "c", "10.0.1.7", false, false),
+				endpointAt(15240, report.EndpointRemoved, "a", "10.0.0.5", false, false),
+				endpointAt(16707, report.EndpointServing, "c", "10.0.1.7", true, true),
+				unready(20425, 3162, "b"),
+				endpointAt(20450, report.EndpointRemoved, "b", "10.0.0.6", false, true),
+			}}
+		for ms := 2500; ms < 16000; ms += 500 {
+			r.Failures = append(r.Failures, fail(ms, report.ClassConnectTimeout, true, ""))
+		}
+		analyse(r)
+		return r
+	}
+	r := build(true)
+	f := find(r, NoServingEndpoint)
+	if f == nil {
+		t.Fatalf("findings %+v: want %s", r.Findings, NoServingEndpoint)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{
+		"service web had no serving endpoint from +4.16s to +16.71s (12.5s): the last to stop serving was b",
+		"b was not Ready by +4.16s by the kubelet's own time (its Ready condition's transition, to the second), reported only at +20.43s",
+		"the drain evicted the pods that served",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if gaps := serviceGaps(build(false)); len(gaps) != 0 {
+		t.Errorf("gaps %+v from the endpoints alone, which served throughout", gaps)
+	}
+}
