@@ -109,6 +109,16 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 				again = e.At
 			}
 		}
+		// Or earlier, by the kubelet's own time: the old pod's Ready
+		// condition turned false before the report of it (by more than
+		// the second its time is rounded to), and it served no more.
+		for _, e := range r.rep.Timeline {
+			if e.Kind == report.PodUnready && e.Server != nil && !stopped.IsZero() {
+				if by := e.Server.Add(time.Second); by.Before(e.At) && by.Before(stopped) {
+					stopped = by
+				}
+			}
+		}
 		want := fmt.Sprintf("had no serving endpoint from %+.2fs to %+.2fs", stopped.Sub(r.rep.StartedAt).Seconds(), again.Sub(r.rep.StartedAt).Seconds())
 		if stopped.IsZero() || again.IsZero() || !strings.Contains(strings.Join(gap.Evidence, "\n"), want) {
 			t.Errorf("evidence lacks %q:\n%s", want, strings.Join(gap.Evidence, "\n"))
