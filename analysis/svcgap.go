@@ -24,18 +24,23 @@ type svcGap struct {
 	// evicted: the drain's pod_evicted events of the Service's pods
 	// before the gap began (and since any earlier gap began), in order.
 	evicted []report.Event
-	// unready: the pods in went whose own Ready condition said they had
-	// stopped before their endpoints did (see unreadyMarks).
+	// unready: the pod in went, when its own Ready condition said it
+	// had stopped before its endpoint did (see unreadyMarks).
 	unready []unreadyMark
 }
 
 // unreadyMark: the kubelet's own time of a pod's Ready condition turning
 // false, as a bound on our clock (to the second: Server plus 1 s, never
-// later than the report came), and when the report came.
+// later than the report came), and when the report came. endpoint is the
+// pod's endpoint key (its name and address): a StatefulSet's replacement
+// has the name, not the address, and its own readiness.
 type unreadyMark struct {
-	pod        string
-	by, report time.Time
+	pod, endpoint string
+	by, report    time.Time
 }
+
+// endpointKey is an endpoint's identity in serviceGaps' fold.
+func endpointKey(pod, ip string) string { return pod + " " + ip }
 
 // unreadyMarks lists the pods' unready transitions by the kubelet's time
 // where that is earlier than the report of it, oldest first. An endpoint
@@ -50,11 +55,11 @@ type unreadyMark struct {
 func unreadyMarks(r *report.Report) []unreadyMark {
 	var marks []unreadyMark
 	for _, e := range r.Timeline {
-		if e.Kind != report.PodUnready || e.Server == nil || e.Pod == "" {
-			continue
+		if e.Kind != report.PodUnready || e.Server == nil || e.Pod == "" || e.IP == "" {
+			continue // without an address, no endpoint to tie it to
 		}
 		if by := e.Server.Add(time.Second); by.Before(e.At) {
-			marks = append(marks, unreadyMark{pod: e.Pod, by: by, report: e.At})
+			marks = append(marks, unreadyMark{pod: e.Pod, endpoint: endpointKey(e.Pod, e.IP), by: by, report: e.At})
 		}
 	}
 	sort.SliceStable(marks, func(i, j int) bool { return marks[i].by.Before(marks[j].by) })
@@ -65,10 +70,10 @@ func unreadyMarks(r *report.Report) []unreadyMark {
 // times no endpoint of the Service served. An endpoint is its pod and
 // address (a StatefulSet's replacement reuses the pod's name). The run's
 // first endpoint events set the scene: before any, nothing is known, so a
-// gap opens only after an endpoint was seen serving. A pod's endpoints stop
-// serving from its unready mark (unreadyMarks) until the pod is reported
-// Ready again: the EndpointSlice's serving, which lags the condition it
-// copies, does not undo it.
+// gap opens only after an endpoint was seen serving. A pod's endpoint stops
+// serving from its unready mark (unreadyMarks) until that pod (name and
+// address) is reported Ready again: the EndpointSlice's serving, which lags
+// the condition it copies, does not undo it.
 func serviceGaps(r *report.Report) []svcGap {
 	serving := map[string]bool{}
 	count := func() int {
@@ -83,13 +88,13 @@ func serviceGaps(r *report.Report) []svcGap {
 	var gaps []svcGap
 	var cur *svcGap
 	seen := false
-	ofService := map[string]bool{} // pods with an endpoint
-	var evicted []report.Event     // since the last gap began
-	unready := map[string]*unreadyMark{}
+	ofService := map[string]bool{}       // pods with an endpoint
+	var evicted []report.Event           // since the last gap began
+	unready := map[string]*unreadyMark{} // by endpoint key
 	marks := unreadyMarks(r)
-	// change applies what moved pod's endpoints at t and opens or closes
-	// a gap on what it did to the count.
-	change := func(t time.Time, pod string, apply func()) {
+	// change applies what moved pod's endpoint key at t and opens or
+	// closes a gap on what it did to the count.
+	change := func(t time.Time, pod, key string, apply func()) {
 		before := count()
 		apply()
 		after := count()
@@ -97,7 +102,7 @@ func serviceGaps(r *report.Report) []svcGap {
 		switch {
 		case cur == nil && seen && before > 0 && after == 0:
 			cur = &svcGap{start: t, went: []string{pod}, evicted: evicted}
-			if m := unready[pod]; m != nil {
+			if m := unready[key]; m != nil {
 				cur.unready = append(cur.unready, *m)
 			}
 			evicted = nil
@@ -111,19 +116,18 @@ func serviceGaps(r *report.Report) []svcGap {
 		for len(marks) > 0 && !marks[0].by.After(e.At) {
 			m := marks[0]
 			marks = marks[1:]
-			change(m.by, m.pod, func() {
-				unready[m.pod] = &m
-				for key := range serving {
-					if strings.HasPrefix(key, m.pod+" ") {
-						serving[key] = false
-					}
+			change(m.by, m.pod, m.endpoint, func() {
+				unready[m.endpoint] = &m
+				if _, ok := serving[m.endpoint]; ok {
+					serving[m.endpoint] = false
 				}
 			})
 		}
 		if e.Kind == report.PodReady && e.Pod != "" {
-			// Ready again, by a transition after the one marked.
-			if m := unready[e.Pod]; m != nil && !e.At.Before(m.report) {
-				delete(unready, e.Pod)
+			// Ready again, by a report after the one marked.
+			key := endpointKey(e.Pod, e.IP)
+			if m := unready[key]; m != nil && !e.At.Before(m.report) {
+				delete(unready, key)
 			}
 		}
 		if e.Kind == report.PodEvicted && ofService[e.Pod] {
@@ -133,12 +137,12 @@ func serviceGaps(r *report.Report) []svcGap {
 			continue
 		}
 		ofService[e.Pod] = true
-		key := e.Pod + " " + e.IP
-		change(e.At, e.Pod, func() {
+		key := endpointKey(e.Pod, e.IP)
+		change(e.At, e.Pod, key, func() {
 			if e.Kind == report.EndpointRemoved {
 				delete(serving, key)
 			} else {
-				serving[key] = e.Serving && unready[e.Pod] == nil
+				serving[key] = e.Serving && unready[key] == nil
 			}
 		})
 	}

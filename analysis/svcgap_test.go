@@ -167,8 +167,8 @@ func TestBudgetTooLoose(t *testing.T) {
 // condition's time the endpoints alone show no gap, as before.
 func TestServiceGapByTheKubeletsTime(t *testing.T) {
 	build := func(withServerTimes bool) *report.Report {
-		unready := func(ms, serverMS int, pod string) report.Event {
-			e := report.Event{At: at(ms), Kind: report.PodUnready, Pod: pod, Revision: "old"}
+		unready := func(ms, serverMS int, pod, ip string) report.Event {
+			e := report.Event{At: at(ms), Kind: report.PodUnready, Pod: pod, Revision: "old", IP: ip}
 			if withServerTimes {
 				s := at(serverMS)
 				e.Server = &s
@@ -189,12 +189,12 @@ func TestServiceGapByTheKubeletsTime(t *testing.T) {
 				evictedAt(2655, "b", nil), ev(2852, report.PodDeletionRequested, "b", "old"),
 				term(2994, "a", "10.0.0.5"),
 				term(4175, "b", "10.0.0.6"),
-				unready(11575, 2162, "a"),
+				unready(11575, 2162, "a", "10.0.0.5"),
 				endpointAt(11589, report.EndpointNotServing, "a", "10.0.0.5", false, false),
 				endpointAt(13045, report.EndpointAdded, "c", "10.0.1.7", false, false),
 				endpointAt(15240, report.EndpointRemoved, "a", "10.0.0.5", false, false),
 				endpointAt(16707, report.EndpointServing, "c", "10.0.1.7", true, true),
-				unready(20425, 3162, "b"),
+				unready(20425, 3162, "b", "10.0.0.6"),
 				endpointAt(20450, report.EndpointRemoved, "b", "10.0.0.6", false, true),
 			}}
 		for ms := 2500; ms < 16000; ms += 500 {
@@ -220,5 +220,29 @@ func TestServiceGapByTheKubeletsTime(t *testing.T) {
 	}
 	if gaps := serviceGaps(build(false)); len(gaps) != 0 {
 		t.Errorf("gaps %+v from the endpoints alone, which served throughout", gaps)
+	}
+}
+
+// A StatefulSet's pod is recreated under its name at a new address. The
+// old pod's unready report comes late, after the replacement's endpoint
+// serves but before its own Ready report: the mark holds the old pod's
+// endpoint, never the name, so the replacement's serving ends the gap
+// when the EndpointSlice says it serves.
+func TestUnreadyMarkHoldsTheAddressNotTheName(t *testing.T) {
+	serverAt := at(2000)
+	r := &report.Report{StartedAt: t0, EndedAt: at(15000),
+		Rollout: &report.Rollout{Kind: "StatefulSet", Name: "web", Service: "web"},
+		Timeline: []report.Event{
+			endpointAt(1, report.EndpointAdded, "web-0", "10.0.0.5", true, true),
+			ev(1500, report.PodDeletionRequested, "web-0", "web-a"),
+			endpointAt(6000, report.EndpointAdded, "web-0", "10.0.0.9", false, false),
+			endpointAt(8000, report.EndpointReady, "web-0", "10.0.0.9", true, true),
+			{At: at(8500), Kind: report.PodUnready, Pod: "web-0", IP: "10.0.0.5", Server: &serverAt},
+			endpointAt(8600, report.EndpointRemoved, "web-0", "10.0.0.5", false, false),
+			{At: at(9000), Kind: report.PodReady, Pod: "web-0", IP: "10.0.0.9"},
+		}}
+	gaps := serviceGaps(r)
+	if len(gaps) != 1 || !gaps[0].start.Equal(at(3000)) || !gaps[0].end.Equal(at(8000)) || gaps[0].open {
+		t.Fatalf("gaps %+v: want one from +3s (the kubelet's time, to the second) to +8s (the replacement serving)", gaps)
 	}
 }
