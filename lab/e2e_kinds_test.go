@@ -113,7 +113,7 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 		// condition turned false before the report of it (by more than
 		// the second its time is rounded to), and it served no more.
 		for _, e := range r.rep.Timeline {
-			if e.Kind == report.PodUnready && e.Server != nil && !stopped.IsZero() {
+			if e.Kind == report.PodUnready && e.Server != nil && e.IP != "" && !stopped.IsZero() {
 				if by := e.Server.Add(time.Second); by.Before(e.At) && by.Before(stopped) {
 					stopped = by
 				}
