@@ -449,12 +449,16 @@ func TestH2GoAway(t *testing.T) {
 				// processed.
 				name: "single", kind: GoAwaySingle,
 				end: func(sc *scriptConn, c *counts, held []uint32) {
+					// Counted before the GOAWAY is written, as every count
+					// here is before what it counts: the prober's run may
+					// end, and the test read the counts, as soon as it has
+					// read the frame.
+					c.above.Add(1)
 					sc.goAway(held[len(held)-2])
 					for _, id := range held[:len(held)-1] {
 						c.answered.Add(1)
 						sc.answer(id)
 					}
-					c.above.Add(1)
 					time.Sleep(50 * time.Millisecond)
 					sc.close()
 				},
@@ -467,8 +471,8 @@ func TestH2GoAway(t *testing.T) {
 				// answering them: cut after the server had them.
 				name: "cut", kind: GoAwaySingle,
 				end: func(sc *scriptConn, c *counts, held []uint32) {
-					sc.goAway(held[len(held)-1])
 					c.cut.Add(int64(len(held)))
+					sc.goAway(held[len(held)-1])
 					time.Sleep(20 * time.Millisecond)
 					sc.close()
 				},
