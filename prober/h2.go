@@ -295,7 +295,9 @@ func (w *worker) doH2(res *Result) {
 		c.close()
 	}
 	res.End = p.Elapsed()
-	h2Outcome(res, st, cfg, c.grpc, c.addr, openErr != nil, &w.backend)
+	// A body some of which never left (its window stayed shut) failed
+	// in its write, as one whose write failed.
+	h2Outcome(res, st, cfg, c.grpc, c.addr, openErr != nil || len(st.bodyLeft) > 0, &w.backend)
 }
 
 // h2Outcome fills res from how stream st ended on its connection (at
@@ -361,6 +363,9 @@ func (w *worker) await(st *h2stream, c *h2conn, deadline time.Time) {
 	case <-w.timer.C:
 		if c.forget(st) {
 			st.class, st.err = Timeout, timeoutError{"http2: no complete response within the request timeout"}
+			if len(st.bodyLeft) > 0 {
+				st.err = errBodyWindowTimeout
+			}
 		} else {
 			<-st.done
 		}

@@ -160,11 +160,18 @@ type scriptServer struct {
 	onConnect func(sc *scriptConn)
 	// dribble: every byte the server writes goes in a write of its own,
 	// so the client reads frames in pieces.
-	dribble  bool
+	dribble bool
+	// onData, when set, runs for each DATA frame the client sends, after
+	// the server has counted it against its windows.
+	onData   func(sc *scriptConn, f *http2.DataFrame)
 	start    sync.Once // URL starts the accepting goroutine
 	wg       sync.WaitGroup
 	canceled atomic.Int64 // RST_STREAM CANCEL received
 	conns    atomic.Int64 // connections that sent the client preface
+	// overrun counts DATA frames that went past a window the server gave
+	// (RFC 9113 §6.9.1: a strict server ends the connection with
+	// FLOW_CONTROL_ERROR; this one counts them and goes on).
+	overrun atomic.Int64
 }
 
 type scriptConn struct {
@@ -177,6 +184,36 @@ type scriptConn struct {
 	// pingAck, when set, runs when the client acks the server's PING.
 	pingAck func()
 	closed  bool
+	// The windows the client may send into, as the server gave them
+	// (under mu): the connection's, each stream's, and what a new
+	// stream's starts at (HTTP/2's default until the client acks the
+	// server's SETTINGS, then what they said).
+	connWindow, streamInitial int64
+	windows                   map[uint32]int64
+}
+
+// windowUpdate gives the client inc more bytes to send on the connection
+// (id 0) or stream id.
+func (sc *scriptConn) windowUpdate(id, inc uint32) {
+	sc.mu.Lock()
+	if id == 0 {
+		sc.connWindow += int64(inc)
+	} else {
+		sc.windows[id] += int64(inc)
+	}
+	sc.mu.Unlock()
+	sc.do(func() error { return sc.fr.WriteWindowUpdate(id, inc) })
+}
+
+// received counts a DATA frame of the client's against the windows and
+// says whether it went past one.
+func (sc *scriptConn) received(f *http2.DataFrame) (overrun bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	n := int64(f.Length)
+	sc.connWindow -= n
+	sc.windows[f.StreamID] -= n
+	return sc.connWindow < 0 || sc.windows[f.StreamID] < 0
 }
 
 func newScriptServer(t *testing.T, onStream func(sc *scriptConn, id uint32, n int), settings ...http2.Setting) *scriptServer {
@@ -218,7 +255,7 @@ func (s *scriptServer) serve(c net.Conn) {
 	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
 		return
 	}
-	sc := &scriptConn{c: c, bw: bufio.NewWriter(c)}
+	sc := &scriptConn{c: c, bw: bufio.NewWriter(c), connWindow: 65535, streamInitial: 65535, windows: map[uint32]int64{}}
 	if s.dribble {
 		sc.bw = bufio.NewWriter(byteWriter{c})
 	}
@@ -248,9 +285,21 @@ func (s *scriptServer) serve(c net.Conn) {
 			// strict server's does: a client still referring to an entry
 			// beyond it ends the connection (COMPRESSION_ERROR).
 			for _, st := range s.settings {
-				if st.ID == http2.SettingHeaderTableSize {
+				switch st.ID {
+				case http2.SettingHeaderTableSize:
 					sc.fr.ReadMetaHeaders.SetAllowedMaxDynamicTableSize(st.Val)
 					sc.fr.ReadMetaHeaders.SetMaxDynamicTableSize(st.Val)
+				case http2.SettingInitialWindowSize:
+					// From the ack on, the client's streams have the
+					// window the settings said (RFC 9113 §6.9.2): the
+					// open ones change by the difference.
+					sc.mu.Lock()
+					delta := int64(st.Val) - sc.streamInitial
+					sc.streamInitial = int64(st.Val)
+					for id := range sc.windows {
+						sc.windows[id] += delta
+					}
+					sc.mu.Unlock()
 				}
 			}
 		case *http2.PingFrame:
@@ -262,8 +311,18 @@ func (s *scriptServer) serve(c net.Conn) {
 				s.canceled.Add(1)
 			}
 		case *http2.MetaHeadersFrame:
+			sc.mu.Lock()
+			sc.windows[f.StreamID] = sc.streamInitial
+			sc.mu.Unlock()
 			s.onStream(sc, f.StreamID, n)
 			n++
+		case *http2.DataFrame:
+			if sc.received(f) {
+				s.overrun.Add(1)
+			}
+			if s.onData != nil {
+				s.onData(sc, f)
+			}
 		}
 	}
 }
@@ -866,5 +925,161 @@ func TestH2CancelCutsEveryStream(t *testing.T) {
 		if held.Load() != 2 {
 			t.Errorf("the server got %d streams, want --streams' 2", held.Load())
 		}
+	})
+}
+
+// bodyProbe probes s on one connection with a POST of a body of n bytes.
+func bodyProbe(t *testing.T, s *scriptServer, n, concurrency int, timeout time.Duration) (*Prober, Snapshot) {
+	t.Helper()
+	body := make([]byte, n)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	return scriptProbe(t, s, func(c *Config) {
+		c.Method, c.Body = "POST", body
+		c.Concurrency = concurrency
+		c.Timeout = timeout
+	})
+}
+
+// TestH2BodyFlowControl: a request's body goes out only as far as the
+// server's windows allow (RFC 9113 §6.9.1), the rest as its WINDOW_UPDATEs
+// open them. The referee is the server's own count of the bytes each
+// window took: a frame past one is counted (a strict server would end the
+// connection, and every stream on it would fail as the server's).
+func TestH2BodyFlowControl(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		// A stream's window of 100 bytes, a body of 1,000: ten frames at
+		// least, each sent once the server has read the one before and
+		// given its bytes back. The server answers each body it read whole.
+		t.Run("a stream's window smaller than the body", func(t *testing.T) {
+			var answered, frames atomic.Int64
+			s := newScriptServer(t, func(*scriptConn, uint32, int) {},
+				http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
+			s.onData = func(sc *scriptConn, f *http2.DataFrame) {
+				frames.Add(1)
+				if n := f.Length; n > 0 {
+					sc.windowUpdate(0, n)
+					if !f.StreamEnded() {
+						sc.windowUpdate(f.StreamID, n)
+					}
+				}
+				if f.StreamEnded() {
+					answered.Add(1)
+					sc.answer(f.StreamID)
+				}
+			}
+			_, snap := bodyProbe(t, s, 1000, 4, time.Second)
+			checkCounts(t, snap, map[Class]int64{OK: answered.Load()})
+			if n := s.overrun.Load(); n != 0 {
+				t.Errorf("%d DATA frames went past the server's windows", n)
+			}
+			// The first four streams may go before the client has the
+			// settings (HTTP/2's default window then, one frame each).
+			if f, a := frames.Load(), answered.Load(); f < 10*(a-4) || a < 10 {
+				t.Errorf("%d DATA frames for %d bodies of 1,000 bytes in windows of 100", f, a)
+			}
+		})
+		// Eight bodies of 16,384 bytes in flight: 131,072 bytes against
+		// the connection's window of 65,535, which the server gives back
+		// only a moment after it has taken each whole body (as a server
+		// whose application reads it). The streams' own windows are
+		// wide: the connection's alone holds them.
+		t.Run("the connection's window, shared by the streams", func(t *testing.T) {
+			var answered atomic.Int64
+			var mu sync.Mutex
+			got := map[*scriptConn]map[uint32]uint32{}
+			s := newScriptServer(t, func(*scriptConn, uint32, int) {})
+			s.onData = func(sc *scriptConn, f *http2.DataFrame) {
+				mu.Lock()
+				if got[sc] == nil {
+					got[sc] = map[uint32]uint32{}
+				}
+				got[sc][f.StreamID] += f.Length
+				n := got[sc][f.StreamID]
+				mu.Unlock()
+				if f.StreamEnded() {
+					s.wg.Add(1)
+					time.AfterFunc(5*time.Millisecond, func() {
+						defer s.wg.Done()
+						sc.windowUpdate(0, n)
+						answered.Add(1)
+						sc.answer(f.StreamID)
+					})
+				}
+			}
+			_, snap := bodyProbe(t, s, h2MaxBody, 8, time.Second)
+			checkCounts(t, snap, map[Class]int64{OK: answered.Load()})
+			if n := s.overrun.Load(); n != 0 {
+				t.Errorf("%d DATA frames went past the server's windows", n)
+			}
+			if answered.Load() < 8 {
+				t.Errorf("%d bodies answered: too few to have filled the connection's window", answered.Load())
+			}
+		})
+		// A window of 0 that never opens: the streams sent after the
+		// client has the settings wait for their whole time, then end as
+		// timeouts in their write, said as the window's, each reset on
+		// the wire. Those sent before it (HTTP/2's default window) carry
+		// their body and wait for an answer that never comes.
+		t.Run("a window that never opens", func(t *testing.T) {
+			var heads, whole atomic.Int64
+			s := newScriptServer(t, func(*scriptConn, uint32, int) { heads.Add(1) },
+				http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			s.onData = func(sc *scriptConn, f *http2.DataFrame) {
+				if f.StreamEnded() {
+					whole.Add(1)
+				}
+			}
+			p, snap := bodyProbe(t, s, 100, 4, 100*time.Millisecond)
+			checkCounts(t, snap, map[Class]int64{Timeout: heads.Load()})
+			if n := s.overrun.Load(); n != 0 {
+				t.Errorf("%d DATA frames went past the server's windows", n)
+			}
+			var window int64
+			for _, f := range p.Recorder().Failures() {
+				switch {
+				case f.Err == errBodyWindowTimeout && f.Phase == PhaseWrite:
+					window++
+				case f.Err == errBodyWindowTimeout:
+					t.Errorf("a body held by the window failed in phase %s, want write", f.Phase)
+				}
+			}
+			if want := heads.Load() - whole.Load(); window != want || want < 4 {
+				t.Errorf("%d timeouts said the window held the body; the server got %d streams, %d bodies whole", window, heads.Load(), whole.Load())
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for s.canceled.Load() != heads.Load() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if s.canceled.Load() != heads.Load() {
+				t.Errorf("the server saw %d RST_STREAM CANCEL for %d streams", s.canceled.Load(), heads.Load())
+			}
+		})
+		// The server answers each stream at its headers, its window shut:
+		// the prober closes its side with RST_STREAM CANCEL rather than
+		// leave the stream open for a body nobody reads.
+		t.Run("answered before the body left", func(t *testing.T) {
+			var answered, whole atomic.Int64
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				answered.Add(1)
+				sc.answer(id)
+			}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			s.onData = func(sc *scriptConn, f *http2.DataFrame) {
+				if f.StreamEnded() {
+					whole.Add(1)
+				}
+			}
+			_, snap := bodyProbe(t, s, 100, 4, time.Second)
+			checkCounts(t, snap, map[Class]int64{OK: answered.Load()})
+			want := answered.Load() - whole.Load()
+			deadline := time.Now().Add(2 * time.Second)
+			for s.canceled.Load() != want && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if s.canceled.Load() != want || want < 4 {
+				t.Errorf("the server saw %d RST_STREAM CANCEL; it answered %d streams, %d of them with the body whole", s.canceled.Load(), answered.Load(), whole.Load())
+			}
+		})
 	})
 }

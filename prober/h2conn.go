@@ -60,7 +60,13 @@ type h2conn struct {
 	// connUnacked counts DATA bytes received and not yet given back to
 	// the connection's window.
 	connUnacked uint32
-	readerDone  chan struct{}
+	// flow is what the server's windows let the prober send: under wmu,
+	// and under mu too where it reads or changes a stream's window or
+	// body (a worker reads those once its stream has ended, which is
+	// signalled under mu).
+	flow       h2SendFlow
+	chunks     []h2Chunk // sendWaiting's, under wmu
+	readerDone chan struct{}
 }
 
 // h2GoAway is what the connection's GOAWAY frames said.
@@ -96,6 +102,10 @@ type h2stream struct {
 	goAway      GoAwayKind
 	unacked     uint32 // DATA bytes not yet given back to the stream's window
 	canceled    bool   // cut by the prober's own close
+	// sendWindow is what the server's window lets the stream send, and
+	// bodyLeft the part of its body not yet sent (h2SendFlow).
+	sendWindow int64
+	bodyLeft   []byte
 	// writing: open is writing its HEADERS (under mu). A connection that
 	// ends meanwhile leaves the stream to open (orphaned), which alone
 	// knows whether any of it left.
@@ -109,6 +119,7 @@ func (st *h2stream) reset() {
 	st.id, st.status, st.headers, st.backend, st.hasBackend, st.class, st.err = 0, 0, false, "", false, OK, nil
 	st.code, st.goAway, st.unacked, st.canceled = "", GoAwayNone, 0, false
 	st.grpcStatus, st.grpcMessage = -1, ""
+	st.sendWindow, st.bodyLeft = 0, nil
 }
 
 // Flow control: the prober reads everything at once, so its windows are
@@ -149,6 +160,7 @@ func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader 
 		streams:    make(map[uint32]*h2stream),
 		nextID:     1,
 		maxStreams: h2AssumedStreams,
+		flow:       newH2SendFlow(),
 		readerDone: make(chan struct{}),
 	}
 	c.out.w = rw
@@ -213,6 +225,13 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	c.nextID += 2
 	c.opened++
 	c.streams[st.id] = st
+	// The body's first frame, as far as the windows allow; the rest is
+	// sent by the reader as the server's WINDOW_UPDATEs open them.
+	c.flow.open(st, req.body)
+	data, last := c.flow.next(st)
+	if len(st.bodyLeft) > 0 {
+		c.flow.wait(st, c.waitingOpen)
+	}
 	c.mu.Unlock()
 	// first: where the stream's bytes begin in all the connection has
 	// written (c.out.n counts what left; the buffer holds the rest).
@@ -228,8 +247,8 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	err = c.fr.WriteHeaders(http2.HeadersFrameParam{
 		StreamID: st.id, BlockFragment: block, EndStream: len(req.body) == 0, EndHeaders: true,
 	})
-	if err == nil && len(req.body) > 0 {
-		err = c.fr.WriteData(st.id, true, req.body)
+	if err == nil && data != nil {
+		err = c.fr.WriteData(st.id, last, data)
 	}
 	if err == nil {
 		// One write per stream. Streams opened together were tried in
@@ -452,6 +471,8 @@ func (c *h2conn) read() {
 			c.endStream(f.StreamID, func(st *h2stream) { st.resetBy(f.ErrCode) })
 		case *http2.GoAwayFrame:
 			c.onGoAway(f)
+		case *http2.WindowUpdateFrame:
+			c.onWindowUpdate(f.StreamID, f.Increment)
 		case *http2.SettingsFrame:
 			if f.IsAck() {
 				continue
@@ -462,12 +483,28 @@ func (c *h2conn) read() {
 				c.mu.Unlock()
 			}
 			c.write(func() error {
-				// Under wmu, where open encodes: no block is half
-				// written with the old table.
+				// Under wmu, where open encodes and sends: no block is
+				// half written with the old table, no body sent past the
+				// old window.
 				if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
 					c.henc.peerTableSize(v)
 				}
-				return c.fr.WriteSettingsAck()
+				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+					c.mu.Lock()
+					err := c.flow.settings(v, func(each func(*h2stream)) {
+						for _, st := range c.streams {
+							each(st)
+						}
+					})
+					c.mu.Unlock()
+					if err != nil {
+						return err
+					}
+				}
+				if err := c.fr.WriteSettingsAck(); err != nil {
+					return err
+				}
+				return c.sendWaiting()
 			})
 		case *http2.PingFrame:
 			if !f.IsAck() {
@@ -493,22 +530,96 @@ func (c *h2conn) write(frame func() error) {
 	}
 }
 
-// endStream ends stream id with what fill sets, if it is still open.
+// endStream ends stream id with what fill sets, if it is still open. A
+// response that ends the stream before all of its body left closes the
+// prober's side with RST_STREAM CANCEL (RFC 9113 §8.1): the rest is not
+// sent.
 func (c *h2conn) endStream(id uint32, fill func(*h2stream)) {
 	c.mu.Lock()
 	st, ok := c.streams[id]
+	cancel := false
 	if ok {
 		delete(c.streams, id)
 		fill(st)
 		if st.headers && st.err == nil {
 			c.responses++
 		}
+		cancel = len(st.bodyLeft) > 0 && st.class == OK
 		st.done <- struct{}{}
 	}
 	c.mu.Unlock()
+	if cancel {
+		c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) })
+	}
 	if ok {
 		c.closeIfDrained()
 	}
+}
+
+// onWindowUpdate opens the connection's window (id 0) or a stream's, and
+// sends what the streams' bodies may now. Without a body waiting nothing
+// is written.
+func (c *h2conn) onWindowUpdate(id uint32, inc uint32) {
+	c.wmu.Lock()
+	c.mu.Lock()
+	var st *h2stream
+	if id != 0 {
+		if st = c.streams[id]; st == nil {
+			c.mu.Unlock()
+			c.wmu.Unlock()
+			return // a stream already ended
+		}
+	}
+	streamErr, err := c.flow.update(st, inc)
+	waiting := len(c.flow.waiting) > 0
+	c.mu.Unlock()
+	if err == nil && waiting {
+		_ = c.rw.SetWriteDeadline(time.Now().Add(h2ControlWriteTimeout))
+		if err = c.sendWaiting(); err == nil {
+			err = c.bw.Flush()
+		}
+	}
+	c.wmu.Unlock()
+	switch {
+	case err != nil:
+		c.end(err)
+	case streamErr:
+		serr := h2FlowStreamError(id)
+		c.endStream(id, func(st *h2stream) {
+			st.class, st.code, st.err = RSTStream, http2.ErrCodeFlowControl.String(), serr
+		})
+		c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeFlowControl) })
+	}
+}
+
+// sendWaiting writes (wmu held, not flushed) what the windows now allow of
+// the bodies waiting on them. The frames are taken under mu and written
+// after it: a write that blocks holds no stream's end.
+func (c *h2conn) sendWaiting() error {
+	c.mu.Lock()
+	c.chunks = c.chunks[:0]
+	c.flow.send(c.waitingOpen,
+		func(id uint32, data []byte, last bool) {
+			c.chunks = append(c.chunks, h2Chunk{id, data, last})
+		})
+	c.mu.Unlock()
+	for i, ch := range c.chunks {
+		if err := c.fr.WriteData(ch.id, ch.last, ch.data); err != nil {
+			return err
+		}
+		c.chunks[i] = h2Chunk{}
+	}
+	return nil
+}
+
+// waitingOpen: w's stream is still on the connection (mu held).
+func (c *h2conn) waitingOpen(w h2Waiting) bool { return c.streams[w.id] == w.st }
+
+// h2Chunk is one DATA frame of a body, taken from the windows.
+type h2Chunk struct {
+	id   uint32
+	data []byte
+	last bool
 }
 
 func (c *h2conn) onHeaders(f *h2Headers) {

@@ -66,6 +66,8 @@ type loopH2 struct {
 	opened                 uint32 // streams opened on it: the next one's ConnReqs
 	goAway                 h2GoAway
 	connUnacked            uint32
+	// flow is what the server's windows let the streams' bodies send.
+	flow h2SendFlow
 	// ending: h2End is ending it (nothing more is written).
 	ending bool
 }
@@ -264,8 +266,10 @@ func (l *loop) h2Connected(c *loopConn) {
 		streams = make(map[uint32]*loopStream)
 	}
 	clear(streams) // empty already: a connection closes only with none left
+	flow := newH2SendFlow()
+	flow.waiting = h.flow.waiting[:0]
 	*h = loopH2{slot: slot, out: outBuffer{b: out}, pending: pending, streams: streams,
-		nextID: 1, maxStreams: h2AssumedStreams, capStreams: uint32(l.p.cfg.Streams)}
+		nextID: 1, maxStreams: h2AssumedStreams, capStreams: uint32(l.p.cfg.Streams), flow: flow}
 	h.fr = http2.NewFramer(&h.out, &h.in)
 	h.fr.SetReuseFrames() // a frame is done with before the next is read
 	h.headers = newH2HeaderReader(l.p.backendHeader, h2MaxHeaderList)
@@ -309,8 +313,14 @@ func (l *loop) h2Open(c *loopConn, ls *loopStream) {
 	_ = h.fr.WriteHeaders(http2.HeadersFrameParam{
 		StreamID: ls.id, BlockFragment: block, EndStream: len(req.body) == 0, EndHeaders: true,
 	})
-	if len(req.body) > 0 {
-		_ = h.fr.WriteData(ls.id, true, req.body)
+	// The body as far as the windows allow; the rest goes as the
+	// server's WINDOW_UPDATEs open them (h2SendWaiting).
+	h.flow.open(&ls.h2stream, req.body)
+	if data, last := h.flow.next(&ls.h2stream); data != nil {
+		_ = h.fr.WriteData(ls.id, last, data)
+	}
+	if len(ls.bodyLeft) > 0 {
+		h.flow.wait(&ls.h2stream, h.waitingOpen)
 	}
 	ls.end = h.out.total
 	l.noteDeadline(ls.deadline)
@@ -486,6 +496,30 @@ func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 			ls.resetBy(f.ErrCode)
 			l.h2EndStream(c, ls)
 		}
+	case *http2.WindowUpdateFrame:
+		var st *h2stream
+		ls := h.streams[f.StreamID]
+		if f.StreamID != 0 {
+			if ls == nil {
+				return // a stream already ended
+			}
+			st = &ls.h2stream
+		}
+		streamErr, err := h.flow.update(st, f.Increment)
+		switch {
+		case err != nil:
+			l.h2End(c, err)
+			return
+		case streamErr:
+			ls.class, ls.code, ls.err = RSTStream, http2.ErrCodeFlowControl.String(), h2FlowStreamError(f.StreamID)
+			_ = h.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
+			l.h2Dirty(c)
+			l.h2EndStream(c, ls)
+			if c.state != connH2 {
+				return
+			}
+		}
+		l.h2SendWaiting(c)
 	case *http2.GoAwayFrame:
 		h.goAway.note(f)
 		l.h2Leave(c)
@@ -506,14 +540,46 @@ func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 		if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
 			h.henc.peerTableSize(v)
 		}
+		if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+			err := h.flow.settings(v, func(each func(*h2stream)) {
+				for _, ls := range h.streams {
+					each(&ls.h2stream)
+				}
+			})
+			if err != nil {
+				l.h2End(c, err)
+				return
+			}
+		}
 		_ = h.fr.WriteSettingsAck()
 		l.h2Dirty(c)
+		l.h2SendWaiting(c)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			_ = h.fr.WritePing(true, f.Data)
 			l.h2Dirty(c)
 		}
 	}
+}
+
+// h2SendWaiting writes what the windows now allow of the bodies waiting
+// on them.
+func (l *loop) h2SendWaiting(c *loopConn) {
+	h := c.h2
+	if len(h.flow.waiting) == 0 {
+		return
+	}
+	h.flow.send(h.waitingOpen, func(id uint32, data []byte, last bool) {
+		_ = h.fr.WriteData(id, last, data)
+		h.streams[id].end = h.out.total
+		l.h2Dirty(c)
+	})
+}
+
+// waitingOpen: w's stream is still on the connection.
+func (h *loopH2) waitingOpen(w h2Waiting) bool {
+	ls := h.streams[w.id]
+	return ls != nil && &ls.h2stream == w.st
 }
 
 // h2Leave takes c out of its slot: it takes no new streams, and the
@@ -545,8 +611,16 @@ func (l *loop) h2EndStream(c *loopConn, ls *loopStream) {
 	if ls.headers && ls.err == nil && !ls.canceled {
 		c.served++ // the connection's responses (ConnLog)
 	}
+	if len(ls.bodyLeft) > 0 && ls.class == OK && !ls.canceled && !h.ending {
+		// Answered before all of its body left: the prober's side closes
+		// (RFC 9113 §8.1), the rest is not sent.
+		_ = h.fr.WriteRSTStream(ls.id, http2.ErrCodeCancel)
+		l.h2Dirty(c)
+	}
 	ls.res.End = l.p.Elapsed()
-	h2Outcome(&ls.res, &ls.h2stream, &l.p.cfg, l.p.cfg.Protocol == GRPC, c.addr, ls.writeFailed, &l.backend)
+	// A body some of which never left (its window stayed shut) failed in
+	// its write, as one whose write failed.
+	h2Outcome(&ls.res, &ls.h2stream, &l.p.cfg, l.p.cfg.Protocol == GRPC, c.addr, ls.writeFailed || len(ls.bodyLeft) > 0, &l.backend)
 	if l.p.aborting.Load() && !ls.res.Canceled && ls.res.Class != OK {
 		ls.res.Canceled = true // cut by our own stop: no outcome
 	}
@@ -621,6 +695,9 @@ func (l *loop) h2Expire(c *loopConn, now time.Duration) time.Duration {
 		_ = h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
 		l.h2Dirty(c)
 		ls.class, ls.err = Timeout, timeoutError{"http2: no complete response within the request timeout"}
+		if len(ls.bodyLeft) > 0 {
+			ls.err = errBodyWindowTimeout
+		}
 		l.h2EndStream(c, ls)
 		if c.state != connH2 {
 			break
