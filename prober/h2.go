@@ -244,6 +244,15 @@ func (w *worker) doH2(res *Result) {
 			w.failH2(res, phase, err)
 			return
 		}
+		if len(req.body) > 0 {
+			if err := w.awaitSettings(c, deadline); err != nil {
+				if fresh {
+					c.close()
+				}
+				w.failH2(res, PhaseWrite, err)
+				return
+			}
+		}
 		st.reset()
 		sent, err := c.open(st, req, deadline)
 		if sent {
@@ -377,6 +386,29 @@ func (w *worker) await(st *h2stream, c *h2conn, deadline time.Time) {
 		}
 	}
 	w.timer.Stop()
+}
+
+// awaitSettings waits, for a stream with a body, until c's server has
+// sent its SETTINGS (see h2SettingsFirst) or c has ended (open then says
+// it takes no stream): errNoSettingsInTime at the request's deadline, the
+// run's error when it stops.
+func (w *worker) awaitSettings(c *h2conn, deadline time.Time) error {
+	select {
+	case <-c.settings:
+		return nil
+	default:
+	}
+	w.timer.Reset(time.Until(deadline))
+	defer w.timer.Stop()
+	select {
+	case <-c.settings:
+	case <-c.readerDone:
+	case <-w.timer.C:
+		return errNoSettingsInTime
+	case <-w.p.running.Done():
+		return w.p.running.Err()
+	}
+	return nil
 }
 
 // failH2 records an attempt that never got a stream: the dial or the

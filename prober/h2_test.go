@@ -168,6 +168,12 @@ type scriptServer struct {
 	wg       sync.WaitGroup
 	canceled atomic.Int64 // RST_STREAM CANCEL received
 	conns    atomic.Int64 // connections that sent the client preface
+	// noSettings: the server never sends its SETTINGS.
+	noSettings bool
+	// bodyBeforeAck counts streams opened with a body (HEADERS without
+	// END_STREAM) before the client acked the server's SETTINGS: nginx
+	// refuses them when its initial window is under HTTP/2's default.
+	bodyBeforeAck atomic.Int64
 	// overrun counts DATA frames that went past a window the server gave
 	// (RFC 9113 §6.9.1: a strict server ends the connection with
 	// FLOW_CONTROL_ERROR; this one counts them and goes on).
@@ -263,7 +269,10 @@ func (s *scriptServer) serve(c net.Conn) {
 	sc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	sc.henc = hpack.NewEncoder((*sliceWriter)(&sc.hbuf))
 	s.conns.Add(1)
-	sc.do(func() error { return sc.fr.WriteSettings(s.settings...) })
+	if !s.noSettings {
+		sc.do(func() error { return sc.fr.WriteSettings(s.settings...) })
+	}
+	acked := false
 	if s.onConnect != nil {
 		s.onConnect(sc)
 	}
@@ -279,6 +288,7 @@ func (s *scriptServer) serve(c net.Conn) {
 				sc.do(sc.fr.WriteSettingsAck)
 				break
 			}
+			acked = true
 			// The client has our SETTINGS: from here the decoder keeps
 			// only what they said (RFC 7540 §6.5.3; until the ack it
 			// keeps HPACK's default). Its table shrinks at once, as a
@@ -311,6 +321,9 @@ func (s *scriptServer) serve(c net.Conn) {
 				s.canceled.Add(1)
 			}
 		case *http2.MetaHeadersFrame:
+			if !acked && !f.StreamEnded() {
+				s.bodyBeforeAck.Add(1)
+			}
 			sc.mu.Lock()
 			sc.windows[f.StreamID] = sc.streamInitial
 			sc.mu.Unlock()
@@ -1080,6 +1093,61 @@ func TestH2BodyFlowControl(t *testing.T) {
 			if s.canceled.Load() != want || want < 4 {
 				t.Errorf("the server saw %d RST_STREAM CANCEL; it answered %d streams, %d of them with the body whole", s.canceled.Load(), answered.Load(), whole.Load())
 			}
+		})
+	})
+}
+
+// TestH2BodiesWaitForSettings: a stream with a body goes on a connection
+// only once its server's SETTINGS have come and been acked (nginx with a
+// small http2_body_preread_size refuses one opened before: REFUSED_STREAM
+// on every new connection's first streams); a server that never sends
+// them holds such requests to their timeout, said as the settings', with
+// nothing sent, while requests without a body go at once (RFC 9113 §3.4).
+func TestH2BodiesWaitForSettings(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		t.Run("after the ack", func(t *testing.T) {
+			var answered atomic.Int64
+			s := newScriptServer(t, func(*scriptConn, uint32, int) {})
+			s.onData = func(sc *scriptConn, f *http2.DataFrame) {
+				if f.StreamEnded() {
+					answered.Add(1)
+					sc.answer(f.StreamID)
+				}
+			}
+			_, snap := scriptProbe(t, s, func(c *Config) {
+				c.Method, c.Body = "POST", []byte("hello")
+				c.Concurrency, c.Connections = 8, 4
+			})
+			checkCounts(t, snap, map[Class]int64{OK: answered.Load()})
+			if n := s.bodyBeforeAck.Load(); n != 0 {
+				t.Errorf("%d streams with a body opened before the client acked the server's SETTINGS (%d connections)", n, s.conns.Load())
+			}
+		})
+		t.Run("no settings", func(t *testing.T) {
+			var heads atomic.Int64
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				heads.Add(1)
+				sc.answer(id)
+			})
+			s.noSettings = true
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				c.Method, c.Body = "POST", []byte("hello")
+				c.Timeout = 100 * time.Millisecond
+			})
+			if heads.Load() != 0 {
+				t.Errorf("the server got %d streams before its SETTINGS", heads.Load())
+			}
+			if snap.Totals.Classes[Timeout] == 0 || snap.Totals.Classes[Timeout] != snap.Totals.Sent() {
+				t.Errorf("classes %v: want every request a timeout", snap.Totals.Classes)
+			}
+			for _, f := range p.Recorder().Failures() {
+				if f.Err != errNoSettingsInTime || f.Phase != PhaseWrite {
+					t.Fatalf("failure %s in phase %s: %v; want the settings' timeout in phase write", f.Class, f.Phase, f.Err)
+				}
+			}
+			// Without a body the same server is answered at once.
+			_, snap = scriptProbe(t, s, nil)
+			checkCounts(t, snap, map[Class]int64{OK: heads.Load()})
 		})
 	})
 }

@@ -64,9 +64,14 @@ type h2conn struct {
 	// and under mu too where it reads or changes a stream's window or
 	// body (a worker reads those once its stream has ended, which is
 	// signalled under mu).
-	flow       h2SendFlow
-	chunks     []h2Chunk // sendWaiting's, under wmu
-	readerDone chan struct{}
+	flow   h2SendFlow
+	chunks []h2Chunk // sendWaiting's, under wmu
+	// settings is closed once the server's first SETTINGS are acked
+	// (gotSettings: the reader's own record of it); streams with a body
+	// wait for it (h2SettingsFirst).
+	settings    chan struct{}
+	gotSettings bool
+	readerDone  chan struct{}
 }
 
 // h2GoAway is what the connection's GOAWAY frames said.
@@ -161,6 +166,7 @@ func startH2(raw, rw net.Conn, born time.Duration, addr ConnAddr, backendHeader 
 		nextID:     1,
 		maxStreams: h2AssumedStreams,
 		flow:       newH2SendFlow(),
+		settings:   make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
 	c.out.w = rw
@@ -506,6 +512,10 @@ func (c *h2conn) read() {
 				}
 				return c.sendWaiting()
 			})
+			if !c.gotSettings {
+				c.gotSettings = true
+				close(c.settings)
+			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				data := f.Data

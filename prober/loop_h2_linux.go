@@ -68,6 +68,10 @@ type loopH2 struct {
 	connUnacked            uint32
 	// flow is what the server's windows let the streams' bodies send.
 	flow h2SendFlow
+	// holdBodies: requests carry a body, and none goes on the connection
+	// before the server's SETTINGS (settings: they came); see
+	// h2SettingsFirst.
+	holdBodies, settings bool
 	// ending: h2End is ending it (nothing more is written).
 	ending bool
 }
@@ -234,7 +238,8 @@ func (l *loop) h2pop() {
 // room: a new stream may go on the connection now.
 func (h *loopH2) room() bool {
 	n := uint32(len(h.streams))
-	return h.goAway.kind == GoAwayNone && n < h.maxStreams && (h.capStreams == 0 || n < h.capStreams)
+	return h.goAway.kind == GoAwayNone && n < h.maxStreams && (h.capStreams == 0 || n < h.capStreams) &&
+		(h.settings || !h.holdBodies)
 }
 
 // h2Dial opens a connection for slot, for the request ls, whose stream
@@ -269,7 +274,8 @@ func (l *loop) h2Connected(c *loopConn) {
 	flow := newH2SendFlow()
 	flow.waiting = h.flow.waiting[:0]
 	*h = loopH2{slot: slot, out: outBuffer{b: out}, pending: pending, streams: streams,
-		nextID: 1, maxStreams: h2AssumedStreams, capStreams: uint32(l.p.cfg.Streams), flow: flow}
+		nextID: 1, maxStreams: h2AssumedStreams, capStreams: uint32(l.p.cfg.Streams), flow: flow,
+		holdBodies: len(l.h2req.body) > 0}
 	h.fr = http2.NewFramer(&h.out, &h.in)
 	h.fr.SetReuseFrames() // a frame is done with before the next is read
 	h.headers = newH2HeaderReader(l.p.backendHeader, h2MaxHeaderList)
@@ -292,6 +298,19 @@ func (l *loop) h2Connected(c *loopConn) {
 	ls := l.newStream()
 	ls.res = c.res
 	ls.deadline = c.res.Start + l.p.cfg.Timeout
+	if h.holdBodies {
+		// Its stream waits for the server's SETTINGS, at the queue's
+		// front (it started before any request waiting there): the
+		// connection takes it first once they come, unless another
+		// connection has a stream free sooner.
+		ls.connectDeadline = ls.deadline
+		l.noteDeadline(ls.deadline)
+		l.h2Dirty(c) // the preface and settings go now: the server answers them
+		q := append([]*loopStream{ls}, l.h2queue[l.h2head:]...)
+		clear(l.h2queue)
+		l.h2queue, l.h2head = q, 0
+		return
+	}
 	l.h2Open(c, ls)
 }
 
@@ -534,6 +553,7 @@ func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 		if f.IsAck() {
 			return
 		}
+		h.settings = true // the round's h2Place may now put bodies on it
 		if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
 			h.maxStreams = v
 		}
@@ -726,6 +746,9 @@ func (l *loop) h2ExpireQueue(now time.Duration) time.Duration {
 			phase, err = PhaseDial, errWaitedOnDial
 		case ls.deadline <= now:
 			phase, err = PhaseWrite, errNoStreamInTime
+			if l.h2AwaitingSettings() {
+				err = errNoSettingsInTime
+			}
 		default:
 			if ls.connectDeadline > now { // a dial may begin before it
 				next = min(next, ls.connectDeadline)
@@ -762,6 +785,17 @@ func (l *loop) h2ExpireQueue(now time.Duration) time.Duration {
 func (l *loop) h2Dialing() bool {
 	for _, c := range l.h2slots {
 		if c != nil && c.state == connConnecting {
+			return true
+		}
+	}
+	return false
+}
+
+// h2AwaitingSettings: a connection of the loop's slots holds its streams
+// with bodies for the server's SETTINGS.
+func (l *loop) h2AwaitingSettings() bool {
+	for _, c := range l.h2slots {
+		if c != nil && c.state == connH2 && c.h2.holdBodies && !c.h2.settings {
 			return true
 		}
 	}
