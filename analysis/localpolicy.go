@@ -22,20 +22,24 @@ const gapSlack = 3 * time.Second
 // with no serving endpoint on the node it drops what enters, although
 // other nodes may have ready pods. nil when the run is not of that kind.
 //
-// The endpoints are folded from the timeline's endpoint events (their
-// serving condition and node); a gap opens when the node's last serving
-// endpoint stops serving or goes, and closes when one serves again (or at
-// the run's end: Open). Failed is left for the analysis to count.
+// The endpoints (each a pod and its address) are folded from the
+// timeline's endpoint events (their serving condition and node); a gap
+// opens when the node's last serving endpoint stops serving or goes, and
+// closes when one serves again (or at the run's end: Open). As in
+// serviceGaps, a pod's endpoint stops serving (and being ready) at its
+// unready mark, the kubelet's own time of its Ready condition turning
+// false, when the report of it came later (unreadyMarks), until the pod is
+// reported Ready again. Failed is left for the analysis to count.
 func NodeGaps(r *report.Report) []report.NodeGap {
 	node := localEntryOf(r)
 	if node == "" {
 		return nil
 	}
 	type endpoint struct {
-		node           string
+		pod, node      string
 		serving, ready bool
 	}
-	eps := map[string]endpoint{}
+	eps := map[string]endpoint{} // by endpoint key
 	servingOn := func() int {
 		n := 0
 		for _, ep := range eps {
@@ -46,9 +50,9 @@ func NodeGaps(r *report.Report) []report.NodeGap {
 		return n
 	}
 	readyElsewhere := func(into map[string]bool) {
-		for pod, ep := range eps {
+		for _, ep := range eps {
 			if ep.node != node && ep.ready {
-				into[pod] = true
+				into[ep.pod] = true
 			}
 		}
 	}
@@ -64,27 +68,56 @@ func NodeGaps(r *report.Report) []report.NodeGap {
 		gaps = append(gaps, *open)
 		open = nil
 	}
-	for _, e := range r.Timeline {
-		if !e.Kind.IsEndpoint() || e.Pod == "" {
-			continue
-		}
+	// change applies what moved pod's endpoint at t and opens or closes a
+	// gap on what it did to the node's serving count.
+	change := func(t time.Time, pod string, apply func()) {
 		before := servingOn()
-		if e.Kind == report.EndpointRemoved {
-			delete(eps, e.Pod)
-		} else {
-			eps[e.Pod] = endpoint{node: e.Node, serving: e.Serving, ready: e.Ready}
-		}
+		apply()
 		after := servingOn()
 		switch {
 		case open == nil && before > 0 && after == 0:
-			open = &report.NodeGap{Node: node, Start: e.At, StoppedServing: e.Pod}
+			open = &report.NodeGap{Node: node, Start: t, StoppedServing: pod}
 			elsewhere = map[string]bool{}
 			readyElsewhere(elsewhere)
 		case open != nil && after > 0:
-			closeGap(e.At, e.Pod, false)
+			closeGap(t, pod, false)
 		case open != nil:
 			readyElsewhere(elsewhere)
 		}
+	}
+	unready := map[string]*unreadyMark{} // by endpoint key
+	marks := unreadyMarks(r)
+	for _, e := range r.Timeline {
+		for len(marks) > 0 && !marks[0].by.After(e.At) {
+			m := marks[0]
+			marks = marks[1:]
+			change(m.by, m.pod, func() {
+				unready[m.endpoint] = &m
+				if ep, ok := eps[m.endpoint]; ok {
+					ep.serving, ep.ready = false, false
+					eps[m.endpoint] = ep
+				}
+			})
+		}
+		if e.Kind == report.PodReady && e.Pod != "" {
+			// Ready again, by a report after the one marked.
+			key := endpointKey(e.Pod, e.IP)
+			if m := unready[key]; m != nil && !e.At.Before(m.report) {
+				delete(unready, key)
+			}
+		}
+		if !e.Kind.IsEndpoint() || e.Pod == "" {
+			continue
+		}
+		key := endpointKey(e.Pod, e.IP)
+		change(e.At, e.Pod, func() {
+			if e.Kind == report.EndpointRemoved {
+				delete(eps, key)
+				return
+			}
+			marked := unready[key] != nil
+			eps[key] = endpoint{pod: e.Pod, node: e.Node, serving: e.Serving && !marked, ready: e.Ready && !marked}
+		})
 	}
 	if open != nil {
 		closeGap(r.EndedAt, "", true)
@@ -142,6 +175,12 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 			line += ", and " + gap.ServingAgain + " served again"
 		}
 		ev = append(ev, line+fmt.Sprintf("; %d requests failed in it", gap.Failed))
+		for _, m := range unreadyMarks(x.r) {
+			if m.pod == gap.StoppedServing && m.by.Equal(gap.Start) {
+				ev = append(ev, (&svcGap{unready: []unreadyMark{m}}).unreadyEvidence(x.r.StartedAt)...)
+				break
+			}
+		}
 		for _, p := range gap.ReadyElsewhere {
 			elsewhere[p] = true
 		}

@@ -166,3 +166,67 @@ func TestLocalEntryReachesOnlyItsNodesPods(t *testing.T) {
 		}
 	}
 }
+
+// A Local-policy node's last pod turns unready (its container gone on
+// SIGTERM) seconds before the kubelet reports it, its endpoint listed as
+// terminating and serving until then: the node's gap runs from the
+// kubelet's own time of the Ready condition (to the second), as the
+// Service's does (TestServiceGapByTheKubeletsTime), and the finding says
+// how late the report came. From the endpoints alone there is no gap.
+func TestNodeGapByTheKubeletsTime(t *testing.T) {
+	build := func(withServerTime bool) *report.Report {
+		epEv := func(ms int, kind report.EventKind, pod, node, ip string, ready, serving bool) report.Event {
+			return report.Event{At: at(ms), Kind: kind, Pod: pod, Node: node, IP: ip, Ready: ready, Serving: serving, Terminating: kind == report.EndpointTerminating}
+		}
+		unready := report.Event{At: at(12000), Kind: report.PodUnready, Pod: "a", Revision: "old", Node: "n1", IP: "10.0.0.5"}
+		if withServerTime {
+			s := at(5000)
+			unready.Server = &s
+		}
+		r := &report.Report{StartedAt: t0, EndedAt: at(20000),
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, Node: "n1", IP: "10.0.0.5"},
+				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, Node: "n2", IP: "10.0.0.6"},
+				epEv(1, report.EndpointAdded, "a", "n1", "10.0.0.5", true, true),
+				epEv(1, report.EndpointAdded, "b", "n2", "10.0.0.6", true, true),
+				{At: at(4900), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old", Node: "n1"},
+				epEv(4950, report.EndpointTerminating, "a", "n1", "10.0.0.5", true, true),
+				{At: at(6000), Kind: report.PodCreated, Pod: "c", Revision: "new", Node: "n1"},
+				epEv(6100, report.EndpointAdded, "c", "n1", "10.0.1.7", false, false),
+				epEv(9000, report.EndpointServing, "c", "n1", "10.0.1.7", true, true),
+				unready,
+				epEv(12010, report.EndpointNotServing, "a", "n1", "10.0.0.5", false, false),
+				epEv(12500, report.EndpointRemoved, "a", "n1", "10.0.0.5", false, false),
+			},
+			Rollout: &report.Rollout{Service: "web", ServiceType: "NodePort", ExternalTrafficPolicy: "Local",
+				Entry: &report.Entry{Via: report.ViaNodePort, Node: "n1", Port: 30080}}}
+		for ms := 6200; ms <= 10500; ms += 700 {
+			r.Failures = append(r.Failures, fail(ms, "connect_timeout", true, ""))
+		}
+		return r
+	}
+	r := build(true)
+	x := Explain(r)
+	r.Failures, r.Findings, r.NodeGaps = x.Failures, x.Findings, x.NodeGaps
+	if len(x.NodeGaps) != 1 {
+		t.Fatalf("gaps %+v: want one from the kubelet's time", x.NodeGaps)
+	}
+	if g := x.NodeGaps[0]; !g.Start.Equal(at(6000)) || !g.End.Equal(at(9000)) || g.StoppedServing != "a" || g.ServingAgain != "c" ||
+		strings.Join(g.ReadyElsewhere, ",") != "b" || g.Failed != len(r.Failures) {
+		t.Fatalf("gap %+v (failures %d)", g, len(r.Failures))
+	}
+	f := find(r, LocalPolicyNoLocalEndpoint)
+	if f == nil {
+		t.Fatalf("no local-policy finding: %+v", r.Findings)
+	}
+	evidence := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"n1 had no serving endpoint from +6.00s to +9.00s (3.0s)",
+		"a was not Ready by +6.00s by the kubelet's own time (its Ready condition's transition, to the second), reported only at +12.00s"} {
+		if !strings.Contains(evidence, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, evidence)
+		}
+	}
+	if gaps := NodeGaps(build(false)); len(gaps) != 0 {
+		t.Errorf("gaps %+v from the endpoints alone, which served throughout on n1", gaps)
+	}
+}
