@@ -1,6 +1,9 @@
 package prober
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestH2SendFlowWindows: a body goes out as far as the smaller of the
 // connection's and the stream's windows allow, a lowered
@@ -26,7 +29,7 @@ func TestH2SendFlowWindows(t *testing.T) {
 	take(b)
 	// a: 16,384 + 16,384 + 7,232 (its whole body); b: the connection's
 	// 25,535 left, in frames of at most 16,384.
-	if want := []int{16384, 16384, 7232, 16384, 9151}; !equalInts(sent, want) {
+	if want := []int{16384, 16384, 7232, 16384, 9151}; !slices.Equal(sent, want) {
 		t.Fatalf("frames %v, want %v", sent, want)
 	}
 	if f.conn != 0 || len(a.bodyLeft) != 0 || len(b.bodyLeft) != 40000-25535 {
@@ -49,7 +52,7 @@ func TestH2SendFlowWindows(t *testing.T) {
 	}
 	f.update(b, 15535+5000)
 	f.send(isOpen, func(id uint32, data []byte, last bool) { sent = append(sent, len(data)) })
-	if want := []int{5000}; !equalInts(sent, want) || len(f.waiting) != 1 {
+	if want := []int{5000}; !slices.Equal(sent, want) || len(f.waiting) != 1 {
 		t.Fatalf("frames %v and %d waiting, want %v and b still waiting", sent, len(f.waiting), want)
 	}
 	if err := f.settings(1<<31, func(func(*h2stream)) {}); err == nil {
@@ -80,16 +83,4 @@ func TestH2SendFlowDropsEnded(t *testing.T) {
 	if n := len(f.waiting); n > 16 {
 		t.Errorf("%d entries waiting for 4 open streams", n)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
