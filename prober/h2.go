@@ -389,7 +389,7 @@ func (w *worker) await(st *h2stream, c *h2conn, deadline time.Time) {
 }
 
 // awaitSettings waits, for a stream with a body, until c's server has
-// sent its SETTINGS (see h2SettingsFirst) or c has ended (open then says
+// sent its SETTINGS (see errNoSettingsInTime) or c has ended (open then says
 // it takes no stream): errNoSettingsInTime at the request's deadline, the
 // run's error when it stops.
 func (w *worker) awaitSettings(c *h2conn, deadline time.Time) error {

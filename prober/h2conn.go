@@ -68,7 +68,7 @@ type h2conn struct {
 	chunks []h2Chunk // sendWaiting's, under wmu
 	// settings is closed once the server's first SETTINGS are acked
 	// (gotSettings: the reader's own record of it); streams with a body
-	// wait for it (h2SettingsFirst).
+	// wait for it (see errNoSettingsInTime).
 	settings    chan struct{}
 	gotSettings bool
 	readerDone  chan struct{}

@@ -49,18 +49,19 @@ func newH2SendFlow() h2SendFlow {
 	return h2SendFlow{conn: h2InitialWindow, initial: h2InitialWindow}
 }
 
-// A stream with a body goes on a connection only once the server's SETTINGS
-// have come (and been acked): its initial window may be less than HTTP/2's
-// default, which the body could overrun before they come, and nginx (with
-// http2_body_preread_size under 64k) refuses such a stream opened before
-// the client acked them: REFUSED_STREAM for every new connection's first
-// streams, which a rollout's new connections would count as failures. A
-// stream without a body goes at once (RFC 9113 §3.4). grpc-go's own client
-// waits for the server's SETTINGS before its first call too.
-
 var (
 	// errNoSettingsInTime: the request's time ran out while every
 	// connection that could take it waited for its server's SETTINGS.
+	//
+	// A stream with a body goes on a connection only once the server's
+	// SETTINGS have come (and been acked): its initial window may be less
+	// than HTTP/2's default, which the body could overrun before they
+	// come, and nginx (with http2_body_preread_size under 64k) refuses
+	// such a stream opened before the client acked them: REFUSED_STREAM
+	// for every new connection's first streams, which a rollout's new
+	// connections would count as failures. A stream without a body goes
+	// at once (RFC 9113 §3.4). grpc-go's own client waits for the
+	// server's SETTINGS before its first call too.
 	errNoSettingsInTime = timeoutError{"http2: the server's SETTINGS did not come within the request's time (a stream with a body waits for them)"}
 	errFlowOverflow     = errors.New("http2: the server's WINDOW_UPDATE took the connection's window past 2^31-1 (FLOW_CONTROL_ERROR)")
 	// errBodyWindowTimeout: a stream's body waited on the server's
@@ -112,7 +113,7 @@ func (f *h2SendFlow) wait(st *h2stream, open func(h2Waiting) bool) {
 }
 
 // settings applies the server's SETTINGS_INITIAL_WINDOW_SIZE v to every
-// stream open on the connection (each streams calls its function with
+// stream open on the connection (streams calls its argument with each of
 // them): a window may go below zero (RFC 9113 §6.9.2). A value past 2^31-1
 // is the server's connection error.
 func (f *h2SendFlow) settings(v uint32, streams func(func(*h2stream))) error {

@@ -70,7 +70,7 @@ type loopH2 struct {
 	flow h2SendFlow
 	// holdBodies: requests carry a body, and none goes on the connection
 	// before the server's SETTINGS (settings: they came); see
-	// h2SettingsFirst.
+	// errNoSettingsInTime.
 	holdBodies, settings bool
 	// ending: h2End is ending it (nothing more is written).
 	ending bool
