@@ -155,6 +155,7 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 	ev := []string{fmt.Sprintf("the target is node %s's NodePort %d of service %s (type %s, externalTrafficPolicy: Local): kube-proxy there sends what enters only to endpoints on %s, and drops it when none of them serves",
 		node, ro.Entry.Port, ro.Service, orUnknown(ro.ServiceType), node)}
 	elsewhere := map[string]bool{}
+	marks := unreadyMarks(x.r)
 	for _, gap := range x.gaps {
 		if gap.Failed == 0 {
 			continue
@@ -175,7 +176,7 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 			line += ", and " + gap.ServingAgain + " served again"
 		}
 		ev = append(ev, line+fmt.Sprintf("; %d requests failed in it", gap.Failed))
-		for _, m := range unreadyMarks(x.r) {
+		for _, m := range marks {
 			if m.pod == gap.StoppedServing && m.by.Equal(gap.Start) {
 				ev = append(ev, (&svcGap{unready: []unreadyMark{m}}).unreadyEvidence(x.r.StartedAt)...)
 				break

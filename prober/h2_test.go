@@ -987,8 +987,10 @@ func TestH2BodyFlowControl(t *testing.T) {
 			if n := s.overrun.Load(); n != 0 {
 				t.Errorf("%d DATA frames went past the server's windows", n)
 			}
-			// The first four streams may go before the client has the
-			// settings (HTTP/2's default window then, one frame each).
+			// The allowance of four whole bodies in one frame each dates
+			// from before a body waited for the server's SETTINGS
+			// (TestH2BodiesWaitForSettings); since, every body goes in
+			// frames of the 100-byte window.
 			if f, a := frames.Load(), answered.Load(); f < 10*(a-4) || a < 10 {
 				t.Errorf("%d DATA frames for %d bodies of 1,000 bytes in windows of 100", f, a)
 			}
@@ -1030,11 +1032,11 @@ func TestH2BodyFlowControl(t *testing.T) {
 				t.Errorf("%d bodies answered: too few to have filled the connection's window", answered.Load())
 			}
 		})
-		// A window of 0 that never opens: the streams sent after the
-		// client has the settings wait for their whole time, then end as
-		// timeouts in their write, said as the window's, each reset on
-		// the wire. Those sent before it (HTTP/2's default window) carry
-		// their body and wait for an answer that never comes.
+		// A window of 0 that never opens: the streams wait for their
+		// whole time, then end as timeouts in their write, said as the
+		// window's, each reset on the wire. (whole counts bodies that
+		// went under HTTP/2's default window before the client had the
+		// settings: none since a body waits for them.)
 		t.Run("a window that never opens", func(t *testing.T) {
 			var heads, whole atomic.Int64
 			s := newScriptServer(t, func(*scriptConn, uint32, int) { heads.Add(1) },

@@ -69,9 +69,9 @@ type loopH2 struct {
 	// flow is what the server's windows let the streams' bodies send.
 	flow h2SendFlow
 	// holdBodies: requests carry a body, and none goes on the connection
-	// before the server's SETTINGS (settings: they came); see
+	// before the server's SETTINGS (gotSettings: they came); see
 	// errNoSettingsInTime.
-	holdBodies, settings bool
+	holdBodies, gotSettings bool
 	// ending: h2End is ending it (nothing more is written).
 	ending bool
 }
@@ -239,7 +239,7 @@ func (l *loop) h2pop() {
 func (h *loopH2) room() bool {
 	n := uint32(len(h.streams))
 	return h.goAway.kind == GoAwayNone && n < h.maxStreams && (h.capStreams == 0 || n < h.capStreams) &&
-		(h.settings || !h.holdBodies)
+		(h.gotSettings || !h.holdBodies)
 }
 
 // h2Dial opens a connection for slot, for the request ls, whose stream
@@ -306,9 +306,7 @@ func (l *loop) h2Connected(c *loopConn) {
 		ls.connectDeadline = ls.deadline
 		l.noteDeadline(ls.deadline)
 		l.h2Dirty(c) // the preface and settings go now: the server answers them
-		q := append([]*loopStream{ls}, l.h2queue[l.h2head:]...)
-		clear(l.h2queue)
-		l.h2queue, l.h2head = q, 0
+		l.h2Requeue(ls)
 		return
 	}
 	l.h2Open(c, ls)
@@ -553,7 +551,7 @@ func (l *loop) h2Frame(c *loopConn, f http2.Frame, headers *h2Headers) {
 		if f.IsAck() {
 			return
 		}
-		h.settings = true // the round's h2Place may now put bodies on it
+		h.gotSettings = true // the round's h2Place may now put bodies on it
 		if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
 			h.maxStreams = v
 		}
@@ -687,10 +685,16 @@ func (l *loop) h2End(c *loopConn, err error) {
 			ls.writeFailed = false
 		}
 		sortStreamsBySeq(back)
-		q := append(back, l.h2queue[l.h2head:]...)
-		clear(l.h2queue)
-		l.h2queue, l.h2head = q, 0
+		l.h2Requeue(back...)
 	}
+}
+
+// h2Requeue puts front, in its order, at the queue's front: requests that
+// started before any still waiting there.
+func (l *loop) h2Requeue(front ...*loopStream) {
+	q := append(front, l.h2queue[l.h2head:]...)
+	clear(l.h2queue)
+	l.h2queue, l.h2head = q, 0
 }
 
 func sortStreamsBySeq(s []*loopStream) {
@@ -795,7 +799,7 @@ func (l *loop) h2Dialing() bool {
 // with bodies for the server's SETTINGS.
 func (l *loop) h2AwaitingSettings() bool {
 	for _, c := range l.h2slots {
-		if c != nil && c.state == connH2 && c.h2.holdBodies && !c.h2.settings {
+		if c != nil && c.state == connH2 && c.h2.holdBodies && !c.h2.gotSettings {
 			return true
 		}
 	}
