@@ -28,7 +28,7 @@ func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
 		if err != nil {
 			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
 		}
-		addr, dir := startNginx(t, bin)
+		addr, dir := startNginx(t, bin, nginxSite{})
 		wire := capture.Start(t, "", "lo", fmt.Sprintf("tcp port %d", addr.Port()))
 
 		stopped := make(chan error, 1)
@@ -194,11 +194,19 @@ func judgeConnections(segs []capture.Segment, server netip.AddrPort) wireCounts 
 	return w
 }
 
+// nginxSite is what a test changes in startNginx's configuration.
+type nginxSite struct {
+	listen    string // after the address on the listen line ("http2")
+	server    string // more directives in the server block
+	errorLog  string // error_log's level (warn)
+	accessLog bool   // each request's status in access.log
+}
+
 // startNginx runs nginx (one worker, 200 for everything, keep-alive) on a
 // free loopback port in the foreground, ours by PID, stopped when the test
 // ends if the test did not stop it. It returns the address and nginx's
 // prefix directory (its configuration, pid file and logs).
-func startNginx(t *testing.T, bin string) (netip.AddrPort, string) {
+func startNginx(t *testing.T, bin string, site nginxSite) (netip.AddrPort, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -207,13 +215,20 @@ func startNginx(t *testing.T, bin string) (netip.AddrPort, string) {
 	addr := netip.MustParseAddrPort(ln.Addr().String())
 	_ = ln.Close()
 	dir := t.TempDir()
+	if site.errorLog == "" {
+		site.errorLog = "warn"
+	}
+	access := "access_log off;"
+	if site.accessLog {
+		access = fmt.Sprintf("log_format st '$status'; access_log %s/access.log st;", dir)
+	}
 	conf := fmt.Sprintf(`worker_processes 1;
 daemon off;
 pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
+error_log %[1]s/error.log %[3]s;
 events { worker_connections 4096; }
 http {
-  access_log off;
+  %[4]s
   client_body_temp_path %[1]s;
   proxy_temp_path %[1]s;
   fastcgi_temp_path %[1]s;
@@ -222,11 +237,12 @@ http {
   keepalive_timeout 300s;
   keepalive_requests 1000000;
   server {
-    listen %[2]s;
+    listen %[2]s %[5]s;
+    %[6]s
     location / { return 200 "ok\n"; }
   }
 }
-`, dir, addr)
+`, dir, addr, site.errorLog, access, site.listen, site.server)
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +319,58 @@ func TestJudgeConnections(t *testing.T) {
 	if w.syns != 9 {
 		t.Errorf("%d connection attempts, want 9", w.syns)
 	}
+}
+
+// A real nginx that holds request bodies to a 1 KB initial window
+// (http2_body_preread_size 1k) takes every stream rollprobe sends with a
+// 16 KB body: none is opened before the client acked its SETTINGS, which
+// nginx refuses (REFUSED_STREAM, saying so in its info log; this test
+// fails so without the wait). nginx's own logs are the referee: every
+// response the prober counts is a 200 in its access log, and its error log
+// has no such complaint (nor one of flow control). The windows themselves
+// are checked by TestH2BodyFlowControl's script server, not here: nginx
+// answers at the headers and discards the body, and a prober that ignored
+// its windows passes this test too. Once a connection carried much more
+// than it read nginx ends it ("http2 flood detected"), and the streams
+// above that GOAWAY's last are the only failures allowed
+// (goaway_unprocessed).
+func TestNginxH2BodiesAfterItsSettings(t *testing.T) {
+	forEachEngine(t, func(t *testing.T) {
+		bin, err := exec.LookPath("nginx")
+		if err != nil {
+			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
+		}
+		addr, dir := startNginx(t, bin, nginxSite{listen: "http2", server: "http2_body_preread_size 1k;", errorLog: "info", accessLog: true})
+		body := []byte(strings.Repeat("b", h2MaxBody))
+		_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
+			c.Protocol, c.Method, c.Body, c.BackendHeader = H2, "POST", body, ""
+			c.Rate, c.Concurrency, c.Connections, c.Streams = 0, 8, 1, 8
+			c.Duration, c.Timeout = time.Second, 2*time.Second
+		})
+		tot := snap.Totals
+		for c := Class(0); c < numClasses; c++ {
+			if c != OK && c != GoAwayUnprocessed && tot.Classes[c] > 0 {
+				t.Errorf("%d %s: want only answers and streams above a flood GOAWAY (all: %v)", tot.Classes[c], c, tot.Classes)
+			}
+		}
+		// nginx logs a request once it has answered it: wait for the last.
+		var logged int
+		for range 50 {
+			b, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+			if logged = strings.Count(string(b), "200\n"); uint64(logged) >= tot.Classes[OK] {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if uint64(logged) != tot.Classes[OK] || logged == 0 {
+			t.Errorf("nginx logged %d answers, the prober counted %d", logged, tot.Classes[OK])
+		}
+		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		for _, complaint := range []string{"before settings were acknowledged", "flow control"} {
+			if n := strings.Count(string(errLog), complaint); n > 0 {
+				t.Errorf("nginx logged %q %d times", complaint, n)
+			}
+		}
+		t.Logf("prober: %d answered, %d above a GOAWAY; nginx: %d flood GOAWAYs", tot.Classes[OK], tot.Classes[GoAwayUnprocessed], strings.Count(string(errLog), "flood detected"))
+	})
 }
