@@ -432,7 +432,7 @@ func noEntryContext(c prober.Class) string {
 	if c == prober.ConnectTimeout {
 		did = "dropped"
 	}
-	return fmt.Sprintf("reached no pod: the probing host's own rules %s the SYN (conntrack has no entry for it: nothing rewrote it to a pod; kube-proxy there held no endpoint for the Service it could use)", did)
+	return fmt.Sprintf("reached no pod: the probing host's own rules %s the SYN (conntrack has no entry for it: nothing rewrote it to a pod; kube-proxy's rules there held no endpoint for the Service, or the packet met them mid-update)", did)
 }
 
 // closer orders candidates for a request begun at t: a change at or before

@@ -12,8 +12,12 @@ import (
 // ProxyRulesWithoutEndpoint: requests were refused (or dropped) by the
 // probing host's own rules before any pod, conntrack shows
 // (Failure.NoConntrackEntry), while the API listed serving endpoints for
-// the Service: kube-proxy there held none it could use at that moment.
-// Not the pods' shutdown: no pod was reached.
+// the Service: kube-proxy there held none it could use at that moment, or
+// the packet met its rules mid-update (kube-proxy's nftables mode rewrites
+// a Service's DNAT rule, an anonymous numgen map, on each sync of its
+// endpoints; a SYN evaluated across that commit can miss the map and meet
+// the reject of ClusterIPs: reproduced in a scratch namespace, see
+// docs/findings). Not the pods' shutdown: no pod was reached.
 const ProxyRulesWithoutEndpoint = "proxy-rules-without-endpoint"
 
 // noEntryShown bounds the failures the finding lists one by one.
@@ -96,8 +100,13 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 			len(g.fails), g.classes(), g.span(r.StartedAt), on),
 	}
 	ev = append(ev, each...)
+	if listed > 0 {
+		ev = append(ev, "two causes give this while the API lists endpoints: kube-proxy's view held none for a sync, or a SYN met its rules while it rewrote them "+
+			"(in nftables mode each sync of the Service's endpoints replaces its DNAT rule and map, and a packet evaluated across that update can miss the map: "+
+			"rare, at the moments kube-proxy syncs)")
+	}
 	ev = append(ev, "no pod was reached: not the pods' shutdown, so no preStop sleep or grace period changes it; a client may retry a refused connect safely (no request was sent)")
-	title := fmt.Sprintf("kube-proxy on %s held no endpoint for %s while the API listed %d: %d requests reached no pod", on, svc, listed, len(g.fails))
+	title := fmt.Sprintf("the rules on %s sent no request to a pod of %s while the API listed %d serving endpoints: %d requests reached no pod", on, svc, listed, len(g.fails))
 	if listed == 0 {
 		title = fmt.Sprintf("kube-proxy on %s held no endpoint for %s: %d requests reached no pod", on, svc, len(g.fails))
 	}
@@ -106,6 +115,8 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 		Evidence: ev,
 		Fix: "look at kube-proxy on " + on + " at those times: its log, and its sync metrics (kubeproxy_sync_proxy_rules_last_timestamp_seconds, " +
 			"kubeproxy_sync_proxy_rules_endpoint_changes_pending) for a sync that held the Service without endpoints; watch the Service's EndpointSlices " +
-			"(kubectl get endpointslices -l kubernetes.io/service-name=<service> -w) for one emptied or replaced",
+			"(kubectl get endpointslices -l kubernetes.io/service-name=<service> -w) for one emptied or replaced; if neither shows one and kube-proxy runs in " +
+			"nftables mode, the failures likely came as it rewrote the Service's rules: clients that retry a refused connect " +
+			"(safe: nothing was sent) do not see it",
 	}, true
 }

@@ -68,7 +68,8 @@ func TestNoConntrackEntryReachedNoPod(t *testing.T) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
 	}
-	if !strings.Contains(fd.Title, "kube-proxy on the probing host held no endpoint for service argo-canary while the API listed 4") {
+	if !strings.Contains(fd.Title, "the rules on the probing host sent no request to a pod of service argo-canary while the API listed 4 serving endpoints") ||
+		!strings.Contains(ev, "a SYN met its rules while it rewrote them") || !strings.Contains(fd.Fix, "nftables mode") {
 		t.Errorf("title %q", fd.Title)
 	}
 	if x := Explain(r); x.PreStopSeconds != 0 {
