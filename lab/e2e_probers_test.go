@@ -78,9 +78,7 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		r := startRunOn(t, []string{"--client"}, "graceful", "http://"+ip+"/", proberArgs...).wait(t)
 		checkRunReport(t, r, report.StatusComplete)
-		if r.exit != 0 {
-			t.Fatalf("exit %d; want 0\n%s", r.exit, r.out())
-		}
+		checkClean(t, r)
 		checkProbers(t, ctx, c, r.rep)
 		served := 0
 		for name, ch := range finals {
