@@ -14,7 +14,13 @@ import (
 // request; from the second on they come from the kept bytes, with no
 // allocation; a request with a sensitive field keeps them too.
 func TestRequestEncoderBlocksDecode(t *testing.T) {
-	for _, user := range []*url.Userinfo{nil, url.UserPassword("u", "p")} {
+	for _, tc := range []struct {
+		user *url.Userinfo
+		// settingsAfter: the server's SETTINGS_HEADER_TABLE_SIZE (4,096,
+		// as Go's server sends it) comes after this many blocks, -1 never.
+		settingsAfter int
+	}{{nil, -1}, {url.UserPassword("u", "p"), -1}, {nil, 1}, {nil, 2}} {
+		user := tc.user
 		u := &url.URL{Scheme: "http", Host: "10.0.0.1:8080", Path: "/ready", User: user}
 		cfg := &Config{Target: u, Method: "GET", Header: http.Header{"X-Team": {"sre"}}, RequestIDHeader: "X-Rollprobe-Request"}
 		req := newH2Request(cfg, "rollprobe/test")
@@ -27,6 +33,9 @@ func TestRequestEncoderBlocksDecode(t *testing.T) {
 			if i%2 == 1 {
 				r = &copyOfReq
 			}
+			if i == tc.settingsAfter {
+				e.peerTableSize(4096)
+			}
 			id := []byte("run1-" + strconv.Itoa(i))
 			got = got[:0]
 			if _, err := dec.Write(e.block(r, id)); err != nil {
@@ -35,8 +44,12 @@ func TestRequestEncoderBlocksDecode(t *testing.T) {
 			if err := dec.Close(); err != nil {
 				t.Fatal(err)
 			}
+			// The first ID is indexed, the rest never: their name is a
+			// reference to the first's entry, the newest (index 62). The
+			// server's SETTINGS have the next one offered again.
+			offered := i == 0 || i == tc.settingsAfter
 			want := append(append([]hpack.HeaderField(nil), req.fields...),
-				hpack.HeaderField{Name: "x-rollprobe-request", Value: string(id), Sensitive: true})
+				hpack.HeaderField{Name: "x-rollprobe-request", Value: string(id), Sensitive: !offered})
 			if len(got) != len(want) {
 				t.Fatalf("request %d: %v, want %v", i, got, want)
 			}
@@ -45,8 +58,14 @@ func TestRequestEncoderBlocksDecode(t *testing.T) {
 					t.Fatalf("request %d field %d: %v, want %v", i, j, got[j], want[j])
 				}
 			}
-			if i > 0 && e.constant == nil {
-				t.Fatalf("request %d: the fields' bytes were not kept", i)
+			if kept := e.constant != nil; kept != (i > 0 && !offered) {
+				t.Fatalf("request %d: the fields' bytes kept %v", i, kept)
+			}
+			if !offered && e.constant != nil {
+				idField := appendHPACKString(appendHPACKInt(nil, 0x10, 4, 62), string(id))
+				if b := e.block(r, id); len(b) != len(e.constant)+len(idField) || string(b[len(e.constant):]) != string(idField) {
+					t.Fatalf("request %d: the ID is written %x, want %x (an indexed name)", i, b[len(e.constant):], idField)
+				}
 			}
 		}
 		id := []byte("run1-123456")
