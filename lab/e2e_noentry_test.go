@@ -14,8 +14,9 @@ import (
 
 // checkCleanBesidesTheNodesOwn is checkClean with the run's windows:
 // nothing failed (exit 0, no error finding), save for one kind of failure
-// no pod caused, a refusal whose SYN the probing host's own rules rejected
-// while the API listed serving endpoints. kube-proxy's nftables mode
+// no pod caused, a refusal whose SYN a node's own rules rejected (the
+// probing host's, or a prober pod's node's) while the API listed serving
+// endpoints. kube-proxy's nftables mode
 // replaces a Service's DNAT rule and its numgen map on each sync, and a
 // SYN evaluated across that update can miss the map and meet the reject of
 // ClusterIPs (lab/tools/nft-map-race.sh reproduces it without a cluster).

@@ -33,7 +33,7 @@ import (
 )
 
 // judgedByCheck, as a testRun case's exit, leaves the exit code to its
-// check: checkClean wants 0, or 1 only for the probing host's own rejects.
+// check: checkClean wants 0, or 1 only for a node's own rejects.
 const judgedByCheck = -2
 
 // testRun drives rollprobe run, the built binary inside the lab, through

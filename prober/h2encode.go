@@ -93,29 +93,3 @@ func (e *h2RequestEncoder) block(req *h2Request, idValue []byte) []byte {
 	}
 	return e.buf.Bytes()
 }
-
-// appendHPACKString appends s as an HPACK string literal (RFC 7541 §5.2),
-// Huffman-coded when that is shorter, as x/net's encoder writes it.
-func appendHPACKString(dst []byte, s string) []byte {
-	n := hpack.HuffmanEncodeLength(s)
-	if n < uint64(len(s)) {
-		dst = appendHPACKInt(dst, 0x80, 7, n)
-		return hpack.AppendHuffmanString(dst, s)
-	}
-	dst = appendHPACKInt(dst, 0, 7, uint64(len(s)))
-	return append(dst, s...)
-}
-
-// appendHPACKInt appends i with an n-bit prefix after the bits in first
-// (RFC 7541 §5.1).
-func appendHPACKInt(dst []byte, first byte, n uint, i uint64) []byte {
-	k := uint64(1)<<n - 1
-	if i < k {
-		return append(dst, first|byte(i))
-	}
-	dst = append(dst, first|byte(k))
-	for i -= k; i >= 0x80; i >>= 7 {
-		dst = append(dst, byte(i&0x7f|0x80))
-	}
-	return append(dst, byte(i))
-}

@@ -70,7 +70,8 @@ for rule in map nomap; do
     --progress 0 > "$work/$rule.out" 2>&1 || true
   wait "$rewriter"
   # "requests  sent N  ok N  failed N (...)", and "failures  refused N ..." when any failed
-  read -r sent failed < <(awk '$1 == "requests" { print $3, $7 }' "$work/$rule.out")
+  read -r sent failed < <(awk '$1 == "requests" { print $3, $7 }' "$work/$rule.out") || {
+    echo "nft-map-race: the probe printed no totals:" >&2; cat "$work/$rule.out" >&2; exit 1; }
   refused=$(awk '$1 == "failures" { for (i = 2; i < NF; i++) if ($i == "refused") print $(i + 1) }' "$work/$rule.out")
   echo "rule with ${rule/nomap/no map}: $(cat "$work/$rule.count") rewrites, $sent requests, $failed failed (refused ${refused:-0})"
 done
