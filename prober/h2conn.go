@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -57,6 +58,10 @@ type h2conn struct {
 	// ended is why the connection stopped carrying streams (the reader's
 	// error, a write error, errClosedByUs); nil while it carries them.
 	ended error
+	// writeErr: a write failed because the server reset the connection;
+	// it takes no new stream, and the reader reads what arrived before
+	// the reset, then ends it with this error (see writeFailed).
+	writeErr error
 	// connUnacked counts DATA bytes received and not yet given back to
 	// the connection's window.
 	connUnacked uint32
@@ -213,7 +218,7 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	switch {
-	case c.ended != nil || c.goAway.kind != GoAwayNone:
+	case c.ended != nil || c.writeErr != nil || c.goAway.kind != GoAwayNone:
 		c.mu.Unlock()
 		return false, errNotAccepting
 	case uint32(len(c.streams)) >= c.maxStreams:
@@ -292,7 +297,7 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 		default:
 		}
 		c.mu.Unlock()
-		c.end(err)
+		c.writeFailed(err)
 		return false, errNotAccepting
 	}
 	if st.orphaned {
@@ -303,9 +308,46 @@ func (c *h2conn) open(st *h2stream, req *h2Request, deadline time.Time) (sent bo
 	}
 	c.mu.Unlock()
 	if err != nil {
-		c.end(err)
+		c.writeFailed(err)
 	}
 	return true, err
+}
+
+// peerReset: a write failed because the server reset the connection.
+func peerReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// writeFailed stops the connection after a write of it failed with err.
+// When the server reset it (ECONNRESET, or EPIPE once the reset was
+// reported), what the server sent before the reset is still in the
+// socket's receive queue (Linux keeps it, and reads return it before the
+// error): the reader reads it to the end, so that a stream the server
+// answered is counted answered, not cut, whether the reader or a write
+// met the reset first (CI of 4af5940 counted two grpc-go answers, there on
+// the capture, closed_no_goaway that way). The reader then ends the
+// connection with err. Any other write error (a deadline: the server
+// stopped reading) ends it now.
+func (c *h2conn) writeFailed(err error) {
+	if !peerReset(err) {
+		c.end(err)
+		return
+	}
+	c.mu.Lock()
+	first := c.ended == nil && c.writeErr == nil
+	if first {
+		c.writeErr = err
+	}
+	drained := first && len(c.streams) == 0
+	c.mu.Unlock()
+	switch {
+	case drained:
+		c.end(err)
+	case first:
+		// The queue ends at once, after a reset; the bound is for a
+		// reader kept from it (then the streams left end with err).
+		_ = c.rw.SetReadDeadline(time.Now().Add(h2ControlWriteTimeout))
+	}
 }
 
 // testHookOpening, when set by a test, runs in open between taking the
@@ -349,7 +391,7 @@ func (c *h2conn) forget(st *h2stream) bool {
 func (c *h2conn) usable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ended == nil && c.goAway.kind == GoAwayNone
+	return c.ended == nil && c.writeErr == nil && c.goAway.kind == GoAwayNone
 }
 
 // close ends the connection from the prober's side; the streams it cuts
@@ -360,20 +402,25 @@ func (c *h2conn) close() {
 }
 
 // closeIfDrained closes a connection that takes no new streams and has
-// none left: the server asked for it (GOAWAY) and it has served its last.
+// none left: the server asked for it (GOAWAY) and it has served its last,
+// or a write met its reset and the reader has ended every stream.
 func (c *h2conn) closeIfDrained() {
 	c.mu.Lock()
-	drained := c.ended == nil && c.goAway.kind != GoAwayNone && len(c.streams) == 0
+	drained := c.ended == nil && (c.goAway.kind != GoAwayNone || c.writeErr != nil) && len(c.streams) == 0
 	c.mu.Unlock()
 	if drained {
 		c.end(errClosedByUs)
 	}
 }
 
-// end stops the connection with err (the first error wins) and ends every
-// stream still on it.
+// end stops the connection with err (the first error wins; after a write
+// met the server's reset, that write's error, unless the prober closes
+// it) and ends every stream still on it.
 func (c *h2conn) end(err error) {
 	c.mu.Lock()
+	if c.writeErr != nil && !errors.Is(err, errClosedByUs) {
+		err = c.writeErr
+	}
 	first := c.ended == nil
 	if first {
 		c.ended = err
@@ -526,7 +573,8 @@ func (c *h2conn) read() {
 }
 
 // write sends a frame of the reader's own (a settings or ping ack, a
-// window update) under wmu. A failed write ends the connection.
+// window update) under wmu. A failed write stops the connection (see
+// writeFailed).
 func (c *h2conn) write(frame func() error) {
 	c.wmu.Lock()
 	_ = c.rw.SetWriteDeadline(time.Now().Add(h2ControlWriteTimeout))
@@ -536,7 +584,7 @@ func (c *h2conn) write(frame func() error) {
 	}
 	c.wmu.Unlock()
 	if err != nil {
-		c.end(err)
+		c.writeFailed(err)
 	}
 }
 
@@ -592,7 +640,7 @@ func (c *h2conn) onWindowUpdate(id uint32, inc uint32) {
 	c.wmu.Unlock()
 	switch {
 	case err != nil:
-		c.end(err)
+		c.writeFailed(err) // a write's, or the connection's window overflowing (ended at once)
 	case streamErr:
 		serr := h2FlowStreamError(id)
 		c.endStream(id, func(st *h2stream) {

@@ -74,6 +74,10 @@ type loopH2 struct {
 	holdBodies, gotSettings bool
 	// ending: h2End is ending it (nothing more is written).
 	ending bool
+	// writeErr: a write met the server's reset; nothing more is written,
+	// the reads take what arrived before it, then h2End ends the
+	// connection with this error (h2conn.writeFailed says why).
+	writeErr error
 }
 
 // loopStream is one request of an h2 run on a loop: queued, then a stream.
@@ -378,12 +382,21 @@ var testHookLoopH2Flush func(fd int)
 // output event).
 func (l *loop) h2Write(c *loopConn) {
 	h := c.h2
-	if len(h.out.b) == 0 {
+	if len(h.out.b) == 0 || h.writeErr != nil {
 		return
 	}
 	n, err := writeFD(c.fd, h.out.b)
 	if err != nil {
-		l.h2End(c, l.connError("write", c, os.NewSyscallError("write", err)))
+		err = l.connError("write", c, os.NewSyscallError("write", err))
+		if !peerReset(err) {
+			l.h2End(c, err)
+			return
+		}
+		// Read to the end of the receive queue first (this round's
+		// readAgain): a stream answered there was answered.
+		h.writeErr = err
+		l.h2Leave(c)
+		l.again = append(l.again, idleEntry{c, c.gen})
 		return
 	}
 	h.sent += int64(n)
@@ -400,6 +413,9 @@ func (l *loop) h2Read(c *loopConn, hup bool) {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
+			if c.h2.writeErr != nil {
+				l.h2End(c, c.h2.writeErr) // read to the end; the rest never comes
+			}
 			return
 		case err != nil:
 			l.h2End(c, l.connError("read", c, os.NewSyscallError("read", err)))
@@ -654,6 +670,9 @@ func (l *loop) h2EndStream(c *loopConn, ls *loopStream) {
 // ends as lostWith says; then the connection closes.
 func (l *loop) h2End(c *loopConn, err error) {
 	h := c.h2
+	if h.writeErr != nil {
+		err = h.writeErr // the connection's first failure (see writeErr)
+	}
 	h.ending = true
 	l.h2Leave(c)
 	var back []*loopStream
