@@ -392,7 +392,7 @@ func (l *loop) h2Write(c *loopConn) {
 			l.h2End(c, err)
 			return
 		}
-		// Read to the end of the receive queue first (this round's
+		// Read to the end of the receive queue first (the next round's
 		// readAgain): a stream answered there was answered.
 		h.writeErr = err
 		l.h2Leave(c)

@@ -459,6 +459,9 @@ func (l *loop) run() {
 		}
 		if l.e.h2 {
 			l.h2Flush()
+			// A write that met the server's reset left its connection
+			// to be read to its end (h2Write): no event may come for it.
+			busy = busy || len(l.again) > 0
 		}
 		if l.finished() {
 			l.closeAll()
