@@ -30,7 +30,7 @@ func newResetAfterAnswer(t *testing.T, pingOnArrival bool) *resetAfterAnswer {
 	r.s = newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
 		if n == 0 && r.firstSet.CompareAndSwap(false, true) {
 			if pingOnArrival {
-				sc.do(func() error { return sc.fr.WritePing(false, [8]byte{7}) })
+				sc.ping(7)
 			}
 			r.first <- sc
 			return
@@ -44,7 +44,7 @@ func newResetAfterAnswer(t *testing.T, pingOnArrival bool) *resetAfterAnswer {
 // reset does to the held stream sc what resetAfterAnswer says.
 func (r *resetAfterAnswer) reset(t *testing.T, sc *scriptConn, ping bool) {
 	if ping {
-		sc.do(func() error { return sc.fr.WritePing(false, [8]byte{7}) })
+		sc.ping(7)
 	}
 	r.answered.Add(1)
 	sc.answer(1)
@@ -59,7 +59,7 @@ func (r *resetAfterAnswer) reset(t *testing.T, sc *scriptConn, ping bool) {
 func awaitReset(t *testing.T, fd int) {
 	for range 5000 {
 		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err == nil && info.State == 7 { // TCP_CLOSE
+		if err == nil && info.State == unix.BPF_TCP_CLOSE { // the kernel's TCP_CLOSE
 			return
 		}
 		time.Sleep(time.Millisecond)

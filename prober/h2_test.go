@@ -399,6 +399,11 @@ func (sc *scriptConn) reset(id uint32, code http2.ErrCode) {
 	sc.do(func() error { return sc.fr.WriteRSTStream(id, code) })
 }
 
+// ping sends a PING whose data begins with b.
+func (sc *scriptConn) ping(b byte) {
+	sc.do(func() error { return sc.fr.WritePing(false, [8]byte{b}) })
+}
+
 func (sc *scriptConn) goAway(last uint32) {
 	sc.do(func() error { return sc.fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
 }
@@ -577,7 +582,7 @@ func TestH2GoAway(t *testing.T) {
 						go func() { time.Sleep(20 * time.Millisecond); sc.close() }()
 					}
 					sc.goAway(1<<31 - 1)
-					sc.do(func() error { return sc.fr.WritePing(false, [8]byte{1}) })
+					sc.ping(1)
 				},
 				want: func(c *counts) map[Class]int64 { return map[Class]int64{OK: c.answered.Load()} },
 			},
