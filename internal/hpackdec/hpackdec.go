@@ -70,6 +70,53 @@ type Decoder struct {
 	allowedMaxSize  uint32
 	save            []byte // a representation cut at the end of a Write
 	nameBuf, valBuf bytes.Buffer
+	// Names and values have memos of their own: a literal's name, decoded
+	// first, may be a memo's bytes when its value is decoded.
+	nameMemo, valMemo huffMemo
+}
+
+// huffMemo remembers Huffman-coded strings and what they decoded to.
+// Servers send the same literals in response after response: nginx its
+// server, date (new once a second), type and length, each a literal with
+// incremental indexing, Huffman-coded. Decoding them was the largest cost
+// in user space of an h2 probe flat out against nginx after the system
+// calls (x/net's huffmanDecode, 3.7% of the CPU: perf, 2026-11-28);
+// comparing the coded bytes with the ones decoded before is a fraction of
+// it. A string decodes the same every time, so a hit returns exactly what
+// decoding would; a miss decodes as before. Only strings decoded without
+// error are kept.
+//
+// A value whose name is in the static table has the slot of that name (a
+// server's date and type do not evict each other, as they did in a slot
+// chosen by a hash); other strings share a few slots chosen by a hash.
+type huffMemo struct {
+	slots [staticEntries + 1 + hashedSlots]memoSlot
+}
+
+type memoSlot struct {
+	raw, decoded []byte
+	kept         bool
+}
+
+const (
+	staticEntries = 61 // RFC 7541 Appendix A (TestStaticTableAgreesWithXNet holds staticTable to it)
+	hashedSlots   = 16
+	// memoMaxRaw bounds what a slot keeps: 64 coded bytes and what they
+	// decode to (102 bytes at most, Huffman's shortest code being 5 bits),
+	// so a connection's memos hold under 26 KB whatever the server sends.
+	// Values that long are rarely the same twice.
+	memoMaxRaw = 64
+)
+
+// slot is raw's place in the memo: the static name's (nameIdx 1 to 61), or
+// one chosen by a cheap hash of raw (a collision costs a decode, never a
+// wrong answer: the bytes are compared).
+func (m *huffMemo) slot(nameIdx uint64, raw []byte) *memoSlot {
+	if nameIdx > 0 && nameIdx <= staticEntries {
+		return &m.slots[nameIdx]
+	}
+	h := uint(len(raw))*31 + uint(raw[0])*7 + uint(raw[len(raw)-1]) + uint(raw[len(raw)/2])*3
+	return &m.slots[staticEntries+1+h%hashedSlots]
 }
 
 // NewDecoder returns a decoder whose dynamic table starts at and may grow
@@ -203,11 +250,11 @@ func (d *Decoder) literal(buf []byte, n byte, indexed, sensitive bool) ([]byte, 
 	var value []byte
 	if wantStr {
 		if nameIdx == 0 {
-			if name, err = d.decodeString(&d.nameBuf, rawName, nameHuff); err != nil {
+			if name, err = d.decodeString(&d.nameBuf, &d.nameMemo, 0, rawName, nameHuff); err != nil {
 				return nil, err
 			}
 		}
-		if value, err = d.decodeString(&d.valBuf, rawValue, valueHuff); err != nil {
+		if value, err = d.decodeString(&d.valBuf, &d.valMemo, nameIdx, rawValue, valueHuff); err != nil {
 			return nil, err
 		}
 	}
@@ -287,18 +334,35 @@ func (d *Decoder) readString(p []byte) (raw []byte, huff bool, rest []byte, err 
 	return p[:n], huff, p[n:], nil
 }
 
-func (d *Decoder) decodeString(into *bytes.Buffer, raw []byte, huff bool) ([]byte, error) {
+// decodeString is raw, Huffman-decoded if huff: valid until the next
+// decode with the same buffer and memo. nameIdx: the index of the name
+// whose value raw is (0: none, or raw is a name).
+func (d *Decoder) decodeString(into *bytes.Buffer, memo *huffMemo, nameIdx uint64, raw []byte, huff bool) ([]byte, error) {
 	if !huff {
 		return raw, nil
 	}
-	into.Reset()
-	if _, err := hpack.HuffmanDecode(into, raw); err != nil {
-		return nil, err
+	var slot *memoSlot
+	out, hit := []byte(nil), false
+	if len(raw) > 0 && len(raw) <= memoMaxRaw {
+		slot = memo.slot(nameIdx, raw)
+		out, hit = slot.decoded, slot.kept && bytes.Equal(slot.raw, raw)
 	}
-	if d.maxStrLen != 0 && into.Len() > d.maxStrLen {
+	if !hit {
+		into.Reset()
+		if _, err := hpack.HuffmanDecode(into, raw); err != nil {
+			return nil, err
+		}
+		out = into.Bytes()
+		if slot != nil {
+			slot.raw = append(slot.raw[:0], raw...)
+			slot.decoded = append(slot.decoded[:0], out...)
+			slot.kept = true
+		}
+	}
+	if d.maxStrLen != 0 && len(out) > d.maxStrLen {
 		return nil, errStringLength
 	}
-	return into.Bytes(), nil
+	return out, nil
 }
 
 // readVarInt reads an integer with an n-bit prefix (RFC 7541 §5.1) from

@@ -181,6 +181,9 @@ func TestRFC7541ResponsesWithHuffman(t *testing.T) {
 
 // Every static entry reads as x/net reads it.
 func TestStaticTableAgreesWithXNet(t *testing.T) {
+	if len(staticTable) != staticEntries {
+		t.Fatalf("%d static entries, staticEntries says %d", len(staticTable), staticEntries)
+	}
 	p := newPair(4096, 0)
 	for i := uint64(1); i <= uint64(len(staticTable))+1; i++ {
 		p.block(t, [][]byte{appendVarInt([]byte{0x80}, 7, i)}, 0)
@@ -373,5 +376,126 @@ func TestOversizedEntryIsNotKept(t *testing.T) {
 		if c := cap(d.ring[i].buf); c > 256 {
 			t.Fatalf("slot %d keeps %d bytes", i, c)
 		}
+	}
+}
+
+// nginxBlocks are n response header blocks as nginx writes them for a
+// `return 200`: every field a literal with incremental indexing, Huffman
+// coded where shorter, the date a new one every dateEvery blocks.
+func nginxBlocks(n, dateEvery int) [][]byte {
+	var buf bytes.Buffer
+	blocks := make([][]byte, 0, n)
+	for i := range n {
+		buf.Reset()
+		enc := hpack.NewEncoder(&buf) // a fresh encoder: literals only, each indexed
+		for _, f := range []hpack.HeaderField{{Name: ":status", Value: "200"},
+			{Name: "server", Value: "nginx/1.22.1"},
+			{Name: "date", Value: fmt.Sprintf("Sat, 28 Nov 2026 13:%02d:%02d GMT", i/dateEvery/60%60, i/dateEvery%60)},
+			{Name: "content-type", Value: "application/octet-stream"}, {Name: "content-length", Value: "3"}} {
+			_ = enc.WriteField(f)
+		}
+		blocks = append(blocks, append([]byte(nil), buf.Bytes()...))
+	}
+	return blocks
+}
+
+// BenchmarkDecodeNginxResponses: what decoding costs the h2 prober per
+// response against nginx (make bench-h2's server).
+func BenchmarkDecodeNginxResponses(b *testing.B) {
+	blocks := nginxBlocks(1000, 100)
+	d := NewDecoder(4096, func(name, value []byte, sensitive bool) {})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := d.Write(blocks[i%len(blocks)]); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// The Huffman memo answers exactly as decoding would: the same few coded
+// strings again and again, as names and values, in slots they share (16
+// by a hash, so many collide, and the static names', which many values
+// compete for), some longer than a slot keeps, some with bad padding (an
+// error every time, never kept), with and without a length bound, agree
+// with x/net's decoder block by block.
+func TestHuffmanMemoAgreesWithXNet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 28))
+	coded := func(n int) []byte {
+		s := make([]byte, n)
+		for j := range s {
+			s[j] = "abcdefghijklmnopqrstuvwxyz-0123456789:/ ,"[rng.IntN(41)]
+			if rng.IntN(30) == 0 {
+				s[j] = byte(rng.IntN(256))
+			}
+		}
+		return hpack.AppendHuffmanString(nil, string(s))
+	}
+	var short, long, bad [][]byte // Huffman-coded strings
+	for range 40 {
+		short = append(short, coded(1+rng.IntN(20)))
+	}
+	for range 6 {
+		long = append(long, coded(memoMaxRaw+rng.IntN(40))) // longer than a slot keeps
+	}
+	for range 4 {
+		bad = append(bad, append(coded(1+rng.IntN(20)), 0x00)) // padding of zeros: invalid
+	}
+	pick := func() []byte {
+		switch r := rng.IntN(100); {
+		case r < 2:
+			return bad[rng.IntN(len(bad))]
+		case r < 7:
+			return long[rng.IntN(len(long))]
+		}
+		return short[rng.IntN(len(short))]
+	}
+	pickName := func() uint64 { // 0: a literal name
+		if rng.IntN(2) == 0 {
+			return 0
+		}
+		return uint64(1 + rng.IntN(staticEntries))
+	}
+	huffString := func(dst, coded []byte) []byte {
+		dst = appendVarInt(append(dst, 0x80), 7, uint64(len(coded))) // H: Huffman-coded
+		return append(dst, coded...)
+	}
+	var hits, errs, blocks int
+	for c := range 300 {
+		p := newPair(4096, []int{0, 0, 30}[c%3])
+		for range 40 {
+			var block []byte
+			name, value := pick(), pick()
+			nameIdx := pickName()
+			if s := p.ours.valMemo.slot(nameIdx, value); s.kept && bytes.Equal(s.raw, value) {
+				hits++ // the block's first value will be answered from the memo
+			}
+			for k := range 1 + rng.IntN(6) {
+				if k > 0 {
+					name, value = pick(), pick()
+					nameIdx = pickName()
+				}
+				// Without indexing: a literal name (0), or the static
+				// table's, whose slot its values share.
+				block = appendVarInt(append(block, 0x00), 4, nameIdx)
+				if nameIdx == 0 {
+					block = huffString(block, name)
+				}
+				block = huffString(block, value)
+			}
+			blocks++
+			if p.block(t, [][]byte{block}, 0) {
+				errs++
+				break
+			}
+		}
+	}
+	t.Logf("%d blocks, %d ended by an error, %d answered first from the memo", blocks, errs, hits)
+	if errs == 0 || hits < 100 || blocks < 1000 {
+		t.Fatal("the generator is broken: no error case, too few hits or blocks")
 	}
 }
