@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -367,10 +369,59 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	for _, name := range f.Pods {
 		p, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || p.DeletionTimestamp != nil {
-			t.Errorf("pod %s after the blocked drain: %v (deleting %v): the budget should have kept it", name, err, p.DeletionTimestamp)
+			t.Errorf("pod %s after the blocked drain: %v (deleting %v): the budget should have kept it\n%s\n%s", name, err, p.DeletionTimestamp,
+				whoTouched(ctx, c, p), evidenceFor(r.rep, name))
 		}
 	}
 	t.Logf("drain of %s blocked: %s; %s", node.Name, f.Title, f.Evidence[0])
+}
+
+// whoTouched is what the cluster's own events say of a pod, its
+// ReplicaSet and that one's owner (a Deployment scaling its old
+// ReplicaSet down deletes pods on its own schedule): for a test's failure
+// message, when something other than the test removed a pod.
+func whoTouched(ctx context.Context, c *lab.Client, p *corev1.Pod) string {
+	if p == nil {
+		return "(no pod)"
+	}
+	names := []string{p.Name}
+	if o := metav1.GetControllerOf(p); o != nil {
+		names = append(names, o.Name)
+		if rs, err := c.Kube.AppsV1().ReplicaSets(p.Namespace).Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+			if d := metav1.GetControllerOf(rs); d != nil {
+				names = append(names, d.Name)
+			}
+		}
+	}
+	var lines []string
+	for _, n := range names {
+		list, err := c.Kube.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", n).String()})
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("events of %s: %v", n, err))
+			continue
+		}
+		for _, e := range list.Items {
+			at := e.LastTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time // events.k8s.io writers (the scheduler) set only this
+			}
+			lines = append(lines, fmt.Sprintf("%s %s/%s %s: %s (%s, x%d)", at.UTC().Format("15:04:05.000"),
+				e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message, e.ReportingController+e.Source.Component, max(e.Count, 1)))
+		}
+	}
+	slices.Sort(lines)
+	return "events of the pod, its ReplicaSet and that one's owner:\n  " + strings.Join(lines, "\n  ")
+}
+
+// evidenceFor is the run's timeline events naming pod.
+func evidenceFor(rep *report.Report, pod string) string {
+	var lines []string
+	for _, e := range rep.Timeline {
+		if e.Pod == pod {
+			lines = append(lines, fmt.Sprintf("%+.2fs %s %s", e.At.Sub(rep.StartedAt).Seconds(), e.Kind, e.Detail))
+		}
+	}
+	return fmt.Sprintf("the run's timeline (ended %s) for %s:\n  %s", rep.EndedAt.UTC().Format("15:04:05.0"), pod, strings.Join(lines, "\n  "))
 }
 
 // testPodDNSName probes one StatefulSet pod by its own name through the
