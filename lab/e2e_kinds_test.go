@@ -369,8 +369,12 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	for _, name := range f.Pods {
 		p, err := c.Kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || p.DeletionTimestamp != nil {
+			touched := "(the pod could not be read)"
+			if err == nil {
+				touched = whoTouched(ctx, c, p)
+			}
 			t.Errorf("pod %s after the blocked drain: %v (deleting %v): the budget should have kept it\n%s\n%s", name, err, p.DeletionTimestamp,
-				whoTouched(ctx, c, p), evidenceFor(r.rep, name))
+				touched, evidenceFor(r.rep, name))
 		}
 	}
 	t.Logf("drain of %s blocked: %s; %s", node.Name, f.Title, f.Evidence[0])
@@ -381,9 +385,6 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 // ReplicaSet down deletes pods on its own schedule): for a test's failure
 // message, when something other than the test removed a pod.
 func whoTouched(ctx context.Context, c *lab.Client, p *corev1.Pod) string {
-	if p == nil {
-		return "(no pod)"
-	}
 	names := []string{p.Name}
 	if o := metav1.GetControllerOf(p); o != nil {
 		names = append(names, o.Name)
