@@ -25,6 +25,10 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 	firstRefused := map[string]report.Event{}
 	var order []string
 	evicted := map[string]bool{}
+	// A refused pod deleted by something other than the drain (its
+	// controller scaling it down, a user) was not held until the end:
+	// the watch saw it (the workload's pods) or the drain's last look did.
+	wentAway := map[string]report.Event{}
 	for _, e := range r.Timeline {
 		switch e.Kind {
 		case report.EvictionRefused:
@@ -34,12 +38,23 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 			}
 		case report.PodEvicted:
 			evicted[e.Pod] = true
+		case report.PodDeletionRequested, report.PodGone:
+			if _, refused := firstRefused[e.Pod]; refused {
+				if _, seen := wentAway[e.Pod]; !seen {
+					wentAway[e.Pod] = e
+				}
+			}
 		}
 	}
 	var held []string
-	var ev []string
+	var ev, away []string
 	for _, pod := range order {
 		if evicted[pod] {
+			continue
+		}
+		if e, ok := wentAway[pod]; ok {
+			away = append(away, fmt.Sprintf("%s's eviction was refused from %+.2fs, and it went another way (%s at %+.2fs): %s", pod,
+				firstRefused[pod].At.Sub(r.StartedAt).Seconds(), e.Kind, e.At.Sub(r.StartedAt).Seconds(), e.Detail))
 			continue
 		}
 		held = append(held, pod)
@@ -55,6 +70,7 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 		return report.Finding{}, false
 	}
 	slices.Sort(held)
+	ev = append(ev, away...)
 	ev = append(ev, fmt.Sprintf("the drain of the node ended %s, its pods not all gone: a budget that refuses every eviction allows no disruption (ALLOWED DISRUPTIONS 0 in kubectl get pdb), so a node upgrade would wait on it forever", ro.Status))
 	return report.Finding{
 		Title:    fmt.Sprintf("A PodDisruptionBudget refused the drain's eviction of %s until the run ended", strings.Join(held, ", ")),

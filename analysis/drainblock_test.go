@@ -44,3 +44,44 @@ func TestDrainBlockedByABudget(t *testing.T) {
 		}
 	}
 }
+
+// A refused pod that went away another way (its controller deleted it,
+// or it is gone) was not held until the end: the finding names only the
+// pods still held, and says what became of the other; with none held,
+// there is no finding.
+func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
+	mk := func(alsoHeld bool) *report.Report {
+		r := &report.Report{StartedAt: t0, EndedAt: at(45000),
+			Rollout: &report.Rollout{Trigger: "drain node lab-node-1 (kubectl drain --ignore-daemonsets --delete-emptydir-data)", Status: report.StatusTimedOut, Namespace: "default"},
+			Timeline: []report.Event{
+				// Deleted before any refusal: not a pod the budget held.
+				{At: at(1000), Kind: report.PodDeletionRequested, Pod: "other-1"},
+				{At: at(2000), Kind: report.EvictionRefused, Pod: "other-1", Detail: "eviction of default/other-1 refused: budget"},
+				{At: at(3000), Kind: report.EvictionRefused, Pod: "graceful-1", Detail: "eviction of default/graceful-1 refused: budget"},
+				{At: at(44900), Kind: report.PodDeletionRequested, Pod: "graceful-1", Detail: "pod default/graceful-1 found deleting at the drain's end"},
+			}}
+		if alsoHeld {
+			r.Timeline = append(r.Timeline, report.Event{At: at(4000), Kind: report.EvictionRefused, Pod: "web-2", Detail: "eviction of default/web-2 refused: budget"})
+		}
+		return r
+	}
+	r := mk(true)
+	analyse(r)
+	f := find(r, DrainBlocked)
+	if f == nil {
+		t.Fatalf("no finding; findings %v", r.Findings)
+	}
+	if strings.Join(f.Pods, ",") != "other-1,web-2" {
+		t.Errorf("pods %v, want other-1 (deleted before its refusal) and web-2: not graceful-1, deleted while refused", f.Pods)
+	}
+	if !strings.Contains(strings.Join(f.Evidence, "\n"), "graceful-1's eviction was refused from +3.00s, and it went another way (pod_deletion_requested at +44.90s)") {
+		t.Errorf("evidence %q: want graceful-1's fate", f.Evidence)
+	}
+	r = mk(false)
+	r.Timeline = r.Timeline[1:] // other-1 not deleted either
+	r.Timeline = append(r.Timeline, report.Event{At: at(30000), Kind: report.PodGone, Pod: "other-1"})
+	analyse(r)
+	if f := find(r, DrainBlocked); f != nil {
+		t.Errorf("every refused pod went away, yet %+v", f)
+	}
+}

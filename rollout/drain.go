@@ -269,6 +269,11 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 				d.record(report.Event{Kind: report.EvictionRefused, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 					Detail: fmt.Sprintf("eviction of %s/%s refused: %s (asking again every %s)", p.Namespace, p.Name, msg, EvictionRetry)})
 			}
+		case ctx.Err() != nil:
+			// The run ended with this call in flight: the server may have
+			// accepted it.
+			d.lastLook(ctx, kube, p)
+			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 		default:
 			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
@@ -276,10 +281,73 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			d.lastLook(ctx, kube, p)
 			return ctx.Err()
 		case <-t.C:
 		}
 	}
+}
+
+// LastLookTimeout bounds the one read of a refused pod after the run's
+// end.
+var LastLookTimeout = 3 * time.Second
+
+// lastLook reads, once the run has ended, a pod whose eviction a budget
+// refused (or whose eviction call the end cut off), and records it if it is no longer what "held by the budget
+// until the end" claims: evicted after all (the answer to the last call
+// was cut off, or another eviction took it: the Eviction API marks the
+// pod with a DisruptionTarget condition), or deleted by something that is
+// not an eviction (its controller scaling it down, a user), or gone. A pod
+// still there, or one that cannot be read, records nothing: the drain saw
+// every call refused.
+func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) {
+	call, cancel := context.WithTimeout(context.WithoutCancel(ctx), LastLookTimeout)
+	defer cancel()
+	// A list by name, not a get: the drain may list pods in every
+	// namespace (ClusterPermissions) but get them only in the run's.
+	list, err := kube.CoreV1().Pods(p.Namespace).List(call, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String()})
+	var cur *corev1.Pod
+	if err == nil {
+		for i := range list.Items {
+			if list.Items[i].Name == p.Name && (list.Items[i].UID == p.UID || p.UID == "") {
+				cur = &list.Items[i]
+			}
+		}
+	}
+	name := p.Namespace + "/" + p.Name
+	switch {
+	case err == nil && cur == nil: // gone, or another pod of that name since
+		d.record(report.Event{Kind: report.PodGone, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+			Detail: fmt.Sprintf("pod %s found gone at the drain's end, its eviction refused until then: deleted by an eviction or by something else, not known which", name)})
+	case err != nil || cur.DeletionTimestamp == nil:
+		return
+	case evictedByAPI(cur):
+		d.record(report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+			Detail: fmt.Sprintf("pod %s found evicted at the drain's end (its DisruptionTarget condition says the Eviction API took it%s): the answer to the drain's last request was cut off by the run's end, or another eviction took it", name, since(cur))})
+	default:
+		d.record(report.Event{Kind: report.PodDeletionRequested, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+			Detail: fmt.Sprintf("pod %s found deleting at the drain's end%s, not by an eviction (no DisruptionTarget condition from the Eviction API): its controller scaled it down or someone deleted it, while the budget refused the drain", name, since(cur))})
+	}
+}
+
+// evictedByAPI says whether the Eviction API marked the pod for deletion.
+func evictedByAPI(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "EvictionByEvictionAPI" {
+			return true
+		}
+	}
+	return false
+}
+
+// since is when a deleting pod's deletion was asked for, as far as its
+// object says: its deletion timestamp less its grace period.
+func since(p *corev1.Pod) string {
+	if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil {
+		return ""
+	}
+	at := p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+	return fmt.Sprintf(", asked for at about %s", at.UTC().Format("15:04:05"))
 }
 
 func (d Drain) record(e report.Event) {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -149,4 +151,86 @@ func TestDrainDone(t *testing.T) {
 
 func appsv1DeploymentStatus(n int32) appsv1.DeploymentStatus {
 	return appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+}
+
+// When the run ends while budgets still refuse, the drain reads each
+// refused pod once more and records what became of it, so that "held
+// until the end" is said only of pods still there: one evicted after all
+// (the Eviction API's DisruptionTarget condition; here the answer to the
+// call in flight was cut off by the end), one deleted by its controller
+// (deleting, no such condition), one gone, and one still there (nothing
+// recorded beyond its refusal).
+func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
+	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
+	EvictionRetry = time.Millisecond
+	names := []string{"held", "scaled-down", "gone", "cut-off"}
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	for _, n := range names {
+		p := nodePod(n, "n1", "ReplicaSet", nil)
+		p.UID = types.UID("uid-" + n)
+		objs = append(objs, p)
+	}
+	kube := fake.NewClientset(objs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	// deleting marks a pod as a delete with a 20 s grace period does, and
+	// as an eviction does when evicted.
+	deleting := func(name string, evicted bool) error {
+		o, err := kube.Tracker().Get(podsGVR, "prod", name)
+		if err != nil {
+			return err
+		}
+		p := o.(*corev1.Pod).DeepCopy()
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 34, 0, time.UTC))), ptr.To(int64(20))
+		if evicted {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"})
+		}
+		return kube.Tracker().Update(podsGVR, p, "prod")
+	}
+	refused := map[string]bool{} // the Fake serialises its reactors
+	var changeErr error
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		refused[name] = true
+		if name == "cut-off" && len(refused) == len(names) && ctx.Err() == nil {
+			// Every pod refused once: the world changes while this call
+			// is in flight, and the run ends before its answer comes.
+			changeErr = errors.Join(deleting("scaled-down", false), deleting("cut-off", true), kube.Tracker().Delete(podsGVR, "prod", "gone"))
+			cancel()
+			return true, nil, ctx.Err()
+		}
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	})
+	var mu sync.Mutex
+	var events []report.Event
+	d := Drain{Node: "n1", Record: func(e report.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+	if err := d.Fire(ctx, kube, Ref{Namespace: "prod", Name: "web"}); err == nil {
+		t.Error("the drain ended with its pods not all evicted, and no error")
+	}
+	if changeErr != nil {
+		t.Fatal(changeErr)
+	}
+	after := map[string]report.Event{}
+	for _, e := range events {
+		if e.Kind != report.EvictionRefused {
+			after[e.Pod] = e
+		}
+	}
+	want := map[string]report.EventKind{"scaled-down": report.PodDeletionRequested, "cut-off": report.PodEvicted, "gone": report.PodGone}
+	for pod, kind := range want {
+		e, ok := after[pod]
+		if !ok || e.Kind != kind {
+			t.Errorf("%s: recorded %+v, want %s", pod, e, kind)
+		}
+	}
+	if e, ok := after["held"]; ok {
+		t.Errorf("held, still there at the end: recorded %+v", e)
+	}
+	if d := after["scaled-down"].Detail; !strings.Contains(d, "asked for at about 14:27:14") || !strings.Contains(d, "not by an eviction") {
+		t.Errorf("scaled-down's detail %q", d)
+	}
 }
