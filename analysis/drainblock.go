@@ -28,7 +28,9 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 	// A refused pod deleted by something other than the drain (its
 	// controller scaling it down, a user) was not held until the end:
 	// the watch saw it (the workload's pods) or the drain's last look did.
+	// One whose eviction failed otherwise is said apart.
 	wentAway := map[string]report.Event{}
+	var failed []string
 	for _, e := range r.Timeline {
 		switch e.Kind {
 		case report.EvictionRefused:
@@ -38,7 +40,9 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 			}
 		case report.PodEvicted:
 			evicted[e.Pod] = true
-		case report.PodDeletionRequested, report.PodGone:
+		case report.EvictionFailed:
+			failed = append(failed, fmt.Sprintf("%s at %+.2fs", e.Detail, e.At.Sub(r.StartedAt).Seconds()))
+		case report.PodDeletionRequested, report.PodGone, report.EvictionOvertaken:
 			if _, refused := firstRefused[e.Pod]; refused {
 				if _, seen := wentAway[e.Pod]; !seen {
 					wentAway[e.Pod] = e
@@ -71,6 +75,7 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 	}
 	slices.Sort(held)
 	ev = append(ev, away...)
+	ev = append(ev, failed...)
 	ev = append(ev, fmt.Sprintf("the drain of the node ended %s, its pods not all gone: a budget that refuses every eviction allows no disruption (ALLOWED DISRUPTIONS 0 in kubectl get pdb), so a node upgrade would wait on it forever", ro.Status))
 	return report.Finding{
 		Title:    fmt.Sprintf("A PodDisruptionBudget refused the drain's eviction of %s until the run ended", strings.Join(held, ", ")),

@@ -45,9 +45,10 @@ func TestDrainBlockedByABudget(t *testing.T) {
 	}
 }
 
-// A refused pod that went away another way (its controller deleted it,
-// or it is gone) was not held until the end: the finding names only the
-// pods still held, and says what became of the other; with none held,
+// A refused pod that went away another way (the watch saw its deletion,
+// or the drain's last look found it overtaken) was not held until the
+// end: the finding names only the pods still held, and says what became
+// of the other and of an eviction that failed otherwise; with none held,
 // there is no finding.
 func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
 	mk := func(alsoHeld bool) *report.Report {
@@ -58,7 +59,8 @@ func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
 				{At: at(1000), Kind: report.PodDeletionRequested, Pod: "other-1"},
 				{At: at(2000), Kind: report.EvictionRefused, Pod: "other-1", Detail: "eviction of default/other-1 refused: budget"},
 				{At: at(3000), Kind: report.EvictionRefused, Pod: "graceful-1", Detail: "eviction of default/graceful-1 refused: budget"},
-				{At: at(44900), Kind: report.PodDeletionRequested, Pod: "graceful-1", Detail: "pod default/graceful-1 found deleting at the drain's end"},
+				{At: at(44900), Kind: report.EvictionOvertaken, Pod: "graceful-1", Detail: "pod default/graceful-1 found deleting at the drain's end"},
+				{At: at(5000), Kind: report.EvictionFailed, Pod: "two-budgets", Detail: "eviction of default/two-budgets failed: This pod has more than one PodDisruptionBudget (not asked again)"},
 			}}
 		if alsoHeld {
 			r.Timeline = append(r.Timeline, report.Event{At: at(4000), Kind: report.EvictionRefused, Pod: "web-2", Detail: "eviction of default/web-2 refused: budget"})
@@ -74,8 +76,11 @@ func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
 	if strings.Join(f.Pods, ",") != "other-1,web-2" {
 		t.Errorf("pods %v, want other-1 (deleted before its refusal) and web-2: not graceful-1, deleted while refused", f.Pods)
 	}
-	if !strings.Contains(strings.Join(f.Evidence, "\n"), "graceful-1's eviction was refused from +3.00s, and it went another way (pod_deletion_requested at +44.90s)") {
+	if !strings.Contains(strings.Join(f.Evidence, "\n"), "graceful-1's eviction was refused from +3.00s, and it went another way (eviction_overtaken at +44.90s)") {
 		t.Errorf("evidence %q: want graceful-1's fate", f.Evidence)
+	}
+	if !strings.Contains(strings.Join(f.Evidence, "\n"), "two-budgets failed: This pod has more than one PodDisruptionBudget (not asked again) at +5.00s") {
+		t.Errorf("evidence %q: want the failed eviction said", f.Evidence)
 	}
 	r = mk(false)
 	r.Timeline = r.Timeline[1:] // other-1 not deleted either

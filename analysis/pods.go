@@ -173,6 +173,11 @@ func (ps *Pods) Apply(e report.Event) {
 	if e.Pod == "" {
 		return
 	}
+	if e.Kind.IsDrain() && len(ps.byPodName[e.Pod]) == 0 {
+		// A drain evicts every pod of the node: one the watch never
+		// saw is another workload's, not a pod of the run.
+		return
+	}
 	at := e.At
 	p := ps.pod(e)
 	switch {

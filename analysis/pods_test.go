@@ -139,3 +139,28 @@ func web2Recreated() []report.Event {
 		{At: at(8000), Kind: report.PodReady, Pod: "web-2", Revision: "web-b", IP: "10.0.0.9"},
 	}
 }
+
+// A drain evicts every pod of the node: its events about a pod the watch
+// never saw (another workload's) add no pod to the run's table, while
+// those about the run's own pods fold in as before.
+func TestDrainEventsOfOtherWorkloadsAddNoPod(t *testing.T) {
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "web-1", Revision: "web-a", IP: "10.0.0.1", Ready: true},
+		{At: at(1000), Kind: report.EvictionRefused, Pod: "web-1", Node: "n1"},
+		{At: at(1000), Kind: report.PodEvicted, Pod: "other-1", Node: "n1", Revision: "other-a"},
+		{At: at(1000), Kind: report.EvictionRefused, Pod: "other-2", Node: "n1"},
+		{At: at(1000), Kind: report.EvictionFailed, Pod: "other-3", Node: "n1"},
+		{At: at(9000), Kind: report.EvictionOvertaken, Pod: "other-2", Node: "n1"},
+	}
+	ps := FoldPods(tl)
+	var names []string
+	for _, p := range ps.All() {
+		names = append(names, p.Name)
+	}
+	if len(names) != 1 || names[0] != "web-1" {
+		t.Errorf("pods %v, want web-1 only", names)
+	}
+	if p := ps.Get("web-1"); p == nil || p.Node != "n1" || p.DeletedAt != nil {
+		t.Errorf("web-1: %+v, want its node from the drain's event and no deletion", p)
+	}
+}

@@ -34,6 +34,15 @@ const (
 	KubeEvent            EventKind = "k8s_event"    // a Kubernetes Event about our objects
 	ViewStalled          EventKind = "view_stalled" // no list answered, no watch event, for longer than ViewStallBound
 	ViewResumed          EventKind = "view_resumed" // the first sign of life after a stall
+
+	// A drain's eviction that ended otherwise: the API answered an error
+	// other than a budget's refusal, and the drain asked no more
+	// (eviction_failed); or a pod whose eviction a budget refused was
+	// found, at the drain's end, deleting or gone by another hand than the
+	// drain's (eviction_overtaken: its controller, a user).
+	EvictionFailed    EventKind = "eviction_failed"
+	EvictionOvertaken EventKind = "eviction_overtaken"
+
 	// An Argo Rollout's own progress, from its status: a canary step
 	// reached (rollout_step, Detail "step 2 of 5: setWeight: 50"), a pause
 	// begun (rollout_paused, Detail its reason), rollprobe's promote
@@ -113,4 +122,14 @@ type Event struct {
 // Killed reports whether e is a container that ended by SIGKILL.
 func (e Event) Killed() bool {
 	return e.Kind == ContainerTerminated && e.ExitCode != nil && *e.ExitCode == SIGKILLExitCode
+}
+
+// IsDrain reports whether k is one of a drain's eviction kinds. They may
+// name a pod of any workload on the node, not only the run's.
+func (k EventKind) IsDrain() bool {
+	switch k {
+	case PodEvicted, EvictionRefused, EvictionFailed, EvictionOvertaken:
+		return true
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -156,12 +157,19 @@ func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) err
 	}
 	wg.Wait()
 	close(errs)
+	// An eviction's own failure says more than the end that cut the
+	// others short.
+	var first error
 	for err := range errs {
-		if err != nil {
+		switch {
+		case err == nil:
+		case ctx.Err() == nil || !errors.Is(err, ctx.Err()):
 			return err
+		case first == nil:
+			first = err
 		}
 	}
-	return nil
+	return first
 }
 
 // budgetsRead are the PodDisruptionBudgets of the workload's namespace as
@@ -275,6 +283,12 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 			d.lastLook(ctx, kube, p)
 			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 		default:
+			// Not a budget's answer (a pod under two budgets, a webhook's
+			// denial, ...): kubectl drain stops on it too. Recorded, as the
+			// run may end by its timeout (other pods still refused) before
+			// Fire's error is read.
+			d.record(report.Event{Kind: report.EvictionFailed, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+				Detail: fmt.Sprintf("eviction of %s/%s failed: %v (not asked again)", p.Namespace, p.Name, err)})
 			return fmt.Errorf("evict pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		t := time.NewTimer(EvictionRetry)
@@ -293,11 +307,14 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 var LastLookTimeout = 3 * time.Second
 
 // lastLook reads, once the run has ended, a pod whose eviction a budget
-// refused (or whose eviction call the end cut off), and records it if it is no longer what "held by the budget
-// until the end" claims: evicted after all (the answer to the last call
-// was cut off, or another eviction took it: the Eviction API marks the
-// pod with a DisruptionTarget condition), or deleted by something that is
-// not an eviction (its controller scaling it down, a user), or gone. A pod
+// refused (or whose eviction call the end cut off), and records what
+// became of it if that is no longer "held by the budget until the end":
+// evicted after all (pod_evicted: the answer to the last call was cut
+// off, or another eviction took it; the Eviction API marks the pod with a
+// DisruptionTarget condition), or deleting or gone by another hand
+// (eviction_overtaken: its controller scaling it down, a user). Not the
+// pod lifecycle's kinds: the pod may be another workload's, and the
+// watcher records the run's own pods' deletions when they happen. A pod
 // still there, or one that cannot be read, records nothing: the drain saw
 // every call refused.
 func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) {
@@ -317,7 +334,7 @@ func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1
 	name := p.Namespace + "/" + p.Name
 	switch {
 	case err == nil && cur == nil: // gone, or another pod of that name since
-		d.record(report.Event{Kind: report.PodGone, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+		d.record(report.Event{Kind: report.EvictionOvertaken, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 			Detail: fmt.Sprintf("pod %s found gone at the drain's end, its eviction refused until then: deleted by an eviction or by something else, not known which", name)})
 	case err != nil || cur.DeletionTimestamp == nil:
 		return
@@ -325,7 +342,7 @@ func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1
 		d.record(report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 			Detail: fmt.Sprintf("pod %s found evicted at the drain's end (its DisruptionTarget condition says the Eviction API took it%s): the answer to the drain's last request was cut off by the run's end, or another eviction took it", name, since(cur))})
 	default:
-		d.record(report.Event{Kind: report.PodDeletionRequested, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+		d.record(report.Event{Kind: report.EvictionOvertaken, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 			Detail: fmt.Sprintf("pod %s found deleting at the drain's end%s, not by an eviction (no DisruptionTarget condition from the Eviction API): its controller scaled it down or someone deleted it, while the budget refused the drain", name, since(cur))})
 	}
 }

@@ -158,8 +158,8 @@ func appsv1DeploymentStatus(n int32) appsv1.DeploymentStatus {
 // until the end" is said only of pods still there: one evicted after all
 // (the Eviction API's DisruptionTarget condition; here the answer to the
 // call in flight was cut off by the end), one deleted by its controller
-// (deleting, no such condition), one gone, and one still there (nothing
-// recorded beyond its refusal).
+// (deleting, no such condition) and one gone (both overtaken), and one
+// still there (nothing recorded beyond its refusal).
 func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
 	EvictionRetry = time.Millisecond
@@ -220,7 +220,7 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 			after[e.Pod] = e
 		}
 	}
-	want := map[string]report.EventKind{"scaled-down": report.PodDeletionRequested, "cut-off": report.PodEvicted, "gone": report.PodGone}
+	want := map[string]report.EventKind{"scaled-down": report.EvictionOvertaken, "cut-off": report.PodEvicted, "gone": report.EvictionOvertaken}
 	for pod, kind := range want {
 		e, ok := after[pod]
 		if !ok || e.Kind != kind {
@@ -232,5 +232,52 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 	}
 	if d := after["scaled-down"].Detail; !strings.Contains(d, "asked for at about 14:27:14") || !strings.Contains(d, "not by an eviction") {
 		t.Errorf("scaled-down's detail %q", d)
+	}
+}
+
+// An eviction the API refuses with anything but a budget's 429 (here a
+// pod under two budgets: 500) is recorded and not asked again, while the
+// drain goes on waiting for the pods a budget holds; Fire's error is the
+// failure, not the end's.
+func TestDrainRecordsAFailedEviction(t *testing.T) {
+	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
+	EvictionRetry = time.Millisecond
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		nodePod("two-budgets", "n1", "ReplicaSet", nil), nodePod("held", "n1", "ReplicaSet", nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := map[string]int{} // the Fake serialises its reactors
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		asked[name]++
+		if name == "two-budgets" {
+			return true, nil, apierrors.NewInternalError(errors.New("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."))
+		}
+		if asked[name] >= 3 && asked["two-budgets"] > 0 {
+			cancel() // the run's end, while held is still refused
+		}
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	})
+	var mu sync.Mutex
+	var events []report.Event
+	d := Drain{Node: "n1", Record: func(e report.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+	err := d.Fire(ctx, kube, Ref{Namespace: "prod", Name: "web"})
+	if err == nil || !strings.Contains(err.Error(), "more than one PodDisruptionBudget") {
+		t.Errorf("Fire: %v, want the failed eviction's error", err)
+	}
+	if asked["two-budgets"] != 1 {
+		t.Errorf("the failed eviction was asked %d times, want once", asked["two-budgets"])
+	}
+	var failed []report.Event
+	for _, e := range events {
+		if e.Kind == report.EvictionFailed {
+			failed = append(failed, e)
+		}
+	}
+	if len(failed) != 1 || failed[0].Pod != "two-budgets" || !strings.Contains(failed[0].Detail, "more than one PodDisruptionBudget") {
+		t.Errorf("eviction_failed events %+v, want one for two-budgets with the API's message", failed)
 	}
 }

@@ -259,8 +259,10 @@ func (s *Sampler) event(e report.Event) {
 		logf(false, "rollout triggered: %s", e.Detail)
 	case report.RevisionCreated:
 		logf(false, "new revision %s", e.Revision)
-	case report.PodEvicted, report.EvictionRefused:
+	case report.PodEvicted, report.EvictionRefused, report.EvictionOvertaken:
 		logf(false, "%s", e.Detail)
+	case report.EvictionFailed:
+		logf(true, "%s", e.Detail)
 	case report.RolloutComplete:
 		logf(false, "rollout complete: %s", e.Detail)
 	case report.RolloutFailed:

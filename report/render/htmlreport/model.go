@@ -340,6 +340,12 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 		case e.Kind == report.EvictionRefused:
 			l.Markers = append(l.Markers, marker{T: t, Kind: "eviction-refused", Label: "eviction refused",
 				Title: fmt.Sprintf("%s: eviction refused at %+.2fs (a PodDisruptionBudget; asked again): %s", key, t, e.Detail)})
+		case e.Kind == report.EvictionFailed:
+			l.Markers = append(l.Markers, marker{T: t, Kind: "eviction-refused", Label: "eviction failed",
+				Title: fmt.Sprintf("%s: eviction failed at %+.2fs (not asked again): %s", key, t, e.Detail)})
+		case e.Kind == report.EvictionOvertaken:
+			l.Markers = append(l.Markers, marker{T: t, Kind: "eviction-refused", Label: "deleted otherwise",
+				Title: fmt.Sprintf("%s: found at the drain's end deleted by another hand than the drain's, at %+.2fs: %s", key, t, e.Detail)})
 		case e.Kind == report.ContainerTerminated:
 			setPod(podExited)
 			code := "?"

@@ -107,7 +107,7 @@ func Write(w io.Writer, r *report.Report) error {
 		Bands: m.Bands, CSS: template.CSS(styleCSS + colorRules()), JS: template.JS(zoomJS),
 	}
 	for _, e := range r.Timeline {
-		v.Evictions = v.Evictions || e.Kind == report.PodEvicted || e.Kind == report.EvictionRefused
+		v.Evictions = v.Evictions || e.Kind.IsDrain()
 	}
 	v.Title = "rollprobe " + r.Command + ": " + r.Target
 	if ro := r.Rollout; ro != nil {
