@@ -38,8 +38,9 @@ const (
 	// A drain's eviction that ended otherwise: the API answered an error
 	// other than a budget's refusal, and the drain asked no more
 	// (eviction_failed); or a pod whose eviction a budget refused was
-	// found, at the drain's end, deleting or gone by another hand than the
-	// drain's (eviction_overtaken: its controller, a user).
+	// being deleted by another hand than the drain's (its controller, a
+	// user), found so when an eviction was then accepted or at the
+	// drain's end (eviction_overtaken).
 	EvictionFailed    EventKind = "eviction_failed"
 	EvictionOvertaken EventKind = "eviction_overtaken"
 

@@ -256,6 +256,9 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 		cancel()
 		switch {
 		case err == nil:
+			if refused != "" && d.overtaken(ctx, kube, p) {
+				return nil
+			}
 			e := report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 				Detail: fmt.Sprintf("pod %s/%s evicted from node %s", p.Namespace, p.Name, d.Node)}
 			if bs, known := budgets.of(&p); known {
@@ -320,17 +323,7 @@ var LastLookTimeout = 3 * time.Second
 func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) {
 	call, cancel := context.WithTimeout(context.WithoutCancel(ctx), LastLookTimeout)
 	defer cancel()
-	// A list by name, not a get: the drain may list pods in every
-	// namespace (ClusterPermissions) but get them only in the run's.
-	list, err := kube.CoreV1().Pods(p.Namespace).List(call, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String()})
-	var cur *corev1.Pod
-	if err == nil {
-		for i := range list.Items {
-			if list.Items[i].Name == p.Name && (list.Items[i].UID == p.UID || p.UID == "") {
-				cur = &list.Items[i]
-			}
-		}
-	}
+	cur, err := current(call, kube, p)
 	name := p.Namespace + "/" + p.Name
 	switch {
 	case err == nil && cur == nil: // gone, or another pod of that name since
@@ -338,7 +331,9 @@ func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1
 			Detail: fmt.Sprintf("pod %s found gone at the drain's end, its eviction refused until then: deleted by an eviction or by something else, not known which", name)})
 	case err != nil || cur.DeletionTimestamp == nil:
 		return
-	case evictedByAPI(cur):
+	case deletedBeforeEviction(cur):
+		d.recordOvertaken(p, cur)
+	case evictedByAPI(cur) != nil:
 		d.record(report.Event{Kind: report.PodEvicted, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
 			Detail: fmt.Sprintf("pod %s found evicted at the drain's end (its DisruptionTarget condition says the Eviction API took it%s): the answer to the drain's last request was cut off by the run's end, or another eviction took it", name, since(cur))})
 	default:
@@ -347,23 +342,80 @@ func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1
 	}
 }
 
-// evictedByAPI says whether the Eviction API marked the pod for deletion.
-func evictedByAPI(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "EvictionByEvictionAPI" {
-			return true
-		}
+// overtaken says, after an eviction the budget refused before was
+// accepted, whether the pod was already being deleted by another hand
+// (the Eviction API lets a deleting pod go whatever its budget), and
+// records it so. Unknown (the pod not read, no condition to compare) is
+// an eviction as any other.
+func (d Drain) overtaken(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) bool {
+	call, cancel := Bound(ctx)
+	defer cancel()
+	cur, err := current(call, kube, p)
+	if err != nil || cur == nil || !deletedBeforeEviction(cur) {
+		return false
 	}
-	return false
+	d.recordOvertaken(p, cur)
+	return true
 }
 
-// since is when a deleting pod's deletion was asked for, as far as its
-// object says: its deletion timestamp less its grace period.
-func since(p *corev1.Pod) string {
+func (d Drain) recordOvertaken(p corev1.Pod, cur *corev1.Pod) {
+	d.record(report.Event{Kind: report.EvictionOvertaken, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+		Detail: fmt.Sprintf("pod %s/%s was already being deleted by another hand (its controller, a user)%s when an eviction was accepted (the Eviction API lets a deleting pod go whatever its budget): not its budget letting it go", p.Namespace, p.Name, since(cur))})
+}
+
+// current is the pod p as it is now: nil when it is gone or another pod
+// has its name. A list by name, not a get: the drain may list pods in
+// every namespace (ClusterPermissions) but get them only in the run's.
+func current(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) (*corev1.Pod, error) {
+	list, err := kube.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", p.Name).String()})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == p.Name && (list.Items[i].UID == p.UID || p.UID == "") {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// deletedBeforeEviction: the pod's deletion was asked for (its deletion
+// timestamp less its grace period) at least 2 s before the Eviction API
+// marked it, both by the API server's clock: another hand deleted it,
+// and an eviction found it deleting. An eviction that deletes the pod
+// marks it in the same second (the timestamps are whole seconds).
+func deletedBeforeEviction(p *corev1.Pod) bool {
+	asked, ok := deletionAsked(p)
+	c := evictedByAPI(p)
+	return ok && c != nil && !c.LastTransitionTime.IsZero() && c.LastTransitionTime.Sub(asked) >= 2*time.Second
+}
+
+// deletionAsked is when a deleting pod's deletion was asked for, as far
+// as its object says: its deletion timestamp less its grace period.
+func deletionAsked(p *corev1.Pod) (time.Time, bool) {
 	if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil {
+		return time.Time{}, false
+	}
+	return p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second), true
+}
+
+// evictedByAPI is the condition by which the Eviction API marked the pod
+// for deletion, or nil.
+func evictedByAPI(p *corev1.Pod) *corev1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "EvictionByEvictionAPI" {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// since says when a deleting pod's deletion was asked for.
+func since(p *corev1.Pod) string {
+	at, ok := deletionAsked(p)
+	if !ok {
 		return ""
 	}
-	at := p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
 	return fmt.Sprintf(", asked for at about %s", at.UTC().Format("15:04:05"))
 }
 

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,12 +159,13 @@ func appsv1DeploymentStatus(n int32) appsv1.DeploymentStatus {
 // until the end" is said only of pods still there: one evicted after all
 // (the Eviction API's DisruptionTarget condition; here the answer to the
 // call in flight was cut off by the end), one deleted by its controller
-// (deleting, no such condition) and one gone (both overtaken), and one
+// (deleting, no such condition), one gone and one deleted by another hand
+// seconds before an eviction marked it (all three overtaken), and one
 // still there (nothing recorded beyond its refusal).
 func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
 	EvictionRetry = time.Millisecond
-	names := []string{"held", "scaled-down", "gone", "cut-off"}
+	names := []string{"held", "scaled-down", "gone", "cut-off", "marked-later"}
 	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
 	for _, n := range names {
 		p := nodePod(n, "n1", "ReplicaSet", nil)
@@ -183,9 +185,25 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 		}
 		p := o.(*corev1.Pod).DeepCopy()
 		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 34, 0, time.UTC))), ptr.To(int64(20))
-		if evicted {
-			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"})
+		if evicted { // in the second it was deleted: the eviction's own
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 14, 0, time.UTC))})
 		}
+		return kube.Tracker().Update(podsGVR, p, "prod")
+	}
+	// markedLater: deleted by another hand, then marked by an eviction 6 s
+	// later (an eviction accepts a deleting pod whatever its budget).
+	markedLater := func(name string) error {
+		if err := deleting(name, false); err != nil {
+			return err
+		}
+		o, err := kube.Tracker().Get(podsGVR, "prod", name)
+		if err != nil {
+			return err
+		}
+		p := o.(*corev1.Pod).DeepCopy()
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC))})
 		return kube.Tracker().Update(podsGVR, p, "prod")
 	}
 	refused := map[string]bool{} // the Fake serialises its reactors
@@ -199,7 +217,7 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 		if name == "cut-off" && len(refused) == len(names) && ctx.Err() == nil {
 			// Every pod refused once: the world changes while this call
 			// is in flight, and the run ends before its answer comes.
-			changeErr = errors.Join(deleting("scaled-down", false), deleting("cut-off", true), kube.Tracker().Delete(podsGVR, "prod", "gone"))
+			changeErr = errors.Join(deleting("scaled-down", false), deleting("cut-off", true), kube.Tracker().Delete(podsGVR, "prod", "gone"), markedLater("marked-later"))
 			cancel()
 			return true, nil, ctx.Err()
 		}
@@ -220,7 +238,8 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 			after[e.Pod] = e
 		}
 	}
-	want := map[string]report.EventKind{"scaled-down": report.EvictionOvertaken, "cut-off": report.PodEvicted, "gone": report.EvictionOvertaken}
+	want := map[string]report.EventKind{"scaled-down": report.EvictionOvertaken, "cut-off": report.PodEvicted, "gone": report.EvictionOvertaken,
+		"marked-later": report.EvictionOvertaken}
 	for pod, kind := range want {
 		e, ok := after[pod]
 		if !ok || e.Kind != kind {
@@ -279,5 +298,61 @@ func TestDrainRecordsAFailedEviction(t *testing.T) {
 	}
 	if len(failed) != 1 || failed[0].Pod != "two-budgets" || !strings.Contains(failed[0].Detail, "more than one PodDisruptionBudget") {
 		t.Errorf("eviction_failed events %+v, want one for two-budgets with the API's message", failed)
+	}
+}
+
+// An eviction accepted after refusals, of a pod another hand had begun
+// deleting seconds before (the Eviction API lets a deleting pod go
+// whatever its budget), is recorded as overtaken, not as the budget
+// letting it go; one the eviction itself deleted is pod_evicted.
+func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
+	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
+	EvictionRetry = time.Millisecond
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		nodePod("rolled", "n1", "ReplicaSet", nil), nodePod("let-go", "n1", "ReplicaSet", nil))
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	asked := map[string]int{} // the Fake serialises its reactors
+	var changeErr error
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		asked[name]++
+		if asked[name] == 1 {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		// Accepted: the API server marks the pod and deletes it, at
+		// 14:27:20; "rolled" had been deleted by its controller at 14:27:14.
+		o, err := kube.Tracker().Get(podsGVR, "prod", name)
+		if err != nil {
+			changeErr = err
+			return true, nil, err
+		}
+		p := o.(*corev1.Pod).DeepCopy()
+		asked := time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC)
+		if name == "rolled" {
+			asked = asked.Add(-6 * time.Second)
+		}
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(asked.Add(30*time.Second))), ptr.To(int64(30))
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC))})
+		changeErr = errors.Join(changeErr, kube.Tracker().Update(podsGVR, p, "prod"))
+		return true, nil, nil
+	})
+	var mu sync.Mutex
+	events := map[string][]report.EventKind{}
+	d := Drain{Node: "n1", Record: func(e report.Event) { mu.Lock(); events[e.Pod] = append(events[e.Pod], e.Kind); mu.Unlock() }}
+	if err := d.Fire(context.Background(), kube, Ref{Namespace: "prod", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if changeErr != nil {
+		t.Fatal(changeErr)
+	}
+	want := map[string][]report.EventKind{"rolled": {report.EvictionRefused, report.EvictionOvertaken}, "let-go": {report.EvictionRefused, report.PodEvicted}}
+	for pod, kinds := range want {
+		if !slices.Equal(events[pod], kinds) {
+			t.Errorf("%s: recorded %v, want %v", pod, events[pod], kinds)
+		}
 	}
 }
