@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,13 +346,41 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	if len(held) == 0 {
 		t.Fatalf("no drain-web pod on %s", node.Name)
 	}
-	r := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--timeout", "20s").wait(t)
+	run := startRunOn(t, nil, "drain-web", "http://"+ip+"/", "--drain", node.Name, "--timeout", "20s")
+	// Another hand deletes one held pod just after its first refusal: the
+	// drain's next ask, 5 s later, finds it deleting and is accepted
+	// whatever the budget (the Eviction API's way with a deleting pod):
+	// overtaken, not let go by the budget, and not held to the end.
+	refusal := regexp.MustCompile(`eviction of default/(drain-web-[a-z0-9]+-[a-z0-9]+) refused`)
+	run.waitFor(t, "drain: eviction of default/drain-web-")
+	m := refusal.FindStringSubmatch(run.output.String())
+	if m == nil {
+		t.Fatalf("no refusal of a drain-web pod in the run's output\n%s", run.output.String())
+	}
+	deleted := m[1]
+	if err := c.Kube.CoreV1().Pods("default").Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held = slices.DeleteFunc(held, func(n string) bool { return n == deleted })
+	r := run.wait(t)
 	if r.repErr != nil || r.exit != 3 {
 		t.Fatalf("exit %d (%v), want 3 (the drain timed out)\n%s", r.exit, r.repErr, r.out())
+	}
+	var fate []report.EventKind
+	for _, e := range r.rep.Timeline {
+		if e.Pod == deleted && e.Kind.IsDrain() && e.Kind != report.EvictionRefused {
+			fate = append(fate, e.Kind)
+		}
+	}
+	if !slices.Equal(fate, []report.EventKind{report.EvictionOvertaken}) {
+		t.Errorf("%s, deleted by the test after its first refusal: drain events %v, want eviction_overtaken alone\n%s", deleted, fate, evidenceFor(r.rep, deleted))
 	}
 	f := findingByID(r.rep, "drain-blocked-by-pod-disruption-budget")
 	if f == nil {
 		t.Fatalf("findings %v: want the blocked drain's", findingIDs(r.rep))
+	}
+	if slices.Contains(f.Pods, deleted) || !strings.Contains(strings.Join(f.Evidence, "\n"), deleted+"'s eviction was refused from") {
+		t.Errorf("the finding names %v, with evidence %q: want %s left out as gone another way", f.Pods, f.Evidence, deleted)
 	}
 	if findingByID(r.rep, "pod-disruption-budget-allows-no-eviction") == nil {
 		t.Errorf("findings %v: the doctor's check did not name the budget before the drain", findingIDs(r.rep))
@@ -378,6 +407,7 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	t.Logf("drain of %s blocked: %s; %s", node.Name, f.Title, f.Evidence[0])
+	t.Logf("deleted by the test while refused: %s", evidenceFor(r.rep, deleted))
 }
 
 // whoTouched is what the cluster's own events say of a pod, its

@@ -359,8 +359,11 @@ func (d Drain) overtaken(ctx context.Context, kube kubernetes.Interface, p corev
 }
 
 func (d Drain) recordOvertaken(p corev1.Pod, cur *corev1.Pod) {
+	asked, _ := deletionAsked(cur)
+	marked := evictedByAPI(cur).LastTransitionTime
 	d.record(report.Event{Kind: report.EvictionOvertaken, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
-		Detail: fmt.Sprintf("pod %s/%s was already being deleted by another hand (its controller, a user)%s when an eviction was accepted (the Eviction API lets a deleting pod go whatever its budget): not its budget letting it go", p.Namespace, p.Name, since(cur))})
+		Detail: fmt.Sprintf("pod %s/%s was already being deleted by another hand (its controller, a user: asked for at about %s) when an eviction was accepted at about %s: the Eviction API lets a deleting pod go whatever its budget, so not its budget letting it go",
+			p.Namespace, p.Name, asked.UTC().Format("15:04:05"), marked.UTC().Format("15:04:05"))})
 }
 
 // current is the pod p as it is now: nil when it is gone or another pod
