@@ -163,8 +163,7 @@ func appsv1DeploymentStatus(n int32) appsv1.DeploymentStatus {
 // seconds before an eviction marked it (all three overtaken), and one
 // still there (nothing recorded beyond its refusal).
 func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
-	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
-	EvictionRetry = time.Millisecond
+	fastEvictionRetries(t)
 	names := []string{"held", "scaled-down", "gone", "cut-off", "marked-later"}
 	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
 	for _, n := range names {
@@ -206,22 +205,18 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 			Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC))})
 		return kube.Tracker().Update(podsGVR, p, "prod")
 	}
-	refused := map[string]bool{} // the Fake serialises its reactors
+	refused := map[string]bool{}
 	var changeErr error
-	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+	onEviction(kube, func(name string) error {
 		refused[name] = true
 		if name == "cut-off" && len(refused) == len(names) && ctx.Err() == nil {
 			// Every pod refused once: the world changes while this call
 			// is in flight, and the run ends before its answer comes.
 			changeErr = errors.Join(deleting("scaled-down", false), deleting("cut-off", true), kube.Tracker().Delete(podsGVR, "prod", "gone"), markedLater("marked-later"))
 			cancel()
-			return true, nil, ctx.Err()
+			return ctx.Err()
 		}
-		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		return budgetRefusal()
 	})
 	var mu sync.Mutex
 	var events []report.Event
@@ -259,26 +254,21 @@ func TestDrainLooksOnceMoreAtTheEnd(t *testing.T) {
 // drain goes on waiting for the pods a budget holds; Fire's error is the
 // failure, not the end's.
 func TestDrainRecordsAFailedEviction(t *testing.T) {
-	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
-	EvictionRetry = time.Millisecond
+	fastEvictionRetries(t)
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
 		nodePod("two-budgets", "n1", "ReplicaSet", nil), nodePod("held", "n1", "ReplicaSet", nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	asked := map[string]int{} // the Fake serialises its reactors
-	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+	asked := map[string]int{}
+	onEviction(kube, func(name string) error {
 		asked[name]++
 		if name == "two-budgets" {
-			return true, nil, apierrors.NewInternalError(errors.New("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."))
+			return apierrors.NewInternalError(errors.New("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."))
 		}
 		if asked[name] >= 3 && asked["two-budgets"] > 0 {
 			cancel() // the run's end, while held is still refused
 		}
-		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		return budgetRefusal()
 	})
 	var mu sync.Mutex
 	var events []report.Event
@@ -306,28 +296,23 @@ func TestDrainRecordsAFailedEviction(t *testing.T) {
 // whatever its budget), is recorded as overtaken, not as the budget
 // letting it go; one the eviction itself deleted is pod_evicted.
 func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
-	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
-	EvictionRetry = time.Millisecond
+	fastEvictionRetries(t)
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
 		nodePod("rolled", "n1", "ReplicaSet", nil), nodePod("let-go", "n1", "ReplicaSet", nil))
 	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	asked := map[string]int{} // the Fake serialises its reactors
+	asked := map[string]int{}
 	var changeErr error
-	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+	onEviction(kube, func(name string) error {
 		asked[name]++
 		if asked[name] == 1 {
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			return budgetRefusal()
 		}
 		// Accepted: the API server marks the pod and deletes it, at
 		// 14:27:20; "rolled" had been deleted by its controller at 14:27:14.
 		o, err := kube.Tracker().Get(podsGVR, "prod", name)
 		if err != nil {
 			changeErr = err
-			return true, nil, err
+			return err
 		}
 		p := o.(*corev1.Pod).DeepCopy()
 		asked := time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC)
@@ -338,7 +323,7 @@ func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 			Reason: "EvictionByEvictionAPI", LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 14, 27, 20, 0, time.UTC))})
 		changeErr = errors.Join(changeErr, kube.Tracker().Update(podsGVR, p, "prod"))
-		return true, nil, nil
+		return nil
 	})
 	var mu sync.Mutex
 	events := map[string][]report.EventKind{}
@@ -355,4 +340,26 @@ func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
 			t.Errorf("%s: recorded %v, want %v", pod, events[pod], kinds)
 		}
 	}
+}
+
+// fastEvictionRetries has a refused eviction asked again at once.
+func fastEvictionRetries(t *testing.T) {
+	d := EvictionRetry
+	EvictionRetry = time.Millisecond
+	t.Cleanup(func() { EvictionRetry = d })
+}
+
+// onEviction answers the fake's evictions with answer(pod name); the Fake
+// serialises its reactors, so answer needs no lock of its own.
+func onEviction(kube *fake.Clientset, answer func(name string) error) {
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		return true, nil, answer(a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName())
+	})
+}
+
+func budgetRefusal() error {
+	return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 }
