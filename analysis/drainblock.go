@@ -44,7 +44,9 @@ func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 			failed = append(failed, fmt.Sprintf("%s at %+.2fs", e.Detail, e.At.Sub(r.StartedAt).Seconds()))
 		case report.PodDeletionRequested, report.PodGone, report.EvictionOvertaken:
 			if _, refused := firstRefused[e.Pod]; refused {
-				if _, seen := wentAway[e.Pod]; !seen {
+				// The first sign, but the drain's own account when there
+				// is one: it says whose doing it was.
+				if prev, seen := wentAway[e.Pod]; !seen || (e.Kind == report.EvictionOvertaken && prev.Kind != report.EvictionOvertaken) {
 					wentAway[e.Pod] = e
 				}
 			}

@@ -59,7 +59,9 @@ func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
 				{At: at(1000), Kind: report.PodDeletionRequested, Pod: "other-1"},
 				{At: at(2000), Kind: report.EvictionRefused, Pod: "other-1", Detail: "eviction of default/other-1 refused: budget"},
 				{At: at(3000), Kind: report.EvictionRefused, Pod: "graceful-1", Detail: "eviction of default/graceful-1 refused: budget"},
+				{At: at(40000), Kind: report.PodDeletionRequested, Pod: "graceful-1", Detail: "grace 20s"},
 				{At: at(44900), Kind: report.EvictionOvertaken, Pod: "graceful-1", Detail: "pod default/graceful-1 found deleting at the drain's end"},
+				{At: at(45000), Kind: report.PodGone, Pod: "graceful-1"},
 				{At: at(5000), Kind: report.EvictionFailed, Pod: "two-budgets", Detail: "eviction of default/two-budgets failed: This pod has more than one PodDisruptionBudget (not asked again)"},
 			}}
 		if alsoHeld {

@@ -379,7 +379,8 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	if f == nil {
 		t.Fatalf("findings %v: want the blocked drain's", findingIDs(r.rep))
 	}
-	if slices.Contains(f.Pods, deleted) || !strings.Contains(strings.Join(f.Evidence, "\n"), deleted+"'s eviction was refused from") {
+	if slices.Contains(f.Pods, deleted) || !strings.Contains(strings.Join(f.Evidence, "\n"), deleted+"'s eviction was refused from") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "went another way (eviction_overtaken at") {
 		t.Errorf("the finding names %v, with evidence %q: want %s left out as gone another way", f.Pods, f.Evidence, deleted)
 	}
 	if findingByID(r.rep, "pod-disruption-budget-allows-no-eviction") == nil {
