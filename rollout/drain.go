@@ -272,6 +272,10 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 			d.record(e)
 			return nil
 		case apierrors.IsNotFound(err):
+			if refused != "" { // gone between two asks: not the drain's doing
+				d.record(report.Event{Kind: report.EvictionOvertaken, Pod: p.Name, Node: d.Node, Revision: PodRevision(&p),
+					Detail: fmt.Sprintf("pod %s/%s was gone when the drain asked again, its eviction refused before: deleted by another hand (its controller, a user), not let go by its budget", p.Namespace, p.Name)})
+			}
 			return nil
 		case apierrors.IsTooManyRequests(err):
 			// A PodDisruptionBudget allows no more disruption now.

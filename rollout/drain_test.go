@@ -294,11 +294,12 @@ func TestDrainRecordsAFailedEviction(t *testing.T) {
 // An eviction accepted after refusals, of a pod another hand had begun
 // deleting seconds before (the Eviction API lets a deleting pod go
 // whatever its budget), is recorded as overtaken, not as the budget
-// letting it go; one the eviction itself deleted is pod_evicted.
+// letting it go, as is one gone before the drain asked again; one the
+// eviction itself deleted is pod_evicted.
 func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
 	fastEvictionRetries(t)
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-		nodePod("rolled", "n1", "ReplicaSet", nil), nodePod("let-go", "n1", "ReplicaSet", nil))
+		nodePod("rolled", "n1", "ReplicaSet", nil), nodePod("let-go", "n1", "ReplicaSet", nil), nodePod("vanished", "n1", "ReplicaSet", nil))
 	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
 	asked := map[string]int{}
 	var changeErr error
@@ -306,6 +307,10 @@ func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
 		asked[name]++
 		if asked[name] == 1 {
 			return budgetRefusal()
+		}
+		if name == "vanished" { // deleted and gone between two asks
+			changeErr = errors.Join(changeErr, kube.Tracker().Delete(podsGVR, "prod", name))
+			return apierrors.NewNotFound(podsGVR.GroupResource(), name)
 		}
 		// Accepted: the API server marks the pod and deletes it, at
 		// 14:27:20; "rolled" had been deleted by its controller at 14:27:14.
@@ -334,7 +339,8 @@ func TestDrainAcceptedForADeletingPodIsOvertaken(t *testing.T) {
 	if changeErr != nil {
 		t.Fatal(changeErr)
 	}
-	want := map[string][]report.EventKind{"rolled": {report.EvictionRefused, report.EvictionOvertaken}, "let-go": {report.EvictionRefused, report.PodEvicted}}
+	want := map[string][]report.EventKind{"rolled": {report.EvictionRefused, report.EvictionOvertaken}, "let-go": {report.EvictionRefused, report.PodEvicted},
+		"vanished": {report.EvictionRefused, report.EvictionOvertaken}}
 	for pod, kinds := range want {
 		if !slices.Equal(events[pod], kinds) {
 			t.Errorf("%s: recorded %v, want %v", pod, events[pod], kinds)
