@@ -37,8 +37,9 @@ import (
 type Drain struct {
 	Node     string
 	Uncordon bool
-	// Record, when set, receives an event for each eviction accepted or
-	// refused (the runner sets its timeline's).
+	// Record, when set, receives an event for each eviction accepted,
+	// refused, failed or overtaken by another hand (the runner sets its
+	// timeline's).
 	Record func(report.Event)
 }
 
@@ -134,7 +135,9 @@ func Cordon(ctx context.Context, kube kubernetes.Interface, node string, unsched
 
 // Fire cordons the node and evicts its pods, all at once as kubectl does,
 // each retried while a budget refuses it; it returns once every eviction
-// was accepted (the pods then terminate), or with the first error.
+// has ended: nil when each was accepted (the pods then terminate) or its
+// pod went otherwise, else an eviction's own error in preference to the
+// context's that cut the others short.
 func (d Drain) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
 	if err := Cordon(ctx, kube, d.Node, true); err != nil {
 		return err
@@ -243,9 +246,12 @@ func describeBudget(pdb *policyv1.PodDisruptionBudget) string {
 	return fmt.Sprintf("%s (%s; %s)", pdb.Name, keep, allowed)
 }
 
-// evict asks for one pod's eviction until it is accepted (or the pod is
-// gone), noting the first refusal of each kind and the acceptance with
-// the budgets that let it through.
+// evict asks for one pod's eviction until it is accepted, the pod is gone,
+// another error answers or ctx ends. It records the first refusal of each
+// kind, the acceptance with the budgets that let it through (or, for a pod
+// another hand was already deleting, eviction_overtaken), an error that
+// ends it (eviction_failed), and at ctx's end what became of the pod
+// (lastLook).
 func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Pod, budgets budgetsRead) error {
 	refused := ""
 	for {
@@ -309,9 +315,9 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 	}
 }
 
-// LastLookTimeout bounds the one read of a refused pod after the run's
-// end.
-var LastLookTimeout = 3 * time.Second
+// lastLookTimeout bounds the one read of a refused pod after the run's
+// end (a Ctrl-C waits on it too).
+const lastLookTimeout = 3 * time.Second
 
 // lastLook reads, once the run has ended, a pod whose eviction a budget
 // refused (or whose eviction call the end cut off), and records what
@@ -325,7 +331,7 @@ var LastLookTimeout = 3 * time.Second
 // still there, or one that cannot be read, records nothing: the drain saw
 // every call refused.
 func (d Drain) lastLook(ctx context.Context, kube kubernetes.Interface, p corev1.Pod) {
-	call, cancel := context.WithTimeout(context.WithoutCancel(ctx), LastLookTimeout)
+	call, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastLookTimeout)
 	defer cancel()
 	cur, err := current(call, kube, p)
 	name := p.Namespace + "/" + p.Name

@@ -345,7 +345,7 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 				Title: fmt.Sprintf("%s: eviction failed at %+.2fs (not asked again): %s", key, t, e.Detail)})
 		case e.Kind == report.EvictionOvertaken:
 			l.Markers = append(l.Markers, marker{T: t, Kind: "eviction-refused", Label: "deleted otherwise",
-				Title: fmt.Sprintf("%s: found at the drain's end deleted by another hand than the drain's, at %+.2fs: %s", key, t, e.Detail)})
+				Title: fmt.Sprintf("%s: deleted by another hand than the drain's while its eviction was refused, found so at %+.2fs: %s", key, t, e.Detail)})
 		case e.Kind == report.ContainerTerminated:
 			setPod(podExited)
 			code := "?"
