@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -42,7 +41,7 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if gap.failed == 0 || !gap.emptiedByBudgetedDrain() {
 			continue
 		}
-		pods := evictionLines(gap.evicted, r.StartedAt, &budgets)
+		pods := evictionLines(gap.evicted, r, &budgets)
 		end := fmt.Sprintf("to %+.2fs (%.1fs)", gap.end.Sub(r.StartedAt).Seconds(), gap.end.Sub(gap.start).Seconds())
 		if gap.open {
 			end = "to the end of the run"
@@ -58,7 +57,7 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if sf.failed == 0 {
 			continue
 		}
-		pods := evictionLines(sf.out, r.StartedAt, &budgets)
+		pods := evictionLines(sf.out, r, &budgets)
 		if sf.before-sf.least > mostOut {
 			mostOut, left, before = sf.before-sf.least, sf.least, sf.before
 		}
@@ -105,13 +104,19 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 
 // evictionLines says each eviction: the pod, when, and the budgets that
 // let it go ("a at +2.00s (let go by web (maxUnavailable: 1; ...))"); it
-// adds those budgets to budgets, each once.
-func evictionLines(evicted []report.Event, start time.Time, budgets *[]string) []string {
+// adds those budgets to budgets, each once. The budgets' status is the
+// drain's start's (report.Event.Budgets): for a pod they refused then,
+// the line says so rather than read as "0 disruptions allowed let it go".
+func evictionLines(evicted []report.Event, r *report.Report, budgets *[]string) []string {
 	var lines []string
 	for _, e := range evicted {
-		line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(start).Seconds())
+		line := fmt.Sprintf("%s at %+.2fs", e.Pod, e.At.Sub(r.StartedAt).Seconds())
 		if len(e.Budgets) > 0 {
-			line += " (let go by " + strings.Join(e.Budgets, ", ") + ")"
+			line += " (let go by " + strings.Join(e.Budgets, ", ")
+			if refusedBefore(r.Timeline, e) {
+				line += ", after refusing it: their status as read when the drain began"
+			}
+			line += ")"
 		}
 		for _, b := range e.Budgets {
 			if !slices.Contains(*budgets, b) {
@@ -128,4 +133,15 @@ func podsOfTheService(n int) string {
 		return "1 pod of the Service"
 	}
 	return fmt.Sprintf("%d pods of the Service", n)
+}
+
+// refusedBefore: the drain's eviction of evicted's pod was refused before
+// it was accepted.
+func refusedBefore(timeline []report.Event, evicted report.Event) bool {
+	for _, e := range timeline {
+		if e.Kind == report.EvictionRefused && e.Pod == evicted.Pod && !e.At.After(evicted.At) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,7 +105,7 @@ func TestPropagationWithoutACertainFailure(t *testing.T) {
 // and a fix to the budget; the same drain with no budget on the evictions
 // is the plain no-serving-endpoint finding, which says no budget kept one.
 func TestBudgetTooLoose(t *testing.T) {
-	build := func(budgets []string) *report.Report {
+	build := func(budgets []string, refusedB bool) *report.Report {
 		ep := func(ms int, kind report.EventKind, pod, ip string, serving bool) report.Event {
 			return endpointAt(ms, kind, pod, ip, serving, serving)
 		}
@@ -125,13 +126,16 @@ func TestBudgetTooLoose(t *testing.T) {
 				ep(2700, report.EndpointTerminating, "b", "10.0.0.6", false),
 				ep(6000, report.EndpointReady, "c", "10.0.0.9", true),
 			}}
+		if refusedB {
+			r.Timeline = slices.Insert(r.Timeline, 4, report.Event{At: at(1500), Kind: report.EvictionRefused, Pod: "b", Node: "n2"})
+		}
 		for _, ms := range []int{2600, 3000, 4000, 5500, 7000} {
 			r.Failures = append(r.Failures, fail(ms, report.ClassConnectTimeout, true, ""))
 		}
 		analyse(r)
 		return r
 	}
-	r := build([]string{"shop (minAvailable: 2; 2 disruptions allowed)"})
+	r := build([]string{"shop (minAvailable: 2; 2 disruptions allowed)"}, false)
 	f := find(r, BudgetTooLoose)
 	if f == nil || f.Severity != report.SeverityError || find(r, NoServingEndpoint) != nil {
 		t.Fatalf("findings %+v: want the budget's finding alone", r.Findings)
@@ -147,7 +151,17 @@ func TestBudgetTooLoose(t *testing.T) {
 		!strings.Contains(f.Fix, "maxUnavailable: 1") || !strings.Contains(f.Fix, "fix shop") {
 		t.Errorf("title %q, fix %q, evidence:\n%s", f.Title, f.Fix, ev)
 	}
-	r = build(nil)
+	// b's eviction was refused at first: the budget's status, read when
+	// the drain began, is not what let it go, and its line says so.
+	r = build([]string{"shop (minAvailable: 2; 0 disruptions allowed)"}, true)
+	if f = find(r, BudgetTooLoose); f == nil {
+		t.Fatalf("findings %+v: want the budget's finding", r.Findings)
+	}
+	ev = strings.Join(f.Evidence, "\n")
+	if want := "a at +2.00s (let go by shop (minAvailable: 2; 0 disruptions allowed)), b at +2.00s (let go by shop (minAvailable: 2; 0 disruptions allowed), after refusing it: their status as read when the drain began)"; !strings.Contains(ev, want) {
+		t.Errorf("evidence lacks %q:\n%s", want, ev)
+	}
+	r = build(nil, false)
 	f = find(r, NoServingEndpoint)
 	if f == nil || find(r, BudgetTooLoose) != nil {
 		t.Fatalf("findings %+v: with no budget, want no-serving-endpoint alone", r.Findings)

@@ -269,7 +269,13 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 				Detail: fmt.Sprintf("pod %s/%s evicted from node %s", p.Namespace, p.Name, d.Node)}
 			if bs, known := budgets.of(&p); known {
 				e.Budgets = bs
-				if len(bs) > 0 {
+				switch {
+				case len(bs) > 0 && refused != "":
+					// The budgets were read when the drain began, when
+					// they refused this pod: their status then (no
+					// disruption allowed) is not what let it go now.
+					e.Detail += "; PodDisruptionBudget " + strings.Join(bs, ", ") + " let it go once it allowed a disruption, after refusing it (its status as read when the drain began)"
+				case len(bs) > 0:
 					e.Detail += "; PodDisruptionBudget " + strings.Join(bs, ", ") + " let it go"
 				}
 			} else if budgets.err != nil && p.Namespace == budgets.namespace {

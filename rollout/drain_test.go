@@ -51,8 +51,10 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	noSelector := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: "prod"}, Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))}}
 	elsewhere := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "other"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromString("50%")), Selector: &metav1.LabelSelector{}}}
+	webB := nodePod("web-b", "n1", "ReplicaSet", nil)
+	webB.Labels = webA.Labels
 	kube := fake.NewClientset(node, budget, noSelector, elsewhere,
-		webA, nodePod("web-b", "n1", "ReplicaSet", nil),
+		webA, webB, nodePod("unlabelled", "n1", "ReplicaSet", nil),
 		nodePod("agent", "n1", "DaemonSet", nil), nodePod("static", "n1", "", map[string]string{MirrorPodAnnotation: "x"}),
 		nodePod("web-c", "n2", "ReplicaSet", nil))
 	var mu sync.Mutex
@@ -85,25 +87,32 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	if !n.Spec.Unschedulable {
 		t.Error("the node is not cordoned")
 	}
-	if len(evicted) != 2 || !strings.Contains(strings.Join(evicted, " "), "web-a") || !strings.Contains(strings.Join(evicted, " "), "web-b") {
-		t.Errorf("evicted %v, want web-a and web-b (not the DaemonSet's, the mirror pod or another node's)", evicted)
+	slices.Sort(evicted)
+	if !slices.Equal(evicted, []string{"unlabelled", "web-a", "web-b"}) {
+		t.Errorf("evicted %v, want unlabelled, web-a and web-b (not the DaemonSet's, the mirror pod or another node's)", evicted)
 	}
 	kinds := map[report.EventKind]int{}
 	for _, e := range events {
 		kinds[e.Kind]++
 	}
 	// The same refusal twice is recorded once.
-	if kinds[report.PodEvicted] != 2 || kinds[report.EvictionRefused] != 1 {
-		t.Errorf("events %+v: want 2 evictions and 1 refusal", events)
+	if kinds[report.PodEvicted] != 3 || kinds[report.EvictionRefused] != 1 {
+		t.Errorf("events %+v: want 3 evictions and 1 refusal", events)
 	}
-	// Each eviction names the budgets that let it through.
+	// Each eviction names the budgets that let it through; one refused
+	// before says the budgets' status is the drain's start's, when they
+	// refused it, not what let it go.
 	for _, e := range events {
 		if e.Kind != report.PodEvicted {
 			continue
 		}
-		want := map[string]string{"web-a": "web (maxUnavailable: 2; 2 disruptions allowed)", "web-b": ""}[e.Pod]
-		if strings.Join(e.Budgets, ",") != want || (want != "" && !strings.Contains(e.Detail, want)) {
-			t.Errorf("%s evicted with budgets %q (%s), want %q", e.Pod, e.Budgets, e.Detail, want)
+		const web = "web (maxUnavailable: 2; 2 disruptions allowed)"
+		want := map[string]string{"web-a": web, "web-b": web, "unlabelled": ""}[e.Pod]
+		detail := map[string]string{"web-a": web + " let it go",
+			"web-b":      web + " let it go once it allowed a disruption, after refusing it (its status as read when the drain began)",
+			"unlabelled": "evicted from node n1"}[e.Pod]
+		if strings.Join(e.Budgets, ",") != want || !strings.HasSuffix(e.Detail, detail) {
+			t.Errorf("%s evicted with budgets %q (%s), want %q ending %q", e.Pod, e.Budgets, e.Detail, want, detail)
 		}
 	}
 	if err := Cordon(ctx, kube, "n1", false); err != nil {
