@@ -953,6 +953,46 @@ func uncordonAtEnd(t *testing.T, c *lab.Client, node string) {
 	t.Cleanup(func() {
 		if err := rollout.Cordon(context.Background(), c.Kube, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
+			return
 		}
+		waitSchedulable(t, c, node)
 	})
+}
+
+// waitSchedulable waits until node takes pods again: uncordoned, and
+// without the node.kubernetes.io/unschedulable taint, which the
+// controller manager's node lifecycle controller removes after an
+// uncordon, on its own time. Until then a spread with nodeTaintsPolicy:
+// Honor leaves the node out: a warm CI run placed all three of
+// drain-overload's pods on the other node when its sample was applied
+// right after the drain before it had uncordoned this one.
+func waitSchedulable(t *testing.T, c *lab.Client, node string) {
+	t.Helper()
+	var last *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		if n.Spec.Unschedulable {
+			return false, nil
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("node %s does not take pods 30s after its uncordon: %v (last seen: unschedulable %v, taints %v)", node, err, last != nil && last.Spec.Unschedulable, taintsOf(last))
+	}
+}
+
+func taintsOf(n *corev1.Node) []corev1.Taint {
+	if n == nil {
+		return nil
+	}
+	return n.Spec.Taints
 }
