@@ -959,13 +959,14 @@ func uncordonAtEnd(t *testing.T, c *lab.Client, node string) {
 	})
 }
 
-// waitSchedulable waits until node takes pods again: uncordoned, and
-// without the node.kubernetes.io/unschedulable taint, which the
-// controller manager's node lifecycle controller removes after an
-// uncordon, on its own time. Until then a spread with nodeTaintsPolicy:
-// Honor leaves the node out: a warm CI run placed all three of
-// drain-overload's pods on the other node when its sample was applied
-// right after the drain before it had uncordoned this one.
+// waitSchedulable waits until node takes pods again: uncordoned, and with
+// no NoSchedule or NoExecute taint (a lab node taking pods has none). A
+// cordon adds the node.kubernetes.io/unschedulable taint, which the
+// controller manager's node lifecycle controller removes after the
+// uncordon, on its own time; until then a spread with nodeTaintsPolicy:
+// Honor leaves the node out. In a warm CI run the next test's sample,
+// applied right after this cleanup's uncordon, had all three
+// drain-overload pods placed on the other node.
 func waitSchedulable(t *testing.T, c *lab.Client, node string) {
 	t.Helper()
 	var last *corev1.Node

@@ -271,9 +271,9 @@ func (d Drain) evict(ctx context.Context, kube kubernetes.Interface, p corev1.Po
 				e.Budgets = bs
 				switch {
 				case len(bs) > 0 && refused != "":
-					// The budgets were read when the drain began, when
-					// they refused this pod: their status then (no
-					// disruption allowed) is not what let it go now.
+					// The budgets were read when the drain began; they
+					// refused this pod since, so their status as read
+					// then is not what let it go now.
 					e.Detail += "; PodDisruptionBudget " + strings.Join(bs, ", ") + " let it go once it allowed a disruption, after refusing it (its status as read when the drain began)"
 				case len(bs) > 0:
 					e.Detail += "; PodDisruptionBudget " + strings.Join(bs, ", ") + " let it go"

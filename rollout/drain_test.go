@@ -38,8 +38,7 @@ func nodePod(name, node, ownerKind string, annotations map[string]string) *corev
 // (429) is asked again until it is allowed, each refusal and acceptance
 // recorded.
 func TestDrainCordonsAndEvicts(t *testing.T) {
-	defer func(d time.Duration) { EvictionRetry = d }(EvictionRetry)
-	EvictionRetry = time.Millisecond
+	fastEvictionRetries(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	webA := nodePod("web-a", "n1", "ReplicaSet", nil)
 	webA.Labels = map[string]string{"app": "web"}
@@ -60,19 +59,13 @@ func TestDrainCordonsAndEvicts(t *testing.T) {
 	var mu sync.Mutex
 	var evicted []string
 	refusals := map[string]int{}
-	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
-		mu.Lock()
-		defer mu.Unlock()
+	onEviction(kube, func(name string) error {
 		if name == "web-b" && refusals[name] < 2 { // the budget allows it on the third ask
 			refusals[name]++
-			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			return budgetRefusal()
 		}
 		evicted = append(evicted, name)
-		return true, nil, nil
+		return nil
 	})
 	var events []report.Event
 	d := Drain{Node: "n1", Record: func(e report.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
