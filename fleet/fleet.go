@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -35,6 +36,12 @@ type Config struct {
 	// Probe is the whole run's load: Rate is split evenly across the
 	// probers (Concurrency too, for the closed model).
 	Probe prober.Config
+	// Paths, when two or more, are probed side by side instead of Probe
+	// (which is then the first path's configuration): Pods.Count probers
+	// for each path, each at its share of that path's rate, all started
+	// on one clock. The merged recorder has every path's results (their
+	// Path set); PathRecorders each path's alone.
+	Paths []prober.Path
 	// RunID names the run (request IDs are RunID.i-seq).
 	RunID string
 	Logf  func(format string, args ...any)
@@ -59,6 +66,8 @@ const (
 type Member struct {
 	Pod  string
 	Node string
+	// Path is the index of the path it probes (Config.Paths; 0 for one).
+	Path int
 	// ClockOffset is the prober's clock minus the CLI's, estimated from
 	// the ping with the shortest round trip (RTT).
 	ClockOffset time.Duration
@@ -76,12 +85,15 @@ type Member struct {
 type Fleet struct {
 	cfg     Config
 	rec     *prober.Recorder
+	paths   []*prober.Recorder // each path's, when Config.Paths
 	merger  *Merger
 	members []*member
 	start   time.Time // the run's start on the CLI's clock (T0)
 	startMu sync.Mutex
 	cancel  context.CancelFunc
 	closed  sync.Once
+	// canceled: the run was interrupted (Go's context), once it ended.
+	canceled atomic.Bool
 }
 
 // member is one prober's connection.
@@ -103,7 +115,17 @@ func Launch(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if len(cfg.Paths) == 1 {
+		cfg.Probe, cfg.Paths = cfg.Paths[0].Config, nil
+	}
+	if len(cfg.Paths) > prober.MaxPaths {
+		return nil, fmt.Errorf("fleet: %d paths, at most %d", len(cfg.Paths), prober.MaxPaths)
+	}
+	if len(cfg.Paths) > 0 {
+		cfg.Probe = cfg.Paths[0].Config
+	}
 	cfg.Pods.RunID = cfg.RunID
+	cfg.Pods.Paths = len(cfg.Paths)
 	pods, err := launch(ctx, cfg.Kube, cfg.Pods)
 	if err != nil {
 		return nil, err
@@ -120,32 +142,53 @@ func Launch(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 			f.Close()
 		}
 	}()
-	share := f.share(len(pods))
+	loads := []prober.Config{cfg.Probe}
+	pathOf := make([]int, len(pods))
+	if len(cfg.Paths) > 0 {
+		loads = nil
+		for _, p := range cfg.Paths {
+			loads = append(loads, p.Config)
+			f.paths = append(f.paths, prober.NewRecorder(p.Config.KeepFailures))
+		}
+		for i := range pods {
+			pathOf[i] = cfg.Pods.pathOf(i)
+		}
+		if err := f.merger.ByPath(pathOf, f.paths); err != nil {
+			return nil, err
+		}
+	}
+	shares := make([]prober.Config, len(loads))
+	cmds := make([]string, len(loads))
+	for p, c := range loads {
+		shares[p] = share(c, len(pods)/len(loads))
+		if cmds[p], err = wire.ConfigCommand(wire.FromConfig(shares[p])); err != nil {
+			return nil, err
+		}
+	}
 	for i, p := range pods {
-		m := &member{Member: Member{Pod: p.Name, Node: p.Node, Share: share.Rate}, pongs: make(chan wire.Pong, pings),
+		m := &member{Member: Member{Pod: p.Name, Node: p.Node, Path: pathOf[i], Share: shares[pathOf[i]].Rate}, pongs: make(chan wire.Pong, pings),
 			started: make(chan struct{}), ended: make(chan struct{})}
 		f.members = append(f.members, m)
 		f.connect(connCtx, i, m)
-	}
-	cmd, err := wire.ConfigCommand(wire.FromConfig(share))
-	if err != nil {
-		return nil, err
 	}
 	for _, m := range f.members {
 		if err := f.measureClock(ctx, m); err != nil {
 			return nil, err
 		}
-		if err := m.send(cmd); err != nil {
+		if err := m.send(cmds[m.Path]); err != nil {
 			return nil, fmt.Errorf("prober %s: config: %w", m.Pod, err)
 		}
-		cfg.Logf("prober %s on node %s: clock offset %v (round trip %v)", m.Pod, m.Node, m.ClockOffset.Round(time.Microsecond), m.RTT.Round(time.Microsecond))
+		on := ""
+		if len(cfg.Paths) > 0 {
+			on = " (path " + cfg.Paths[m.Path].Name + ")"
+		}
+		cfg.Logf("prober %s on node %s%s: clock offset %v (round trip %v)", m.Pod, m.Node, on, m.ClockOffset.Round(time.Microsecond), m.RTT.Round(time.Microsecond))
 	}
 	return f, nil
 }
 
-// share is one of n probers' part of the load.
-func (f *Fleet) share(n int) prober.Config {
-	c := f.cfg.Probe
+// share is one of n probers' part of load c.
+func share(c prober.Config, n int) prober.Config {
 	c.Rate /= float64(n)
 	if c.Rate == 0 {
 		c.Concurrency = max(1, int(math.Ceil(float64(c.Concurrency)/float64(n))))
@@ -334,6 +377,7 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 		}
 		close(stopped)
 		f.merger.Finish()
+		f.canceled.Store(canceled)
 		out <- prober.Outcome{Summary: f.summary(canceled)}
 	}()
 	return out
@@ -360,8 +404,24 @@ func (f *Fleet) Stop() {
 // summary is the fleet's run as one prober's summary: from the common
 // start to the last prober's end.
 func (f *Fleet) summary(canceled bool) prober.Summary {
-	s := prober.Summary{Start: f.runStart(), Target: f.cfg.Probe.Rate, Canceled: canceled}
+	if len(f.cfg.Paths) == 0 {
+		return f.summaryOf(-1, f.cfg.Probe.Rate, canceled)
+	}
+	var rate float64
+	for _, p := range f.cfg.Paths {
+		rate += p.Config.Rate
+	}
+	return f.summaryOf(-1, rate, canceled)
+}
+
+// summaryOf is the summary of the probers of one path (all when path is
+// -1), whose rate was target.
+func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summary {
+	s := prober.Summary{Start: f.runStart(), Target: target, Canceled: canceled}
 	for _, m := range f.members {
+		if path >= 0 && m.Path != path {
+			continue
+		}
 		m.mu.Lock()
 		if e := m.end; e != nil {
 			shift := m.Started.Sub(s.Start)
@@ -393,6 +453,7 @@ func (f *Fleet) Members() []Member {
 // Status is one prober's line in a live view.
 type Status struct {
 	Pod, Node    string
+	Path         string  // the name of the path it probes ("" for one target)
 	Rate         float64 // its share, req/s
 	Sent, Failed uint64  // merged so far (failed: target failures)
 	Lost         string
@@ -404,6 +465,9 @@ func (f *Fleet) Statuses() []Status {
 	out := make([]Status, len(members))
 	for i, m := range members {
 		s := Status{Pod: m.Pod, Node: m.Node, Rate: m.Share, Sent: sources[i].Sent, Lost: m.Lost}
+		if len(f.cfg.Paths) > 0 {
+			s.Path = f.cfg.Paths[m.Path].Name
+		}
 		for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
 			if c.Failed() {
 				s.Failed += sources[i].ByClass[c]
@@ -437,6 +501,24 @@ func (f *Fleet) StartSpread() time.Duration {
 // Recorder is the merged recorder: the run as one prober would have
 // recorded it.
 func (f *Fleet) Recorder() *prober.Recorder { return f.rec }
+
+// Paths are the paths probed side by side (nil for one target), in the
+// order of Config.Paths: Member.Path and Result.Path index them.
+func (f *Fleet) Paths() []prober.Path { return f.cfg.Paths }
+
+// PathRecorders are each path's merged recorder (nil for one target).
+func (f *Fleet) PathRecorders() []*prober.Recorder { return f.paths }
+
+// PathSummaries are each path's summary, as summary is the run's: from the
+// common start to the last of its probers' end. Read them once Go's
+// outcome is in.
+func (f *Fleet) PathSummaries() []prober.Summary {
+	var out []prober.Summary
+	for i, p := range f.cfg.Paths {
+		out = append(out, f.summaryOf(i, p.Config.Rate, f.canceled.Load()))
+	}
+	return out
+}
 
 // Start is the run's common start (zero before Go).
 func (f *Fleet) Start() time.Time { return f.runStart() }

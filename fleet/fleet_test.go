@@ -443,3 +443,77 @@ func TestConntrackProbersRefusedByPolicy(t *testing.T) {
 		t.Fatalf("%d pods left, %d created, %d dry runs", n, c.n.Load(), c.dryRuns.Load())
 	}
 }
+
+// Two paths side by side from two probers each: every pod probes its own
+// path at its share of that path's rate, each path's recorder counts
+// exactly what its server answered, the run's recorder is both (each
+// result marked with its path), and the pods of a path carry its label.
+func TestFleetProbesPathsSideBySide(t *testing.T) {
+	healthy, failing := faultserver.New(t, "pod-a"), faultserver.New(t, "pod-b")
+	c := newCluster(t)
+	bad := okConfig(t, failing, 200)
+	target, err := prober.ParseTarget(failing.URL("/status/503"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Target = target
+	cfg := fleetConfig(t, c, healthy, 2)
+	cfg.Paths = []prober.Path{{Name: "svc", Config: okConfig(t, healthy, 300)}, {Name: "edge", Config: bad}}
+	f, err := Launch(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	list, err := c.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]int{}
+	for _, p := range list.Items {
+		labels[p.Labels[LabelPath]]++
+		if sel := p.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels; sel[LabelPath] != p.Labels[LabelPath] {
+			t.Errorf("pod %s spreads by %v, not by its path", p.Name, sel)
+		}
+	}
+	if len(list.Items) != 4 || labels["0"] != 2 || labels["1"] != 2 {
+		t.Fatalf("%d pods, by path label %v: want 2 for each of two paths", len(list.Items), labels)
+	}
+	done := f.Go(context.Background())
+	time.Sleep(time.Second)
+	f.Stop()
+	out := <-done
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	for i, m := range f.Members() {
+		wantPath, wantShare := i/2, []float64{150, 100}[i/2]
+		if m.Path != wantPath || m.Share != wantShare || m.Lost != "" {
+			t.Errorf("member %d: %+v, want path %d at %v req/s", i, m, wantPath, wantShare)
+		}
+	}
+	recs := f.PathRecorders()
+	svc, edge, all := recs[0].Totals(), recs[1].Totals(), f.Recorder().Totals()
+	t.Logf("svc %v, edge %v", svc.Classes, edge.Classes)
+	if answered := healthy.Counts().Answered; svc.Classes[prober.OK] != uint64(answered) || answered == 0 {
+		t.Errorf("svc: %d ok (%v); its server answered %d", svc.Classes[prober.OK], svc.Classes, answered)
+	}
+	if answered := failing.Counts().Answered; edge.Classes[prober.HTTP5xx] != uint64(answered) || answered == 0 || edge.Classes[prober.OK] != 0 {
+		t.Errorf("edge: %v; its server answered %d, every one a 503", edge.Classes, answered)
+	}
+	if all.Sent() != svc.Sent()+edge.Sent() || all.Classes[prober.OK] != svc.Classes[prober.OK] || all.Classes[prober.HTTP5xx] != edge.Classes[prober.HTTP5xx] {
+		t.Errorf("the run's %v is not its paths' sum", all.Classes)
+	}
+	fails := f.Recorder().Failures()
+	if len(fails) == 0 {
+		t.Fatal("no failure kept")
+	}
+	for _, r := range fails {
+		if r.Path != 1 || r.Source < 3 {
+			t.Fatalf("a failure of path %d from source %d: the 503s are the edge's, from its probers (sources 3 and 4)", r.Path, r.Source)
+		}
+	}
+	sums := f.PathSummaries()
+	if len(sums) != 2 || sums[0].Target != 300 || sums[1].Target != 200 || out.Summary.Target != 500 || sums[0].Workers == 0 || sums[1].Workers == 0 {
+		t.Errorf("path summaries %+v, run's %+v", sums, out.Summary)
+	}
+}

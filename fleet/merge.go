@@ -21,15 +21,25 @@ import (
 // it is safe for concurrent use (one goroutine per prober's log).
 type Merger struct {
 	rec *prober.Recorder
+	// paths, when the probers probe several paths side by side, are each
+	// path's recorder: a prober's results go to its path's too (ByPath).
+	paths []*pathRec
 
 	mu      sync.Mutex
 	sources []*source
 	final   int64 // seconds before this are final in rec
 }
 
+// pathRec is one path's recorder and what is final in it.
+type pathRec struct {
+	rec   *prober.Recorder
+	final int64
+}
+
 // source is one prober's stream.
 type source struct {
 	name  string
+	path  int // the index of the path it probes (ByPath)
 	seq   wire.Sequence
 	hello *wire.Hello
 	// shift is how far the prober's start is from the run's, on the CLI's
@@ -70,6 +80,27 @@ func NewMerger(rec *prober.Recorder, names []string) *Merger {
 		m.sources = append(m.sources, &source{name: n})
 	}
 	return m
+}
+
+// ByPath makes the merger also merge each prober's results into the
+// recorder of the path it probes: pathOf[i] is prober i's path, recs[p]
+// path p's recorder (which no local workers feed). Results are marked with
+// their path in both. Call it before feeding anything.
+func (m *Merger) ByPath(pathOf []int, recs []*prober.Recorder) error {
+	if len(pathOf) != len(m.sources) {
+		return fmt.Errorf("fleet: %d probers, a path for %d", len(m.sources), len(pathOf))
+	}
+	for i, p := range pathOf {
+		if p < 0 || p >= len(recs) || p > math.MaxUint8 {
+			return fmt.Errorf("fleet: prober %d probes path %d of %d", i, p, len(recs))
+		}
+		m.sources[i].path = p
+	}
+	m.paths = make([]*pathRec, len(recs))
+	for p, rec := range recs {
+		m.paths[p] = &pathRec{rec: rec}
+	}
+	return nil
 }
 
 // ErrStream is a stream that broke the protocol or lost lines: the merge
@@ -132,7 +163,11 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 		if res.Intended < 0 {
 			return l, s.fail(fmt.Errorf("a result %v before the run's start", -res.Intended))
 		}
+		res.Path = uint8(s.path)
 		m.rec.Ingest([]prober.Result{res})
+		if m.paths != nil {
+			m.paths[s.path].rec.Ingest([]prober.Result{res})
+		}
 		if !res.Canceled {
 			s.sent++
 			s.byClass[res.Class]++
@@ -146,7 +181,10 @@ func (m *Merger) Feed(i int, line []byte) (wire.Line, error) {
 		if a.Second < 0 {
 			return l, s.fail(fmt.Errorf("an aggregate of second %d before the run's start", a.Second))
 		}
-		m.rec.IngestAggregate(a)
+		m.rec.IngestAggregate(a) // reads a's histograms, changes none
+		if m.paths != nil {
+			m.paths[s.path].rec.IngestAggregate(a)
+		}
 		s.sent += a.Sent
 		s.byClass[prober.OK] += a.OK
 	case wire.KindFinal:
@@ -193,6 +231,19 @@ func (m *Merger) finaliseLocked() {
 		m.final = before
 		m.rec.FinaliseBefore(before)
 	}
+	// Each path's: the seconds its own live probers have finalised.
+	for p, pr := range m.paths {
+		before := int64(math.MaxInt64)
+		for _, s := range m.sources {
+			if s.err == nil && s.path == p {
+				before = min(before, s.finalBefore)
+			}
+		}
+		if before > pr.final {
+			pr.final = before
+			pr.rec.FinaliseBefore(before)
+		}
+	}
 }
 
 // Finish makes every second final, whatever the streams said: the end.
@@ -201,6 +252,10 @@ func (m *Merger) Finish() {
 	defer m.mu.Unlock()
 	m.final = math.MaxInt64
 	m.rec.FinaliseBefore(math.MaxInt64)
+	for _, pr := range m.paths {
+		pr.final = math.MaxInt64
+		pr.rec.FinaliseBefore(math.MaxInt64)
+	}
 }
 
 // State copies what the merger knows of each prober.

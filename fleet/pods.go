@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,9 @@ import (
 const (
 	LabelName = "app.kubernetes.io/name"
 	LabelRun  = "rollprobe.io/run"
+	// LabelPath is the index of the path a prober probes, on the pods of
+	// a run that probes several side by side.
+	LabelPath = "rollprobe.io/path"
 	NameValue = "rollprobe-prober"
 	// Container is the prober's container name.
 	Container = "prober"
@@ -32,7 +37,11 @@ type PodSpec struct {
 	Namespace string
 	Image     string
 	RunID     string
-	Count     int
+	// Count is how many probers probe each path.
+	Count int
+	// Paths is how many paths are probed side by side (0 or 1: one
+	// target): Count pods for each, pod i probing path i / Count.
+	Paths int
 	// MaxDuration bounds a prober's run if the CLI vanishes; the pod's
 	// activeDeadlineSeconds (MaxDuration plus a margin) bounds the pod.
 	MaxDuration time.Duration
@@ -71,13 +80,28 @@ func (s PodSpec) pod(i int) *corev1.Pod {
 	return p
 }
 
+// pods is how many prober pods the run has.
+func (s PodSpec) pods() int { return s.Count * max(1, s.Paths) }
+
+// pathOf is the index of the path pod i probes.
+func (s PodSpec) pathOf(i int) int {
+	if s.Paths < 2 || s.Count < 1 {
+		return 0
+	}
+	return i / s.Count
+}
+
 func (s PodSpec) basePod(i int) *corev1.Pod {
 	selector := map[string]string{LabelName: NameValue, LabelRun: s.RunID}
+	if s.Paths > 1 {
+		// Each path's probers spread over the nodes as one target's do.
+		selector[LabelPath] = strconv.Itoa(s.pathOf(i))
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: fmt.Sprintf("rollprobe-%s-%d-", s.RunID, i),
 			Namespace:    s.Namespace,
-			Labels:       selector,
+			Labels:       maps.Clone(selector),
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -138,7 +162,7 @@ func launch(ctx context.Context, kube kubernetes.Interface, s PodSpec) (pods []P
 			return nil, err
 		}
 	}
-	for i := range s.Count {
+	for i := range s.pods() {
 		p, err := kube.CoreV1().Pods(s.Namespace).Create(ctx, s.pod(i), metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("create prober pod: %w", err)
