@@ -103,9 +103,6 @@ func (o *probeOptions) complete(args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(targets) > 1 && o.probers.count > 0 {
-		return runner.ErrPathsFromCluster
-	}
 	o.config, o.paths, err = o.flags.paths(targets)
 	if err != nil || o.probers.count == 0 || o.validateOnly {
 		return err

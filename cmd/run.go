@@ -147,9 +147,6 @@ func (o *runOptions) validate() error {
 	if len(o.targets) == 0 {
 		errs = append(errs, errors.New("--target URL is required"))
 	}
-	if len(o.targets) > 1 && o.probers.count > 0 {
-		errs = append(errs, runner.ErrPathsFromCluster)
-	}
 	if _, _, ok := o.kube.workload(); !ok {
 		errs = append(errs, errNoWorkload)
 	}

@@ -99,8 +99,14 @@ type PathReport struct {
 // ProberInfo is one in-cluster prober: where it ran, its part of the load,
 // what it measured, its clock, and whether its results are complete.
 type ProberInfo struct {
-	Pod      string            `json:"pod"`
-	Node     string            `json:"node"`
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
+	// Path is the name of the path it probed, when the run probed several
+	// side by side (each path has its own probers).
+	Path string `json:"path,omitempty"`
+	// RunID prefixes its request IDs (<run_id>-<seq>): each prober numbers
+	// its own. Empty when it never started.
+	RunID    string            `json:"run_id,omitempty"`
 	ShareRPS float64           `json:"share_rps"`
 	Sent     uint64            `json:"sent"`
 	OK       uint64            `json:"ok"`

@@ -27,9 +27,42 @@ type probeRun struct {
 	RolloutFailed string
 	// Fleet, when the run probed from the cluster, is its probers.
 	Fleet *fleet.Fleet
-	// Group, when the run probed several paths, is their probers: the
-	// Recorder and Summary above are all of them together.
+	// Group, when the run probed several paths from this process, is
+	// their probers: the Recorder and Summary above are all of them
+	// together. (A fleet that probed several paths says so itself.)
 	Group *prober.Group
+}
+
+// pathRun is one path of a run that probed several side by side: what
+// build needs to report it as a probe of that path alone.
+type pathRun struct {
+	Name     string
+	RunID    string // its request IDs' prefix, from this process
+	Config   prober.Config
+	Summary  prober.Summary
+	Recorder *prober.Recorder
+}
+
+// paths are the run's paths, from its local group or its fleet; nil for
+// a run of one target.
+func (run probeRun) paths() []pathRun {
+	var out []pathRun
+	switch {
+	case run.Group != nil:
+		sums := run.Group.Summaries()
+		for i, p := range run.Group.Probers() {
+			out = append(out, pathRun{Name: run.Group.Names()[i], RunID: p.RunID(), Config: p.Config(), Summary: sums[i], Recorder: p.Recorder()})
+		}
+	case run.Fleet != nil && len(run.Fleet.Paths()) > 1:
+		// The probers number their own requests (each prober's run ID
+		// prefixes them): the path has the run's ID, which their
+		// User-Agent carries.
+		sums, recs := run.Fleet.PathSummaries(), run.Fleet.PathRecorders()
+		for i, p := range run.Fleet.Paths() {
+			out = append(out, pathRun{Name: p.Name, RunID: run.Fleet.RunID(), Config: p.Config, Summary: sums[i], Recorder: recs[i]})
+		}
+	}
+	return out
 }
 
 // build assembles the probe half of a report (everything a probe without a
@@ -143,6 +176,7 @@ func build(run probeRun) *report.Report {
 		r.Series = append(r.Series, sr)
 	}
 
+	paths := run.paths()
 	// Each prober has its own run ID (its requests' IDs), pod and node.
 	var lost []string
 	runIDs, pods, nodes := []string{run.RunID}, []string{""}, []string{""}
@@ -151,7 +185,11 @@ func build(run probeRun) *report.Report {
 		for i, m := range fl.Members() {
 			src := sources[i]
 			runIDs, pods, nodes = append(runIDs, src.RunID), append(pods, m.Pod), append(nodes, m.Node)
-			r.Probers = append(r.Probers, proberInfo(m, src, sum.Start))
+			info := proberInfo(m, src, sum.Start)
+			if len(paths) > 0 {
+				info.Path = paths[m.Path].Name
+			}
+			r.Probers = append(r.Probers, info)
 			if m.Lost != "" {
 				lost = append(lost, fmt.Sprintf("prober %s on node %s lost results at %+.1fs: %s", m.Pod, m.Node, m.LostAt.Sub(sum.Start).Seconds(), m.Lost))
 			}
@@ -166,11 +204,13 @@ func build(run probeRun) *report.Report {
 		}
 		f := failure(&kept[i], sum.Start, runIDs[src])
 		f.Prober, f.Node = pods[src], nodes[src]
-		if g := run.Group; g != nil {
-			// Each path's prober numbers its own requests.
-			path := int(kept[i].Path)
-			f.Path = g.Names()[path]
-			f.RequestID = g.Probers()[path].RunID() + "-" + strconv.FormatUint(kept[i].Seq, 10)
+		if path := int(kept[i].Path); len(paths) > 0 && path < len(paths) {
+			f.Path = paths[path].Name
+			if run.Fleet == nil {
+				// Each path's prober numbers its own requests (a
+				// fleet's probers each their own: runIDs above).
+				f.RequestID = paths[path].RunID + "-" + strconv.FormatUint(kept[i].Seq, 10)
+			}
 		}
 		r.Failures = append(r.Failures, f)
 	}
@@ -184,16 +224,16 @@ func build(run probeRun) *report.Report {
 		r.Outages = append(r.Outages, w.Outage(sum.Start))
 	}
 
-	var paths []report.PathFacts
-	if g := run.Group; g != nil {
-		r.Paths, paths = buildPaths(run, g)
+	var pathFacts []report.PathFacts
+	if len(paths) > 0 {
+		r.Paths, pathFacts = buildPaths(run, paths)
 		r.Prober.TargetRate = 0
 		for _, p := range r.Paths {
 			r.Prober.TargetRate += p.Prober.TargetRate
 		}
 	}
 	r.Verdict = report.Judge(report.Facts{
-		Paths:         paths,
+		Paths:         pathFacts,
 		Sent:          r.Totals.Sent,
 		Failed:        r.Totals.Failed,
 		OK:            r.Totals.OK,
@@ -212,15 +252,14 @@ func build(run probeRun) *report.Report {
 // buildPaths is each path's own part of a run that probed several, and
 // the facts its verdict is judged on: each path's report is built as a
 // probe of that path alone would be (its verdict judges its traffic only).
-func buildPaths(run probeRun, g *prober.Group) ([]report.PathReport, []report.PathFacts) {
+func buildPaths(run probeRun, paths []pathRun) ([]report.PathReport, []report.PathFacts) {
 	var reports []report.PathReport
 	var facts []report.PathFacts
-	sums := g.Summaries()
-	for i, p := range g.Probers() {
-		one := build(probeRun{Tool: run.Tool, Command: run.Command, RunID: p.RunID(), Config: p.Config(), Budget: run.Budget,
-			Summary: sums[i], Recorder: p.Recorder()})
-		name := g.Names()[i]
-		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID(), ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots, GRPCClient: one.Config.GRPCClient,
+	for _, p := range paths {
+		one := build(probeRun{Tool: run.Tool, Command: run.Command, RunID: p.RunID, Config: p.Config, Budget: run.Budget,
+			Summary: p.Summary, Recorder: p.Recorder})
+		name := p.Name
+		pr := report.PathReport{Name: name, Target: one.Target, RunID: p.RunID, ConnectTo: one.Config.ConnectTo, TLSRoots: one.Config.TLSRoots, GRPCClient: one.Config.GRPCClient,
 			Totals: one.Totals, LatencyMS: one.LatencyMS, ServiceMS: one.ServiceMS, Prober: one.Prober, Series: one.Series, Outages: one.Outages, Verdict: one.Verdict}
 		if pr.Outages == nil {
 			pr.Outages = []report.Outage{}
@@ -271,7 +310,7 @@ func failure(res *prober.Result, start time.Time, runID string) report.Failure {
 
 // proberInfo is one in-cluster prober's line of the report.
 func proberInfo(m fleet.Member, src fleet.SourceState, start time.Time) report.ProberInfo {
-	p := report.ProberInfo{Pod: m.Pod, Node: m.Node, ShareRPS: m.Share, Sent: src.Sent, OK: src.ByClass[prober.OK],
+	p := report.ProberInfo{Pod: m.Pod, Node: m.Node, RunID: src.RunID, ShareRPS: m.Share, Sent: src.Sent, OK: src.ByClass[prober.OK],
 		ByClass: map[string]uint64{}, ClockOffsetMS: ms(m.ClockOffset), ClockRTTMS: ms(m.RTT), Status: report.ProberOK}
 	for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
 		if n := src.ByClass[c]; n > 0 {

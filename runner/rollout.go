@@ -79,9 +79,6 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		cfg.logf("doctor checks skipped: %v", err)
 	}
 	probers := cfg.Probers != nil && cfg.Probers.Count > 0
-	if probers && len(cfg.Paths) > 1 {
-		return fail(ErrPathsFromCluster)
-	}
 	if probers {
 		// The probers check the baseline from where they probe (this
 		// process may have no route to the Service); their permissions
@@ -112,7 +109,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	if probers {
 		pc := *cfg.Probers
 		pc.Namespace = cfg.proberNamespace()
-		fl, err = pc.launch(bounded, cfg.Kube, probeCfg, cfg.Timeout+time.Minute, cfg.logf)
+		paths := make([]prober.Path, len(cfg.Paths))
+		for i, path := range cfg.Paths {
+			path.Config.Duration = 0
+			paths[i] = path
+		}
+		fl, err = pc.launch(bounded, cfg.Kube, probeCfg, paths, cfg.Timeout+time.Minute, cfg.logf)
 		if err != nil {
 			w.Stop()
 			return fail(err)
@@ -150,7 +152,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
 	if fl != nil {
-		cfg.logf("%d probers sending from the cluster (their starts %v apart)", cfg.Probers.Count, fl.StartSpread().Round(time.Millisecond))
+		cfg.logf("%d probers sending from the cluster (their starts %v apart)", len(fl.Members()), fl.StartSpread().Round(time.Millisecond))
 	}
 	// proberEnded closes when the load ends on its own or by Stop; the
 	// outcome is then read from outcome.
@@ -177,7 +179,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) },
 			sending: func() error { return loadSending(bounded, p, proberEnded) }}
 		if fl != nil {
-			f.baselineCheck = func() error { return baselineHealthy(fl.Recorder(), probeCfg) }
+			f.baselineCheck = func() error { return fleetBaselineHealthy(fl, probeCfg) }
 		}
 		out := f.follow(ctx, bounded)
 		stopClock()
@@ -736,6 +738,21 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
 	}
 	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests from the probers succeeded%s",
 		c.RedactedTarget(), ok, sent, detail)
+}
+
+// fleetBaselineHealthy is baselineHealthy for the probers' traffic: each
+// path's, when they probe several.
+func fleetBaselineHealthy(fl *fleet.Fleet, c prober.Config) error {
+	paths := fl.Paths()
+	if len(paths) < 2 {
+		return baselineHealthy(fl.Recorder(), c)
+	}
+	for i, rec := range fl.PathRecorders() {
+		if err := baselineHealthy(rec, paths[i].Config); err != nil {
+			return fmt.Errorf("path %s: %w", paths[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // checkBaseline sends a short burst at the target before anything changes:

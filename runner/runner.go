@@ -82,14 +82,22 @@ func (l Live) Probers() []fleet.Status {
 // Paths are the names and recorders of the paths a run probes side by
 // side; nil for a run of one target.
 func (l Live) Paths() (names []string, recorders []*prober.Recorder) {
-	g, ok := l.prober.(*prober.Group)
-	if !ok {
-		return nil, nil
+	switch p := l.prober.(type) {
+	case *prober.Group:
+		for _, pr := range p.Probers() {
+			recorders = append(recorders, pr.Recorder())
+		}
+		return p.Names(), recorders
+	case *fleet.Fleet:
+		if len(p.Paths()) < 2 {
+			return nil, nil
+		}
+		for _, path := range p.Paths() {
+			names = append(names, path.Name)
+		}
+		return names, p.PathRecorders()
 	}
-	for _, p := range g.Probers() {
-		recorders = append(recorders, p.Recorder())
-	}
-	return g.Names(), recorders
+	return nil, nil
 }
 
 // Start is when probing began.
@@ -178,9 +186,6 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	var fl *fleet.Fleet
 	var group *prober.Group
 	if cfg.Probers != nil && cfg.Probers.Count > 0 {
-		if len(cfg.Paths) > 1 {
-			return nil, exitcode.UsageError(ErrPathsFromCluster)
-		}
 		var err error
 		if fl, err = startFleet(ctx, cfg); err != nil {
 			return nil, err
@@ -222,10 +227,6 @@ func StartProbe(ctx context.Context, cfg ProbeConfig) (*Run, error) {
 	return run, nil
 }
 
-// ErrPathsFromCluster: the in-cluster probers probe one target (the fleet's
-// wire carries one), so several paths are probed from this process only.
-var ErrPathsFromCluster = errors.New("--probers probes one target: several targets are probed from this process only (probe each path in its own run)")
-
 // newLocalLoad is this process's prober for one target, or a group for
 // several paths (the group is then also returned).
 func newLocalLoad(probe prober.Config, paths []prober.Path, ua string) (load, *prober.Group, error) {
@@ -253,18 +254,22 @@ func startFleet(ctx context.Context, cfg ProbeConfig) (*fleet.Fleet, error) {
 	if d := cfg.Probe.Duration; d > 0 {
 		maxDuration = d + time.Minute
 	}
-	fl, err := pc.launch(ctx, cfg.Kube, cfg.Probe, maxDuration, logf)
+	fl, err := pc.launch(ctx, cfg.Kube, cfg.Probe, cfg.Paths, maxDuration, logf)
 	if err != nil {
 		return nil, exitcode.UsageError(err)
 	}
 	return fl, nil
 }
 
-// launch starts the probers for a run of probe's load that may last up
-// to maxDuration (their pods' own bound should this process die).
-func (pc *ProbersConfig) launch(ctx context.Context, kube kubernetes.Interface, probe prober.Config, maxDuration time.Duration,
+// launch starts the probers for a run of probe's load (or of paths, when
+// two or more: pc.Count probers for each) that may last up to maxDuration
+// (their pods' own bound should this process die).
+func (pc *ProbersConfig) launch(ctx context.Context, kube kubernetes.Interface, probe prober.Config, paths []prober.Path, maxDuration time.Duration,
 	logf func(string, ...any)) (*fleet.Fleet, error) {
-	return fleet.Launch(ctx, fleet.Config{Kube: kube, Streams: pc.Streams, RunID: newRunID(), Probe: probe, Logf: logf,
+	if len(paths) < 2 {
+		paths = nil
+	}
+	return fleet.Launch(ctx, fleet.Config{Kube: kube, Streams: pc.Streams, RunID: newRunID(), Probe: probe, Paths: paths, Logf: logf,
 		Pods: fleet.PodSpec{Namespace: pc.Namespace, Image: pc.Image, Count: pc.Count, MaxDuration: maxDuration, StartTimeout: pc.StartTimeout,
 			Conntrack: pc.Conntrack}})
 }
