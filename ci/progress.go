@@ -62,7 +62,11 @@ func StartProgress(w io.Writer, every time.Duration, src Source) (stop func()) {
 
 // ProberLine formats one in-cluster prober's progress line.
 func ProberLine(p fleet.Status) string {
-	line := fmt.Sprintf("           prober %s on %s: %g req/s, completed %d, failed %d", p.Pod, p.Node, p.Rate, p.Sent, p.Failed)
+	on := p.Node
+	if p.Path != "" {
+		on += " for path " + p.Path
+	}
+	line := fmt.Sprintf("           prober %s on %s: %g req/s, completed %d, failed %d", p.Pod, on, p.Rate, p.Sent, p.Failed)
 	if p.Lost != "" {
 		line += ", LOST: " + p.Lost
 	}

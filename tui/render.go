@@ -151,6 +151,9 @@ func (m Model) probersLine(int) string {
 	parts := []string{"probers"}
 	for _, p := range m.snap.Probers {
 		entry := fmt.Sprintf("%s %g/s", p.Node, p.Rate)
+		if p.Path != "" {
+			entry = fmt.Sprintf("%s %s %g/s", p.Path, p.Node, p.Rate)
+		}
 		switch {
 		case p.Lost != "":
 			entry = m.st.bad.Render(entry + " LOST")

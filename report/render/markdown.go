@@ -70,13 +70,22 @@ func Markdown(w io.Writer, r *report.Report) error {
 	}
 	writeMarkdownPods(&b, r)
 	if len(r.Probers) > 0 {
-		b.WriteString("| prober | node | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|\n")
+		paths := len(r.Paths) > 0 // each path has its own probers
+		if paths {
+			b.WriteString("| prober | node | path | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|---|\n")
+		} else {
+			b.WriteString("| prober | node | req/s | sent | failed | clock offset | status |\n|---|---|---|---|---|---|---|\n")
+		}
 		for _, p := range r.Probers {
 			failed := fmt.Sprint(p.Failed)
 			if c := ClassCounts(p.ByClass); c != "" {
 				failed += " (" + c + ")"
 			}
-			fmt.Fprintf(&b, "| `%s` | `%s` | %.4g | %d | %s | %+.2f ms | %s %s |\n", p.Pod, p.Node, p.ShareRPS, p.Sent, failed, p.ClockOffsetMS, p.Status, p.Lost)
+			path := ""
+			if paths {
+				path = " " + p.Path + " |"
+			}
+			fmt.Fprintf(&b, "| `%s` | `%s` |%s %.4g | %d | %s | %+.2f ms | %s %s |\n", p.Pod, p.Node, path, p.ShareRPS, p.Sent, failed, p.ClockOffsetMS, p.Status, p.Lost)
 		}
 		fmt.Fprintf(&b, "\nProbers started within %.2f ms of each other.\n\n", r.Prober.StartSpreadMS)
 	}

@@ -156,3 +156,37 @@ func TestNoEntryIsCounted(t *testing.T) {
 		t.Error("a run with none says some reached no pod")
 	}
 }
+
+// Probers of a run that probed several paths: each prober's line says the
+// path it probed (each path has its own probers); a run of one target has
+// no path column.
+func TestProbersSayTheirPath(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Paths = []report.PathReport{{Name: "svc"}, {Name: "edge-tls"}}
+	r.Probers = []report.ProberInfo{
+		{Pod: "rollprobe-a-0-x", Node: "node-1", Path: "svc", ShareRPS: 50, Sent: 500, Status: report.ProberOK},
+		{Pod: "rollprobe-a-1-y", Node: "node-2", Path: "edge-tls", ShareRPS: 50, Sent: 499, Status: report.ProberOK},
+	}
+	lines := func(out, pod string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, pod) && !strings.Contains(l, "failure") {
+				return l
+			}
+		}
+		return ""
+	}
+	for name, out := range summaries(t, r) {
+		for _, p := range r.Probers {
+			if l := lines(out, p.Pod); !strings.Contains(l, " "+p.Path+" ") {
+				t.Errorf("%s: prober %s's line does not say its path %s: %q", name, p.Pod, p.Path, l)
+			}
+		}
+	}
+	one := *r
+	one.Paths = nil
+	for name, out := range summaries(t, &one) {
+		if strings.Contains(out, "edge-tls") {
+			t.Errorf("%s: a path column for a run of one target:\n%s", name, out)
+		}
+	}
+}

@@ -319,16 +319,29 @@ func writePods(b *strings.Builder, r *report.Report) {
 func writeProbers(b *strings.Builder, r *report.Report) {
 	width := len("prober")
 	nodeWidth := len("node")
+	pathWidth := 0 // no column for one target
+	if len(r.Paths) > 0 {
+		pathWidth = len("path")
+	}
 	for _, p := range r.Probers {
 		width, nodeWidth = max(width, len(p.Pod)), max(nodeWidth, len(p.Node))
+		if pathWidth > 0 {
+			pathWidth = max(pathWidth, len(p.Path))
+		}
 	}
-	fmt.Fprintf(b, "  probers   %-*s  %-*s  %7s  %7s  %7s  %9s  %s\n", width, "prober", nodeWidth, "node", "req/s", "sent", "failed", "clock", "status")
+	pathCol := func(s string) string {
+		if pathWidth == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%-*s  ", pathWidth, s)
+	}
+	fmt.Fprintf(b, "  probers   %-*s  %-*s  %s%7s  %7s  %7s  %9s  %s\n", width, "prober", nodeWidth, "node", pathCol("path"), "req/s", "sent", "failed", "clock", "status")
 	for _, p := range r.Probers {
 		status := p.Status
 		if p.Lost != "" {
 			status += ": " + p.Lost
 		}
-		fmt.Fprintf(b, "            %-*s  %-*s  %7.4g  %7d  %7d  %+7.2fms  %s", width, p.Pod, nodeWidth, p.Node, p.ShareRPS, p.Sent, p.Failed, p.ClockOffsetMS, status)
+		fmt.Fprintf(b, "            %-*s  %-*s  %s%7.4g  %7d  %7d  %+7.2fms  %s", width, p.Pod, nodeWidth, p.Node, pathCol(p.Path), p.ShareRPS, p.Sent, p.Failed, p.ClockOffsetMS, status)
 		if c := ClassCounts(p.ByClass); c != "" {
 			fmt.Fprintf(b, "  (%s)", c)
 		}
