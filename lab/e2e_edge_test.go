@@ -138,6 +138,99 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
 	})
 
+	t.Run("naive at the Service and through the ingress from two probers each", func(t *testing.T) {
+		ensureSample(t, ctx, c, "naive")
+		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
+		// From the client host, which reaches neither the ClusterIP nor
+		// (by name) the edge: the probers do, each path from its own two.
+		r := startRunOn(t, []string{"--client"}, "naive", "svc=http://naive.default.svc/",
+			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new"), proberArgs...)...).wait(t)
+		checkEdgeReport(t, r)
+		rep := r.rep
+		if r.exit != 1 || len(rep.Paths) != 2 || rep.Paths[0].Name != "svc" || rep.Paths[1].Name != "edge" {
+			t.Fatalf("exit %d, paths %+v: want 1 with the paths svc and edge\n%s", r.exit, rep.Paths, r.out())
+		}
+		svc, edge := rep.Paths[0], rep.Paths[1]
+		if svc.Totals.Failed == 0 || edge.Totals.Failed == 0 || svc.Verdict.Pass || edge.Verdict.Pass {
+			t.Fatalf("svc failed %d (%v), edge %d (%v): want both to drop", svc.Totals.Failed, svc.Verdict.Reasons, edge.Totals.Failed, edge.Verdict.Reasons)
+		}
+		// Each path's own two probers, on two nodes, whose counts are
+		// the path's; the run's totals are the paths'.
+		byPath := map[string][]report.ProberInfo{}
+		for _, p := range rep.Probers {
+			if p.Status != report.ProberOK || p.RunID == "" || p.StartedAt == nil {
+				t.Errorf("prober %+v", p)
+			}
+			byPath[p.Path] = append(byPath[p.Path], p)
+		}
+		for _, path := range rep.Paths {
+			probers := byPath[path.Name]
+			if len(probers) != 2 || probers[0].Node == probers[1].Node {
+				t.Fatalf("path %s: probers %+v: want two, on two nodes", path.Name, probers)
+			}
+			var sent, ok uint64
+			for _, p := range probers {
+				if p.ShareRPS != rep.Config.Rate/2 {
+					t.Errorf("prober %s of path %s: a share of %v req/s, want half the path's %v", p.Pod, path.Name, p.ShareRPS, rep.Config.Rate)
+				}
+				sent, ok = sent+p.Sent, ok+p.OK
+			}
+			if sent != path.Totals.Sent || ok != path.Totals.OK {
+				t.Errorf("path %s: its probers sent %d (%d ok); the path counted %d (%d ok)", path.Name, sent, ok, path.Totals.Sent, path.Totals.OK)
+			}
+		}
+		if len(rep.Probers) != 4 {
+			t.Fatalf("%d probers: want 4", len(rep.Probers))
+		}
+		if rep.Totals.Sent != svc.Totals.Sent+edge.Totals.Sent || rep.Totals.Failed != svc.Totals.Failed+edge.Totals.Failed {
+			t.Fatalf("the run's totals (%d sent, %d failed) are not its paths' sum", rep.Totals.Sent, rep.Totals.Failed)
+		}
+		if s := rep.Prober.StartSpreadMS; s >= 100 {
+			t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
+		}
+		// Every failure names its path, and the prober that saw it is
+		// one of that path's.
+		pathOf := map[string]string{}
+		for _, p := range rep.Probers {
+			pathOf[p.Pod] = p.Path
+		}
+		failedOn := map[string]uint64{}
+		for _, f := range rep.Failures {
+			failedOn[f.Path]++
+			if f.Prober == "" || pathOf[f.Prober] != f.Path {
+				t.Fatalf("failure %s on path %q from prober %q (of path %q)", f.RequestID, f.Path, f.Prober, pathOf[f.Prober])
+			}
+		}
+		if rep.FailureInfo.Kept == int(rep.FailureInfo.Total) && (failedOn["svc"] != svc.Totals.Failed || failedOn["edge"] != edge.Totals.Failed) {
+			t.Errorf("failures by path %v; the paths counted svc %d, edge %d", failedOn, svc.Totals.Failed, edge.Totals.Failed)
+		}
+		for class := range nonZero(edge.Totals.ByClass) {
+			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
+				t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
+				logFailuresOfClass(t, rep, "edge", class)
+			}
+		}
+		if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
+			t.Errorf("proxy_5xx on the Service's path, which has no proxy (%v)", nonZero(svc.Totals.ByClass))
+		}
+		if ev := strings.Join(findingByID(rep, analysis.StopsBeforePropagation).Evidence, "\n"); !strings.Contains(ev, "by path, the last such failure") {
+			t.Errorf("the propagation finding does not compare the paths:\n%s", ev)
+		}
+		// The edge path, as Traefik's access log saw it: its probers'
+		// requests, by their own request IDs.
+		edgeView := *rep
+		edgeView.Config.RunID, edgeView.Totals, edgeView.Failures, edgeView.Probers = edge.RunID, edge.Totals, nil, byPath["edge"]
+		for _, f := range rep.Failures {
+			if f.Path == "edge" {
+				edgeView.Failures = append(edgeView.Failures, f)
+			}
+		}
+		refereeAccessLog(t, cfg, &edgeView, "naive.lab.example")
+		noProberPods(t, ctx, c)
+		t.Logf("from probers: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
+			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
+	})
+
 	t.Run("a route that retries: the drops it hides show as latency", func(t *testing.T) {
 		ensureSample(t, ctx, c, "naive")
 		waitEdge(t, "https://naive-retry.lab.example/", cfg.EdgeCAPath())
@@ -349,7 +442,7 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	want := rep.Totals.Sent - neverReached
 	var byID map[string]accessEntry
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-		byID = readAccessLog(t, cfg, rep.Config.RunID, host)
+		byID = readAccessLogOf(t, cfg, requestPrefixes(rep), host)
 		if uint64(len(byID)) >= want || time.Now().After(deadline) {
 			break
 		}
@@ -416,10 +509,30 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	return sentTo
 }
 
+// requestPrefixes are the prefixes of a run's request IDs: the run's own,
+// or each in-cluster prober's.
+func requestPrefixes(rep *report.Report) []string {
+	if len(rep.Probers) == 0 {
+		return []string{rep.Config.RunID}
+	}
+	var out []string
+	for _, p := range rep.Probers {
+		out = append(out, p.RunID)
+	}
+	return out
+}
+
 // readAccessLog reads the entries of Traefik's access log for run's
 // requests (by their request ID), each of which must be for host and be
 // there once.
 func readAccessLog(t *testing.T, cfg lab.Config, run, host string) map[string]accessEntry {
+	t.Helper()
+	return readAccessLogOf(t, cfg, []string{run}, host)
+}
+
+// readAccessLogOf is readAccessLog for the requests of several run IDs
+// (each in-cluster prober numbers its own).
+func readAccessLogOf(t *testing.T, cfg lab.Config, runs []string, host string) map[string]accessEntry {
 	t.Helper()
 	f, err := os.Open(cfg.TraefikAccessLog())
 	if err != nil {
@@ -434,7 +547,7 @@ func readAccessLog(t *testing.T, cfg lab.Config, run, host string) map[string]ac
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("Traefik's access log: %v: %s", err, sc.Bytes())
 		}
-		if !strings.HasPrefix(e.RequestID, run+"-") {
+		if !slices.ContainsFunc(runs, func(run string) bool { return strings.HasPrefix(e.RequestID, run+"-") }) {
 			continue
 		}
 		if e.RequestHost != host {
