@@ -508,6 +508,43 @@ func TestNodeRoutesLate(t *testing.T) {
 	}
 }
 
+// With several paths, each path's probers are compared among themselves:
+// a node whose only prober probed the ingress says nothing of how the
+// Service's traffic was routed (no finding from the Service's failures on
+// one node alone); two nodes of one path still are.
+func TestNodeRoutesLateByPath(t *testing.T) {
+	nodeFail := func(ms int, node, path string) report.Failure {
+		f := fail(ms, "refused", true, "")
+		f.Node, f.Path = node, path
+		return f
+	}
+	for _, tc := range []struct {
+		name    string
+		probers []report.ProberInfo
+		fails   []report.Failure
+		want    string // the finding's title; "" for none
+	}{
+		{"one prober a path, on two nodes", []report.ProberInfo{{Pod: "p1", Node: "a", Path: "svc"}, {Pod: "p2", Node: "b", Path: "edge"}},
+			[]report.Failure{nodeFail(3000, "a", "svc"), nodeFail(4500, "a", "svc")}, ""},
+		{"two probers a path, one node later on svc", []report.ProberInfo{{Pod: "p1", Node: "a", Path: "svc"}, {Pod: "p2", Node: "b", Path: "svc"},
+			{Pod: "p3", Node: "a", Path: "edge"}, {Pod: "p4", Node: "b", Path: "edge"}},
+			[]report.Failure{nodeFail(3000, "a", "svc"), nodeFail(3000, "b", "svc"), nodeFail(5500, "b", "svc"), nodeFail(6000, "a", "edge")},
+			"kube-proxy on node b routed to terminating pods 2.5s longer than elsewhere"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &report.Report{StartedAt: t0, Failures: tc.fails, Probers: tc.probers}
+			analyse(r)
+			fd := find(r, NodeRoutesLate)
+			switch {
+			case tc.want == "" && fd != nil:
+				t.Fatalf("unexpected finding %+v", fd)
+			case tc.want != "" && (fd == nil || fd.Title != tc.want):
+				t.Fatalf("finding %+v, want %q", fd, tc.want)
+			}
+		})
+	}
+}
+
 // Every finding ID the rules can give is one the report's JSON Schema
 // allows: a report with a new finding must still validate.
 func TestFindingIDsAreInTheSchema(t *testing.T) {

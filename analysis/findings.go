@@ -529,25 +529,76 @@ const nodeLagAtLeast = time.Second
 // for clearly longer on one node than on the others: that node's
 // kube-proxy (or whatever routes Service traffic there) learnt of the
 // endpoint changes late. Only connection failures count (refused,
-// connect_timeout): they are what stale routing makes.
+// connect_timeout): they are what stale routing makes. When the run
+// probed several paths, nodes are compared within each path (each has its
+// own probers: a node whose prober probed another path says nothing of
+// this one's routing), and the path with the longest lag is named.
 func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
-	type node struct {
-		name        string
-		n           int
-		first, last time.Time
-	}
-	byName := map[string]*node{}
+	var paths []string
 	for _, p := range x.r.Probers {
-		if byName[p.Node] == nil {
-			byName[p.Node] = &node{name: p.Node}
+		if !slices.Contains(paths, p.Path) {
+			paths = append(paths, p.Path)
+		}
+	}
+	var best nodeLag
+	for _, path := range paths {
+		if lag, ok := nodeLagOn(x, path); ok && lag.longer > best.longer {
+			best = lag
+		}
+	}
+	if best.longer == 0 {
+		return report.Finding{}, false
+	}
+	top, on := best.nodes[0], ""
+	if len(paths) > 1 {
+		on = " on path " + best.path
+	}
+	evidence := []string{fmt.Sprintf("new connections failed (refused, connect_timeout)%s %.1fs longer from the prober on node %s than from any other", on, best.longer.Seconds(), top.name)}
+	for _, nd := range best.nodes {
+		if nd.n == 0 {
+			evidence = append(evidence, fmt.Sprintf("node %s: none failed", nd.name))
+			continue
+		}
+		evidence = append(evidence, fmt.Sprintf("node %s: %d failed from %+.2fs to %+.2fs", nd.name, nd.n, nd.first.Sub(x.r.StartedAt).Seconds(), nd.last.Sub(x.r.StartedAt).Seconds()))
+	}
+	return report.Finding{
+		Title:    fmt.Sprintf("kube-proxy on node %s routed to terminating pods %.1fs longer than elsewhere", top.name, best.longer.Seconds()),
+		Evidence: evidence,
+		Fix: fmt.Sprintf("look at how node %s routes Service traffic: kube-proxy's health, its CPU and its connection to the API server "+
+			"(endpoint changes reach it late); until then a preStop sleep must cover the slowest node, as the propagation finding's does", top.name),
+	}, true
+}
+
+// nodeLag is how much longer connection failures went on from one node's
+// probers than from the others' of one path: nodes, the latest first.
+type nodeLag struct {
+	path   string
+	nodes  []*probingNode
+	longer time.Duration
+}
+
+type probingNode struct {
+	name        string
+	n           int
+	first, last time.Time
+}
+
+// nodeLagOn compares the nodes of the probers of path ("" for a run of
+// one target): ok when one node's failures went on at least
+// nodeLagAtLeast longer than every other's.
+func nodeLagOn(x facts, path string) (nodeLag, bool) {
+	byName := map[string]*probingNode{}
+	for _, p := range x.r.Probers {
+		if p.Path == path && byName[p.Node] == nil {
+			byName[p.Node] = &probingNode{name: p.Node}
 		}
 	}
 	if len(byName) < 2 {
-		return report.Finding{}, false
+		return nodeLag{}, false
 	}
 	for _, f := range x.r.Failures {
 		nd := byName[f.Node]
-		if nd == nil || (f.Class != report.ClassRefused && f.Class != report.ClassConnectTimeout) {
+		if nd == nil || f.Path != path || (f.Class != report.ClassRefused && f.Class != report.ClassConnectTimeout) {
 			continue
 		}
 		if nd.n == 0 || f.Intended.Before(nd.first) {
@@ -558,7 +609,7 @@ func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
 		}
 		nd.n++
 	}
-	nodes := make([]*node, 0, len(byName))
+	nodes := make([]*probingNode, 0, len(byName))
 	for _, nd := range byName {
 		nodes = append(nodes, nd)
 	}
@@ -572,29 +623,16 @@ func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
 	var longer time.Duration
 	switch {
 	case top.n == 0:
-		return report.Finding{}, false
+		return nodeLag{}, false
 	case next.n == 0:
 		longer = top.last.Sub(top.first) // the others had none at all
 	default:
 		longer = top.last.Sub(next.last)
 	}
 	if longer < nodeLagAtLeast {
-		return report.Finding{}, false
+		return nodeLag{}, false
 	}
-	evidence := []string{fmt.Sprintf("new connections failed (refused, connect_timeout) %.1fs longer from the prober on node %s than from any other", longer.Seconds(), top.name)}
-	for _, nd := range nodes {
-		if nd.n == 0 {
-			evidence = append(evidence, fmt.Sprintf("node %s: none failed", nd.name))
-			continue
-		}
-		evidence = append(evidence, fmt.Sprintf("node %s: %d failed from %+.2fs to %+.2fs", nd.name, nd.n, nd.first.Sub(x.r.StartedAt).Seconds(), nd.last.Sub(x.r.StartedAt).Seconds()))
-	}
-	return report.Finding{
-		Title:    fmt.Sprintf("kube-proxy on node %s routed to terminating pods %.1fs longer than elsewhere", top.name, longer.Seconds()),
-		Evidence: evidence,
-		Fix: fmt.Sprintf("look at how node %s routes Service traffic: kube-proxy's health, its CPU and its connection to the API server "+
-			"(endpoint changes reach it late); until then a preStop sleep must cover the slowest node, as the propagation finding's does", top.name),
-	}, true
+	return nodeLag{path: path, nodes: nodes, longer: longer}, true
 }
 
 func renderUnexplained(g *group, x facts) (report.Finding, bool) {
