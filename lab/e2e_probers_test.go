@@ -101,7 +101,7 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 	// gRPC from the pods: each prober speaks it as a local one does, and
 	// what they measured merges: the raw streams' classes and GOAWAY
 	// fields, grpc-go's hidden retries (wire aggregates and results).
-	t.Run("gRPC from two probers, raw and through grpc-go", func(t *testing.T) {
+	t.Run("gRPC from two probers, raw and raw beside grpc-go", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "grpc-single-goaway")
 		raw := startRunOn(t, []string{"--client"}, "grpc-single-goaway", "http://"+ip, append([]string{"--protocol", "grpc"}, proberArgs...)...).wait(t)
 		if raw.repErr != nil || raw.exit != 1 {
@@ -118,17 +118,53 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		if unprocessed == 0 || raw.rep.Config.Protocol != "grpc" || raw.rep.Totals.HiddenRetries != nil {
 			t.Errorf("raw from probers: %d goaway_unprocessed with their GOAWAY and prober, %v, hidden %+v", unprocessed, nonZero(raw.rep.Totals.ByClass), raw.rep.Totals.HiddenRetries)
 		}
-		goClient := startRunOn(t, []string{"--client"}, "grpc-single-goaway", "http://"+ip,
-			append([]string{"--protocol", "grpc", "--grpc-client", "grpc-go"}, proberArgs...)...).wait(t)
-		if goClient.repErr != nil || (goClient.exit != 0 && goClient.exit != 1) {
-			t.Fatalf("grpc-go: exit %d (%v)\n%s", goClient.exit, goClient.repErr, goClient.out())
+		// grpc-go beside raw (--grpc-client both: two paths of one
+		// target), each path from its own two probers: raw fails the
+		// unprocessed streams, grpc-go resends them unseen.
+		both := startRunOn(t, []string{"--client"}, "grpc-single-goaway", "http://"+ip,
+			append([]string{"--protocol", "grpc", "--grpc-client", "both"}, proberArgs...)...).wait(t)
+		if both.repErr != nil || both.exit != 1 {
+			t.Fatalf("both: exit %d (%v), want 1 (the raw path fails)\n%s", both.exit, both.repErr, both.out())
 		}
-		checkProbers(t, ctx, c, goClient.rep)
-		h := goClient.rep.Totals.HiddenRetries
-		if h == nil || h.Calls == 0 || goClient.rep.Config.GRPCClient != "grpc-go" {
-			t.Errorf("grpc-go from probers: hidden retries %+v (want some, merged from the probers), client %q", h, goClient.rep.Config.GRPCClient)
+		validateSchema(t, both.reportPath)
+		rep := both.rep
+		if len(rep.Paths) != 2 || rep.Paths[0].GRPCClient != "raw" || rep.Paths[1].GRPCClient != "grpc-go" || len(rep.Probers) != 4 {
+			t.Fatalf("paths %+v, %d probers: want raw and grpc-go, two probers each", rep.Paths, len(rep.Probers))
 		}
-		t.Logf("raw %v; grpc-go %v, hidden %+v", nonZero(raw.rep.Totals.ByClass), nonZero(goClient.rep.Totals.ByClass), h)
+		for _, path := range rep.Paths {
+			var sent uint64
+			nodes := map[string]bool{}
+			for _, p := range rep.Probers {
+				if p.Path == path.Name {
+					sent += p.Sent
+					nodes[p.Node] = true
+				}
+			}
+			if sent != path.Totals.Sent || len(nodes) != 2 {
+				t.Errorf("path %s: its probers on %d nodes sent %d; the path counted %d", path.Name, len(nodes), sent, path.Totals.Sent)
+			}
+		}
+		rawPath, goPath := rep.Paths[0].Totals, rep.Paths[1].Totals
+		h := goPath.HiddenRetries
+		if rawPath.ByClass[report.ClassGoAwayUnprocessed] == 0 || rawPath.HiddenRetries != nil {
+			t.Errorf("raw path from probers: %v, hidden %+v: want goaway_unprocessed, nothing hidden", nonZero(rawPath.ByClass), rawPath.HiddenRetries)
+		}
+		if h == nil || h.Calls == 0 || goPath.Failed >= rawPath.Failed {
+			t.Errorf("grpc-go path from probers: %v, hidden %+v: want hidden retries, merged from its probers, and fewer failures than raw's %d",
+				nonZero(goPath.ByClass), h, rawPath.Failed)
+		}
+		// As from this process: the run's config is the first path's
+		// (raw), so its totals measure no hidden retries; paths[] has them.
+		if rep.Config.GRPCClient != "raw" || rep.Totals.HiddenRetries != nil {
+			t.Errorf("the run's client %q, hidden retries %+v: want raw's, none (paths[] gives each)", rep.Config.GRPCClient, rep.Totals.HiddenRetries)
+		}
+		for _, f := range rep.Failures {
+			if f.Path == "" || f.Prober == "" {
+				t.Fatalf("failure %s names no path or prober", f.RequestID)
+			}
+		}
+		noProberPods(t, ctx, c)
+		t.Logf("raw %v; both: raw path %v, grpc-go path %v, hidden %+v", nonZero(raw.rep.Totals.ByClass), nonZero(rawPath.ByClass), nonZero(goPath.ByClass), h)
 	})
 
 	t.Run("probe from two probers", func(t *testing.T) {
