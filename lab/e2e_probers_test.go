@@ -185,6 +185,38 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("%s: sent %d, ok %d; want about 300, all ok\n%s", rep.Command, rep.Totals.Sent, rep.Totals.OK, out)
 		}
 		checkProbers(t, ctx, c, rep)
+
+		// Two paths (the ClusterIP, and the Service by name through
+		// CoreDNS in the pods), each from its own two probers, each
+		// held to its 3 s window at its own rate.
+		out, err = rollprobe(t, append([]string{"lab", "exec", "--state-dir", stateDir, "--client", "--",
+			filepath.Join(binDir, "rollprobe"), "probe", "ip=http://" + ip + "/", "name=http://graceful.default.svc/", "--rate", "100",
+			"--duration", "3s", "--progress", "0", "--report", path}, proberArgs...)...)
+		if err != nil {
+			t.Fatalf("probe of two paths --probers: %v\n%s", err, out)
+		}
+		if rep, err = report.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+		validateSchema(t, path)
+		if len(rep.Paths) != 2 || len(rep.Probers) != 4 || rep.Totals.OK != rep.Totals.Sent {
+			t.Fatalf("paths %d, probers %d, %d of %d ok: want two paths from four probers, all ok\n%s", len(rep.Paths), len(rep.Probers), rep.Totals.OK, rep.Totals.Sent, out)
+		}
+		for _, p := range rep.Paths {
+			var sent uint64
+			for _, pr := range rep.Probers {
+				if pr.Path == p.Name {
+					sent += pr.Sent
+					if pr.ShareRPS != 50 {
+						t.Errorf("prober %s of path %s: %v req/s, want 50", pr.Pod, p.Name, pr.ShareRPS)
+					}
+				}
+			}
+			if !p.Verdict.Pass || p.Totals.Sent < 280 || p.Totals.Sent > 320 || sent != p.Totals.Sent {
+				t.Errorf("path %s: sent %d (its probers %d), pass %v: want about 300 from its own probers, passing", p.Name, p.Totals.Sent, sent, p.Verdict.Pass)
+			}
+		}
+		noProberPods(t, ctx, c)
 	})
 
 	t.Run("a namespace whose PodSecurity refuses host-network probers changes nothing", func(t *testing.T) {
