@@ -496,15 +496,22 @@ func TestNodeRoutesLate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &report.Report{StartedAt: t0, Failures: tc.fails,
 				Probers: []report.ProberInfo{{Pod: "p1", Node: "a"}, {Pod: "p2", Node: "b"}}}
-			analyse(r)
-			fd := find(r, NodeRoutesLate)
-			switch {
-			case tc.want == "" && fd != nil:
-				t.Fatalf("unexpected finding %+v", fd)
-			case tc.want != "" && (fd == nil || fd.Title != tc.want):
-				t.Fatalf("finding %+v, want %q", fd, tc.want)
-			}
+			checkNodeFinding(t, r, tc.want)
 		})
+	}
+}
+
+// checkNodeFinding analyses r and checks its node finding's title (want
+// "": none).
+func checkNodeFinding(t *testing.T, r *report.Report, want string) {
+	t.Helper()
+	analyse(r)
+	fd := find(r, NodeRoutesLate)
+	switch {
+	case want == "" && fd != nil:
+		t.Fatalf("unexpected finding %+v", fd)
+	case want != "" && (fd == nil || fd.Title != want):
+		t.Fatalf("finding %+v, want %q", fd, want)
 	}
 }
 
@@ -533,14 +540,7 @@ func TestNodeRoutesLateByPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &report.Report{StartedAt: t0, Failures: tc.fails, Probers: tc.probers}
-			analyse(r)
-			fd := find(r, NodeRoutesLate)
-			switch {
-			case tc.want == "" && fd != nil:
-				t.Fatalf("unexpected finding %+v", fd)
-			case tc.want != "" && (fd == nil || fd.Title != tc.want):
-				t.Fatalf("finding %+v, want %q", fd, tc.want)
-			}
+			checkNodeFinding(t, r, tc.want)
 		})
 	}
 }

@@ -232,6 +232,20 @@ func fleetConfig(t *testing.T, c *cluster, srv *faultserver.Server, count int) C
 		Pods: PodSpec{Namespace: "ns", Image: "rollprobe/rollprobe:test", Count: count, MaxDuration: time.Minute, StartTimeout: 10 * time.Second}}
 }
 
+// runForASecond starts f, stops it after a second and returns its outcome,
+// which must have no error.
+func runForASecond(t *testing.T, f *Fleet) prober.Outcome {
+	t.Helper()
+	done := f.Go(context.Background())
+	time.Sleep(time.Second)
+	f.Stop()
+	out := <-done
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	return out
+}
+
 func podsLeft(t *testing.T, c *cluster) int {
 	list, err := c.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -252,13 +266,7 @@ func TestFleetRunsAndMergesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	done := f.Go(context.Background())
-	time.Sleep(time.Second)
-	f.Stop()
-	out := <-done
-	if out.Err != nil {
-		t.Fatal(out.Err)
-	}
+	out := runForASecond(t, f)
 	nodes := map[string]bool{}
 	for _, m := range f.Members() {
 		if m.Lost != "" || m.Started.IsZero() || m.Share != 100 {
@@ -478,13 +486,7 @@ func TestFleetProbesPathsSideBySide(t *testing.T) {
 	if len(list.Items) != 4 || labels["0"] != 2 || labels["1"] != 2 {
 		t.Fatalf("%d pods, by path label %v: want 2 for each of two paths", len(list.Items), labels)
 	}
-	done := f.Go(context.Background())
-	time.Sleep(time.Second)
-	f.Stop()
-	out := <-done
-	if out.Err != nil {
-		t.Fatal(out.Err)
-	}
+	out := runForASecond(t, f)
 	for i, m := range f.Members() {
 		wantPath, wantShare := i/2, []float64{150, 100}[i/2]
 		if m.Path != wantPath || m.Share != wantShare || m.Lost != "" {

@@ -91,49 +91,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
 		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
 			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new")...).wait(t)
-		checkEdgeReport(t, r)
-		rep := r.rep
-		if r.exit != 1 || len(rep.Paths) != 2 || rep.Paths[0].Name != "svc" || rep.Paths[1].Name != "edge" {
-			t.Fatalf("exit %d, paths %+v: want 1 with the paths svc and edge\n%s", r.exit, rep.Paths, r.out())
-		}
-		svc, edge := rep.Paths[0], rep.Paths[1]
-		// Both paths drop on a naive rollout, each its own way: the
-		// Service by connection failures, the edge by Traefik's answers.
-		if svc.Totals.Failed == 0 || edge.Totals.Failed == 0 || svc.Verdict.Pass || edge.Verdict.Pass {
-			t.Fatalf("svc failed %d (%v), edge %d (%v): want both to drop", svc.Totals.Failed, svc.Verdict.Reasons, edge.Totals.Failed, edge.Verdict.Reasons)
-		}
-		for class := range nonZero(edge.Totals.ByClass) {
-			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
-				t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
-				logFailuresOfClass(t, rep, "edge", class)
-			}
-		}
-		if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
-			t.Errorf("proxy_5xx on the Service's path, which has no proxy (%v)", nonZero(svc.Totals.ByClass))
-		}
-		if rep.Totals.Sent != svc.Totals.Sent+edge.Totals.Sent || rep.Totals.Failed != svc.Totals.Failed+edge.Totals.Failed {
-			t.Fatalf("the run's totals (%d sent, %d failed) are not its paths' sum", rep.Totals.Sent, rep.Totals.Failed)
-		}
-		byPath := map[string]uint64{}
-		for _, f := range rep.Failures {
-			byPath[f.Path]++
-		}
-		if rep.FailureInfo.Kept == int(rep.FailureInfo.Total) && (byPath["svc"] != svc.Totals.Failed || byPath["edge"] != edge.Totals.Failed) {
-			t.Errorf("failures by path %v; the paths counted svc %d, edge %d", byPath, svc.Totals.Failed, edge.Totals.Failed)
-		}
+		svc, edge := checkSideBySide(t, r)
 		checkNaive(t, r) // every failure on an old pod, the preStop covering both paths
-		if ev := strings.Join(findingByID(rep, analysis.StopsBeforePropagation).Evidence, "\n"); !strings.Contains(ev, "by path, the last such failure") {
-			t.Errorf("the propagation finding does not compare the paths:\n%s", ev)
-		}
-		// The edge path, as Traefik's access log saw it.
-		edgeView := *rep
-		edgeView.Config.RunID, edgeView.Totals, edgeView.Failures = edge.RunID, edge.Totals, nil
-		for _, f := range rep.Failures {
-			if f.Path == "edge" {
-				edgeView.Failures = append(edgeView.Failures, f)
-			}
-		}
-		refereeAccessLog(t, cfg, &edgeView, "naive.lab.example")
 		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
 	})
@@ -145,87 +104,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// (by name) the edge: the probers do, each path from its own two.
 		r := startRunOn(t, []string{"--client"}, "naive", "svc=http://naive.default.svc/",
 			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new"), proberArgs...)...).wait(t)
-		checkEdgeReport(t, r)
-		rep := r.rep
-		if r.exit != 1 || len(rep.Paths) != 2 || rep.Paths[0].Name != "svc" || rep.Paths[1].Name != "edge" {
-			t.Fatalf("exit %d, paths %+v: want 1 with the paths svc and edge\n%s", r.exit, rep.Paths, r.out())
-		}
-		svc, edge := rep.Paths[0], rep.Paths[1]
-		if svc.Totals.Failed == 0 || edge.Totals.Failed == 0 || svc.Verdict.Pass || edge.Verdict.Pass {
-			t.Fatalf("svc failed %d (%v), edge %d (%v): want both to drop", svc.Totals.Failed, svc.Verdict.Reasons, edge.Totals.Failed, edge.Verdict.Reasons)
-		}
-		// Each path's own two probers, on two nodes, whose counts are
-		// the path's; the run's totals are the paths'.
-		byPath := map[string][]report.ProberInfo{}
-		for _, p := range rep.Probers {
-			if p.Status != report.ProberOK || p.RunID == "" || p.StartedAt == nil {
-				t.Errorf("prober %+v", p)
-			}
-			byPath[p.Path] = append(byPath[p.Path], p)
-		}
-		for _, path := range rep.Paths {
-			probers := byPath[path.Name]
-			if len(probers) != 2 || probers[0].Node == probers[1].Node {
-				t.Fatalf("path %s: probers %+v: want two, on two nodes", path.Name, probers)
-			}
-			var sent, ok uint64
-			for _, p := range probers {
-				if p.ShareRPS != rep.Config.Rate/2 {
-					t.Errorf("prober %s of path %s: a share of %v req/s, want half the path's %v", p.Pod, path.Name, p.ShareRPS, rep.Config.Rate)
-				}
-				sent, ok = sent+p.Sent, ok+p.OK
-			}
-			if sent != path.Totals.Sent || ok != path.Totals.OK {
-				t.Errorf("path %s: its probers sent %d (%d ok); the path counted %d (%d ok)", path.Name, sent, ok, path.Totals.Sent, path.Totals.OK)
-			}
-		}
-		if len(rep.Probers) != 4 {
-			t.Fatalf("%d probers: want 4", len(rep.Probers))
-		}
-		if rep.Totals.Sent != svc.Totals.Sent+edge.Totals.Sent || rep.Totals.Failed != svc.Totals.Failed+edge.Totals.Failed {
-			t.Fatalf("the run's totals (%d sent, %d failed) are not its paths' sum", rep.Totals.Sent, rep.Totals.Failed)
-		}
-		if s := rep.Prober.StartSpreadMS; s >= 100 {
-			t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
-		}
-		// Every failure names its path, and the prober that saw it is
-		// one of that path's.
-		pathOf := map[string]string{}
-		for _, p := range rep.Probers {
-			pathOf[p.Pod] = p.Path
-		}
-		failedOn := map[string]uint64{}
-		for _, f := range rep.Failures {
-			failedOn[f.Path]++
-			if f.Prober == "" || pathOf[f.Prober] != f.Path {
-				t.Fatalf("failure %s on path %q from prober %q (of path %q)", f.RequestID, f.Path, f.Prober, pathOf[f.Prober])
-			}
-		}
-		if rep.FailureInfo.Kept == int(rep.FailureInfo.Total) && (failedOn["svc"] != svc.Totals.Failed || failedOn["edge"] != edge.Totals.Failed) {
-			t.Errorf("failures by path %v; the paths counted svc %d, edge %d", failedOn, svc.Totals.Failed, edge.Totals.Failed)
-		}
-		for class := range nonZero(edge.Totals.ByClass) {
-			if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
-				t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
-				logFailuresOfClass(t, rep, "edge", class)
-			}
-		}
-		if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
-			t.Errorf("proxy_5xx on the Service's path, which has no proxy (%v)", nonZero(svc.Totals.ByClass))
-		}
-		if ev := strings.Join(findingByID(rep, analysis.StopsBeforePropagation).Evidence, "\n"); !strings.Contains(ev, "by path, the last such failure") {
-			t.Errorf("the propagation finding does not compare the paths:\n%s", ev)
-		}
-		// The edge path, as Traefik's access log saw it: its probers'
-		// requests, by their own request IDs.
-		edgeView := *rep
-		edgeView.Config.RunID, edgeView.Totals, edgeView.Failures, edgeView.Probers = edge.RunID, edge.Totals, nil, byPath["edge"]
-		for _, f := range rep.Failures {
-			if f.Path == "edge" {
-				edgeView.Failures = append(edgeView.Failures, f)
-			}
-		}
-		refereeAccessLog(t, cfg, &edgeView, "naive.lab.example")
+		svc, edge := checkSideBySide(t, r)
+		checkPathProbers(t, r.rep, r.rep.Config.Rate/2)
 		noProberPods(t, ctx, c)
 		t.Logf("from probers: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
@@ -363,6 +243,62 @@ func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Dura
 	if time.Duration(sleep)*time.Second < window {
 		t.Fatalf("suggested preStop %ds does not cover the %s Traefik kept sending to deleted pods", sleep, window)
 	}
+}
+
+// checkSideBySide holds a naive rollout probed at the Service (path svc)
+// and through the ingress over https (path edge) to what both paths must
+// show, and the edge path to Traefik's access log (its requests picked by
+// the run's request IDs, or by its own probers' when probers sent them).
+func checkSideBySide(t *testing.T, r *runResult) (svc, edge report.PathReport) {
+	t.Helper()
+	checkEdgeReport(t, r)
+	rep := r.rep
+	if r.exit != 1 || len(rep.Paths) != 2 || rep.Paths[0].Name != "svc" || rep.Paths[1].Name != "edge" {
+		t.Fatalf("exit %d, paths %+v: want 1 with the paths svc and edge\n%s", r.exit, rep.Paths, r.out())
+	}
+	svc, edge = rep.Paths[0], rep.Paths[1]
+	// Both paths drop on a naive rollout, each its own way: the Service by
+	// connection failures, the edge by Traefik's answers.
+	if svc.Totals.Failed == 0 || edge.Totals.Failed == 0 || svc.Verdict.Pass || edge.Verdict.Pass {
+		t.Fatalf("svc failed %d (%v), edge %d (%v): want both to drop", svc.Totals.Failed, svc.Verdict.Reasons, edge.Totals.Failed, edge.Verdict.Reasons)
+	}
+	for class := range nonZero(edge.Totals.ByClass) {
+		if class != report.ClassOK && class != report.ClassProxy5xx && class != report.ClassTimeout {
+			t.Errorf("%s on the edge path: want only proxy_5xx and timeout (%v)", class, nonZero(edge.Totals.ByClass))
+			logFailuresOfClass(t, rep, "edge", class)
+		}
+	}
+	if svc.Totals.ByClass[report.ClassProxy5xx] != 0 {
+		t.Errorf("proxy_5xx on the Service's path, which has no proxy (%v)", nonZero(svc.Totals.ByClass))
+	}
+	if rep.Totals.Sent != svc.Totals.Sent+edge.Totals.Sent || rep.Totals.Failed != svc.Totals.Failed+edge.Totals.Failed {
+		t.Fatalf("the run's totals (%d sent, %d failed) are not its paths' sum", rep.Totals.Sent, rep.Totals.Failed)
+	}
+	byPath := map[string]uint64{}
+	for _, f := range rep.Failures {
+		byPath[f.Path]++
+	}
+	if rep.FailureInfo.Kept == int(rep.FailureInfo.Total) && (byPath["svc"] != svc.Totals.Failed || byPath["edge"] != edge.Totals.Failed) {
+		t.Errorf("failures by path %v; the paths counted svc %d, edge %d", byPath, svc.Totals.Failed, edge.Totals.Failed)
+	}
+	if ev := strings.Join(findingByID(rep, analysis.StopsBeforePropagation).Evidence, "\n"); !strings.Contains(ev, "by path, the last such failure") {
+		t.Errorf("the propagation finding does not compare the paths:\n%s", ev)
+	}
+	// The edge path, as Traefik's access log saw it.
+	edgeView := *rep
+	edgeView.Config.RunID, edgeView.Totals, edgeView.Failures, edgeView.Probers = edge.RunID, edge.Totals, nil, nil
+	for _, f := range rep.Failures {
+		if f.Path == "edge" {
+			edgeView.Failures = append(edgeView.Failures, f)
+		}
+	}
+	for _, p := range rep.Probers {
+		if p.Path == "edge" {
+			edgeView.Probers = append(edgeView.Probers, p)
+		}
+	}
+	refereeAccessLog(t, lab.Config{StateDir: stateDir}, &edgeView, "naive.lab.example")
+	return svc, edge
 }
 
 // waitEdge waits until url answers 200 through the edge from the first

@@ -128,22 +128,10 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		validateSchema(t, both.reportPath)
 		rep := both.rep
-		if len(rep.Paths) != 2 || rep.Paths[0].GRPCClient != "raw" || rep.Paths[1].GRPCClient != "grpc-go" || len(rep.Probers) != 4 {
-			t.Fatalf("paths %+v, %d probers: want raw and grpc-go, two probers each", rep.Paths, len(rep.Probers))
+		if len(rep.Paths) != 2 || rep.Paths[0].GRPCClient != "raw" || rep.Paths[1].GRPCClient != "grpc-go" {
+			t.Fatalf("paths %+v: want raw and grpc-go", rep.Paths)
 		}
-		for _, path := range rep.Paths {
-			var sent uint64
-			nodes := map[string]bool{}
-			for _, p := range rep.Probers {
-				if p.Path == path.Name {
-					sent += p.Sent
-					nodes[p.Node] = true
-				}
-			}
-			if sent != path.Totals.Sent || len(nodes) != 2 {
-				t.Errorf("path %s: its probers on %d nodes sent %d; the path counted %d", path.Name, len(nodes), sent, path.Totals.Sent)
-			}
-		}
+		checkPathProbers(t, rep, rep.Config.Rate/2)
 		rawPath, goPath := rep.Paths[0].Totals, rep.Paths[1].Totals
 		h := goPath.HiddenRetries
 		if rawPath.ByClass[report.ClassGoAwayUnprocessed] == 0 || rawPath.HiddenRetries != nil {
@@ -157,11 +145,6 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 		// (raw), so its totals measure no hidden retries; paths[] has them.
 		if rep.Config.GRPCClient != "raw" || rep.Totals.HiddenRetries != nil {
 			t.Errorf("the run's client %q, hidden retries %+v: want raw's, none (paths[] gives each)", rep.Config.GRPCClient, rep.Totals.HiddenRetries)
-		}
-		for _, f := range rep.Failures {
-			if f.Path == "" || f.Prober == "" {
-				t.Fatalf("failure %s names no path or prober", f.RequestID)
-			}
 		}
 		noProberPods(t, ctx, c)
 		t.Logf("raw %v; both: raw path %v, grpc-go path %v, hidden %+v", nonZero(raw.rep.Totals.ByClass), nonZero(rawPath.ByClass), nonZero(goPath.ByClass), h)
@@ -199,21 +182,13 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatal(err)
 		}
 		validateSchema(t, path)
-		if len(rep.Paths) != 2 || len(rep.Probers) != 4 || rep.Totals.OK != rep.Totals.Sent {
-			t.Fatalf("paths %d, probers %d, %d of %d ok: want two paths from four probers, all ok\n%s", len(rep.Paths), len(rep.Probers), rep.Totals.OK, rep.Totals.Sent, out)
+		if len(rep.Paths) != 2 || rep.Totals.OK != rep.Totals.Sent {
+			t.Fatalf("%d paths, %d of %d ok: want two paths, all ok\n%s", len(rep.Paths), rep.Totals.OK, rep.Totals.Sent, out)
 		}
+		checkPathProbers(t, rep, 50)
 		for _, p := range rep.Paths {
-			var sent uint64
-			for _, pr := range rep.Probers {
-				if pr.Path == p.Name {
-					sent += pr.Sent
-					if pr.ShareRPS != 50 {
-						t.Errorf("prober %s of path %s: %v req/s, want 50", pr.Pod, p.Name, pr.ShareRPS)
-					}
-				}
-			}
-			if !p.Verdict.Pass || p.Totals.Sent < 280 || p.Totals.Sent > 320 || sent != p.Totals.Sent {
-				t.Errorf("path %s: sent %d (its probers %d), pass %v: want about 300 from its own probers, passing", p.Name, p.Totals.Sent, sent, p.Verdict.Pass)
+			if !p.Verdict.Pass || p.Totals.Sent < 280 || p.Totals.Sent > 320 {
+				t.Errorf("path %s: sent %d, pass %v: want about 300, passing", p.Name, p.Totals.Sent, p.Verdict.Pass)
 			}
 		}
 		noProberPods(t, ctx, c)
@@ -333,6 +308,42 @@ func checkProbers(t *testing.T, ctx context.Context, c *lab.Client, rep *report.
 	t.Logf("probers on %s and %s, start spread %.2f ms, clock offsets %.3f and %.3f ms", rep.Probers[0].Node, rep.Probers[1].Node,
 		rep.Prober.StartSpreadMS, rep.Probers[0].ClockOffsetMS, rep.Probers[1].ClockOffsetMS)
 	noProberPods(t, ctx, c)
+}
+
+// checkPathProbers holds a run of several paths from two probers a path:
+// each path's own two probers, on two nodes, each at share req/s, started
+// within 100 ms of all the others, whose counts are the path's; and every
+// failure seen by a prober of its path.
+func checkPathProbers(t *testing.T, rep *report.Report, share float64) {
+	t.Helper()
+	if len(rep.Probers) != 2*len(rep.Paths) || len(rep.Paths) < 2 {
+		t.Fatalf("%d probers for %d paths: want two a path", len(rep.Probers), len(rep.Paths))
+	}
+	pathOf := map[string]string{}
+	for _, path := range rep.Paths {
+		var sent, ok uint64
+		nodes := map[string]bool{}
+		for _, p := range rep.Probers {
+			if p.Path != path.Name {
+				continue
+			}
+			if p.Status != report.ProberOK || p.RunID == "" || p.StartedAt == nil || p.ShareRPS != share {
+				t.Errorf("prober %+v: want ok, started, with its run ID, at %v req/s", p, share)
+			}
+			sent, ok, nodes[p.Node], pathOf[p.Pod] = sent+p.Sent, ok+p.OK, true, p.Path
+		}
+		if len(nodes) != 2 || sent != path.Totals.Sent || ok != path.Totals.OK {
+			t.Errorf("path %s: its probers on %d nodes sent %d (%d ok); the path counted %d (%d ok)", path.Name, len(nodes), sent, ok, path.Totals.Sent, path.Totals.OK)
+		}
+	}
+	if s := rep.Prober.StartSpreadMS; s >= 100 {
+		t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
+	}
+	for _, f := range rep.Failures {
+		if f.Path == "" || f.Prober == "" || pathOf[f.Prober] != f.Path {
+			t.Fatalf("failure %s on path %q from prober %q (of path %q)", f.RequestID, f.Path, f.Prober, pathOf[f.Prober])
+		}
+	}
 }
 
 // noProberPods: every prober pod is gone (deleted, not merely ending).
