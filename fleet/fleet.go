@@ -92,7 +92,8 @@ type Fleet struct {
 	startMu sync.Mutex
 	cancel  context.CancelFunc
 	closed  sync.Once
-	// canceled: the run was interrupted (Go's context), once it ended.
+	// canceled: the run was interrupted (Go's context); final once Go's
+	// outcome is sent.
 	canceled atomic.Bool
 }
 
@@ -362,12 +363,13 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 	}
 	out := make(chan prober.Outcome, 1)
 	go func() {
-		canceled := false
 		stopped := make(chan struct{})
+		watched := make(chan struct{})
 		go func() {
+			defer close(watched)
 			select {
 			case <-ctx.Done():
-				canceled = true
+				f.canceled.Store(true)
 				f.Stop()
 			case <-stopped:
 			}
@@ -376,9 +378,11 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 			<-m.ended
 		}
 		close(stopped)
+		// The watcher may have seen ctx end as the last prober ended:
+		// whether the run was interrupted is known once it has returned.
+		<-watched
 		f.merger.Finish()
-		f.canceled.Store(canceled)
-		out <- prober.Outcome{Summary: f.summary(canceled)}
+		out <- prober.Outcome{Summary: f.summary(f.canceled.Load())}
 	}()
 	return out
 }
