@@ -106,6 +106,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new"), proberArgs...)...).wait(t)
 		svc, edge := checkSideBySide(t, r)
 		checkPathProbers(t, r.rep, r.rep.Config.Rate/2)
+		checkNaive(t, r) // as from this process: every failure on an old pod, the preStop covering both paths
 		noProberPods(t, ctx, c)
 		t.Logf("from probers: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
