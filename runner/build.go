@@ -37,7 +37,7 @@ type probeRun struct {
 // build needs to report it as a probe of that path alone.
 type pathRun struct {
 	Name     string
-	RunID    string // its request IDs' prefix, from this process
+	RunID    string // its request IDs' prefix (from a fleet, the run's ID: each prober prefixes its own)
 	Config   prober.Config
 	Summary  prober.Summary
 	Recorder *prober.Recorder
