@@ -32,7 +32,7 @@ func defaultProberPodFlags() proberPodFlags {
 }
 
 func (p *proberPodFlags) bind(f *pflag.FlagSet, namespaceDefault string) {
-	f.IntVar(&p.count, "probers", 0, "probe from N prober pods in the cluster (spread over the nodes; --rate is their total) instead of from here; with several --target paths, N for each path")
+	f.IntVar(&p.count, "probers", 0, "probe from N prober pods in the cluster (spread over the nodes; --rate is their total) instead of from here; with several --target paths, N for each path, each path's --rate split among its own")
 	f.StringVar(&p.image, "prober-image", p.image, "with --probers: the probers' image (this rollprobe's version)")
 	f.StringVar(&p.namespace, "prober-namespace", "", "with --probers: where the prober pods go (default: "+namespaceDefault+")")
 	f.DurationVar(&p.startTimeout, "prober-start-timeout", p.startTimeout, "with --probers: how long the prober pods may take to run (a bad image fails here, exit 2)")
