@@ -461,13 +461,18 @@ func changeTime(p *Pod) time.Time {
 }
 
 // causeBy is the latest time a pod's change can have caused the failure.
-// A refusal answers the first SYN, and a connect timeout means nothing
-// answered it: either way the pod's state when the request began decides
-// (a pod still there answers a SYN at once, with a RST if nothing listens).
-// Any other failure can be caused while it lasts (a timeout waiting for
-// the response, a connection cut), up to its end.
+// A connect timeout means nothing answered the SYN: the pod's state when
+// the request began decides (a pod still there answers a SYN at once, with
+// a RST if nothing listens). A refusal answers the SYN when it reaches the
+// pod, which is no later than the refusal came back: at once as a rule,
+// but a busy host can hold the SYN or its answer, and a pod whose
+// deletion acted in between can have refused it (a starved CI run's
+// refusal came 338 ms after its connect began, 25 ms after rollprobe
+// received an old pod's deletion; bounded by its start, it was put on no
+// pod at all). Any other failure can be caused while it lasts (a timeout
+// waiting for the response, a connection cut), up to its end.
 func causeBy(f *report.Failure, c prober.Class) time.Time {
-	if c == prober.Refused || c == prober.ConnectTimeout || f.End.IsZero() {
+	if c == prober.ConnectTimeout || f.End.IsZero() {
 		return beganAt(f)
 	}
 	return f.End

@@ -815,3 +815,38 @@ func TestPropagationWindowByPath(t *testing.T) {
 		t.Errorf("a line on responses after deletion when there were none:\n%s", ev)
 	}
 }
+
+// A refusal can be caused until it came back: a busy host can hold the SYN
+// or its answer. The case of a starved CI run: the connect began at +4.102
+// s and was refused at +4.440 s; pod a was gone by then, and pod b's
+// deletion, committed after the connect began, was received at +4.415 s.
+// Bounded by the connect's start, the refusal was put on no pod.
+func TestARefusalCanBeCausedUntilItCameBack(t *testing.T) {
+	exit := int32(0)
+	tm := func(ms int) *time.Time { x := at(ms); return &x }
+	del := ev(4415, report.PodDeletionRequested, "b", "old")
+	del.CommittedAfter = tm(4200)
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(3133, report.PodDeletionRequested, "a", "old"),
+		{At: at(3503), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(3967, report.PodGone, "a", "old"),
+		del,
+	}
+	slow := report.Failure{Intended: at(4035), Start: at(4102), End: at(4440), Class: report.ClassRefused, Fresh: true}
+	r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{slow}}
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "b" || f.Confidence != 1 {
+		t.Errorf("the slow refusal: likely %q (confidence %v, candidates %v, %s), want b", f.LikelyPod, f.Confidence, f.Candidates, f.Context)
+	}
+	// Refused at once, at +4.105 s, it is nobody's: b's deletion was
+	// committed after +4.2 s.
+	quick := slow
+	quick.End = at(4105)
+	r = &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{quick}}
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "" {
+		t.Errorf("a refusal that came back before b's deletion was committed was put on %q (%s)", f.LikelyPod, f.Context)
+	}
+}
