@@ -225,7 +225,8 @@ type attributor struct {
 	serverLead time.Duration
 	start      time.Time
 	// proxied: the run met a proxy between the prober and the pods (it
-	// answered proxy_5xx for a backend it could not reach). Through a
+	// answered proxy_5xx for a backend it could not reach, or a failed
+	// connection went to an edge's address: Failure.ViaEdge). Through a
 	// proxy, a timeout needs nothing from the pod: the proxy can wait on a
 	// pod IP that no longer answers until the prober gives up (the lab's
 	// Traefik logged such requests as 499 after the prober's timeout, each
@@ -291,6 +292,13 @@ func proxiedPaths(r *report.Report) map[string]bool {
 	}
 	for _, p := range r.Paths {
 		out[p.Name] = p.Totals.ByClass[report.ClassProxy5xx] > 0
+	}
+	// A connection to an edge address is a proxy met, whether or not it
+	// answered 5xx: under load it may only make the prober wait.
+	for _, f := range r.Failures {
+		if f.ViaEdge {
+			out[f.Path] = true
+		}
 	}
 	return out
 }
@@ -378,6 +386,14 @@ func (a attributor) attribute(f *report.Failure) {
 		}
 	}
 	c := class(f)
+	if f.ViaEdge && beforeTheEdge(c) {
+		// The connection ended at an ingress or proxy, and the request
+		// never got past it: whatever the pods did, the edge refused,
+		// ignored or did not finish the handshake. No pod to name.
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = edgeContext(f, c)
+		return
+	}
 	if f.NoConntrackEntry {
 		// The kernel's record again: no rule rewrote the connection to a
 		// pod; the host's own stopped its SYN. No pod to name.
@@ -424,6 +440,26 @@ func (a attributor) attribute(f *report.Failure) {
 		sort.Strings(f.Candidates)
 	}
 	f.Context = a.describe(cands[0], at)
+}
+
+// beforeTheEdge: the class ends a request before it was sent on its
+// connection (Failure.ViaEdge), so on a connection to an edge it is the
+// edge's alone.
+func beforeTheEdge(c prober.Class) bool {
+	return c == prober.Refused || c == prober.ConnectTimeout || c == prober.TLS
+}
+
+// edgeContext is the context of a failure between the prober and an edge.
+func edgeContext(f *report.Failure, c prober.Class) string {
+	what := map[prober.Class]string{
+		prober.Refused:        "refused the connection",
+		prober.ConnectTimeout: "did not answer the connection",
+		prober.TLS:            "did not complete the TLS handshake",
+	}[c]
+	if c == prober.TLS && f.TLSCause == "handshake_timeout" {
+		what = "did not complete the TLS handshake in time"
+	}
+	return fmt.Sprintf("the edge at %s (none of the Service's, a node's or a pod's addresses: an ingress or proxy) %s; the request never reached a pod: the edge's load or its own restart, not the rollout's pods", f.RemoteAddr, what)
 }
 
 // noEntryContext is a no-entry failure's context (Failure.NoConntrackEntry).

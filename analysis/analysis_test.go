@@ -850,3 +850,55 @@ func TestARefusalCanBeCausedUntilItCameBack(t *testing.T) {
 		t.Errorf("a refusal that came back before b's deletion was committed was put on %q (%s)", f.LikelyPod, f.Context)
 	}
 }
+
+// A connection to an edge (an ingress, a proxy: Failure.ViaEdge) that
+// failed before the request reached it is the edge's: a starved CI run's
+// Traefik left TLS handshakes unanswered for 2 s while pods rolled, and
+// rollprobe put every one on an old pod. Directly at a pod's TLS (no
+// edge), a handshake timeout can be a terminating pod's, as before. And a
+// path whose connections go to an edge is proxied though it answered no
+// 5xx: its timeouts can be on a pod already gone.
+func TestFailuresBeforeTheEdgeAreNotAPods(t *testing.T) {
+	exit := int32(0)
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(5300, report.PodGone, "a", "old"),
+	}
+	handshake := report.Failure{Intended: at(5050), Start: at(5050), End: at(7050), Class: report.ClassTLS, TLSCause: "handshake_timeout",
+		Fresh: true, RemoteAddr: "10.100.0.1:443"}
+	refused := fail(5060, report.ClassRefused, true, "")
+	refused.RemoteAddr = "10.100.0.1:443"
+	timeout := report.Failure{Intended: at(6500), Start: at(6500), End: at(8500), Class: report.ClassTimeout, Fresh: true, RemoteAddr: "10.100.0.1:443"}
+	for _, tc := range []struct {
+		name                     string
+		edge                     bool
+		handshake, ref, timedOut string
+	}{{"via an edge", true, "", "", "a"}, {"direct", false, "a", "a", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := []report.Failure{handshake, refused, timeout}
+			for i := range fs {
+				fs[i].ViaEdge = tc.edge
+			}
+			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: fs}
+			analyse(r)
+			for i, want := range []string{tc.handshake, tc.ref, tc.timedOut} {
+				if f := r.Failures[i]; f.LikelyPod != want {
+					t.Errorf("%s: likely %q (%s), want %q", f.Class, f.LikelyPod, f.Context, want)
+				}
+			}
+			if f := r.Failures[0]; tc.edge && (f.Evidence != "" || !strings.Contains(f.Context, "the edge at 10.100.0.1:443") || !strings.Contains(f.Context, "TLS handshake in time")) {
+				t.Errorf("the edge's handshake timeout: evidence %q, context %q", f.Evidence, f.Context)
+			}
+			edge := find(r, EdgeFailedConnections)
+			if tc.edge != (edge != nil) || (tc.edge && find(r, Unexplained) != nil) {
+				t.Fatalf("findings %+v: want %s only via an edge, and there no %s", r.Findings, EdgeFailedConnections, Unexplained)
+			}
+			if tc.edge && (!strings.Contains(edge.Title, "10.100.0.1:443 failed 2 requests") || !strings.Contains(strings.Join(edge.Evidence, "\n"), "handshake_timeout 1")) {
+				t.Errorf("the edge's finding: %+v", *edge)
+			}
+		})
+	}
+}

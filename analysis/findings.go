@@ -141,6 +141,9 @@ var rules = []rule{
 	// First: a request to one pod's own name has no other pod to go to:
 	// no endpoint, capacity or propagation rule fits it.
 	{PodDNSStale, report.SeverityError, podDNSStale, renderPodDNSStale},
+	// Then: a request that never got past an edge has its cause there,
+	// whatever the Service's endpoints were doing.
+	{EdgeFailedConnections, report.SeverityError, func(s seen) bool { return s.f.ViaEdge && beforeTheEdge(s.class) }, renderEdgeFailed},
 	// Then: a failure in a node gap has its cause there, whatever the
 	// pods were doing (the race rule would otherwise claim it).
 	{LocalPolicyNoLocalEndpoint, report.SeverityError, func(s seen) bool { return s.gap != nil && s.class != prober.HTTP5xx }, renderLocalPolicy},

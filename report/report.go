@@ -591,6 +591,13 @@ type Failure struct {
 	// to a pod (kube-proxy rejects a Service address it holds no endpoint
 	// for). No pod was reached: LikelyPod and Evidence are empty.
 	NoConntrackEntry bool `json:"no_conntrack_entry,omitempty"`
+	// ViaEdge: the connection went to an address that is none of the
+	// Service's (cluster IP, external IP, load balancer IP), no node's and
+	// no pod's of the run: an ingress, proxy or load balancer that ends the
+	// connection itself. A failure before the request could reach it
+	// (refused, connect_timeout, tls) is that edge's: no pod took part,
+	// so LikelyPod is empty.
+	ViaEdge bool `json:"via_edge,omitempty"`
 	// Evidence is what named LikelyPod: conntrack (the kernel's record of
 	// where the connection went), backend_header (the response named its
 	// pod) or timeline (inferred from the pods' lifecycle around it).

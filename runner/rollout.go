@@ -231,10 +231,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		rep.Rollout.Entry = rollout.EntryOf(svc, dialedURL(cfg.Probe), w.NodeIPs())
+		rep.Timeline = tl.Events()
+		markEdgeConnections(rep, svc, w.NodeIPs())
 		if in.Version.Known() {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}
-		rep.Timeline = tl.Events()
 		if from, to, ok := clock.Ran(); ok {
 			rep.ViewStalls = rollout.Stalls(from, to, clock.Marks(), rep.Timeline, report.ViewStallBound)
 			rep.Timeline = withStallEvents(rep.Timeline, rep.ViewStalls)
