@@ -729,6 +729,10 @@ func (w *worker) do(res *Result) {
 	}
 	res.Status = resp.status
 	res.Class = statusClass(cfg, resp.status, resp.backend)
+	if res.Class != OK {
+		addr := c.addr // a failed status is found in logs by its connection too
+		res.Addr = &addr
+	}
 	c.served++
 	c.idleFrom = res.End
 	if fresh || resp.close {

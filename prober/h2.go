@@ -331,6 +331,9 @@ func h2Outcome(res *Result, st *h2stream, cfg *Config, grpc bool, addr ConnAddr,
 			b = []byte{}
 		}
 		res.Class = statusClass(cfg, st.status, b)
+		if res.Class != OK {
+			res.Addr = &addr // a failed status is found in logs by its connection too
+		}
 		if grpc && res.Class == OK && st.grpcStatus != 0 {
 			// The HTTP exchange succeeded; the call did not.
 			res.Class, res.GRPCStatus = GRPCStatus, GRPCCodeName(st.grpcStatus)

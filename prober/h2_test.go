@@ -1158,3 +1158,42 @@ func TestH2BodiesWaitForSettings(t *testing.T) {
 		})
 	})
 }
+
+// A failed status over HTTP/2 carries its connection's two ends, as one
+// over HTTP/1.1 does: the server's record of its clients is the referee.
+func TestH2FailedStatusRecordsItsConnection(t *testing.T) {
+	testenv.Timed(t)
+	for _, name := range []string{"h2c/loops", "h2c/goroutines"} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			peers := map[string]bool{}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Pod-Name", "pod-a")
+				w.WriteHeader(503)
+			}))
+			srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					mu.Lock()
+					peers[c.RemoteAddr().String()] = true
+					mu.Unlock()
+				}
+			}
+			var protocols http.Protocols
+			protocols.SetUnencryptedHTTP2(true)
+			srv.Config.Protocols = &protocols
+			srv.Start()
+			defer srv.Close()
+			p, snap := probe(t, srv.URL, func(c *Config) { h2(c); c.Connections = 2 })
+			if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[HTTP5xx] != sent {
+				t.Fatalf("sent %d, classes %v: want every request http_5xx", sent, snap.Totals.Classes)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, f := range p.Recorder().Failures() {
+				if f.Addr == nil || !peers[f.Addr.Local.String()] || f.Addr.Remote.String() != srv.Listener.Addr().String() {
+					t.Fatalf("failure %v: addresses %+v; the server's clients %v", f.Class, f.Addr, peers)
+				}
+			}
+		})
+	}
+}

@@ -1108,6 +1108,12 @@ func (l *loop) complete(c *loopConn, leftover, closed bool) {
 	}
 	res.Status = resp.status
 	res.Class = statusClass(&p.cfg, resp.status, resp.backend)
+	if res.Class != OK {
+		// A failed status is found in logs by its connection too.
+		l.learnLocalIP(c)
+		addr := c.addr
+		res.Addr = &addr
+	}
 	c.served++
 	c.idleFrom = res.End
 	l.stream.Add(res)

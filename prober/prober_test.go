@@ -451,6 +451,24 @@ func TestFailuresRecordTheirAddresses(t *testing.T) {
 			}
 		}
 
+		// A failed status too: found in the server's log by its connection.
+		for _, opt := range []func(*Config){fresh, keepalive} {
+			p, _ = probe(t, srv.URL("/status/503"), opt)
+			peers = map[netip.AddrPort]bool{}
+			for _, a := range srv.Peers() {
+				peers[a] = true
+			}
+			fails = p.Recorder().Failures()
+			if len(fails) == 0 {
+				t.Fatal("no failures from /status/503")
+			}
+			for _, f := range fails {
+				if f.Class != HTTP5xx || f.Addr == nil || !peers[f.Addr.Local] || f.Addr.Remote.String() != srv.Addr() {
+					t.Fatalf("failure %v: addresses %+v; the server accepted %d clients", f.Class, f.Addr, len(peers))
+				}
+			}
+		}
+
 		srv.StopListening()
 		p, _ = probe(t, srv.URL("/ok"), fresh)
 		ports := map[uint16]bool{}
