@@ -56,8 +56,21 @@ type Capture struct {
 // after it opened (tcpdump's timeout): Stop waits that second out.
 func Start(t testing.TB, netns, iface, filter string) *Capture {
 	t.Helper()
+	return StartHeaders(t, netns, iface, filter, 0)
+}
+
+// StartHeaders is Start keeping only the first snaplen bytes of each
+// packet (0: all of it): enough for the headers, whose sequence numbers
+// and lengths Segments reads, at a fraction of the cost when the
+// payloads are many and large (a busy lab's TLS traffic).
+func StartHeaders(t testing.TB, netns, iface, filter string, snaplen int) *Capture {
+	t.Helper()
 	c := &Capture{t: t, pcap: filepath.Join(t.TempDir(), "capture.pcap")}
-	argv := []string{"tcpdump", "-i", iface, "-nn", "-U", "-B", "65536", "-w", c.pcap, filter}
+	argv := []string{"tcpdump", "-i", iface, "-nn", "-U", "-B", "65536", "-w", c.pcap}
+	if snaplen > 0 {
+		argv = append(argv, "-s", strconv.Itoa(snaplen))
+	}
+	argv = append(argv, filter)
 	if netns != "" { // ip netns exec execs tcpdump: the PID stays tcpdump's
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
