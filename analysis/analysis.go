@@ -457,9 +457,9 @@ func edgeContext(f *report.Failure, c prober.Class) string {
 		prober.TLS:            "did not complete the TLS handshake",
 	}[c]
 	if c == prober.TLS && f.TLSCause == "handshake_timeout" {
-		what = "did not complete the TLS handshake in time"
+		what = "and the prober did not complete the TLS handshake in time"
 	}
-	return fmt.Sprintf("the edge at %s (none of the Service's, a node's or a pod's addresses: an ingress or proxy) %s; the request never reached a pod: the edge (its load, its own restart) or the network to it, not the rollout's pods", f.RemoteAddr, what)
+	return fmt.Sprintf("the edge at %s (none of the Service's, a node's or a pod's addresses: an ingress or proxy) %s; the request never reached a pod: the edge (its load, its own restart), the network to it or the probing host's own load, not the rollout's pods", f.RemoteAddr, what)
 }
 
 // noEntryContext is a no-entry failure's context (Failure.NoConntrackEntry).

@@ -44,7 +44,8 @@ func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
 		Title:    fmt.Sprintf("the edge at %s failed %d requests itself: they never reached a pod", at, len(g.fails)),
 		Evidence: ev,
 		Fix: "look at the edge at those times: its CPU (each new TLS connection costs it a handshake), its connection and accept limits, " +
-			"its own restarts or configuration reloads, its error log, and the network between the clients and it; " +
+			"its own restarts or configuration reloads, its error log, the network between the clients and it, and the probing host's own load " +
+			"(a prober starved of CPU finishes handshakes late: its late sends are in the report's prober figures); " +
 			"no preStop sleep or grace period on the pods changes these. " +
 			"Probing the Service beside it (a second --target) tells the pods' drops from the edge's",
 	}, true
