@@ -99,9 +99,15 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
 		// From the client host, which reaches neither the ClusterIP nor
 		// (by name) the edge: the probers do, each path from its own two.
+		// At 100 requests a second a path, not the default 200: four
+		// prober pods each shaking hands with Traefik for every request
+		// starved the 2-core machine in a warm CI run (prober pods sent
+		// ClientHellos up to 2 s after their connects, connects to the
+		// hub timed out, CoreDNS answers came late), which is the
+		// machine's limit, not what this test is for.
 		hub := edgeCapture(t)
 		r := startRunOn(t, []string{"--client"}, "naive", "svc=http://naive.default.svc/",
-			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new"), proberArgs...)...).wait(t)
+			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--rate", "100"), proberArgs...)...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkPathProbers(t, r.rep, r.rep.Config.Rate/2)
 		checkNaive(t, r) // as from this process: every failure on an old pod, the preStop covering both paths
@@ -659,8 +665,11 @@ func edgeCapture(t *testing.T) *capture.Capture {
 	if capture.Available() != nil {
 		return nil
 	}
-	return capture.Start(t, netns.LabNetNS, "any",
-		"(tcp src port 443 and tcp[tcpflags] & tcp-syn != 0) or (tcp port 443 and (ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) > 0)")
+	// On the hub's bridge, where its address is, each packet is seen once;
+	// headers only: the busy lab's TLS payloads would cost the capture
+	// CPU the lab's components need.
+	return capture.StartHeaders(t, netns.LabNetNS, netns.LabBridge,
+		"(tcp src port 443 and tcp[tcpflags] & tcp-syn != 0) or (tcp port 443 and (ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) > 0)", 128)
 }
 
 // checkEdgeClasses holds the classes of a path through Traefik (path ""
@@ -720,16 +729,17 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 		byPort[port] = append(byPort[port], s)
 	}
 	// The prober gives a connection and its handshake until its connect
-	// timeout after the request began. A handshake both sides' first
-	// flights crossed early in that span the prober would have finished:
-	// the client's and Traefik's each take milliseconds. So each failure
-	// must show, on the hub, the connection taken (Traefik's SYN-ACK) and
-	// either flight coming in the timeout's second half or not at all:
-	// the ClientHello reaching Traefik late (the network to it held it),
-	// or Traefik answering late (Traefik held it). Traefik woken after a
-	// freeze answers hundreds of queued handshakes at once, and the prober
-	// needs CPU to finish each: a flight a few ms before the deadline may
-	// still miss it (a lab run: 14 of 322 came 2-25 ms before).
+	// timeout after the request began. The capture shows whether the
+	// prober finished it: a TLS 1.3 client's next flight (its Finished)
+	// follows the server's first one, and once sent, the handshake is
+	// done on its side. So each failure must show, on the hub, the
+	// connection taken (Traefik's SYN-ACK) and no data from the prober
+	// after Traefik's first before it gave up. Which side held the
+	// handshake is logged: the ClientHello reaching Traefik late (the
+	// prober or the network to Traefik), Traefik answering late, or the
+	// prober not finishing after a timely answer (itself starved: a warm
+	// CI run's prober pods sent ClientHellos up to 2 s after their
+	// connects and left answers Traefik sent in 0.2 s unfinished).
 	connectTimeout := time.Duration(rep.Config.ConnectTimeoutMS * float64(time.Millisecond))
 	heldBy := map[string]int{}
 	for _, f := range fails {
@@ -740,7 +750,7 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 			continue
 		}
 		took := false
-		var hello, answered time.Time // the first data each way
+		var hello, answered, finished time.Time // the prober's first data, Traefik's, the prober's after it
 		for _, s := range byPort[local.Port()] {
 			client := s.Src
 			if s.Src.Port() == 443 {
@@ -755,22 +765,26 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 			case s.SeqEnd == s.Seq:
 			case s.Dst.Port() == 443 && hello.IsZero():
 				hello = s.At
+			case s.Dst.Port() == 443 && !answered.IsZero() && finished.IsZero():
+				finished = s.At
 			case s.Src.Port() == 443 && answered.IsZero():
 				answered = s.At
 			}
 		}
+		if !took || !finished.IsZero() {
+			t.Errorf("%s %s -> %s, %+.3fs..%+.3fs: the hub's capture shows Traefik's SYN-ACK %v, the ClientHello %s, Traefik's first data %s, the prober's next %s: want the connection taken and the handshake unfinished",
+				f.RequestID, f.LocalAddr, f.RemoteAddr, f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(), took,
+				relTime(hello, rep.StartedAt), relTime(answered, rep.StartedAt), relTime(finished, rep.StartedAt))
+			continue
+		}
 		half := f.Start.Add(connectTimeout / 2)
 		switch {
-		case !took || (!hello.IsZero() && hello.Before(half) && !answered.IsZero() && answered.Before(half)):
-			t.Errorf("%s %s -> %s, %+.3fs..%+.3fs: the hub's capture shows Traefik's SYN-ACK %v, the ClientHello %s, Traefik's first data %s: want the connection taken and a flight late (after %+.3fs) or missing",
-				f.RequestID, f.LocalAddr, f.RemoteAddr, f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(), took,
-				relTime(hello, rep.StartedAt), relTime(answered, rep.StartedAt), half.Sub(rep.StartedAt).Seconds())
 		case hello.IsZero() || !hello.Before(half):
 			heldBy["the ClientHello reached Traefik late or never"]++
-			t.Logf("%s %s: the ClientHello reached Traefik %s, Traefik's first data %s (began %+.3fs)", f.RequestID, f.LocalAddr,
-				relTime(hello, rep.StartedAt), relTime(answered, rep.StartedAt), f.Start.Sub(rep.StartedAt).Seconds())
-		default:
+		case answered.IsZero() || !answered.Before(half):
 			heldBy["Traefik answered late or never"]++
+		default:
+			heldBy["the prober left a timely answer unfinished"]++
 		}
 	}
 	t.Logf("%d TLS handshakes to Traefik not finished within the prober's connect timeout, each as the hub's capture shows it: %v", len(fails), heldBy)
