@@ -692,12 +692,7 @@ func TestRefusalAfterAGracefulPodWentIsNotItsOwn(t *testing.T) {
 // and counts it with the propagation race; without a proxy, a timeout
 // needs a pod that was there to accept the request, as before.
 func TestTimeoutThroughAProxyCanHitAGonePod(t *testing.T) {
-	exit := int32(0)
-	tl := []report.Event{{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
-		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
-		ev(5000, report.PodDeletionRequested, "a", "old"),
-		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-		ev(5300, report.PodGone, "a", "old")}
+	tl := aGoneGracefully()
 	// Begun 1.2 s after a was gone, given up 2 s later.
 	timeout := report.Failure{Intended: at(6500), Start: at(6500), End: at(8500), Class: report.ClassTimeout, Fresh: true}
 	for _, tc := range []struct {
@@ -731,13 +726,7 @@ func TestTimeoutThroughAProxyCanHitAGonePod(t *testing.T) {
 // timeout, begun after the pod was gone, is not put on that pod because
 // the edge path answered proxy_5xx.
 func TestAProxyOnOnePathDoesNotExcuseAnother(t *testing.T) {
-	exit := int32(0)
-	tl := []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
-		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
-		ev(5000, report.PodDeletionRequested, "a", "old"),
-		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-		ev(5300, report.PodGone, "a", "old")}
+	tl := aGoneGracefully()
 	timeout := report.Failure{Intended: at(6500), Start: at(6500), End: at(8500), Class: report.ClassTimeout, Fresh: true, Path: "svc"}
 	p := fail(5200, report.ClassProxy5xx, true, "")
 	p.Status, p.Path = 502, "edge"
@@ -859,14 +848,7 @@ func TestARefusalCanBeCausedUntilItCameBack(t *testing.T) {
 // path whose connections go to an edge is proxied though it answered no
 // 5xx: its timeouts can be on a pod already gone.
 func TestFailuresBeforeTheEdgeAreNotAPods(t *testing.T) {
-	exit := int32(0)
-	tl := []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
-		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
-		ev(5000, report.PodDeletionRequested, "a", "old"),
-		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-		ev(5300, report.PodGone, "a", "old"),
-	}
+	tl := aGoneGracefully()
 	handshake := report.Failure{Intended: at(5050), Start: at(5050), End: at(7050), Class: report.ClassTLS, TLSCause: "handshake_timeout",
 		Fresh: true, RemoteAddr: "10.100.0.1:443"}
 	refused := fail(5060, report.ClassRefused, true, "")
@@ -900,5 +882,18 @@ func TestFailuresBeforeTheEdgeAreNotAPods(t *testing.T) {
 				t.Errorf("the edge's finding: %+v", *edge)
 			}
 		})
+	}
+}
+
+// aGoneGracefully is a timeline of two old pods, a and b, a deleted at
+// +5 s, its container exited at +5.1 s and the pod gone at +5.3 s.
+func aGoneGracefully() []report.Event {
+	exit := int32(0)
+	return []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		{At: at(5100), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+		ev(5300, report.PodGone, "a", "old"),
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -177,23 +176,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// (SIGSTOP) while its pods go away. Its kernel still takes
 		// connections; their TLS handshakes wait on Traefik.
 		time.Sleep(1500 * time.Millisecond)
-		stoppedAt := time.Now()
-		if err := syscall.Kill(traefik, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		resumed := false
-		cont := func() {
-			if !resumed {
-				resumed = true
-				if err := syscall.Kill(traefik, syscall.SIGCONT); err != nil {
-					t.Errorf("SIGCONT to Traefik: %v", err)
-				}
-			}
-		}
-		t.Cleanup(cont) // whatever fails below, the lab's Traefik runs again
-		time.Sleep(edgeFreeze)
-		contAt := time.Now()
-		cont()
+		stoppedAt, contAt := freeze(t, "traefik", traefik, edgeFreeze)
 		r := run.wait(t)
 		checkEdgeReport(t, r)
 		rep := r.rep
@@ -840,15 +823,3 @@ func relTime(at, start time.Time) string {
 // and well under its request timeout, so the requests Traefik already
 // held are answered late rather than given up.
 const edgeFreeze = prober.DefaultConnectTimeout + time.Second
-
-// componentPID is the PID of the lab's live component name.
-func componentPID(t *testing.T, name string) int {
-	t.Helper()
-	for _, comp := range lab.GetStatus(stateDir).Components {
-		if comp.Name == name && comp.Alive {
-			return comp.PID
-		}
-	}
-	t.Fatalf("no live %s in the lab's status", name)
-	return 0
-}

@@ -28,38 +28,14 @@ const stallFor = 8 * time.Second
 // Markdown and HTML outputs, with the failures begun in it counted and
 // those named by conntrack left as they were.
 func testViewStall(t *testing.T, ctx context.Context, c *lab.Client) {
-	var apiserver int
-	for _, comp := range lab.GetStatus(stateDir).Components {
-		if comp.Name == "kube-apiserver" && comp.Alive {
-			apiserver = comp.PID
-		}
-	}
-	if apiserver == 0 {
-		t.Fatal("no live kube-apiserver in the lab's status")
-	}
+	apiserver := componentPID(t, "kube-apiserver")
 	ip := ensureSample(t, ctx, c, "naive")
 	run := startRun(t, "naive", ip)
 	run.waitFor(t, "triggered: restart")
 	// The naive rollout deletes its first old pod about a second after the
 	// trigger on this lab: freeze the view while pods go away.
 	time.Sleep(1500 * time.Millisecond)
-	stoppedAt := time.Now()
-	if err := syscall.Kill(apiserver, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	cont := func() {
-		if !resumed {
-			resumed = true
-			if err := syscall.Kill(apiserver, syscall.SIGCONT); err != nil {
-				t.Errorf("SIGCONT to the apiserver: %v", err)
-			}
-		}
-	}
-	t.Cleanup(cont) // whatever fails below, the lab's apiserver runs again
-	time.Sleep(stallFor)
-	contAt := time.Now()
-	cont()
+	stoppedAt, contAt := freeze(t, "kube-apiserver", apiserver, stallFor)
 	r := run.wait(t)
 	if r.exit != 0 && r.exit != 1 {
 		t.Fatalf("exit %d\n%s", r.exit, r.out())
@@ -151,4 +127,41 @@ func testViewStall(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Error("the HTML page does not draw the stall")
 	}
 	t.Logf("exit %d; %d failed of %d; %d in the stall, %d widened", r.exit, rep.Totals.Failed, rep.Totals.Sent, st.Failures, st.Widened)
+}
+
+// freeze stops the lab's component name (its PID) with SIGSTOP for d and
+// lets it go on with SIGCONT, returning when each was sent. Whatever
+// fails, the component runs again when the test ends.
+func freeze(t *testing.T, name string, pid int, d time.Duration) (stoppedAt, contAt time.Time) {
+	t.Helper()
+	stoppedAt = time.Now()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	cont := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT to %s: %v", name, err)
+			}
+		}
+	}
+	t.Cleanup(cont)
+	time.Sleep(d)
+	contAt = time.Now()
+	cont()
+	return stoppedAt, contAt
+}
+
+// componentPID is the PID of the lab's live component name.
+func componentPID(t *testing.T, name string) int {
+	t.Helper()
+	for _, comp := range lab.GetStatus(stateDir).Components {
+		if comp.Name == name && comp.Alive {
+			return comp.PID
+		}
+	}
+	t.Fatalf("no live %s in the lab's status", name)
+	return 0
 }
