@@ -842,7 +842,7 @@ func TestARefusalCanBeCausedUntilItCameBack(t *testing.T) {
 
 // A connection to an edge (an ingress, a proxy: Failure.ViaEdge) that
 // failed before the request reached it is the edge's: a starved CI run's
-// Traefik left TLS handshakes unanswered for 2 s while pods rolled, and
+// TLS handshakes to Traefik went unfinished for 2 s while pods rolled, and
 // rollprobe put every one on an old pod. Directly at a pod's TLS (no
 // edge), a handshake timeout can be a terminating pod's, as before. And a
 // path whose connections go to an edge is proxied though it answered no

@@ -12,7 +12,7 @@ import (
 // (an ingress, a proxy: Failure.ViaEdge) before they were sent: the edge
 // refused the connection, left it unanswered or did not finish the TLS
 // handshake. No pod took part, whatever the rollout did: a starved CI
-// run's Traefik left TLS handshakes unanswered for 2 s while pods rolled.
+// run's TLS handshakes to Traefik went unfinished for 2 s while pods rolled.
 const EdgeFailedConnections = "edge-failed-connections"
 
 func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {

@@ -660,11 +660,11 @@ func edgeCapture(t *testing.T) *capture.Capture {
 // could not reach (proxy_5xx), or waits on a pod IP that no longer answers
 // until the prober gives up (timeout). A failure of the connection to
 // Traefik itself no pod causes, and none was seen while the lab had CPU to
-// spare; a starved CI run (load average 4 on 2 cores) had Traefik leave
-// 62 TLS handshakes unanswered for the prober's 2 s. Those are accepted
-// only as what they are, held to the hub's capture (hub): each a TLS
-// handshake timeout on a connection Traefik's kernel took (its SYN-ACK)
-// and Traefik sent nothing on until the prober gave up; each marked
+// spare; a starved CI run (load average 4 on 2 cores) had 62 TLS
+// handshakes to Traefik unfinished at the prober's 2 s. Those are
+// accepted only as what they are, held to the hub's capture (hub): each a
+// TLS handshake timeout on a connection Traefik's kernel took (its
+// SYN-ACK) and the prober left unfinished (checkEdgeHandshakes); each marked
 // via_edge, put on no pod and claimed by the edge-failed-connections
 // finding. Any other class fails the test, as does any of them without
 // the capture.
