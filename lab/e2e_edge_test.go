@@ -457,28 +457,20 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 		t.Fatalf("Traefik logged %d of the run's requests; rollprobe sent %d, of which %d never connected (%v): want %d",
 			len(byID), rep.Totals.Sent, neverReached, nonZero(rep.Totals.ByClass), want)
 	}
-	// A 5xx Traefik decided as the prober's request timeout ran out
-	// reached the prober after it: both are right, and rollprobe counts a
-	// timeout (a warm CI run: Traefik's 502 after 4,994 ms inside it, the
-	// prober's timeout after 5,006 ms). Such a one counts as given up.
 	timedOut := map[string]bool{}
 	for _, f := range rep.Failures {
 		if f.Class == report.ClassTimeout {
 			timedOut[f.RequestID] = true
 		}
 	}
-	timeout := time.Duration(rep.Config.TimeoutMS * float64(time.Millisecond))
-	const answerRace = 50 * time.Millisecond
 	servedByPod := map[string]uint64{}
 	var proxy5xx, gaveUp uint64
 	for id, e := range byID {
 		switch {
-		case (e.DownstreamStatus == 502 || e.DownstreamStatus == 503 || e.DownstreamStatus == 504) && timedOut[id] && e.Duration >= timeout-answerRace:
+		case clientGaveUp(rep, e, timedOut[id]):
 			gaveUp++
-		case e.DownstreamStatus == 502 || e.DownstreamStatus == 503 || e.DownstreamStatus == 504:
+		case proxyStatus(e.DownstreamStatus):
 			proxy5xx++
-		case e.DownstreamStatus == 499: // Traefik's "client closed request": the prober gave up first
-			gaveUp++
 		default:
 			ip, _, _ := net.SplitHostPort(e.ServiceAddr)
 			pod, ok := podByIP[ip]
@@ -790,6 +782,20 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 	}
 }
 
+// proxyStatus: Traefik answered for a pod it could not reach.
+func proxyStatus(code int) bool { return code == 502 || code == 503 || code == 504 }
+
+// clientGaveUp: Traefik's log shows the client gave up first (499), or a
+// 5xx Traefik decided as the prober's request timeout ran out, which
+// reached the prober after it and which rollprobe counted a timeout
+// (timedOut): both are right (a warm CI run: Traefik's 502 after 4,994
+// ms inside it, the prober's timeout at 5,006 ms).
+func clientGaveUp(rep *report.Report, e accessEntry, timedOut bool) bool {
+	const answerRace = 50 * time.Millisecond
+	timeout := time.Duration(rep.Config.TimeoutMS * float64(time.Millisecond))
+	return e.DownstreamStatus == 499 || (proxyStatus(e.DownstreamStatus) && timedOut && e.Duration >= timeout-answerRace)
+}
+
 // logAccessDisagreements logs each request whose class rollprobe and
 // Traefik's access log tell differently (a 502/503/504 not counted
 // proxy_5xx, a 499 not counted timeout, or the other way), with both
@@ -811,11 +817,8 @@ func logAccessDisagreements(t *testing.T, rep *report.Report, byID map[string]ac
 		if ok {
 			class = f.Class
 		}
-		proxied := e.DownstreamStatus == 502 || e.DownstreamStatus == 503 || e.DownstreamStatus == 504
-		gaveUp := e.DownstreamStatus == 499 || (proxied && class == report.ClassTimeout && e.Duration >= time.Duration(rep.Config.TimeoutMS*float64(time.Millisecond))-50*time.Millisecond)
-		if gaveUp {
-			proxied = false
-		}
+		gaveUp := clientGaveUp(rep, e, class == report.ClassTimeout)
+		proxied := proxyStatus(e.DownstreamStatus) && !gaveUp
 		if proxied == (class == report.ClassProxy5xx) && gaveUp == (class == report.ClassTimeout) {
 			continue
 		}
