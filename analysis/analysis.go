@@ -190,7 +190,7 @@ func class(f *report.Failure) prober.Class {
 
 // connectionFailure: no response at all, or a cut one; what a pod that
 // stopped listening, or vanished, does to the clients still routed to it.
-// A proxy's 502/503/504 is the same failure one hop further: the proxy's
+// A proxy's own 5xx is the same failure one hop further: the proxy's
 // connection to the pod was refused, cut or unanswered.
 func connectionFailure(c prober.Class) bool {
 	switch c {

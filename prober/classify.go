@@ -56,25 +56,26 @@ func classify(err error, phase Phase, reused bool) Class {
 }
 
 // statusClass is the outcome of a complete response with status: ok when
-// expected, else http_5xx or http_status, or proxy_5xx for a 502, 503 or
-// 504 that named no backend although the run expects every response of the
-// app to (BackendHeader): a proxy between the prober and the app answered
-// for a backend it could not reach.
+// expected, else http_5xx or http_status, or proxy_5xx for a 5xx that named
+// no backend although the run expects every response of the app to
+// (BackendHeader): a proxy between the prober and the app answered for a
+// backend it could not reach. Any 5xx, not only 502/503/504: Traefik
+// answers 500 when its upstream error is neither an EOF nor a network
+// error (ComputeStatusCode in its pkg/proxy/httputil), as Go's Transport
+// returns for a fresh upstream connection the dying pod closed before
+// answering ("http: server closed idle connection").
 func statusClass(cfg *Config, status int, backend []byte) Class {
+	is5xx := status >= 500 && status <= 599
 	switch {
 	case cfg.ExpectStatus.Contains(status):
 		return OK
-	case proxyStatus(status) && cfg.BackendHeader != "" && backend == nil:
+	case is5xx && cfg.BackendHeader != "" && backend == nil:
 		return Proxy5xx
-	case status >= 500 && status <= 599:
+	case is5xx:
 		return HTTP5xx
 	}
 	return HTTPStatus
 }
-
-// proxyStatus: the statuses a proxy answers with when its upstream fails
-// (Bad Gateway, Service Unavailable, Gateway Timeout).
-func proxyStatus(status int) bool { return status == 502 || status == 503 || status == 504 }
 
 // isLocalResourceError reports errors caused by the prober's own host running
 // out of something: descriptors, ephemeral ports, buffers, memory, epoll

@@ -13,7 +13,7 @@ const (
 	ClassTruncated      = "truncated"
 	ClassTimeout        = "timeout"
 	ClassHTTP5xx        = "http_5xx"
-	// ClassProxy5xx is a 502, 503 or 504 that a proxy in front of the app
+	// ClassProxy5xx is a 5xx that a proxy in front of the app
 	// generated (an ingress, a gateway, a sidecar): the response lacks the
 	// backend header that the app puts on every response of its own.
 	ClassProxy5xx   = "proxy_5xx"
