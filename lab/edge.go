@@ -100,6 +100,9 @@ func (c Config) traefikArgs(apiServer string) []string {
 		// The request ID rollprobe puts on every request: how a referee
 		// finds a run's requests in the log.
 		"--accesslog.fields.headers.names.X-Request-Id=keep",
+		// The demo app's name on its responses, as the pod sent them
+		// (origin_X-Pod-Name): a 5xx without it is one Traefik made itself.
+		"--accesslog.fields.headers.names.X-Pod-Name=keep",
 	}
 	for _, p := range []string{"kubernetesIngress", "kubernetesCRD", "kubernetesGateway"} {
 		args = append(args,
