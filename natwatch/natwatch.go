@@ -78,10 +78,11 @@ type Status struct {
 // the run, or for a failure now and then.
 type Table struct {
 	mu      sync.Mutex
-	base    time.Time          // records' times are offsets from it
-	chunks  [][]record         // each recordChunk long but the last
-	n       int                // records in chunks
-	byPort  map[uint16][]int32 // indexes of the first indexed records, by source port
+	base    time.Time           // records' times are offsets from it
+	chunks  [][]record          // each recordChunk long but the last
+	n       int                 // records in chunks
+	byPort  map[uint16][]int32  // indexes of the first indexed records, by source port
+	dialled map[packedAddr]bool // the indexed records' Orig addresses
 	indexed int
 	status  Status
 }
@@ -120,7 +121,9 @@ func (t *Table) conn(r *record) Conn {
 }
 
 // NewTable makes an empty table.
-func NewTable() *Table { return &Table{base: time.Now(), byPort: map[uint16][]int32{}} }
+func NewTable() *Table {
+	return &Table{base: time.Now(), byPort: map[uint16][]int32{}, dialled: map[packedAddr]bool{}}
+}
 
 // NewWatchedTable makes an empty table as a watch begun at since fills
 // it, losing nothing and reading on time: for callers' tests (NoEntry
@@ -148,8 +151,9 @@ func (t *Table) Add(c Conn) {
 // t.mu must be held.
 func (t *Table) port(port uint16) []int32 {
 	for ; t.indexed < t.n; t.indexed++ {
-		p := t.at(t.indexed).src.port
-		t.byPort[p] = append(t.byPort[p], int32(t.indexed))
+		r := t.at(t.indexed)
+		t.byPort[r.src.port] = append(t.byPort[r.src.port], int32(t.indexed))
+		t.dialled[r.orig] = true
 	}
 	return t.byPort[port]
 }
@@ -247,7 +251,13 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 // start+matchSlack] means none was sent; and only when no earlier
 // connection of the same tuple has an entry that may still live
 // (staleEntryLife), which the SYN would have joined without an event.
-// Any event in that span counts against. Entries left by another
+// And only when the table holds some connection to remote: proof that
+// this host's conntrack sees the SYNs to it at all. Where the address is
+// rewritten on another host (a node port probed from outside the
+// cluster) or nothing here makes the kernel track connections, no SYN
+// leaves an event, and a missing one says nothing (a warm CI run had
+// rollprobe say "refused by the probing host's own rules" for a node's
+// refusal, with 0 connections seen). Any event in that span counts against. Entries left by another
 // process before the watch began cannot be seen: callers ask only for
 // refusals (a stale unanswered SYN's entry leads to a timeout).
 func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
@@ -257,7 +267,11 @@ func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 	if !st.Watching || st.Lost || st.Since.IsZero() || start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
 		return false
 	}
-	for _, i := range t.port(src.Port()) {
+	fromPort := t.port(src.Port())
+	if !t.dialled[pack(remote)] {
+		return false
+	}
+	for _, i := range fromPort {
 		c := t.conn(t.at(int(i)))
 		if c.Orig != remote {
 			continue

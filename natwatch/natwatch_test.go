@@ -193,23 +193,28 @@ func TestNoEntry(t *testing.T) {
 	}
 	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond}
 	near := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: ap("10.244.1.5:8080"), At: t0.Add(400 * time.Millisecond)}
+	// neighbour: another port's connection to the same address, the
+	// evidence that this host's conntrack sees SYNs to it.
+	neighbour := Conn{Src: ap("10.0.0.1:40001"), Orig: svc, Dest: ap("10.244.1.6:8080"), At: t0.Add(300 * time.Millisecond)}
 	for _, tc := range []struct {
 		name string
 		tb   *Table
 		src  netip.AddrPort
 		want bool
 	}{
-		{"no event at all", table(live), ap("0.0.0.0:40000"), true},
-		{"an event near its start", table(live, near), ap("0.0.0.0:40000"), false},
-		{"an event just before its start, within the clocks' slack", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false},
-		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false},
-		{"an event long before (no entry of it can live)", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true},
-		{"an event after the window (a later connection)", table(live, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true},
-		{"an event to another address", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true},
-		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}), ap("0.0.0.0:40000"), false},
-		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}), ap("0.0.0.0:40000"), false},
-		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}), ap("0.0.0.0:40000"), false},
-		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}), ap("0.0.0.0:40000"), false},
+		{"no event from its port, others' to the address", table(live, neighbour), ap("0.0.0.0:40000"), true},
+		{"no event to the address at all (rewritten elsewhere, or untracked here)", table(live), ap("0.0.0.0:40000"), false},
+		{"an event near its start", table(live, neighbour, near), ap("0.0.0.0:40000"), false},
+		{"an event just before its start, within the clocks' slack", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false},
+		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false},
+		{"an event long before (no entry of it can live)", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true},
+		{"an event after the window (a later connection)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true},
+		{"an event to another address", table(live, neighbour, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true},
+		{"only events to other addresses", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), false},
+		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, neighbour), ap("0.0.0.0:40000"), false},
+		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}, neighbour), ap("0.0.0.0:40000"), false},
+		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}, neighbour), ap("0.0.0.0:40000"), false},
+		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}, neighbour), ap("0.0.0.0:40000"), false},
 	} {
 		if got := tc.tb.NoEntry(tc.src, svc, t0); got != tc.want {
 			t.Errorf("%s: NoEntry %v, want %v", tc.name, got, tc.want)

@@ -155,6 +155,15 @@ func TestNoEntryIsCounted(t *testing.T) {
 	if strings.Contains(summaries(t, r)["text"], "reached no pod") {
 		t.Error("a run with none says some reached no pod")
 	}
+	if strings.Contains(out, "passed this host's conntrack") {
+		t.Error("a run whose conntrack saw 900 connections says it saw none")
+	}
+	// Probed from a host that rewrites nothing (a node port from outside
+	// the cluster): conntrack is read and sees none of the connections.
+	r.Conntrack = &report.Conntrack{Watching: true, FailuresUnmapped: 1}
+	if out := summaries(t, r)["text"]; !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
+		t.Errorf("a watch that saw no connection does not say so:\n%s", out)
+	}
 }
 
 // Probers of a run that probed several paths: each prober's line says the
