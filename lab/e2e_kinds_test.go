@@ -158,8 +158,13 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Logf("%s: exit %d, %d of %d failed %v", tc.sample, r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
 			zero := findingByID(r.rep, "rollout-can-leave-no-ready-pod")
 			if !tc.wantDrops {
-				if r.exit != 0 || r.rep.Totals.Failed != 0 || len(r.rep.NodeGaps) != 0 || zero != nil {
-					t.Fatalf("exit %d, %d failed, gaps %+v, static finding %v: want nothing dropped\n%s", r.exit, r.rep.Totals.Failed, r.rep.NodeGaps, zero, r.out())
+				// Nothing dropped by the rollout; a refusal the entry
+				// node's own rules made, held to the wire, is kube-proxy's
+				// (a warm CI run: 1 in 4,086, reset by the node's stack at
+				// its node port while the API listed 4 serving endpoints).
+				checkClean(t, r)
+				if len(r.rep.NodeGaps) != 0 || zero != nil {
+					t.Fatalf("gaps %+v, static finding %v: want nothing dropped\n%s", r.rep.NodeGaps, zero, r.out())
 				}
 				return
 			}

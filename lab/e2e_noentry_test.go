@@ -45,9 +45,11 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 	if uint64(len(r.rep.Failures)) != r.rep.Totals.Failed {
 		t.Fatalf("%d failed, %d kept", r.rep.Totals.Failed, len(r.rep.Failures))
 	}
-	// A run that watched conntrack must say so (no entry, no pod named,
-	// the proxy-rules finding); a plain probe is held to the wire alone.
-	watched := r.rep.Conntrack != nil && r.rep.Conntrack.Watching
+	// A run whose conntrack saw its connections must say so (no entry, no
+	// pod named, the proxy-rules finding); a plain probe, or one from a
+	// host whose conntrack sees none of them (a node port probed from
+	// outside: the rewrite is on the node), is held to the wire alone.
+	watched := r.rep.Conntrack != nil && r.rep.Conntrack.Watching && r.rep.Conntrack.Connections > 0
 	for _, f := range r.rep.Failures {
 		if (watched && !f.NoConntrackEntry) || f.LikelyPod != "" {
 			t.Fatalf("failure #%d (%s at %+.2fs, no conntrack entry %v, pod %q) on a graceful rollout\n%s",
@@ -74,25 +76,39 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 	return inWindow
 }
 
-// requireNodesOwnRejects holds each failure to the wire: refused, and an
-// ICMP unreachable a node's rules sent quotes its SYN, from its port to
-// the address it dialled, within the request's time (a millisecond either
-// side for the clocks of capture and prober). The sender is the probing
-// host itself, or, for a prober pod, its node (from the pods' gateway
-// there). A pod's refusal is a reset, never an ICMP unreachable (the
-// lab's pods have no rules), and never matches.
+// requireNodesOwnRejects holds each failure to the wire: refused, and
+// refused by a node's own rules, never by a pod. Either an ICMP
+// unreachable a node's rules sent quotes its SYN, from its port to the
+// address it dialled, within the request's time (a millisecond either
+// side for the clocks of capture and prober), the sender being the
+// probing host itself or, for a prober pod, its node (from the pods'
+// gateway there): kube-proxy's reject of a ClusterIP. Or, where the probe
+// addressed a node (a node port), a reset from that address to its port
+// and no reset to its port from any other address in that time: a SYN
+// that met no rewrite there reached the node's own stack, which has no
+// socket at the node port (a warm CI run's DaemonSet under a Local
+// policy: one "Out" reset from the node port, nothing on the pod side). A
+// pod's refusal is a reset from the pod's address, captured on its
+// node's pod side before the rewrite back, and never matches either.
 func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*capture.Capture, out string) {
 	t.Helper()
 	if rejects == nil {
 		t.Fatalf("%d failed, and no capture to tell who refused them\n%s", len(failures), out)
 	}
 	var seen []capture.Unreachable
+	var resets []capture.Segment
 	for _, c := range rejects {
 		seen = append(seen, c.Unreachables()...)
+		for _, s := range c.Segments() {
+			if s.Has('R') {
+				resets = append(resets, s)
+			}
+		}
 	}
-	gateways := map[netip.Addr]bool{}
+	gateways, nodes := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, n := range netns.Nodes(lab.DefaultNodes) {
 		gateways[netip.MustParseAddr(n.PodGateway)] = true
+		nodes[netip.MustParseAddr(n.IP)] = true
 	}
 	for _, f := range failures {
 		local, err1 := netip.ParseAddrPort(f.LocalAddr)
@@ -101,17 +117,35 @@ func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*
 			t.Fatalf("failure #%d (%s at %+.2fs, %s > %s) on a graceful rollout\n%s",
 				f.Seq, f.Class, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, out)
 		}
-		found := false
+		during := func(at time.Time) bool {
+			return !at.Before(f.Start.Add(-time.Millisecond)) && !at.After(f.End.Add(time.Millisecond))
+		}
+		how := ""
 		for _, u := range seen {
-			if u.Src.Port() == local.Port() && u.Dst == remote && (u.From == u.Src.Addr() || gateways[u.From]) &&
-				!u.At.Before(f.Start.Add(-time.Millisecond)) && !u.At.After(f.End.Add(time.Millisecond)) {
-				found = true
+			if u.Src.Port() == local.Port() && u.Dst == remote && (u.From == u.Src.Addr() || gateways[u.From]) && during(u.At) {
+				how = "the node's own ICMP reject"
 			}
 		}
-		if !found {
-			t.Fatalf("failure #%d (refused at %+.2fs from port %d): no ICMP unreachable a node's rules sent quotes its SYN to %s (%d unreachables captured)\n%s",
-				f.Seq, f.AtMS/1000, local.Port(), remote, len(seen), out)
+		if how == "" && nodes[remote.Addr()] {
+			fromNode, fromOthers := 0, 0
+			for _, s := range resets {
+				if s.Dst.Port() != local.Port() || !during(s.At) {
+					continue
+				}
+				if s.Src == remote {
+					fromNode++
+				} else {
+					fromOthers++
+				}
+			}
+			if fromNode > 0 && fromOthers == 0 {
+				how = "the node's own reset at its node port"
+			}
 		}
-		t.Logf("failure #%d (refused at %+.2fs %s): the node's own reject of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, remote, f.Context)
+		if how == "" {
+			t.Fatalf("failure #%d (refused at %+.2fs from port %d): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured)\n%s",
+				f.Seq, f.AtMS/1000, local.Port(), remote, len(seen), len(resets), out)
+		}
+		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, how, remote, f.Context)
 	}
 }
