@@ -419,9 +419,7 @@ type Totals struct {
 	FreshConnections  uint64            `json:"fresh_connections"`
 	ReusedConnections uint64            `json:"reused_connections"`
 	// HiddenRetries, when grpc-go made the calls (config.grpc_client), is
-	// what it resent on its own; absent otherwise (not measured). A run
-	// of several paths sums those of its paths that measured it (with
-	// --grpc-client both, the grpc-go path's).
+	// what it resent on its own; absent otherwise (not measured).
 	HiddenRetries *HiddenRetries `json:"hidden_retries,omitempty"`
 	// SlowConnects counts requests that succeeded only after a SYN was
 	// retransmitted (connect took about 1 s or more): the latency spikes

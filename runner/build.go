@@ -231,9 +231,6 @@ func build(run probeRun) *report.Report {
 		for _, p := range r.Paths {
 			r.Prober.TargetRate += p.Prober.TargetRate
 		}
-		if r.Totals.HiddenRetries == nil {
-			r.Totals.HiddenRetries = pathsHiddenRetries(r.Paths)
-		}
 	}
 	r.Verdict = report.Judge(report.Facts{
 		Paths:         pathFacts,
@@ -406,32 +403,6 @@ func grpcClient(cfg prober.Config) string {
 		return ""
 	}
 	return string(cmp.Or(cfg.GRPCClient, prober.GRPCClientRaw))
-}
-
-// pathsHiddenRetries is the run's hidden retries when some of its paths
-// made their calls through grpc-go (--grpc-client both): theirs, summed;
-// nil when none did. The mean added latency is over all their retried
-// calls.
-func pathsHiddenRetries(paths []report.PathReport) *report.HiddenRetries {
-	var sum *report.HiddenRetries
-	var addedMS float64
-	for _, p := range paths {
-		h := p.Totals.HiddenRetries
-		if h == nil {
-			continue
-		}
-		if sum == nil {
-			sum = &report.HiddenRetries{}
-		}
-		sum.Calls += h.Calls
-		sum.Attempts += h.Attempts
-		sum.AddedMSMax = max(sum.AddedMSMax, h.AddedMSMax)
-		addedMS += h.AddedMSMean * float64(h.Calls)
-	}
-	if sum != nil && sum.Calls > 0 {
-		sum.AddedMSMean = addedMS / float64(sum.Calls)
-	}
-	return sum
 }
 
 // hiddenRetries is what grpc-go resent unseen, when it made the calls;
