@@ -429,13 +429,13 @@ type accessEntry struct {
 // Traefik's own access log, the run's requests picked by their request IDs:
 // every request rollprobe sent reached Traefik once; Traefik answered
 // a 5xx of its own (none from the pod) exactly as often as rollprobe
-// counted proxy_5xx; each pod
-// served, by Traefik's backend address, what rollprobe counted for it by the
-// backend header; each failure that rollprobe attributed for certain hit
+// counted proxy_5xx; each pod served, by Traefik's backend address, what
+// rollprobe counted for it by the backend header (and its answers carry
+// that pod's name); each failure that rollprobe attributed for certain hit
 // the pod Traefik forwarded it to; and each one put on a pod by inference
-// has that pod among its candidates (on 2026-11-29: 1,103 of 1,103 over
-// the edge suite, where the likely pod itself was right for 670). It returns the pod each failed request
-// was forwarded to, by request ID.
+// has that pod among its candidates (a guess among several may miss; a
+// candidate set without the truth is a wrong claim). It returns the pod
+// each failed request was forwarded to, by request ID.
 func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host string) map[string]string {
 	t.Helper()
 	podByIP := map[string]string{}

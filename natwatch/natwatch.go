@@ -257,9 +257,10 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 // cluster) or nothing here makes the kernel track connections, no SYN
 // leaves an event, and a missing one says nothing (a warm CI run had
 // rollprobe say "refused by the probing host's own rules" for a node's
-// refusal, with 0 connections seen). Any event in that span counts against. Entries left by another
-// process before the watch began cannot be seen: callers ask only for
-// refusals (a stale unanswered SYN's entry leads to a timeout).
+// refusal, with 0 connections seen). Any event in that span counts
+// against. Entries left by another process before the watch began cannot
+// be seen: callers ask only for refusals (a stale unanswered SYN's entry
+// leads to a timeout).
 func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -267,7 +268,7 @@ func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
 	if !st.Watching || st.Lost || st.Since.IsZero() || start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
 		return false
 	}
-	fromPort := t.port(src.Port())
+	fromPort := t.port(src.Port()) // indexes every record: dialled is complete
 	if !t.dialled[pack(remote)] {
 		return false
 	}

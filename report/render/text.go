@@ -145,7 +145,7 @@ func Text(w io.Writer, r *report.Report) error {
 				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
 			if ct.Connections == 0 {
-				b.WriteString("            none of the run's connections passed this host's conntrack: their address is rewritten on another host (a node port, a load balancer), so it names no pod here\n")
+				b.WriteString("            none of the run's connections passed this host's conntrack (their address is rewritten on another host, a node port or a load balancer, or nothing here tracks them): it names no pod here\n")
 			}
 			if ct.Reason != "" {
 				fmt.Fprintf(&b, "            not read: %s\n", ct.Reason)
