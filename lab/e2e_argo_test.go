@@ -255,23 +255,24 @@ func containsAll(got, want []string) bool {
 
 // testArgoCanaryTraefik: a canary whose weights Argo sets on a Traefik
 // TraefikService (weighted round robin per request), probed through the
-// ingress on kept-alive connections, promoted through its pause. Nothing
-// drops; Traefik's access log is the referee of every count and pod
-// (refereeAccessLog) and of each step's share: the share rollprobe gives
-// a step is the one the log gives for the same seconds, and in the second
-// half of the 25% pause (Traefik applies a weight within its providers'
-// 2 s throttle) the log's share is the weight's, per request, though no
-// connection moved: what a replica-weighted canary cannot show on
-// kept-alive connections.
+// ingress on kept-alive connections, promoted through its pause. No pod
+// drops anything (checkCleanThroughTheEdge); Traefik's access log is the
+// referee of every count and pod (refereeAccessLog) and of each step's
+// share: the share rollprobe gives a step is the one the log gives for
+// the same seconds, and in the second half of the 25% pause (Traefik
+// applies a weight within its providers' 2 s throttle) the log's share is
+// the weight's, per request, though no connection moved: what a
+// replica-weighted canary cannot show on kept-alive connections.
 func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
 	const host = "argo-canary-traefik.lab.example"
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-canary-traefik")
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	hub := edgeCapture(t)
 	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-canary-traefik", "https://"+host+"/",
 		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--promote", "--promote-after", "8s", "--timeout", "3m").wait(t)
 	checkEdgeReport(t, r)
-	checkClean(t, r)
+	checkCleanThroughTheEdge(t, r, hub)
 	ro := r.rep.Rollout
 	if ro.Service != "argo-canary-traefik" || ro.OldRevision == ro.NewRevision {
 		t.Fatalf("rollout section %+v", ro)
