@@ -113,6 +113,7 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-bluegreen-fast")
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	hub := edgeCapture(t)
 	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-bluegreen-fast", "https://"+host+"/",
 		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--promote", "--timeout", "3m").wait(t)
 	checkEdgeReport(t, r)
@@ -120,6 +121,10 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
 	}
 	sentTo := refereeAccessLog(t, cfg, r.rep, host)
+	// A handshake to Traefik the starved machine left unfinished is the
+	// edge's own, on no pod (held to the capture, as the edge tests hold
+	// it): left out of what the blue/green's pods are held to below.
+	edgeOwn := heldEdgeHandshakes(t, r, hub)
 	ro := r.rep.Rollout
 	var switched *report.Event
 	for i, e := range r.rep.Timeline {
@@ -139,6 +144,9 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 	// Traefik says where each failed request went: an old pod, after the
 	// switch; the report's likely pod is one of them too.
 	for _, f := range r.rep.Failures {
+		if f.Class == report.ClassTLS {
+			continue // the edge's own, above
+		}
 		if hit, ok := sentTo[f.RequestID]; ok && !old[hit] {
 			t.Errorf("%s (%s): Traefik sent it to %s, not a pod of the old revision", f.RequestID, f.Class, hit)
 		}
@@ -161,9 +169,9 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("findings %v: the race finding claims what the blue/green's does", findingIDs(r.rep))
 	}
 	// Every failure is a new connection's (--conn new): the finding claims
-	// them all, none left to another.
-	if want := fmt.Sprintf("%d requests failed (", r.rep.Totals.Failed); !strings.Contains(ev, want) {
-		t.Errorf("the finding does not claim all %d failures:\n%s", r.rep.Totals.Failed, ev)
+	// them all but the edge's own, none left to another.
+	if want := fmt.Sprintf("%d requests failed (", r.rep.Totals.Failed-edgeOwn); !strings.Contains(ev, want) {
+		t.Errorf("the finding does not claim all %d failures on pods (%d the edge's own):\n%s", r.rep.Totals.Failed-edgeOwn, edgeOwn, ev)
 	}
 	t.Logf("%d failed of %d %v; %s; fix: %s", r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), ev, f.Fix)
 }
