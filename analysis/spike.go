@@ -237,7 +237,8 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 	}
 	evidence = append(evidence, "a proxy that retries a request it could not send to a pod (refused, or no connection within its dial timeout) on another pod hides the drop from the client but not the wait: Traefik's retry middleware, Envoy's retry_policy, NGINX's proxy_next_upstream; that this is what happened here is the likely reading, not a measurement (a proxy's access log shows its retries)")
 	if !several {
-		evidence = append(evidence, "one path only, through a proxy (it answered proxy_5xx in this run): a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart")
+		evidence = append(evidence, fmt.Sprintf("one path only, through a proxy (%s): a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart",
+			proxyShown(x.r, x.spikes[0].path)))
 	}
 	names := make([]string, 0, len(slowPaths))
 	for p := range slowPaths {
@@ -260,4 +261,21 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 			x.preStop, advice.PreStopSleep(x.preStop, x.version)),
 		Pods: podList,
 	}, true
+}
+
+// proxyShown says how the run showed a proxy on path (proxiedPaths): its
+// own 5xx, or connections to an address that is no Service's, node's or
+// pod's (via_edge), which may have failed without any 5xx (a starved
+// edge's handshakes).
+func proxyShown(r *report.Report, path string) string {
+	byClass := r.Totals.ByClass
+	for _, p := range r.Paths {
+		if p.Name == path {
+			byClass = p.Totals.ByClass
+		}
+	}
+	if byClass[report.ClassProxy5xx] > 0 {
+		return "it answered proxy_5xx in this run"
+	}
+	return "its failed connections in this run went to an address that is no Service's, node's or pod's: an ingress's or a proxy's"
 }

@@ -128,6 +128,9 @@ func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
 	}
+	if !strings.Contains(ev, "it answered proxy_5xx in this run") {
+		t.Errorf("evidence does not say how the proxy showed:\n%s", ev)
+	}
 	// The propagation finding's window (0.3 s) is shorter than the slow
 	// successes' (0.7 s): it says the preStop covers both, and both fixes
 	// name the same number.
@@ -137,5 +140,26 @@ func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
 	}
 	if x := Explain(r); !strings.Contains(p.Fix, "at least 3s") || !strings.Contains(f.Fix, "at least 3s") || x.PreStopSeconds != 3 {
 		t.Errorf("preStop %d; fixes %q and %q: want 3 in both", x.PreStopSeconds, p.Fix, f.Fix)
+	}
+}
+
+// A proxy shown by connections to an edge address alone (a starved edge's
+// handshakes failed, no 5xx at all): the caveat says that, never a
+// proxy_5xx the run did not count (a CI run's report did).
+func TestLatencySpikeBehindAnEdgeWithout5xx(t *testing.T) {
+	r := spikeRun(map[string]map[int64]float64{"edge": {5: 1500}}, 20, 12)
+	f := fail(5600, report.ClassTLS, true, "")
+	f.ViaEdge = true
+	r.Failures = []report.Failure{f}
+	r.Totals.ByClass = map[string]uint64{report.ClassTLS: 1}
+	r.Series[5].Failed = 1
+	analyse(r)
+	spike := find(r, LatencySpikeAtDeletion)
+	if spike == nil {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	ev := strings.Join(spike.Evidence, "\n")
+	if strings.Contains(ev, "proxy_5xx") || !strings.Contains(ev, "one path only, through a proxy (its failed connections in this run went to an address that is no Service's, node's or pod's") {
+		t.Errorf("evidence:\n%s", ev)
 	}
 }
