@@ -113,15 +113,7 @@ func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
 	if f := find(direct, LatencySpikeAtDeletion); f != nil {
 		t.Errorf("a direct path's slow second flagged as a proxy's retry: %+v", f)
 	}
-	r := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
-	r.Failures = []report.Failure{fail(5600, report.ClassProxy5xx, true, "")}
-	r.Totals.ByClass = map[string]uint64{report.ClassProxy5xx: 1}
-	r.Series[5].Failed = 1
-	analyse(r)
-	f := find(r, LatencySpikeAtDeletion)
-	if f == nil {
-		t.Fatalf("findings %+v", r.Findings)
-	}
+	r, f := spikeOnTheOnlyPath(t, fail(5600, report.ClassProxy5xx, true, ""))
 	ev := strings.Join(f.Evidence, "\n")
 	for _, want := range []string{"the successes' p99 service time reached 1500ms from +5s to +6s", "1 of this path's requests failed", "one path only, through a proxy", "--target svc="} {
 		if !strings.Contains(ev, want) {
@@ -147,19 +139,28 @@ func TestLatencySpikeOnTheOnlyPath(t *testing.T) {
 // handshakes failed, no 5xx at all): the caveat says that, never a
 // proxy_5xx the run did not count (a CI run's report did).
 func TestLatencySpikeBehindAnEdgeWithout5xx(t *testing.T) {
-	r := spikeRun(map[string]map[int64]float64{"edge": {5: 1500}}, 20, 12)
 	f := fail(5600, report.ClassTLS, true, "")
 	f.ViaEdge = true
+	_, spike := spikeOnTheOnlyPath(t, f)
+	ev := strings.Join(spike.Evidence, "\n")
+	if strings.Contains(ev, "proxy_5xx") || !strings.Contains(ev, "one path only, through a proxy (its failed connections in this run went to an address that is no Service's, node's or pod's") {
+		t.Errorf("evidence:\n%s", ev)
+	}
+}
+
+// spikeOnTheOnlyPath analyses a run of one path whose successes were slow
+// at +5 s, with f its one failure in that second, and returns it and its
+// latency-spike finding (the test fails without one).
+func spikeOnTheOnlyPath(t *testing.T, f report.Failure) (*report.Report, *report.Finding) {
+	t.Helper()
+	r := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
 	r.Failures = []report.Failure{f}
-	r.Totals.ByClass = map[string]uint64{report.ClassTLS: 1}
+	r.Totals.ByClass = map[string]uint64{f.Class: 1}
 	r.Series[5].Failed = 1
 	analyse(r)
 	spike := find(r, LatencySpikeAtDeletion)
 	if spike == nil {
 		t.Fatalf("findings %+v", r.Findings)
 	}
-	ev := strings.Join(spike.Evidence, "\n")
-	if strings.Contains(ev, "proxy_5xx") || !strings.Contains(ev, "one path only, through a proxy (its failed connections in this run went to an address that is no Service's, node's or pod's") {
-		t.Errorf("evidence:\n%s", ev)
-	}
+	return r, spike
 }
