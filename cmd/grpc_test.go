@@ -17,7 +17,7 @@ import (
 // --grpc-client both probes one gRPC target as two paths side by side:
 // rollprobe's own streams (raw) and grpc-go's client, whose hidden
 // retries are reported (zero here: nothing refused) where raw's are not
-// measured at all.
+// measured at all; the run's totals follow the first path (raw).
 func TestGRPCClientsSideBySide(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

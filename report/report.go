@@ -419,7 +419,9 @@ type Totals struct {
 	FreshConnections  uint64            `json:"fresh_connections"`
 	ReusedConnections uint64            `json:"reused_connections"`
 	// HiddenRetries, when grpc-go made the calls (config.grpc_client), is
-	// what it resent on its own; absent otherwise (not measured).
+	// what it resent on its own; absent otherwise (not measured). With
+	// --grpc-client both it follows the first path (raw: absent); each
+	// path's own is in its PathReport.
 	HiddenRetries *HiddenRetries `json:"hidden_retries,omitempty"`
 	// SlowConnects counts requests that succeeded only after a SYN was
 	// retransmitted (connect took about 1 s or more): the latency spikes
