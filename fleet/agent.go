@@ -254,11 +254,11 @@ type natTrack struct {
 	start time.Time
 }
 
-// failedConn is a failure's connection, as natwatch.Lookup takes it.
+// failedConn is a failure's connection, as natwatch.Attempt holds it.
 type failedConn struct {
 	seq           uint64
 	local, remote netip.AddrPort
-	start         time.Time
+	start, end    time.Time
 	fresh         bool
 	// refused: a fresh connection's connect was refused: one the node's
 	// own rules may have rejected (natwatch.Table.NoEntry).
@@ -280,7 +280,7 @@ func (n *natTrack) keep(results []prober.Result, start time.Time) {
 		if r.Addr == nil || r.Canceled || r.Class == prober.Local || r.Addr.Local.Port() == 0 {
 			continue
 		}
-		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), fresh: r.Fresh,
+		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), end: start.Add(r.End), fresh: r.Fresh,
 			refused: r.Fresh && r.Class == prober.Refused})
 	}
 }
@@ -312,10 +312,11 @@ func (n *natTrack) write(w *wire.Writer) error {
 	dials.Sort()
 	var pods []wire.NatPod
 	for _, c := range n.conns {
-		switch got, ok := n.table.LookupUntil(c.local, c.remote, c.start, c.fresh, dials.Next(c.local.Port(), c.start)); {
+		a := natwatch.Attempt{Src: c.local, Remote: c.remote, Start: c.start, End: c.end, Fresh: c.fresh, Next: dials.Next(c.local.Port(), c.start)}
+		switch got, ok := n.table.Find(a); {
 		case ok:
 			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
-		case c.refused && n.table.NoEntry(c.local, c.remote, c.start):
+		case c.refused && n.table.NoEntry(a):
 			pods = append(pods, wire.NatPod{Seq: c.seq, NoEntry: true})
 		case st.Watching:
 			last.Unmapped++

@@ -135,7 +135,8 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 // With a watch that read throughout and lost nothing, a refused fresh
 // connect conntrack has no event for travels as such (NoEntry: the node's
 // own rules rejected its SYN); a connect timeout and a reset without an
-// event stay unmapped.
+// event stay unmapped; a refusal whose event came after its start's
+// second, before it ended, is mapped.
 func TestNatLinesCarryNoEntry(t *testing.T) {
 	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	svc := netip.MustParseAddrPort("10.96.0.10:80")
@@ -144,11 +145,15 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 		return &prober.ConnAddr{Local: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port), Remote: svc}
 	}
 	table.Add(natwatch.Conn{Src: from(30001).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: start})
+	// 30005: a stalled machine sent the SYN 2 s after the request began;
+	// the pod's refusal came at once. The event is its own.
+	table.Add(natwatch.Conn{Src: from(30005).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.78:8080"), At: start.Add(1990 * time.Millisecond)})
 	results := []prober.Result{
 		{Seq: 1, Class: prober.Refused, Fresh: true, Addr: from(30001)},
 		{Seq: 2, Class: prober.Refused, Fresh: true, Addr: from(30002)},
 		{Seq: 3, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30003)},
 		{Seq: 4, Class: prober.Reset, Fresh: true, Addr: from(30004)},
+		{Seq: 5, Class: prober.Refused, Fresh: true, Addr: from(30005), End: 2 * time.Second},
 	}
 	track := &natTrack{table: table, stop: func() {}}
 	track.keep(results, start)
@@ -168,7 +173,7 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 	for _, p := range nat.Pods {
 		got[p.Seq] = p
 	}
-	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}}
+	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 5: {Seq: 5, Addr: "10.244.2.78:8080"}}
 	if !maps.Equal(got, want) || nat.Unmapped != 2 {
 		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout and the reset unmapped", got, nat.Unmapped, want)
 	}

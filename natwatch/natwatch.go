@@ -173,10 +173,9 @@ func (t *Table) Status() Status {
 	return st
 }
 
-// matchSlack is how long after a request's start its connection's event
-// may be received: an event is delivered within milliseconds of the SYN
-// and read on a short timer, and the request's start is taken right
-// before the dial; the second covers a stalled reader.
+// matchSlack is how long after a fresh connection's SYN its event may be
+// received: an event is delivered within milliseconds of the SYN and read
+// on a short timer; the second covers a stalled reader.
 const matchSlack = time.Second
 
 // earlySlack is how much earlier than a request's start its connection's
@@ -185,39 +184,72 @@ const matchSlack = time.Second
 // a previous connection's on the same port.
 const earlySlack = 5 * time.Millisecond
 
-// Lookup finds the connection of a request from local address src to
-// remote address remote. fresh: the request opened its connection at
-// start, so the connection is one whose event was received from start
-// (less earlySlack) to matchSlack after; otherwise (a kept-alive
-// connection) the last one seen before start. ok false when none matches,
-// and, for a fresh request, when two connections in that window went to
-// different pods: a port used again within it (a refused connection frees
-// its port at once) leaves the events' order as the only tie-break, and
-// events read in one batch share one receive time. Such a request falls
-// back to inference rather than be named for certain and wrongly.
-func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
-	return t.LookupUntil(src, remote, start, fresh, time.Time{})
+// Attempt is one request's connection as the prober saw it: what Find and
+// NoEntry are asked about.
+type Attempt struct {
+	// Src is the prober's local address (its address may be unspecified:
+	// then the port alone is matched); Remote the address it dialled.
+	Src, Remote netip.AddrPort
+	// Start is when the request began: a fresh one's dial, so its SYN
+	// left at or after it.
+	Start time.Time
+	// End is when the request ended (zero: Start). A fresh connection's
+	// SYN left by then: a refusal answers it, a connection carries the
+	// request after it. On a stalled machine the SYN can leave seconds
+	// after Start (a CI run had refusals whose SYNs left 2 s after it), so
+	// the event is looked for up to End+matchSlack: the port was the
+	// request's own from its dial to End, so no other connection of ours
+	// used it in between.
+	End time.Time
+	// Fresh: the request opened its connection; otherwise it was sent on
+	// a kept-alive one.
+	Fresh bool
+	// Next is when the next connection from Src's port was dialled (zero
+	// when none is known): for a fresh request, an event received from
+	// then on cannot be its connection's alone.
+	Next time.Time
 }
 
-// LookupUntil is Lookup for a caller that knows when the next connection
-// from the same source port was dialled (next; zero when none is known):
-// for a fresh request, an event received from then on cannot be its
-// connection's alone, so the window ends there. Events read in one batch
-// share a receive time, so a port used again within a read leaves both
-// connections unmapped rather than misnamed; one used again later than
-// that is told apart where Lookup would call it ambiguous.
-func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh bool, next time.Time) (Conn, bool) {
+// lastSYN is the latest a fresh attempt's SYN can have left.
+func (a Attempt) lastSYN() time.Time {
+	if a.End.After(a.Start) {
+		return a.End
+	}
+	return a.Start
+}
+
+// Lookup finds the connection of a fresh (or kept-alive) request from
+// src to remote begun at start, knowing nothing else of it: Find with
+// neither End nor Next.
+func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
+	return t.Find(Attempt{Src: src, Remote: remote, Start: start, Fresh: fresh})
+}
+
+// Find finds the connection of a request. Fresh: the request opened its
+// connection, so the connection is one whose event was received from
+// Start (less earlySlack) to matchSlack after its SYN's latest time (End),
+// and before Next; otherwise (a kept-alive connection) the last one seen
+// before Start. ok false when none matches, and, for a fresh request, when
+// two connections in that window went to different pods: a port used
+// again within it (a refused connection frees its port at once, and
+// another process may take it) leaves the events' order as the only
+// tie-break, and events read in one batch share one receive time (a port
+// used again within a read leaves both connections unmapped). Such a
+// request falls back to inference rather than be named for certain and
+// wrongly.
+func (t *Table) Find(a Attempt) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var best Conn
 	found, ambiguous := false, false
-	for _, i := range t.port(src.Port()) {
+	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
+	for _, i := range t.port(a.Src.Port()) {
 		c := t.conn(t.at(int(i)))
-		if c.Orig != remote || (src.Addr().IsValid() && !src.Addr().IsUnspecified() && c.Src.Addr() != src.Addr()) {
+		if c.Orig != a.Remote || (a.Src.Addr().IsValid() && !a.Src.Addr().IsUnspecified() && c.Src.Addr() != a.Src.Addr()) {
 			continue
 		}
-		if fresh {
-			if c.At.Before(start.Add(-earlySlack)) || c.At.After(start.Add(matchSlack)) || (!next.IsZero() && !c.At.Before(next)) {
+		if a.Fresh {
+			if c.At.Before(from) || c.At.After(until) || (!a.Next.IsZero() && !c.At.Before(a.Next)) {
 				continue
 			}
 			if found && c.Dest != best.Dest {
@@ -228,7 +260,7 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 			}
 			continue
 		}
-		if !c.At.After(start) && (!found || c.At.After(best.At)) {
+		if !c.At.After(a.Start) && (!found || c.At.After(best.At)) {
 			best, found = c, true
 		}
 	}
@@ -239,49 +271,49 @@ func (t *Table) LookupUntil(src, remote netip.AddrPort, start time.Time, fresh b
 }
 
 // NoEntry reports whether the table shows for certain that a fresh
-// connection from src to remote, begun at start, left no conntrack entry:
-// its SYN was refused or dropped by this host's own rules before any
-// rewrite to a pod (conntrack confirms an entry, and sends its event, only
-// once the packet has passed them; kube-proxy rejects a Service address
-// it holds no endpoint for, and drops one with no local endpoint under a
-// Local traffic policy). Certain only when the watch read from before
-// start on, lost no event, and never lagged long enough for the event of
-// a connection begun at start to be stamped past start+matchSlack: then
-// no event from src's port to remote stamped within [start-earlySlack,
-// start+matchSlack] means none was sent; and only when no earlier
-// connection of the same tuple has an entry that may still live
-// (staleEntryLife), which the SYN would have joined without an event.
-// And only when the table holds some connection to remote: proof that
-// this host's conntrack sees the SYNs to it at all. Where the address is
-// rewritten on another host (a node port probed from outside the
-// cluster) or nothing here makes the kernel track connections, no SYN
-// leaves an event, and a missing one says nothing (a warm CI run had
-// rollprobe say "refused by the probing host's own rules" for a node's
-// refusal, with 0 connections seen). Any event in that span counts
-// against. Entries left by another process before the watch began cannot
-// be seen: callers ask only for refusals (a stale unanswered SYN's entry
-// leads to a timeout).
-func (t *Table) NoEntry(src, remote netip.AddrPort, start time.Time) bool {
+// connection (a) left no conntrack entry: its SYN was refused or dropped
+// by this host's own rules before any rewrite to a pod (conntrack confirms
+// an entry, and sends its event, only once the packet has passed them;
+// kube-proxy rejects a Service address it holds no endpoint for, and drops
+// one with no local endpoint under a Local traffic policy). Certain only
+// when the watch read from before Start on, lost no event, and never
+// lagged long enough for an event to be stamped past matchSlack after its
+// SYN: then no event from the port to Remote stamped within
+// [Start-earlySlack, End+matchSlack] (the SYN left by End: Attempt.End)
+// means none was sent; and only when no earlier connection of the same
+// tuple has an entry that may still live (staleEntryLife), which the SYN
+// would have joined without an event. And only when the table holds some
+// connection to Remote: proof that this host's conntrack sees the SYNs to
+// it at all. Where the address is rewritten on another host (a node port
+// probed from outside the cluster) or nothing here makes the kernel track
+// connections, no SYN leaves an event, and a missing one says nothing (a
+// warm CI run had rollprobe say "refused by the probing host's own rules"
+// for a node's refusal, with 0 connections seen). Any event in that span
+// counts against, Next notwithstanding. Entries left by another process
+// before the watch began cannot be seen: callers ask only for refusals (a
+// stale unanswered SYN's entry leads to a timeout).
+func (t *Table) NoEntry(a Attempt) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.status
-	if !st.Watching || st.Lost || st.Since.IsZero() || start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
+	if !st.Watching || st.Lost || st.Since.IsZero() || a.Start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
 		return false
 	}
-	fromPort := t.port(src.Port()) // indexes every record: dialled is complete
-	if !t.dialled[pack(remote)] {
+	fromPort := t.port(a.Src.Port()) // indexes every record: dialled is complete
+	if !t.dialled[pack(a.Remote)] {
 		return false
 	}
+	from, until := a.Start.Add(-staleEntryLife), a.lastSYN().Add(matchSlack)
 	for _, i := range fromPort {
 		c := t.conn(t.at(int(i)))
-		if c.Orig != remote {
+		if c.Orig != a.Remote {
 			continue
 		}
-		// An event near its start may be its own; an earlier one from
-		// the same port to the same address may be an entry still alive
-		// (an unanswered SYN's lives staleEntryLife), which a new SYN of
-		// the same tuple joins without a new event, rewritten as before.
-		if !c.At.Before(start.Add(-staleEntryLife)) && !c.At.After(start.Add(matchSlack)) {
+		// An event up to its SYN's latest time may be its own; an earlier
+		// one from the same port to the same address may be an entry still
+		// alive (an unanswered SYN's lives staleEntryLife), which a new SYN
+		// of the same tuple joins without a new event, rewritten as before.
+		if !c.At.Before(from) && !c.At.After(until) {
 			return false
 		}
 	}
@@ -310,7 +342,7 @@ func (t *Table) Ports() []uint16 {
 
 // Dials holds when the run's connections were dialled, by local port: a
 // port is used again once its connection is closed, and the next dial from
-// it bounds where an earlier connection's event can be (LookupUntil). Add
+// it bounds where an earlier connection's event can be (Find). Add
 // every dial, then Sort once before Next.
 type Dials map[uint16][]time.Time
 
@@ -359,7 +391,7 @@ type Served struct {
 
 // Serve counts carried connections' responses by the address conntrack
 // saw each go to and the second it was dialled in, each connection found
-// as a fresh request's is (LookupUntil, its window ended by the next dial
+// as a fresh request's is (Find, its window ended by the next dial
 // from its port in dials); in order of second, then address as text.
 // unmapped is the responses of the connections it did not find.
 func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Served, unmapped uint64) {
@@ -369,7 +401,7 @@ func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Se
 	}
 	at := map[key]int{}
 	for _, c := range carried {
-		got, ok := t.LookupUntil(c.Local, c.Remote, c.Dialed, true, dials.Next(c.Local.Port(), c.Dialed))
+		got, ok := t.Find(Attempt{Src: c.Local, Remote: c.Remote, Start: c.Dialed, Fresh: true, Next: dials.Next(c.Local.Port(), c.Dialed)})
 		if !ok {
 			unmapped += c.Responses
 			continue

@@ -104,7 +104,7 @@ func TestLookupRefusesAPortUsedTwiceInItsWindow(t *testing.T) {
 // request's window there: a later connection's event no longer makes its
 // own ambiguous; one read in the same batch as its own (one receive time,
 // at or after the next dial) still leaves it unmapped, never misnamed.
-func TestLookupUntilTheNextDial(t *testing.T) {
+func TestFindUntilTheNextDial(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	ap := netip.MustParseAddrPort
 	svc, src := ap("10.96.0.10:80"), ap("10.0.0.1:40000")
@@ -114,7 +114,7 @@ func TestLookupUntilTheNextDial(t *testing.T) {
 		name      string
 		theirsAt  time.Duration // the next connection's event, from start
 		nextDial  time.Duration // its dial, from start (0: not known)
-		want, alt string        // what LookupUntil and Lookup give
+		want, alt string        // what Find and Lookup give
 	}{
 		{"the next connection 400 ms later", 405 * time.Millisecond, 400 * time.Millisecond, mine.String(), ""},
 		{"unknown next dial", 405 * time.Millisecond, 0, "", ""},
@@ -129,14 +129,54 @@ func TestLookupUntilTheNextDial(t *testing.T) {
 			next = start.Add(tc.nextDial)
 		}
 		got, alt := "", ""
-		if c, ok := tb.LookupUntil(src, svc, start, true, next); ok {
+		if c, ok := tb.Find(Attempt{Src: src, Remote: svc, Start: start, Fresh: true, Next: next}); ok {
 			got = c.Dest.String()
 		}
 		if c, ok := tb.Lookup(src, svc, start, true); ok {
 			alt = c.Dest.String()
 		}
 		if got != tc.want || alt != tc.alt {
-			t.Errorf("%s: LookupUntil %q, Lookup %q; want %q and %q", tc.name, got, alt, tc.want, tc.alt)
+			t.Errorf("%s: Find %q, Lookup %q; want %q and %q", tc.name, got, alt, tc.want, tc.alt)
+		}
+	}
+}
+
+// On a stalled machine a fresh connection's SYN can leave seconds after
+// the request began (a CI run's refusals, stamped as begun at +5.34 s, were
+// reset by an old pod at +7.33 s): its event is its own up to a second
+// after the request ended, as the port was the request's until then; not
+// when the next dial from the port came first, nor, knowing no end, past
+// a second after the start.
+func TestFindASYNSentLate(t *testing.T) {
+	svc, src := ap("10.96.0.10:80"), ap("10.0.0.1:40000")
+	pod := ap("10.244.2.78:8080")
+	for _, tc := range []struct {
+		name      string
+		eventAt   time.Duration // from t0
+		end, next time.Duration // from t0; 0: not known
+		want      string
+	}{
+		{"refused 2 s after its start, the event just before", 1990 * time.Millisecond, 2 * time.Second, 0, pod.String()},
+		{"the event read 800 ms after the refusal", 2800 * time.Millisecond, 2 * time.Second, 0, pod.String()},
+		{"the event over a second after the refusal", 3100 * time.Millisecond, 2 * time.Second, 0, ""},
+		{"the port's next dial before the event", 1990 * time.Millisecond, 2 * time.Second, 1500 * time.Millisecond, ""},
+		{"no end known", 1990 * time.Millisecond, 0, 0, ""},
+	} {
+		tb := NewTable()
+		tb.Add(Conn{Src: src, Orig: svc, Dest: pod, At: t0.Add(tc.eventAt)})
+		a := Attempt{Src: src, Remote: svc, Start: t0, Fresh: true}
+		if tc.end > 0 {
+			a.End = t0.Add(tc.end)
+		}
+		if tc.next > 0 {
+			a.Next = t0.Add(tc.next)
+		}
+		got := ""
+		if c, ok := tb.Find(a); ok {
+			got = c.Dest.String()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
@@ -201,22 +241,28 @@ func TestNoEntry(t *testing.T) {
 		tb   *Table
 		src  netip.AddrPort
 		want bool
+		end  time.Duration // when the request ended, from t0 (0: at t0)
 	}{
-		{"no event from its port, others' to the address", table(live, neighbour), ap("0.0.0.0:40000"), true},
-		{"no event to the address at all (rewritten elsewhere, or untracked here)", table(live), ap("0.0.0.0:40000"), false},
-		{"an event near its start", table(live, neighbour, near), ap("0.0.0.0:40000"), false},
-		{"an event just before its start, within the clocks' slack", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false},
-		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false},
-		{"an event long before (no entry of it can live)", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true},
-		{"an event after the window (a later connection)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true},
-		{"an event to another address", table(live, neighbour, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true},
-		{"only events to other addresses", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), false},
-		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, neighbour), ap("0.0.0.0:40000"), false},
-		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}, neighbour), ap("0.0.0.0:40000"), false},
-		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}, neighbour), ap("0.0.0.0:40000"), false},
-		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}, neighbour), ap("0.0.0.0:40000"), false},
+		{"no event from its port, others' to the address", table(live, neighbour), ap("0.0.0.0:40000"), true, 0},
+		{"no event to the address at all (rewritten elsewhere, or untracked here)", table(live), ap("0.0.0.0:40000"), false, 0},
+		{"an event near its start", table(live, neighbour, near), ap("0.0.0.0:40000"), false, 0},
+		{"an event just before its start, within the clocks' slack", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false, 0},
+		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false, 0},
+		{"an event long before (no entry of it can live)", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true, 0},
+		{"an event after the window (a later connection)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true, 0},
+		{"an event to another address", table(live, neighbour, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true, 0},
+		{"only events to other addresses", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), false, 0},
+		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		// A stalled machine sent the SYN 2 s after the request began; the
+		// refusal came at once: the event is its own.
+		{"an event after start+1 s, before the refusal came", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2010 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
+		{"an event within a second after the refusal", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2900 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
+		{"an event over a second after the refusal", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(3100 * time.Millisecond)}), ap("0.0.0.0:40000"), true, 2 * time.Second},
 	} {
-		if got := tc.tb.NoEntry(tc.src, svc, t0); got != tc.want {
+		if got := tc.tb.NoEntry(Attempt{Src: tc.src, Remote: svc, Start: t0, End: t0.Add(tc.end), Fresh: true}); got != tc.want {
 			t.Errorf("%s: NoEntry %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -111,7 +111,7 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 		tb                             *Table
 		rejected, closed, unseen       netip.AddrPort
 		fromRej, fromClose, fromUnseen netip.AddrPort
-		start                          time.Time
+		start, end                     time.Time
 		err                            error
 	}
 	res := make(chan result, 1)
@@ -160,6 +160,7 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 					return fmt.Errorf("dial %s: %v, want refused", d[1], err)
 				}
 			}
+			r.end = time.Now()
 			for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 2 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -176,13 +177,13 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 	if !st.Watching || st.Lost || st.Conns != 2 {
 		t.Fatalf("status %+v: want two connections seen, the closed port's and the listening one's from another port", st)
 	}
-	if !r.tb.NoEntry(r.fromRej, r.rejected, r.start) {
+	if !r.tb.NoEntry(Attempt{Src: r.fromRej, Remote: r.rejected, Start: r.start, End: r.end, Fresh: true}) {
 		t.Errorf("the SYN this host rejected: NoEntry false (ports seen %v)", r.tb.Ports())
 	}
-	if r.tb.NoEntry(r.fromClose, r.closed, r.start) {
+	if r.tb.NoEntry(Attempt{Src: r.fromClose, Remote: r.closed, Start: r.start, End: r.end, Fresh: true}) {
 		t.Errorf("the SYN the closed port refused: NoEntry true, its entry unseen (ports seen %v)", r.tb.Ports())
 	}
-	if r.tb.NoEntry(r.fromUnseen, r.unseen, r.start) {
+	if r.tb.NoEntry(Attempt{Src: r.fromUnseen, Remote: r.unseen, Start: r.start, End: r.end, Fresh: true}) {
 		t.Errorf("the SYN to an address no connection was seen to: NoEntry true, from no evidence (ports seen %v)", r.tb.Ports())
 	}
 }

@@ -526,7 +526,7 @@ type Conntrack struct {
 	LostReason string `json:"lost_reason,omitempty"`
 	// FailuresMapped and FailuresUnmapped count the failures with a
 	// connection (a local address) whose pod address was found, and not
-	// (no event, or an ambiguous one: natwatch.Table.Lookup).
+	// (no event, or an ambiguous one: natwatch.Table.Find).
 	FailuresMapped   int `json:"failures_mapped"`
 	FailuresUnmapped int `json:"failures_unmapped"`
 	// FailuresNoEntry counts the failures conntrack shows left no entry

@@ -55,23 +55,30 @@ func TestMapConnectionsNoEntry(t *testing.T) {
 	// Port 40002: two events in the refusal's window, to two pods.
 	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40002"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: t0.Add(time.Millisecond)})
 	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40002"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.6:8080"), At: t0.Add(time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40003"), Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.78:8080"), At: t0.Add(1990 * time.Millisecond)})
 	rep := &report.Report{Failures: []report.Failure{
 		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40000", RemoteAddr: svc.String()},
 		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40999", RemoteAddr: svc.String()},
 		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40998", RemoteAddr: svc.String()},
 		{Class: report.ClassReset, Fresh: true, Start: t0, LocalAddr: "10.0.0.1:40997", RemoteAddr: svc.String()},
 		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40002", RemoteAddr: svc.String()},
+		// A stalled machine: the SYN left 2 s after the start, a pod
+		// refused it; its event names the pod.
+		{Class: report.ClassRefused, Fresh: true, Start: t0, End: t0.Add(2 * time.Second), LocalAddr: "0.0.0.0:40003", RemoteAddr: svc.String()},
 	}}
 	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
 	var noEntry []bool
 	for _, f := range rep.Failures {
 		noEntry = append(noEntry, f.NoConntrackEntry)
 	}
-	if !slices.Equal(noEntry, []bool{false, true, false, false, false}) || rep.Failures[1].PodAddr != "" {
+	if !slices.Equal(noEntry, []bool{false, true, false, false, false, false}) || rep.Failures[1].PodAddr != "" {
 		t.Errorf("no entry %v, want the refusal without events only", noEntry)
 	}
-	if ct.FailuresMapped != 1 || ct.FailuresNoEntry != 1 || ct.FailuresUnmapped != 3 {
-		t.Errorf("conntrack %+v: want 1 mapped, 1 with no entry, 3 unmapped", ct)
+	if got := rep.Failures[5].PodAddr; got != "10.244.2.78:8080" {
+		t.Errorf("the refusal whose SYN left late: pod %q, want 10.244.2.78:8080", got)
+	}
+	if ct.FailuresMapped != 2 || ct.FailuresNoEntry != 1 || ct.FailuresUnmapped != 3 {
+		t.Errorf("conntrack %+v: want 2 mapped, 1 with no entry, 3 unmapped", ct)
 	}
 }
 

@@ -851,11 +851,12 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 		if err1 != nil || err2 != nil || local.Port() == 0 {
 			continue // no connection was attempted (dns, a local error)
 		}
-		switch c, ok := nat.LookupUntil(local, remote, f.Start, f.Fresh, dials.Next(local.Port(), f.Start)); {
+		a := natwatch.Attempt{Src: local, Remote: remote, Start: f.Start, End: f.End, Fresh: f.Fresh, Next: dials.Next(local.Port(), f.Start)}
+		switch c, ok := nat.Find(a); {
 		case ok:
 			f.PodAddr = c.Dest.String()
 			ct.FailuresMapped++
-		case f.Fresh && f.Class == prober.Refused.String() && nat.NoEntry(local, remote, f.Start):
+		case f.Fresh && f.Class == prober.Refused.String() && nat.NoEntry(a):
 			f.NoConntrackEntry = true
 			ct.FailuresNoEntry++
 		default:
