@@ -353,7 +353,7 @@ func (n *natTrack) write(w *wire.Writer) error {
 func (n *natTrack) responses(logged []prober.ConnRecord, dials natwatch.Dials) (out []wire.NatResponses, unmapped uint64) {
 	carried := make([]natwatch.Carried, len(logged))
 	for i, c := range logged {
-		carried[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: n.start.Add(c.Dialed), Responses: uint64(c.Responses)}
+		carried[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: n.start.Add(c.Dialed), Connected: n.start.Add(c.Connected), Responses: uint64(c.Responses)}
 	}
 	served, unmapped := n.table.Serve(carried, dials, n.start)
 	for _, s := range served {

@@ -95,7 +95,7 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 	for i := range conns {
 		local := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(30000+i))
 		dialed := time.Duration(i) * 100 * time.Millisecond
-		log.Note(prober.ConnAddr{Local: local, Remote: svc}, dialed, uint32(1+i%3))
+		log.Note(prober.ConnAddr{Local: local, Remote: svc}, dialed, dialed+time.Millisecond, uint32(1+i%3))
 		if i%7 == 0 {
 			wantUnmapped += uint64(1 + i%3)
 			continue

@@ -371,11 +371,12 @@ func (d Dials) Next(port uint16, t time.Time) time.Time {
 }
 
 // Carried is a connection that carried responses, as the prober logged
-// it: its addresses, when it was dialled, how many responses it carried.
+// it: its addresses, when it was dialled and established (zero: not
+// known), how many responses it carried.
 type Carried struct {
-	Local, Remote netip.AddrPort
-	Dialed        time.Time
-	Responses     uint64
+	Local, Remote     netip.AddrPort
+	Dialed, Connected time.Time
+	Responses         uint64
 }
 
 // Served is what the connections dialled in one second carried to one
@@ -401,7 +402,7 @@ func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Se
 	}
 	at := map[key]int{}
 	for _, c := range carried {
-		got, ok := t.Find(Attempt{Src: c.Local, Remote: c.Remote, Start: c.Dialed, Fresh: true, Next: dials.Next(c.Local.Port(), c.Dialed)})
+		got, ok := t.Find(Attempt{Src: c.Local, Remote: c.Remote, Start: c.Dialed, End: c.Connected, Fresh: true, Next: dials.Next(c.Local.Port(), c.Dialed)})
 		if !ok {
 			unmapped += c.Responses
 			continue

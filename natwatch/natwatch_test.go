@@ -184,7 +184,8 @@ func TestFindASYNSentLate(t *testing.T) {
 // Serve counts each carried connection's responses under the address its
 // event names and the second it was dialled in (before the epoch: second
 // 0), sums one address's second, orders by second then address as text,
-// and counts as unmapped the responses of a connection with no event.
+// and counts as unmapped the responses of a connection with no event; a
+// connection established late finds its late event.
 func TestServe(t *testing.T) {
 	svc := ap("10.96.0.10:80")
 	epoch := t0.Add(10 * time.Second)
@@ -204,12 +205,20 @@ func TestServe(t *testing.T) {
 	conn(40003, epoch.Add(1900*time.Millisecond), "10.244.1.9:8080", 4)
 	conn(40004, epoch.Add(-200*time.Millisecond), "10.244.1.9:8080", 1)
 	conn(40005, epoch.Add(300*time.Millisecond), "", 7) // no event: unmapped
+	// A stalled machine: connected 2 s after its dial, its event 1.95 s
+	// after it; counted in the second it was dialled in.
+	late := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 40006)
+	lateDial := epoch.Add(2100 * time.Millisecond)
+	tb.Add(Conn{Src: late, Orig: svc, Dest: ap("10.244.1.10:8080"), At: lateDial.Add(1950 * time.Millisecond)})
+	dials.Add(late.Port(), lateDial)
+	carried = append(carried, Carried{Local: late, Remote: svc, Dialed: lateDial, Connected: lateDial.Add(2 * time.Second), Responses: 6})
 	dials.Sort()
 	got, unmapped := tb.Serve(carried, dials, epoch)
 	want := []Served{
 		{Dest: ap("10.244.1.9:8080"), Second: 0, Conns: 1, Responses: 1},
 		{Dest: ap("10.244.1.10:8080"), Second: 1, Conns: 1, Responses: 5},
 		{Dest: ap("10.244.1.9:8080"), Second: 1, Conns: 2, Responses: 7},
+		{Dest: ap("10.244.1.10:8080"), Second: 2, Conns: 1, Responses: 6},
 	}
 	if !slices.Equal(got, want) || unmapped != 7 {
 		t.Errorf("served %+v, unmapped %d; want %+v, 7", got, unmapped, want)

@@ -73,7 +73,7 @@ func newConn(raw, rw net.Conn, born time.Duration, watcher *closeWatcher, reusab
 }
 
 func (c *conn) close() {
-	c.log.Note(c.addr, c.dialed, c.served)
+	c.log.Note(c.addr, c.dialed, c.born, c.served)
 	if c.watcher != nil {
 		c.watcher.unwatch(c.watchToken)
 	}

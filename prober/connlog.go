@@ -36,6 +36,7 @@ const connLogChunk = 4096
 type connRecord struct {
 	local, remote packedAddrPort
 	dialed        time.Duration
+	connected     time.Duration
 	responses     uint32
 }
 
@@ -92,18 +93,21 @@ type ConnRecord struct {
 	// Dialed is the run offset (from Prober.Start) at which its dial
 	// began: conntrack notes a connection at its SYN, from then on.
 	Dialed time.Duration
+	// Connected is the run offset at which it was established: its SYN
+	// left by then (on a stalled machine, seconds after Dialed).
+	Connected time.Duration
 	// Responses is how many responses it carried (any status).
 	Responses uint32
 }
 
 // Note records a connection that ended; a nil log, or a connection that
 // carried nothing, records nothing.
-func (l *ConnLog) Note(addr ConnAddr, dialed time.Duration, responses uint32) {
+func (l *ConnLog) Note(addr ConnAddr, dialed, connected time.Duration, responses uint32) {
 	if l == nil || responses == 0 {
 		return
 	}
 	l.mu.Lock()
-	r := connRecord{local: l.pack(addr.Local), remote: l.pack(addr.Remote), dialed: dialed, responses: responses}
+	r := connRecord{local: l.pack(addr.Local), remote: l.pack(addr.Remote), dialed: dialed, connected: connected, responses: responses}
 	if l.n%connLogChunk == 0 {
 		l.chunks = append(l.chunks, make([]connRecord, 0, connLogChunk))
 	}
@@ -120,7 +124,7 @@ func (l *ConnLog) Conns() []ConnRecord {
 	out := make([]ConnRecord, 0, l.n)
 	for _, chunk := range l.chunks {
 		for _, r := range chunk {
-			out = append(out, ConnRecord{Addr: ConnAddr{Local: l.unpack(r.local), Remote: l.unpack(r.remote)}, Dialed: r.dialed, Responses: r.responses})
+			out = append(out, ConnRecord{Addr: ConnAddr{Local: l.unpack(r.local), Remote: l.unpack(r.remote)}, Dialed: r.dialed, Connected: r.connected, Responses: r.responses})
 		}
 	}
 	return out

@@ -80,6 +80,9 @@ func TestConnLogAgreesWithTheServer(t *testing.T) {
 				if rec.Dialed < 0 || rec.Dialed > p.Elapsed() {
 					t.Errorf("record %+v: dialed outside the run", rec)
 				}
+				if rec.Connected < rec.Dialed || rec.Connected > p.Elapsed() {
+					t.Errorf("record %+v: established before its dial or after the run", rec)
+				}
 				got[rec.Addr.Local.Port()] += rec.Responses
 				logged += uint64(rec.Responses)
 			}
@@ -129,9 +132,10 @@ func TestConnLogKeepsWhatItWasGiven(t *testing.T) {
 		rec := ConnRecord{
 			Addr:      ConnAddr{Local: addrs[i%len(addrs)], Remote: addrs[(i/len(addrs))%len(addrs)]},
 			Dialed:    time.Duration(i) * time.Microsecond,
+			Connected: time.Duration(i)*time.Microsecond + time.Duration(i%3)*time.Millisecond,
 			Responses: uint32(i % 5),
 		}
-		log.Note(rec.Addr, rec.Dialed, rec.Responses)
+		log.Note(rec.Addr, rec.Dialed, rec.Connected, rec.Responses)
 		if rec.Responses > 0 {
 			want = append(want, rec)
 		}
@@ -146,5 +150,5 @@ func TestConnLogKeepsWhatItWasGiven(t *testing.T) {
 		}
 	}
 	var nilLog *ConnLog
-	nilLog.Note(ConnAddr{Local: addrs[0]}, 0, 1) // a run that asked for no log
+	nilLog.Note(ConnAddr{Local: addrs[0]}, 0, 0, 1) // a run that asked for no log
 }

@@ -438,7 +438,7 @@ func (c *h2conn) end(err error) {
 	c.mu.Unlock()
 	_ = c.raw.Close()
 	if first {
-		c.log.Note(c.addr, c.dialed, responses)
+		c.log.Note(c.addr, c.dialed, c.born, responses)
 	}
 }
 

@@ -821,7 +821,7 @@ func (l *loop) closeConn(c *loopConn) {
 	if c.h2 != nil {
 		l.h2Leave(c)
 	}
-	l.p.cfg.ConnLog.Note(c.addr, c.dialed, c.served)
+	l.p.cfg.ConnLog.Note(c.addr, c.dialed, c.born, c.served)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
 	c.state = connFree

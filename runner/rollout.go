@@ -883,7 +883,7 @@ func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.Conn
 func carried(conns []prober.ConnRecord, start time.Time) []natwatch.Carried {
 	out := make([]natwatch.Carried, len(conns))
 	for i, c := range conns {
-		out[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: start.Add(c.Dialed), Responses: uint64(c.Responses)}
+		out[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: start.Add(c.Dialed), Connected: start.Add(c.Connected), Responses: uint64(c.Responses)}
 	}
 	return out
 }
