@@ -135,8 +135,8 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 // With a watch that read throughout and lost nothing, a refused fresh
 // connect conntrack has no event for travels as such (NoEntry: the node's
 // own rules rejected its SYN); a connect timeout and a reset without an
-// event stay unmapped; a refusal whose event came after its start's
-// second, before it ended, is mapped.
+// event stay unmapped; a refusal whose event came more than a second
+// after its start, before the refusal, is mapped.
 func TestNatLinesCarryNoEntry(t *testing.T) {
 	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	svc := netip.MustParseAddrPort("10.96.0.10:80")

@@ -220,7 +220,8 @@ func (a Attempt) lastSYN() time.Time {
 
 // Lookup finds the connection of a fresh (or kept-alive) request from
 // src to remote begun at start, knowing nothing else of it: Find with
-// neither End nor Next.
+// neither End nor Next (the tests' shorthand; callers that know a
+// request's end and the port's next dial use Find).
 func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) (Conn, bool) {
 	return t.Find(Attempt{Src: src, Remote: remote, Start: start, Fresh: fresh})
 }
