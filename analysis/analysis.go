@@ -130,7 +130,7 @@ func Explain(r *report.Report) Explanation {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
-		localEntry: localEntryOf(r), localPath: entryPath(r)}
+		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	x.ViewStalls = slices.Clone(r.ViewStalls)
@@ -242,6 +242,9 @@ type attributor struct {
 	// for a refusal 0.06 s after its deletion, a pod that traffic entering
 	// that node cannot reach.
 	localEntry, localPath string
+	// choices: the proxy's choices the run's own responses show (nil when
+	// they show none); see leftTheRules.
+	choices *choices
 }
 
 // localEntryOf is the entry node of a Local-policy NodePort entry (see
@@ -406,7 +409,7 @@ func (a attributor) attribute(f *report.Failure) {
 			f.Evidence = report.EvidenceTimeline
 		}
 	}()
-	term := a.narrow(a.reachable(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), f), at, c)
+	term, left := a.terminatingCandidates(f, c)
 	ready := a.reachable(a.justReadyAt(at, c), f)
 	if len(term) > 0 && c != prober.Refused {
 		// A cut or unanswered request on an open connection needs a server
@@ -429,6 +432,10 @@ func (a attributor) attribute(f *report.Failure) {
 		if a.entersLocal(f) {
 			f.Context = fmt.Sprintf("no pod on %s (the entry: externalTrafficPolicy Local sends what enters it only to its own pods) was terminating or just ready", a.localEntry)
 		}
+		if len(left) > 0 {
+			f.Context = "no pod its SYN can have reached was terminating or just ready: " + leftRulesText(left) +
+				"; a SYN no rule rewrote meets the stack of the host whose rules it crossed (kube-proxy's rules there mid-update)"
+		}
 		return
 	}
 	f.LikelyPod = cands[0].Name
@@ -440,6 +447,15 @@ func (a attributor) attribute(f *report.Failure) {
 		sort.Strings(f.Candidates)
 	}
 	f.Context = a.describe(cands[0], at)
+}
+
+// terminatingCandidates are the terminating pods f can have hit (see
+// attribute), and those of them its SYN can no longer have reached
+// (leftTheRules).
+func (a attributor) terminatingCandidates(f *report.Failure, c prober.Class) (term []*Pod, left []leftRules) {
+	at := beganAt(f)
+	term, left = a.keepInTheRules(a.reachable(a.terminatingAt(at, causeBy(f, c), c, a.proxiedOn(f)), f), f, c)
+	return a.narrow(term, at, c), left
 }
 
 // beforeTheEdge: the class ends a request before it was sent on its

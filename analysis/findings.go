@@ -102,6 +102,7 @@ type group struct {
 // facts is what a rule renders from.
 type facts struct {
 	r       *report.Report
+	a       attributor
 	pods    *Pods
 	outages []report.Outage
 	gaps    []report.NodeGap
@@ -269,7 +270,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
+	x := facts{r: r, a: a, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
@@ -646,9 +647,29 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		// Pods on other nodes may have been terminating: out of reach.
 		which = "no pod on " + node + " (the entry: externalTrafficPolicy Local keeps what enters it there)"
 	}
+	// Terminating pods the failures' SYNs can no longer have reached
+	// (leftTheRules): named, so the line above does not read as "no pod
+	// was terminating".
+	var left []leftRules
+	for i := range g.fails {
+		f := &g.fails[i]
+		_, l := x.a.terminatingCandidates(f, class(f))
+		for _, p := range l {
+			if !slices.ContainsFunc(left, func(q leftRules) bool { return q.pod == p.pod }) {
+				left = append(left, p)
+			}
+		}
+	}
+	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)}
+	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
+	if len(left) > 0 {
+		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s that their SYNs can have reached was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)
+		evidence = append(evidence, leftRulesText(left)+": where a pod is picked at random or in turn, the chance it was still there is below one in a million")
+		fix = "a refusal no pod made comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
+	}
 	return report.Finding{
 		Title:    "failures with no pod lifecycle event around them",
-		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)},
-		Fix:      "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error",
+		Evidence: evidence,
+		Fix:      fix,
 	}, true
 }

@@ -1,0 +1,188 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// leftTheRulesChance bounds the chance that a pod the run's own fresh
+// connections all missed was still among those the proxy's rules chose
+// from (see attributor.leftTheRules): one in a million.
+const leftTheRulesChance = 1e-6
+
+// choices are the proxy's choices the run's own traffic shows: with a
+// connection of its own for every request (--conn new), each response's
+// backend header names the endpoint kube-proxy's rules picked for that
+// connection's SYN. nil when the run's responses do not show them: kept-
+// alive connections (a response says where its connection went, once),
+// or in-cluster probers (their responses, merged into the series, passed
+// other nodes' rules).
+type choices struct {
+	start time.Time
+	// series is each path's, by name ("" for a run of one path).
+	series map[string][]report.SeriesRow
+	// failed is each path's own prober's failures' begin times.
+	failed map[string][]time.Time
+	// timeline is the run's, for the readiness of the pods left.
+	timeline []report.Event
+}
+
+func choicesOf(r *report.Report) *choices {
+	if r.Config.Conn != "new" || len(r.Probers) > 0 {
+		return nil
+	}
+	c := &choices{start: r.StartedAt, series: map[string][]report.SeriesRow{}, failed: map[string][]time.Time{}, timeline: r.Timeline}
+	if len(r.Paths) == 0 {
+		c.series[""] = r.Series
+	}
+	for _, p := range r.Paths {
+		c.series[p.Name] = p.Series
+	}
+	for i := range r.Failures {
+		f := &r.Failures[i]
+		c.failed[f.Path] = append(c.failed[f.Path], beganAt(f))
+	}
+	return c
+}
+
+// leftRules is a terminating pod a failure's SYN can no longer have
+// reached: the misses fresh connections on its path went to other pods
+// from the second after from (seconds from the run's start) until the
+// second the failure began.
+type leftRules struct {
+	pod    *Pod
+	misses uint64
+	from   int64
+}
+
+// leftTheRules reports whether the run's own traffic shows that p, a
+// terminating pod, had left the endpoints kube-proxy's rules chose from
+// (on f's way: the probing host's, or the entry node's) before f's SYN
+// was sent, so that f (a refusal or an unanswered connect, both decided
+// where the rules sent the SYN) cannot be p's.
+//
+// The evidence: p answered on f's path in second L (so it was in the
+// rules then), and in the whole seconds after L and before f's, with no
+// failure on the path that might have been p's, the path's fresh
+// connections were answered by other pods, K of them. Were p still in the
+// rules when f's SYN came, it would have been throughout (a deleted pod
+// is never put back while a ready endpoint remains, and one must: another
+// pod that can have received f, ready since before the seconds counted,
+// never unready since and not deleted by f), and the rules pick each connection's endpoint at random (nftables'
+// numgen, iptables' statistic) or in turn (IPVS) among at most N: the
+// chance that all K missed it is at most (1-1/N)^K. Below one in a
+// million, p is out. N counts every pod f can have reached in the run's
+// timeline, and every other backend name the responses gave.
+//
+// A CI run met the case this settles: a DaemonSet under a Local policy,
+// the entry node's old pod terminating for seconds beside its ready
+// replacement, which answered ~1,200 fresh connections after the old
+// pod's last; then one refusal that the node's capture showed was the
+// node's own stack's reset (kube-proxy's rules mid-update), which the
+// timeline alone had blamed on the old pod, "for certain".
+func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (leftRules, bool) {
+	ch := a.choices
+	if ch == nil || f.Prober != "" || f.ViaEdge || a.proxiedOn(f) || (c != prober.Refused && c != prober.ConnectTimeout) ||
+		p.DeletedAt == nil || a.pods.Shared(p) {
+		return leftRules{}, false
+	}
+	rows, ok := ch.series[f.Path]
+	if !ok {
+		return leftRules{}, false
+	}
+	began := beganAt(f)
+	second := func(t time.Time) int64 { return int64(math.Floor(t.Sub(ch.start).Seconds())) }
+	fs := second(began)
+	last := int64(math.MinInt64)
+	for _, row := range rows {
+		if row.Backends[p.PodName] > 0 {
+			last = row.T
+		}
+	}
+	if last == math.MinInt64 || last >= fs {
+		return leftRules{}, false // never seen in the rules, or seen there after f
+	}
+	from := last
+	for _, t := range ch.failed[f.Path] {
+		if t.Before(began) {
+			from = max(from, second(t))
+		}
+	}
+	reach := a.reachable(a.pods.All(), f)
+	counted := ch.start.Add(time.Duration(from+1) * time.Second)
+	if !slices.ContainsFunc(reach, func(q *Pod) bool {
+		return q != p && q.ReadyAt != nil && q.ReadyAt.Before(counted) &&
+			(q.DeletedAt == nil || q.DeletedAt.After(began)) && (q.GoneAt == nil || q.GoneAt.After(began)) &&
+			!ch.unreadyBetween(q, counted, began)
+	}) {
+		return leftRules{}, false
+	}
+	known := map[string]bool{}
+	for _, q := range a.pods.All() {
+		known[q.PodName] = true
+	}
+	var misses uint64
+	others := map[string]bool{}
+	for _, row := range rows {
+		if row.T <= from || row.T >= fs {
+			continue
+		}
+		for b, n := range row.Backends {
+			if b == p.PodName || b == prober.OtherBackends {
+				continue
+			}
+			misses += n
+			if !known[b] {
+				others[b] = true
+			}
+		}
+	}
+	n := float64(max(2, len(reach)+len(others)))
+	if misses == 0 || math.Pow(1-1/n, float64(misses)) > leftTheRulesChance {
+		return leftRules{}, false
+	}
+	return leftRules{pod: p, misses: misses, from: from}, true
+}
+
+// unreadyBetween: the timeline has q (any pod of its name) not ready, or
+// its endpoint not ready, at some time in [from, to]: kube-proxy may have
+// fallen back to terminating endpoints then.
+func (ch *choices) unreadyBetween(q *Pod, from, to time.Time) bool {
+	return slices.ContainsFunc(ch.timeline, func(e report.Event) bool {
+		return e.Pod == q.PodName && !e.At.Before(from) && !e.At.After(to) &&
+			(e.Kind == report.PodUnready || e.Kind == report.PodGone || (e.Kind.IsEndpoint() && !e.Ready))
+	})
+}
+
+// keepInTheRules splits the terminating candidates of f into those its SYN
+// can have reached and those that had left the rules (leftTheRules).
+func (a attributor) keepInTheRules(term []*Pod, f *report.Failure, c prober.Class) (kept []*Pod, left []leftRules) {
+	for _, p := range term {
+		if l, ok := a.leftTheRules(p, f, c); ok {
+			left = append(left, l)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, left
+}
+
+// leftRulesText says which pods had left the rules, and the evidence.
+func leftRulesText(left []leftRules) string {
+	var names, evidence []string
+	for _, l := range left {
+		names = append(names, l.pod.Name)
+		evidence = append(evidence, fmt.Sprintf("the %d fresh connections on this path answered from +%ds on went to pods other than %s", l.misses, l.from+1, l.pod.Name))
+	}
+	verb := "was"
+	if len(left) > 1 {
+		verb = "were"
+	}
+	return fmt.Sprintf("%s %s terminating but had left the proxy's rules before it (%s)", strings.Join(names, ", "), verb, strings.Join(evidence, "; "))
+}
