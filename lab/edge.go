@@ -118,8 +118,11 @@ func (c Config) traefikArgs(apiServer string) []string {
 // edgeObjects are the cluster objects the edge needs: the kube-dns Service
 // at the kubelets' clusterDNS address with the hub as its one endpoint (a
 // selectorless Service, kept by the EndpointSlice below), the edge's TLS
-// Secret, the IngressClass (the default one), and Traefik's GatewayClass
-// with the lab's Gateway.
+// Secret, also Traefik's default certificate (its TLSStore named default:
+// without one, Traefik generates a new RSA key pair on every update of its
+// dynamic configuration, each EndpointSlice change of a rollout included:
+// CPU taken from the edge while the lab measures it), the IngressClass (the
+// default one), and Traefik's GatewayClass with the lab's Gateway.
 func edgeObjects(cert, key []byte) string {
 	indent := func(b []byte) string { return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n    ") }
 	return fmt.Sprintf(`apiVersion: v1
@@ -161,6 +164,14 @@ stringData:
     %[4]s
   tls.key: |
     %[5]s
+---
+apiVersion: traefik.io/v1alpha1
+kind: TLSStore
+metadata:
+  name: default
+  namespace: default
+spec:
+  defaultCertificate: {secretName: %[3]s}
 ---
 apiVersion: networking.k8s.io/v1
 kind: IngressClass
