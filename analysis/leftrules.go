@@ -74,17 +74,18 @@ type leftRules struct {
 // rules when f's SYN came, it would have been throughout (a deleted pod
 // is never put back while a ready endpoint remains, and one must: another
 // pod that can have received f, ready since before the seconds counted,
-// never unready since and not deleted by f), and the rules pick each connection's endpoint at random (nftables'
-// numgen, iptables' statistic) or in turn (IPVS) among at most N: the
-// chance that all K missed it is at most (1-1/N)^K. Below one in a
-// million, p is out. N counts every pod f can have reached in the run's
-// timeline, and every other backend name the responses gave.
+// never unready since and not deleted by f), and the rules pick each
+// connection's endpoint at random (nftables' numgen, iptables'
+// statistic) or in turn (IPVS) among at most N: the chance that all K
+// missed it is at most (1-1/N)^K. Below one in a million, p is out. N
+// counts every pod f can have reached in the run's timeline, and every
+// other backend name the responses gave.
 //
 // A CI run met the case this settles: a DaemonSet under a Local policy,
 // the entry node's old pod terminating for seconds beside its ready
-// replacement, which answered ~1,200 fresh connections after the old
-// pod's last; then one refusal that the node's capture showed was the
-// node's own stack's reset (kube-proxy's rules mid-update), which the
+// replacement, which answered every fresh connection for 5 s after the
+// old pod's last; then one refusal that the node's capture showed was
+// the node's own stack's reset (kube-proxy's rules mid-update), which the
 // timeline alone had blamed on the old pod, "for certain".
 func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (leftRules, bool) {
 	ch := a.choices
