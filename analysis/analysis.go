@@ -137,8 +137,9 @@ func Explain(r *report.Report) Explanation {
 	for i := range x.ViewStalls { // counted afresh: r may have been analysed before
 		x.ViewStalls[i].Failures, x.ViewStalls[i].Widened = 0, 0
 	}
+	left := make([][]leftRules, len(r.Failures))
 	for i, f := range r.Failures {
-		attributeInView(a, &f, x.ViewStalls)
+		left[i] = attributeInView(a, &f, x.ViewStalls)
 		x.Failures[i] = f
 		switch {
 		case class(&f) == prober.Local:
@@ -158,7 +159,7 @@ func Explain(r *report.Report) Explanation {
 		x.PathPods = append(x.PathPods, traffic(&view, pods))
 	}
 	x.NodeGaps = NodeGaps(r)
-	x.Findings, x.PreStopSeconds = findings(r, x.Failures, x.Outages, x.NodeGaps, a)
+	x.Findings, x.PreStopSeconds = findings(r, x.Failures, left, x.Outages, x.NodeGaps, a)
 	return x
 }
 
@@ -370,8 +371,10 @@ func (a attributor) deletionNotBefore(p *Pod) (time.Time, bool) {
 // lab's packet capture showed both in one naive rollout). The likely pod is
 // the terminating candidate whose deletion came closest before the
 // request, failing that the pod that turned ready last; Confidence is
-// 1/len(candidates), 1 only when one pod can have caused it.
-func (a attributor) attribute(f *report.Failure) {
+// 1/len(candidates), 1 only when one pod can have caused it. It returns
+// the terminating pods f's SYN can no longer have reached (leftTheRules),
+// for the finding that takes f.
+func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 	at := beganAt(f)
 	if f.Backend != "" {
 		f.LikelyPod, f.Confidence, f.Evidence = f.Backend, 1, report.EvidenceBackendHeader
@@ -409,7 +412,8 @@ func (a attributor) attribute(f *report.Failure) {
 			f.Evidence = report.EvidenceTimeline
 		}
 	}()
-	term, left := a.terminatingCandidates(f, c)
+	var term []*Pod
+	term, left = a.terminatingCandidates(f, c)
 	ready := a.reachable(a.justReadyAt(at, c), f)
 	if len(term) > 0 && c != prober.Refused {
 		// A cut or unanswered request on an open connection needs a server
@@ -447,6 +451,7 @@ func (a attributor) attribute(f *report.Failure) {
 		sort.Strings(f.Candidates)
 	}
 	f.Context = a.describe(cands[0], at)
+	return left
 }
 
 // terminatingCandidates are the terminating pods f can have hit (see

@@ -94,6 +94,9 @@ type group struct {
 	// from the earliest candidate's deletion; ambiguous counts those.
 	window, conservative time.Duration
 	ambiguous            int
+	// left: the terminating pods the failures' SYNs can no longer have
+	// reached (leftTheRules), each once, with the first failure's evidence.
+	left []leftRules
 	// byPath, when the run probed several paths: each path's longest
 	// window (certain or conservative, whichever is longer), by name.
 	byPath map[string]time.Duration
@@ -102,7 +105,6 @@ type group struct {
 // facts is what a rule renders from.
 type facts struct {
 	r       *report.Report
-	a       attributor
 	pods    *Pods
 	outages []report.Outage
 	gaps    []report.NodeGap
@@ -200,7 +202,7 @@ func abruptClose(s seen) bool {
 
 // findings applies the rules; preStop is the sleep the propagation finding
 // suggests (0 without one).
-func findings(r *report.Report, failures []report.Failure, outs []report.Outage, gaps []report.NodeGap, a attributor) (out []report.Finding, preStop int) {
+func findings(r *report.Report, failures []report.Failure, left [][]leftRules, outs []report.Outage, gaps []report.NodeGap, a attributor) (out []report.Finding, preStop int) {
 	pods := a.pods
 	groups := map[string]*group{}
 	svcGaps := serviceGaps(r)
@@ -253,6 +255,11 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			groups[id] = g
 		}
 		g.fails = append(g.fails, *f)
+		for _, l := range left[i] {
+			if !slices.ContainsFunc(g.left, func(q leftRules) bool { return q.pod == l.pod }) {
+				g.left = append(g.left, l)
+			}
+		}
 		if f.LikelyPod != "" {
 			g.pods[f.LikelyPod] = true
 		}
@@ -270,7 +277,7 @@ func findings(r *report.Report, failures []report.Failure, outs []report.Outage,
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, a: a, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
+	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
@@ -648,18 +655,9 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		which = "no pod on " + node + " (the entry: externalTrafficPolicy Local keeps what enters it there)"
 	}
 	// Terminating pods the failures' SYNs can no longer have reached
-	// (leftTheRules): named, so the line above does not read as "no pod
+	// (group.left) are named, so the first line does not read as "no pod
 	// was terminating".
-	var left []leftRules
-	for i := range g.fails {
-		f := &g.fails[i]
-		_, l := x.a.terminatingCandidates(f, class(f))
-		for _, p := range l {
-			if !slices.ContainsFunc(left, func(q leftRules) bool { return q.pod == p.pod }) {
-				left = append(left, p)
-			}
-		}
-	}
+	left := g.left
 	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)}
 	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
 	if len(left) > 0 {

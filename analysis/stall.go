@@ -12,8 +12,9 @@ import (
 // end (plus the usual tolerance) may have acted before f. The receive
 // tolerance is widened by the rest of the stall for f alone, and f's
 // context says so. Conntrack and the backend header name the pod whatever
-// the view did; they are used as always. The stall counts f.
-func attributeInView(a attributor, f *report.Failure, stalls []report.ViewStall) {
+// the view did; they are used as always. The stall counts f. It returns
+// what attribute does.
+func attributeInView(a attributor, f *report.Failure, stalls []report.ViewStall) []leftRules {
 	at := beganAt(f)
 	var s *report.ViewStall
 	for i := range stalls {
@@ -23,14 +24,13 @@ func attributeInView(a attributor, f *report.Failure, stalls []report.ViewStall)
 		}
 	}
 	if s == nil {
-		a.attribute(f)
-		return
+		return a.attribute(f)
 	}
 	s.Failures++
 	a.tol += s.End.Sub(at)
-	a.attribute(f)
+	left := a.attribute(f)
 	if f.Evidence != report.EvidenceTimeline {
-		return
+		return left
 	}
 	s.Widened++
 	note := fmt.Sprintf("inside a %.1fs stall of rollprobe's view of the cluster: changes received up to its end counted, so the pod is less certain", s.DurationS)
@@ -39,4 +39,5 @@ func attributeInView(a attributor, f *report.Failure, stalls []report.ViewStall)
 	} else {
 		f.Context += "; " + note
 	}
+	return left
 }

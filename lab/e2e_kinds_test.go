@@ -244,7 +244,7 @@ func testNodesOwnRefusalBesideALeftPod(t *testing.T, ctx context.Context, c *lab
 }
 `, table, nodePort)
 	nft := func(stdin string, args ...string) ([]byte, error) {
-		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.NS, "nft"}, args...)...)
+		cmd := exec.Command("nsenter", append([]string{"--net=" + netns.NSPath(node.NS), "nft"}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		return cmd.CombinedOutput()
 	}
