@@ -911,7 +911,7 @@ func testDrainSharedBudget(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	f := findingByID(r.rep, analysis.BudgetTooLoose)
 	if f == nil {
-		t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.BudgetTooLoose)
+		t.Fatalf("findings %v: want %s\n%s", findingIDs(r.rep), analysis.BudgetTooLoose, r.out())
 	}
 	ev := strings.Join(f.Evidence, "\n")
 	if !strings.Contains(f.Title, "PodDisruptionBudget drain-shop let a drain evict every pod serving service drain-shared-budget") ||
@@ -1007,7 +1007,7 @@ func testDrainOverload(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	f := findingByID(r.rep, analysis.BudgetTooLoose)
 	if f == nil {
-		t.Fatalf("findings %v: want %s", findingIDs(r.rep), analysis.BudgetTooLoose)
+		t.Fatalf("findings %v: want %s\n%s", findingIDs(r.rep), analysis.BudgetTooLoose, r.out())
 	}
 	ev := strings.Join(f.Evidence, "\n")
 	if !strings.Contains(f.Title, "PodDisruptionBudget drain-overload let a drain take 2 of the 3 pods serving service drain-overload at once: the 1 left could not carry the load") ||
