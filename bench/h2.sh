@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
 DUR=${DURATION:-10}
 RATE=${RATE:-5000}
+SINGLES=$((RATE / 100)) # connections at 100 req/s each: one request a write for h2load
 CACHE=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
 RP=bin/rollprobe
 PORT=18096
@@ -67,6 +68,13 @@ for i in $(seq "$REPS"); do
   h2l h2load-rate -c 10 -m 10 --rps $((RATE / 10))
   rp rp-rate "$H2" --protocol h2 --rate "$RATE" --connections 10 --streams 10
   rp rp-rate-g "$H2" --protocol h2 --rate "$RATE" --connections 10 --streams 10 --engine goroutines
+  # The same rate where h2load writes each request on its own, as
+  # rollprobe does: its --rps timer ticks every max(10 ms, 1/rps), so at
+  # 100 req/s a connection it sends one request a tick (above, 500 a
+  # connection, it sends five a write).
+  h2l h2load-rate1 -c "$SINGLES" -m 2 --rps 100
+  rp rp-rate1 "$H2" --protocol h2 --rate "$RATE" --connections "$SINGLES" --streams 2
+  rp rp-rate1-g "$H2" --protocol h2 --rate "$RATE" --connections "$SINGLES" --streams 2 --engine goroutines
   ghz ghz -c 50 --connections 10
   GOMAXPROCS=1 rp rp-grpc "http://127.0.0.1:$PORT" --protocol grpc --rate 0 --concurrency 50 --connections 10
   GOMAXPROCS=1 rp rp-grpc-g "http://127.0.0.1:$PORT" --protocol grpc --rate 0 --concurrency 50 --connections 10 --engine goroutines
@@ -94,10 +102,12 @@ connections it owns and classifies every one; neither h2load nor ghz is asked to
 | h2c, most req/s, 10 connections × 10 streams (h2load \`-c 10 -m 10\`; rollprobe \`--rate 0 --concurrency 100 --connections 10 --streams 10\`, GOMAXPROCS=1) | $(m h2load-max) | $(m rp-max) | **$(paired rp-max h2load-max)** |
 | CPU µs per request at the most (user+sys) | $(m h2load-max-cpu) | $(m rp-max-cpu) | $(paired rp-max-cpu h2load-max-cpu) |
 | CPU µs per request at a fixed $RATE req/s (h2load \`-c 10 -m 10 --rps $((RATE / 10))\` per connection; rollprobe \`--connections 10 --streams 10\`) | $(m h2load-rate-cpu) | $(m rp-rate-cpu) | **$(paired rp-rate-cpu h2load-rate-cpu)** |
+| CPU µs per request at a fixed $RATE req/s, one request a write (h2load \`-c $SINGLES -m 2 --rps 100\` per connection; rollprobe \`--connections $SINGLES --streams 2\`) | $(m h2load-rate1-cpu) | $(m rp-rate1-cpu) | **$(paired rp-rate1-cpu h2load-rate1-cpu)** |
 | gRPC health checks per second, 50 in flight on 10 connections (ghz \`-c 50 --connections 10\`; rollprobe \`--protocol grpc --rate 0 --concurrency 50 --connections 10\`, GOMAXPROCS=1) | $(m ghz) | $(m rp-grpc) | **$(paired rp-grpc ghz)** |
 | *goroutines*: h2c, most req/s (as above, \`--engine goroutines\`) | $(m h2load-max) | $(m rp-max-g) | $(paired rp-max-g h2load-max) |
 | *goroutines*: CPU µs per request at the most | $(m h2load-max-cpu) | $(m rp-max-g-cpu) | $(paired rp-max-g-cpu h2load-max-cpu) |
 | *goroutines*: CPU µs per request at a fixed $RATE req/s | $(m h2load-rate-cpu) | $(m rp-rate-g-cpu) | $(paired rp-rate-g-cpu h2load-rate-cpu) |
+| *goroutines*: CPU µs per request at a fixed $RATE req/s, one request a write | $(m h2load-rate1-cpu) | $(m rp-rate1-g-cpu) | $(paired rp-rate1-g-cpu h2load-rate1-cpu) |
 | *goroutines*: gRPC health checks per second | $(m ghz) | $(m rp-grpc-g) | $(paired rp-grpc-g ghz) |
 
 rollprobe's rows run on the event loops (the automatic choice for h2c and gRPC to an IP on Linux);
