@@ -663,11 +663,27 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	if len(left) > 0 {
 		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s that their SYNs can have reached was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)
 		evidence = append(evidence, leftRulesText(left)+": where a pod is picked at random or in turn, the chance it was still there is below one in a million")
-		fix = "a refusal no pod made comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
+		fix = noPodsFailure(g.fails) + " comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
 	}
 	return report.Finding{
 		Title:    "failures with no pod lifecycle event around them",
 		Evidence: evidence,
 		Fix:      fix,
 	}, true
+}
+
+// noPodsFailure names the kinds of connection failure among fails that a
+// host's own rules can make, as the unexplained finding's fix speaks of
+// them: a refusal (the host's reset) or a connect timeout (its drop).
+func noPodsFailure(fails []report.Failure) string {
+	refused := slices.ContainsFunc(fails, func(f report.Failure) bool { return f.Class == report.ClassRefused })
+	timedOut := slices.ContainsFunc(fails, func(f report.Failure) bool { return f.Class == report.ClassConnectTimeout })
+	switch {
+	case timedOut && !refused:
+		return "a connect timeout no pod made (a SYN dropped)"
+	case timedOut:
+		return "a refusal or connect timeout no pod made"
+	default:
+		return "a refusal no pod made"
+	}
 }

@@ -3,7 +3,9 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,8 +29,11 @@ type choices struct {
 	start time.Time
 	// series is each path's, by name ("" for a run of one path).
 	series map[string][]report.SeriesRow
-	// failed is each path's own prober's failures' begin times.
-	failed map[string][]time.Time
+	// failed is each path's own prober's failures, in the order they
+	// began.
+	failed map[string][]*report.Failure
+	// lastMaybe memoizes attributor.lastMaybeOf.
+	lastMaybe map[maybeKey]int64
 	// timeline is the run's, for the readiness of the pods left.
 	timeline []report.Event
 }
@@ -37,7 +42,8 @@ func choicesOf(r *report.Report) *choices {
 	if r.Config.Conn != "new" || len(r.Probers) > 0 {
 		return nil
 	}
-	c := &choices{start: r.StartedAt, series: map[string][]report.SeriesRow{}, failed: map[string][]time.Time{}, timeline: r.Timeline}
+	c := &choices{start: r.StartedAt, series: map[string][]report.SeriesRow{}, failed: map[string][]*report.Failure{},
+		lastMaybe: map[maybeKey]int64{}, timeline: r.Timeline}
 	if len(r.Paths) == 0 {
 		c.series[""] = r.Series
 	}
@@ -46,9 +52,21 @@ func choicesOf(r *report.Report) *choices {
 	}
 	for i := range r.Failures {
 		f := &r.Failures[i]
-		c.failed[f.Path] = append(c.failed[f.Path], beganAt(f))
+		c.failed[f.Path] = append(c.failed[f.Path], f)
+	}
+	for _, fails := range c.failed {
+		slices.SortStableFunc(fails, func(f, g *report.Failure) int { return beganAt(f).Compare(beganAt(g)) })
 	}
 	return c
+}
+
+// second is the whole second of the run t falls in.
+func (ch *choices) second(t time.Time) int64 { return int64(math.Floor(t.Sub(ch.start).Seconds())) }
+
+type maybeKey struct {
+	pod  *Pod
+	path string
+	n    int
 }
 
 // leftRules is a terminating pod a failure's SYN can no longer have
@@ -69,7 +87,7 @@ type leftRules struct {
 //
 // The evidence: p answered on f's path in second L (so it was in the
 // rules then), and in the whole seconds after L and before f's, with no
-// failure on the path that might have been p's, the path's fresh
+// failure on the path that might have been p's (lastMaybeOf), the path's fresh
 // connections were answered by other pods, K of them. Were p still in the
 // rules when f's SYN came, it would have been throughout (a deleted pod
 // is never put back while a ready endpoint remains, and one must: another
@@ -98,8 +116,7 @@ func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (lef
 		return leftRules{}, false
 	}
 	began := beganAt(f)
-	second := func(t time.Time) int64 { return int64(math.Floor(t.Sub(ch.start).Seconds())) }
-	fs := second(began)
+	fs := ch.second(began)
 	last := int64(math.MinInt64)
 	for _, row := range rows {
 		if row.Backends[p.PodName] > 0 {
@@ -109,12 +126,9 @@ func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (lef
 	if last == math.MinInt64 || last >= fs {
 		return leftRules{}, false // never seen in the rules, or seen there after f
 	}
-	from := last
-	for _, t := range ch.failed[f.Path] {
-		if t.Before(began) {
-			from = max(from, second(t))
-		}
-	}
+	fails := ch.failed[f.Path]
+	earlier := sort.Search(len(fails), func(i int) bool { return !beganAt(fails[i]).Before(began) })
+	from := max(last, a.lastMaybeOf(p, f.Path, earlier))
 	reach := a.reachable(a.pods.All(), f)
 	counted := ch.start.Add(time.Duration(from+1) * time.Second)
 	if !slices.ContainsFunc(reach, func(q *Pod) bool {
@@ -149,6 +163,55 @@ func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (lef
 		return leftRules{}, false
 	}
 	return leftRules{pod: p, misses: misses, from: from}, true
+}
+
+// lastMaybeOf is the second of the last of the first n failures on path
+// (in the order they began) that may have been p's (math.MinInt64 when
+// none may): leftTheRules counts the misses after it. A failure was not
+// p's when its response named another backend, when conntrack recorded
+// its connection going to another pod, or when p had by then left the
+// rules itself (leftTheRules on it, which counts from the failure before
+// it on the path that may have been p's, and so on back): so a second
+// refusal that the host's rules made, a moment after the first, is not
+// put on p either.
+func (a attributor) lastMaybeOf(p *Pod, path string, n int) int64 {
+	if n == 0 {
+		return math.MinInt64
+	}
+	ch := a.choices
+	key := maybeKey{p, path, n}
+	if v, ok := ch.lastMaybe[key]; ok {
+		return v
+	}
+	g := ch.failed[path][n-1]
+	v := ch.second(beganAt(g))
+	if !a.mayBeOf(p, g) {
+		v = a.lastMaybeOf(p, path, n-1)
+	}
+	ch.lastMaybe[key] = v
+	return v
+}
+
+// mayBeOf: nothing shows that g, an earlier failure, was not p's.
+func (a attributor) mayBeOf(p *Pod, g *report.Failure) bool {
+	at := beganAt(g)
+	if g.Backend != "" {
+		return g.Backend == p.PodName
+	}
+	if addr, err := netip.ParseAddrPort(g.PodAddr); err == nil {
+		if q := a.pods.ByIP(addr.Addr().String(), at); q != nil {
+			return q == p
+		}
+	}
+	if g.NoConntrackEntry {
+		return false // the host's own rules stopped its SYN
+	}
+	c := class(g)
+	if c != prober.Refused && c != prober.ConnectTimeout {
+		return true
+	}
+	_, left := a.leftTheRules(p, g, c)
+	return !left
 }
 
 // unreadyBetween: the timeline has q (any pod of its name) not ready, or

@@ -82,6 +82,34 @@ func TestATerminatingPodTheRulesLeftIsNoCandidate(t *testing.T) {
 	}
 }
 
+// The unexplained finding's fix names what the host's rules made: a
+// dropped SYN (a connect timeout) is not called a refusal.
+func TestTheFixNamesTheFailuresTheRulesMade(t *testing.T) {
+	for _, c := range []struct {
+		classes []string
+		want    string
+	}{
+		{[]string{"refused"}, "a refusal no pod made comes from"},
+		{[]string{"connect_timeout"}, "a connect timeout no pod made (a SYN dropped) comes from"},
+		{[]string{"connect_timeout", "refused"}, "a refusal or connect timeout no pod made comes from"},
+	} {
+		r := surgeDaemonSetRun()
+		r.Failures = nil
+		for i, class := range c.classes {
+			r.Failures = append(r.Failures, fail(16660+i*5, class, true, ""))
+		}
+		r.Totals = report.Totals{Sent: 4200, OK: 4200 - uint64(len(c.classes)), Failed: uint64(len(c.classes))}
+		analyse(r)
+		u := find(r, Unexplained)
+		if u == nil {
+			t.Fatalf("%v: findings %+v: want the failures unexplained", c.classes, r.Findings)
+		}
+		if !strings.Contains(u.Fix, c.want) {
+			t.Errorf("%v: fix %q lacks %q", c.classes, u.Fix, c.want)
+		}
+	}
+}
+
 // Each piece of the evidence is needed: without it the old pod stays the
 // one the refusal is blamed on, as before.
 func TestLeavingTheRulesNeedsEveryPieceOfEvidence(t *testing.T) {
@@ -92,7 +120,14 @@ func TestLeavingTheRulesNeedsEveryPieceOfEvidence(t *testing.T) {
 		{"kept-alive connections (a response shows one choice per connection)", func(r *report.Report) { r.Config.Conn = "keepalive" }},
 		{"the old pod answered in the second before", func(r *report.Report) { r.Series[15].Backends["a"] = 1 }},
 		{"another failure a second before, which may have been the old pod's", func(r *report.Report) {
+			r.Failures = append([]report.Failure{fail(15500, "reset", true, "")}, r.Failures...)
+		}},
+		{"a refusal a second before, from which too few fresh connections missed it", func(r *report.Report) {
 			r.Failures = append([]report.Failure{fail(15500, "refused", true, "")}, r.Failures...)
+			for s := 12; s <= 14; s++ {
+				r.Series[s].Backends["c"] = 0
+			}
+			r.Series[13].Backends["c"] = 10 // 2^-10 > 1e-6: the first may be a's, so the second counts from it
 		}},
 		{"too few fresh connections missed it (19 for two pods: 2^-19 > 1e-6)", func(r *report.Report) {
 			for s := 12; s <= 15; s++ {
@@ -122,6 +157,25 @@ func TestLeavingTheRulesNeedsEveryPieceOfEvidence(t *testing.T) {
 		f := r.Failures[len(r.Failures)-1]
 		if f.LikelyPod != "a" {
 			t.Errorf("%s: likely pod %q (%s), want a", c.name, f.LikelyPod, f.Context)
+		}
+	}
+	// What shows an earlier failure on the path was not the old pod's does
+	// not reset the count: its response named another pod, or the pod had
+	// left the rules by then too (two refusals the host's rules made within
+	// a second, both none of a's).
+	for name, earlier := range map[string]report.Failure{
+		"a 503 that c answered":                         fail(15500, "5xx", true, "c"),
+		"a refusal a had left the rules before":         fail(15500, "refused", true, ""),
+		"a connect timeout a had left the rules before": fail(15500, "connect_timeout", true, ""),
+	} {
+		r := surgeDaemonSetRun()
+		r.Failures = append([]report.Failure{earlier}, r.Failures...)
+		analyse(r)
+		if f := r.Failures[1]; f.LikelyPod != "" {
+			t.Errorf("after %s: likely pod %q (%s), want none", name, f.LikelyPod, f.Context)
+		}
+		if f := r.Failures[0]; earlier.Backend == "" && f.LikelyPod != "" {
+			t.Errorf("%s: likely pod %q (%s), want none", name, f.LikelyPod, f.Context)
 		}
 	}
 	// 20 misses for two pods: 2^-20 < 1e-6, enough.
