@@ -46,51 +46,28 @@ func (s *shortfall) budgeted() bool {
 
 // drainShortfalls folds the timeline's pod_evicted and endpoint events
 // into the shortfalls (see shortfall). Without an eviction there is none.
+//
+// The timeline is in the order rollprobe received its events, and an
+// eviction is recorded when the API's answer comes back, while the
+// endpoint change it causes comes by a watch: on a loaded machine the
+// change can be received first. So a deletion that took a ready endpoint
+// out after the trigger, before the first eviction was recorded, counts
+// among the ready ones before the drain; and a shortfall can open at an
+// eviction's record as well as at an endpoint's change (from when the
+// ready endpoints fell short, or the record if that was before the
+// count was known).
 func drainShortfalls(r *report.Report) []shortfall {
 	ready := map[string]string{} // endpoint (pod and address) -> pod, for the ready ones
 	ofService := map[string]bool{}
 	evicted := map[string]report.Event{} // the Service's pods the drain evicted, by name
 	var order []string                   // their names, in eviction order
 	before := -1                         // unknown until the first eviction
+	triggered := false
+	deletedEarly := map[string]bool{} // ready endpoints a deletion took out after the trigger, before the first eviction's record
+	var short time.Time               // since when the ready ones are 2 or more short (zero when they are not)
 	var out []shortfall
 	var cur *shortfall
-	for _, e := range r.Timeline {
-		if e.Kind == report.PodEvicted && ofService[e.Pod] {
-			if before < 0 {
-				before = len(ready)
-			}
-			if _, again := evicted[e.Pod]; !again {
-				order = append(order, e.Pod)
-			}
-			evicted[e.Pod] = e
-			continue
-		}
-		if !e.Kind.IsEndpoint() || e.Pod == "" {
-			continue
-		}
-		ofService[e.Pod] = true
-		key := e.Pod + " " + e.IP
-		if e.Kind == report.EndpointRemoved || !e.Ready || e.Terminating {
-			delete(ready, key)
-		} else {
-			ready[key] = e.Pod
-		}
-		if before < 0 {
-			continue
-		}
-		n := len(ready)
-		if cur != nil {
-			cur.least = min(cur.least, n)
-			if n >= before-1 {
-				cur.end = e.At
-				out = append(out, *cur)
-				cur = nil
-			}
-			continue
-		}
-		if n > before-2 {
-			continue
-		}
+	open := func(at time.Time) {
 		readyPods := map[string]bool{}
 		for _, p := range ready {
 			readyPods[p] = true
@@ -102,7 +79,64 @@ func drainShortfalls(r *report.Report) []shortfall {
 			}
 		}
 		if len(gone) >= 2 {
-			cur = &shortfall{start: e.At, before: before, least: n, out: gone}
+			cur = &shortfall{start: at, before: before, least: len(ready), out: gone}
+		}
+	}
+	for _, e := range r.Timeline {
+		if e.Kind == report.RolloutTriggered {
+			triggered = true
+		}
+		if e.Kind == report.PodEvicted && ofService[e.Pod] {
+			if before < 0 {
+				before = len(ready) + len(deletedEarly)
+			}
+			if _, again := evicted[e.Pod]; !again {
+				order = append(order, e.Pod)
+			}
+			evicted[e.Pod] = e
+			if cur == nil && len(ready) <= before-2 {
+				if short.IsZero() {
+					short = e.At
+				}
+				open(short)
+			}
+			continue
+		}
+		if !e.Kind.IsEndpoint() || e.Pod == "" {
+			continue
+		}
+		ofService[e.Pod] = true
+		key := e.Pod + " " + e.IP
+		_, wasReady := ready[key]
+		if e.Kind == report.EndpointRemoved || !e.Ready || e.Terminating {
+			delete(ready, key)
+			if before < 0 && triggered && wasReady && (e.Kind == report.EndpointRemoved || e.Terminating) {
+				deletedEarly[key] = true
+			}
+		} else {
+			ready[key] = e.Pod
+			delete(deletedEarly, key)
+		}
+		if before < 0 {
+			continue
+		}
+		n := len(ready)
+		if n > before-2 {
+			short = time.Time{}
+		} else if short.IsZero() {
+			short = e.At
+		}
+		if cur != nil {
+			cur.least = min(cur.least, n)
+			if n >= before-1 {
+				cur.end = e.At
+				out = append(out, *cur)
+				cur = nil
+			}
+			continue
+		}
+		if n <= before-2 {
+			open(e.At)
 		}
 	}
 	if cur != nil {

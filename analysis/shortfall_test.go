@@ -17,18 +17,21 @@ import (
 // with no budget on its evictions are not the budget's; nor is anything
 // when the drain evicts one pod at a time.
 func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
-	build := func(budgets []string, second int) *report.Report {
+	// lag: how late each eviction's record comes after the API took it
+	// (a loaded machine can receive the endpoint change it causes first).
+	build := func(budgets []string, second, lag int) *report.Report {
 		// A terminating pod in its preStop sleep serves, but is not ready.
 		ep := func(ms int, kind report.EventKind, pod, ip string, ready bool) report.Event {
 			return endpointAt(ms, kind, pod, ip, ready, true)
 		}
-		evicted := func(ms int, pod string) report.Event { return evictedAt(ms, pod, budgets) }
+		evicted := func(ms int, pod string) report.Event { return evictedAt(ms+lag, pod, budgets) }
 		r := &report.Report{StartedAt: t0, EndedAt: at(20000),
 			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
 			Timeline: []report.Event{
 				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.5"},
 				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.6"},
 				{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true, IP: "10.0.0.7"},
+				{At: at(1000), Kind: report.RolloutTriggered},
 				ep(1, report.EndpointAdded, "a", "10.0.0.5", true),
 				ep(1, report.EndpointAdded, "b", "10.0.0.6", true),
 				ep(1, report.EndpointAdded, "c", "10.0.0.7", true),
@@ -48,7 +51,7 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 		analyse(r)
 		return r
 	}
-	r := build([]string{"web (minAvailable: 1; 2 disruptions allowed)"}, 2010)
+	r := build([]string{"web (minAvailable: 1; 2 disruptions allowed)"}, 2010, 0)
 	f := find(r, BudgetTooLoose)
 	if f == nil || f.Severity != report.SeverityError {
 		t.Fatalf("findings %+v: want the budget's", r.Findings)
@@ -78,13 +81,29 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 		}
 	}
 
-	r = build(nil, 2010)
+	r = build(nil, 2010, 0)
 	if find(r, BudgetTooLoose) != nil {
 		t.Errorf("findings %+v: with no budget on the evictions, not the budget's", r.Findings)
 	}
 	// One at a time: b evicted once d is ready, 2 of 3 always ready.
-	r = build([]string{"web (maxUnavailable: 1; 1 disruption allowed)"}, 7000)
+	r = build([]string{"web (maxUnavailable: 1; 1 disruption allowed)"}, 7000, 0)
 	if find(r, BudgetTooLoose) != nil {
 		t.Errorf("findings %+v: one pod out at a time, not the budget's", r.Findings)
+	}
+	// Each eviction's record received 300 ms late, after the endpoint
+	// change it caused: the ready endpoints before the drain are still 3,
+	// and the shortfall opens at the second record, from when the count
+	// was known short (the first record).
+	r = build([]string{"web (minAvailable: 1; 2 disruptions allowed)"}, 2010, 300)
+	if f := find(r, BudgetTooLoose); f == nil {
+		t.Errorf("records after their endpoint changes: findings %+v, want the budget's", r.Findings)
+	} else if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "had 3 ready endpoints before the drain and 1 (at the fewest) from +2.30s to +6.00s") ||
+		!strings.Contains(ev, "4 requests failed (http_5xx 3, timeout 1)") {
+		t.Errorf("records after their endpoint changes: evidence\n%s", ev)
+	}
+	// The same, one at a time: no shortfall for a record's lateness.
+	r = build([]string{"web (maxUnavailable: 1; 1 disruption allowed)"}, 7000, 300)
+	if find(r, BudgetTooLoose) != nil {
+		t.Errorf("findings %+v: one pod out at a time, records late, not the budget's", r.Findings)
 	}
 }
