@@ -32,7 +32,9 @@ type choices struct {
 	// failed is each path's own prober's failures, in the order they
 	// began.
 	failed map[string][]*report.Failure
-	// lastMaybe memoizes attributor.lastMaybeOf.
+	// lastMaybe memoizes attributor.lastMaybeOf: what it reads (the pods,
+	// the series, the entry) is the same for every view the attribution
+	// takes; only the receive tolerance differs, which it does not read.
 	lastMaybe map[maybeKey]int64
 	// timeline is the run's, for the readiness of the pods left.
 	timeline []report.Event
@@ -63,6 +65,8 @@ func choicesOf(r *report.Report) *choices {
 // second is the whole second of the run t falls in.
 func (ch *choices) second(t time.Time) int64 { return int64(math.Floor(t.Sub(ch.start).Seconds())) }
 
+// maybeKey is lastMaybeOf's question: pod, path, and how many of the
+// path's failures (in the order they began).
 type maybeKey struct {
 	pod  *Pod
 	path string
