@@ -11,7 +11,12 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
 DUR=${DURATION:-10}
 RATE=${RATE:-5000}
-SINGLES=$((RATE / 100)) # connections at 100 req/s each: one request a write for h2load
+# Connections at 100 req/s each: one request a write for h2load.
+if [ "$RATE" -lt 100 ] || [ $((RATE % 100)) != 0 ]; then
+  echo "bench-h2: RATE=$RATE: give a multiple of 100 (the one-request-a-write rows run 100 req/s a connection)" >&2
+  exit 2
+fi
+SINGLES=$((RATE / 100))
 CACHE=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
 RP=bin/rollprobe
 PORT=18096
