@@ -50,12 +50,12 @@ func (s *shortfall) budgeted() bool {
 // The timeline is in the order rollprobe received its events, and an
 // eviction is recorded when the API's answer comes back, while the
 // endpoint change it causes comes by a watch: on a loaded machine the
-// change can be received first. So a deletion that took a ready endpoint
-// out after the trigger, before the first eviction was recorded, counts
-// among the ready ones before the drain; and a shortfall can open at an
-// eviction's record as well as at an endpoint's change (from when the
-// ready endpoints fell short, or the record if that was before the
-// count was known).
+// change can be received first. So an evicted pod whose ready endpoint a
+// deletion took out after the trigger and before the first eviction was
+// recorded counts among the ready ones before the drain (once its own
+// eviction is recorded); and a shortfall can open at an eviction's record
+// as well as at an endpoint's change (from when the ready endpoints fell
+// short, or the record if that was before the count was known).
 func drainShortfalls(r *report.Report) []shortfall {
 	ready := map[string]string{} // endpoint (pod and address) -> pod, for the ready ones
 	ofService := map[string]bool{}
@@ -63,7 +63,7 @@ func drainShortfalls(r *report.Report) []shortfall {
 	var order []string                   // their names, in eviction order
 	before := -1                         // unknown until the first eviction
 	triggered := false
-	deletedEarly := map[string]bool{} // ready endpoints a deletion took out after the trigger, before the first eviction's record
+	deletedEarly := map[string]bool{} // pods whose ready endpoint a deletion took out after the trigger, before the first eviction's record
 	var short time.Time               // since when the ready ones are 2 or more short (zero when they are not)
 	var out []shortfall
 	var cur *shortfall
@@ -88,7 +88,11 @@ func drainShortfalls(r *report.Report) []shortfall {
 		}
 		if e.Kind == report.PodEvicted && ofService[e.Pod] {
 			if before < 0 {
-				before = len(ready) + len(deletedEarly)
+				before = len(ready)
+			}
+			if deletedEarly[e.Pod] {
+				before++
+				delete(deletedEarly, e.Pod)
 			}
 			if _, again := evicted[e.Pod]; !again {
 				order = append(order, e.Pod)
@@ -111,11 +115,11 @@ func drainShortfalls(r *report.Report) []shortfall {
 		if e.Kind == report.EndpointRemoved || !e.Ready || e.Terminating {
 			delete(ready, key)
 			if before < 0 && triggered && wasReady && (e.Kind == report.EndpointRemoved || e.Terminating) {
-				deletedEarly[key] = true
+				deletedEarly[e.Pod] = true
 			}
 		} else {
 			ready[key] = e.Pod
-			delete(deletedEarly, key)
+			delete(deletedEarly, e.Pod)
 		}
 		if before < 0 {
 			continue

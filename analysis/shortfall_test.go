@@ -91,13 +91,14 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 		t.Errorf("findings %+v: one pod out at a time, not the budget's", r.Findings)
 	}
 	// Each eviction's record received 300 ms late, after the endpoint
-	// change it caused: the ready endpoints before the drain are still 3,
-	// and the shortfall opens at the second record, from when the count
-	// was known short (the first record).
+	// change it caused: the ready endpoints before the drain are still 3
+	// (each evicted pod out before the first record counts back in at its
+	// own), and the shortfall opens at the second record, when the count
+	// is known short.
 	r = build([]string{"web (minAvailable: 1; 2 disruptions allowed)"}, 2010, 300)
 	if f := find(r, BudgetTooLoose); f == nil {
 		t.Errorf("records after their endpoint changes: findings %+v, want the budget's", r.Findings)
-	} else if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "had 3 ready endpoints before the drain and 1 (at the fewest) from +2.30s to +6.00s") ||
+	} else if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "had 3 ready endpoints before the drain and 1 (at the fewest) from +2.31s to +6.00s") ||
 		!strings.Contains(ev, "4 requests failed (http_5xx 3, timeout 1)") {
 		t.Errorf("records after their endpoint changes: evidence\n%s", ev)
 	}
@@ -105,5 +106,40 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 	r = build([]string{"web (maxUnavailable: 1; 1 disruption allowed)"}, 7000, 300)
 	if find(r, BudgetTooLoose) != nil {
 		t.Errorf("findings %+v: one pod out at a time, records late, not the budget's", r.Findings)
+	}
+}
+
+// With each eviction's record received after the endpoint change it
+// caused, a pod another hand deleted after the trigger (its replacement
+// ready) is not counted among those ready before the drain: only evicted
+// pods out before the first record are. The drain takes 2 of 4 at once;
+// the shortfall closes when one replacement is ready, 3 of 4 again.
+func TestAShortfallCountsBackOnlyEvictedPods(t *testing.T) {
+	ep := func(ms int, kind report.EventKind, pod, ip string, ready bool) report.Event {
+		return endpointAt(ms, kind, pod, ip, ready, true)
+	}
+	budget := []string{"web (minAvailable: 1; 3 disruptions allowed)"}
+	r := &report.Report{StartedAt: t0, EndedAt: at(20000), Timeline: []report.Event{
+		ep(1, report.EndpointAdded, "a", "10.0.0.5", true),
+		ep(1, report.EndpointAdded, "b", "10.0.0.6", true),
+		ep(1, report.EndpointAdded, "c", "10.0.0.7", true),
+		ep(1, report.EndpointAdded, "d", "10.0.0.8", true),
+		{At: at(1000), Kind: report.RolloutTriggered},
+		ep(1500, report.EndpointTerminating, "d", "10.0.0.8", false), // its controller's doing
+		ep(1800, report.EndpointReady, "d2", "10.0.0.9", true),
+		ep(2100, report.EndpointTerminating, "a", "10.0.0.5", false),
+		ep(2110, report.EndpointTerminating, "b", "10.0.0.6", false),
+		evictedAt(2300, "a", budget),
+		evictedAt(2310, "b", budget),
+		ep(5000, report.EndpointReady, "a2", "10.0.0.10", true),
+		ep(6000, report.EndpointReady, "b2", "10.0.0.11", true),
+	}}
+	s := drainShortfalls(r)
+	if len(s) != 1 {
+		t.Fatalf("shortfalls %+v: want one", s)
+	}
+	if s[0].before != 4 || s[0].least != 2 || !s[0].start.Equal(at(2310)) || !s[0].end.Equal(at(5000)) {
+		t.Errorf("shortfall: %d ready before, %d at the fewest, %v to %v; want 4, 2, +2.31s to +5.00s",
+			s[0].before, s[0].least, s[0].start.Sub(t0), s[0].end.Sub(t0))
 	}
 }
