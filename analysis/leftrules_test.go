@@ -164,7 +164,7 @@ func TestLeavingTheRulesNeedsEveryPieceOfEvidence(t *testing.T) {
 	// left the rules by then too (two refusals the host's rules made within
 	// a second, both none of a's).
 	for name, earlier := range map[string]report.Failure{
-		"a 503 that c answered":                         fail(15500, "5xx", true, "c"),
+		"a 503 that c answered":                         fail(15500, report.ClassHTTP5xx, true, "c"),
 		"a refusal a had left the rules before":         fail(15500, "refused", true, ""),
 		"a connect timeout a had left the rules before": fail(15500, "connect_timeout", true, ""),
 	} {
