@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"errors"
 	"net"
 	"net/netip"
 	"strconv"
@@ -300,8 +299,7 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+		if ctx.Err() == nil && classify(err, PhaseDial, false) == ConnectTimeout {
 			d.holds.hold(slot.addr.Local, time.Now()) // no answer: see portHold
 		}
 		return nil, nil, PhaseDial, err

@@ -1154,7 +1154,7 @@ func (l *loop) fail(c *loopConn, phase Phase, err error) {
 	l.record(res)
 	local := c.addr.Local
 	l.closeConn(c)
-	if phase == PhaseDial && !res.Canceled && isTimeout(err) {
+	if phase == PhaseDial && !res.Canceled && res.Class == ConnectTimeout {
 		l.p.dialer.holds.hold(local, time.Now()) // no answer: see portHold
 	}
 }

@@ -208,3 +208,45 @@ func TestIdleConnectionEvents(t *testing.T) {
 		})
 	}
 }
+
+// The event loops hold the source port of every connect they class
+// connect_timeout (see portHold): their own deadline, and the kernel's
+// EHOSTUNREACH when a vanished pod's neighbour never answered; a refused
+// connect holds nothing (its entry is closed, and the port's next SYN
+// makes a new one).
+func TestLoopHoldsTheUnansweredConnectsPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		held bool
+	}{
+		{"its own deadline", opErr("dial", syscall.ETIMEDOUT), true},
+		{"no neighbour", opErr("connect", syscall.EHOSTUNREACH), true},
+		{"refused", opErr("connect", syscall.ECONNREFUSED), false},
+	} {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := uint16(sa.(*syscall.SockaddrInet4).Port)
+		p := &Prober{dialer: &dialer{}, start: time.Now()}
+		l := &loop{e: &loopEngine{p: p}, p: p, stream: NewRecorder(10).NewStream()}
+		c := l.newConn(fd)
+		c.state, c.oneRequest = connConnecting, true
+		c.addr = ConnAddr{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port), Remote: netip.MustParseAddrPort("10.96.0.10:80")}
+		l.inflight = 1
+		l.fail(c, PhaseDial, tc.err)
+		held := p.dialer.holds.ports()
+		if got := len(held) == 1 && held[0] == port; got != tc.held {
+			t.Errorf("%s: held %v, want port %d held %v", tc.name, held, port, tc.held)
+		}
+		p.dialer.holds.release()
+	}
+}

@@ -22,6 +22,13 @@ import (
 // connections a second reuses ports often enough for this to show in a
 // single run (seen in the lab: 3 of 63 connect timeouts of one run).
 //
+// Unanswered is what the prober classes connect_timeout: its own connect
+// deadline passed, or the kernel gave up first (EHOSTUNREACH when the
+// neighbour of a vanished pod's address never answered ARP: conntrack had
+// confirmed the SYN's entry before that lookup failed, so it waits in
+// SYN_SENT all the same; a CI run had a port freed that way draw a later
+// connection to a pod gone 5.6 s before).
+//
 // A bound, unconnected socket costs one file descriptor and no traffic.
 type portHold struct {
 	mu   sync.Mutex
