@@ -64,6 +64,11 @@ type Status struct {
 	// late): what NoEntry needs to rule a connection's event out.
 	Since  time.Time
 	MaxLag time.Duration
+	// SynSentTimeout is how long the kernel keeps an unanswered SYN's
+	// entry after its last SYN (net.netfilter.nf_conntrack_tcp_timeout_syn_sent
+	// in the watched namespace, read when the watch began); 0 when it could
+	// not be read. Joined needs it.
+	SynSentTimeout time.Duration
 }
 
 // Table holds the connections seen. Safe for concurrent use.
@@ -126,13 +131,18 @@ func NewTable() *Table {
 }
 
 // NewWatchedTable makes an empty table as a watch begun at since fills
-// it, losing nothing and reading on time: for callers' tests (NoEntry
-// judges by it).
+// it, losing nothing and reading on time, in a namespace with the
+// kernel's default SYN_SENT timeout: for callers' tests (NoEntry and
+// Joined judge by it).
 func NewWatchedTable(since time.Time) *Table {
 	t := NewTable()
-	t.status = Status{Watching: true, Since: since}
+	t.status = Status{Watching: true, Since: since, SynSentTimeout: DefaultSynSentTimeout}
 	return t
 }
+
+// DefaultSynSentTimeout is the kernel's default
+// nf_conntrack_tcp_timeout_syn_sent.
+const DefaultSynSentTimeout = 120 * time.Second
 
 // Add records a connection seen.
 func (t *Table) Add(c Conn) {
@@ -208,6 +218,9 @@ type Attempt struct {
 	// when none is known): for a fresh request, an event received from
 	// then on cannot be its connection's alone.
 	Next time.Time
+	// Unanswered: a fresh connect that timed out, neither accepted nor
+	// refused: its entry stays in SYN_SENT (Joined).
+	Unanswered bool
 }
 
 // lastSYN is the latest a fresh attempt's SYN can have left.
@@ -241,6 +254,11 @@ func (t *Table) Lookup(src, remote netip.AddrPort, start time.Time, fresh bool) 
 func (t *Table) Find(a Attempt) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.find(a)
+}
+
+// find is Find; t.mu must be held.
+func (t *Table) find(a Attempt) (Conn, bool) {
 	var best Conn
 	found, ambiguous := false, false
 	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
@@ -319,6 +337,78 @@ func (t *Table) NoEntry(a Attempt) bool {
 		}
 	}
 	return true
+}
+
+// Joined finds the entry a fresh connection's SYN joined when it left no
+// event of its own: an earlier connection of the same tuple (this port
+// and address) that went unanswered left its entry in SYN_SENT, where it
+// lives SynSentTimeout after its last SYN, and kube-proxy does not clear
+// it (kubernetes#101607); conntrack matches a new SYN of that tuple to it
+// before any rule is consulted, so the SYN goes where the first one went,
+// without a NEW event, however the rules changed since: to a pod gone
+// long before, a CI run showed (a connect timeout 5.6 s after the pod's
+// deletion, its SYN to the pod's address on the capture).
+//
+// earlier holds the attempts from the same port before a (any order;
+// others are ignored). Certain only when the watch read from before the
+// earlier connection on, lost nothing and never lagged past matchSlack,
+// and the namespace's SYN_SENT timeout is known: then no event in a's own
+// window means its SYN joined a live entry or was stopped before
+// conntrack confirmed one; the latest event of the tuple before it is an
+// unanswered attempt's, found for that attempt alone (Find); and a's SYN
+// left within the timeout of that attempt's first SYN, so the entry was
+// alive, and a lookup finds it before any rule can stop the SYN.
+func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.status
+	if !a.Fresh || !st.Watching || st.Lost || st.Since.IsZero() || st.SynSentTimeout <= 0 || st.MaxLag >= matchSlack-earlySlack {
+		return Conn{}, false
+	}
+	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
+	var last Conn
+	found := false
+	for _, i := range t.port(a.Src.Port()) {
+		c := t.conn(t.at(int(i)))
+		if c.Orig != a.Remote || (a.Src.Addr().IsValid() && !a.Src.Addr().IsUnspecified() && c.Src.Addr() != a.Src.Addr()) {
+			continue
+		}
+		if !c.At.Before(from) {
+			if !c.At.After(until) {
+				return Conn{}, false // an event in its own window: Find's to judge
+			}
+			continue
+		}
+		if !found || c.At.After(last.At) {
+			last, found = c, true
+		}
+	}
+	if !found {
+		return Conn{}, false
+	}
+	for _, p := range earlier {
+		if !p.Fresh || !p.Unanswered || p.Remote != a.Remote || p.Src.Port() != a.Src.Port() || !p.Start.Before(a.Start) || p.Start.Before(st.Since) {
+			continue
+		}
+		if own, ok := t.find(p); !ok || own.Dest != last.Dest || !own.At.Equal(last.At) {
+			continue
+		}
+		if a.lastSYN().Before(p.Start.Add(st.SynSentTimeout)) {
+			return last, true
+		}
+	}
+	return Conn{}, false
+}
+
+// ByPort holds the unanswered attempts by source port: what Joined is
+// given as a port's earlier ones.
+type ByPort map[uint16][]Attempt
+
+// AddUnanswered notes a if it is a fresh connect that went unanswered.
+func (b ByPort) AddUnanswered(a Attempt) {
+	if a.Fresh && a.Unanswered && a.Src.Port() != 0 {
+		b[a.Src.Port()] = append(b[a.Src.Port()], a)
+	}
 }
 
 // staleEntryLife is how long before a request an earlier connection's

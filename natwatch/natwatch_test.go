@@ -355,3 +355,60 @@ func BenchmarkTableAdd(b *testing.B) {
 		tb.Add(c)
 	}
 }
+
+// Joined names the entry a SYN without an event of its own joined only
+// when that entry is an unanswered earlier connection's of the same
+// tuple, the latest event of the tuple, and certainly alive.
+func TestJoined(t *testing.T) {
+	svc, src := ap("10.96.0.10:80"), ap("0.0.0.0:40000")
+	gone, other := ap("10.244.1.5:8080"), ap("10.244.2.6:8080")
+	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond, SynSentTimeout: DefaultSynSentTimeout}
+	first := Attempt{Src: src, Remote: svc, Start: t0, End: t0.Add(time.Second), Fresh: true, Unanswered: true}
+	itsEvent := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: gone, At: t0.Add(2 * time.Millisecond)}
+	at := func(d time.Duration) Attempt {
+		return Attempt{Src: src, Remote: svc, Start: t0.Add(d), End: t0.Add(d + time.Second), Fresh: true, Unanswered: true}
+	}
+	table := func(st Status, conns ...Conn) *Table {
+		tb := NewTable()
+		tb.status = st
+		for _, c := range conns {
+			tb.Add(c)
+		}
+		return tb
+	}
+	answered := first
+	answered.Unanswered = false
+	for _, tc := range []struct {
+		name    string
+		tb      *Table
+		a       Attempt
+		earlier []Attempt
+		want    netip.AddrPort // zero: not joined
+	}{
+		{"an unanswered connection's entry, 6 s before", table(live, itsEvent), at(6 * time.Second), []Attempt{first}, gone},
+		{"the same, through a second unanswered one that joined it too", table(live, itsEvent), at(9 * time.Second), []Attempt{at(6 * time.Second), first}, gone},
+		{"its own event", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(6 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the earlier one was answered (its entry is not left in SYN_SENT)", table(live, itsEvent), at(6 * time.Second), []Attempt{answered}, netip.AddrPort{}},
+		{"no earlier attempt known from the port", table(live, itsEvent), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"the earlier one to another address", table(live, itsEvent), at(6 * time.Second), []Attempt{{Src: src, Remote: ap("10.96.0.11:80"), Start: t0, Fresh: true, Unanswered: true}}, netip.AddrPort{}},
+		{"a later connection of the tuple made a newer entry", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"past the SYN_SENT timeout", table(live, itsEvent), at(120 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"a shorter timeout in the namespace", table(Status{Watching: true, Since: live.Since, SynSentTimeout: 5 * time.Second}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the timeout not known", table(Status{Watching: true, Since: live.Since}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the watch began after the earlier one", table(Status{Watching: true, Since: t0.Add(time.Millisecond), SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the earlier one's window holds two events to two pods", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(time.Millisecond)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+	} {
+		c, ok := tc.tb.Joined(tc.a, tc.earlier)
+		switch {
+		case tc.want.IsValid() && (!ok || c.Dest != tc.want):
+			t.Errorf("%s: joined %v (%v), want %v", tc.name, c.Dest, ok, tc.want)
+		case !tc.want.IsValid() && ok:
+			t.Errorf("%s: joined %v, want none", tc.name, c.Dest)
+		}
+		if _, ok := tc.tb.Find(tc.a); ok && tc.want.IsValid() {
+			t.Errorf("%s: Find maps it too", tc.name)
+		}
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -44,6 +47,7 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 	}
 	t.status.Watching = true
 	t.status.Since = time.Now()
+	t.status.SynSentTimeout = synSentTimeout()
 	want := map[uint16]bool{}
 	for _, p := range ports {
 		want[p] = true
@@ -83,6 +87,20 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 		once.Do(func() { close(quit) })
 		<-done
 	}
+}
+
+// synSentTimeout reads the calling thread's network namespace's SYN_SENT
+// timeout (/proc/sys/net is the reader's namespace's); 0 when unreadable.
+func synSentTimeout() time.Duration {
+	b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_syn_sent")
+	if err != nil {
+		return 0
+	}
+	s, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(s) * time.Second
 }
 
 // listen opens a netlink socket subscribed to conntrack's NEW events, its

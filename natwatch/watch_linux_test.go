@@ -187,3 +187,121 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 		t.Errorf("the SYN to an address no connection was seen to: NoEntry true, from no evidence (ports seen %v)", r.tb.Ports())
 	}
 }
+
+// The premise of Joined, on the kernel: a SYN that went unanswered leaves
+// its entry in SYN_SENT, and a new connection from the same port to the
+// same address joins it, without a NEW event, and goes where the first
+// went, though the rule that rewrote the first now rewrites elsewhere (as
+// kube-proxy's rules do once a pod is gone: kubernetes#101607). Here the
+// first connection is rewritten to a port whose SYNs are dropped after
+// conntrack confirmed the entry (an address whose pod is gone); then the
+// rule points at a listening port, which a connection from another port
+// reaches; the first port's second connection times out again: it went
+// to the dropped port.
+func TestJoinedOnTheKernel(t *testing.T) {
+	nft := netnstest.Need(t)
+	type result struct {
+		tb                 *Table
+		orig, sink, listen netip.AddrPort
+		first, second      Attempt
+		err                error
+	}
+	res := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = netnstest.Run(nft, func() error {
+			free := func() (netip.AddrPort, error) {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return netip.AddrPort{}, err
+				}
+				defer ln.Close()
+				return ap(ln.Addr().String()), nil
+			}
+			var err error
+			var from netip.AddrPort
+			for _, p := range []*netip.AddrPort{&r.orig, &r.sink, &from} {
+				if *p, err = free(); err != nil {
+					return err
+				}
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+			r.listen = ap(ln.Addr().String())
+			nftRun := func(rules string) error {
+				cmd := exec.Command(nft, "-f", "-")
+				cmd.Stdin = strings.NewReader(rules)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("nft: %v: %s", err, out)
+				}
+				return nil
+			}
+			if err := nftRun(fmt.Sprintf("table ip joined {\n chain nat {\n type nat hook output priority -100; tcp dport %d dnat to 127.0.0.1:%d\n }\n chain in {\n type filter hook input priority 0; tcp dport %d drop\n }\n}\n",
+				r.orig.Port(), r.sink.Port(), r.sink.Port())); err != nil {
+				return err
+			}
+			var stop func()
+			r.tb, stop = Watch([]uint16{r.orig.Port()})
+			defer stop()
+			dial := func(from netip.AddrPort) (Attempt, error) {
+				d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: net.TCPAddrFromAddrPort(from)}
+				a := Attempt{Src: from, Remote: r.orig, Start: time.Now(), Fresh: true}
+				c, err := d.Dial("tcp", r.orig.String())
+				a.End = time.Now()
+				if err == nil {
+					c.Close()
+				}
+				var ne net.Error
+				a.Unanswered = errors.As(err, &ne) && ne.Timeout()
+				return a, err
+			}
+			if r.first, err = dial(from); !r.first.Unanswered {
+				return fmt.Errorf("the first connection: %v, want a timeout (its SYN dropped)", err)
+			}
+			if err := nftRun(fmt.Sprintf("flush chain ip joined nat\nadd rule ip joined nat tcp dport %d dnat to 127.0.0.1:%d\n", r.orig.Port(), r.listen.Port())); err != nil {
+				return err
+			}
+			if _, err := dial(netip.AddrPortFrom(from.Addr(), 0)); err != nil {
+				return fmt.Errorf("from another port, after the rule changed: %w", err)
+			}
+			if r.second, err = dial(from); !r.second.Unanswered {
+				return fmt.Errorf("the second connection from port %d: %v, want a timeout (the first's entry sends it to the dropped port)", from.Port(), err)
+			}
+			time.Sleep(3 * drainEvery)
+			return nil
+		})
+		res <- r
+	}()
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	st := r.tb.Status()
+	if !st.Watching || st.Lost || st.SynSentTimeout <= 0 {
+		t.Fatalf("status %+v: want a lossless watch and the namespace's SYN_SENT timeout", st)
+	}
+	if st.Conns != 2 {
+		t.Errorf("%d connections seen, want 2: the first, the other port's, and no event for the second", st.Conns)
+	}
+	if c, ok := r.tb.Find(r.first); !ok || c.Dest != r.sink {
+		t.Errorf("the first connection: %+v %v, want rewritten to %v", c, ok, r.sink)
+	}
+	if c, ok := r.tb.Find(r.second); ok {
+		t.Errorf("the second connection has an event of its own: %+v", c)
+	}
+	if c, ok := r.tb.Joined(r.second, []Attempt{r.first}); !ok || c.Dest != r.sink {
+		t.Errorf("the second connection joined %+v (%v), want the first's entry, to %v", c, ok, r.sink)
+	}
+}
