@@ -263,6 +263,9 @@ type failedConn struct {
 	// refused: a fresh connection's connect was refused: one the node's
 	// own rules may have rejected (natwatch.Table.NoEntry).
 	refused bool
+	// unanswered: a fresh connection's connect timed out: its entry stays
+	// in SYN_SENT, where the port's next SYN joins it (natwatch.Table.Joined).
+	unanswered bool
 }
 
 func watchNat(port uint16, log *prober.ConnLog) *natTrack {
@@ -281,7 +284,7 @@ func (n *natTrack) keep(results []prober.Result, start time.Time) {
 			continue
 		}
 		n.conns = append(n.conns, failedConn{seq: r.Seq, local: r.Addr.Local, remote: r.Addr.Remote, start: start.Add(r.Start), end: start.Add(r.End), fresh: r.Fresh,
-			refused: r.Fresh && r.Class == prober.Refused})
+			refused: r.Fresh && r.Class == prober.Refused, unanswered: r.Fresh && r.Class == prober.ConnectTimeout})
 	}
 }
 
@@ -311,15 +314,25 @@ func (n *natTrack) write(w *wire.Writer) error {
 	}
 	dials.Sort()
 	var pods []wire.NatPod
-	for _, c := range n.conns {
-		a := natwatch.Attempt{Src: c.local, Remote: c.remote, Start: c.start, End: c.end, Fresh: c.fresh, Next: dials.Next(c.local.Port(), c.start)}
+	attempts := make([]natwatch.Attempt, len(n.conns))
+	unanswered := natwatch.ByPort{}
+	for i, c := range n.conns {
+		attempts[i] = natwatch.Attempt{Src: c.local, Remote: c.remote, Start: c.start, End: c.end, Fresh: c.fresh, Next: dials.Next(c.local.Port(), c.start), Unanswered: c.unanswered}
+		unanswered.AddUnanswered(attempts[i])
+	}
+	for i, c := range n.conns {
+		a := attempts[i]
 		switch got, ok := n.table.Find(a); {
 		case ok:
 			pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String()})
 		case c.refused && n.table.NoEntry(a):
 			pods = append(pods, wire.NatPod{Seq: c.seq, NoEntry: true})
-		case st.Watching:
-			last.Unmapped++
+		default:
+			if got, ok := n.table.Joined(a, unanswered[a.Src.Port()]); ok {
+				pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String(), Joined: true})
+			} else if st.Watching {
+				last.Unmapped++
+			}
 		}
 	}
 	var responses []wire.NatResponses

@@ -136,7 +136,10 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 // connect conntrack has no event for travels as such (NoEntry: the node's
 // own rules rejected its SYN); a connect timeout and a reset without an
 // event stay unmapped; a refusal whose event came more than a second
-// after its start, before the refusal, is mapped.
+// after its start, before the refusal, is mapped; and a connect timeout
+// from a port whose earlier connect timed out, with no event of its own,
+// travels with the address of the earlier one's entry its SYN joined
+// (Joined).
 func TestNatLinesCarryNoEntry(t *testing.T) {
 	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	svc := netip.MustParseAddrPort("10.96.0.10:80")
@@ -148,7 +151,10 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 	// 30005: a stalled machine sent the SYN 2 s after the request began;
 	// the pod's refusal came at once. The event is its own.
 	table.Add(natwatch.Conn{Src: from(30005).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.78:8080"), At: start.Add(1990 * time.Millisecond)})
+	table.Add(natwatch.Conn{Src: from(30006).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.9:8080"), At: start.Add(2 * time.Millisecond)})
 	results := []prober.Result{
+		{Seq: 6, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30006), End: time.Second},
+		{Seq: 7, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30006), Start: 6 * time.Second, End: 7 * time.Second},
 		{Seq: 1, Class: prober.Refused, Fresh: true, Addr: from(30001)},
 		{Seq: 2, Class: prober.Refused, Fresh: true, Addr: from(30002)},
 		{Seq: 3, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30003)},
@@ -173,7 +179,8 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 	for _, p := range nat.Pods {
 		got[p.Seq] = p
 	}
-	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 5: {Seq: 5, Addr: "10.244.2.78:8080"}}
+	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 5: {Seq: 5, Addr: "10.244.2.78:8080"},
+		6: {Seq: 6, Addr: "10.244.1.9:8080"}, 7: {Seq: 7, Addr: "10.244.1.9:8080", Joined: true}}
 	if !maps.Equal(got, want) || nat.Unmapped != 2 {
 		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout and the reset unmapped", got, nat.Unmapped, want)
 	}

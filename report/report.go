@@ -533,6 +533,9 @@ type Conntrack struct {
 	// (Failure.NoConntrackEntry): refused by the probing host's own rules.
 	// Counted in neither of the two above.
 	FailuresNoEntry int `json:"failures_no_entry,omitempty"`
+	// FailuresJoined counts the mapped failures whose SYN joined an
+	// earlier unanswered connection's entry (Failure.JoinedConntrackEntry).
+	FailuresJoined int `json:"failures_joined,omitempty"`
 	// Responses are the responses the prober counted, by the address
 	// their connection went to after NAT and the second of the run (t)
 	// it was dialled in (the pod that bore the address then served them);
@@ -593,6 +596,13 @@ type Failure struct {
 	// to a pod (kube-proxy rejects a Service address it holds no endpoint
 	// for). No pod was reached: LikelyPod and Evidence are empty.
 	NoConntrackEntry bool `json:"no_conntrack_entry,omitempty"`
+	// JoinedConntrackEntry: the fresh connection's SYN left no conntrack
+	// entry of its own; it joined the one an earlier unanswered connection
+	// from the same local port to the same address left, still alive
+	// (the kernel keeps an unanswered SYN's entry two minutes by default,
+	// and kube-proxy does not clear it: kubernetes#101607), so it went
+	// where that one went, whatever the rules said by then: PodAddr.
+	JoinedConntrackEntry bool `json:"joined_conntrack_entry,omitempty"`
 	// ViaEdge: the connection went to an address that is none of the
 	// Service's (cluster IP, external IP, load balancer IP), no node's and
 	// no pod's of the run: an ingress, proxy or load balancer that ends the

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -79,6 +80,46 @@ func TestMapConnectionsNoEntry(t *testing.T) {
 	}
 	if ct.FailuresMapped != 2 || ct.FailuresNoEntry != 1 || ct.FailuresUnmapped != 3 {
 		t.Errorf("conntrack %+v: want 2 mapped, 1 with no entry, 3 unmapped", ct)
+	}
+}
+
+// A connect timeout from a port whose earlier connect to the same address
+// timed out, with no event of its own, went where the earlier one went:
+// its SYN joined that one's entry (natwatch.Table.Joined). Mapped, and
+// said so; one after a refusal from its port (whose entry is not left in
+// SYN_SENT) stays unmapped, and so does the merge of in-cluster probers'
+// findings keep the mark.
+func TestMapConnectionsJoined(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	nat := natwatch.NewWatchedTable(t0.Add(-time.Minute))
+	svc := netip.MustParseAddrPort("10.96.0.10:80")
+	gone := netip.MustParseAddrPort("10.244.1.5:8080")
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40000"), Orig: svc, Dest: gone, At: t0.Add(2 * time.Millisecond)})
+	nat.Add(natwatch.Conn{Src: netip.MustParseAddrPort("10.0.0.1:40001"), Orig: svc, Dest: gone, At: t0.Add(2 * time.Millisecond)})
+	rep := &report.Report{Failures: []report.Failure{
+		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0, End: t0.Add(time.Second), LocalAddr: "0.0.0.0:40000", RemoteAddr: svc.String()},
+		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0.Add(6 * time.Second), End: t0.Add(7 * time.Second), LocalAddr: "0.0.0.0:40000", RemoteAddr: svc.String()},
+		{Class: report.ClassRefused, Fresh: true, Start: t0, End: t0.Add(time.Millisecond), LocalAddr: "0.0.0.0:40001", RemoteAddr: svc.String()},
+		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0.Add(6 * time.Second), End: t0.Add(7 * time.Second), LocalAddr: "0.0.0.0:40001", RemoteAddr: svc.String()},
+	}}
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
+	var got []string
+	for _, f := range rep.Failures {
+		got = append(got, fmt.Sprintf("%s %v", f.PodAddr, f.JoinedConntrackEntry))
+	}
+	want := []string{gone.String() + " false", gone.String() + " true", gone.String() + " false", " false"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pod addresses %q, want %q", got, want)
+	}
+	if ct.FailuresMapped != 3 || ct.FailuresJoined != 1 || ct.FailuresUnmapped != 1 {
+		t.Errorf("conntrack %+v: want 3 mapped (1 joined), 1 unmapped", ct)
+	}
+
+	merged := &report.Report{Failures: []report.Failure{{Seq: 2, Prober: "p1", LocalAddr: "10.0.0.1:40000", RemoteAddr: svc.String()}}}
+	ct = mapProberConnections(merged, []fleet.SourceState{{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 1,
+		Pods: []wire.NatPod{{Seq: 2, Addr: gone.String(), Joined: true}}}}})
+	if f := merged.Failures[0]; f.PodAddr != gone.String() || !f.JoinedConntrackEntry || ct.FailuresJoined != 1 {
+		t.Errorf("merged: %+v, conntrack %+v", f, ct)
 	}
 }
 

@@ -844,14 +844,23 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 	if !st.Watching && st.Conns == 0 {
 		return ct // nothing read: nothing is unmapped either
 	}
-	for i := range rep.Failures {
-		f := &rep.Failures[i]
+	attempts := make([]natwatch.Attempt, len(rep.Failures))
+	unanswered := natwatch.ByPort{}
+	for i, f := range rep.Failures {
 		local, err1 := netip.ParseAddrPort(f.LocalAddr)
 		remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
 		if err1 != nil || err2 != nil || local.Port() == 0 {
 			continue // no connection was attempted (dns, a local error)
 		}
-		a := natwatch.Attempt{Src: local, Remote: remote, Start: f.Start, End: f.End, Fresh: f.Fresh, Next: dials.Next(local.Port(), f.Start)}
+		attempts[i] = natwatch.Attempt{Src: local, Remote: remote, Start: f.Start, End: f.End, Fresh: f.Fresh, Next: dials.Next(local.Port(), f.Start),
+			Unanswered: f.Fresh && f.Class == prober.ConnectTimeout.String()}
+		unanswered.AddUnanswered(attempts[i])
+	}
+	for i := range rep.Failures {
+		f, a := &rep.Failures[i], attempts[i]
+		if !a.Src.IsValid() {
+			continue
+		}
 		switch c, ok := nat.Find(a); {
 		case ok:
 			f.PodAddr = c.Dest.String()
@@ -860,6 +869,12 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 			f.NoConntrackEntry = true
 			ct.FailuresNoEntry++
 		default:
+			if c, ok := nat.Joined(a, unanswered[a.Src.Port()]); ok {
+				f.PodAddr, f.JoinedConntrackEntry = c.Dest.String(), true
+				ct.FailuresMapped++
+				ct.FailuresJoined++
+				continue
+			}
 			ct.FailuresUnmapped++
 		}
 	}
@@ -981,8 +996,11 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 			f.NoConntrackEntry = true
 			ct.FailuresNoEntry++
 		case ok:
-			f.PodAddr = m.Addr
+			f.PodAddr, f.JoinedConntrackEntry = m.Addr, m.Joined
 			ct.FailuresMapped++
+			if m.Joined {
+				ct.FailuresJoined++
+			}
 		default:
 			ct.FailuresUnmapped++
 		}

@@ -111,11 +111,14 @@ type NatResponses struct {
 // NatPod is one failure's connection: its result's seq and the address
 // (ip:port) the connection went to; or, NoEntry, that conntrack shows the
 // connection left no entry (natwatch.Table.NoEntry: the prober's node's
-// own rules stopped its SYN) and Addr is empty.
+// own rules stopped its SYN) and Addr is empty. Joined: the connection's
+// SYN joined an earlier unanswered one's entry (natwatch.Table.Joined),
+// whose address Addr is.
 type NatPod struct {
 	Seq     uint64 `json:"seq"`
 	Addr    string `json:"addr,omitempty"`
 	NoEntry bool   `json:"no_entry,omitempty"`
+	Joined  bool   `json:"joined,omitempty"`
 }
 
 // NatChunk bounds the entries (pods or responses, one kind a line) in one

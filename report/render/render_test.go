@@ -140,8 +140,9 @@ func summaries(t *testing.T, r *report.Report) map[string]string {
 }
 
 // The text summary counts the failed connections conntrack showed
-// reached no pod among those it judged, and says what that means; a run
-// without any says nothing of it.
+// reached no pod among those it judged, and those whose SYN joined an
+// earlier connection's entry, and says what that means; a run without
+// any says nothing of it.
 func TestNoEntryIsCounted(t *testing.T) {
 	r := fixture.NaiveRun()
 	r.Conntrack = &report.Conntrack{Watching: true, Connections: 900, FailuresMapped: 40, FailuresUnmapped: 2, FailuresNoEntry: 3}
@@ -150,6 +151,13 @@ func TestNoEntryIsCounted(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "joined its conntrack entry") {
+		t.Error("a run with no joined entry says some joined one")
+	}
+	r.Conntrack.FailuresJoined = 2
+	if out := summaries(t, r)["text"]; !strings.Contains(out, "2 of those found went where an earlier unanswered connection from the same port went") {
+		t.Errorf("text does not count the failures that joined an earlier entry:\n%s", out)
 	}
 	r.Conntrack.FailuresNoEntry = 0
 	if strings.Contains(summaries(t, r)["text"], "reached no pod") {

@@ -144,6 +144,9 @@ func Text(w io.Writer, r *report.Report) error {
 			if ct.FailuresNoEntry > 0 {
 				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
+			if ct.FailuresJoined > 0 {
+				fmt.Fprintf(&b, "            %d of those found went where an earlier unanswered connection from the same port went: their SYN joined its conntrack entry, past the rules\n", ct.FailuresJoined)
+			}
 			if ct.Connections == 0 {
 				b.WriteString("            none of the run's connections passed this host's conntrack (their address is rewritten on another host, a node port or a load balancer, or nothing here tracks them): it names no pod here\n")
 			}
