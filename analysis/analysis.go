@@ -388,6 +388,9 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		if p := a.pods.ByIP(addr.Addr().String(), at); p != nil {
 			f.LikelyPod, f.Confidence, f.Evidence, f.Candidates = p.Name, 1, report.EvidenceConntrack, nil
 			f.Context = a.describe(p, at)
+			if f.JoinedConntrackEntry {
+				f.Context += "; " + joinedContext
+			}
 			return
 		}
 	}
@@ -482,6 +485,12 @@ func edgeContext(f *report.Failure, c prober.Class) string {
 	}
 	return fmt.Sprintf("the edge at %s (none of the Service's, a node's or a pod's addresses: an ingress or proxy) %s; the request never reached a pod: the edge (its load, its own restart), the network to it or the probing host's own load, not the rollout's pods", f.RemoteAddr, what)
 }
+
+// joinedContext says why a connection went to a pod the rules no longer
+// named (Failure.JoinedConntrackEntry).
+const joinedContext = "its SYN joined the conntrack entry an earlier unanswered connection from the same local port left " +
+	"(the kernel keeps it nf_conntrack_tcp_timeout_syn_sent, two minutes by default, and kube-proxy clears no TCP entry: kubernetes#101607), " +
+	"so it went where that one went, whatever the rules said by then"
 
 // noEntryContext is a no-entry failure's context (Failure.NoConntrackEntry).
 func noEntryContext(c prober.Class) string {

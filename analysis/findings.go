@@ -100,6 +100,30 @@ type group struct {
 	// byPath, when the run probed several paths: each path's longest
 	// window (certain or conservative, whichever is longer), by name.
 	byPath map[string]time.Duration
+	// joined counts the failures whose SYN joined an earlier unanswered
+	// connection's conntrack entry (Failure.JoinedConntrackEntry): left
+	// out of the windows.
+	joined int
+}
+
+// joinedEvidence says what the failures that joined a stale conntrack
+// entry were, and what ends them.
+func joinedEvidence(g *group, start time.Time) string {
+	var last time.Time
+	for _, f := range g.fails {
+		if f.JoinedConntrackEntry && f.Start.After(last) {
+			last = f.Start
+		}
+	}
+	what := "1 of them was a new connection"
+	if g.joined > 1 {
+		what = fmt.Sprintf("%d of them were new connections", g.joined)
+	}
+	return what + " from a local port whose earlier connection to the same address had gone unanswered: conntrack still held that SYN's entry " +
+		"(kept nf_conntrack_tcp_timeout_syn_sent, two minutes by default; kube-proxy clears no TCP entry: kubernetes#101607) " +
+		"and sent the new SYN where the first went, past the rules (the failure's context names the pod; the last such failure " +
+		fmt.Sprintf("began at %+.2fs). They are not counted in the windows above: ", last.Sub(start).Seconds()) +
+		"they end with the unanswered connections that left the entries; lowering net.netfilter.nf_conntrack_tcp_timeout_syn_sent on the nodes (20 s, say) shortens how long one port stays blackholed"
 }
 
 // facts is what a rule renders from.
@@ -263,6 +287,13 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		if f.LikelyPod != "" {
 			g.pods[f.LikelyPod] = true
 		}
+		if f.JoinedConntrackEntry {
+			// Its SYN followed an earlier unanswered one's entry, not the
+			// rules: how long after the deletion it came measures the
+			// entry's life, not the endpoints' propagation.
+			g.joined++
+			continue
+		}
 		w, certain := s.window()
 		if certain {
 			g.window = max(g.window, w)
@@ -297,6 +328,9 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		f, ok := rl.render(g, x)
 		if !ok {
 			continue
+		}
+		if g != nil && g.joined > 0 {
+			f.Evidence = append(f.Evidence, joinedEvidence(g, x.r.StartedAt))
 		}
 		f.ID, f.Severity = rl.id, rl.severity
 		out = append(out, f)
@@ -347,9 +381,12 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// covers what was seen whichever pod it was.
 	sleep := x.preStop
 	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt))}
-	if g.ambiguous < len(g.fails) {
+	switch timed := len(g.fails) - g.joined; {
+	case timed == 0:
+		evidence = append(evidence, "each came after the deletion of the pod it hit had been requested")
+	case g.ambiguous < timed:
 		evidence = append(evidence, fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()))
-	} else {
+	default:
 		evidence = append(evidence, "each came after the deletion of a pod it could have hit had been requested (none could be put on one pod for certain): the endpoint change had not reached every proxy yet")
 	}
 	if g.ambiguous > 0 {
