@@ -69,6 +69,18 @@ type Status struct {
 	// in the watched namespace, read when the watch began); 0 when it could
 	// not be read. Joined needs it.
 	SynSentTimeout time.Duration
+	// LingeringReason says why the entries left before the watch began
+	// could not be listed (Table.Lingering); empty when they were.
+	LingeringReason string
+}
+
+// Lingering is an entry conntrack held when the watch began, of a
+// connection from this host to a watched port that was never answered:
+// an earlier process's, which lives until Until (at least: a SYN that
+// joins it renews it) and sends a new connection of its tuple to Dest.
+type Lingering struct {
+	Conn
+	Until time.Time
 }
 
 // Table holds the connections seen. Safe for concurrent use.
@@ -90,6 +102,25 @@ type Table struct {
 	dialled map[packedAddr]bool // the indexed records' Orig addresses
 	indexed int
 	status  Status
+	// lingering: the unanswered entries the watch found when it began.
+	lingering []Lingering
+}
+
+// Lingering lists the unanswered entries of connections from this host to
+// the watched ports that conntrack held when the watch began: their
+// source ports are best kept from new connections until Until.
+func (t *Table) Lingering() []Lingering {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lingering)
+}
+
+// AddLingering records an entry found when the watch began (the watch
+// does; for callers' tests).
+func (t *Table) AddLingering(l Lingering) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lingering = append(t.lingering, l)
 }
 
 const recordChunk = 4096
@@ -357,7 +388,10 @@ func (t *Table) NoEntry(a Attempt) bool {
 // conntrack confirmed one; the latest event of the tuple before it is an
 // unanswered attempt's, found for that attempt alone (Find); and a's SYN
 // left within the timeout of that attempt's first SYN, so the entry was
-// alive, and a lookup finds it before any rule can stop the SYN.
+// alive, and a lookup finds it before any rule can stop the SYN. With no
+// event of the tuple since the watch began, the entry is one the watch
+// found lingering when it began (Lingering: a previous run's), alive when
+// a's SYN left.
 func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -384,6 +418,14 @@ func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
 		}
 	}
 	if !found {
+		// No connection of the tuple since the watch began: an entry left
+		// before it, alive when the SYN left, is the one it joined.
+		for _, l := range t.lingering {
+			if l.Src.Port() == a.Src.Port() && l.Orig == a.Remote && (!a.Src.Addr().IsValid() || a.Src.Addr().IsUnspecified() || l.Src.Addr() == a.Src.Addr()) &&
+				!a.Start.Before(st.Since) && a.lastSYN().Before(l.Until) {
+				return l.Conn, true
+			}
+		}
 		return Conn{}, false
 	}
 	for _, p := range earlier {

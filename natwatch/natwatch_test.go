@@ -358,7 +358,9 @@ func BenchmarkTableAdd(b *testing.B) {
 
 // Joined names the entry a SYN without an event of its own joined only
 // when that entry is an unanswered earlier connection's of the same
-// tuple, the latest event of the tuple, and certainly alive.
+// tuple, the latest event of the tuple, and certainly alive; or, with no
+// event of the tuple since the watch began, one the watch found lingering
+// then, alive when the SYN left.
 func TestJoined(t *testing.T) {
 	svc, src := ap("10.96.0.10:80"), ap("0.0.0.0:40000")
 	gone, other := ap("10.244.1.5:8080"), ap("10.244.2.6:8080")
@@ -378,6 +380,10 @@ func TestJoined(t *testing.T) {
 	}
 	answered := first
 	answered.Unanswered = false
+	lingering := func(tb *Table, l Lingering) *Table {
+		tb.AddLingering(l)
+		return tb
+	}
 	for _, tc := range []struct {
 		name    string
 		tb      *Table
@@ -399,6 +405,12 @@ func TestJoined(t *testing.T) {
 		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
 		{"the watch began after the earlier one", table(Status{Watching: true, Since: t0.Add(time.Millisecond), SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
 		{"the earlier one's window holds two events to two pods", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(time.Millisecond)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		// Entries found when the watch began (a previous run's).
+		{"an entry lingering from before the watch", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, gone},
+		{"a lingering entry, expired by then", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(6 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"a lingering entry another address's", lingering(table(live), Lingering{Conn: Conn{Src: itsEvent.Src, Orig: ap("10.96.0.11:80"), Dest: gone}, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"a lingering entry another host address's", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), Attempt{Src: ap("10.0.0.2:40000"), Remote: svc, Start: t0.Add(6 * time.Second), Fresh: true}, nil, netip.AddrPort{}},
+		{"a lingering entry replaced since: a connection of the tuple made a new one", lingering(table(live, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
 	} {
 		c, ok := tc.tb.Joined(tc.a, tc.earlier)
 		switch {

@@ -24,8 +24,17 @@ const (
 	ctaProtoSrc   = 2
 	ctaProtoDst   = 3
 
+	ctaStatus          = 3
+	ctaProtoinfo       = 4
+	ctaTimeout         = 7
+	ctaProtoinfoTCP    = 1
+	ctaProtoinfoTCPSt  = 1
+	tcpConntrackSynSnt = 1      // TCP_CONNTRACK_SYN_SENT
+	ipsSeenReply       = 1 << 1 // IPS_SEEN_REPLY
+
 	nfnlSubsysCTNetlink = 1
 	ipctnlMsgCTNew      = 0
+	ipctnlMsgCTGet      = 1
 	nfgenmsgLen         = 4
 	nlaTypeMask         = 0x3fff // without NLA_F_NESTED and NLA_F_NET_BYTEORDER
 )
@@ -119,4 +128,33 @@ func eachAttr(b []byte, f func(t uint16, v []byte)) {
 		}
 		b = b[next:]
 	}
+}
+
+// parseEntry reads one entry of a conntrack table dump (a CT_NEW
+// message): its two directions, TCP state (0 when not TCP), whether a
+// reply was seen, and the seconds left before it expires.
+func parseEntry(typ uint16, data []byte) (orig, reply tuple, state uint8, replied bool, timeout uint32, ok bool) {
+	orig, reply, ok = parseNew(typ, data)
+	if !ok {
+		return
+	}
+	eachAttr(data[nfgenmsgLen:], func(t uint16, v []byte) {
+		switch {
+		case t == ctaStatus && len(v) == 4:
+			replied = binary.BigEndian.Uint32(v)&ipsSeenReply != 0
+		case t == ctaTimeout && len(v) == 4:
+			timeout = binary.BigEndian.Uint32(v)
+		case t == ctaProtoinfo:
+			eachAttr(v, func(t uint16, v []byte) {
+				if t == ctaProtoinfoTCP {
+					eachAttr(v, func(t uint16, v []byte) {
+						if t == ctaProtoinfoTCPSt && len(v) == 1 {
+							state = v[0]
+						}
+					})
+				}
+			})
+		}
+	})
+	return
 }

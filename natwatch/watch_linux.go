@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -48,6 +50,13 @@ func WatchWith(ports []uint16, o Options) (t *Table, stop func()) {
 	t.status.Watching = true
 	t.status.Since = time.Now()
 	t.status.SynSentTimeout = synSentTimeout()
+	// After subscribing: an entry made meanwhile is in the dump, its
+	// event, or both.
+	if lingering, err := dumpUnanswered(ports); err == nil {
+		t.lingering = lingering
+	} else {
+		t.status.LingeringReason = err.Error()
+	}
 	want := map[uint16]bool{}
 	for _, p := range ports {
 		want[p] = true
@@ -101,6 +110,87 @@ func synSentTimeout() time.Duration {
 		return 0
 	}
 	return time.Duration(s) * time.Second
+}
+
+// dumpUnanswered lists the entries conntrack holds, in the calling
+// thread's namespace, of TCP connections from one of this namespace's own
+// addresses to one of ports that were never answered (SYN_SENT): an
+// earlier process's connections (a previous run's), which a new
+// connection from the same source port to the same address would join
+// (Table.Joined). Each lives until the time its timeout gives.
+func dumpUnanswered(ports []uint16) ([]Lingering, error) {
+	want := map[uint16]bool{}
+	for _, p := range ports {
+		want[p] = true
+	}
+	local := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("conntrack dump: this namespace's addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			local[p.Addr().Unmap()] = true
+		}
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack dump: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("conntrack dump: %w", err)
+	}
+	// A dump request of every family: a netlink header, then nfgenmsg
+	// (family AF_UNSPEC, version 0, resource id 0).
+	req := make([]byte, unix.SizeofNlMsghdr+nfgenmsgLen)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], nfnlSubsysCTNetlink<<8|ipctnlMsgCTGet)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:], 1)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("conntrack dump: %w", err)
+	}
+	now := time.Now()
+	var out []Lingering
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return nil, fmt.Errorf("conntrack dump: %w", err)
+		}
+		done := false
+		var failed error
+		eachMessage(buf[:n], func(typ uint16, data []byte) {
+			switch typ {
+			case unix.NLMSG_DONE:
+				done = true
+				return
+			case unix.NLMSG_ERROR:
+				if len(data) >= 4 {
+					if errno := int32(binary.NativeEndian.Uint32(data)); errno != 0 {
+						failed = unix.Errno(-errno)
+					}
+				}
+				done = true
+				return
+			}
+			o, r, state, replied, timeout, ok := parseEntry(typ, data)
+			if !ok || o.proto != unix.IPPROTO_TCP || !want[o.dst.Port()] || state != tcpConntrackSynSnt || replied || !local[o.src.Addr()] {
+				return
+			}
+			out = append(out, Lingering{Conn: Conn{Src: o.src, Orig: o.dst, Dest: r.src, At: now}, Until: now.Add(time.Duration(timeout) * time.Second)})
+		})
+		if failed != nil {
+			return nil, fmt.Errorf("conntrack dump: %w", failed)
+		}
+		if done {
+			return out, nil
+		}
+	}
 }
 
 // listen opens a netlink socket subscribed to conntrack's NEW events, its

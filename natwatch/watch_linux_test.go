@@ -201,7 +201,7 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 func TestJoinedOnTheKernel(t *testing.T) {
 	nft := netnstest.Need(t)
 	type result struct {
-		tb                 *Table
+		tb, later          *Table // later: a watch begun after the first connection
 		orig, sink, listen netip.AddrPort
 		first, second      Attempt
 		err                error
@@ -273,6 +273,11 @@ func TestJoinedOnTheKernel(t *testing.T) {
 			if err := nftRun(fmt.Sprintf("flush chain ip joined nat\nadd rule ip joined nat tcp dport %d dnat to 127.0.0.1:%d\n", r.orig.Port(), r.listen.Port())); err != nil {
 				return err
 			}
+			// A second watch, as a second run's would, finds the first
+			// connection's entry lingering.
+			var stopLater func()
+			r.later, stopLater = Watch([]uint16{r.orig.Port()})
+			defer stopLater()
 			if _, err := dial(netip.AddrPortFrom(from.Addr(), 0)); err != nil {
 				return fmt.Errorf("from another port, after the rule changed: %w", err)
 			}
@@ -303,5 +308,19 @@ func TestJoinedOnTheKernel(t *testing.T) {
 	}
 	if c, ok := r.tb.Joined(r.second, []Attempt{r.first}); !ok || c.Dest != r.sink {
 		t.Errorf("the second connection joined %+v (%v), want the first's entry, to %v", c, ok, r.sink)
+	}
+
+	// The watch begun later saw no event of the first connection: the
+	// dump found its entry, unanswered, with its time left, and the second
+	// connection is put on it alone.
+	ls := r.later.Lingering()
+	if st := r.later.Status(); st.LingeringReason != "" || len(ls) != 1 {
+		t.Fatalf("lingering %+v (%s): want the first connection's entry alone", ls, st.LingeringReason)
+	}
+	if l := ls[0]; l.Src.Port() != r.first.Src.Port() || l.Orig != r.orig || l.Dest != r.sink || l.Until.Sub(l.At) < 100*time.Second {
+		t.Errorf("lingering %+v: want from port %d to %v, rewritten to %v, about two minutes left", l, r.first.Src.Port(), r.orig, r.sink)
+	}
+	if c, ok := r.later.Joined(r.second, nil); !ok || c.Dest != r.sink {
+		t.Errorf("the later watch: the second connection joined %+v (%v), want the lingering entry, to %v", c, ok, r.sink)
 	}
 }
