@@ -2,6 +2,7 @@ package prober
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -53,6 +54,12 @@ const (
 // from now. Best effort: a port it cannot bind (another socket has it
 // meanwhile) is simply not held.
 func (h *portHold) hold(local netip.AddrPort, now time.Time) {
+	h.holdUntil(local, now, now.Add(holdFor))
+}
+
+// holdUntil is hold until a given time; holds must be added in the order
+// of their ends (expire takes them from the front).
+func (h *portHold) holdUntil(local netip.AddrPort, now, until time.Time) {
 	if h == nil || local.Port() == 0 {
 		return
 	}
@@ -75,7 +82,35 @@ func (h *portHold) hold(local netip.AddrPort, now time.Time) {
 		_ = syscall.Close(h.held[0].fd)
 		h.held = h.held[1:]
 	}
-	h.held = append(h.held, heldPort{fd: fd, port: local.Port(), until: now.Add(holdFor)})
+	h.held = append(h.held, heldPort{fd: fd, port: local.Port(), until: until})
+}
+
+// PortUntil is a source port to keep from new connections until a time:
+// Addr's port, on every address of Addr's family.
+type PortUntil struct {
+	Addr  netip.AddrPort
+	Until time.Time
+}
+
+// HoldPorts binds each port until its time, as the prober binds those of
+// its own unanswered connects (portHold): for the entries a conntrack
+// watch found lingering when it began (natwatch.Table.Lingering: an
+// earlier process's unanswered connections, a previous run's), which a
+// connection of this run from the same port to the same address would
+// join, to a pod long gone. Best effort (a port another socket has bound
+// cannot be): it returns how many it bound, and release, which gives them
+// up. Ports whose time has passed are skipped; past maxHeld, the ones
+// ending first are given up.
+func HoldPorts(ports []PortUntil, now time.Time) (held int, release func()) {
+	ps := slices.Clone(ports)
+	slices.SortFunc(ps, func(a, b PortUntil) int { return a.Until.Compare(b.Until) })
+	h := &portHold{}
+	for _, p := range ps {
+		if p.Until.After(now) {
+			h.holdUntil(p.Addr, now, p.Until)
+		}
+	}
+	return len(h.ports()), h.release
 }
 
 // expire closes the holds whose time is up; the caller holds mu.

@@ -73,3 +73,44 @@ func TestUnansweredConnectHoldsItsPort(t *testing.T) {
 		t.Fatal("release left holds")
 	}
 }
+
+// HoldPorts keeps the ports of entries an earlier process left (a
+// previous run's unanswered connects) from this run's connections until
+// their time, skips one whose time has passed, and gives them up on
+// release.
+func TestHoldPortsKeepsAnEarlierRunsPorts(t *testing.T) {
+	free := func() uint16 {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{}); err != nil {
+			t.Fatal(err)
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint16(sa.(*syscall.SockaddrInet4).Port)
+	}
+	now := time.Now()
+	live, expired := free(), free()
+	entry := func(port uint16, until time.Time) PortUntil {
+		return PortUntil{Addr: netip.AddrPortFrom(netip.MustParseAddr("10.244.1.1"), port), Until: until}
+	}
+	held, release := HoldPorts([]PortUntil{entry(live, now.Add(time.Minute)), entry(expired, now.Add(-time.Second))}, now)
+	if held != 1 {
+		t.Errorf("held %d ports, want 1 (the other's time has passed)", held)
+	}
+	if bindable(t, live) {
+		t.Errorf("port %d is free to bind while held", live)
+	}
+	if !bindable(t, expired) {
+		t.Errorf("port %d, whose entry had expired, was held", expired)
+	}
+	release()
+	if !bindable(t, live) {
+		t.Errorf("port %d still held after release", live)
+	}
+}
