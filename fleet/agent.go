@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rollprobe/rollprobe/fleet/wire"
@@ -252,6 +253,8 @@ type natTrack struct {
 	// responses are counted by where their connections went.
 	log   *prober.ConnLog
 	start time.Time
+	// staleHeld: how many of the lingering entries' ports were held.
+	staleHeld int
 }
 
 // failedConn is a failure's connection, as natwatch.Attempt holds it.
@@ -269,8 +272,17 @@ type failedConn struct {
 }
 
 func watchNat(port uint16, log *prober.ConnLog) *natTrack {
-	t, stop := natwatch.Watch([]uint16{port})
-	return &natTrack{table: t, stop: stop, log: log}
+	t, stopWatch := natwatch.Watch([]uint16{port})
+	// A previous run's unanswered entries: their ports are kept from this
+	// prober's connections (prober.HoldLingering).
+	var ports []prober.PortUntil
+	for _, l := range t.Lingering() {
+		ports = append(ports, prober.PortUntil{Addr: l.Src, Until: l.Until})
+	}
+	held, release := prober.HoldPorts(ports, time.Now())
+	var once sync.Once
+	stop := func() { once.Do(func() { stopWatch(); release() }) }
+	return &natTrack{table: t, stop: stop, log: log, staleHeld: held}
 }
 
 // keep notes the failures among results that had a connection (start is
@@ -298,7 +310,12 @@ func (n *natTrack) write(w *wire.Writer) error {
 	}
 	n.stop()
 	st := n.table.Status()
-	last := &wire.Nat{Last: true, Watching: st.Watching, Reason: st.Reason, Conns: st.Conns, Lost: st.Lost, LostReason: st.LostReason}
+	last := &wire.Nat{Last: true, Watching: st.Watching, Reason: st.Reason, Conns: st.Conns, Lost: st.Lost, LostReason: st.LostReason,
+		StaleReason: st.LingeringReason, StaleHeld: n.staleHeld}
+	if st.Watching && st.LingeringReason == "" {
+		k := len(n.table.Lingering())
+		last.StaleEntries = &k
+	}
 	var logged []prober.ConnRecord
 	if n.log != nil {
 		logged = n.log.Conns()

@@ -161,7 +161,8 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 		{Seq: 4, Class: prober.Reset, Fresh: true, Addr: from(30004)},
 		{Seq: 5, Class: prober.Refused, Fresh: true, Addr: from(30005), End: 2 * time.Second},
 	}
-	track := &natTrack{table: table, stop: func() {}}
+	table.AddLingering(natwatch.Lingering{Conn: natwatch.Conn{Src: from(30099).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.9.9:8080")}, Until: start.Add(time.Minute)})
+	track := &natTrack{table: table, stop: func() {}, staleHeld: 1}
 	track.keep(results, start)
 	var buf bytes.Buffer
 	if err := track.write(wire.NewWriter(&buf)); err != nil {
@@ -183,5 +184,8 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 		6: {Seq: 6, Addr: "10.244.1.9:8080"}, 7: {Seq: 7, Addr: "10.244.1.9:8080", Joined: true}}
 	if !maps.Equal(got, want) || nat.Unmapped != 2 {
 		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout and the reset unmapped", got, nat.Unmapped, want)
+	}
+	if nat.StaleEntries == nil || *nat.StaleEntries != 1 || nat.StaleHeld != 1 {
+		t.Errorf("stale entries %v, held %d: want the lingering one, held", nat.StaleEntries, nat.StaleHeld)
 	}
 }

@@ -536,6 +536,17 @@ type Conntrack struct {
 	// FailuresJoined counts the mapped failures whose SYN joined an
 	// earlier unanswered connection's entry (Failure.JoinedConntrackEntry).
 	FailuresJoined int `json:"failures_joined,omitempty"`
+	// StaleEntries counts the entries conntrack held when the watch began
+	// of unanswered connections from the probing host to the probed port:
+	// an earlier process's (a previous run's), each of which a new
+	// connection from its source port to its address would join, to
+	// wherever it went. Nil when they could not be listed
+	// (StaleEntriesReason says why). StalePortsHeld: how many of their
+	// source ports the run kept from its own connections until the entry
+	// ended (a port another socket had bound could not be).
+	StaleEntries       *int   `json:"stale_entries,omitempty"`
+	StaleEntriesReason string `json:"stale_entries_reason,omitempty"`
+	StalePortsHeld     int    `json:"stale_ports_held,omitempty"`
 	// Responses are the responses the prober counted, by the address
 	// their connection went to after NAT and the second of the run (t)
 	// it was dialled in (the pod that bore the address then served them);

@@ -115,11 +115,27 @@ func TestMapConnectionsJoined(t *testing.T) {
 		t.Errorf("conntrack %+v: want 3 mapped (1 joined), 1 unmapped", ct)
 	}
 
+	if ct.StaleEntries == nil || *ct.StaleEntries != 0 {
+		t.Errorf("stale entries %v: the watch listed none, want 0 (known)", ct.StaleEntries)
+	}
+
 	merged := &report.Report{Failures: []report.Failure{{Seq: 2, Prober: "p1", LocalAddr: "10.0.0.1:40000", RemoteAddr: svc.String()}}}
-	ct = mapProberConnections(merged, []fleet.SourceState{{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 1,
-		Pods: []wire.NatPod{{Seq: 2, Addr: gone.String(), Joined: true}}}}})
+	two, one := 2, 1
+	ct = mapProberConnections(merged, []fleet.SourceState{
+		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 1, Pods: []wire.NatPod{{Seq: 2, Addr: gone.String(), Joined: true}}, StaleEntries: &two, StaleHeld: 2}},
+		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, StaleEntries: &one, StaleHeld: 1}}})
 	if f := merged.Failures[0]; f.PodAddr != gone.String() || !f.JoinedConntrackEntry || ct.FailuresJoined != 1 {
 		t.Errorf("merged: %+v, conntrack %+v", f, ct)
+	}
+	if ct.StaleEntries == nil || *ct.StaleEntries != 3 || ct.StalePortsHeld != 3 || ct.StaleEntriesReason != "" {
+		t.Errorf("merged stale entries %v held %d (%q): want the probers' summed, 3 and 3", ct.StaleEntries, ct.StalePortsHeld, ct.StaleEntriesReason)
+	}
+	// One prober could not list them: no count for the run, and why.
+	ct = mapProberConnections(merged, []fleet.SourceState{
+		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, StaleEntries: &two}},
+		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, StaleReason: "conntrack dump: operation not permitted"}}})
+	if ct.StaleEntries != nil || ct.StaleEntriesReason != "p2: conntrack dump: operation not permitted" {
+		t.Errorf("stale entries %v (%q): want unknown, p2's reason", ct.StaleEntries, ct.StaleEntriesReason)
 	}
 }
 

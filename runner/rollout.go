@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +35,9 @@ import (
 func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	deadline := time.Now().Add(cfg.Timeout)
 	bounded, cancelBounded := context.WithDeadlineCause(ctx, deadline, errTimedOut)
+	stopNAT := func() {}
 	fail := func(err error) (*Run, error) {
+		stopNAT()
 		cancelBounded()
 		return nil, exitcode.UsageError(fmt.Errorf("preflight: %w", err))
 	}
@@ -79,6 +82,21 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		cfg.logf("doctor checks skipped: %v", err)
 	}
 	probers := cfg.Probers != nil && cfg.Probers.Count > 0
+	// Where this process probes from the host that rewrites the Service
+	// address (a node), conntrack says which pod each connection went to,
+	// and, with the prober's log of its connections, which pod served each
+	// response. The watch begins before the baseline check, whose
+	// connections would otherwise draw the ports of a previous run's
+	// unanswered connections: they are held from here on (a check that
+	// joined one such entry timed out and refused a healthy target).
+	var nat *natwatch.Table
+	staleHeld := 0
+	if !probers {
+		var stopWatch, release func()
+		nat, stopWatch = natwatch.Watch(dialedPorts(cfg))
+		staleHeld, release = prober.HoldPorts(lingeringPorts(nat), time.Now())
+		stopNAT = func() { stopWatch(); release() }
+	}
 	if probers {
 		// The probers check the baseline from where they probe (this
 		// process may have no route to the Service); their permissions
@@ -121,15 +139,8 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 		p = fl
 	}
-	// Where this process probes from the host that rewrites the Service
-	// address (a node), conntrack says which pod each connection went to,
-	// and, with the prober's log of its connections, which pod served each
-	// response.
-	var nat *natwatch.Table
 	var conns *prober.ConnLog
-	stopNAT := func() {}
 	if !probers {
-		nat, stopNAT = natwatch.Watch(dialedPorts(cfg))
 		if nat.Status().Watching {
 			conns = &prober.ConnLog{}
 		}
@@ -162,6 +173,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		defer close(run.done)
 		defer cancelBounded()
 		defer w.Stop()
+		defer stopNAT() // the watch and the held ports, on every way out
 		if fl != nil {
 			defer func() {
 				if err := fl.Close(); err != nil {
@@ -219,6 +231,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			}
 			dials := newDials(rep.Failures, logged, p.Start())
 			rep.Conntrack = mapConnections(rep, nat, dials)
+			rep.Conntrack.StalePortsHeld = staleHeld
 			if conns != nil {
 				mapResponses(rep.Conntrack, nat, logged, dials, p.Start(), rep.StartedAt)
 			}
@@ -844,6 +857,12 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 	if !st.Watching && st.Conns == 0 {
 		return ct // nothing read: nothing is unmapped either
 	}
+	if st.LingeringReason == "" {
+		n := len(nat.Lingering())
+		ct.StaleEntries = &n
+	} else {
+		ct.StaleEntriesReason = st.LingeringReason
+	}
 	attempts := make([]natwatch.Attempt, len(rep.Failures))
 	unanswered := natwatch.ByPort{}
 	for i, f := range rep.Failures {
@@ -955,7 +974,7 @@ func sumResponses(each []report.ConntrackResponses) []report.ConntrackResponses 
 // no findings (its stream ended early), leaves its failures unmapped.
 func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *report.Conntrack {
 	ct := &report.Conntrack{}
-	var notRead, lost []string
+	var notRead, lost, staleUnknown []string
 	var responses []report.ConntrackResponses
 	byProber := map[string]map[uint64]wire.NatPod{}
 	for _, s := range sources {
@@ -970,6 +989,13 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		}
 		ct.Watching = true
 		ct.Connections += n.Conns
+		switch {
+		case n.StaleEntries != nil:
+			ct.StaleEntries = ptrTo(derefOr(ct.StaleEntries) + *n.StaleEntries)
+			ct.StalePortsHeld += n.StaleHeld
+		default:
+			staleUnknown = append(staleUnknown, s.Name+": "+cmp.Or(n.StaleReason, "did not say"))
+		}
 		if n.Lost {
 			ct.Lost = true
 			lost = append(lost, s.Name+": "+n.LostReason)
@@ -986,6 +1012,10 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 	}
 	ct.Responses = sumResponses(responses)
 	ct.Reason, ct.LostReason = strings.Join(notRead, "; "), strings.Join(lost, "; ")
+	if len(staleUnknown) > 0 {
+		// A sum over some probers is no count for the run.
+		ct.StaleEntries, ct.StaleEntriesReason = nil, strings.Join(staleUnknown, "; ")
+	}
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
 		if local, err := netip.ParseAddrPort(f.LocalAddr); err != nil || local.Port() == 0 {
@@ -1006,6 +1036,25 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		}
 	}
 	return ct
+}
+
+// lingeringPorts are the source ports of the unanswered entries the watch
+// found when it began (a previous run's), each until its entry ends.
+func lingeringPorts(nat *natwatch.Table) []prober.PortUntil {
+	var out []prober.PortUntil
+	for _, l := range nat.Lingering() {
+		out = append(out, prober.PortUntil{Addr: l.Src, Until: l.Until})
+	}
+	return out
+}
+
+func ptrTo(n int) *int { return &n }
+
+func derefOr(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // dialedURL is the target as connections reach it: with --connect-to, its

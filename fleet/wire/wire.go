@@ -97,6 +97,13 @@ type Nat struct {
 	// ResponsesUnmapped the responses on connections it did not find.
 	Unmapped          int    `json:"unmapped,omitempty"`
 	ResponsesUnmapped uint64 `json:"responses_unmapped,omitempty"`
+	// StaleEntries counts the unanswered entries the watch found when it
+	// began (natwatch.Table.Lingering; nil when they could not be listed,
+	// StaleReason says why), StaleHeld how many of their ports the prober
+	// kept from its connections.
+	StaleEntries *int   `json:"stale_entries,omitempty"`
+	StaleReason  string `json:"stale_reason,omitempty"`
+	StaleHeld    int    `json:"stale_held,omitempty"`
 }
 
 // NatResponses counts the responses on connections to one address after

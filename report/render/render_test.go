@@ -155,6 +155,14 @@ func TestNoEntryIsCounted(t *testing.T) {
 	if strings.Contains(out, "joined its conntrack entry") {
 		t.Error("a run with no joined entry says some joined one")
 	}
+	if strings.Contains(out, "unanswered connections of an earlier run") {
+		t.Error("a run with no stale entry counted says some were found")
+	}
+	stale := 3
+	r.Conntrack.StaleEntries, r.Conntrack.StalePortsHeld = &stale, 2
+	if out := summaries(t, r)["text"]; !strings.Contains(out, "3 unanswered connections of an earlier run were still in conntrack: 2 of their source ports kept") {
+		t.Errorf("text does not count the stale entries:\n%s", out)
+	}
 	r.Conntrack.FailuresJoined = 2
 	if out := summaries(t, r)["text"]; !strings.Contains(out, "2 of those found went where an earlier unanswered connection from the same port went") {
 		t.Errorf("text does not count the failures that joined an earlier entry:\n%s", out)

@@ -144,6 +144,9 @@ func Text(w io.Writer, r *report.Report) error {
 			if ct.FailuresNoEntry > 0 {
 				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
+			if ct.StaleEntries != nil && *ct.StaleEntries > 0 {
+				fmt.Fprintf(&b, "            %d unanswered connections of an earlier run were still in conntrack: %d of their source ports kept from this run's connections, which would have followed them\n", *ct.StaleEntries, ct.StalePortsHeld)
+			}
 			if ct.FailuresJoined > 0 {
 				fmt.Fprintf(&b, "            %d of those found went where an earlier unanswered connection from the same port went: their SYN joined its conntrack entry, past the rules\n", ct.FailuresJoined)
 			}
