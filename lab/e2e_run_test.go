@@ -310,8 +310,17 @@ func startRunOn(t *testing.T, host []string, sample, target string, args ...stri
 	return startWorkloadRun(t, host, rollout.KindDeployment, sample, target, args...)
 }
 
-// startWorkloadRun is startRunOn for a workload of any kind.
+// startWorkloadRun is startRunOn for a workload of any kind. It first
+// forgets the earlier tests' conntrack entries (forgetEarlierConnections).
 func startWorkloadRun(t *testing.T, host []string, kind rollout.Kind, sample, target string, args ...string) *startedRun {
+	t.Helper()
+	forgetEarlierConnections(t)
+	return startWorkloadRunKeeping(t, host, kind, sample, target, args...)
+}
+
+// startWorkloadRunKeeping is startWorkloadRun leaving the earlier runs'
+// conntrack entries in place, as a user's second run meets them.
+func startWorkloadRunKeeping(t *testing.T, host []string, kind rollout.Kind, sample, target string, args ...string) *startedRun {
 	t.Helper()
 	dir := t.TempDir()
 	full := append([]string{"lab", "exec", "--state-dir", stateDir}, host...)
@@ -321,7 +330,6 @@ func startWorkloadRun(t *testing.T, host []string, kind rollout.Kind, sample, ta
 		"--report", filepath.Join(dir, "report.json"), "--junit", filepath.Join(dir, "junit.xml"),
 		"--html", filepath.Join(dir, "report.html"))
 	full = append(full, args...)
-	forgetEarlierConnections(t)
 	rejects := logRejectionsIfFailed(t)
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
 	buf := &syncBuffer{}

@@ -3,7 +3,9 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -65,6 +68,69 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 	} {
 		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.kind, tc.sample, tc.args, tc.spread, tc.minCertain) })
 	}
+	t.Run("a previous run's unanswered ports are held", func(t *testing.T) { staleEntriesHeld(t, ctx, c) })
+}
+
+// staleEntriesHeld runs late-ready twice, back to back, without the
+// harness's forgetting of earlier entries before the second. The first run's
+// connect timeouts leave conntrack entries in SYN_SENT for 120 s, which a
+// connection of the second from the same port to the Service would join,
+// to a pod the first run deleted (kubernetes#101607: before the ports were
+// held, one run in two here had such connect timeouts, and a baseline
+// check that drew one refused a healthy target). The second run lists them
+// when it begins and holds their ports: the report says how many, and on
+// the wire (tcpdump on the prober's node, a referee nobody here wrote) no
+// SYN of the second run goes to an address no pod of its own run held.
+func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
+	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "late-ready")
+	first := startWorkloadRun(t, nil, rollout.KindDeployment, "late-ready", "http://"+ip+"/", "--conn", "new").wait(t)
+	if first.exit != 1 || first.repErr != nil {
+		t.Fatalf("the first run: exit %d (%v), want 1\n%s", first.exit, first.repErr, first.out())
+	}
+	unanswered := map[string]bool{}
+	for _, f := range first.rep.Failures {
+		if f.Fresh && f.Class == report.ClassConnectTimeout && f.PodAddr != "" {
+			unanswered[f.LocalAddr] = true
+		}
+	}
+	if len(unanswered) == 0 {
+		t.Fatalf("the first run had no connect timeout conntrack mapped: the test's premise is gone\n%s", first.out())
+	}
+	wire := capture.Start(t, firstNode().NS, "any", capture.SYNFilter)
+	second := startWorkloadRunKeeping(t, nil, rollout.KindDeployment, "late-ready", "http://"+ip+"/", "--conn", "new").wait(t)
+	if second.exit != 1 || second.repErr != nil {
+		t.Fatalf("the second run: exit %d (%v), want 1 (its baseline check must pass)\n%s", second.exit, second.repErr, second.out())
+	}
+	ct := second.rep.Conntrack
+	// Every unanswered connection of the first left an entry still alive
+	// (some may share one: a port used again for the same address), and
+	// the dump counts every host's entry to the port (other samples' too).
+	if ct == nil || ct.StaleEntries == nil || *ct.StaleEntries == 0 {
+		out, _ := exec.Command("ip", "netns", "exec", firstNode().NS, "conntrack", "-L", "-p", "tcp", "--state", "SYN_SENT").CombinedOutput()
+		t.Fatalf("conntrack %+v (stale entries %v): want the first run's unanswered entries (%d ports) listed; its SYN_SENT entries now:\n%s", ct, derefInt(ct), len(unanswered), out)
+	}
+	if float64(ct.StalePortsHeld) < 0.95*float64(*ct.StaleEntries) {
+		t.Errorf("held %d of %d stale entries' ports, want nearly all (a port another socket has cannot be)", ct.StalePortsHeld, *ct.StaleEntries)
+	}
+	podAt := podIPs(second.rep)
+	var podNets []netip.Prefix
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		podNets = append(podNets, netip.MustParsePrefix(n.PodCIDR))
+	}
+	var strays []string
+	for _, s := range wire.SYNs() {
+		// The prober's SYNs leave from the node's bridge address (the
+		// route's source for Service addresses); other pods' do not.
+		fromProber := s.Src.Addr() == netip.MustParseAddr(firstNode().PodGateway)
+		toPod := slices.ContainsFunc(podNets, func(p netip.Prefix) bool { return p.Contains(s.Dst.Addr()) })
+		if fromProber && toPod && podAt(s.Dst, s.At) == "" {
+			strays = append(strays, fmt.Sprintf("%s from %s to %s", s.At.Format("15:04:05.000"), s.Src, s.Dst))
+		}
+	}
+	if len(strays) > 0 {
+		t.Errorf("%d SYNs of the second run went to addresses no pod of its run held (an old entry's?): %v", len(strays), strays[:min(len(strays), 10)])
+	}
+	t.Logf("the first run: %d ports of unanswered connections; the second: %d stale entries found, %d ports held", len(unanswered), *ct.StaleEntries, ct.StalePortsHeld)
 }
 
 func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Kind, sample string, args []string, spread bool, minCertain float64) {
@@ -298,6 +364,13 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least", label, 100*share, 100*minCertain)
 	}
 	t.Logf("%s: attribution checked against the wire: %v; report: %+v", label, checked, *rep.Attribution)
+}
+
+func derefInt(ct *report.Conntrack) any {
+	if ct == nil || ct.StaleEntries == nil {
+		return nil
+	}
+	return *ct.StaleEntries
 }
 
 // podIPs returns a lookup of the pod that held an IP at a time, from the
