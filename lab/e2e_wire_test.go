@@ -314,8 +314,9 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 			t.Errorf("%s: %s (%s at %+.3fs): attributed to %s for certain (%s), the wire says %s (%s)", label, f.RequestID, f.Class,
 				f.Start.Sub(rep.StartedAt).Seconds(), f.LikelyPod, f.Evidence, wirePod, f.Context)
 		case f.Confidence < 1 && !slices.Contains(identOf(f.Candidates...), wirePod):
-			t.Errorf("%s: %s (%s at %+.3fs): candidates %v, the wire says %s (its events: %s)", label, f.RequestID, f.Class,
-				f.Start.Sub(rep.StartedAt).Seconds(), f.Candidates, wirePod, podEvents(rep, strings.Split(wirePod, "@")[0]))
+			t.Errorf("%s: %s (%s at %+.3fs, %q): candidates %v, the wire says %s (its events: %s); its port's SYNs on the wire: %s; the report's other failures from its port: %s", label, f.RequestID, f.Class,
+				f.Start.Sub(rep.StartedAt).Seconds(), f.Error, f.Candidates, wirePod, podEvents(rep, strings.Split(wirePod, "@")[0]),
+				synsOf(syns[local], rep.StartedAt), portFailures(rep, f))
 		}
 		if f.Confidence == 1 {
 			checked["certain"]++
@@ -402,6 +403,30 @@ func podIPs(rep *report.Report) func(netip.AddrPort, time.Time) string {
 		}
 		return pod
 	}
+}
+
+// synsOf lists SYNs by time from start and destination, for a failure
+// message: what else went out from a failure's port.
+func synsOf(ss []capture.SYN, start time.Time) string {
+	var parts []string
+	for _, s := range ss {
+		parts = append(parts, fmt.Sprintf("%+.3fs to %s", s.At.Sub(start).Seconds(), s.Dst))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// portFailures lists the report's other failures from f's local port, for
+// a failure message: an earlier connection of the same tuple whose entry
+// may still have lived.
+func portFailures(rep *report.Report, f report.Failure) string {
+	_, port, _ := strings.Cut(f.LocalAddr, ":")
+	var parts []string
+	for _, g := range rep.Failures {
+		if g.RequestID != f.RequestID && strings.HasSuffix(g.LocalAddr, ":"+port) {
+			parts = append(parts, fmt.Sprintf("%s %s %+.3fs..%+.3fs pod_addr %q", g.RequestID, g.Class, g.Start.Sub(rep.StartedAt).Seconds(), g.End.Sub(rep.StartedAt).Seconds(), g.PodAddr))
+		}
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
 }
 
 // podEvents lists a pod's timeline events, for a failure message.
