@@ -396,37 +396,17 @@ func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.status
-	if !a.Fresh || !st.Watching || st.Lost || st.Since.IsZero() || st.SynSentTimeout <= 0 || st.MaxLag >= matchSlack-earlySlack {
+	if st.SynSentTimeout <= 0 {
 		return Conn{}, false
 	}
-	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
-	var last Conn
-	found := false
-	for _, i := range t.port(a.Src.Port()) {
-		c := t.conn(t.at(int(i)))
-		if c.Orig != a.Remote || (a.Src.Addr().IsValid() && !a.Src.Addr().IsUnspecified() && c.Src.Addr() != a.Src.Addr()) {
-			continue
-		}
-		if !c.At.Before(from) {
-			if !c.At.After(until) {
-				return Conn{}, false // an event in its own window: Find's to judge
-			}
-			continue
-		}
-		if !found || c.At.After(last.At) {
-			last, found = c, true
-		}
+	last, found, own := t.latestBefore(a)
+	if own || !found {
+		return Conn{}, false
 	}
-	if !found {
+	if last.lingering {
 		// No connection of the tuple since the watch began: an entry left
 		// before it, alive when the SYN left, is the one it joined.
-		for _, l := range t.lingering {
-			if l.Src.Port() == a.Src.Port() && l.Orig == a.Remote && (!a.Src.Addr().IsValid() || a.Src.Addr().IsUnspecified() || l.Src.Addr() == a.Src.Addr()) &&
-				!a.Start.Before(st.Since) && a.lastSYN().Before(l.Until) {
-				return l.Conn, true
-			}
-		}
-		return Conn{}, false
+		return last.Conn, a.lastSYN().Before(last.until)
 	}
 	for _, p := range earlier {
 		if !p.Fresh || !p.Unanswered || p.Remote != a.Remote || p.Src.Port() != a.Src.Port() || !p.Start.Before(a.Start) || p.Start.Before(st.Since) {
@@ -436,7 +416,7 @@ func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
 			continue
 		}
 		if a.lastSYN().Before(p.Start.Add(st.SynSentTimeout)) {
-			return last, true
+			return last.Conn, true
 		}
 	}
 	return Conn{}, false
@@ -451,6 +431,73 @@ func (b ByPort) AddUnanswered(a Attempt) {
 	if a.Fresh && a.Unanswered && a.Src.Port() != 0 {
 		b[a.Src.Port()] = append(b[a.Src.Port()], a)
 	}
+}
+
+// prior is the latest entry of a tuple before an attempt: a connection's
+// event, or an entry found lingering when the watch began (until: its
+// end).
+type prior struct {
+	Conn
+	lingering bool
+	until     time.Time
+}
+
+// latestBefore finds, for a fresh attempt, the latest entry of its tuple
+// made before its window (own: an event in its window, which is Find's to
+// judge; then found is false). Only where the watch read from before the
+// attempt, lost nothing and never lagged past matchSlack: then no event in
+// the window means its SYN made no entry of its own. An event older than
+// staleEntryLife is no entry that can still live, save an established
+// connection's, which holds its port; t.mu must be held.
+func (t *Table) latestBefore(a Attempt) (last prior, found, own bool) {
+	st := t.status
+	if !a.Fresh || !st.Watching || st.Lost || st.Since.IsZero() || a.Start.Before(st.Since) || st.MaxLag >= matchSlack-earlySlack {
+		return prior{}, false, false
+	}
+	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
+	for _, i := range t.port(a.Src.Port()) {
+		c := t.conn(t.at(int(i)))
+		if c.Orig != a.Remote || (a.Src.Addr().IsValid() && !a.Src.Addr().IsUnspecified() && c.Src.Addr() != a.Src.Addr()) {
+			continue
+		}
+		if !c.At.Before(from) {
+			if !c.At.After(until) {
+				return prior{}, false, true
+			}
+			continue
+		}
+		if !found || c.At.After(last.At) {
+			last, found = prior{Conn: c}, true
+		}
+	}
+	if found {
+		if last.At.Before(a.Start.Add(-staleEntryLife)) {
+			return prior{}, false, false
+		}
+		return last, true, false
+	}
+	for _, l := range t.lingering {
+		if l.Src.Port() == a.Src.Port() && l.Orig == a.Remote && (!a.Src.Addr().IsValid() || a.Src.Addr().IsUnspecified() || l.Src.Addr() == a.Src.Addr()) &&
+			a.lastSYN().Before(l.Until) {
+			return prior{Conn: l.Conn, lingering: true, until: l.Until}, true, false
+		}
+	}
+	return prior{}, false, false
+}
+
+// Prior finds, for a fresh connection whose SYN left no conntrack event
+// of its own (the watch read throughout, lost nothing, never lagged), the
+// latest entry of its tuple made before it, within the life such an entry
+// can have (staleEntryLife), or found lingering when the watch began: the
+// entry its SYN most likely joined, going where that connection went.
+// Not certain (Joined says when it is): a SYN a rule of this host dropped
+// before conntrack confirmed an entry leaves no event either, and whether
+// the earlier entry still lived depends on how its connection ended.
+func (t *Table) Prior(a Attempt) (Conn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last, found, _ := t.latestBefore(a)
+	return last.Conn, found
 }
 
 // staleEntryLife is how long before a request an earlier connection's

@@ -424,3 +424,45 @@ func TestJoined(t *testing.T) {
 		}
 	}
 }
+
+// Prior names the latest entry of a fresh connection's tuple before it
+// when its SYN made none of its own, whatever that earlier connection's
+// fate: the entry it most likely followed. Nothing when the connection
+// had its own event, the earlier one is older than any entry can live,
+// or the watch could have missed an event.
+func TestPrior(t *testing.T) {
+	svc, src := ap("10.96.0.10:80"), ap("0.0.0.0:40000")
+	gone := ap("10.244.1.5:8080")
+	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond}
+	earlier := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: gone, At: t0}
+	a := Attempt{Src: src, Remote: svc, Start: t0.Add(6 * time.Second), End: t0.Add(7 * time.Second), Fresh: true}
+	table := func(st Status, conns ...Conn) *Table {
+		tb := NewTable()
+		tb.status = st
+		for _, c := range conns {
+			tb.Add(c)
+		}
+		return tb
+	}
+	withLingering := table(live)
+	withLingering.AddLingering(Lingering{Conn: earlier, Until: t0.Add(time.Minute)})
+	for _, tc := range []struct {
+		name string
+		tb   *Table
+		a    Attempt
+		want bool
+	}{
+		{"an earlier connection's entry, 6 s before", table(live, earlier), a, true},
+		{"its own event", table(live, earlier, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(6 * time.Second)}), a, false},
+		{"an earlier entry older than any can live", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(-2 * time.Minute)}), a, false},
+		{"an entry found lingering when the watch began", withLingering, a, true},
+		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, earlier), a, false},
+		{"the watch began after it", table(Status{Watching: true, Since: t0.Add(7 * time.Second)}, earlier), a, false},
+		{"a kept-alive request", table(live, earlier), Attempt{Src: src, Remote: svc, Start: a.Start, Fresh: false}, false},
+	} {
+		c, ok := tc.tb.Prior(tc.a)
+		if ok != tc.want || (ok && c.Dest != gone) {
+			t.Errorf("%s: prior %v (%v), want found %v", tc.name, c.Dest, ok, tc.want)
+		}
+	}
+}
