@@ -347,7 +347,12 @@ func (n *natTrack) write(w *wire.Writer) error {
 		default:
 			if got, ok := n.table.Joined(a, unanswered[a.Src.Port()]); ok {
 				pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String(), Joined: true})
-			} else if st.Watching {
+				continue
+			}
+			if got, ok := n.table.Prior(a); ok && (c.refused || c.unanswered) {
+				pods = append(pods, wire.NatPod{Seq: c.seq, Prior: got.Dest.String()})
+			}
+			if st.Watching {
 				last.Unmapped++
 			}
 		}

@@ -139,7 +139,8 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 // after its start, before the refusal, is mapped; and a connect timeout
 // from a port whose earlier connect timed out, with no event of its own,
 // travels with the address of the earlier one's entry its SYN joined
-// (Joined).
+// (Joined); one after a refusal from its port, unmapped, with the address
+// of the refused one's entry it most likely followed (Prior).
 func TestNatLinesCarryNoEntry(t *testing.T) {
 	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	svc := netip.MustParseAddrPort("10.96.0.10:80")
@@ -152,9 +153,14 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 	// the pod's refusal came at once. The event is its own.
 	table.Add(natwatch.Conn{Src: from(30005).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.78:8080"), At: start.Add(1990 * time.Millisecond)})
 	table.Add(natwatch.Conn{Src: from(30006).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.9:8080"), At: start.Add(2 * time.Millisecond)})
+	// 30008: an earlier connection refused (not left in SYN_SENT); the
+	// connect timeout after it made no entry: most likely it followed it.
+	table.Add(natwatch.Conn{Src: from(30008).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.7:8080"), At: start.Add(2 * time.Millisecond)})
 	results := []prober.Result{
 		{Seq: 6, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30006), End: time.Second},
 		{Seq: 7, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30006), Start: 6 * time.Second, End: 7 * time.Second},
+		{Seq: 9, Class: prober.Refused, Fresh: true, Addr: from(30008)},
+		{Seq: 8, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30008), Start: 6 * time.Second, End: 7 * time.Second},
 		{Seq: 1, Class: prober.Refused, Fresh: true, Addr: from(30001)},
 		{Seq: 2, Class: prober.Refused, Fresh: true, Addr: from(30002)},
 		{Seq: 3, Class: prober.ConnectTimeout, Fresh: true, Addr: from(30003)},
@@ -181,9 +187,10 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 		got[p.Seq] = p
 	}
 	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 5: {Seq: 5, Addr: "10.244.2.78:8080"},
-		6: {Seq: 6, Addr: "10.244.1.9:8080"}, 7: {Seq: 7, Addr: "10.244.1.9:8080", Joined: true}}
-	if !maps.Equal(got, want) || nat.Unmapped != 2 {
-		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout and the reset unmapped", got, nat.Unmapped, want)
+		6: {Seq: 6, Addr: "10.244.1.9:8080"}, 7: {Seq: 7, Addr: "10.244.1.9:8080", Joined: true}, 8: {Seq: 8, Prior: "10.244.2.7:8080"},
+		9: {Seq: 9, Addr: "10.244.2.7:8080"}}
+	if !maps.Equal(got, want) || nat.Unmapped != 3 {
+		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout, the reset and the one after a refusal unmapped", got, nat.Unmapped, want)
 	}
 	if nat.StaleEntries == nil || *nat.StaleEntries != 1 || nat.StaleHeld != 1 {
 		t.Errorf("stale entries %v, held %d: want the lingering one, held", nat.StaleEntries, nat.StaleHeld)

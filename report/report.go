@@ -614,6 +614,14 @@ type Failure struct {
 	// and kube-proxy does not clear it: kubernetes#101607), so it went
 	// where that one went, whatever the rules said by then: PodAddr.
 	JoinedConntrackEntry bool `json:"joined_conntrack_entry,omitempty"`
+	// PriorPodAddr: the fresh connection's SYN made no conntrack entry of
+	// its own (conntrack read throughout, nothing lost), and an earlier
+	// connection from the same local port to the same address made one,
+	// to this address, within the two minutes such an entry can live: the
+	// SYN most likely followed it (kubernetes#101607). Not certain, as
+	// whether that entry still lived depends on how its connection ended:
+	// the pod is among the candidates, and PodAddr stays empty.
+	PriorPodAddr string `json:"prior_pod_addr,omitempty"`
 	// ViaEdge: the connection went to an address that is none of the
 	// Service's (cluster IP, external IP, load balancer IP), no node's and
 	// no pod's of the run: an ingress, proxy or load balancer that ends the
@@ -649,9 +657,11 @@ type Failure struct {
 	// resent the failed call on its own before it failed.
 	HiddenRetries int `json:"hidden_retries,omitempty"`
 	// rollprobe run: the pod the failure most likely hit, how sure that
-	// is (1: named by the backend header, or the only pod that can have
-	// caused it; else 1/len(Candidates)), the pods that could have
-	// (when more than one), and the lifecycle around it.
+	// is (1: named by the backend header or conntrack, or the only pod
+	// that can have caused it; else 1/len(Candidates), or one less than
+	// that with PriorPodAddr, whose SYN may have reached no pod), the pods
+	// that could have (when more than one, or with PriorPodAddr), and the
+	// lifecycle around it.
 	LikelyPod  string   `json:"likely_pod,omitempty"`
 	Confidence float64  `json:"confidence,omitempty"`
 	Candidates []string `json:"candidates,omitempty"`

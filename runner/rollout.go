@@ -894,6 +894,9 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 				ct.FailuresJoined++
 				continue
 			}
+			if c, ok := nat.Prior(a); ok && connectFailure(f.Class) {
+				f.PriorPodAddr = c.Dest.String()
+			}
 			ct.FailuresUnmapped++
 		}
 	}
@@ -1025,6 +1028,9 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		case ok && m.NoEntry:
 			f.NoConntrackEntry = true
 			ct.FailuresNoEntry++
+		case ok && m.Addr == "":
+			f.PriorPodAddr = m.Prior
+			ct.FailuresUnmapped++
 		case ok:
 			f.PodAddr, f.JoinedConntrackEntry = m.Addr, m.Joined
 			ct.FailuresMapped++
@@ -1046,6 +1052,12 @@ func lingeringPorts(nat *natwatch.Table) []prober.PortUntil {
 		out = append(out, prober.PortUntil{Addr: l.Src, Until: l.Until})
 	}
 	return out
+}
+
+// connectFailure: the class ends a connection before it was made, the
+// failures a SYN that followed an old entry gives.
+func connectFailure(class string) bool {
+	return class == prober.ConnectTimeout.String() || class == prober.Refused.String()
 }
 
 func ptrTo(n int) *int { return &n }

@@ -126,6 +126,10 @@ type NatPod struct {
 	Addr    string `json:"addr,omitempty"`
 	NoEntry bool   `json:"no_entry,omitempty"`
 	Joined  bool   `json:"joined,omitempty"`
+	// Prior: no address was found, and the connection's SYN most likely
+	// followed the entry an earlier one from its port left, to this
+	// address (natwatch.Table.Prior).
+	Prior string `json:"prior,omitempty"`
 }
 
 // NatChunk bounds the entries (pods or responses, one kind a line) in one
