@@ -434,6 +434,13 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 			cands = append(cands, p)
 		}
 	}
+	// The entry an earlier connection from its port left, which its SYN
+	// most likely followed (Failure.PriorPodAddr): that pod first.
+	followed := a.priorPod(f, at)
+	if followed != nil {
+		cands = slices.DeleteFunc(cands, func(p *Pod) bool { return p == followed })
+		cands = append([]*Pod{followed}, cands...)
+	}
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
 		if a.entersLocal(f) {
@@ -446,15 +453,38 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		return
 	}
 	f.LikelyPod = cands[0].Name
-	f.Confidence = math.Round(100/float64(len(cands))) / 100
-	if len(cands) > 1 {
+	n := len(cands)
+	if followed != nil {
+		n++ // the SYN may instead have been stopped on the host: never certain
+	}
+	f.Confidence = math.Round(100/float64(n)) / 100
+	if len(cands) > 1 || followed != nil {
 		for _, p := range cands {
 			f.Candidates = append(f.Candidates, p.Name)
 		}
 		sort.Strings(f.Candidates)
 	}
 	f.Context = a.describe(cands[0], at)
+	if followed != nil {
+		f.Context += "; " + priorContext(followed)
+	}
 	return left
+}
+
+// priorPod is the pod that bore a failure's PriorPodAddr, if any.
+func (a attributor) priorPod(f *report.Failure, at time.Time) *Pod {
+	addr, err := netip.ParseAddrPort(f.PriorPodAddr)
+	if err != nil {
+		return nil
+	}
+	return a.pods.ByIP(addr.Addr().String(), at)
+}
+
+// priorContext says why a failure's candidates include the pod an earlier
+// connection's entry names (Failure.PriorPodAddr).
+func priorContext(p *Pod) string {
+	return "its SYN made no conntrack entry of its own: it most likely followed the one an earlier connection from the same local port left, to " + p.Name +
+		" (kube-proxy clears no TCP entry: kubernetes#101607); how that connection ended, which decides whether its entry still lived, is not known"
 }
 
 // terminatingCandidates are the terminating pods f can have hit (see

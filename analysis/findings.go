@@ -102,8 +102,9 @@ type group struct {
 	byPath map[string]time.Duration
 	// joined counts the failures whose SYN joined an earlier unanswered
 	// connection's conntrack entry (Failure.JoinedConntrackEntry): left
-	// out of the windows.
-	joined int
+	// out of the windows; followed, those that most likely did
+	// (Failure.PriorPodAddr).
+	joined, followed int
 }
 
 // joinedEvidence says what the failures that joined a stale conntrack
@@ -124,6 +125,17 @@ func joinedEvidence(g *group, start time.Time) string {
 		"and sent the new SYN where the first went, past the rules (the failure's context names the pod; the last such failure " +
 		fmt.Sprintf("began at %+.2fs). They are not counted in the windows above: ", last.Sub(start).Seconds()) +
 		"they end with the unanswered connections that left the entries; lowering net.netfilter.nf_conntrack_tcp_timeout_syn_sent on the nodes (20 s, say) shortens how long one port stays blackholed"
+}
+
+// followedEvidence says what the failures that most likely followed an
+// earlier connection's conntrack entry were.
+func followedEvidence(g *group) string {
+	what := "1 of them made"
+	if g.followed > 1 {
+		what = fmt.Sprintf("%d of them made", g.followed)
+	}
+	return what + " no conntrack entry of its own while an earlier connection from the same local port to the same address had made one: " +
+		"its SYN most likely followed that entry past the rules (kubernetes#101607; see the failure's context), so it is not counted in the windows above"
 }
 
 // facts is what a rule renders from.
@@ -294,6 +306,12 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			g.joined++
 			continue
 		}
+		if f.PriorPodAddr != "" {
+			// Most likely the same (no entry of its own): it sizes no
+			// window either.
+			g.followed++
+			continue
+		}
 		w, certain := s.window()
 		if certain {
 			g.window = max(g.window, w)
@@ -331,6 +349,9 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		}
 		if g != nil && g.joined > 0 {
 			f.Evidence = append(f.Evidence, joinedEvidence(g, x.r.StartedAt))
+		}
+		if g != nil && g.followed > 0 {
+			f.Evidence = append(f.Evidence, followedEvidence(g))
 		}
 		f.ID, f.Severity = rl.id, rl.severity
 		out = append(out, f)
@@ -381,7 +402,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// covers what was seen whichever pod it was.
 	sleep := x.preStop
 	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt))}
-	switch timed := len(g.fails) - g.joined; {
+	switch timed := len(g.fails) - g.joined - g.followed; {
 	case timed == 0:
 		evidence = append(evidence, "each came after the deletion of the pod it hit had been requested")
 	case g.ambiguous < timed:

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,4 +61,39 @@ func TestAJoinedEntryNamesItsPodAndSizesNothing(t *testing.T) {
 		!strings.Contains(ev, "nf_conntrack_tcp_timeout_syn_sent") {
 		t.Errorf("the joined failure is not explained: %s", ev)
 	}
+}
+
+// A connect timeout that made no conntrack entry of its own, from a port
+// whose earlier connection to the same address had one, to pod a (gone
+// 5.6 s before): a is its likely pod, never certain (its SYN may have been
+// stopped on the host), listed as a candidate; and it sizes no window.
+func TestAPriorEntryMakesACandidateNotACertainty(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20}, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true, IP: "10.0.0.1"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Ready: true, IP: "10.0.0.2"},
+		ev(3174, report.PodDeletionRequested, "a", "old"),
+		ev(3337, report.EndpointRemoved, "a", "old"),
+		ev(3825, report.PodGone, "a", "old"),
+	}, Failures: []report.Failure{
+		{Intended: at(3500), Start: at(3500), End: at(4500), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
+		{Intended: at(9405), Start: at(9405), End: at(10405), Class: report.ClassConnectTimeout, Fresh: true, PriorPodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
+	}}
+	x := Explain(r)
+	f := x.Failures[1]
+	if f.LikelyPod != "a" || f.Confidence >= 1 || !slices.Equal(f.Candidates, []string{"a"}) || f.Evidence != report.EvidenceTimeline {
+		t.Errorf("pod %q confidence %v candidates %v evidence %q: want a, uncertain, listed", f.LikelyPod, f.Confidence, f.Candidates, f.Evidence)
+	}
+	if !strings.Contains(f.Context, "most likely followed the one an earlier connection from the same local port left, to a") {
+		t.Errorf("context %q", f.Context)
+	}
+	for _, fd := range x.Findings {
+		if fd.ID == StopsBeforePropagation {
+			ev := strings.Join(fd.Evidence, "\n")
+			if !strings.Contains(ev, "the last certain one 0.33s after it") || strings.Contains(ev, "6.23s") || !strings.Contains(ev, "1 of them made no conntrack entry of its own") {
+				t.Errorf("evidence: %s", ev)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s finding: %+v", StopsBeforePropagation, x.Findings)
 }
