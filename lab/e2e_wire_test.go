@@ -15,7 +15,6 @@ import (
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
-	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -112,23 +111,28 @@ func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
 	if float64(ct.StalePortsHeld) < 0.95*float64(*ct.StaleEntries) {
 		t.Errorf("held %d of %d stale entries' ports, want nearly all (a port another socket has cannot be)", ct.StalePortsHeld, *ct.StaleEntries)
 	}
+	// The addresses of the pods the first run deleted, unless a pod of the
+	// second run held one (the lab gives a freed address to a new pod):
+	// only an old entry sends a SYN there (the kubelet probes no deleted
+	// pod; other samples' pods, which it does probe, are none of them).
 	podAt := podIPs(second.rep)
-	var podNets []netip.Prefix
-	for _, n := range netns.Nodes(lab.DefaultNodes) {
-		podNets = append(podNets, netip.MustParsePrefix(n.PodCIDR))
+	deleted := map[netip.Addr]string{}
+	for _, e := range first.rep.Timeline {
+		if e.Kind == report.PodGone && e.IP != "" {
+			deleted[netip.MustParseAddr(e.IP)] = e.Pod
+		}
 	}
 	var strays []string
 	for _, s := range wire.SYNs() {
-		// The prober's SYNs leave from the node's bridge address (the
-		// route's source for Service addresses); other pods' do not.
-		fromProber := s.Src.Addr() == netip.MustParseAddr(firstNode().PodGateway)
-		toPod := slices.ContainsFunc(podNets, func(p netip.Prefix) bool { return p.Contains(s.Dst.Addr()) })
-		if fromProber && toPod && podAt(s.Dst, s.At) == "" {
-			strays = append(strays, fmt.Sprintf("%s from %s to %s", s.At.Format("15:04:05.000"), s.Src, s.Dst))
+		if pod, ok := deleted[s.Dst.Addr()]; ok && podAt(s.Dst, s.At) == "" {
+			strays = append(strays, fmt.Sprintf("%s from %s to %s (%s, deleted in the first run)", s.At.Format("15:04:05.000"), s.Src, s.Dst, pod))
 		}
 	}
+	if len(deleted) == 0 {
+		t.Fatalf("the first run's timeline names no deleted pod's address: nothing to check the wire against\n%s", first.out())
+	}
 	if len(strays) > 0 {
-		t.Errorf("%d SYNs of the second run went to addresses no pod of its run held (an old entry's?): %v", len(strays), strays[:min(len(strays), 10)])
+		t.Errorf("%d SYNs of the second run went to pods the first run deleted (an old entry's): %v", len(strays), strays[:min(len(strays), 10)])
 	}
 	t.Logf("the first run: %d ports of unanswered connections; the second: %d stale entries found, %d ports held", len(unanswered), *ct.StaleEntries, ct.StalePortsHeld)
 }
@@ -198,22 +202,25 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	if n := ct.FailuresMapped + ct.FailuresUnmapped; n == 0 || float64(ct.FailuresMapped) < 0.95*float64(n) {
 		t.Errorf("conntrack mapped %d of %d failed connections, want 95%% at least (%+v)", ct.FailuresMapped, n, *ct)
 	}
-	judge(t, "with conntrack", r.rep, syns, synOf, podAt, ident, identOf, spread, minConntrack)
+	judge(t, "with conntrack", r.rep, syns, synOf, podAt, ident, identOf, spread, minConntrack, nil)
 	servedAgreesWithTheBackendHeader(t, r.rep)
 	// The timeline's own inference, as it stands where conntrack cannot be
 	// read (a prober off the nodes): the same report analysed again
 	// without the pod addresses, judged against the same wire.
 	inferred := *r.rep
 	inferred.Failures = nil
+	// The failures conntrack shows (or makes likely) followed an earlier
+	// connection's entry past the rules: the timeline cannot know them.
+	followed := map[string]bool{}
 	for _, f := range r.rep.Failures {
-		// JoinedConntrackEntry stays: judge skips those, and the
-		// analysis keeps them out of its windows either way.
-		f.PodAddr, f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", "", 0, nil, "", ""
+		followed[f.RequestID] = f.JoinedConntrackEntry || f.PriorPodAddr != ""
+		f.PodAddr, f.PriorPodAddr, f.JoinedConntrackEntry = "", "", false
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", 0, nil, "", ""
 		inferred.Failures = append(inferred.Failures, f)
 	}
 	x := analysis.Explain(&inferred)
 	inferred.Failures, inferred.Attribution = x.Failures, x.Attribution
-	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain)
+	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain, followed)
 }
 
 // servedAgreesWithTheBackendHeader holds the per-pod counts conntrack
@@ -263,7 +270,7 @@ const minConntrack = 0.95
 // certain; and, for what the timeline inferred, causality holds and the
 // failures spread over the old pods deleted one after another.
 func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPort][]capture.SYN, synOf func(report.Failure, netip.AddrPort) (capture.SYN, bool),
-	podAt func(netip.AddrPort, time.Time) string, ident map[string]string, identOf func(...string) []string, spread bool, minCertain float64) {
+	podAt func(netip.AddrPort, time.Time) string, ident map[string]string, identOf func(...string) []string, spread bool, minCertain float64, followed map[string]bool) {
 	t.Helper()
 	checked := map[string]int{}
 	wirePods := map[string]bool{} // the pods the wire shows the failures went to
@@ -292,14 +299,14 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 			continue
 		}
 		checked["on the wire: "+f.Class]++
-		if f.JoinedConntrackEntry && f.PodAddr == "" {
-			// Judged without conntrack: its SYN followed an earlier
-			// unanswered connection's entry past the rules (conntrack's
-			// judgement above checks its pod against the wire); the
-			// timeline, which models the rules, cannot know it (a CI run:
-			// a connect timeout 5.6 s after its pod was gone, to its
-			// address). It counts for neither share.
-			checked["joined an earlier entry: not the timeline's to know"]++
+		if followed[f.RequestID] {
+			// Judged without conntrack: its SYN followed (or most likely
+			// followed) an earlier connection's entry past the rules
+			// (conntrack's judgement above checks its pod against the
+			// wire); the timeline, which models the rules, cannot know it
+			// (a CI run: a connect timeout 5.6 s after its pod was gone, to
+			// its address). It counts for neither share.
+			checked["followed an earlier entry: not the timeline's to know"]++
 			continue
 		}
 		dst := syn.Dst
