@@ -15,14 +15,7 @@ import (
 // for certain; the second says why, and the propagation finding neither
 // sizes its window (nor the preStop) from it nor leaves it unexplained.
 func TestAJoinedEntryNamesItsPodAndSizesNothing(t *testing.T) {
-	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20}, Timeline: []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true, IP: "10.0.0.1"},
-		{At: at(0), Kind: report.PodPresent, Pod: "b", Ready: true, IP: "10.0.0.2"},
-		ev(3174, report.PodDeletionRequested, "a", "old"),
-		ev(3283, report.EndpointTerminating, "a", "old"),
-		ev(3337, report.EndpointRemoved, "a", "old"),
-		ev(3825, report.PodGone, "a", "old"),
-	}, Failures: []report.Failure{
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20}, Timeline: aGoneAt3825(), Failures: []report.Failure{
 		{Intended: at(3500), Start: at(3500), End: at(4500), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
 		{Intended: at(9405), Start: at(9405), End: at(10405), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000", JoinedConntrackEntry: true},
 	}}
@@ -68,13 +61,7 @@ func TestAJoinedEntryNamesItsPodAndSizesNothing(t *testing.T) {
 // 5.6 s before): a is its likely pod, never certain (its SYN may have been
 // stopped on the host), listed as a candidate; and it sizes no window.
 func TestAPriorEntryMakesACandidateNotACertainty(t *testing.T) {
-	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20}, Timeline: []report.Event{
-		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true, IP: "10.0.0.1"},
-		{At: at(0), Kind: report.PodPresent, Pod: "b", Ready: true, IP: "10.0.0.2"},
-		ev(3174, report.PodDeletionRequested, "a", "old"),
-		ev(3337, report.EndpointRemoved, "a", "old"),
-		ev(3825, report.PodGone, "a", "old"),
-	}, Failures: []report.Failure{
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20}, Timeline: aGoneAt3825(), Failures: []report.Failure{
 		{Intended: at(3500), Start: at(3500), End: at(4500), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
 		{Intended: at(9405), Start: at(9405), End: at(10405), Class: report.ClassConnectTimeout, Fresh: true, PriorPodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
 	}}
@@ -96,4 +83,17 @@ func TestAPriorEntryMakesACandidateNotACertainty(t *testing.T) {
 		}
 	}
 	t.Fatalf("no %s finding: %+v", StopsBeforePropagation, x.Findings)
+}
+
+// aGoneAt3825 is the CI run's timeline around pod a: deleted at +3.17s,
+// out of the endpoints at +3.34s, gone at +3.83s; pod b stays.
+func aGoneAt3825() []report.Event {
+	return []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Ready: true, IP: "10.0.0.1"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Ready: true, IP: "10.0.0.2"},
+		ev(3174, report.PodDeletionRequested, "a", "old"),
+		ev(3283, report.EndpointTerminating, "a", "old"),
+		ev(3337, report.EndpointRemoved, "a", "old"),
+		ev(3825, report.PodGone, "a", "old"),
+	}
 }

@@ -232,14 +232,6 @@ func TestServe(t *testing.T) {
 // mistaken for) says there was one.
 func TestNoEntry(t *testing.T) {
 	svc := ap("10.96.0.10:80")
-	table := func(st Status, conns ...Conn) *Table {
-		tb := NewTable()
-		tb.status = st
-		for _, c := range conns {
-			tb.Add(c)
-		}
-		return tb
-	}
 	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond}
 	near := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: ap("10.244.1.5:8080"), At: t0.Add(400 * time.Millisecond)}
 	// neighbour: another port's connection to the same address, the
@@ -252,24 +244,24 @@ func TestNoEntry(t *testing.T) {
 		want bool
 		end  time.Duration // when the request ended, from t0 (0: at t0)
 	}{
-		{"no event from its port, others' to the address", table(live, neighbour), ap("0.0.0.0:40000"), true, 0},
-		{"no event to the address at all (rewritten elsewhere, or untracked here)", table(live), ap("0.0.0.0:40000"), false, 0},
-		{"an event near its start", table(live, neighbour, near), ap("0.0.0.0:40000"), false, 0},
-		{"an event just before its start, within the clocks' slack", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false, 0},
-		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false, 0},
-		{"an event long before (no entry of it can live)", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true, 0},
-		{"an event after the window (a later connection)", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true, 0},
-		{"an event to another address", table(live, neighbour, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true, 0},
-		{"only events to other addresses", table(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), false, 0},
-		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, neighbour), ap("0.0.0.0:40000"), false, 0},
-		{"not watching", table(Status{Reason: "no CAP_NET_ADMIN"}, neighbour), ap("0.0.0.0:40000"), false, 0},
-		{"the watch began after the request", table(Status{Watching: true, Since: t0.Add(time.Millisecond)}, neighbour), ap("0.0.0.0:40000"), false, 0},
-		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"no event from its port, others' to the address", tableWith(live, neighbour), ap("0.0.0.0:40000"), true, 0},
+		{"no event to the address at all (rewritten elsewhere, or untracked here)", tableWith(live), ap("0.0.0.0:40000"), false, 0},
+		{"an event near its start", tableWith(live, neighbour, near), ap("0.0.0.0:40000"), false, 0},
+		{"an event just before its start, within the clocks' slack", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Millisecond)}), ap("0.0.0.0:40000"), false, 0},
+		{"an event a minute before (a previous connection's entry may live: its SYN unanswered)", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-time.Minute)}), ap("0.0.0.0:40000"), false, 0},
+		{"an event long before (no entry of it can live)", tableWith(Status{Watching: true, Since: t0.Add(-time.Hour)}, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(-3 * time.Minute)}), ap("0.0.0.0:40000"), true, 0},
+		{"an event after the window (a later connection)", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2 * time.Second)}), ap("0.0.0.0:40000"), true, 0},
+		{"an event to another address", tableWith(live, neighbour, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), true, 0},
+		{"only events to other addresses", tableWith(live, Conn{Src: near.Src, Orig: ap("10.96.0.11:80"), Dest: near.Dest, At: near.At}), ap("0.0.0.0:40000"), false, 0},
+		{"events lost", tableWith(Status{Watching: true, Since: live.Since, Lost: true}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"not watching", tableWith(Status{Reason: "no CAP_NET_ADMIN"}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"the watch began after the request", tableWith(Status{Watching: true, Since: t0.Add(time.Millisecond)}, neighbour), ap("0.0.0.0:40000"), false, 0},
+		{"the reader stalled a second", tableWith(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond}, neighbour), ap("0.0.0.0:40000"), false, 0},
 		// A stalled machine sent the SYN 2 s after the request began; the
 		// refusal came at once: the event is its own.
-		{"an event after start+1 s, before the refusal came", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2010 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
-		{"an event within a second after the refusal", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2900 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
-		{"an event over a second after the refusal", table(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(3100 * time.Millisecond)}), ap("0.0.0.0:40000"), true, 2 * time.Second},
+		{"an event after start+1 s, before the refusal came", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2010 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
+		{"an event within a second after the refusal", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(2900 * time.Millisecond)}), ap("0.0.0.0:40000"), false, 2 * time.Second},
+		{"an event over a second after the refusal", tableWith(live, neighbour, Conn{Src: near.Src, Orig: svc, Dest: near.Dest, At: t0.Add(3100 * time.Millisecond)}), ap("0.0.0.0:40000"), true, 2 * time.Second},
 	} {
 		if got := tc.tb.NoEntry(Attempt{Src: tc.src, Remote: svc, Start: t0, End: t0.Add(tc.end), Fresh: true}); got != tc.want {
 			t.Errorf("%s: NoEntry %v, want %v", tc.name, got, tc.want)
@@ -370,14 +362,6 @@ func TestJoined(t *testing.T) {
 	at := func(d time.Duration) Attempt {
 		return Attempt{Src: src, Remote: svc, Start: t0.Add(d), End: t0.Add(d + time.Second), Fresh: true, Unanswered: true}
 	}
-	table := func(st Status, conns ...Conn) *Table {
-		tb := NewTable()
-		tb.status = st
-		for _, c := range conns {
-			tb.Add(c)
-		}
-		return tb
-	}
 	answered := first
 	answered.Unanswered = false
 	lingering := func(tb *Table, l Lingering) *Table {
@@ -391,26 +375,26 @@ func TestJoined(t *testing.T) {
 		earlier []Attempt
 		want    netip.AddrPort // zero: not joined
 	}{
-		{"an unanswered connection's entry, 6 s before", table(live, itsEvent), at(6 * time.Second), []Attempt{first}, gone},
-		{"the same, through a second unanswered one that joined it too", table(live, itsEvent), at(9 * time.Second), []Attempt{at(6 * time.Second), first}, gone},
-		{"its own event", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(6 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"the earlier one was answered (its entry is not left in SYN_SENT)", table(live, itsEvent), at(6 * time.Second), []Attempt{answered}, netip.AddrPort{}},
-		{"no earlier attempt known from the port", table(live, itsEvent), at(6 * time.Second), nil, netip.AddrPort{}},
-		{"the earlier one to another address", table(live, itsEvent), at(6 * time.Second), []Attempt{{Src: src, Remote: ap("10.96.0.11:80"), Start: t0, Fresh: true, Unanswered: true}}, netip.AddrPort{}},
-		{"a later connection of the tuple made a newer entry", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"past the SYN_SENT timeout", table(live, itsEvent), at(120 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"a shorter timeout in the namespace", table(Status{Watching: true, Since: live.Since, SynSentTimeout: 5 * time.Second}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"the timeout not known", table(Status{Watching: true, Since: live.Since}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"the reader stalled a second", table(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"the watch began after the earlier one", table(Status{Watching: true, Since: t0.Add(time.Millisecond), SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
-		{"the earlier one's window holds two events to two pods", table(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(time.Millisecond)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"an unanswered connection's entry, 6 s before", tableWith(live, itsEvent), at(6 * time.Second), []Attempt{first}, gone},
+		{"the same, through a second unanswered one that joined it too", tableWith(live, itsEvent), at(9 * time.Second), []Attempt{at(6 * time.Second), first}, gone},
+		{"its own event", tableWith(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(6 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the earlier one was answered (its entry is not left in SYN_SENT)", tableWith(live, itsEvent), at(6 * time.Second), []Attempt{answered}, netip.AddrPort{}},
+		{"no earlier attempt known from the port", tableWith(live, itsEvent), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"the earlier one to another address", tableWith(live, itsEvent), at(6 * time.Second), []Attempt{{Src: src, Remote: ap("10.96.0.11:80"), Start: t0, Fresh: true, Unanswered: true}}, netip.AddrPort{}},
+		{"a later connection of the tuple made a newer entry", tableWith(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"past the SYN_SENT timeout", tableWith(live, itsEvent), at(120 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"a shorter timeout in the namespace", tableWith(Status{Watching: true, Since: live.Since, SynSentTimeout: 5 * time.Second}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the timeout not known", tableWith(Status{Watching: true, Since: live.Since}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"events lost", tableWith(Status{Watching: true, Since: live.Since, Lost: true, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the reader stalled a second", tableWith(Status{Watching: true, Since: live.Since, MaxLag: 1200 * time.Millisecond, SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the watch began after the earlier one", tableWith(Status{Watching: true, Since: t0.Add(time.Millisecond), SynSentTimeout: DefaultSynSentTimeout}, itsEvent), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
+		{"the earlier one's window holds two events to two pods", tableWith(live, itsEvent, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(time.Millisecond)}), at(6 * time.Second), []Attempt{first}, netip.AddrPort{}},
 		// Entries found when the watch began (a previous run's).
-		{"an entry lingering from before the watch", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, gone},
-		{"a lingering entry, expired by then", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(6 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
-		{"a lingering entry another address's", lingering(table(live), Lingering{Conn: Conn{Src: itsEvent.Src, Orig: ap("10.96.0.11:80"), Dest: gone}, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
-		{"a lingering entry another host address's", lingering(table(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), Attempt{Src: ap("10.0.0.2:40000"), Remote: svc, Start: t0.Add(6 * time.Second), Fresh: true}, nil, netip.AddrPort{}},
-		{"a lingering entry replaced since: a connection of the tuple made a new one", lingering(table(live, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"an entry lingering from before the watch", lingering(tableWith(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, gone},
+		{"a lingering entry, expired by then", lingering(tableWith(live), Lingering{Conn: itsEvent, Until: t0.Add(6 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"a lingering entry another address's", lingering(tableWith(live), Lingering{Conn: Conn{Src: itsEvent.Src, Orig: ap("10.96.0.11:80"), Dest: gone}, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
+		{"a lingering entry another host address's", lingering(tableWith(live), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), Attempt{Src: ap("10.0.0.2:40000"), Remote: svc, Start: t0.Add(6 * time.Second), Fresh: true}, nil, netip.AddrPort{}},
+		{"a lingering entry replaced since: a connection of the tuple made a new one", lingering(tableWith(live, Conn{Src: itsEvent.Src, Orig: svc, Dest: other, At: t0.Add(3 * time.Second)}), Lingering{Conn: itsEvent, Until: t0.Add(50 * time.Second)}), at(6 * time.Second), nil, netip.AddrPort{}},
 	} {
 		c, ok := tc.tb.Joined(tc.a, tc.earlier)
 		switch {
@@ -436,15 +420,7 @@ func TestPrior(t *testing.T) {
 	live := Status{Watching: true, Since: t0.Add(-time.Minute), MaxLag: 30 * time.Millisecond}
 	earlier := Conn{Src: ap("10.0.0.1:40000"), Orig: svc, Dest: gone, At: t0}
 	a := Attempt{Src: src, Remote: svc, Start: t0.Add(6 * time.Second), End: t0.Add(7 * time.Second), Fresh: true}
-	table := func(st Status, conns ...Conn) *Table {
-		tb := NewTable()
-		tb.status = st
-		for _, c := range conns {
-			tb.Add(c)
-		}
-		return tb
-	}
-	withLingering := table(live)
+	withLingering := tableWith(live)
 	withLingering.AddLingering(Lingering{Conn: earlier, Until: t0.Add(time.Minute)})
 	for _, tc := range []struct {
 		name string
@@ -452,17 +428,27 @@ func TestPrior(t *testing.T) {
 		a    Attempt
 		want bool
 	}{
-		{"an earlier connection's entry, 6 s before", table(live, earlier), a, true},
-		{"its own event", table(live, earlier, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(6 * time.Second)}), a, false},
-		{"an earlier entry older than any can live", table(Status{Watching: true, Since: t0.Add(-time.Hour)}, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(-2 * time.Minute)}), a, false},
+		{"an earlier connection's entry, 6 s before", tableWith(live, earlier), a, true},
+		{"its own event", tableWith(live, earlier, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(6 * time.Second)}), a, false},
+		{"an earlier entry older than any can live", tableWith(Status{Watching: true, Since: t0.Add(-time.Hour)}, Conn{Src: earlier.Src, Orig: svc, Dest: gone, At: t0.Add(-2 * time.Minute)}), a, false},
 		{"an entry found lingering when the watch began", withLingering, a, true},
-		{"events lost", table(Status{Watching: true, Since: live.Since, Lost: true}, earlier), a, false},
-		{"the watch began after it", table(Status{Watching: true, Since: t0.Add(7 * time.Second)}, earlier), a, false},
-		{"a kept-alive request", table(live, earlier), Attempt{Src: src, Remote: svc, Start: a.Start, Fresh: false}, false},
+		{"events lost", tableWith(Status{Watching: true, Since: live.Since, Lost: true}, earlier), a, false},
+		{"the watch began after it", tableWith(Status{Watching: true, Since: t0.Add(7 * time.Second)}, earlier), a, false},
+		{"a kept-alive request", tableWith(live, earlier), Attempt{Src: src, Remote: svc, Start: a.Start, Fresh: false}, false},
 	} {
 		c, ok := tc.tb.Prior(tc.a)
 		if ok != tc.want || (ok && c.Dest != gone) {
 			t.Errorf("%s: prior %v (%v), want found %v", tc.name, c.Dest, ok, tc.want)
 		}
 	}
+}
+
+// tableWith is a table with a watch's status st that saw conns.
+func tableWith(st Status, conns ...Conn) *Table {
+	tb := NewTable()
+	tb.status = st
+	for _, c := range conns {
+		tb.Add(c)
+	}
+	return tb
 }

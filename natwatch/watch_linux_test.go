@@ -40,15 +40,7 @@ func TestWatchInANamespace(t *testing.T) {
 				return err
 			}
 			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
+			go closeEach(ln)
 			gone, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return err
@@ -118,17 +110,9 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 	go func() {
 		var r result
 		r.err = netnstest.Run(nft, func() error {
-			free := func() (netip.AddrPort, error) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					return netip.AddrPort{}, err
-				}
-				defer ln.Close()
-				return ap(ln.Addr().String()), nil
-			}
 			var err error
 			for _, p := range []*netip.AddrPort{&r.rejected, &r.closed, &r.unseen, &r.fromRej, &r.fromClose, &r.fromUnseen} {
-				if *p, err = free(); err != nil {
+				if *p, err = freeLoopbackPort(); err != nil {
 					return err
 				}
 			}
@@ -210,18 +194,10 @@ func TestJoinedOnTheKernel(t *testing.T) {
 	go func() {
 		var r result
 		r.err = netnstest.Run(nft, func() error {
-			free := func() (netip.AddrPort, error) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					return netip.AddrPort{}, err
-				}
-				defer ln.Close()
-				return ap(ln.Addr().String()), nil
-			}
 			var err error
 			var from netip.AddrPort
 			for _, p := range []*netip.AddrPort{&r.orig, &r.sink, &from} {
-				if *p, err = free(); err != nil {
+				if *p, err = freeLoopbackPort(); err != nil {
 					return err
 				}
 			}
@@ -230,15 +206,7 @@ func TestJoinedOnTheKernel(t *testing.T) {
 				return err
 			}
 			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
+			go closeEach(ln)
 			r.listen = ap(ln.Addr().String())
 			nftRun := func(rules string) error {
 				cmd := exec.Command(nft, "-f", "-")
@@ -322,5 +290,26 @@ func TestJoinedOnTheKernel(t *testing.T) {
 	}
 	if c, ok := r.later.Joined(r.second, nil); !ok || c.Dest != r.sink {
 		t.Errorf("the later watch: the second connection joined %+v (%v), want the lingering entry, to %v", c, ok, r.sink)
+	}
+}
+
+// freeLoopbackPort is a loopback address nothing listens on now.
+func freeLoopbackPort() (netip.AddrPort, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	defer ln.Close()
+	return ap(ln.Addr().String()), nil
+}
+
+// closeEach accepts connections on ln and closes each, until ln closes.
+func closeEach(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
 	}
 }
