@@ -79,6 +79,21 @@ func (c *conn) close() {
 	_ = c.rw.Close()
 }
 
+// abort closes the connection with a reset rather than a FIN (SO_LINGER
+// 0): for a connection given up on while its peer was silent. A FIN to a
+// peer that is gone orphans the socket, retransmitting, and leaves
+// conntrack's entry half closed (FIN_WAIT, 120 s), a state a new SYN of
+// the same tuple joins past kube-proxy's rules (kubernetes#101607): once
+// the orphan dies, the port's next connection to the Service would follow
+// the entry to the vanished pod. An entry our own reset closed is replaced
+// by the next SYN of its tuple instead.
+func (c *conn) abort() {
+	if tc, ok := c.raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.close()
+}
+
 // idleCheckAfter: without a close watcher, a kept-alive connection idle for
 // longer than this is peeked at before reuse (one recvfrom(2)). Closes that
 // land within this window, or while the request is in flight, are the

@@ -768,7 +768,11 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 		}
 	}
 	if c != nil {
-		c.close()
+		if !res.Canceled && res.Class == Timeout {
+			c.abort() // the peer went silent: see abort
+		} else {
+			c.close()
+		}
 		if c == w.c {
 			w.c = nil
 		}
@@ -784,12 +788,18 @@ func (w *worker) retire(c *conn, waitForClose bool) {
 	if c == w.c {
 		w.c = nil
 	}
+	silent := false
 	if waitForClose {
 		_ = c.rw.SetReadDeadline(time.Now().Add(retireWait))
 		var b [1]byte
-		_, _ = c.br.Read(b[:])
+		_, err := c.br.Read(b[:])
+		silent = isTimeout(err)
 	}
-	c.close()
+	if silent {
+		c.abort() // no FIN: the server may be gone (see abort)
+	} else {
+		c.close()
+	}
 	if waitForClose { // a one-request connection: its buffer serves the next
 		w.spare = c.br
 	}

@@ -1153,6 +1153,9 @@ func (l *loop) fail(c *loopConn, phase Phase, err error) {
 	}
 	l.record(res)
 	local := c.addr.Local
+	if !res.Canceled && res.Class == Timeout {
+		abortOnClose(c.fd) // the peer went silent: see conn.abort
+	}
 	l.closeConn(c)
 	if phase == PhaseDial && !res.Canceled && res.Class == ConnectTimeout {
 		l.p.dialer.holds.hold(local, time.Now()) // no answer: see portHold
@@ -1226,6 +1229,7 @@ func (l *loop) expire(now time.Duration) {
 			c.res.End = now
 			l.failRead(c, l.connError("read", c, os.ErrDeadlineExceeded))
 		case connLingering:
+			abortOnClose(c.fd) // no FIN: the server may be gone (see conn.abort)
 			l.closeConn(c)
 		}
 	}
@@ -1265,6 +1269,12 @@ func (c *loopConn) phaseNow() Phase {
 		return PhaseReadBody
 	}
 	return PhaseReadHeaders
+}
+
+// abortOnClose makes fd's close send a reset rather than a FIN (see
+// conn.abort).
+func abortOnClose(fd int) {
+	_ = syscall.SetsockoptLinger(fd, syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
 }
 
 func (l *loop) closeAll() {
