@@ -327,6 +327,7 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 		}
 		if f.Confidence == 1 {
 			checked["certain"]++
+			checked["certain: "+f.Class]++
 		} else {
 			checked["ambiguous"]++
 		}
@@ -369,7 +370,13 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 		t.Fatalf("%s: no failed connection was found on the wire (SYNs from %d source ports captured, %d failures)", label, len(syns), len(rep.Failures))
 	}
 	if share := float64(checked["certain"]) / float64(checked["certain"]+checked["ambiguous"]); share < minCertain {
-		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least", label, 100*share, 100*minCertain)
+		var dels []string
+		for _, e := range rep.Timeline {
+			if e.Kind == report.PodDeletionRequested || e.Kind == report.EndpointRemoved || e.Kind == report.PodGone {
+				dels = append(dels, fmt.Sprintf("%s %s %+.3fs", e.Pod, e.Kind, e.At.Sub(rep.StartedAt).Seconds()))
+			}
+		}
+		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least (by class: %v; the deletions: %v)", label, 100*share, 100*minCertain, checked, dels)
 	}
 	t.Logf("%s: attribution checked against the wire: %v; report: %+v", label, checked, *rep.Attribution)
 }
