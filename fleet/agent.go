@@ -332,7 +332,7 @@ func (n *natTrack) write(w *wire.Writer) error {
 	dials.Sort()
 	var pods []wire.NatPod
 	attempts := make([]natwatch.Attempt, len(n.conns))
-	unanswered := natwatch.ByPort{}
+	unanswered := natwatch.UnansweredByPort{}
 	for i, c := range n.conns {
 		attempts[i] = natwatch.Attempt{Src: c.local, Remote: c.remote, Start: c.start, End: c.end, Fresh: c.fresh, Next: dials.Next(c.local.Port(), c.start), Unanswered: c.unanswered}
 		unanswered.AddUnanswered(attempts[i])

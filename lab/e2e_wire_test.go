@@ -106,7 +106,7 @@ func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
 	// the dump counts every host's entry to the port (other samples' too).
 	if ct == nil || ct.StaleEntries == nil || *ct.StaleEntries == 0 {
 		out, _ := exec.Command("ip", "netns", "exec", firstNode().NS, "conntrack", "-L", "-p", "tcp", "--state", "SYN_SENT").CombinedOutput()
-		t.Fatalf("conntrack %+v (stale entries %v): want the first run's unanswered entries (%d ports) listed; its SYN_SENT entries now:\n%s", ct, derefInt(ct), len(unanswered), out)
+		t.Fatalf("conntrack %+v (stale entries %v): want the first run's unanswered entries (%d ports) listed; its SYN_SENT entries now:\n%s", ct, staleEntriesOf(ct), len(unanswered), out)
 	}
 	if float64(ct.StalePortsHeld) < 0.95*float64(*ct.StaleEntries) {
 		t.Errorf("held %d of %d stale entries' ports, want nearly all (a port another socket has cannot be)", ct.StalePortsHeld, *ct.StaleEntries)
@@ -381,7 +381,9 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 	t.Logf("%s: attribution checked against the wire: %v; report: %+v", label, checked, *rep.Attribution)
 }
 
-func derefInt(ct *report.Conntrack) any {
+// staleEntriesOf is ct's stale entry count, nil when unknown (for a
+// message).
+func staleEntriesOf(ct *report.Conntrack) any {
 	if ct == nil || ct.StaleEntries == nil {
 		return nil
 	}

@@ -249,8 +249,9 @@ type Attempt struct {
 	// when none is known): for a fresh request, an event received from
 	// then on cannot be its connection's alone.
 	Next time.Time
-	// Unanswered: a fresh connect that timed out, neither accepted nor
-	// refused: its entry stays in SYN_SENT (Joined).
+	// Unanswered: a fresh connect that got neither a SYN-ACK nor a reset
+	// (the prober's connect_timeout: its deadline, or EHOSTUNREACH when
+	// the neighbour never answered): its entry stays in SYN_SENT (Joined).
 	Unanswered bool
 }
 
@@ -422,12 +423,12 @@ func (t *Table) Joined(a Attempt, earlier []Attempt) (Conn, bool) {
 	return Conn{}, false
 }
 
-// ByPort holds the unanswered attempts by source port: what Joined is
+// UnansweredByPort holds the unanswered attempts by source port: what Joined is
 // given as a port's earlier ones.
-type ByPort map[uint16][]Attempt
+type UnansweredByPort map[uint16][]Attempt
 
 // AddUnanswered notes a if it is a fresh connect that went unanswered.
-func (b ByPort) AddUnanswered(a Attempt) {
+func (b UnansweredByPort) AddUnanswered(a Attempt) {
 	if a.Fresh && a.Unanswered && a.Src.Port() != 0 {
 		b[a.Src.Port()] = append(b[a.Src.Port()], a)
 	}

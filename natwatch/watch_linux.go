@@ -117,7 +117,10 @@ func synSentTimeout() time.Duration {
 // addresses to one of ports that were never answered (SYN_SENT): an
 // earlier process's connections (a previous run's), which a new
 // connection from the same source port to the same address would join
-// (Table.Joined). Each lives until the time its timeout gives.
+// (Table.Joined). Each lives until the time its timeout gives. The kernel
+// sends the whole table, every protocol and address, and the filter is
+// here: once per watch, before any request, so a node's large table costs
+// the run's start, never its requests.
 func dumpUnanswered(ports []uint16) ([]Lingering, error) {
 	want := map[uint16]bool{}
 	for _, p := range ports {

@@ -29,51 +29,41 @@ func TestWatchInANamespace(t *testing.T) {
 		open, refused netip.AddrPort
 		local         netip.AddrPort
 		start         time.Time
-		err           error
 	}
-	res := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = netnstest.Run(nft, func() error {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
-			}
-			defer ln.Close()
-			go closeEach(ln)
-			gone, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
-			}
-			r.open, r.refused = ap(ln.Addr().String()), ap(gone.Addr().String())
-			gone.Close()
-			var stop func()
-			r.tb, stop = Watch([]uint16{r.open.Port(), r.refused.Port()})
-			defer stop()
-			if st := r.tb.Status(); !st.Watching {
-				return fmt.Errorf("not watched: %s", st.Reason)
-			}
-			r.start = time.Now()
-			c, err := net.DialTimeout("tcp", r.open.String(), time.Second)
-			if err != nil {
-				return err
-			}
-			r.local = ap(c.LocalAddr().String())
-			c.Close()
-			if _, err := net.DialTimeout("tcp", r.refused.String(), time.Second); err == nil {
-				return fmt.Errorf("%s answered", r.refused)
-			}
-			for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 2 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			return nil
-		})
-		res <- r
-	}()
-	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := netnstest.In(t, nft, func(r *result) error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go closeEach(ln)
+		gone, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		r.open, r.refused = ap(ln.Addr().String()), ap(gone.Addr().String())
+		gone.Close()
+		var stop func()
+		r.tb, stop = Watch([]uint16{r.open.Port(), r.refused.Port()})
+		defer stop()
+		if st := r.tb.Status(); !st.Watching {
+			return fmt.Errorf("not watched: %s", st.Reason)
+		}
+		r.start = time.Now()
+		c, err := net.DialTimeout("tcp", r.open.String(), time.Second)
+		if err != nil {
+			return err
+		}
+		r.local = ap(c.LocalAddr().String())
+		c.Close()
+		if _, err := net.DialTimeout("tcp", r.refused.String(), time.Second); err == nil {
+			return fmt.Errorf("%s answered", r.refused)
+		}
+		for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 2 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	})
 	if c, ok := r.tb.Lookup(r.local, r.open, r.start, true); !ok || c.Dest != r.open {
 		t.Errorf("the answered connection: %+v %v (ports seen %v)", c, ok, r.tb.Ports())
 	}
@@ -104,59 +94,49 @@ func TestNoEntryOnTheKernel(t *testing.T) {
 		rejected, closed, unseen       netip.AddrPort
 		fromRej, fromClose, fromUnseen netip.AddrPort
 		start, end                     time.Time
-		err                            error
 	}
-	res := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = netnstest.Run(nft, func() error {
-			var err error
-			for _, p := range []*netip.AddrPort{&r.rejected, &r.closed, &r.unseen, &r.fromRej, &r.fromClose, &r.fromUnseen} {
-				if *p, err = freeLoopbackPort(); err != nil {
-					return err
-				}
-			}
-			ln, err := net.Listen("tcp", r.rejected.String())
-			if err != nil {
+	r := netnstest.In(t, nft, func(r *result) error {
+		var err error
+		for _, p := range []*netip.AddrPort{&r.rejected, &r.closed, &r.unseen, &r.fromRej, &r.fromClose, &r.fromUnseen} {
+			if *p, err = freeLoopbackPort(); err != nil {
 				return err
 			}
-			defer ln.Close()
-			rule := fmt.Sprintf("table inet noendpoint {\n chain out {\n type filter hook output priority 0; tcp sport %d tcp dport %d reject; tcp dport %d reject\n }\n}\n",
-				r.fromRej.Port(), r.rejected.Port(), r.unseen.Port())
-			cmd := exec.Command(nft, "-f", "-")
-			cmd.Stdin = strings.NewReader(rule)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("nft: %v: %s", err, out)
+		}
+		ln, err := net.Listen("tcp", r.rejected.String())
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		rule := fmt.Sprintf("table inet noendpoint {\n chain out {\n type filter hook output priority 0; tcp sport %d tcp dport %d reject; tcp dport %d reject\n }\n}\n",
+			r.fromRej.Port(), r.rejected.Port(), r.unseen.Port())
+		cmd := exec.Command(nft, "-f", "-")
+		cmd.Stdin = strings.NewReader(rule)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("nft: %v: %s", err, out)
+		}
+		var stop func()
+		r.tb, stop = Watch([]uint16{r.rejected.Port(), r.closed.Port(), r.unseen.Port()})
+		defer stop()
+		r.start = time.Now()
+		neighbour, err := net.DialTimeout("tcp", r.rejected.String(), time.Second)
+		if err != nil {
+			return fmt.Errorf("dial %s from another port: %w", r.rejected, err)
+		}
+		neighbour.Close()
+		for _, d := range [][2]netip.AddrPort{{r.fromRej, r.rejected}, {r.fromClose, r.closed}, {r.fromUnseen, r.unseen}} {
+			dialer := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(d[0])}
+			_, err := dialer.Dial("tcp", d[1].String())
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				return fmt.Errorf("dial %s: %v, want refused", d[1], err)
 			}
-			var stop func()
-			r.tb, stop = Watch([]uint16{r.rejected.Port(), r.closed.Port(), r.unseen.Port()})
-			defer stop()
-			r.start = time.Now()
-			neighbour, err := net.DialTimeout("tcp", r.rejected.String(), time.Second)
-			if err != nil {
-				return fmt.Errorf("dial %s from another port: %w", r.rejected, err)
-			}
-			neighbour.Close()
-			for _, d := range [][2]netip.AddrPort{{r.fromRej, r.rejected}, {r.fromClose, r.closed}, {r.fromUnseen, r.unseen}} {
-				dialer := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(d[0])}
-				_, err := dialer.Dial("tcp", d[1].String())
-				if !errors.Is(err, syscall.ECONNREFUSED) {
-					return fmt.Errorf("dial %s: %v, want refused", d[1], err)
-				}
-			}
-			r.end = time.Now()
-			for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 2 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			time.Sleep(3 * drainEvery) // a rejected SYN's event, were there one, is read by now
-			return nil
-		})
-		res <- r
-	}()
-	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+		}
+		r.end = time.Now()
+		for deadline := time.Now().Add(5 * time.Second); r.tb.Status().Conns < 2 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(3 * drainEvery) // a rejected SYN's event, were there one, is read by now
+		return nil
+	})
 	st := r.tb.Status()
 	if !st.Watching || st.Lost || st.Conns != 2 {
 		t.Fatalf("status %+v: want two connections seen, the closed port's and the listening one's from another port", st)
@@ -188,79 +168,69 @@ func TestJoinedOnTheKernel(t *testing.T) {
 		tb, later          *Table // later: a watch begun after the first connection
 		orig, sink, listen netip.AddrPort
 		first, second      Attempt
-		err                error
 	}
-	res := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = netnstest.Run(nft, func() error {
-			var err error
-			var from netip.AddrPort
-			for _, p := range []*netip.AddrPort{&r.orig, &r.sink, &from} {
-				if *p, err = freeLoopbackPort(); err != nil {
-					return err
-				}
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
+	r := netnstest.In(t, nft, func(r *result) error {
+		var err error
+		var from netip.AddrPort
+		for _, p := range []*netip.AddrPort{&r.orig, &r.sink, &from} {
+			if *p, err = freeLoopbackPort(); err != nil {
 				return err
 			}
-			defer ln.Close()
-			go closeEach(ln)
-			r.listen = ap(ln.Addr().String())
-			nftRun := func(rules string) error {
-				cmd := exec.Command(nft, "-f", "-")
-				cmd.Stdin = strings.NewReader(rules)
-				if out, err := cmd.CombinedOutput(); err != nil {
-					return fmt.Errorf("nft: %v: %s", err, out)
-				}
-				return nil
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go closeEach(ln)
+		r.listen = ap(ln.Addr().String())
+		nftRun := func(rules string) error {
+			cmd := exec.Command(nft, "-f", "-")
+			cmd.Stdin = strings.NewReader(rules)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("nft: %v: %s", err, out)
 			}
-			if err := nftRun(fmt.Sprintf("table ip joined {\n chain nat {\n type nat hook output priority -100; tcp dport %d dnat to 127.0.0.1:%d\n }\n chain in {\n type filter hook input priority 0; tcp dport %d drop\n }\n}\n",
-				r.orig.Port(), r.sink.Port(), r.sink.Port())); err != nil {
-				return err
-			}
-			var stop func()
-			r.tb, stop = Watch([]uint16{r.orig.Port()})
-			defer stop()
-			dial := func(from netip.AddrPort) (Attempt, error) {
-				d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: net.TCPAddrFromAddrPort(from)}
-				a := Attempt{Src: from, Remote: r.orig, Start: time.Now(), Fresh: true}
-				c, err := d.Dial("tcp", r.orig.String())
-				a.End = time.Now()
-				if err == nil {
-					c.Close()
-				}
-				var ne net.Error
-				a.Unanswered = errors.As(err, &ne) && ne.Timeout()
-				return a, err
-			}
-			if r.first, err = dial(from); !r.first.Unanswered {
-				return fmt.Errorf("the first connection: %v, want a timeout (its SYN dropped)", err)
-			}
-			if err := nftRun(fmt.Sprintf("flush chain ip joined nat\nadd rule ip joined nat tcp dport %d dnat to 127.0.0.1:%d\n", r.orig.Port(), r.listen.Port())); err != nil {
-				return err
-			}
-			// A second watch, as a second run's would, finds the first
-			// connection's entry lingering.
-			var stopLater func()
-			r.later, stopLater = Watch([]uint16{r.orig.Port()})
-			defer stopLater()
-			if _, err := dial(netip.AddrPortFrom(from.Addr(), 0)); err != nil {
-				return fmt.Errorf("from another port, after the rule changed: %w", err)
-			}
-			if r.second, err = dial(from); !r.second.Unanswered {
-				return fmt.Errorf("the second connection from port %d: %v, want a timeout (the first's entry sends it to the dropped port)", from.Port(), err)
-			}
-			time.Sleep(3 * drainEvery)
 			return nil
-		})
-		res <- r
-	}()
-	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+		}
+		if err := nftRun(fmt.Sprintf("table ip joined {\n chain nat {\n type nat hook output priority -100; tcp dport %d dnat to 127.0.0.1:%d\n }\n chain in {\n type filter hook input priority 0; tcp dport %d drop\n }\n}\n",
+			r.orig.Port(), r.sink.Port(), r.sink.Port())); err != nil {
+			return err
+		}
+		var stop func()
+		r.tb, stop = Watch([]uint16{r.orig.Port()})
+		defer stop()
+		dial := func(from netip.AddrPort) (Attempt, error) {
+			d := net.Dialer{Timeout: 300 * time.Millisecond, LocalAddr: net.TCPAddrFromAddrPort(from)}
+			a := Attempt{Src: from, Remote: r.orig, Start: time.Now(), Fresh: true}
+			c, err := d.Dial("tcp", r.orig.String())
+			a.End = time.Now()
+			if err == nil {
+				c.Close()
+			}
+			var ne net.Error
+			a.Unanswered = errors.As(err, &ne) && ne.Timeout()
+			return a, err
+		}
+		if r.first, err = dial(from); !r.first.Unanswered {
+			return fmt.Errorf("the first connection: %v, want a timeout (its SYN dropped)", err)
+		}
+		if err := nftRun(fmt.Sprintf("flush chain ip joined nat\nadd rule ip joined nat tcp dport %d dnat to 127.0.0.1:%d\n", r.orig.Port(), r.listen.Port())); err != nil {
+			return err
+		}
+		// A second watch, as a second run's would, finds the first
+		// connection's entry lingering.
+		var stopLater func()
+		r.later, stopLater = Watch([]uint16{r.orig.Port()})
+		defer stopLater()
+		if _, err := dial(netip.AddrPortFrom(from.Addr(), 0)); err != nil {
+			return fmt.Errorf("from another port, after the rule changed: %w", err)
+		}
+		if r.second, err = dial(from); !r.second.Unanswered {
+			return fmt.Errorf("the second connection from port %d: %v, want a timeout (the first's entry sends it to the dropped port)", from.Port(), err)
+		}
+		time.Sleep(3 * drainEvery)
+		return nil
+	})
 	st := r.tb.Status()
 	if !st.Watching || st.Lost || st.SynSentTimeout <= 0 {
 		t.Fatalf("status %+v: want a lossless watch and the namespace's SYN_SENT timeout", st)

@@ -28,58 +28,52 @@ import (
 // 50 ms.
 func TestUnreachableConnectHoldsItsPort(t *testing.T) {
 	nft := netnstest.Need(t)
-	res := make(chan error, 1)
-	go func() {
-		res <- netnstest.Run(nft, func() error {
-			for _, args := range [][]string{
-				{"link", "add", "rpho0", "type", "veth", "peer", "name", "rpho1"},
-				{"addr", "add", "10.99.0.1/24", "dev", "rpho0"},
-				{"link", "set", "rpho0", "up"},
-				{"link", "set", "rpho1", "up"},
-			} {
-				if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-					return fmt.Errorf("ip %v: %v: %s", args, err, out)
-				}
+	netnstest.In(t, nft, func(*struct{}) error {
+		for _, args := range [][]string{
+			{"link", "add", "rpho0", "type", "veth", "peer", "name", "rpho1"},
+			{"addr", "add", "10.99.0.1/24", "dev", "rpho0"},
+			{"link", "set", "rpho0", "up"},
+			{"link", "set", "rpho1", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip %v: %v: %s", args, err, out)
 			}
-			for k, v := range map[string]string{"mcast_solicit": "1", "ucast_solicit": "1", "app_solicit": "0", "retrans_time_ms": "50"} {
-				if err := os.WriteFile("/proc/sys/net/ipv4/neigh/rpho0/"+k, []byte(v), 0o644); err != nil {
-					return err
-				}
-			}
-			target, err := ParseTarget("http://10.99.0.5:80/")
-			if err != nil {
+		}
+		for k, v := range map[string]string{"mcast_solicit": "1", "ucast_solicit": "1", "app_solicit": "0", "retrans_time_ms": "50"} {
+			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/rpho0/"+k, []byte(v), 0o644); err != nil {
 				return err
 			}
-			d := newDialer(&Config{Target: target})
-			defer d.holds.release()
-			slot := d.newSlot()
-			_, _, phase, err := d.dial(context.Background(), time.Now().Add(2*time.Second), slot)
-			if !errors.Is(err, syscall.EHOSTUNREACH) {
-				return fmt.Errorf("dial: %v, want EHOSTUNREACH (the neighbour unanswered)", err)
-			}
-			if c := classify(err, phase, false); c != ConnectTimeout {
-				return fmt.Errorf("classed %s, want connect_timeout", c)
-			}
-			port := slot.addr.Local.Port()
-			if port == 0 {
-				return errors.New("the failed dial's source port is not known")
-			}
-			held := d.holds.ports()
-			if len(held) != 1 || held[0] != port {
-				return fmt.Errorf("held %v, want the unreachable dial's port %d", held, port)
-			}
-			fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			defer syscall.Close(fd)
-			if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(port)}); !errors.Is(err, syscall.EADDRINUSE) {
-				return fmt.Errorf("binding held port %d: %v, want EADDRINUSE", port, err)
-			}
-			return nil
-		})
-	}()
-	if err := <-res; err != nil {
-		t.Fatal(err)
-	}
+		}
+		target, err := ParseTarget("http://10.99.0.5:80/")
+		if err != nil {
+			return err
+		}
+		d := newDialer(&Config{Target: target})
+		defer d.holds.release()
+		slot := d.newSlot()
+		_, _, phase, err := d.dial(context.Background(), time.Now().Add(2*time.Second), slot)
+		if !errors.Is(err, syscall.EHOSTUNREACH) {
+			return fmt.Errorf("dial: %v, want EHOSTUNREACH (the neighbour unanswered)", err)
+		}
+		if c := classify(err, phase, false); c != ConnectTimeout {
+			return fmt.Errorf("classed %s, want connect_timeout", c)
+		}
+		port := slot.addr.Local.Port()
+		if port == 0 {
+			return errors.New("the failed dial's source port is not known")
+		}
+		held := d.holds.ports()
+		if len(held) != 1 || held[0] != port {
+			return fmt.Errorf("held %v, want the unreachable dial's port %d", held, port)
+		}
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(port)}); !errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("binding held port %d: %v, want EADDRINUSE", port, err)
+		}
+		return nil
+	})
 }

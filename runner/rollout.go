@@ -864,7 +864,7 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 		ct.StaleEntriesReason = st.LingeringReason
 	}
 	attempts := make([]natwatch.Attempt, len(rep.Failures))
-	unanswered := natwatch.ByPort{}
+	unanswered := natwatch.UnansweredByPort{}
 	for i, f := range rep.Failures {
 		local, err1 := netip.ParseAddrPort(f.LocalAddr)
 		remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
@@ -978,6 +978,7 @@ func sumResponses(each []report.ConntrackResponses) []report.ConntrackResponses 
 func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *report.Conntrack {
 	ct := &report.Conntrack{}
 	var notRead, lost, staleUnknown []string
+	stale := 0 // the stale entries of the probers that listed them
 	var responses []report.ConntrackResponses
 	byProber := map[string]map[uint64]wire.NatPod{}
 	for _, s := range sources {
@@ -992,11 +993,10 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		}
 		ct.Watching = true
 		ct.Connections += n.Conns
-		switch {
-		case n.StaleEntries != nil:
-			ct.StaleEntries = ptrTo(derefOr(ct.StaleEntries) + *n.StaleEntries)
+		if n.StaleEntries != nil {
+			stale += *n.StaleEntries
 			ct.StalePortsHeld += n.StaleHeld
-		default:
+		} else {
 			staleUnknown = append(staleUnknown, s.Name+": "+cmp.Or(n.StaleReason, "did not say"))
 		}
 		if n.Lost {
@@ -1015,9 +1015,12 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 	}
 	ct.Responses = sumResponses(responses)
 	ct.Reason, ct.LostReason = strings.Join(notRead, "; "), strings.Join(lost, "; ")
-	if len(staleUnknown) > 0 {
+	switch {
+	case len(staleUnknown) > 0:
 		// A sum over some probers is no count for the run.
-		ct.StaleEntries, ct.StaleEntriesReason = nil, strings.Join(staleUnknown, "; ")
+		ct.StaleEntriesReason = strings.Join(staleUnknown, "; ")
+	case ct.Watching:
+		ct.StaleEntries = &stale
 	}
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
@@ -1058,15 +1061,6 @@ func lingeringPorts(nat *natwatch.Table) []prober.PortUntil {
 // failures a SYN that followed an old entry gives.
 func connectFailure(class string) bool {
 	return class == prober.ConnectTimeout.String() || class == prober.Refused.String()
-}
-
-func ptrTo(n int) *int { return &n }
-
-func derefOr(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // dialedURL is the target as connections reach it: with --connect-to, its

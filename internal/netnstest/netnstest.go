@@ -51,3 +51,26 @@ func Run(nft string, f func() error) error {
 	}
 	return f()
 }
+
+// In runs f in a namespace of its own (Run) on a goroutine of its own,
+// whose thread the namespace takes and keeps, and returns what f filled
+// in; f's error fails t. The test's own goroutine stays in the host's
+// namespace, so it may check what f left after the namespace is gone.
+func In[R any](t testing.TB, nft string, f func(r *R) error) *R {
+	t.Helper()
+	type outcome struct {
+		r   R
+		err error
+	}
+	done := make(chan *outcome, 1)
+	go func() {
+		o := &outcome{}
+		o.err = Run(nft, func() error { return f(&o.r) })
+		done <- o
+	}()
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return &o.r
+}
