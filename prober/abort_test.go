@@ -24,42 +24,27 @@ type silentServer struct {
 
 func startSilentServer(t *testing.T, answer bool) *silentServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentServer{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	s := &silentServer{}
+	s.ln = acceptEach(t, &s.wg, func(c net.Conn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // bounded
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
+				s.note(err)
 				return
 			}
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // bounded
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						s.note(err)
-						return
-					}
-					if strings.TrimSpace(line) == "" {
-						break
-					}
-				}
-				if answer {
-					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pod-Name: a\r\n\r\nok"))
-				}
-				_, err := br.ReadByte()
-				s.note(err)
-			}()
+			if strings.TrimSpace(line) == "" {
+				break
+			}
 		}
-	}()
+		if answer {
+			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Pod-Name: a\r\n\r\nok"))
+		}
+		_, err := br.ReadByte()
+		s.note(err)
+	})
 	return s
 }
 

@@ -367,25 +367,41 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// acceptEach listens on loopback until the test ends and hands each
+// connection to handle on a goroutine of its own; handlers, when not nil,
+// counts each one before it starts (so a Wait on it sees them all).
+func acceptEach(t *testing.T, handlers *sync.WaitGroup, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if handlers != nil {
+				handlers.Add(1)
+			}
+			go func() {
+				if handlers != nil {
+					defer handlers.Done()
+				}
+				handle(c)
+			}()
+		}
+	}()
+	return ln
+}
+
 // TestTLSCause: each way a handshake fails, made by a real server, is named
 // by its cause.
 func TestTLSCause(t *testing.T) {
 	serve := func(t *testing.T, handle func(net.Conn)) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go handle(c)
-			}
-		}()
-		return "https://" + ln.Addr().String() + "/"
+		return "https://" + acceptEach(t, nil, handle).Addr().String() + "/"
 	}
 	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
 	ts.EnableHTTP2 = false
