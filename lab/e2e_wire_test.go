@@ -376,7 +376,14 @@ func judge(t *testing.T, label string, rep *report.Report, syns map[netip.AddrPo
 				dels = append(dels, fmt.Sprintf("%s %s %+.3fs", e.Pod, e.Kind, e.At.Sub(rep.StartedAt).Seconds()))
 			}
 		}
-		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least (by class: %v; the deletions: %v)", label, 100*share, 100*minCertain, checked, dels)
+		// A stalled view widens the timeline's bound for the failures in
+		// it (report.ViewStall): said, so a miss tells a slow API server
+		// from a change in the inference.
+		var stalls []string
+		for _, s := range rep.ViewStalls {
+			stalls = append(stalls, fmt.Sprintf("%+.3fs for %.2fs (%d failures, %d widened)", s.Start.Sub(rep.StartedAt).Seconds(), s.DurationS, s.Failures, s.Widened))
+		}
+		t.Errorf("%s: %.0f%% of the failures checked were attributed for certain, want %.0f%% at least (by class: %v; the deletions: %v; the view's stalls: %v)", label, 100*share, 100*minCertain, checked, dels, stalls)
 	}
 	t.Logf("%s: attribution checked against the wire: %v; report: %+v", label, checked, *rep.Attribution)
 }
