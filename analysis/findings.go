@@ -140,11 +140,13 @@ func followedEvidence(g *group) string {
 
 // facts is what a rule renders from.
 type facts struct {
-	r       *report.Report
-	pods    *Pods
-	outages []report.Outage
-	gaps    []report.NodeGap
-	version advice.Version
+	r *report.Report
+	// failures: the run's, attributed (r's are as the prober kept them).
+	failures []report.Failure
+	pods     *Pods
+	outages  []report.Outage
+	gaps     []report.NodeGap
+	version  advice.Version
 	// spikes: the latency spikes at deletions (latencySpikes).
 	spikes []pathSpike
 	// svcGaps: the times the Service had no serving endpoint, each with
@@ -221,6 +223,7 @@ var rules = []rule{
 	{DrainBlocked, report.SeverityError, nil, renderDrainBlocked},
 	{H2UnevenAfterRollout, report.SeverityWarning, nil, renderH2Uneven},
 	{H2PinnedToTerminating, report.SeverityInfo, nil, renderH2Pinned},
+	{ShutdownNotExercised, report.SeverityWarning, nil, renderShutdownNotExercised},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 
@@ -326,7 +329,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
+	x := facts{r: r, failures: failures, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)

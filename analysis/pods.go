@@ -31,7 +31,10 @@ type Pod struct {
 	// ReadinessConnects: when it turned ready, its readiness probe had
 	// connected where the Service sends traffic (it was listening).
 	ReadinessConnects bool
-	DeletedAt         *time.Time // deletion requested
+	// UnreadyAt is when it last turned unready before its deletion was
+	// requested (nil if it never did).
+	UnreadyAt *time.Time
+	DeletedAt *time.Time // deletion requested
 	// DeletedServer is the apiserver's own time of the deletion request,
 	// floored to its second: never later than the request (nil when the
 	// timeline lacks it).
@@ -195,6 +198,9 @@ func (ps *Pods) Apply(e report.Event) {
 		}
 	case e.Kind == report.PodUnready:
 		p.Ready = false
+		if p.DeletedAt == nil {
+			p.UnreadyAt = &at
+		}
 	case e.Kind == report.PodDeletionRequested:
 		p.DeletedAt, p.DeletedServer, p.DeletedCommittedAfter, p.Terminating = &at, e.Server, e.CommittedAfter, true
 	case e.Kind == report.EndpointRemoved:

@@ -1,0 +1,274 @@
+package analysis
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// ShutdownNotExercised: pods went away while they served the Service, but
+// none of the run's traffic on a path reached them around it, so the
+// run's verdict says nothing of how they went away. A gate that passes
+// because its probe never met a pod is the gate lying by omission; the
+// run measures this (which pods its responses named, second by second),
+// so it says it.
+const ShutdownNotExercised = "shutdown-not-exercised"
+
+const (
+	// exercisedBefore is how long before a pod's deletion the path's
+	// traffic must have reached it (a response naming it, or a failure
+	// that can have been its): the pod then took the path's traffic as
+	// the rollout came to it.
+	exercisedBefore = 5 * time.Second
+	// exercisedLeast is the least time the pod must have served, and the
+	// run have probed, before the deletion for the question to be asked.
+	exercisedLeast = 2 * time.Second
+)
+
+// unexercised is a pod whose deletion a path's traffic did not meet.
+type unexercised struct {
+	pod *Pod
+	// named: how many of the path's responses in the window named a pod
+	// (any): the evidence that the path's responses say where they went.
+	named uint64
+}
+
+// pathCoverage is one path's pods deleted while serving, and those of them
+// its traffic did not meet.
+type pathCoverage struct {
+	path    string // "" for a run of one path
+	deleted int    // pods whose deletion was judged
+	missed  []unexercised
+	// source is what named the pods: "backend header" or "conntrack".
+	source string
+}
+
+// shutdownCoverage judges (failures: attributed), for every path whose responses say which pod
+// answered (the backend header; conntrack for a run of one path), each
+// pod whose deletion was requested while it had been ready for
+// exercisedLeast and still in the Service's endpoints: exercised when, in
+// the seconds from exercisedBefore before the deletion to the second of
+// it, a response on the path named it, or when any failure on the path
+// was put on it or had it among its candidates. A window in which no
+// response named any pod is not judged (the evidence is missing, not the
+// traffic). Argo Rollouts are not judged: their steps move traffic off
+// pods before they go (weights, the active Service's switch) by design.
+func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) []pathCoverage {
+	if r.Rollout != nil && r.Rollout.Kind == "Rollout" {
+		return nil
+	}
+	switches := activeSwitches(r)
+	type path struct {
+		name   string
+		series []report.SeriesRow
+	}
+	var paths []path
+	if len(r.Paths) == 0 {
+		paths = []path{{"", r.Series}}
+	}
+	for _, p := range r.Paths {
+		paths = append(paths, path{p.Name, p.Series})
+	}
+	hit := map[string]map[*Pod]bool{} // by path: pods a failure can have been
+	for i := range failures {
+		f := &failures[i]
+		if hit[f.Path] == nil {
+			hit[f.Path] = map[*Pod]bool{}
+		}
+		for _, name := range append([]string{f.LikelyPod}, f.Candidates...) {
+			if p := pods.Get(name); p != nil {
+				hit[f.Path][p] = true
+			}
+		}
+	}
+	byConntrack := conntrackBySecond(r, pods)
+	var out []pathCoverage
+	for _, pa := range paths {
+		c := pathCoverage{path: pa.name}
+		// named(lo, hi) is how many responses in seconds lo..hi named any
+		// pod, and each pod's share of them.
+		var named func(lo, hi int64) (uint64, map[*Pod]uint64)
+		switch {
+		case r.Config.BackendHeader != "":
+			c.source = "backend header"
+			named = func(lo, hi int64) (uint64, map[*Pod]uint64) {
+				var all uint64
+				each := map[*Pod]uint64{}
+				for _, row := range pa.series {
+					if row.T < lo || row.T > hi {
+						continue
+					}
+					for name, n := range row.Backends {
+						all += n
+						at := r.StartedAt.Add(time.Duration(row.T) * time.Second)
+						if p := pods.Served(name, at); p != nil {
+							each[p] += n
+						}
+					}
+				}
+				return all, each
+			}
+		case len(paths) == 1 && byConntrack != nil:
+			c.source = "conntrack"
+			named = func(lo, hi int64) (uint64, map[*Pod]uint64) {
+				var all uint64
+				each := map[*Pod]uint64{}
+				for t := lo; t <= hi; t++ {
+					all += byConntrack[t].all
+					for p, n := range byConntrack[t].each {
+						each[p] += n
+					}
+				}
+				return all, each
+			}
+		default:
+			continue // nothing says which pod answered
+		}
+		for _, p := range pods.All() {
+			if p.DeletedAt == nil || p.ReadyAt == nil {
+				continue
+			}
+			del := *p.DeletedAt
+			from := maxTime(del.Add(-exercisedBefore), r.StartedAt, *p.ReadyAt)
+			if del.Sub(from) < exercisedLeast {
+				continue // not long enough ready, or probed, before it went
+			}
+			if p.UnreadyAt != nil && p.UnreadyAt.After(*p.ReadyAt) {
+				continue // not ready when it went: no traffic was its
+			}
+			if p.EndpointGoneAt != nil && p.EndpointGoneAt.Before(del) {
+				continue // out of the Service before it went
+			}
+			if switchedAway(switches, p) != nil {
+				continue // a blue/green's switch took its traffic away
+			}
+			lo := int64(from.Sub(r.StartedAt).Seconds() + 0.999999) // whole seconds only
+			hi := int64(del.Sub(r.StartedAt) / time.Second)
+			all, each := named(lo, hi)
+			if all == 0 {
+				continue // no response named any pod then: unknown
+			}
+			c.deleted++
+			if each[p] == 0 && !hit[pa.name][p] {
+				c.missed = append(c.missed, unexercised{pod: p, named: all})
+			}
+		}
+		if c.deleted > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// conntrackSecond is one second's responses conntrack mapped: all of them,
+// and each pod's.
+type conntrackSecond struct {
+	all  uint64
+	each map[*Pod]uint64
+}
+
+// conntrackBySecond is Conntrack.Responses by second, each address put on
+// the pod that bore it then (as servedByConntrack does); nil when
+// conntrack mapped none.
+func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
+	if r.Conntrack == nil || len(r.Conntrack.Responses) == 0 {
+		return nil
+	}
+	out := map[int64]conntrackSecond{}
+	for _, n := range r.Conntrack.Responses {
+		s := out[n.T]
+		if s.each == nil {
+			s.each = map[*Pod]uint64{}
+		}
+		s.all += n.Responses
+		if addr, err := netip.ParseAddrPort(n.Addr); err == nil {
+			at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
+			if p := pods.ByIP(addr.Addr().String(), at); p != nil {
+				s.each[p] += n.Responses
+			}
+		}
+		out[n.T] = s
+	}
+	return out
+}
+
+func maxTime(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// renderShutdownNotExercised names, path by path, the pods whose going
+// the run's traffic did not meet, and what keeps traffic off a pod.
+func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
+	r := x.r
+	covered := shutdownCoverage(r, x.failures, x.pods)
+	var evidence []string
+	var names []string
+	onOtherNodes := false
+	entry := localEntryOf(r)
+	for _, c := range covered {
+		if len(c.missed) == 0 {
+			continue
+		}
+		var each []string
+		for _, m := range c.missed {
+			where := ""
+			if m.pod.Node != "" {
+				where = "on " + m.pod.Node + ", "
+				onOtherNodes = onOtherNodes || (entry != "" && m.pod.Node != entry && c.path == entryPath(r))
+			}
+			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs)", m.pod.Name, where, m.pod.DeletedAt.Sub(r.StartedAt).Seconds()))
+			if !slices.Contains(names, m.pod.Name) {
+				names = append(names, m.pod.Name)
+			}
+		}
+		on := ""
+		if c.path != "" {
+			on = " on path " + c.path
+		}
+		evidence = append(evidence, fmt.Sprintf("%d of the %d pods deleted while serving got none of the run's traffic%s in the %.0f s before their deletion (no response named them, by the %s, and no failure can have been theirs): %s",
+			len(c.missed), c.deleted, on, exercisedBefore.Seconds(), c.source, strings.Join(each, ", ")))
+	}
+	if len(evidence) == 0 {
+		return report.Finding{}, false
+	}
+	evidence = append(evidence, "so the verdict says nothing of how those pods went away: clients that did reach them (from other addresses, through other nodes) may have had requests dropped there")
+	switch {
+	case onOtherNodes:
+		evidence = append(evidence, fmt.Sprintf("the target enters %s at a NodePort under externalTrafficPolicy: Local, which sends what enters a node only to that node's own pods", entry))
+	case namesOnePod(r, x.pods):
+		evidence = append(evidence, "the target is one pod's own DNS name: no other pod is reached through it")
+	default:
+		evidence = append(evidence, "what keeps a client's traffic off a pod: session affinity (sessionAffinity: ClientIP sends each client address to one pod), kept-alive connections opened to other pods, or too few requests for the number of pods")
+	}
+	return report.Finding{
+		Title:    "the run's traffic did not reach every pod before it went: those pods' shutdowns were not exercised",
+		Evidence: evidence,
+		Fix: "probe where clients enter and as many of them do: each node's NodePort under a Local policy (a --target NAME=URL for each), " +
+			"several client addresses (--probers N, spread over the nodes), new connections (--conn new or mixed) at a rate that gives every pod requests",
+		Pods: names,
+	}, true
+}
+
+// namesOnePod: a path's target is one pod's own DNS name (see namedPod).
+func namesOnePod(r *report.Report, pods *Pods) bool {
+	f := report.Failure{}
+	if namedPod(r, &f, pods) != "" {
+		return true
+	}
+	for _, p := range r.Paths {
+		f.Path = p.Name
+		if namedPod(r, &f, pods) != "" {
+			return true
+		}
+	}
+	return false
+}
