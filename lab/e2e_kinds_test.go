@@ -148,6 +148,16 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 			if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
 				t.Fatal(err)
 			}
+			// Every node's SYNs: the referee of which pods the run's
+			// traffic reached.
+			nodeSYNs := map[string]*capture.Capture{}
+			if err := capture.Available(); err == nil {
+				for _, n := range netns.Nodes(lab.DefaultNodes) {
+					nodeSYNs[n.Name] = capture.Start(t, n.NS, "any", capture.SYNFilter)
+				}
+			} else {
+				t.Logf("which pods the traffic reached is not held to the wire: %v", err)
+			}
 			r := startWorkloadRun(t, []string{"--client"}, rollout.KindDaemonSet, tc.sample, target, "--conn", "new", "--settle", "3s").wait(t)
 			if r.repErr != nil {
 				t.Fatalf("exit %d: %v\n%s", r.exit, r.repErr, r.out())
@@ -156,6 +166,7 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 			if ro.Kind != "DaemonSet" || ro.Name != tc.sample || ro.Status != report.StatusComplete || ro.Entry == nil || ro.Entry.Node != node.Name {
 				t.Fatalf("rollout section %+v (entry %+v)", ro, ro.Entry)
 			}
+			checkShutdownsMissedOffTheEntry(t, r.rep, node, nodeSYNs)
 			t.Logf("%s: exit %d, %d of %d failed %v", tc.sample, r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
 			zero := findingByID(r.rep, "rollout-can-leave-no-ready-pod")
 			if !tc.wantDrops {
@@ -193,6 +204,71 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Run("refusals the entry node's own stack makes beside a terminating pod that left its rules are put on no pod", func(t *testing.T) {
 		testNodesOwnRefusalBesideALeftPod(t, ctx, c, node)
 	})
+}
+
+// checkShutdownsMissedOffTheEntry: probing entry's NodePort under a Local
+// policy reaches only entry's pods, so the run must say that the old pods
+// on the other nodes went unexercised (analysis.ShutdownNotExercised), and
+// name no pod on entry. The nodes' captures, where given, are the referee:
+// no SYN but the node's own (the kubelet's probes, from its pod bridge)
+// reached a pod named before its deletion, and some SYN of the run reached
+// every old pod not named.
+func checkShutdownsMissedOffTheEntry(t *testing.T, rep *report.Report, entry netns.Node, nodeSYNs map[string]*capture.Capture) {
+	t.Helper()
+	var want []string
+	for _, p := range rep.Pods {
+		if p.DeletedAt != nil && p.Node != "" && p.Node != entry.Name {
+			want = append(want, p.Pod)
+		}
+	}
+	f := findingByID(rep, analysis.ShutdownNotExercised)
+	if len(want) == 0 { // every old pod ran on entry
+		if f != nil {
+			t.Errorf("every old pod ran on %s, yet %s: %v", entry.Name, f.ID, f.Evidence)
+		}
+		return
+	}
+	if f == nil {
+		t.Fatalf("no %s finding: the old pods %v on other nodes than %s cannot have been reached (%v)", analysis.ShutdownNotExercised, want, entry.Name, findingIDs(rep))
+	}
+	if got := slices.Sorted(slices.Values(f.Pods)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("%s names %v, want the old pods off %s: %v (%v)", f.ID, got, entry.Name, want, f.Evidence)
+	}
+	if ev := strings.Join(f.Evidence, " | "); !strings.Contains(ev, "enters "+entry.Name+" at a NodePort under externalTrafficPolicy: Local") {
+		t.Errorf("%s does not name the Local-policy entry: %s", f.ID, ev)
+	}
+	ipOf := map[string]string{}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && e.IP != "" && ipOf[e.Pod] == "" {
+			ipOf[e.Pod] = e.IP
+		}
+	}
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		c := nodeSYNs[n.Name]
+		if c == nil {
+			continue
+		}
+		syns := c.SYNs()
+		for _, p := range rep.Pods {
+			if p.Node != n.Name || p.DeletedAt == nil || ipOf[p.Pod] == "" {
+				continue
+			}
+			reached := 0
+			for _, s := range syns {
+				if s.Dst.Addr().String() == ipOf[p.Pod] && s.Src.Addr().String() != n.PodGateway && !s.At.Before(rep.StartedAt) && s.At.Before(*p.DeletedAt) {
+					reached++
+				}
+			}
+			named := slices.Contains(f.Pods, p.Pod)
+			t.Logf("%s on %s: named %v; %d SYNs from off its node before its deletion", p.Pod, n.Name, named, reached)
+			switch {
+			case named && reached > 0:
+				t.Errorf("%s named %s (%s), but %d SYNs from off its node reached it before its deletion on %s's wire", f.ID, p.Pod, ipOf[p.Pod], reached, n.Name)
+			case !named && reached == 0:
+				t.Errorf("%s left %s (%s) out, but no SYN of the run reached it before its deletion on %s's wire", f.ID, p.Pod, ipOf[p.Pod], n.Name)
+			}
+		}
+	}
 }
 
 // testNodesOwnRefusalBesideALeftPod makes, on purpose, what a warm CI run

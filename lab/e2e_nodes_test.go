@@ -125,6 +125,7 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 				ro.ExternalTrafficPolicy != "Local" || ro.ServiceType != "LoadBalancer" || int(ro.HealthCheckNodePort) != tc.health {
 				t.Errorf("rollout section: entry %+v, type %q, policy %q, health %d", ro.Entry, ro.ServiceType, ro.ExternalTrafficPolicy, ro.HealthCheckNodePort)
 			}
+			checkShutdownsMissedOffTheEntry(t, r.rep, node, nil)
 			local := findingByID(r.rep, "local-policy-node-without-serving-endpoint")
 			if tc.wantDrops {
 				if r.exit != 1 || r.rep.Totals.Failed == 0 {

@@ -51,7 +51,7 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		check  func(t *testing.T, r *runResult)
 	}{
 		{"naive drops and is explained", "naive", nil, 1, "complete", checkNaive},
-		{"graceful drops none", "graceful", nil, judgedByCheck, "complete", checkClean},
+		{"graceful drops none", "graceful", nil, judgedByCheck, "complete", func(t *testing.T, r *runResult) { checkClean(t, r); checkEveryShutdownExercised(t, r) }},
 		{"keepalive-close cuts kept-alive connections", "keepalive-close", []string{"--conn", "keepalive"}, 1, "complete", checkKeepAliveClose},
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
 		{"short-grace is SIGKILLed", "short-grace", nil, -1, "complete", checkShortGrace},
@@ -392,6 +392,13 @@ func (s *startedRun) wait(t *testing.T) *runResult {
 		t.Fatal(err)
 	}
 	r.rep, r.repErr = report.ReadFile(r.reportPath)
+	if r.repErr == nil {
+		// Which runs leave pods unexercised, and why: said in every test's
+		// log (only some tests judge it).
+		if f := findingByID(r.rep, analysis.ShutdownNotExercised); f != nil {
+			t.Logf("%s: %s", f.ID, strings.Join(f.Evidence, " | "))
+		}
+	}
 	return r
 }
 
@@ -475,9 +482,21 @@ func checkClean(t *testing.T, r *runResult) {
 	checkCleanBesidesTheNodesOwn(t, r, nil)
 }
 
+// checkEveryShutdownExercised: a run whose traffic spread over every pod
+// (the Service's address or an ingress, fresh connections, three pods at
+// a hundred requests a second or more) met each old pod before it went:
+// no analysis.ShutdownNotExercised finding.
+func checkEveryShutdownExercised(t *testing.T, r *runResult) {
+	t.Helper()
+	if f := findingByID(r.rep, analysis.ShutdownNotExercised); f != nil {
+		t.Errorf("%s: %s (%v)", f.ID, f.Title, f.Evidence)
+	}
+}
+
 // checkNaive: the propagation finding, its preStop suggestion covering the
 // measured window, and every failure attributed to an old pod.
 func checkNaive(t *testing.T, r *runResult) {
+	checkEveryShutdownExercised(t, r)
 	rep := r.rep
 	propagation := findingByID(rep, analysis.StopsBeforePropagation)
 	if propagation == nil || len(rep.Outages) == 0 {
