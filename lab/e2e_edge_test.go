@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,7 +157,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				}
 			}
 			if waited == 0 {
-				t.Errorf("rollprobe flagged +%ds to +%ds on the retry path; Traefik's log has no success begun then that waited 100ms inside it", from, to)
+				t.Errorf("rollprobe flagged +%ds to +%ds on the retry path; Traefik's log has no success begun then that waited 100ms inside it\n%s",
+					from, to, spikeContext(rep, byID, from, to, lo, hi))
 			}
 			t.Logf("spike +%ds to +%ds: %d successes Traefik logged as waiting >= 100ms inside it", from, to, waited)
 		}
@@ -628,6 +630,42 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// spikeContext says, for a spike of seconds from..to that Traefik's log
+// does not hold, what else there is to know: each path's seconds around
+// it, the deletions, and the slowest of Traefik's entries begun between lo
+// and hi (its whole time against the part outside the answering attempt:
+// a slow pod, or slowness outside Traefik altogether).
+func spikeContext(rep *report.Report, byID map[string]accessEntry, from, to int, lo, hi time.Time) string {
+	var b strings.Builder
+	for _, p := range rep.Paths {
+		fmt.Fprintf(&b, "path %s:\n", p.Name)
+		for _, row := range p.Series {
+			if row.T >= int64(from-2) && row.T <= int64(to+1) {
+				fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms service p99 %.1fms lag %.1fms slow connects %d\n",
+					row.T, row.Sent, row.Failed, row.OKServiceP99MS, row.ServiceP99MS, row.MaxLagMS, row.SlowConnects)
+			}
+		}
+	}
+	for _, e := range rep.Timeline {
+		if e.Kind == report.PodDeletionRequested || e.Kind == report.PodReady || e.Kind == report.EndpointRemoved {
+			fmt.Fprintf(&b, "%s %s %+.3fs\n", e.Pod, e.Kind, e.At.Sub(rep.StartedAt).Seconds())
+		}
+	}
+	var in []accessEntry
+	for _, e := range byID {
+		if !e.StartUTC.Before(lo) && e.StartUTC.Before(hi) {
+			in = append(in, e)
+		}
+	}
+	slices.SortFunc(in, func(a, b accessEntry) int { return cmp.Compare(b.Duration, a.Duration) })
+	fmt.Fprintf(&b, "Traefik's slowest of %d entries begun then:\n", len(in))
+	for _, e := range in[:min(len(in), 8)] {
+		fmt.Fprintf(&b, "  %s began %+.3fs status %d took %s, %s outside the answering attempt, pod %q\n",
+			e.RequestID, e.StartUTC.Sub(rep.StartedAt).Seconds(), e.DownstreamStatus, e.Duration, e.Overhead, e.OriginPod)
+	}
+	return b.String()
 }
 
 // seriesLines shows a path's seconds for a failure message: sent, failed,
