@@ -739,17 +739,12 @@ func servedByConntrack(r *report.Report, pods *Pods) map[*Pod]uint64 {
 		return nil
 	}
 	var out map[*Pod]uint64
-	for _, n := range r.Conntrack.Responses {
-		addr, err := netip.ParseAddrPort(n.Addr)
-		if err != nil {
-			continue
-		}
-		at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
-		if p := pods.ByIP(addr.Addr().String(), at); p != nil {
+	for _, second := range conntrackBySecond(r, pods) {
+		for p, n := range second.each {
 			if out == nil {
 				out = map[*Pod]uint64{}
 			}
-			out[p] += n.Responses
+			out[p] += n
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -29,25 +30,17 @@ const (
 	exercisedLeast = 2 * time.Second
 )
 
-// unexercised is a pod whose deletion a path's traffic did not meet.
-type unexercised struct {
-	pod *Pod
-	// named: how many of the path's responses in the window named a pod
-	// (any): the evidence that the path's responses say where they went.
-	named uint64
-}
-
 // pathCoverage is one path's pods deleted while serving, and those of them
 // its traffic did not meet.
 type pathCoverage struct {
 	path    string // "" for a run of one path
 	deleted int    // pods whose deletion was judged
-	missed  []unexercised
+	missed  []*Pod // those of them the path's traffic did not meet
 	// source is what named the pods: "backend header" or "conntrack".
 	source string
 }
 
-// shutdownCoverage judges (failures: attributed), for every path whose responses say which pod
+// shutdownCoverage judges, for every path whose responses say which pod
 // answered (the backend header; conntrack for a run of one path), each
 // pod whose deletion was requested while it had been ready for
 // exercisedLeast and still in the Service's endpoints: exercised when, in
@@ -57,6 +50,7 @@ type pathCoverage struct {
 // response named any pod is not judged (the evidence is missing, not the
 // traffic). Argo Rollouts are not judged: their steps move traffic off
 // pods before they go (weights, the active Service's switch) by design.
+// failures are the run's, attributed.
 func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) []pathCoverage {
 	if r.Rollout != nil && r.Rollout.Kind == "Rollout" {
 		return nil
@@ -146,7 +140,7 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 			if switchedAway(switches, p) != nil {
 				continue // a blue/green's switch took its traffic away
 			}
-			lo := int64(from.Sub(r.StartedAt).Seconds() + 0.999999) // whole seconds only
+			lo := int64(math.Ceil(from.Sub(r.StartedAt).Seconds())) // whole seconds only
 			hi := int64(del.Sub(r.StartedAt) / time.Second)
 			all, each := named(lo, hi)
 			if all == 0 {
@@ -154,7 +148,7 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 			}
 			c.deleted++
 			if each[p] == 0 && !hit[pa.name][p] {
-				c.missed = append(c.missed, unexercised{pod: p, named: all})
+				c.missed = append(c.missed, p)
 			}
 		}
 		if c.deleted > 0 {
@@ -172,8 +166,8 @@ type conntrackSecond struct {
 }
 
 // conntrackBySecond is Conntrack.Responses by second, each address put on
-// the pod that bore it then (as servedByConntrack does); nil when
-// conntrack mapped none.
+// the pod that bore it in the middle of that second; nil when conntrack
+// mapped none.
 func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
 	if r.Conntrack == nil || len(r.Conntrack.Responses) == 0 {
 		return nil
@@ -219,15 +213,15 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 			continue
 		}
 		var each []string
-		for _, m := range c.missed {
+		for _, p := range c.missed {
 			where := ""
-			if m.pod.Node != "" {
-				where = "on " + m.pod.Node + ", "
-				onOtherNodes = onOtherNodes || (entry != "" && m.pod.Node != entry && c.path == entryPath(r))
+			if p.Node != "" {
+				where = "on " + p.Node + ", "
+				onOtherNodes = onOtherNodes || (entry != "" && p.Node != entry && c.path == entryPath(r))
 			}
-			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs)", m.pod.Name, where, m.pod.DeletedAt.Sub(r.StartedAt).Seconds()))
-			if !slices.Contains(names, m.pod.Name) {
-				names = append(names, m.pod.Name)
+			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs)", p.Name, where, p.DeletedAt.Sub(r.StartedAt).Seconds()))
+			if !slices.Contains(names, p.Name) {
+				names = append(names, p.Name)
 			}
 		}
 		on := ""

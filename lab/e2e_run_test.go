@@ -51,7 +51,7 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		check  func(t *testing.T, r *runResult)
 	}{
 		{"naive drops and is explained", "naive", nil, 1, "complete", checkNaive},
-		{"graceful drops none", "graceful", nil, judgedByCheck, "complete", func(t *testing.T, r *runResult) { checkClean(t, r); checkEveryShutdownExercised(t, r) }},
+		{"graceful drops none", "graceful", nil, judgedByCheck, "complete", checkCleanAndEveryPodMet},
 		{"keepalive-close cuts kept-alive connections", "keepalive-close", []string{"--conn", "keepalive"}, 1, "complete", checkKeepAliveClose},
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
 		{"short-grace is SIGKILLed", "short-grace", nil, -1, "complete", checkShortGrace},
@@ -491,6 +491,13 @@ func checkEveryShutdownExercised(t *testing.T, r *runResult) {
 	if f := findingByID(r.rep, analysis.ShutdownNotExercised); f != nil {
 		t.Errorf("%s: %s (%v)", f.ID, f.Title, f.Evidence)
 	}
+}
+
+// checkCleanAndEveryPodMet: checkClean, for a run whose traffic reached
+// every pod (checkEveryShutdownExercised).
+func checkCleanAndEveryPodMet(t *testing.T, r *runResult) {
+	checkClean(t, r)
+	checkEveryShutdownExercised(t, r)
 }
 
 // checkNaive: the propagation finding, its preStop suggestion covering the
