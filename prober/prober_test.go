@@ -528,9 +528,12 @@ func TestFailuresRecordTheirAddresses(t *testing.T) {
 }
 
 // listenDrops is the kernel's count of SYNs dropped by full accept queues
-// in this network namespace (TcpExt ListenDrops in /proc/net/netstat).
+// in the network namespace of the thread that reads it, which is where the
+// test's sockets are (TcpExt ListenDrops). Not /proc/net/netstat: that is
+// the main thread's namespace, which a test that parks the main thread in
+// a namespace of its own would change for the rest of the process.
 func listenDrops(t *testing.T) int64 {
-	b, err := os.ReadFile("/proc/net/netstat")
+	b, err := os.ReadFile("/proc/thread-self/net/netstat")
 	if err != nil {
 		t.Fatal(err)
 	}

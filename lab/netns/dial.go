@@ -8,8 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 
+	"github.com/rollprobe/rollprobe/internal/ownthread"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +28,7 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 			err  error
 		}
 		done := make(chan result, 1)
-		onOwnThread(func() {
+		ownthread.Go(func() {
 			if err := enter(ns); err != nil {
 				done <- result{nil, err}
 				return
@@ -40,37 +40,6 @@ func DialContextIn(ns string) func(ctx context.Context, network, addr string) (n
 		r := <-done
 		return r.conn, r.err
 	}
-}
-
-// onOwnThread runs f in a new goroutine locked to an OS thread that is not
-// the process's main thread, and lets that thread end when f returns, so f
-// may change the thread's state (its namespace) without it leaking. The
-// main thread must never move: Go parks it rather than ending it, and its
-// namespace is the one /proc/PID/ns/net shows for the whole process (lab
-// down would take this process for a lab process).
-//
-// It does not depend on scheduling luck: a goroutine that lands on the main
-// thread keeps it locked while it starts the next one and waits for it, so
-// the runtime must run that one on another thread.
-func onOwnThread(f func()) {
-	go runLocked(f, make(chan struct{}))
-}
-
-// runLocked locks the calling goroutine's thread; on the main thread it
-// hands f to a goroutine that cannot run there, on any other it closes
-// started and runs f, never unlocking.
-func runLocked(f func(), started chan struct{}) {
-	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		handedOff := make(chan struct{})
-		go runLocked(f, handedOff)
-		<-handedOff // while this goroutine holds the main thread
-		close(started)
-		runtime.UnlockOSThread()
-		return
-	}
-	close(started)
-	f() // never unlocked: the thread ends with this goroutine
 }
 
 // enter moves the calling thread into the named namespace.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package netns
+package ownthread
 
 import (
 	"runtime"
@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Every function handed to onOwnThread runs on a thread other than the
+// Every function handed to Go runs on a thread other than the
 // main one, however the scheduler places goroutines: here 2,000 of them
 // while every P is kept busy, and with the main thread itself locked by
 // the test's goroutines in turn.
-func TestOnOwnThreadNeverRunsOnTheMainThread(t *testing.T) {
+func TestGoNeverRunsOnTheMainThread(t *testing.T) {
 	stop := make(chan struct{})
 	var busy sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -37,7 +37,7 @@ func TestOnOwnThreadNeverRunsOnTheMainThread(t *testing.T) {
 	const n = 2000
 	tids := make(chan int, n)
 	for range n {
-		onOwnThread(func() { tids <- unix.Gettid() })
+		Go(func() { tids <- unix.Gettid() })
 	}
 	for range n {
 		if tid := <-tids; tid == pid {
