@@ -666,7 +666,8 @@ func (w *worker) do(res *Result) {
 			return
 		}
 		connected := p.Elapsed()
-		res.SlowConnect = connected-res.Start >= SlowConnectAfter
+		res.Connect = connected - res.Start
+		res.SlowConnect = res.Connect >= SlowConnectAfter
 		watcher := p.watcher
 		if p.reuseBlindly {
 			watcher = nil

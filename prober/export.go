@@ -43,10 +43,13 @@ type Aggregate struct {
 	Backends map[string]uint64
 	Latency  *hdr.Histogram // from the intended send; nil when none completed
 	Service  *hdr.Histogram // from the actual send
-	// LatencyBuckets and ServiceBuckets are the same histograms as read
-	// back from a stream (sparse: no dense counts array to allocate and
-	// walk); IngestAggregate uses them when set.
-	LatencyBuckets, ServiceBuckets *hdr.PackedHistogram
+	// AfterWrite is from the request's write (Result.AfterWrite); nil when
+	// none completed, and from a prober older than the field.
+	AfterWrite *hdr.Histogram
+	// LatencyBuckets, ServiceBuckets and AfterWriteBuckets are the same
+	// histograms as read back from a stream (sparse: no dense counts array
+	// to allocate and walk); IngestAggregate uses them when set.
+	LatencyBuckets, ServiceBuckets, AfterWriteBuckets *hdr.PackedHistogram
 }
 
 // export is an exporting recorder's pending output. Under r.mu.
@@ -99,10 +102,11 @@ func (r *Recorder) exportResult(res *Result) {
 	}
 	if res.HasResponse() {
 		if done.Latency == nil {
-			done.Latency, done.Service = r.histogram(), r.histogram()
+			done.Latency, done.Service, done.AfterWrite = r.histogram(), r.histogram(), r.histogram()
 		}
 		recordMicros(done.Latency, res.Latency())
 		recordMicros(done.Service, res.ServiceTime())
+		recordMicros(done.AfterWrite, res.AfterWrite())
 	}
 }
 
@@ -158,7 +162,7 @@ func (r *Recorder) ReleaseExport(e Export) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range e.Aggregates {
-		for _, h := range []*hdr.Histogram{a.Latency, a.Service} {
+		for _, h := range []*hdr.Histogram{a.Latency, a.Service, a.AfterWrite} {
 			if h != nil {
 				h.Reset()
 				r.st.spareHists = append(r.st.spareHists, h)
@@ -202,7 +206,7 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	for b, n := range a.Backends {
 		countBackendN(st.backends, b, n)
 	}
-	a.merge(st.latency, st.service)
+	a.merge(st.latency, st.service, nil)
 	if a.Sent > 0 || a.Slow > 0 || a.MaxLag > 0 {
 		begun, _ := r.second(a.Second)
 		begun.Sent += a.Sent
@@ -215,8 +219,8 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	done, open := r.second(a.Second)
 	done.Classes[OK] += a.OK
 	if open != nil {
-		a.merge(open.latency, open.service)
-		a.merge(nil, open.okService) // an aggregate holds successes only
+		a.merge(open.latency, open.service, open.okAfterWrite)
+		a.merge(nil, open.okService, nil) // an aggregate holds successes only
 	}
 	if len(a.Backends) > 0 {
 		switch {
@@ -231,29 +235,24 @@ func (r *Recorder) IngestAggregate(a Aggregate) {
 	}
 }
 
-// merge adds the aggregate's histograms to latency and service, exactly
-// (the same shape: bucket for bucket); a nil one is left out.
-func (a *Aggregate) merge(latency, service *hdr.Histogram) {
-	switch {
-	case a.LatencyBuckets != nil:
-		for _, x := range []struct {
-			to   *hdr.Histogram
-			from *hdr.PackedHistogram
-		}{{latency, a.LatencyBuckets}, {service, a.ServiceBuckets}} {
-			if x.to == nil {
-				continue
-			}
-			x.from.ForEachBucket(func(value, count int64) bool {
+// merge adds the aggregate's latency and service-time histograms to
+// latency and service, and its after-write one to afterWrite, exactly (the
+// same shape: bucket for bucket); a nil destination is left out.
+func (a *Aggregate) merge(latency, service, afterWrite *hdr.Histogram) {
+	for _, x := range []struct {
+		to     *hdr.Histogram
+		dense  *hdr.Histogram
+		packed *hdr.PackedHistogram
+	}{{latency, a.Latency, a.LatencyBuckets}, {service, a.Service, a.ServiceBuckets}, {afterWrite, a.AfterWrite, a.AfterWriteBuckets}} {
+		switch {
+		case x.to == nil:
+		case x.packed != nil:
+			x.packed.ForEachBucket(func(value, count int64) bool {
 				_ = x.to.RecordValues(value, count)
 				return true
 			})
-		}
-	case a.Latency != nil:
-		if latency != nil {
-			latency.Merge(a.Latency)
-		}
-		if service != nil {
-			service.Merge(a.Service)
+		case x.dense != nil:
+			x.to.Merge(x.dense)
 		}
 	}
 }

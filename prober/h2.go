@@ -244,6 +244,9 @@ func (w *worker) doH2(res *Result) {
 			w.failH2(res, phase, err)
 			return
 		}
+		if dialed {
+			res.Connect = p.Elapsed() - res.Start
+		}
 		if len(req.body) > 0 {
 			if err := w.awaitSettings(c, deadline); err != nil {
 				if fresh {

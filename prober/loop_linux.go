@@ -944,7 +944,8 @@ func (l *loop) connected(c *loopConn) {
 		return
 	}
 	c.born = now
-	c.res.SlowConnect = now-c.res.Start >= SlowConnectAfter
+	c.res.Connect = now - c.res.Start
+	c.res.SlowConnect = c.res.Connect >= SlowConnectAfter
 	c.res.ConnReqs, c.res.ConnAge = 0, 0
 	c.deadline = c.res.Start + l.p.cfg.Timeout
 	l.noteDeadline(c.deadline)

@@ -111,6 +111,10 @@ type openSecond struct {
 	// okService: the successes among them, from the actual send: a slow
 	// success is a cost no failure shows (a proxy's hidden retry).
 	okService *hdr.Histogram
+	// okAfterWrite: the same successes from their request's write
+	// (Result.AfterWrite): what a proxy's retry adds, without what a slow
+	// handshake with the proxy does.
+	okAfterWrite *hdr.Histogram
 }
 
 // NewRecorder makes a recorder that keeps the first keepFailures failures
@@ -245,6 +249,7 @@ func (r *Recorder) add(res *Result) (keepable bool) {
 			recordMicros(endOpen.service, res.ServiceTime())
 			if res.Class == OK {
 				recordMicros(endOpen.okService, res.ServiceTime())
+				recordMicros(endOpen.okAfterWrite, res.AfterWrite())
 			}
 		}
 		if res.Backend != "" {
@@ -272,7 +277,7 @@ func (r *Recorder) second(k int64) (*SecondRow, *openSecond) {
 	}
 	o := r.st.open[k]
 	if o == nil {
-		o = &openSecond{row: SecondRow{Second: k}, latency: r.histogram(), service: r.histogram(), okService: r.histogram()}
+		o = &openSecond{row: SecondRow{Second: k}, latency: r.histogram(), service: r.histogram(), okService: r.histogram(), okAfterWrite: r.histogram()}
 		r.st.open[k] = o
 	}
 	return &o.row, o
@@ -310,8 +315,11 @@ type SecondRow struct {
 	// OKServiceP99: the service time of the successes alone (0 when none
 	// completed in the second).
 	OKServiceP99 time.Duration
-	MaxLag       time.Duration
-	Backends     map[string]uint64
+	// OKAfterWriteP99: the same successes' time from their request's
+	// write (Result.AfterWrite; 0 when none completed in the second).
+	OKAfterWriteP99 time.Duration
+	MaxLag          time.Duration
+	Backends        map[string]uint64
 	// SlowConnects counts requests begun in the second that succeeded
 	// only after a retransmitted SYN (Result.SlowConnect).
 	SlowConnects uint64
@@ -410,7 +418,8 @@ func (r *Recorder) finalise(limit int64) {
 		row.ServiceP50 = time.Duration(o.service.ValueAtQuantile(50)) * time.Microsecond
 		row.ServiceP99 = time.Duration(o.service.ValueAtQuantile(99)) * time.Microsecond
 		row.OKServiceP99 = time.Duration(o.okService.ValueAtQuantile(99)) * time.Microsecond
-		for _, h := range []*hdr.Histogram{o.latency, o.service, o.okService} {
+		row.OKAfterWriteP99 = time.Duration(o.okAfterWrite.ValueAtQuantile(99)) * time.Microsecond
+		for _, h := range []*hdr.Histogram{o.latency, o.service, o.okService, o.okAfterWrite} {
 			h.Reset()
 			r.st.spareHists = append(r.st.spareHists, h)
 		}

@@ -21,10 +21,16 @@ type Result struct {
 	// retransmission timeout is 1 s): the latency spike a user sees when a
 	// SYN goes to a pod IP that no longer answers.
 	SlowConnect bool
-	ConnReqs    uint32
-	ConnAge     time.Duration // age of the connection when the request began
-	Backend     string        // value of the backend header, if configured and present
-	Err         error
+	// Connect, for a request sent on a connection opened for it, is how
+	// long that took from Start (the TCP connect, the TLS handshake on
+	// https, and for h2 the wait for a connection to open); 0 on a
+	// connection that was open already, and with grpc-go as the client
+	// (GRPCClientGo), which opens its connections out of sight.
+	Connect  time.Duration
+	ConnReqs uint32
+	ConnAge  time.Duration // age of the connection when the request began
+	Backend  string        // value of the backend header, if configured and present
+	Err      error
 	// Addr, for a failure, is its connection's local and remote address,
 	// to find it in conntrack, a capture or server logs (the local port
 	// even when the connect failed). nil for successes, which pay nothing
@@ -77,6 +83,14 @@ func (r *Result) Latency() time.Duration { return r.End - r.Intended }
 
 // ServiceTime is the time from the actual send to completion.
 func (r *Result) ServiceTime() time.Duration { return r.End - r.Start }
+
+// AfterWrite is the time from the request's write to completion: the
+// service time without its connection's opening. Only what happens after
+// the server has the request is in it: the server's own time, and a
+// proxy's retries on another backend; not a slow handshake with the proxy.
+// (On h2, a wait for a free stream on a connection already open is in it:
+// the client's queue, not the server's.)
+func (r *Result) AfterWrite() time.Duration { return r.End - r.Start - r.Connect }
 
 // Lag is how late the request started against its intended time.
 func (r *Result) Lag() time.Duration { return r.Start - r.Intended }

@@ -498,9 +498,14 @@ type SeriesRow struct {
 	ServiceP99MS float64 `json:"service_p99_ms,omitempty"`
 	// OKServiceP99MS: the service time p99 of the successes alone;
 	// absent when none completed in the second (or in older reports).
-	OKServiceP99MS float64           `json:"ok_service_p99_ms,omitempty"`
-	MaxLagMS       float64           `json:"max_lag_ms"`
-	Backends       map[string]uint64 `json:"backends,omitempty"`
+	OKServiceP99MS float64 `json:"ok_service_p99_ms,omitempty"`
+	// OKAfterWriteP99MS: the same successes' p99 from their request's
+	// write, a new connection's opening (TCP, TLS) left out: what the
+	// server and anything in front of it took (a proxy's retries), not a
+	// slow handshake. Absent when none completed (or in older reports).
+	OKAfterWriteP99MS float64           `json:"ok_after_write_p99_ms,omitempty"`
+	MaxLagMS          float64           `json:"max_lag_ms"`
+	Backends          map[string]uint64 `json:"backends,omitempty"`
 	// SlowConnects: requests begun in the second that succeeded only
 	// after a retransmitted SYN.
 	SlowConnects uint64 `json:"slow_connects,omitempty"`

@@ -160,7 +160,7 @@ func build(run probeRun) *report.Report {
 	for _, row := range snap.Rows {
 		sr := report.SeriesRow{
 			T: row.Second, Sent: row.Sent, OK: row.OK(), Failed: row.Failed(),
-			P50MS: ms(row.P50), P99MS: ms(row.P99), ServiceP50MS: ms(row.ServiceP50), ServiceP99MS: ms(row.ServiceP99), OKServiceP99MS: ms(row.OKServiceP99), MaxLagMS: ms(row.MaxLag), SlowConnects: row.SlowConnects,
+			P50MS: ms(row.P50), P99MS: ms(row.P99), ServiceP50MS: ms(row.ServiceP50), ServiceP99MS: ms(row.ServiceP99), OKServiceP99MS: ms(row.OKServiceP99), OKAfterWriteP99MS: ms(row.OKAfterWriteP99), MaxLagMS: ms(row.MaxLag), SlowConnects: row.SlowConnects,
 		}
 		for c := prober.Class(1); int(c) < prober.NumClasses; c++ {
 			if n := row.Classes[c]; n > 0 {

@@ -16,8 +16,9 @@
 //   - hello comes first (the prober's name, node and version), started
 //     once the prober's run begins (its wall clock's start), then results
 //     (each result that is not OK, in full), aggregates (OK results by
-//     second, with latency and service-time HDR histograms in
-//     hdrhistogram-go's V2 compressed encoding) and final marks (seconds
+//     second, with latency, service-time and after-write HDR
+//     histograms in hdrhistogram-go's V2 compressed encoding; after-write
+//     is optional: probers before it did not send it) and final marks (seconds
 //     before it are final), and end last (the prober's summary). pong
 //     answers a ping from the CLI (clock offset estimation) at any time.
 //   - Times of results and seconds are offsets from the prober's start,
@@ -169,6 +170,7 @@ type Result struct {
 	SlowConnect bool   `json:"slow,omitempty"`
 	ConnReqs    uint32 `json:"conn_reqs,omitempty"`
 	ConnAgeNS   int64  `json:"conn_age_ns,omitempty"`
+	ConnectNS   int64  `json:"connect_ns,omitempty"` // optional: probers before it did not send it
 	Backend     string `json:"backend,omitempty"`
 	Error       string `json:"error,omitempty"`
 	Local       string `json:"local,omitempty"`
@@ -196,6 +198,10 @@ type Agg struct {
 	Backends map[string]uint64 `json:"backends,omitempty"`
 	Latency  string            `json:"latency,omitempty"` // HDR V2 compressed, base64 (hdrhistogram-go's Encode)
 	Service  string            `json:"service,omitempty"`
+	// AfterWrite: the successes' time from their request's write
+	// (prober.Result.AfterWrite); only with the two above, and optional
+	// (probers before it did not send it).
+	AfterWrite string `json:"after_write,omitempty"`
 	// Retried, Retries, RetrySumNS and RetryMaxNS: the hidden retries of
 	// the second's successes (grpc-go as the client).
 	Retried    uint64 `json:"retried,omitempty"`
@@ -312,7 +318,7 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 func FromResult(res *prober.Result) *Result {
 	r := &Result{Seq: res.Seq, IntendedNS: int64(res.Intended), StartNS: int64(res.Start), EndNS: int64(res.End),
 		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
-		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), Backend: res.Backend,
+		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), ConnectNS: int64(res.Connect), Backend: res.Backend,
 		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled,
 		H2Code: res.H2Code, GoAway: res.GoAway.String(), GRPCStatus: res.GRPCStatus, Retries: res.HiddenRetries, RetryNS: int64(res.RetryDelay)}
 	if res.Err != nil {
@@ -352,12 +358,12 @@ func (r *Result) ToResult() (prober.Result, error) {
 	if err != nil {
 		return prober.Result{}, err
 	}
-	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.Status < 0 || r.Status > 999 || r.RetryNS < 0 {
+	if r.IntendedNS < 0 || r.StartNS < r.IntendedNS || r.EndNS < r.StartNS || r.ConnAgeNS < 0 || r.ConnectNS < 0 || r.ConnectNS > r.EndNS-r.StartNS || r.Status < 0 || r.Status > 999 || r.RetryNS < 0 {
 		return prober.Result{}, fmt.Errorf("result %d: times or status out of range", r.Seq)
 	}
 	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
 		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
-		ConnAge: time.Duration(r.ConnAgeNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
+		ConnAge: time.Duration(r.ConnAgeNS), Connect: time.Duration(r.ConnectNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
 		H2Code: r.H2Code, GoAway: goAway, GRPCStatus: r.GRPCStatus, HiddenRetries: r.Retries, RetryDelay: time.Duration(r.RetryNS)}
 	if r.Error != "" {
 		res.Err = errors.New(r.Error)
@@ -388,7 +394,10 @@ func FromAggregate(a *prober.Aggregate) (*Agg, error) {
 		for _, x := range []struct {
 			h   *hdr.Histogram
 			out *string
-		}{{a.Latency, &out.Latency}, {a.Service, &out.Service}} {
+		}{{a.Latency, &out.Latency}, {a.Service, &out.Service}, {a.AfterWrite, &out.AfterWrite}} {
+			if x.h == nil {
+				continue
+			}
 			b, err := x.h.Encode(hdr.V2CompressedEncodingCookieBase)
 			if err != nil {
 				return nil, err
@@ -418,6 +427,9 @@ func (a *Agg) ToAggregate() (prober.Aggregate, error) {
 		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: one histogram of two", a.Second)
 	}
 	if a.Latency == "" {
+		if a.AfterWrite != "" {
+			return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: an after-write histogram without the others", a.Second)
+		}
 		return out, nil
 	}
 	var err error
@@ -426,6 +438,11 @@ func (a *Agg) ToAggregate() (prober.Aggregate, error) {
 	}
 	if out.ServiceBuckets, err = decodeHistogram(a.Service); err != nil {
 		return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: service time: %w", a.Second, err)
+	}
+	if a.AfterWrite != "" {
+		if out.AfterWriteBuckets, err = decodeHistogram(a.AfterWrite); err != nil {
+			return prober.Aggregate{}, fmt.Errorf("aggregate of second %d: time after the write: %w", a.Second, err)
+		}
 	}
 	return out, nil
 }

@@ -18,7 +18,7 @@ import (
 // Every field of a result that is not OK survives the line.
 func TestResultRoundTrip(t *testing.T) {
 	in := prober.Result{Seq: 42, Intended: 1500 * time.Millisecond, Start: 1501 * time.Millisecond, End: 3501 * time.Millisecond,
-		Class: prober.EOFReused, Phase: prober.PhaseReadHeaders, Status: 0, Fresh: false, SlowConnect: true, ConnReqs: 7,
+		Class: prober.EOFReused, Phase: prober.PhaseReadHeaders, Status: 0, Fresh: false, SlowConnect: true, Connect: 980 * time.Millisecond, ConnReqs: 7,
 		ConnAge: 12 * time.Second, Backend: "web-1", Err: errors.New("connection closed before any response byte"),
 		Addr:        &prober.ConnAddr{Local: netip.MustParseAddrPort("10.244.1.5:40000"), Remote: netip.MustParseAddrPort("10.96.0.10:80")},
 		ServerClose: prober.CloseBeforeRequest, Canceled: true}
@@ -43,31 +43,41 @@ func TestResultRoundTrip(t *testing.T) {
 	}
 }
 
-// An aggregate's histograms come back bucket for bucket.
+// An aggregate's histograms come back bucket for bucket; one without the
+// after-write histogram (a prober from before it) comes back without it.
 func TestAggregateRoundTrip(t *testing.T) {
 	lowest, highest, digits := prober.HistogramShape()
-	lat, svc := hdr.New(lowest, highest, int(digits)), hdr.New(lowest, highest, int(digits))
-	for i := range int64(1000) {
-		_ = lat.RecordValue(100 + i*i)
-		_ = svc.RecordValue(50 + i)
-	}
-	in := prober.Aggregate{Second: 9, Sent: 10, Slow: 1, MaxLag: time.Millisecond, Retries: prober.HiddenRetries{Calls: 2, Attempts: 3, DelaySum: 5 * time.Millisecond, DelayMax: 4 * time.Millisecond}, Fresh: 4, Reused: 6, OK: 1000,
-		Status: map[int]uint64{200: 990, 204: 10}, Backends: map[string]uint64{"a": 600, "b": 400}, Latency: lat, Service: svc}
-	a, err := FromAggregate(&in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := roundTrip(t, Line{Seq: 3, Kind: KindAgg, Agg: a})
-	out, err := l.Agg.ToAggregate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !dense(out.LatencyBuckets).Equals(lat) || !dense(out.ServiceBuckets).Equals(svc) {
-		t.Fatal("histograms changed on the way")
-	}
-	out.LatencyBuckets, out.ServiceBuckets, in.Latency, in.Service = nil, nil, nil, nil
-	if !reflect.DeepEqual(out, in) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	for _, withAfterWrite := range []bool{true, false} {
+		lat, svc, aw := hdr.New(lowest, highest, int(digits)), hdr.New(lowest, highest, int(digits)), hdr.New(lowest, highest, int(digits))
+		for i := range int64(1000) {
+			_ = lat.RecordValue(100 + i*i)
+			_ = svc.RecordValue(50 + i)
+			_ = aw.RecordValue(20 + i%7)
+		}
+		in := prober.Aggregate{Second: 9, Sent: 10, Slow: 1, MaxLag: time.Millisecond, Retries: prober.HiddenRetries{Calls: 2, Attempts: 3, DelaySum: 5 * time.Millisecond, DelayMax: 4 * time.Millisecond}, Fresh: 4, Reused: 6, OK: 1000,
+			Status: map[int]uint64{200: 990, 204: 10}, Backends: map[string]uint64{"a": 600, "b": 400}, Latency: lat, Service: svc, AfterWrite: aw}
+		if !withAfterWrite {
+			in.AfterWrite = nil
+		}
+		a, err := FromAggregate(&in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := roundTrip(t, Line{Seq: 3, Kind: KindAgg, Agg: a})
+		out, err := l.Agg.ToAggregate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dense(out.LatencyBuckets).Equals(lat) || !dense(out.ServiceBuckets).Equals(svc) {
+			t.Fatal("histograms changed on the way")
+		}
+		if got := out.AfterWriteBuckets != nil; got != withAfterWrite || (got && !dense(out.AfterWriteBuckets).Equals(aw)) {
+			t.Fatalf("after-write histogram sent %v: came back %v, or changed", withAfterWrite, got)
+		}
+		out.LatencyBuckets, out.ServiceBuckets, out.AfterWriteBuckets, in.Latency, in.Service, in.AfterWrite = nil, nil, nil, nil, nil, nil
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+		}
 	}
 }
 

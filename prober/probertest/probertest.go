@@ -36,6 +36,9 @@ func RandomResults(rng *rand.Rand, n int) []prober.Result {
 		res := prober.Result{Seq: uint64(i), Intended: intended, Start: intended + lag, End: intended + lag + service,
 			Class: classes[rng.IntN(len(classes))], Fresh: rng.IntN(2) == 0, ConnReqs: uint32(rng.IntN(5)),
 			Backend: fmt.Sprintf("pod-%d", rng.IntN(4))}
+		if res.Fresh { // part of its service time went to opening its connection
+			res.Connect = time.Duration(rng.Int64N(int64(service) + 1))
+		}
 		switch res.Class {
 		case prober.OK:
 			res.Status = []int{200, 200, 204, 304}[rng.IntN(4)]
