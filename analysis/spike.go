@@ -20,8 +20,11 @@ import (
 // that a retry caused it is the likely reading, not a measurement, and the
 // finding says so.
 //
-// What counts, per path, from the per-second p99 service time of the
-// successes alone (SeriesRow.OKServiceP99MS):
+// What counts, per path, from the per-second p99 of the successes alone,
+// timed from their request's write (SeriesRow.OKAfterWriteP99MS): a proxy
+// retries only a request it has, so a new connection's handshake with it,
+// slow on a busy machine, is no retry's (older reports without the field:
+// the service time, SeriesRow.OKServiceP99MS):
 //   - the second begins no earlier than the second of a pod's deletion
 //     request and no later than spikeAfter after it;
 //   - its p99 is at least spikeFactor times the path's baseline (the median
@@ -34,8 +37,9 @@ import (
 //     is nothing to compare with, so the path must have shown a proxy in
 //     its way (a proxy_5xx): a lab node busy starting pods lifted a direct
 //     path's p99 from 3 ms to 130 ms at a rollout;
-//   - no success in the second came after a retransmitted SYN: those are
-//     slow for a measured reason of their own.
+//   - with the service time (older reports), no success in the second came
+//     after a retransmitted SYN: those are slow for a measured reason of
+//     their own, which the time from the write leaves out.
 const (
 	spikeFactor = 4
 	spikeFloor  = 100 * time.Millisecond
@@ -51,6 +55,7 @@ type pathSpike struct {
 	from, to     int64  // the first and last spike second (series T)
 	p99          float64
 	baseline     float64
+	fromWrite    bool // p99 and baseline are from the request's write (okP99)
 	beforeDelete bool // the baseline is of the seconds before the first deletion
 	pod          string
 	// after is how long after pod's deletion request the last spike
@@ -109,12 +114,12 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 	if len(paths) == 1 && !proxiedPaths(r)[paths[0].name] {
 		return nil
 	}
-	okP99 := make([]map[int64]float64, len(paths))
+	p99s := make([]map[int64]float64, len(paths))
 	for i, p := range paths {
-		okP99[i] = map[int64]float64{}
+		p99s[i] = map[int64]float64{}
 		for _, row := range p.series {
-			if row.OKServiceP99MS > 0 {
-				okP99[i][row.T] = row.OKServiceP99MS
+			if v, _ := okP99(row); v > 0 {
+				p99s[i][row.T] = v
 			}
 		}
 	}
@@ -126,14 +131,14 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 		}
 		var cur *pathSpike
 		for _, row := range p.series {
-			v := row.OKServiceP99MS
+			v, fromWrite := okP99(row)
 			d, near := lastDeletion(row.T)
-			spike := near && row.SlowConnects == 0 && v >= spikeFactor*base && v-base >= ms(spikeFloor)
+			spike := near && (fromWrite || row.SlowConnects == 0) && v >= spikeFactor*base && v-base >= ms(spikeFloor)
 			others := map[string]float64{}
 			if spike && len(paths) > 1 {
 				lowest := -1.0
 				for j, q := range paths {
-					if w, ok := okP99[j][row.T]; j != i && ok {
+					if w, ok := p99s[j][row.T]; j != i && ok {
 						others[q.name] = w
 						if lowest < 0 || w < lowest {
 							lowest = w
@@ -147,7 +152,7 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 				continue
 			}
 			if cur == nil || cur.to != row.T-1 {
-				out = append(out, pathSpike{path: p.name, from: row.T, baseline: base, beforeDelete: beforeDelete, others: map[string]float64{}})
+				out = append(out, pathSpike{path: p.name, from: row.T, baseline: base, beforeDelete: beforeDelete, fromWrite: fromWrite, others: map[string]float64{}})
 				cur = &out[len(out)-1]
 			}
 			cur.to, cur.p99 = row.T, max(cur.p99, v)
@@ -167,12 +172,13 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 func spikeBaseline(series []report.SeriesRow, firstDeletion time.Duration) (base float64, beforeDelete bool) {
 	var before, all []float64
 	for _, row := range series {
-		if row.OKServiceP99MS <= 0 {
+		v, _ := okP99(row)
+		if v <= 0 {
 			continue
 		}
-		all = append(all, row.OKServiceP99MS)
+		all = append(all, v)
 		if time.Duration(row.T+1)*time.Second <= firstDeletion {
-			before = append(before, row.OKServiceP99MS)
+			before = append(before, v)
 		}
 	}
 	if len(before) >= spikeBaselineSeconds {
@@ -182,6 +188,16 @@ func spikeBaseline(series []report.SeriesRow, firstDeletion time.Duration) (base
 		return 0, false
 	}
 	return median(all), false
+}
+
+// okP99 is the second's success p99 the rule reads, and whether it is from
+// the request's write: so when the report has it, else (an older report)
+// the service time.
+func okP99(row report.SeriesRow) (p99 float64, fromWrite bool) {
+	if row.OKAfterWriteP99MS > 0 {
+		return row.OKAfterWriteP99MS, true
+	}
+	return row.OKServiceP99MS, false
 }
 
 func median(v []float64) float64 {
@@ -218,8 +234,12 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 		if !s.beforeDelete {
 			against = "the path's median second"
 		}
-		line := fmt.Sprintf("%s p99 service time reached %.0fms from %+ds to %+ds, against %.1fms in %s; it ended %.1fs after %s's deletion was requested (by the second)",
-			who, s.p99, s.from, s.to+1, s.baseline, against, s.after.Seconds(), s.pod)
+		measure := "service time"
+		if s.fromWrite {
+			measure = "time from the request's write"
+		}
+		line := fmt.Sprintf("%s p99 %s reached %.0fms from %+ds to %+ds, against %.1fms in %s; it ended %.1fs after %s's deletion was requested (by the second)",
+			who, measure, s.p99, s.from, s.to+1, s.baseline, against, s.after.Seconds(), s.pod)
 		if len(s.others) > 0 {
 			var parts []string
 			for name, w := range s.others {

@@ -103,6 +103,46 @@ func TestNoLatencySpike(t *testing.T) {
 	}
 }
 
+// fromWrite gives every row of r the after-write p99 its service-time p99
+// has, as a report from a prober that records both does when no success
+// opened a connection.
+func fromWrite(r *report.Report) {
+	for i := range r.Paths {
+		for j := range r.Paths[i].Series {
+			row := &r.Paths[i].Series[j]
+			row.OKAfterWriteP99MS = row.OKServiceP99MS
+		}
+	}
+}
+
+// The rule reads the time from the request's write when the report has it.
+// Successes slow only in their connection's opening (a handshake with the
+// proxy, slow on a busy machine, before the proxy had the request to
+// retry) are no spike; a spike from the write is one even in a second with
+// a retransmitted SYN, which that time leaves out; and the evidence says
+// which time it read.
+func TestLatencySpikeFromTheWrite(t *testing.T) {
+	slowOpening := spikeRun(map[string]map[int64]float64{"svc": {}, "edge": {6: 1100}}, 20, 12)
+	fromWrite(slowOpening)
+	slowOpening.Paths[1].Series[6].OKAfterWriteP99MS = 25
+	analyse(slowOpening)
+	if f := find(slowOpening, LatencySpikeAtDeletion); f != nil {
+		t.Errorf("slow handshakes flagged as a proxy's retries: %+v", f)
+	}
+
+	r := spikeRun(map[string]map[int64]float64{"svc": {}, "edge": {6: 1100}}, 20, 12)
+	fromWrite(r)
+	r.Paths[1].Series[6].SlowConnects = 3
+	analyse(r)
+	f := find(r, LatencySpikeAtDeletion)
+	if f == nil {
+		t.Fatalf("findings %+v: want the spike from the write, a retransmitted SYN in its second or not", r.Findings)
+	}
+	if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "edge: the successes' p99 time from the request's write reached 1100ms from +6s to +7s") {
+		t.Errorf("evidence does not say the time read:\n%s", ev)
+	}
+}
+
 // With one path there is nothing to compare with: the finding needs the
 // path to have shown a proxy, stands on the baseline alone and says what
 // else slows responses and how to tell. Without a proxy a slow second is

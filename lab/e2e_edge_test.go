@@ -141,7 +141,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// the retry path holds successes that waited inside Traefik, outside
 		// the attempt that answered, at least the finding's floor.
 		byID := readAccessLog(t, cfg, retry.RunID, "naive-retry.lab.example")
-		spikes := regexp.MustCompile(`retry: the successes' p99 service time reached \d+ms from \+(\d+)s to \+(\d+)s`).FindAllStringSubmatch(ev, -1)
+		spikes := regexp.MustCompile(`retry: the successes' p99 time from the request's write reached \d+ms from \+(\d+)s to \+(\d+)s`).FindAllStringSubmatch(ev, -1)
 		for _, m := range spikes {
 			from, _ := strconv.Atoi(m[1])
 			to, _ := strconv.Atoi(m[2])
@@ -643,8 +643,8 @@ func spikeContext(rep *report.Report, byID map[string]accessEntry, from, to int,
 		fmt.Fprintf(&b, "path %s:\n", p.Name)
 		for _, row := range p.Series {
 			if row.T >= int64(from-2) && row.T <= int64(to+1) {
-				fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms service p99 %.1fms lag %.1fms slow connects %d\n",
-					row.T, row.Sent, row.Failed, row.OKServiceP99MS, row.ServiceP99MS, row.MaxLagMS, row.SlowConnects)
+				fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms from the write, %.1fms from the send; service p99 %.1fms lag %.1fms slow connects %d\n",
+					row.T, row.Sent, row.Failed, row.OKAfterWriteP99MS, row.OKServiceP99MS, row.ServiceP99MS, row.MaxLagMS, row.SlowConnects)
 			}
 		}
 	}
@@ -673,7 +673,7 @@ func spikeContext(rep *report.Report, byID map[string]accessEntry, from, to int,
 func seriesLines(series []report.SeriesRow) string {
 	var b strings.Builder
 	for _, row := range series {
-		fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms slow connects %d\n", row.T, row.Sent, row.Failed, row.OKServiceP99MS, row.SlowConnects)
+		fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms from the write (%.1fms from the send) slow connects %d\n", row.T, row.Sent, row.Failed, row.OKAfterWriteP99MS, row.OKServiceP99MS, row.SlowConnects)
 	}
 	return b.String()
 }
