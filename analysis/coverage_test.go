@@ -107,6 +107,16 @@ func TestShutdownNotExercised(t *testing.T) {
 		t.Fatalf("b had left the Service when it went, yet: %+v", f)
 	}
 
+	// A blue/green switch of the active Service to the new revision before
+	// b's deletion took b's traffic away (the guard holds whatever the
+	// kind the report names).
+	switched := coverageRun(each(map[string]uint64{"a": 50, "c": 50})...)
+	switched.Timeline = inOrder(append(switched.Timeline, report.Event{At: at(7000), Kind: report.ActiveSwitched, Revision: "new"}))
+	analyse(switched)
+	if f := find(switched, ShutdownNotExercised); f != nil {
+		t.Fatalf("the active Service had switched off b's revision, yet: %+v", f)
+	}
+
 	// An Argo Rollout's steps move traffic off pods by design.
 	argo := coverageRun(each(map[string]uint64{"a": 50, "c": 50})...)
 	argo.Rollout = &report.Rollout{TriggerSeenAfterMS: 20, Kind: "Rollout"}
