@@ -106,7 +106,16 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 			if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
 				t.Fatal(err)
 			}
-			health := pollStatus(t, ctx, fmt.Sprintf("http://%s:%d/", node.IP, tc.health))
+			// kube-proxy updates its health check server after it writes
+			// the rules: a warm CI run (of 344dba4) read 503 first, once
+			// the NodePort already served (waitServingFrom), then 200,
+			// then the rollout's 503. The run starts from a node whose
+			// health check says it serves.
+			healthURL := fmt.Sprintf("http://%s:%d/", node.IP, tc.health)
+			if err := waitServingFrom(ctx, netns.LabNetNS, healthURL); err != nil {
+				t.Fatal(err)
+			}
+			health := pollStatus(t, ctx, healthURL)
 			var resets *capture.Capture // every reset sent to the client: who refused what (see checkOutsideGaps)
 			if tc.wantDrops && capture.Available() == nil {
 				resets = capture.Start(t, node.NS, "any", "tcp[tcpflags] & tcp-rst != 0 and dst host "+netns.HubIP)
