@@ -669,7 +669,8 @@ func spikeContext(rep *report.Report, byID map[string]accessEntry, from, to int,
 }
 
 // seriesLines shows a path's seconds for a failure message: sent, failed,
-// and the successes' p99 service time.
+// the successes' p99 from the request's write (what the spike rule reads)
+// and from the send, and slow connects.
 func seriesLines(series []report.SeriesRow) string {
 	var b strings.Builder
 	for _, row := range series {
