@@ -100,8 +100,17 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 		fmt.Sprintf("%d requests failed (%s) from %s on the old pods, still sent new traffic while they went: the last began %.2fs after the switch, so it had not reached every proxy by then",
 			len(g.fails), g.classes(), g.span(start), lag.Seconds()),
 	}
+	// Without a deadline on the old ReplicaSet the controller scaled it
+	// down without waiting: scaleDownDelayRevisionLimit 0 does that
+	// whatever the delay (Argo Rollouts v1.10.1's scaleDownDelayHelper),
+	// so the fix that sets the delay must lift the limit too, or it
+	// changes nothing. Clearing a limit the spec does not set is harmless.
+	patch := `{"scaleDownDelaySeconds":%d}`
 	if d := scaleDownDeadline(r, old); d != "" {
 		evidence = append(evidence, "the controller's plan for the old ReplicaSet: "+d)
+	} else {
+		evidence = append(evidence, "the controller set no scale-down deadline on the old ReplicaSet: it did not wait; scaleDownDelayRevisionLimit: 0 does that, whatever scaleDownDelaySeconds says")
+		patch = `{"scaleDownDelaySeconds":%d,"scaleDownDelayRevisionLimit":null}`
 	}
 	// The delay is sized as a preStop sleep is (×1.5 + 1 s), from the
 	// switch; the alternative preStop from the pods' deletions.
@@ -117,8 +126,8 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 	return report.Finding{
 		Title:    "the old pods of a blue/green were scaled down before the switch of the active Service had propagated",
 		Evidence: evidence,
-		Fix: fmt.Sprintf("keep the old ReplicaSet up until the switch has propagated: spec.strategy.blueGreen.scaleDownDelaySeconds: %d or more (Argo's default is 30; 0 does not mean at once: Argo leaves the old ReplicaSet up, argoproj/argo-rollouts#1992), e.g. kubectl %spatch rollout %s --type merge -p '{\"spec\":{\"strategy\":{\"blueGreen\":{\"scaleDownDelaySeconds\":%d}}}}'; or give the pods a preStop hook that waits %ds (%s) so each keeps serving after its deletion",
-			delay, ns, name, delay, sleep, advice.PreStopSleep(sleep, x.version)),
+		Fix: fmt.Sprintf("keep the old ReplicaSet up until the switch has propagated: spec.strategy.blueGreen.scaleDownDelaySeconds: %d or more (Argo's default is 30; 0 does not mean at once: Argo leaves the old ReplicaSet up, argoproj/argo-rollouts#1992), e.g. kubectl %spatch rollout %s --type merge -p '{\"spec\":{\"strategy\":{\"blueGreen\":%s}}}'; or give the pods a preStop hook that waits %ds (%s) so each keeps serving after its deletion",
+			delay, ns, name, fmt.Sprintf(patch, delay), sleep, advice.PreStopSleep(sleep, x.version)),
 		Pods: g.podList(),
 	}, true
 }

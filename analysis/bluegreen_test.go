@@ -68,6 +68,9 @@ func TestBlueGreenScaleDownBeforePropagation(t *testing.T) {
 	if len(f.Pods) != 1 || f.Pods[0] != "a" {
 		t.Errorf("pods %v", f.Pods)
 	}
+	if strings.Contains(f.Fix, "scaleDownDelayRevisionLimit") {
+		t.Errorf("the controller kept a deadline, yet the fix lifts the revision limit: %s", f.Fix)
+	}
 	if find(r, StopsBeforePropagation) != nil {
 		t.Errorf("the race finding claims the blue/green's failures too: %+v", r.Findings)
 	}
@@ -76,6 +79,31 @@ func TestBlueGreenScaleDownBeforePropagation(t *testing.T) {
 	}
 	if n := Explain(r).PreStopSeconds; n != 3 {
 		t.Errorf("PreStopSeconds %d, want 3", n)
+	}
+}
+
+// A switch with no scale-down deadline on the old ReplicaSet: the
+// controller did not wait (scaleDownDelayRevisionLimit: 0, as the lab's
+// argo-bluegreen-fast), so a delay alone would change nothing: the fix
+// lifts the limit too.
+func TestBlueGreenScaleDownWithoutADeadline(t *testing.T) {
+	r := bluegreen(true)
+	for i, e := range r.Timeline {
+		if e.Kind == report.ScaleDownDeadline {
+			r.Timeline = append(r.Timeline[:i], r.Timeline[i+1:]...)
+			break
+		}
+	}
+	analyse(r)
+	f := find(r, BlueGreenEarlyScaleDown)
+	if f == nil {
+		t.Fatalf("findings %+v: want the blue/green scale-down", r.Findings)
+	}
+	if ev := strings.Join(f.Evidence, "\n"); !strings.Contains(ev, "no scale-down deadline on the old ReplicaSet") {
+		t.Errorf("evidence does not say the controller did not wait:\n%s", ev)
+	}
+	if !strings.Contains(f.Fix, `{"blueGreen":{"scaleDownDelaySeconds":3,"scaleDownDelayRevisionLimit":null}}`) {
+		t.Errorf("fix does not lift the revision limit: %s", f.Fix)
 	}
 }
 
