@@ -41,6 +41,7 @@ const (
 	PDBAllowsNoEviction  = "pod-disruption-budget-allows-no-eviction"
 	PDBAllowsEvictingAll = "pod-disruption-budget-allows-evicting-all"
 	ShellPID1            = "shell-may-not-forward-sigterm"
+	ScaleDownBeforeProp  = "scale-down-delay-below-propagation"
 )
 
 // Input is what the checks read.
@@ -122,6 +123,7 @@ var checks = []check{
 	{NoReadiness, "containers have a readiness probe", report.SeverityError, checkReadiness},
 	{ReadinessIsLiveness, "readiness and liveness probes differ", report.SeverityWarning, checkReadinessIsLiveness},
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
+	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
@@ -199,6 +201,20 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 			Evidence: evidence,
 			Fix:      "keep the app's shutdown delay above the endpoint propagation time (or make it explicit: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) + "); rollprobe run on every deploy keeps measuring it"}, true
 	}
+	if t, ok := argoTrafficFirst(s.Workload.Rollout); ok && (t.never || int64(t.delay) >= s.propagation()) {
+		// The rollout itself moves the traffic first and deletes the old
+		// pods well after: only the other ways pods go remain.
+		kept := fmt.Sprintf("deletes the old pods %d s after that (%s)", t.delay, t.why)
+		if t.never {
+			kept = "never deletes the old pods (" + t.why + ")"
+		}
+		return report.Finding{Severity: report.SeverityWarning,
+			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
+			Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s", t.strategy, t.moment, kept),
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"},
+			Fix: preStopFix(s)}, true
+	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
 		Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
@@ -217,6 +233,126 @@ func preStopFix(s *subject) string {
 // DefaultPreStopSeconds is the preStop sleep the doctor suggests before a
 // run has measured the window.
 const DefaultPreStopSeconds = 5
+
+// propagation is how long a pod must keep serving after traffic is moved
+// from it: the window a run measured, else the preStop the doctor
+// suggests.
+func (s *subject) propagation() int64 {
+	return max(int64(DefaultPreStopSeconds), int64(s.opts.MeasuredPreStop))
+}
+
+// argoDefaultScaleDownDelay is Argo Rollouts' scaleDownDelaySeconds when
+// the spec leaves it unset (utils/defaults, v1.10.1).
+const argoDefaultScaleDownDelay = 30
+
+// trafficFirst is how a Rollout whose updates move the traffic off the old
+// pods before deleting them (a blue/green's switch of its active Service,
+// a traffic-routed canary's full promotion) keeps them after the move.
+type trafficFirst struct {
+	strategy  string // blueGreen or canary: the field of spec.strategy
+	moment    string // the move, in words
+	delay     int32  // seconds the old ReplicaSet is kept after the move
+	never     bool   // scaleDownDelaySeconds 0: never scaled down
+	limitZero bool   // scaleDownDelayRevisionLimit 0 gave delay 0
+	why       string // the setting behind delay, in words
+}
+
+// argoTrafficFirst reads it from the Rollout, as Argo Rollouts v1.10.1's
+// scaleDownDelayHelper applies it: a revision limit of 0 scales the old
+// ReplicaSet down at once whatever the delay; a delay of 0 adds no
+// deadline and keeps it for ever (argoproj/argo-rollouts#1992). A canary
+// without traffic routing (it deletes old pods as its weights rise) and
+// one with dynamicStableScale (it scales the stable pods down as the
+// weights move) are not this shape: false.
+func argoTrafficFirst(r *rollout.ArgoRollout) (trafficFirst, bool) {
+	if r == nil {
+		return trafficFirst{}, false
+	}
+	var t trafficFirst
+	var delay, limit *int32
+	switch st := r.Spec.Strategy; {
+	case st.BlueGreen != nil:
+		t = trafficFirst{strategy: "blueGreen", moment: "the active Service switches to the new revision"}
+		delay, limit = st.BlueGreen.ScaleDownDelaySeconds, st.BlueGreen.ScaleDownDelayRevisionLimit
+	case st.Canary != nil && len(st.Canary.TrafficRouting) > 0 && !st.Canary.DynamicStableScale:
+		t = trafficFirst{strategy: "canary", moment: "the full promotion routes every request to the new revision"}
+		delay, limit = st.Canary.ScaleDownDelaySeconds, st.Canary.ScaleDownDelayRevisionLimit
+	default:
+		return trafficFirst{}, false
+	}
+	switch {
+	case limit != nil && *limit == 0:
+		t.limitZero, t.why = true, "scaleDownDelayRevisionLimit: 0 scales the old ReplicaSet down at once, whatever scaleDownDelaySeconds says"
+	case delay == nil:
+		t.delay, t.why = argoDefaultScaleDownDelay, fmt.Sprintf("scaleDownDelaySeconds unset: Argo Rollouts' default, %d", argoDefaultScaleDownDelay)
+	case *delay == 0:
+		t.never, t.why = true, "scaleDownDelaySeconds: 0, which Argo Rollouts reads as never (argoproj/argo-rollouts#1992)"
+	default:
+		t.delay, t.why = *delay, fmt.Sprintf("scaleDownDelaySeconds: %d", *delay)
+	}
+	return t, true
+}
+
+// checkScaleDownDelay: a Rollout that moves the traffic first must keep
+// its old pods serving until the move has reached every proxy: the delay
+// before the controller deletes them plus the pods' preStop sleep must
+// cover the propagation.
+func checkScaleDownDelay(s *subject) (report.Finding, bool) {
+	t, ok := argoTrafficFirst(s.Workload.Rollout)
+	if !ok || t.never {
+		return report.Finding{}, false
+	}
+	// The pods keep serving after their deletion for the shortest preStop
+	// sleep of the serving containers; a hook whose length cannot be read
+	// might cover it, so nothing is claimed then.
+	pre, noHook := int64(-1), []string{}
+	for _, c := range s.serving {
+		n, known := preStopSeconds(c)
+		switch {
+		case c.Lifecycle == nil || c.Lifecycle.PreStop == nil:
+			noHook, n = append(noHook, c.Name), 0
+		case !known:
+			return report.Finding{}, false
+		}
+		if pre < 0 || n < pre {
+			pre = n
+		}
+	}
+	pre = max(pre, 0)
+	need := s.propagation()
+	if int64(t.delay)+pre >= need {
+		return report.Finding{}, false
+	}
+	ref := s.Workload.Ref()
+	evidence := []string{fmt.Sprintf("rollout %s: the traffic moves first (%s), then the controller deletes the old pods %d s later: %s", ref.Name, t.moment, t.delay, t.why)}
+	if len(noHook) > 0 {
+		evidence = append(evidence, fmt.Sprintf("container(s) %s: no lifecycle.preStop, so the old pods stop serving when they are deleted", strings.Join(noHook, ", ")))
+	} else {
+		evidence = append(evidence, fmt.Sprintf("their preStop sleep keeps them serving %d s more: %d s after the move in all", pre, int64(t.delay)+pre))
+	}
+	window := fmt.Sprintf("kube-proxy, ingresses and load balancers send new connections to the old pods until the move reaches them: %d s is the least to allow", need)
+	if s.opts.MeasuredPreStop > 0 {
+		window += " (the window this run measured)"
+	} else {
+		window += " (1-3 s typically, more behind a busy ingress)"
+	}
+	evidence = append(evidence, window)
+	keep := max(int64(argoDefaultScaleDownDelay), need)
+	patch := fmt.Sprintf(`{"scaleDownDelaySeconds":%d}`, keep)
+	if t.limitZero {
+		patch = fmt.Sprintf(`{"scaleDownDelaySeconds":%d,"scaleDownDelayRevisionLimit":null}`, keep)
+	}
+	fix := fmt.Sprintf("keep the old pods at least %d s after the move: kubectl patch rollout %s -n %s --type merge -p '{\"spec\":{\"strategy\":{\"%s\":%s}}}' (%d s is Argo's default), or give the pods a preStop sleep that covers it: %s",
+		need, ref.Name, ref.Namespace, t.strategy, patch, argoDefaultScaleDownDelay, advice.PreStopSleep(int(need), s.Version))
+	if m := s.opts.Measured; m != nil && m.PodsDeleted > 0 && m.Sent > 0 && m.Failed == 0 {
+		return report.Finding{Severity: report.SeverityInfo,
+			Title:    "the old pods are deleted soon after the traffic moves, but this run measured no drop: the proxies it went through had the move in time",
+			Evidence: append(evidence, fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed; a slower ingress or load balancer than the paths it probed may not be as quick", m.PodsDeleted, m.Sent)),
+			Fix:      fix}, true
+	}
+	return report.Finding{Title: "the old pods are deleted before the traffic's move can have reached every proxy",
+		Evidence: evidence, Fix: fix}, true
+}
 
 func checkGrace(s *subject) (report.Finding, bool) {
 	var graceErr, graceWarn []string

@@ -470,3 +470,110 @@ func TestZeroReadyArgoCanary(t *testing.T) {
 }
 
 func int32Ptr(v int32) *int32 { return &v }
+
+// argoWith is good()'s pod template and Service in a Rollout with strategy
+// set by mutate.
+func argoWith(mutate func(r *rollout.ArgoRollout, c *corev1.Container)) Input {
+	d, svc, pdbs := good()
+	r := &rollout.ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"}}
+	r.Spec.Replicas, r.Spec.Template = d.Spec.Replicas, d.Spec.Template
+	r.Spec.Strategy.BlueGreen = &rollout.ArgoBlueGreen{ActiveService: "web"}
+	mutate(r, &r.Spec.Template.Spec.Containers[0])
+	return Input{Workload: rollout.Workload{Rollout: r}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+}
+
+// A Rollout that moves its traffic before it deletes the old pods (a
+// blue/green's switch, a traffic-routed canary's full promotion) must keep
+// them serving until the move has propagated: the scale-down delay plus
+// the preStop sleep, as Argo Rollouts v1.10.1 applies them (a revision
+// limit of 0 deletes at once, a delay of 0 never deletes). The missing
+// preStop hook is then only a warning: the rollout does not need it.
+func TestScaleDownDelayBelowPropagation(t *testing.T) {
+	noHook := func(c *corev1.Container) { c.Lifecycle = nil }
+	routed := func(r *rollout.ArgoRollout) {
+		r.Spec.Strategy.BlueGreen = nil
+		r.Spec.Strategy.Canary = &rollout.ArgoCanary{TrafficRouting: []byte(`{"traefik":{"weightedTraefikServiceName":"web"}}`)}
+	}
+	for _, tt := range []struct {
+		name     string
+		mutate   func(r *rollout.ArgoRollout, c *corev1.Container)
+		opts     Options
+		want     report.Severity // of the scale-down check; "" = none
+		evidence []string        // in its evidence and fix
+		preStop  report.Severity // of no-prestop-hook; "" = none
+	}{
+		{name: "the default delay, a preStop sleep", mutate: func(*rollout.ArgoRollout, *corev1.Container) {}},
+		{name: "the default delay, no preStop: the hook is for drains only", mutate: func(_ *rollout.ArgoRollout, c *corev1.Container) { noHook(c) },
+			preStop: report.SeverityWarning},
+		{name: "revision limit 0, a 5 s sleep covers it", mutate: func(r *rollout.ArgoRollout, _ *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelayRevisionLimit = int32Ptr(0)
+		}},
+		{name: "revision limit 0 whatever the delay, a 2 s sleep", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelayRevisionLimit, r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(0), int32Ptr(60)
+			c.Lifecycle.PreStop.Sleep.Seconds = 2
+		}, want: report.SeverityError, evidence: []string{"deletes the old pods 0 s later: scaleDownDelayRevisionLimit: 0", "keeps them serving 2 s more: 2 s after the move",
+			`kubectl patch rollout web -n prod --type merge -p '{"spec":{"strategy":{"blueGreen":{"scaleDownDelaySeconds":30,"scaleDownDelayRevisionLimit":null}}}}'`}},
+		{name: "a 3 s delay, no preStop", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(3)
+			noHook(c)
+		}, want: report.SeverityError, evidence: []string{"3 s later: scaleDownDelaySeconds: 3", "container(s) app: no lifecycle.preStop", "5 s is the least",
+			`{"blueGreen":{"scaleDownDelaySeconds":30}}`}, preStop: report.SeverityError},
+		{name: "a delay of 0 never deletes", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(0)
+			noHook(c)
+		}, preStop: report.SeverityWarning},
+		{name: "a hook whose length cannot be read", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelayRevisionLimit = int32Ptr(0)
+			c.Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/drain.sh"}}}
+		}},
+		{name: "a run measured an 8 s window", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(6)
+			noHook(c)
+		}, opts: Options{MeasuredPreStop: 8}, want: report.SeverityError, evidence: []string{"8 s is the least to allow (the window this run measured)"},
+			preStop: report.SeverityError},
+		{name: "a run that measured no drop", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(3)
+			noHook(c)
+		}, opts: Options{Measured: &Measured{PodsDeleted: 2, Sent: 5000}}, want: report.SeverityInfo,
+			evidence: []string{"none of its 5000 requests failed"}, preStop: report.SeverityInfo},
+		{name: "a canary routed by a proxy, a 2 s delay", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			routed(r)
+			r.Spec.Strategy.Canary.ScaleDownDelaySeconds = int32Ptr(2)
+			noHook(c)
+		}, want: report.SeverityError, evidence: []string{"the full promotion", `{"canary":{"scaleDownDelaySeconds":30}}`}, preStop: report.SeverityError},
+		{name: "a routed canary at the default delay", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) { routed(r); noHook(c) },
+			preStop: report.SeverityWarning},
+		{name: "a routed canary scaling its stable pods with the weights", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			routed(r)
+			r.Spec.Strategy.Canary.DynamicStableScale = true
+			noHook(c)
+		}, preStop: report.SeverityError},
+		{name: "a canary without routing deletes as its weights rise", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, &rollout.ArgoCanary{}
+			noHook(c)
+		}, preStop: report.SeverityError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			byID := map[string]report.Finding{}
+			for _, f := range Run(argoWith(tt.mutate), tt.opts) {
+				byID[f.ID] = f
+			}
+			f, found := byID[ScaleDownBeforeProp]
+			if found != (tt.want != "") || f.Severity != tt.want {
+				t.Fatalf("scale-down check: %+v (found %v), want severity %q", f, found, tt.want)
+			}
+			text := strings.Join(f.Evidence, "\n") + "\n" + f.Fix
+			for _, want := range tt.evidence {
+				if !strings.Contains(text, want) {
+					t.Errorf("%q not in:\n%s", want, text)
+				}
+			}
+			if p := byID[NoPreStop]; p.Severity != tt.preStop {
+				t.Errorf("no-prestop-hook: %+v, want severity %q", p, tt.preStop)
+			}
+			if tt.preStop == report.SeverityWarning && !strings.Contains(strings.Join(byID[NoPreStop].Evidence, "\n"), "own updates do not need it") {
+				t.Errorf("the warning does not say why: %+v", byID[NoPreStop])
+			}
+		})
+	}
+}

@@ -73,6 +73,9 @@ type ArgoBlueGreen struct {
 	AutoPromotionEnabled  *bool  `json:"autoPromotionEnabled,omitempty"`
 	AutoPromotionSeconds  int32  `json:"autoPromotionSeconds,omitempty"`
 	ScaleDownDelaySeconds *int32 `json:"scaleDownDelaySeconds,omitempty"`
+	// ScaleDownDelayRevisionLimit 0 scales the old ReplicaSet down as soon
+	// as the switch is done, whatever the delay.
+	ScaleDownDelayRevisionLimit *int32 `json:"scaleDownDelayRevisionLimit,omitempty"`
 }
 
 type ArgoCanary struct {
@@ -84,6 +87,13 @@ type ArgoCanary struct {
 	// as a Deployment's do (Argo's defaults: 25% each).
 	MaxSurge       *intstr.IntOrString `json:"maxSurge,omitempty"`
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// With traffic routing the old stable ReplicaSet is scaled down
+	// scaleDownDelaySeconds after the full promotion, as a blue/green's
+	// after its switch; dynamicStableScale scales it down as the weights
+	// move instead.
+	ScaleDownDelaySeconds       *int32 `json:"scaleDownDelaySeconds,omitempty"`
+	ScaleDownDelayRevisionLimit *int32 `json:"scaleDownDelayRevisionLimit,omitempty"`
+	DynamicStableScale          bool   `json:"dynamicStableScale,omitempty"`
 }
 
 // ArgoCanaryStep is one step of a canary; the kinds rollprobe does not
