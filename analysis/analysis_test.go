@@ -548,15 +548,28 @@ func TestNodeRoutesLateByPath(t *testing.T) {
 // Every finding ID the rules can give is one the report's JSON Schema
 // allows: a report with a new finding must still validate.
 func TestFindingIDsAreInTheSchema(t *testing.T) {
+	for _, rl := range rules {
+		checkIDInSchema(t, rl.id)
+	}
+}
+
+func checkIDInSchema(t *testing.T, id string) {
+	t.Helper()
 	schema, err := os.ReadFile("../report/report.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rl := range rules {
-		if !strings.Contains(string(schema), `"`+rl.id+`"`) {
-			t.Errorf("finding %s is not in report.schema.json's findings[].id enum", rl.id)
-		}
+	if !strings.Contains(string(schema), `"`+id+`"`) {
+		t.Errorf("finding %s is not in report.schema.json's findings[].id enum", id)
 	}
+}
+
+// checkDocumentedID: a finding given outside the rules (CanaryShare) is in
+// the schema and has its page, as the rules' are.
+func checkDocumentedID(t *testing.T, id string) {
+	t.Helper()
+	checkIDInSchema(t, id)
+	checkFindingPage(t, id)
 }
 
 // The demo's case: three old pods deleted 0.25 s apart within one second
@@ -747,18 +760,23 @@ func TestAProxyOnOnePathDoesNotExcuseAnother(t *testing.T) {
 // Every finding the analysis can give has its page in docs/findings, and
 // the index lists it: the outputs link there (report.FindingDoc).
 func TestEveryFindingHasItsPage(t *testing.T) {
+	for _, rl := range rules {
+		checkFindingPage(t, rl.id)
+	}
+}
+
+func checkFindingPage(t *testing.T, id string) {
+	t.Helper()
 	index, err := os.ReadFile("../docs/findings/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rl := range rules {
-		page, err := os.ReadFile("../docs/findings/" + rl.id + ".md")
-		if err != nil || !strings.HasPrefix(string(page), "# `"+rl.id+"`") || !strings.Contains(string(page), "## The fix") {
-			t.Errorf("docs/findings/%s.md: %v (want a page titled with the ID, with a fix)", rl.id, err)
-		}
-		if !strings.Contains(string(index), "("+rl.id+".md)") {
-			t.Errorf("docs/findings/README.md does not list %s", rl.id)
-		}
+	page, err := os.ReadFile("../docs/findings/" + id + ".md")
+	if err != nil || !strings.HasPrefix(string(page), "# `"+id+"`") || !strings.Contains(string(page), "## The fix") {
+		t.Errorf("docs/findings/%s.md: %v (want a page titled with the ID, with a fix)", id, err)
+	}
+	if !strings.Contains(string(index), "("+id+".md)") {
+		t.Errorf("docs/findings/README.md does not list %s", id)
 	}
 }
 

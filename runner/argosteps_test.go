@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,32 @@ func TestArgoSteps(t *testing.T) {
 	}
 	if argoSteps(rep, &rollout.ArgoRollout{}, report.Budget{}) != nil {
 		t.Error("a Rollout without a canary has no steps")
+	}
+}
+
+// A finding of the traffic found after the analysis goes after the
+// traffic's own findings and before the doctor's, as Explain orders them.
+func TestWithRunFindingGoesBeforeTheDoctor(t *testing.T) {
+	run := report.Finding{ID: "stops-accepting-before-endpoints-propagate"}
+	doc := report.Finding{ID: "no-prestop-hook", Source: report.SourceDoctor}
+	added := report.Finding{ID: "canary-share-below-weight"}
+	ids := func(fs []report.Finding) (out []string) {
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		in   []report.Finding
+		want []string
+	}{
+		{nil, []string{added.ID}},
+		{[]report.Finding{run}, []string{run.ID, added.ID}},
+		{[]report.Finding{run, doc}, []string{run.ID, added.ID, doc.ID}},
+		{[]report.Finding{doc}, []string{added.ID, doc.ID}},
+	} {
+		if got := ids(withRunFinding(tc.in, added)); !slices.Equal(got, tc.want) {
+			t.Errorf("%v: got %v, want %v", ids(tc.in), got, tc.want)
+		}
 	}
 }

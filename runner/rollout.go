@@ -258,7 +258,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		// without its explanations, marked as rollprobe's failure (exit 70).
 		fault := guard("the analysis", func() {
 			addAnalysis(rep, clock, in, doctorOK, cfg)
-			rep.Rollout.Steps = argoSteps(rep, w.Workload().Rollout, cfg.Budget) // after the analysis: the pods' revisions
+			ro := w.Workload().Rollout
+			rep.Rollout.Steps = argoSteps(rep, ro, cfg.Budget) // after the analysis: the pods' revisions
+			routed := ro != nil && ro.Spec.Strategy.Canary != nil && len(ro.Spec.Strategy.Canary.TrafficRouting) > 0
+			if f, ok := analysis.CanaryShare(rep, routed); ok {
+				rep.Findings = withRunFinding(rep.Findings, f)
+			}
 		})
 		if fault != "" {
 			rep.Verdict = rep.Verdict.WithInternal(fault)
@@ -301,6 +306,16 @@ func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Inp
 		rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain,
 			MeasuredPreStop: x.PreStopSeconds, Measured: measured})...)
 	}
+}
+
+// withRunFinding adds f, a finding of the traffic, after the others of
+// the traffic and before the doctor's.
+func withRunFinding(fs []report.Finding, f report.Finding) []report.Finding {
+	i := slices.IndexFunc(fs, func(f report.Finding) bool { return f.Source == report.SourceDoctor })
+	if i < 0 {
+		return append(fs, f)
+	}
+	return slices.Insert(fs, i, f)
 }
 
 // guard runs f and returns the panic it recovered, with its stack ("" if
