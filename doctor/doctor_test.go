@@ -577,3 +577,20 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 		})
 	}
 }
+
+// A Rollout that takes its template from another object (workloadRef):
+// the result says which object's template the checks read.
+func TestResultNamesTheReferencedTemplate(t *testing.T) {
+	in := argoWith(func(r *rollout.ArgoRollout, _ *corev1.Container) { r.TemplateFrom = "deployment web-template" })
+	res := Evaluate(in, Options{}, report.FailOn("error"))
+	if res.TemplateFrom != "deployment web-template" || res.Kind != "Rollout" {
+		t.Fatalf("result %+v", res)
+	}
+	var text bytes.Buffer
+	if err := render.DoctorText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(text.String(), "\n"); first != "rollprobe doctor rollout prod/web (its pod template from deployment web-template, workloadRef) behind service web (Kubernetes 1.36)" {
+		t.Errorf("first line %q", first)
+	}
+}

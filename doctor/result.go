@@ -19,6 +19,9 @@ func Evaluate(in Input, opts Options, failOn report.FailOn) report.DoctorResult 
 	if in.Service != nil {
 		res.Service = in.Service.Name
 	}
+	if r := in.Workload.Rollout; r != nil {
+		res.TemplateFrom = r.TemplateFrom
+	}
 	if in.Version.Known() {
 		res.ServerVersion = in.Version.String()
 	}

@@ -2,12 +2,19 @@ package lab_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
@@ -99,6 +106,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
+	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run refuses it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
 	// The fast blue/green runs on the lab whose edge lags (testArgoBlueGreenFast).
 }
 
@@ -288,6 +296,87 @@ func checkCanaryShareFinding(t *testing.T, rep *report.Report) {
 	t.Logf("canary-share-below-weight: %d steps below their weight", below)
 }
 
+// testArgoWorkloadRef: a Rollout that takes its pod template from a
+// Deployment (spec.workloadRef). The lab's Argo controller makes its pod
+// from that template (the referee of what the template is); rollprobe
+// doctor reads the same template (the Deployment's naive container: no
+// preStop hook) and says where it read it; rollprobe run refuses to roll
+// it, naming workloadRef, and changes nothing.
+func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample = "argo-workloadref"
+	kube := rollout.WithDynamic(c.Kube, c.Dynamic)
+	ref := rollout.Ref{Kind: rollout.KindRollout, Namespace: "default", Name: sample}
+	if _, err := rollout.GetWorkload(ctx, kube, ref); err != nil {
+		apply(t, sample)
+	}
+	// (ensureWorkload waits for a rollout rollprobe can follow: this one
+	// it cannot, so the wait is for the controller's pod itself.)
+	var pods *corev1.PodList
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pods, err = c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+		return err == nil && len(pods.Items) == 1 && podReady(&pods.Items[0]), nil
+	})
+	if err != nil || pods.Items[0].Labels[rollout.ArgoPodHashLabel] == "" ||
+		pods.Items[0].Spec.Containers[0].Lifecycle != nil || pods.Items[0].Spec.Containers[0].Name != "app" {
+		t.Fatalf("pods %+v (%v): want the Rollout's one pod, ready, made from the Deployment's template (container app, no preStop)", pods, err)
+	}
+	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+		"doctor", "--rollout", "default/"+sample, "-o", "json")
+	exit := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		exit = ee.ExitCode()
+	}
+	var res report.DoctorResult
+	if jerr := json.Unmarshal([]byte(out), &res); jerr != nil || exit != 1 {
+		t.Fatalf("doctor: exit %d (want 1), %v\n%s", exit, jerr, out)
+	}
+	var preStop *report.Finding
+	for i, f := range res.Findings {
+		if f.ID == "no-prestop-hook" {
+			preStop = &res.Findings[i]
+		}
+	}
+	if res.TemplateFrom != "deployment argo-workloadref-template" || res.Service != sample || preStop == nil ||
+		preStop.Severity != report.SeverityError || !strings.Contains(strings.Join(preStop.Evidence, "\n"), "container(s) app") {
+		t.Fatalf("doctor: template from %q, service %q, no-prestop-hook %+v: want the Deployment's template, the Service, the missing hook\n%s", res.TemplateFrom, res.Service, preStop, out)
+	}
+	w, err := rollout.GetWorkload(ctx, kube, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generation, hash := w.Rollout.Generation, w.Rollout.Status.CurrentPodHash
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, sample, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	template, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "argo-workloadref-template", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+		"run", "--rollout", sample, "--target", "http://"+svc.Spec.ClusterIP+"/", "--restart", "--baseline", "1s", "--timeout", "30s")
+	exit = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		exit = ee.ExitCode()
+	}
+	if exit != 2 || !strings.Contains(out, "workloadRef") {
+		t.Fatalf("run: exit %d, want 2 naming workloadRef\n%s", exit, out)
+	}
+	// Nothing was changed: neither the Rollout nor the Deployment whose
+	// template it takes.
+	w, err = rollout.GetWorkload(ctx, kube, ref)
+	if err != nil || w.Rollout.Generation != generation || w.Rollout.Status.CurrentPodHash != hash {
+		t.Errorf("after the refused run: %v, generation %d (was %d), current hash %q (was %q): want nothing changed", err, w.Rollout.Generation, generation, w.Rollout.Status.CurrentPodHash, hash)
+	}
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "argo-workloadref-template", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if d.Generation != template.Generation {
+		t.Errorf("the Deployment after the refused run: generation %d, was %d", d.Generation, template.Generation)
+	}
+	t.Logf("doctor: %d findings from %s; run: %s", len(res.Findings), res.TemplateFrom, strings.TrimSpace(out))
+}
+
 // switchSeenLate: how much later than the old pods' end the switch may be
 // seen. active_switched comes from the Rollout's status, which the
 // controller writes at the end of a reconcile; the old pods may already be
@@ -410,4 +499,14 @@ func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
 	if f := findingByID(r.rep, "canary-share-below-weight"); f != nil {
 		t.Errorf("a routed canary named as below its weight: %+v", f)
 	}
+}
+
+// podReady: the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

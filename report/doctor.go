@@ -12,9 +12,13 @@ type DoctorResult struct {
 	// Kind and Name are the workload's (Kind absent: a Deployment, in
 	// documents of earlier versions); Deployment is the name when the
 	// workload is a Deployment.
-	Kind           string        `json:"kind,omitempty"`
-	Name           string        `json:"name,omitempty"`
-	Deployment     string        `json:"deployment"`
+	Kind       string `json:"kind,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Deployment string `json:"deployment"`
+	// TemplateFrom names the object whose pod template the checks read
+	// ("deployment web") when it is not the workload's own: an Argo
+	// Rollout's spec.workloadRef.
+	TemplateFrom   string        `json:"template_from,omitempty"`
 	Service        string        `json:"service,omitempty"`
 	ServerVersion  string        `json:"server_version,omitempty"`
 	ExpectedDrainS float64       `json:"expected_drain_s"`

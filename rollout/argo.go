@@ -47,17 +47,23 @@ type ArgoRollout struct {
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              ArgoRolloutSpec   `json:"spec"`
 	Status            ArgoRolloutStatus `json:"status"`
+	// TemplateFrom names the object Spec.Template was read from ("deployment
+	// web") when the Rollout takes it from spec.workloadRef; "" otherwise.
+	TemplateFrom string `json:"-"`
 }
 
 type ArgoRolloutSpec struct {
 	Replicas *int32                 `json:"replicas,omitempty"`
 	Selector *metav1.LabelSelector  `json:"selector"`
 	Template corev1.PodTemplateSpec `json:"template"`
-	// WorkloadRef names a Deployment whose template the Rollout uses: not
-	// followed (the template to check and patch is the Deployment's).
+	// WorkloadRef names the object whose pod template the Rollout uses (a
+	// Deployment, a ReplicaSet or a PodTemplate): GetWorkload reads that
+	// template into Template for the checks; rollprobe does not roll such
+	// a Rollout (CanRoll).
 	WorkloadRef *struct {
-		Kind string `json:"kind"`
-		Name string `json:"name"`
+		APIVersion string `json:"apiVersion,omitempty"`
+		Kind       string `json:"kind"`
+		Name       string `json:"name"`
 	} `json:"workloadRef,omitempty"`
 	Paused    bool         `json:"paused,omitempty"`
 	RestartAt *metav1.Time `json:"restartAt,omitempty"`

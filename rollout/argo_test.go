@@ -398,3 +398,76 @@ func TestPatchSaysWhichPatch(t *testing.T) {
 		t.Errorf("%q", d)
 	}
 }
+
+// workloadRefYAML is a Rollout that takes its pod template and selector
+// from a Deployment (Argo's examples/rollout-workloadref.yaml shape).
+const workloadRefYAML = `
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: prod, generation: 1}
+spec:
+  replicas: 4
+  workloadRef: {apiVersion: apps/v1, kind: KIND, name: web-template}
+  strategy:
+    canary:
+      stableService: web-stable
+      steps: [{setWeight: 25}, {pause: {}}]
+status: {observedGeneration: "1", phase: Healthy, currentPodHash: 5f7c6d9b8, stableRS: 5f7c6d9b8}
+`
+
+// A Rollout with a workloadRef is read with the template it refers to, as
+// Argo's controller resolves it (a Deployment or ReplicaSet: their
+// selector too; a PodTemplate): the Service that selects those labels is
+// found and the doctor can check the containers. rollprobe still refuses
+// to roll it. A reference Argo would not resolve, or to nothing, is an
+// error naming it.
+func TestWorkloadRefTemplateIsRead(t *testing.T) {
+	ctx := context.Background()
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/web:v1"}}}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	om := metav1.ObjectMeta{Name: "web-template", Namespace: "prod"}
+	for _, tc := range []struct {
+		kind, apiVersion string
+		obj              runtime.Object
+		wantSelector     bool
+	}{
+		{"Deployment", "apps/v1", &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}}, true},
+		{"ReplicaSet", "apps/v1", &appsv1.ReplicaSet{ObjectMeta: om, Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}}, true},
+		{"PodTemplate", "v1", &corev1.PodTemplate{ObjectMeta: om, Template: tmpl}, false},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			y := strings.Replace(strings.Replace(workloadRefYAML, "KIND", tc.kind, 1), "apps/v1", tc.apiVersion, 1)
+			clients, _, kube := argoFakes(t, unstructuredFrom(t, y))
+			if err := kube.Tracker().Add(tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			target, err := Resolve(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := target.Workload.Rollout
+			if r.TemplateFrom != strings.ToLower(tc.kind)+" web-template" || len(r.Spec.Template.Spec.Containers) != 1 ||
+				r.Spec.Template.Spec.Containers[0].Image != "example/web:v1" || target.Service.Name != "web-stable" {
+				t.Fatalf("rollout %+v, service %s: want the template of %s web-template and the stable Service", r, target.Service.Name, tc.kind)
+			}
+			if (r.Spec.Selector != nil) != tc.wantSelector {
+				t.Errorf("selector %v: want one only from a Deployment or ReplicaSet", r.Spec.Selector)
+			}
+			if err := target.Workload.CanRoll(); !errors.Is(err, ErrWorkloadRef) {
+				t.Errorf("CanRoll: %v, want ErrWorkloadRef", err)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, kind, apiVersion, want string }{
+		{"nothing by that name", "Deployment", "apps/v1", "its workloadRef deployment prod/web-template not found"},
+		{"a kind Argo does not resolve", "StatefulSet", "apps/v1", "its workloadRef is a StatefulSet of \"apps/v1\", which Argo Rollouts does not resolve"},
+		{"a Deployment outside apps", "Deployment", "extensions/v1beta1", "which Argo Rollouts does not resolve"},
+	} {
+		y := strings.Replace(strings.Replace(workloadRefYAML, "KIND", tc.kind, 1), "apps/v1", tc.apiVersion, 1)
+		clients, _ := argoClients(t, unstructuredFrom(t, y))
+		if _, err := Resolve(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -177,7 +179,57 @@ func getRollout(ctx context.Context, kube kubernetes.Interface, ref Ref) (*ArgoR
 	if err != nil {
 		return nil, err
 	}
-	return ArgoRolloutFrom(u)
+	r, err := ArgoRolloutFrom(u)
+	if err != nil || r.Spec.WorkloadRef == nil {
+		return r, err
+	}
+	return r, resolveTemplateRef(ctx, kube, r)
+}
+
+// resolveTemplateRef reads the pod template of a Rollout that takes it from
+// another object (spec.workloadRef), and its selector when the Rollout has
+// none, as Argo Rollouts' controller resolves them (rollout/templateref.go,
+// v1.10.1: an apps Deployment or ReplicaSet, or a PodTemplate; any other
+// kind it refuses): what the doctor's checks and the Service's match read.
+func resolveTemplateRef(ctx context.Context, kube kubernetes.Interface, r *ArgoRollout) error {
+	ref := r.Spec.WorkloadRef
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return fmt.Errorf("rollout %s: workloadRef apiVersion %q: %w", r.Name, ref.APIVersion, err)
+	}
+	var tmpl corev1.PodTemplateSpec
+	var sel *metav1.LabelSelector
+	switch {
+	case gv.Group == "apps" && ref.Kind == "Deployment":
+		var d *appsv1.Deployment
+		if d, err = kube.AppsV1().Deployments(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			tmpl, sel = d.Spec.Template, d.Spec.Selector
+		}
+	case gv.Group == "apps" && ref.Kind == "ReplicaSet":
+		var rs *appsv1.ReplicaSet
+		if rs, err = kube.AppsV1().ReplicaSets(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			tmpl, sel = rs.Spec.Template, rs.Spec.Selector
+		}
+	case gv.Group == "" && ref.Kind == "PodTemplate":
+		var pt *corev1.PodTemplate
+		if pt, err = kube.CoreV1().PodTemplates(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			tmpl = pt.Template
+		}
+	default:
+		return fmt.Errorf("rollout %s: its workloadRef is a %s of %q, which Argo Rollouts does not resolve (a Deployment or ReplicaSet of apps/v1, or a PodTemplate)",
+			r.Name, ref.Kind, ref.APIVersion)
+	}
+	if err = CallError(ctx, err); apierrors.IsNotFound(err) {
+		return fmt.Errorf("rollout %s: its workloadRef %s %s/%s not found", r.Name, strings.ToLower(ref.Kind), r.Namespace, ref.Name)
+	} else if err != nil {
+		return fmt.Errorf("rollout %s: get its workloadRef %s %s/%s: %w", r.Name, strings.ToLower(ref.Kind), r.Namespace, ref.Name, err)
+	}
+	r.Spec.Template = tmpl
+	if r.Spec.Selector == nil {
+		r.Spec.Selector = sel
+	}
+	r.TemplateFrom = strings.ToLower(ref.Kind) + " " + ref.Name
+	return nil
 }
 
 // rolloutsServed says whether discovery lists the Rollout resource (true

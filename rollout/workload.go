@@ -215,7 +215,7 @@ var ErrOnDelete = errors.New("its update strategy is OnDelete: a change replaces
 
 // ErrWorkloadRef: a Rollout whose template is a Deployment's
 // (spec.workloadRef) rolls when that Deployment's template changes.
-var ErrWorkloadRef = errors.New("it takes its pod template from a Deployment (workloadRef): rollprobe follows only a Rollout with its own template")
+var ErrWorkloadRef = errors.New("it takes its pod template from another object (workloadRef): rollprobe rolls and follows only a Rollout with its own template (rollprobe doctor reads the referenced one)")
 
 // ControllerRevisionHashLabel is the label the StatefulSet and DaemonSet
 // controllers put on their pods: the revision a pod belongs to.

@@ -12,6 +12,9 @@ import (
 func DoctorText(w io.Writer, r report.DoctorResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rollprobe doctor %s", r.Workload())
+	if r.TemplateFrom != "" {
+		fmt.Fprintf(&b, " (its pod template from %s, workloadRef)", r.TemplateFrom)
+	}
 	if r.Service != "" {
 		fmt.Fprintf(&b, " behind service %s", r.Service)
 	}
