@@ -309,6 +309,21 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	if _, err := rollout.GetWorkload(ctx, kube, ref); err != nil {
 		apply(t, sample)
 	}
+	// Nothing of it stays for the tests after (the drains count the pods
+	// on a node): the Rollout (its ReplicaSet and pod go with it), the
+	// Deployment and the Service.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for what, err := range map[string]error{
+			"rollout":    c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}),
+			"deployment": c.Kube.AppsV1().Deployments("default").Delete(ctx, "argo-workloadref-template", metav1.DeleteOptions{}),
+			"service":    c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}),
+		} {
+			if err != nil {
+				t.Errorf("delete the %s: %v", what, err)
+			}
+		}
+	})
 	// (ensureWorkload waits for a rollout rollprobe can follow: this one
 	// it cannot, so the wait is for the controller's pod itself.)
 	var pods *corev1.PodList
