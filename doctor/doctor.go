@@ -10,6 +10,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -42,6 +43,7 @@ const (
 	PDBAllowsEvictingAll = "pod-disruption-budget-allows-evicting-all"
 	ShellPID1            = "shell-may-not-forward-sigterm"
 	ScaleDownBeforeProp  = "scale-down-delay-below-propagation"
+	CanaryWeightRounded  = "canary-weight-rounded-to-pods"
 )
 
 // Input is what the checks read.
@@ -124,6 +126,7 @@ var checks = []check{
 	{ReadinessIsLiveness, "readiness and liveness probes differ", report.SeverityWarning, checkReadinessIsLiveness},
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
+	{CanaryWeightRounded, "an Argo canary's pods can express each setWeight", report.SeverityWarning, checkCanaryWeights},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
@@ -564,6 +567,105 @@ func zeroReadyArgoCanary(r *rollout.ArgoRollout) (report.Finding, bool) {
 	f.Evidence[0] = "argo canary with " + f.Evidence[0]
 	f.Fix = "set spec.strategy.canary.maxUnavailable: 0 and maxSurge: 1 (canary pods come up before stable ones go), or run more replicas"
 	return f, true
+}
+
+// checkCanaryWeights: without traffic routing an Argo canary's weight is a
+// share of its pods, and Argo Rollouts approximates it with whole pods
+// (argoCanaryPods). A weight the pods cannot come near gives the canary a
+// different share of new connections than the steps say: a bad release
+// reaches more (or fewer) users than planned. A Rollout with
+// setCanaryScale steps sets its canary's pods itself: not judged.
+func checkCanaryWeights(s *subject) (report.Finding, bool) {
+	r := s.Workload.Rollout
+	if r == nil || r.Spec.Strategy.Canary == nil || len(r.Spec.Strategy.Canary.TrafficRouting) > 0 {
+		return report.Finding{}, false
+	}
+	c := r.Spec.Strategy.Canary
+	replicas := int32(1)
+	if r.Spec.Replicas != nil {
+		replicas = *r.Spec.Replicas
+	}
+	// maxSurge as resolveFenceposts resolves it (25% by default, rounded
+	// up; when both are 0 it raises maxUnavailable, not the surge).
+	surge := intstr.FromString("25%")
+	if c.MaxSurge != nil {
+		surge = argoPercent(*c.MaxSurge)
+	}
+	maxSurge, err := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
+	if err != nil || replicas < 1 {
+		return report.Finding{}, false
+	}
+	var evidence []string
+	seen := map[int32]bool{}
+	for _, st := range c.Steps {
+		if len(st.SetCanaryScale) > 0 {
+			return report.Finding{}, false
+		}
+		if st.SetWeight == nil || seen[*st.SetWeight] {
+			continue
+		}
+		w := *st.SetWeight
+		seen[w] = true
+		if w <= 0 || w >= 100 {
+			continue
+		}
+		canary, stable := argoCanaryPods(replicas, w, int32(maxSurge))
+		share := 100 * float64(canary) / float64(canary+stable)
+		if math.Abs(share-float64(w)) <= max(5, float64(w)/4) {
+			continue
+		}
+		evidence = append(evidence, fmt.Sprintf("setWeight: %d on %d replicas: Argo Rollouts runs %d canary pod(s) beside %d stable one(s), %.0f%% of the pods", w, replicas, canary, stable, share))
+	}
+	if len(evidence) == 0 {
+		return report.Finding{}, false
+	}
+	evidence = append(evidence, "without traffic routing the Service spreads new connections over the pods: the canary gets about its share of the pods, not the weight")
+	return report.Finding{Title: "a canary weight its pods cannot express: the canary gets a different share of the traffic",
+		Evidence: evidence,
+		Fix: "run replicas that express every weight (replicas × weight / 100 whole: 10 replicas for steps of 10%), give the canary traffic routing " +
+			"(spec.strategy.canary.trafficRouting: a proxy weighs each request), or set the canary's pods yourself (setCanaryScale)"}, true
+}
+
+// argoCanaryPods is how many canary and stable pods Argo Rollouts v1.10.1
+// runs for weight on a canary without traffic routing
+// (approximateWeightedCanaryStableReplicaCounts): of the canary counts
+// rounded up and down, over replicas and, when it may surge, replicas+1,
+// the one nearest the weight, the first found on a tie; a count of 0 only
+// when one replica may not surge, a rounded-down count not when its
+// rounding is a tie (x.5: the larger is taken).
+func argoCanaryPods(replicas, weight, maxSurge int32) (canary, stable int32) {
+	type option struct{ canary, total int32 }
+	exact := float64(replicas*weight) / 100
+	ceil, floor := int32(math.Ceil(exact)), int32(math.Floor(exact))
+	tied := func(total int32) bool {
+		_, frac := math.Modf(float64(total) * float64(weight) / 100)
+		return frac == 0.5
+	}
+	zeroAllowed := replicas == 1 && maxSurge == 0
+	var options []option
+	if ceil < replicas || zeroAllowed {
+		options = append(options, option{ceil, replicas})
+	}
+	if !tied(replicas) && (floor != 0 || zeroAllowed) {
+		options = append(options, option{floor, replicas})
+	}
+	if maxSurge > 0 {
+		options = append(options, option{ceil, replicas + 1})
+		if !tied(replicas+1) && (floor != 0 || zeroAllowed) {
+			options = append(options, option{floor, replicas + 1})
+		}
+	}
+	if len(options) == 0 {
+		return 0, replicas
+	}
+	delta := func(o option) float64 { return math.Abs(float64(o.canary*100)/float64(o.total) - float64(weight)) }
+	best := options[0]
+	for _, o := range options[1:] {
+		if delta(o) < delta(best) {
+			best = o
+		}
+	}
+	return best.canary, best.total - best.canary
 }
 
 // zeroReadyStatefulSet: a StatefulSet's rolling update deletes a pod and

@@ -594,3 +594,69 @@ func TestResultNamesTheReferencedTemplate(t *testing.T) {
 		t.Errorf("first line %q", first)
 	}
 }
+
+// A canary without traffic routing whose setWeight its pods cannot come
+// near: Argo's own approximation (argoCanaryPods, checked against Argo
+// Rollouts v1.10.1's approximateWeightedCanaryStableReplicaCounts for 1-40
+// replicas, every weight, surges 0-5, outside this repository) gives the
+// canary a different share of the pods.
+func TestCanaryWeightRoundedToPods(t *testing.T) {
+	surge := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	for _, tt := range []struct {
+		name     string
+		replicas int32
+		weights  []int32
+		surge    *intstr.IntOrString
+		mutate   func(c *rollout.ArgoCanary)
+		want     []string // evidence lines; none: no finding
+	}{
+		{name: "4 replicas at 25 and 50: exact", replicas: 4, weights: []int32{25, 50}},
+		{name: "4 replicas at 10: one canary beside four (it surges)", replicas: 4, weights: []int32{10, 50},
+			want: []string{"setWeight: 10 on 4 replicas: Argo Rollouts runs 1 canary pod(s) beside 4 stable one(s), 20% of the pods"}},
+		{name: "4 replicas at 10, no surge: one beside three", replicas: 4, weights: []int32{10}, surge: surge(intstr.FromInt32(0)),
+			want: []string{"runs 1 canary pod(s) beside 3 stable one(s), 25% of the pods"}},
+		{name: "2 replicas at 10", replicas: 2, weights: []int32{10}, want: []string{"setWeight: 10 on 2 replicas: Argo Rollouts runs 1 canary pod(s) beside 2 stable one(s), 33% of the pods"}},
+		{name: "3 replicas at 25: the surge makes it one of four", replicas: 3, weights: []int32{25}},
+		{name: "10 replicas at 15: 2 of 11, within the margin", replicas: 10, weights: []int32{15}},
+		{name: "routed: the proxy weighs requests", replicas: 2, weights: []int32{10}, mutate: func(c *rollout.ArgoCanary) {
+			c.TrafficRouting = []byte(`{"nginx":{"stableIngress":"web"}}`)
+		}},
+		{name: "setCanaryScale sets the pods itself", replicas: 2, weights: []int32{10}, mutate: func(c *rollout.ArgoCanary) {
+			c.Steps = append(c.Steps, rollout.ArgoCanaryStep{SetCanaryScale: []byte(`{"replicas":1}`)})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := argoWith(func(r *rollout.ArgoRollout, _ *corev1.Container) {
+				r.Spec.Replicas = &tt.replicas
+				c := &rollout.ArgoCanary{MaxSurge: tt.surge}
+				for _, w := range tt.weights {
+					c.Steps = append(c.Steps, rollout.ArgoCanaryStep{SetWeight: &w}, rollout.ArgoCanaryStep{Pause: &rollout.ArgoPause{}})
+				}
+				if tt.mutate != nil {
+					tt.mutate(c)
+				}
+				r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, c
+			})
+			var f *report.Finding
+			for _, x := range Run(in, Options{}) {
+				if x.ID == CanaryWeightRounded {
+					f = &x
+				}
+			}
+			if len(tt.want) == 0 {
+				if f != nil {
+					t.Fatalf("flagged: %+v", f)
+				}
+				return
+			}
+			if f == nil || f.Severity != report.SeverityWarning || len(f.Evidence) != len(tt.want)+1 {
+				t.Fatalf("finding %+v: want a warning with %d weights", f, len(tt.want))
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(f.Evidence[i], want) {
+					t.Errorf("evidence %q, want %q", f.Evidence[i], want)
+				}
+			}
+		})
+	}
+}

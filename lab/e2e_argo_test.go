@@ -106,6 +106,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
+	t.Run("a canary weight its pods cannot express: the doctor says the pods Argo runs", func(t *testing.T) { testArgoCanaryTen(t, ctx, c) })
 	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run refuses it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
 	// The fast blue/green runs on the lab whose edge lags (testArgoBlueGreenFast).
 }
@@ -294,6 +295,66 @@ func checkCanaryShareFinding(t *testing.T, rep *report.Report) {
 		t.Errorf("finding %+v with %d steps below their weight", f, below)
 	}
 	t.Logf("canary-share-below-weight: %d steps below their weight", below)
+}
+
+// testArgoCanaryTen: a canary of 4 pods without traffic routing whose
+// step is setWeight: 10. The doctor's check, in the run's report, says
+// Argo runs 1 canary pod beside 4 stable ones; the referee is Argo's
+// controller itself: the pods the run saw at the pause, by revision.
+func testArgoCanaryTen(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample = "argo-canary-ten"
+	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	// Its pods do not stay for the tests after (the drains count the pods
+	// on a node).
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the rollout: %v", err)
+		}
+		if err := c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the service: %v", err)
+		}
+	})
+	r := startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--promote", "--conn", "new", "--timeout", "3m").wait(t)
+	if r.repErr != nil || r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete {
+		t.Fatalf("exit %d (%v): want a complete rollout\n%s", r.exit, r.repErr, r.out())
+	}
+	ro := r.rep.Rollout
+	f := findingByID(r.rep, "canary-weight-rounded-to-pods")
+	if f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "setWeight: 10 on 4 replicas: Argo Rollouts runs 1 canary pod(s) beside 4 stable one(s), 20% of the pods") {
+		t.Fatalf("the doctor's check: %+v, want a warning naming 1 canary pod beside 4 stable ones\n%s", f, r.out())
+	}
+	var pause *report.CanaryStep
+	for i, s := range ro.Steps {
+		if s.Step == "pause" {
+			pause = &ro.Steps[i]
+		}
+	}
+	if pause == nil || pause.Weight != 10 {
+		t.Fatalf("steps %+v: want the pause at 10%%", ro.Steps)
+	}
+	// The pods at the pause's middle, as the watch saw them: the new
+	// revision's ready ones, the old revision's not yet deleted.
+	mid := r.rep.StartedAt.Add(time.Duration((pause.StartS + pause.EndS) / 2 * float64(time.Second)))
+	pods := map[string]int{}
+	for _, p := range r.rep.Pods {
+		if p.DeletedAt != nil && !p.DeletedAt.After(mid) {
+			continue
+		}
+		if p.Revision == ro.NewRevision && (p.ReadyAt == nil || p.ReadyAt.After(mid)) {
+			continue
+		}
+		pods[p.Revision]++
+	}
+	if pods[ro.NewRevision] != 1 || pods[ro.OldRevision] != 4 {
+		t.Errorf("at the pause: %d pods of the new revision, %d of the old: want 1 and 4, as the doctor said", pods[ro.NewRevision], pods[ro.OldRevision])
+	}
+	share := "unknown"
+	if pause.NewSharePct != nil {
+		share = fmt.Sprintf("%.1f%%", *pause.NewSharePct)
+	}
+	t.Logf("at the pause (weight 10%%): %d canary and %d stable pods; the new revision answered %s of %d named (--conn new)", pods[ro.NewRevision], pods[ro.OldRevision], share, pause.Named)
 }
 
 // testArgoWorkloadRef: a Rollout that takes its pod template from a
