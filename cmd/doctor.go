@@ -35,14 +35,16 @@ func newDoctorCommand(g *globalOptions) *cobra.Command {
 	o := &doctorOptions{globalOptions: g, expectedDrain: doctor.DefaultExpectedDrain, timeout: time.Minute,
 		failOn: string(report.SeverityError), output: ci.FormatText}
 	cmd := &cobra.Command{
-		Use:   "doctor --deployment|--statefulset|--daemonset [NS/]NAME [flags]",
+		Use:   "doctor --deployment|--statefulset|--daemonset|--rollout [NS/]NAME [flags]",
 		Short: "Check a workload's configuration for what drops requests in a rollout (no traffic, changes nothing)",
-		Long: `doctor reads the workload (a Deployment, StatefulSet or DaemonSet), its Service and the
-namespace's PodDisruptionBudgets and
-reports the settings that drop requests during a rollout, each with its evidence and fix:
-no preStop hook, a grace period below preStop plus the app's drain, no readiness probe,
-readiness identical to liveness, a strategy that can leave no ready pod, externalTrafficPolicy
-Local before Kubernetes 1.26, no PodDisruptionBudget, a shell as PID 1.
+		Long: `doctor reads the workload (a Deployment, StatefulSet, DaemonSet or Argo Rollout; for a
+Rollout with spec.workloadRef, the template it refers to), its Service and the namespace's
+PodDisruptionBudgets and reports the settings that drop requests during a rollout, each with its
+evidence and fix: no preStop hook, a grace period below preStop plus the app's drain, no
+readiness probe, readiness identical to liveness, a strategy that can leave no ready pod, an Argo
+Rollout that deletes its old pods before the move of its traffic can have propagated, an Argo
+canary weight its pods cannot express, externalTrafficPolicy Local before Kubernetes 1.26, no
+PodDisruptionBudget or one that allows no eviction or every pod, a shell as PID 1.
 
 rollprobe run performs the same checks and adds them to its report; doctor is the static half
 alone, quick enough for every pull request.
@@ -53,7 +55,8 @@ error (an unreachable or unanswering API server included: --timeout bounds the c
 Docs: ` + report.DocsURL + `doctor.md`,
 		Example: `  rollprobe doctor --deployment prod/web
   rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml
-  rollprobe doctor --statefulset prod/db-proxy`,
+  rollprobe doctor --statefulset prod/db-proxy
+  rollprobe doctor --rollout prod/web`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.kube.warnDeprecated(o.stderr)

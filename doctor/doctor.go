@@ -83,6 +83,13 @@ type Measured struct {
 	ServedAfterDeletion uint64
 }
 
+// deletedUnderLoadWithoutDrop: the run deleted pods while it sent requests
+// and none failed, the measurement a static guess about the pods' shutdown
+// yields to (false for doctor alone, m nil).
+func (m *Measured) deletedUnderLoadWithoutDrop() bool {
+	return m != nil && m.PodsDeleted > 0 && m.Sent > 0 && m.Failed == 0
+}
+
 // DefaultExpectedDrain is a typical HTTP server's drain.
 const DefaultExpectedDrain = 5 * time.Second
 
@@ -190,7 +197,7 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 	if len(noHook) == 0 {
 		return report.Finding{}, false
 	}
-	if m := s.opts.Measured; m != nil && m.PodsDeleted > 0 && m.Sent > 0 && m.Failed == 0 {
+	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
 		// The run deleted pods under load and nothing dropped: whatever
 		// delays this app's shutdown (a sleep in its SIGTERM handler, a
 		// framework's graceful delay) worked here.
@@ -334,9 +341,12 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("their preStop sleep keeps them serving %d s more: %d s after the move in all", pre, int64(t.delay)+pre))
 	}
 	window := fmt.Sprintf("kube-proxy, ingresses and load balancers send new connections to the old pods until the move reaches them: %d s is the least to allow", need)
-	if s.opts.MeasuredPreStop > 0 {
+	switch measured := int64(s.opts.MeasuredPreStop); {
+	case measured > 0 && measured == need:
 		window += " (the window this run measured)"
-	} else {
+	case measured > 0:
+		window += fmt.Sprintf(" (this run measured %d s; the doctor allows no less than its %d s)", measured, DefaultPreStopSeconds)
+	default:
 		window += " (1-3 s typically, more behind a busy ingress)"
 	}
 	evidence = append(evidence, window)
@@ -347,7 +357,7 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 	}
 	fix := fmt.Sprintf("keep the old pods at least %d s after the move: kubectl patch rollout %s -n %s --type merge -p '{\"spec\":{\"strategy\":{\"%s\":%s}}}' (%d s is Argo's default), or give the pods a preStop sleep that covers it: %s",
 		need, ref.Name, ref.Namespace, t.strategy, patch, argoDefaultScaleDownDelay, advice.PreStopSleep(int(need), s.Version))
-	if m := s.opts.Measured; m != nil && m.PodsDeleted > 0 && m.Sent > 0 && m.Failed == 0 {
+	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
 		return report.Finding{Severity: report.SeverityInfo,
 			Title:    "the old pods are deleted soon after the traffic moves, but this run measured no drop: the proxies it went through had the move in time",
 			Evidence: append(evidence, fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed; a slower ingress or load balancer than the paths it probed may not be as quick", m.PodsDeleted, m.Sent)),
@@ -549,18 +559,8 @@ func zeroReadyArgoCanary(r *rollout.ArgoRollout) (report.Finding, bool) {
 	if c == nil || len(c.TrafficRouting) > 0 {
 		return report.Finding{}, false
 	}
-	replicas := int32(1)
-	if r.Spec.Replicas != nil {
-		replicas = *r.Spec.Replicas
-	}
-	unavail, surge := intstr.FromString("25%"), intstr.FromString("25%")
-	if c.MaxUnavailable != nil {
-		unavail = *c.MaxUnavailable
-	}
-	if c.MaxSurge != nil {
-		surge = *c.MaxSurge
-	}
-	f, ok := rollingZeroReady(replicas, argoPercent(unavail), argoPercent(surge))
+	replicas, unavail, surge := argoCanaryLimits(r)
+	f, ok := rollingZeroReady(replicas, unavail, surge)
 	if !ok {
 		return f, false
 	}
@@ -581,16 +581,9 @@ func checkCanaryWeights(s *subject) (report.Finding, bool) {
 		return report.Finding{}, false
 	}
 	c := r.Spec.Strategy.Canary
-	replicas := int32(1)
-	if r.Spec.Replicas != nil {
-		replicas = *r.Spec.Replicas
-	}
-	// maxSurge as resolveFenceposts resolves it (25% by default, rounded
-	// up; when both are 0 it raises maxUnavailable, not the surge).
-	surge := intstr.FromString("25%")
-	if c.MaxSurge != nil {
-		surge = argoPercent(*c.MaxSurge)
-	}
+	// maxSurge as resolveFenceposts resolves it (rounded up; when both are
+	// 0 it raises maxUnavailable, not the surge).
+	replicas, _, surge := argoCanaryLimits(r)
 	maxSurge, err := intstr.GetScaledValueFromIntOrPercent(&surge, int(replicas), true)
 	if err != nil || replicas < 1 {
 		return report.Finding{}, false
@@ -666,6 +659,24 @@ func argoCanaryPods(replicas, weight, maxSurge int32) (canary, stable int32) {
 		}
 	}
 	return best.canary, best.total - best.canary
+}
+
+// argoCanaryLimits are a canary's replicas (spec.replicas, 1 when unset)
+// and its maxUnavailable and maxSurge with Argo's defaults (25% each), a
+// bare number string read as a percentage, as Argo reads it.
+func argoCanaryLimits(r *rollout.ArgoRollout) (replicas int32, unavail, surge intstr.IntOrString) {
+	replicas = 1
+	if r.Spec.Replicas != nil {
+		replicas = *r.Spec.Replicas
+	}
+	unavail, surge = intstr.FromString("25%"), intstr.FromString("25%")
+	if c := r.Spec.Strategy.Canary; c != nil && c.MaxUnavailable != nil {
+		unavail = argoPercent(*c.MaxUnavailable)
+	}
+	if c := r.Spec.Strategy.Canary; c != nil && c.MaxSurge != nil {
+		surge = argoPercent(*c.MaxSurge)
+	}
+	return replicas, unavail, surge
 }
 
 // zeroReadyStatefulSet: a StatefulSet's rolling update deletes a pod and

@@ -531,6 +531,11 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 			noHook(c)
 		}, opts: Options{MeasuredPreStop: 8}, want: report.SeverityError, evidence: []string{"8 s is the least to allow (the window this run measured)"},
 			preStop: report.SeverityError},
+		{name: "a run measured a window under the doctor's floor", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(3)
+			noHook(c)
+		}, opts: Options{MeasuredPreStop: 3}, want: report.SeverityError, evidence: []string{"5 s is the least to allow (this run measured 3 s; the doctor allows no less than its 5 s)"},
+			preStop: report.SeverityError},
 		{name: "a run that measured no drop", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
 			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds = int32Ptr(3)
 			noHook(c)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -303,18 +303,8 @@ func checkCanaryShareFinding(t *testing.T, rep *report.Report) {
 // controller itself: the pods the run saw at the pause, by revision.
 func testArgoCanaryTen(t *testing.T, ctx context.Context, c *lab.Client) {
 	const sample = "argo-canary-ten"
+	deleteSampleAtEnd(t, c, sample, "")
 	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
-	// Its pods do not stay for the tests after (the drains count the pods
-	// on a node).
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete the rollout: %v", err)
-		}
-		if err := c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete the service: %v", err)
-		}
-	})
 	r := startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--promote", "--conn", "new", "--timeout", "3m").wait(t)
 	if r.repErr != nil || r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete {
 		t.Fatalf("exit %d (%v): want a complete rollout\n%s", r.exit, r.repErr, r.out())
@@ -367,24 +357,10 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	const sample = "argo-workloadref"
 	kube := rollout.WithDynamic(c.Kube, c.Dynamic)
 	ref := rollout.Ref{Kind: rollout.KindRollout, Namespace: "default", Name: sample}
+	deleteSampleAtEnd(t, c, sample, "argo-workloadref-template")
 	if _, err := rollout.GetWorkload(ctx, kube, ref); err != nil {
 		apply(t, sample)
 	}
-	// Nothing of it stays for the tests after (the drains count the pods
-	// on a node): the Rollout (its ReplicaSet and pod go with it), the
-	// Deployment and the Service.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for what, err := range map[string]error{
-			"rollout":    c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}),
-			"deployment": c.Kube.AppsV1().Deployments("default").Delete(ctx, "argo-workloadref-template", metav1.DeleteOptions{}),
-			"service":    c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}),
-		} {
-			if err != nil {
-				t.Errorf("delete the %s: %v", what, err)
-			}
-		}
-	})
 	// (ensureWorkload waits for a rollout rollprobe can follow: this one
 	// it cannot, so the wait is for the controller's pod itself.)
 	var pods *corev1.PodList
@@ -399,13 +375,9 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
 		"doctor", "--rollout", "default/"+sample, "-o", "json")
-	exit := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		exit = ee.ExitCode()
-	}
 	var res report.DoctorResult
-	if jerr := json.Unmarshal([]byte(out), &res); jerr != nil || exit != 1 {
-		t.Fatalf("doctor: exit %d (want 1), %v\n%s", exit, jerr, out)
+	if jerr := json.Unmarshal([]byte(out), &res); jerr != nil || exitCode(err) != 1 {
+		t.Fatalf("doctor: exit %d (want 1), %v\n%s", exitCode(err), jerr, out)
 	}
 	var preStop *report.Finding
 	for i, f := range res.Findings {
@@ -432,11 +404,7 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	out, err = rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
 		"run", "--rollout", sample, "--target", "http://"+svc.Spec.ClusterIP+"/", "--restart", "--baseline", "1s", "--timeout", "30s")
-	exit = 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		exit = ee.ExitCode()
-	}
-	if exit != 2 || !strings.Contains(out, "workloadRef") {
+	if exit := exitCode(err); exit != 2 || !strings.Contains(out, "workloadRef") {
 		t.Fatalf("run: exit %d, want 2 naming workloadRef\n%s", exit, out)
 	}
 	// Nothing was changed: neither the Rollout nor the Deployment whose
@@ -575,6 +543,33 @@ func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
 	if f := findingByID(r.rep, "canary-share-below-weight"); f != nil {
 		t.Errorf("a routed canary named as below its weight: %+v", f)
 	}
+}
+
+// deleteSampleAtEnd deletes, when the test ends however it ends, the
+// Rollout and the Service named sample and, if given, the Deployment the
+// Rollout takes its template from: a sample whose pods would stay beside
+// the tests after (the drains count the pods on a node). Registered before
+// the sample is applied; what was never made is no error.
+func deleteSampleAtEnd(t *testing.T, c *lab.Client, sample, deployment string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		deletes := map[string]func() error{
+			"rollout " + sample: func() error {
+				return c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
+			},
+			"service " + sample: func() error { return c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}) },
+		}
+		if deployment != "" {
+			deletes["deployment "+deployment] = func() error {
+				return c.Kube.AppsV1().Deployments("default").Delete(ctx, deployment, metav1.DeleteOptions{})
+			}
+		}
+		for what, del := range deletes {
+			if err := del(); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s: %v", what, err)
+			}
+		}
+	})
 }
 
 // podReady: the pod's Ready condition is true.

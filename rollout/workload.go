@@ -213,8 +213,9 @@ func (w Workload) CanRoll() error {
 // pod only when someone deletes it; nothing rolls by itself.
 var ErrOnDelete = errors.New("its update strategy is OnDelete: a change replaces no pod until someone deletes it (use RollingUpdate, or delete the pods yourself under rollprobe run --watch)")
 
-// ErrWorkloadRef: a Rollout whose template is a Deployment's
-// (spec.workloadRef) rolls when that Deployment's template changes.
+// ErrWorkloadRef: a Rollout whose template is another object's
+// (spec.workloadRef) rolls when that object's template changes, which
+// moves neither the Rollout's generation nor anything rollprobe patches.
 var ErrWorkloadRef = errors.New("it takes its pod template from another object (workloadRef): rollprobe rolls and follows only a Rollout with its own template (rollprobe doctor reads the referenced one)")
 
 // ControllerRevisionHashLabel is the label the StatefulSet and DaemonSet
