@@ -227,9 +227,15 @@ type Rollout struct {
 	// ServerVersion is the cluster's Kubernetes version ("1.36"), which
 	// the advice is written for; empty if it could not be read.
 	ServerVersion string `json:"server_version,omitempty"`
+	// TemplateFrom names the object the workload's pod template is read
+	// from and the trigger wrote ("deployment web"), when that is not the
+	// workload itself: an Argo Rollout's spec.workloadRef.
+	TemplateFrom string `json:"template_from,omitempty"`
 	// TriggerSeenAfterMS is the time from sending the trigger's write to
 	// receiving its change through the watch: an upper bound on the
-	// watch's delivery delay (0 when the trigger wrote nothing itself).
+	// watch's delivery delay (0 when the trigger wrote nothing itself; for
+	// a workloadRef, until the Rollout showed the change, which Argo's
+	// controller writes there).
 	TriggerSeenAfterMS float64    `json:"trigger_seen_after_ms,omitempty"`
 	Message            string     `json:"message,omitempty"`
 	OldRevision        string     `json:"old_revision,omitempty"`

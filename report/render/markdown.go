@@ -18,7 +18,11 @@ func Markdown(w io.Writer, r *report.Report) error {
 	}
 	fmt.Fprintf(&b, "## %s rollprobe %s: %s\n\n", icon, r.Command, probed(r))
 	if ro := r.Rollout; ro != nil {
-		fmt.Fprintf(&b, "%s `%s/%s` behind Service `%s`, trigger *%s*: **%s**", ro.WorkloadKind(), ro.Namespace, ro.WorkloadName(), ro.Service, ro.Trigger, ro.Status)
+		trigger := "*" + ro.Trigger + "*"
+		if ro.TemplateFrom != "" {
+			trigger += " on its template, `" + ro.TemplateFrom + "` (workloadRef)"
+		}
+		fmt.Fprintf(&b, "%s `%s/%s` behind Service `%s`, trigger %s: **%s**", ro.WorkloadKind(), ro.Namespace, ro.WorkloadName(), ro.Service, trigger, ro.Status)
 		if ro.OldRevision != "" && ro.NewRevision != "" {
 			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
 		}

@@ -36,3 +36,30 @@ func TestStepsRendered(t *testing.T) {
 		}
 	}
 }
+
+// A Rollout whose template is another object's (workloadRef) says, by the
+// trigger, which object the trigger wrote; the others say nothing more.
+func TestTemplateFromIsSaid(t *testing.T) {
+	for _, from := range []string{"deployment web-template", ""} {
+		r := &report.Report{Command: "run", Rollout: &report.Rollout{Kind: "Rollout", Name: "web", Namespace: "prod", Service: "web",
+			Trigger: "restart (kubectl rollout restart)", Status: report.StatusComplete, TemplateFrom: from}}
+		var tb, mb strings.Builder
+		if err := Text(&tb, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := Markdown(&mb, r); err != nil {
+			t.Fatal(err)
+		}
+		wantText := "(restart (kubectl rollout restart) on its template, deployment web-template (workloadRef)): complete"
+		wantMD := "trigger *restart (kubectl rollout restart)* on its template, `deployment web-template` (workloadRef): **complete**"
+		if from == "" {
+			wantText, wantMD = "(restart (kubectl rollout restart)): complete", "trigger *restart (kubectl rollout restart)*: **complete**"
+		}
+		if !strings.Contains(tb.String(), wantText) {
+			t.Errorf("text lacks %q:\n%s", wantText, tb.String())
+		}
+		if !strings.Contains(mb.String(), wantMD) {
+			t.Errorf("markdown lacks %q:\n%s", wantMD, mb.String())
+		}
+	}
+}

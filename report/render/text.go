@@ -32,7 +32,11 @@ func Text(w io.Writer, r *report.Report) error {
 	b.WriteString(")\n")
 
 	if ro := r.Rollout; ro != nil {
-		fmt.Fprintf(&b, "  rollout   %s behind service %s (%s): %s", ro.Workload(), ro.Service, ro.Trigger, ro.Status)
+		trigger := ro.Trigger
+		if ro.TemplateFrom != "" {
+			trigger += " on its template, " + ro.TemplateFrom + " (workloadRef)"
+		}
+		fmt.Fprintf(&b, "  rollout   %s behind service %s (%s): %s", ro.Workload(), ro.Service, trigger, ro.Status)
 		if ro.OldRevision != "" || ro.NewRevision != "" {
 			fmt.Fprintf(&b, ", revision %s -> %s", orDash(ro.OldRevision), orDash(ro.NewRevision))
 		}

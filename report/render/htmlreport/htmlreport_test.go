@@ -597,6 +597,19 @@ func TestViewStallIsDrawn(t *testing.T) {
 	}
 }
 
+// The object a workloadRef names is said by the trigger, once.
+func TestTemplateFromIsShown(t *testing.T) {
+	r := lab(t, "naive")
+	r.Rollout.TemplateFrom = "deployment web-template"
+	page, _ := render(t, r)
+	if n := strings.Count(page, "on its template, deployment web-template (workloadRef)"); n != 1 {
+		t.Errorf("the template's object said %d times, want once", n)
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "workloadRef") {
+		t.Error("a Deployment's run names a workloadRef")
+	}
+}
+
 // A drain's evictions, accepted and refused by a PodDisruptionBudget, are
 // marked on their pod's lane, with a legend entry only when there are any.
 func TestEvictionsOnThePodLanes(t *testing.T) {
