@@ -75,7 +75,9 @@ workload named is the one probed and followed until its pods left the node and i
 An Argo Rollout (--rollout) is followed through its canary steps or blue/green switch until the
 controller reports it Healthy and every old pod is gone; --promote promotes it through each pause
 as kubectl argo rollouts promote does (without it, someone else must). --patch is applied to a
-Rollout as a JSON merge patch (custom resources take no strategic merge).
+Rollout as a JSON merge patch (custom resources take no strategic merge). A Rollout that takes its
+template from another object (spec.workloadRef) rolls when that object's template changes: the
+triggers write that object (--patch is then written for it), never the Rollout.
 
 Exit codes: 0 no failure above the budget, 1 failures above the budget, 2 usage or preflight
 error (nothing was changed), 3 the rollout failed or timed out, 4 inconclusive, 5 an output

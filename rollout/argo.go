@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,13 @@ const ArgoScaleDownDeadlineAnnotation = "scale-down-deadline"
 // ArgoRevisionAnnotation holds a Rollout's and its ReplicaSets' revision.
 const ArgoRevisionAnnotation = "rollout.argoproj.io/revision"
 
+// ArgoWorkloadGenerationAnnotation holds, on a Rollout with a workloadRef,
+// the generation of the referenced object as the controller last saw it
+// (its WorkloadGenerationAnnotation): the controller writes it when that
+// object changes, then reconciles and records the generation it rolled to
+// in status.workloadObservedGeneration.
+const ArgoWorkloadGenerationAnnotation = "rollout.argoproj.io/workload-generation"
+
 // ArgoRollout is the part of a Rollout rollprobe reads.
 type ArgoRollout struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -50,6 +58,12 @@ type ArgoRollout struct {
 	// TemplateFrom names the object Spec.Template was read from ("deployment
 	// web") when the Rollout takes it from spec.workloadRef; "" otherwise.
 	TemplateFrom string `json:"-"`
+	// RefGeneration is that object's metadata.generation as it was read
+	// (0 when the template is the Rollout's own).
+	RefGeneration int64 `json:"-"`
+	// RefReplicas is how many pods of its own that object wants (a
+	// Deployment's or ReplicaSet's spec.replicas; 0 for a PodTemplate).
+	RefReplicas int32 `json:"-"`
 }
 
 type ArgoRolloutSpec struct {
@@ -58,20 +72,29 @@ type ArgoRolloutSpec struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 	// WorkloadRef names the object whose pod template the Rollout uses (a
 	// Deployment, a ReplicaSet or a PodTemplate): GetWorkload reads that
-	// template into Template for the checks; rollprobe does not roll such
-	// a Rollout (CanRoll).
-	WorkloadRef *struct {
-		APIVersion string `json:"apiVersion,omitempty"`
-		Kind       string `json:"kind"`
-		Name       string `json:"name"`
-	} `json:"workloadRef,omitempty"`
-	Paused    bool         `json:"paused,omitempty"`
-	RestartAt *metav1.Time `json:"restartAt,omitempty"`
-	Strategy  struct {
+	// template into Template, and the triggers write that object
+	// (Argo's controller rolls the Rollout when its template changes).
+	WorkloadRef *ArgoObjectRef `json:"workloadRef,omitempty"`
+	Paused      bool           `json:"paused,omitempty"`
+	RestartAt   *metav1.Time   `json:"restartAt,omitempty"`
+	Strategy    struct {
 		BlueGreen *ArgoBlueGreen `json:"blueGreen,omitempty"`
 		Canary    *ArgoCanary    `json:"canary,omitempty"`
 	} `json:"strategy"`
 }
+
+// ArgoObjectRef names an object in the Rollout's namespace.
+type ArgoObjectRef struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// ScaleDown is whether Argo scales a referenced Deployment's own pods
+	// down: never (the default), onsuccess, progressively.
+	ScaleDown string `json:"scaleDown,omitempty"`
+}
+
+// String is the object as kubectl writes it: "deployment web".
+func (o ArgoObjectRef) String() string { return strings.ToLower(o.Kind) + " " + o.Name }
 
 type ArgoBlueGreen struct {
 	ActiveService         string `json:"activeService"`
@@ -132,10 +155,14 @@ type ArgoRolloutStatus struct {
 	CurrentStepIndex  *int32 `json:"currentStepIndex,omitempty"`
 	// ObservedGeneration is a string in Argo's API (a hash before v0.10).
 	ObservedGeneration string `json:"observedGeneration,omitempty"`
-	StableRS           string `json:"stableRS,omitempty"`
-	Phase              string `json:"phase,omitempty"`
-	Message            string `json:"message,omitempty"`
-	BlueGreen          struct {
+	// WorkloadObservedGeneration is the generation of the workloadRef's
+	// object whose template the controller last reconciled (a number as a
+	// string; empty without a workloadRef).
+	WorkloadObservedGeneration string `json:"workloadObservedGeneration,omitempty"`
+	StableRS                   string `json:"stableRS,omitempty"`
+	Phase                      string `json:"phase,omitempty"`
+	Message                    string `json:"message,omitempty"`
+	BlueGreen                  struct {
 		ActiveSelector  string `json:"activeSelector,omitempty"`
 		PreviewSelector string `json:"previewSelector,omitempty"`
 	} `json:"blueGreen,omitempty"`
@@ -173,8 +200,8 @@ func ArgoProgress(r *ArgoRollout) Progress {
 	if st.ControllerPause && len(st.PauseConditions) == 0 {
 		return Progress{Message: "waiting for rollout to unpause"}
 	}
-	if r.Spec.WorkloadRef != nil {
-		return Progress{Failed: fmt.Sprintf("rollout %q takes its template from %s %s (workloadRef): not followed; run rollprobe on the rollout's own template", r.Name, r.Spec.WorkloadRef.Kind, r.Spec.WorkloadRef.Name)}
+	if !argoWorkloadObserved(r) {
+		return Progress{Message: "waiting for rollout spec update to be observed for the reference workload"}
 	}
 	msg := st.Phase
 	if st.Message != "" {
@@ -209,6 +236,40 @@ func argoGenerationObserved(r *ArgoRollout) bool {
 		return true
 	}
 	return g >= r.Generation
+}
+
+// argoWorkloadObserved: a Rollout with a workloadRef has reconciled the
+// referenced object's generation its annotation records (the plugin's
+// isWorkloadGenerationObserved: equal, when both are numbers). The
+// plugin asks only when its copy resolved the template; every watched
+// copy is asked here, as a workloadRef's template changes only there.
+func argoWorkloadObserved(r *ArgoRollout) bool {
+	if r.Spec.WorkloadRef == nil {
+		return true
+	}
+	recorded, err := strconv.ParseInt(r.Annotations[ArgoWorkloadGenerationAnnotation], 10, 32)
+	if err != nil {
+		return true
+	}
+	observed, err := strconv.ParseInt(r.Status.WorkloadObservedGeneration, 10, 32)
+	if err != nil {
+		return true
+	}
+	return observed == recorded
+}
+
+// argoTemplateGeneration is the generation of a workloadRef's object the
+// Rollout shows: the larger of the one its annotation records and the one
+// its status says was reconciled (the controller may reconcile a newer
+// template before its annotation is written back); 0 when neither is set.
+func argoTemplateGeneration(r *ArgoRollout) int64 {
+	var g int64
+	for _, s := range []string{r.Annotations[ArgoWorkloadGenerationAnnotation], r.Status.WorkloadObservedGeneration} {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			g = max(g, n)
+		}
+	}
+	return g
 }
 
 // ArgoStep describes the canary step at index i as the plugin does

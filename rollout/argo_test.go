@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -418,8 +419,7 @@ status: {observedGeneration: "1", phase: Healthy, currentPodHash: 5f7c6d9b8, sta
 // A Rollout with a workloadRef is read with the template it refers to, as
 // Argo's controller resolves it (a Deployment or ReplicaSet: their
 // selector too; a PodTemplate): the Service that selects those labels is
-// found and the doctor can check the containers. rollprobe still refuses
-// to roll it. A reference Argo would not resolve, or to nothing, is an
+// found and the doctor can check the containers. A reference Argo would not resolve, or to nothing, is an
 // error naming it.
 func TestWorkloadRefTemplateIsRead(t *testing.T) {
 	ctx := context.Background()
@@ -427,13 +427,14 @@ func TestWorkloadRefTemplateIsRead(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/web:v1"}}}}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	om := metav1.ObjectMeta{Name: "web-template", Namespace: "prod"}
+	none := int32(0)
 	for _, tc := range []struct {
 		kind, apiVersion string
 		obj              runtime.Object
 		wantSelector     bool
 	}{
-		{"Deployment", "apps/v1", &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}}, true},
-		{"ReplicaSet", "apps/v1", &appsv1.ReplicaSet{ObjectMeta: om, Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}}, true},
+		{"Deployment", "apps/v1", &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Replicas: &none, Selector: sel, Template: tmpl}}, true},
+		{"ReplicaSet", "apps/v1", &appsv1.ReplicaSet{ObjectMeta: om, Spec: appsv1.ReplicaSetSpec{Replicas: &none, Selector: sel, Template: tmpl}}, true},
 		{"PodTemplate", "v1", &corev1.PodTemplate{ObjectMeta: om, Template: tmpl}, false},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
@@ -454,10 +455,32 @@ func TestWorkloadRefTemplateIsRead(t *testing.T) {
 			if (r.Spec.Selector != nil) != tc.wantSelector {
 				t.Errorf("selector %v: want one only from a Deployment or ReplicaSet", r.Spec.Selector)
 			}
-			if err := target.Workload.CanRoll(); !errors.Is(err, ErrWorkloadRef) {
-				t.Errorf("CanRoll: %v, want ErrWorkloadRef", err)
+			if err := target.Workload.CanRoll(); err != nil {
+				t.Errorf("CanRoll: %v, want nil (the triggers write the referenced template)", err)
 			}
 		})
+	}
+	// A Deployment that still runs pods of its own (a move to the Rollout
+	// not finished; a Deployment's replicas default to 1): a change to its
+	// template would roll them too. Refused, naming it.
+	three := int32(3)
+	for _, replicas := range []*int32{nil, &three} {
+		clients, _, kube := argoFakes(t, unstructuredFrom(t, strings.Replace(workloadRefYAML, "KIND", "Deployment", 1)))
+		if err := kube.Tracker().Add(&appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Replicas: replicas, Selector: sel, Template: tmpl}}); err != nil {
+			t.Fatal(err)
+		}
+		target, err := Resolve(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if replicas != nil {
+			want = int(*replicas)
+		}
+		err = target.Workload.CanRoll()
+		if !errors.Is(err, ErrTemplateHolderRunsPods) || !strings.Contains(err.Error(), fmt.Sprintf("deployment web-template, whose template it takes (workloadRef; scaleDown: never), wants %d pod(s) of its own", want)) {
+			t.Errorf("a template Deployment of %d replicas: CanRoll %v", want, err)
+		}
 	}
 	for _, tc := range []struct{ name, kind, apiVersion, want string }{
 		{"nothing by that name", "Deployment", "apps/v1", "its workloadRef deployment prod/web-template not found"},
@@ -469,5 +492,145 @@ func TestWorkloadRefTemplateIsRead(t *testing.T) {
 		if _, err := Resolve(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The triggers write the template of the object a workloadRef names, where
+// that kind keeps it (spec.template; template for a PodTemplate), and
+// leave the Rollout alone (Argo refuses a Rollout with a template of its
+// own beside the reference). The Generation the run waits on is that
+// object's.
+func TestWorkloadRefTriggersWriteTheReferencedTemplate(t *testing.T) {
+	ctx := context.Background()
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/web:v1"}, {Name: "sidecar", Image: "example/proxy:v1"}}}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	om := metav1.ObjectMeta{Name: "web-template", Namespace: "prod", Generation: 7}
+	for _, tc := range []struct {
+		kind, apiVersion string
+		obj              runtime.Object
+		userPatch        string
+		read             func(t *testing.T, kube *fake.Clientset) corev1.PodTemplateSpec
+	}{
+		{"Deployment", "apps/v1", &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}},
+			`{"spec":{"template":{"metadata":{"labels":{"tier":"web"}}}}}`,
+			func(t *testing.T, kube *fake.Clientset) corev1.PodTemplateSpec {
+				d, err := kube.AppsV1().Deployments("prod").Get(ctx, "web-template", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Spec.Template
+			}},
+		{"ReplicaSet", "apps/v1", &appsv1.ReplicaSet{ObjectMeta: om, Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}},
+			`{"spec":{"template":{"metadata":{"labels":{"tier":"web"}}}}}`,
+			func(t *testing.T, kube *fake.Clientset) corev1.PodTemplateSpec {
+				rs, err := kube.AppsV1().ReplicaSets("prod").Get(ctx, "web-template", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rs.Spec.Template
+			}},
+		{"PodTemplate", "v1", &corev1.PodTemplate{ObjectMeta: om, Template: tmpl},
+			`{"template":{"metadata":{"labels":{"tier":"web"}}}}`,
+			func(t *testing.T, kube *fake.Clientset) corev1.PodTemplateSpec {
+				pt, err := kube.CoreV1().PodTemplates("prod").Get(ctx, "web-template", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return pt.Template
+			}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			y := strings.Replace(strings.Replace(workloadRefYAML, "KIND", tc.kind, 1), "apps/v1", tc.apiVersion, 1)
+			clients, dyn, kube := argoFakes(t, unstructuredFrom(t, y))
+			if err := kube.Tracker().Add(tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			ref := Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}
+			w, err := GetWorkload(ctx, clients, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := w.Generation(); g != 7 {
+				t.Errorf("Generation %d, want the %s's 7 (the Rollout's own is 1)", g, tc.kind)
+			}
+			dyn.ClearActions()
+			if err := (Restart{Now: func() time.Time { return time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) }}).Fire(ctx, clients, ref); err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.read(t, kube); got.Annotations[RestartedAtAnnotation] != "2026-11-30T09:00:00Z" {
+				t.Errorf("after restart, the %s's template annotations %v", tc.kind, got.Annotations)
+			}
+			if err := (SetImage{Container: "sidecar", Image: "example/proxy:v2"}).Fire(ctx, clients, ref); err != nil {
+				t.Fatal(err)
+			}
+			if c := tc.read(t, kube).Spec.Containers; len(c) != 2 || c[0].Image != "example/web:v1" || c[1].Image != "example/proxy:v2" {
+				t.Errorf("after set image, the %s's containers %+v: want only the sidecar's image changed", tc.kind, c)
+			}
+			if err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, clients, ref); err == nil || !strings.Contains(err.Error(), "it has app, sidecar") {
+				t.Errorf("an unknown container: %v", err)
+			}
+			if err := (Patch{JSON: []byte(tc.userPatch), Merge: true}).Fire(ctx, clients, ref); err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.read(t, kube); got.Labels["tier"] != "web" || got.Labels["app"] != "web" || got.Annotations[RestartedAtAnnotation] == "" {
+				t.Errorf("after the user's patch, the %s's template %+v: want its label added, the rest kept", tc.kind, got.ObjectMeta)
+			}
+			if ps := patches(dyn); len(ps) != 0 {
+				t.Errorf("the Rollout was patched: %s", describePatches(ps))
+			}
+		})
+	}
+	// A referenced object gone since: the trigger says which, and writes nothing.
+	clients, dyn, _ := argoFakes(t, unstructuredFrom(t, strings.Replace(workloadRefYAML, "KIND", "Deployment", 1)))
+	err := (Restart{}).Fire(ctx, clients, Ref{Kind: KindRollout, Namespace: "prod", Name: "web"})
+	if err == nil || !strings.Contains(err.Error(), "deployment prod/web-template not found") || len(patches(dyn)) != 0 {
+		t.Errorf("restart with the Deployment gone: %v, patches %s", err, describePatches(patches(dyn)))
+	}
+}
+
+// A watched copy of a workloadRef Rollout has no template: its Generation
+// is the referenced object's as the Rollout shows it (the annotation the
+// controller writes when that object changes, or the generation its status
+// says it reconciled, whichever is newer), and its progress waits until
+// the controller has reconciled the generation the annotation records.
+func TestWorkloadRefGenerationAndProgressFromTheRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		annotation, observed string
+		wantGen              int64
+		wantWaiting          bool
+	}{
+		{"neither written yet", "", "", 0, false},
+		{"in step", "7", "7", 7, false},
+		{"the object changed, not yet reconciled", "8", "7", 8, true},
+		{"reconciled before the annotation came back", "7", "8", 8, true},
+		{"a value that is no number", "x", "7", 7, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ArgoRolloutFrom(unstructuredFrom(t, strings.Replace(workloadRefYAML, "KIND", "Deployment", 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.annotation != "" {
+				r.Annotations = map[string]string{ArgoWorkloadGenerationAnnotation: tc.annotation}
+			}
+			r.Status.WorkloadObservedGeneration = tc.observed
+			w := Workload{Rollout: r}
+			if g := w.Generation(); g != tc.wantGen {
+				t.Errorf("Generation %d, want %d", g, tc.wantGen)
+			}
+			p := w.Progress()
+			if waiting := p.Message == "waiting for rollout spec update to be observed for the reference workload"; waiting != tc.wantWaiting || (!waiting && !p.Done) {
+				t.Errorf("progress %+v: want waiting %v, else done (Healthy)", p, tc.wantWaiting)
+			}
+		})
+	}
+	// A Rollout with its own template: its metadata.generation, whatever
+	// annotation it carries.
+	r := canary(t)
+	r.Annotations = map[string]string{ArgoWorkloadGenerationAnnotation: "12"}
+	if g := (Workload{Rollout: r}).Generation(); g != 3 {
+		t.Errorf("a Rollout with its own template: Generation %d, want its own 3", g)
 	}
 }

@@ -55,6 +55,30 @@ func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 	return perms
 }
 
+// TemplateHolderPermissions is what a Rollout that takes its pod template
+// from another object (spec.workloadRef) needs on top, on that object: read
+// (its template, its generation after an exec trigger) and the trigger's
+// own verbs (the triggers write its template). None for other workloads.
+// deploy/rbac.yaml grants them for a Deployment; a ReplicaSet or
+// PodTemplate needs a grant of its own.
+func TemplateHolderPermissions(w Workload, trigger Trigger) []Permission {
+	if w.Rollout == nil || w.Rollout.Spec.WorkloadRef == nil {
+		return nil
+	}
+	ref := w.Rollout.Spec.WorkloadRef
+	group, resource := "apps", strings.ToLower(ref.Kind)+"s"
+	if ref.Kind == "PodTemplate" {
+		group = ""
+	}
+	perms := []Permission{{Verb: "get", Group: group, Resource: resource}}
+	if trigger != nil {
+		for _, v := range trigger.Verbs() {
+			perms = append(perms, Permission{Verb: v, Group: group, Resource: resource})
+		}
+	}
+	return perms
+}
+
 // PromotePermissions is what promoting an Argo Rollout through its pauses
 // (run --promote) needs on top: its status patched (the pause conditions
 // cleared) and the rollout itself (spec.paused).

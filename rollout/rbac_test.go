@@ -34,6 +34,36 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 	}
 }
 
+// A Rollout that takes its template from a Deployment (workloadRef) needs
+// read and the trigger's verbs on that Deployment, which the role already
+// grants; a ReplicaSet's or PodTemplate's are not granted (their own grant,
+// as rbac.yaml's comment says), and preflight names them.
+func TestWorkloadRefPermissions(t *testing.T) {
+	granted := grants(t, "../deploy/rbac.yaml")["rollprobe"]
+	for _, tc := range []struct {
+		kind, want string
+		granted    bool
+	}{
+		{"Deployment", "get deployments.apps, patch deployments.apps", true},
+		{"ReplicaSet", "get replicasets.apps, patch replicasets.apps", false},
+		{"PodTemplate", "get podtemplates, patch podtemplates", false},
+	} {
+		w := Workload{Rollout: &ArgoRollout{Spec: ArgoRolloutSpec{WorkloadRef: &ArgoObjectRef{Kind: tc.kind, Name: "web"}}}}
+		var names []string
+		all := true
+		for _, p := range TemplateHolderPermissions(w, Restart{}) {
+			names = append(names, p.String())
+			all = all && slices.Contains(granted, p.String())
+		}
+		if strings.Join(names, ", ") != tc.want || all != tc.granted {
+			t.Errorf("%s: %s (granted by deploy/rbac.yaml: %v), want %s (%v)", tc.kind, strings.Join(names, ", "), all, tc.want, tc.granted)
+		}
+	}
+	if p := TemplateHolderPermissions(Workload{Rollout: &ArgoRollout{}}, Restart{}); p != nil {
+		t.Errorf("a Rollout with its own template: %v, want none on top", p)
+	}
+}
+
 // deploy/rbac-drain.yaml's ClusterRole grants exactly what run --drain
 // checks for cluster-wide.
 func TestDrainRBACManifestGrantsExactlyItsPermissions(t *testing.T) {

@@ -199,21 +199,23 @@ func resolveTemplateRef(ctx context.Context, kube kubernetes.Interface, r *ArgoR
 	}
 	var tmpl corev1.PodTemplateSpec
 	var sel *metav1.LabelSelector
+	var gen int64
+	var replicas int32
 	switch {
 	case gv.Group == "apps" && ref.Kind == "Deployment":
 		var d *appsv1.Deployment
 		if d, err = kube.AppsV1().Deployments(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
-			tmpl, sel = d.Spec.Template, d.Spec.Selector
+			tmpl, sel, gen, replicas = d.Spec.Template, d.Spec.Selector, d.Generation, replicasOrOne(d.Spec.Replicas)
 		}
 	case gv.Group == "apps" && ref.Kind == "ReplicaSet":
 		var rs *appsv1.ReplicaSet
 		if rs, err = kube.AppsV1().ReplicaSets(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
-			tmpl, sel = rs.Spec.Template, rs.Spec.Selector
+			tmpl, sel, gen, replicas = rs.Spec.Template, rs.Spec.Selector, rs.Generation, replicasOrOne(rs.Spec.Replicas)
 		}
 	case gv.Group == "" && ref.Kind == "PodTemplate":
 		var pt *corev1.PodTemplate
 		if pt, err = kube.CoreV1().PodTemplates(r.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
-			tmpl = pt.Template
+			tmpl, gen = pt.Template, pt.Generation
 		}
 	default:
 		return fmt.Errorf("rollout %s: its workloadRef is a %s of %q, which Argo Rollouts does not resolve (a Deployment or ReplicaSet of apps/v1, or a PodTemplate)",
@@ -228,7 +230,8 @@ func resolveTemplateRef(ctx context.Context, kube kubernetes.Interface, r *ArgoR
 	if r.Spec.Selector == nil {
 		r.Spec.Selector = sel
 	}
-	r.TemplateFrom = strings.ToLower(ref.Kind) + " " + ref.Name
+	r.TemplateFrom = ref.String()
+	r.RefGeneration, r.RefReplicas = gen, replicas
 	return nil
 }
 

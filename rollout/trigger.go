@@ -46,10 +46,17 @@ func (r Restart) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) e
 	if r.Now != nil {
 		now = r.Now
 	}
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{RestartedAtAnnotation: now().Format(time.RFC3339)}},
-	}}})
-	return strategicPatch(ctx, kube, ref, patch)
+	tmpl := map[string]any{"metadata": map[string]any{"annotations": map[string]string{RestartedAtAnnotation: now().Format(time.RFC3339)}}}
+	if ref.Kind == KindRollout {
+		r, err := rolloutWithRef(ctx, kube, ref)
+		if err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		if r != nil {
+			return patchTemplateHolder(ctx, kube, r, types.StrategicMergePatchType, templatePatch(r.Spec.WorkloadRef.Kind, tmpl))
+		}
+	}
+	return strategicPatch(ctx, kube, ref, templatePatch("", tmpl))
 }
 
 // SetImage changes one container's image (kubectl set image).
@@ -84,6 +91,10 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 		}
 		return fmt.Errorf("set image: %s has no container %q (it has %s)", ref, s.Container, strings.Join(names, ", "))
 	}
+	tmpl := map[string]any{"spec": map[string]any{"containers": []map[string]string{{"name": s.Container, "image": s.Image}}}}
+	if r := w.Rollout; r != nil && r.Spec.WorkloadRef != nil {
+		return patchTemplateHolder(ctx, kube, r, types.StrategicMergePatchType, templatePatch(r.Spec.WorkloadRef.Kind, tmpl))
+	}
 	if ref.Kind == KindRollout {
 		// A custom resource takes no strategic merge patch, and a merge
 		// patch would replace the whole list: a JSON patch of the one
@@ -99,10 +110,7 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 			}
 		}
 	}
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-		"containers": []map[string]string{{"name": s.Container, "image": s.Image}},
-	}}}})
-	return strategicPatch(ctx, kube, ref, patch)
+	return strategicPatch(ctx, kube, ref, templatePatch("", tmpl))
 }
 
 // Patch applies a strategic merge patch to the workload; to a Rollout,
@@ -131,8 +139,71 @@ func (p Patch) Describe() string {
 	return "strategic merge patch"
 }
 func (Patch) Verbs() []string { return []string{"patch"} }
+
+// Fire patches the workload; a Rollout with a workloadRef has no template
+// of its own, so the patch goes, as a merge patch, to the object it names
+// (the patch is written for that object: "spec.template" for a Deployment
+// or ReplicaSet, "template" for a PodTemplate).
 func (p Patch) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) error {
+	if ref.Kind == KindRollout {
+		r, err := rolloutWithRef(ctx, kube, ref)
+		if err != nil {
+			return fmt.Errorf("patch: %w", err)
+		}
+		if r != nil {
+			return patchTemplateHolder(ctx, kube, r, types.MergePatchType, p.JSON)
+		}
+	}
 	return strategicPatch(ctx, kube, ref, p.JSON)
+}
+
+// templatePatch is a patch of the pod template fields tmpl where an object
+// of kind holds its template: spec.template, or template for a
+// PodTemplate.
+func templatePatch(kind string, tmpl map[string]any) []byte {
+	if kind == "PodTemplate" {
+		patch, _ := json.Marshal(map[string]any{"template": tmpl})
+		return patch
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+	return patch
+}
+
+// rolloutWithRef reads the Rollout ref names and returns it when it takes
+// its template from another object (spec.workloadRef), nil otherwise.
+func rolloutWithRef(ctx context.Context, kube kubernetes.Interface, ref Ref) (*ArgoRollout, error) {
+	w, err := GetWorkload(ctx, kube, ref)
+	if err != nil {
+		return nil, err
+	}
+	if w.Rollout == nil || w.Rollout.Spec.WorkloadRef == nil {
+		return nil, nil
+	}
+	return w.Rollout, nil
+}
+
+// patchTemplateHolder patches the object r's workloadRef names: the
+// template Argo's controller rolls r to when it changes (r's own must
+// stay empty: the controller refuses a Rollout with both).
+func patchTemplateHolder(ctx context.Context, kube kubernetes.Interface, r *ArgoRollout, pt types.PatchType, patch []byte) error {
+	ctx, cancel := Bound(ctx)
+	defer cancel()
+	ref, opts := r.Spec.WorkloadRef, metav1.PatchOptions{}
+	var err error
+	switch ref.Kind {
+	case "Deployment":
+		_, err = kube.AppsV1().Deployments(r.Namespace).Patch(ctx, ref.Name, pt, patch, opts)
+	case "ReplicaSet":
+		_, err = kube.AppsV1().ReplicaSets(r.Namespace).Patch(ctx, ref.Name, pt, patch, opts)
+	case "PodTemplate":
+		_, err = kube.CoreV1().PodTemplates(r.Namespace).Patch(ctx, ref.Name, pt, patch, opts)
+	default: // GetWorkload refused it already
+		return fmt.Errorf("rollout %s: its workloadRef %s cannot be patched", r.Name, ref)
+	}
+	if err != nil {
+		return fmt.Errorf("patch %s %s/%s (rollout %s's template): %w", strings.ToLower(ref.Kind), r.Namespace, ref.Name, r.Name, CallError(ctx, err))
+	}
+	return nil
 }
 
 // strategicPatch patches the workload; a Rollout (a custom resource, which

@@ -245,8 +245,9 @@ func (w *Watcher) NewRevision() string {
 		return s.Status.UpdateRevision
 	case wl.Rollout != nil:
 		// The controller names the ReplicaSet of the current template in
-		// status.currentPodHash once it has seen the template.
-		if !argoGenerationObserved(wl.Rollout) {
+		// status.currentPodHash once it has seen the template (its own,
+		// or its workloadRef's).
+		if !argoGenerationObserved(wl.Rollout) || !argoWorkloadObserved(wl.Rollout) {
 			return ""
 		}
 		return wl.Rollout.Status.CurrentPodHash
@@ -309,7 +310,7 @@ func (w *Watcher) onWorkload(obj any) {
 	default:
 		return
 	}
-	gen := wl.Object().GetGeneration()
+	gen := wl.Generation()
 	now := w.now()
 	w.mu.Lock()
 	if prev := w.workload.Rollout; prev != nil && wl.Rollout != nil {

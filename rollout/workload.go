@@ -164,6 +164,33 @@ func (w Workload) Progress() Progress {
 	return DeploymentProgress(w.Deployment)
 }
 
+// Generation is the generation of the object whose pod template the
+// workload's pods are made from: a change of the template moves it. That is
+// the object's own metadata.generation, except for a Rollout that takes its
+// template from another object (spec.workloadRef): then it is that
+// object's, read from it when GetWorkload resolved the reference, else as
+// the Rollout shows it (argoTemplateGeneration; the watch's copies). A
+// change to such a Rollout's own spec moves no template.
+func (w Workload) Generation() int64 {
+	if r := w.Rollout; r != nil && r.Spec.WorkloadRef != nil {
+		if r.RefGeneration > 0 {
+			return r.RefGeneration
+		}
+		return argoTemplateGeneration(r)
+	}
+	return w.Object().GetGeneration()
+}
+
+// TemplateFrom names the object the workload's pod template is read from
+// and the triggers write ("deployment web"), when that is not the
+// workload itself (an Argo Rollout's workloadRef); "" otherwise.
+func (w Workload) TemplateFrom() string {
+	if w.Rollout != nil {
+		return w.Rollout.TemplateFrom
+	}
+	return ""
+}
+
 // Counts are the pods the workload wants and how many of them are
 // updated, ready and available, as its status says: replicas for a
 // Deployment, StatefulSet or Rollout (spec.replicas defaults to 1), scheduled pods
@@ -203,20 +230,28 @@ func (w Workload) CanRoll() error {
 		return fmt.Errorf("statefulset %s: %w", w.StatefulSet.Name, ErrOnDelete)
 	case w.DaemonSet != nil && w.DaemonSet.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType:
 		return fmt.Errorf("daemonset %s: %w", w.DaemonSet.Name, ErrOnDelete)
-	case w.Rollout != nil && w.Rollout.Spec.WorkloadRef != nil:
-		return fmt.Errorf("rollout %s: %w", w.Rollout.Name, ErrWorkloadRef)
+	case w.Rollout != nil && w.Rollout.Spec.WorkloadRef != nil && w.Rollout.RefReplicas > 0:
+		r := w.Rollout
+		scaleDown := r.Spec.WorkloadRef.ScaleDown
+		if scaleDown == "" {
+			scaleDown = "never"
+		}
+		return fmt.Errorf("rollout %s: %s, whose template it takes (workloadRef; scaleDown: %s), wants %d pod(s) of its own: %w",
+			r.Name, r.TemplateFrom, scaleDown, r.RefReplicas, ErrTemplateHolderRunsPods)
 	}
 	return nil
 }
 
+// ErrTemplateHolderRunsPods: the object a Rollout's workloadRef names runs
+// pods of its own (a move from a Deployment to a Rollout not finished): a
+// change to its template rolls those pods too, beside the Rollout's, and
+// rollprobe follows one workload (it would wait for them to take the
+// Rollout's revision, which they never do).
+var ErrTemplateHolderRunsPods = errors.New("a change to that template rolls them too, beside the rollout's, and rollprobe follows one workload: scale it to 0 first (or let Argo do it: workloadRef.scaleDown onsuccess or progressively, and wait until it has)")
+
 // ErrOnDelete: with the OnDelete update strategy the controller replaces a
 // pod only when someone deletes it; nothing rolls by itself.
 var ErrOnDelete = errors.New("its update strategy is OnDelete: a change replaces no pod until someone deletes it (use RollingUpdate, or delete the pods yourself under rollprobe run --watch)")
-
-// ErrWorkloadRef: a Rollout whose template is another object's
-// (spec.workloadRef) rolls when that object's template changes, which
-// moves neither the Rollout's generation nor anything rollprobe patches.
-var ErrWorkloadRef = errors.New("it takes its pod template from another object (workloadRef): rollprobe rolls and follows only a Rollout with its own template (rollprobe doctor reads the referenced one)")
 
 // ControllerRevisionHashLabel is the label the StatefulSet and DaemonSet
 // controllers put on their pods: the revision a pod belongs to.

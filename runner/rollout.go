@@ -48,6 +48,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		return fail(err)
 	}
 	perms := rollout.RequiredPermissions(cfg.ref().Kind, cfg.Trigger)
+	perms = append(perms, rollout.TemplateHolderPermissions(target.Workload, cfg.Trigger)...)
 	if cfg.Promote {
 		perms = append(perms, rollout.PromotePermissions()...)
 	}
@@ -74,6 +75,9 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		}
 	}
 	cfg.logf("target %s behind service %s, trigger: %s", cfg.ref(), target.Service.Name, cfg.Trigger.Describe())
+	if from := wl.TemplateFrom(); from != "" {
+		cfg.logf("its pod template is %s's (workloadRef): the trigger writes that, Argo rolls the rollout", from)
+	}
 	// The doctor's static checks read the objects as they were before the
 	// rollout; they go into the report next to what the traffic shows.
 	in, err := doctor.Gather(bounded, cfg.Kube, target)
@@ -407,7 +411,8 @@ func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *r
 	ro := &report.Rollout{Namespace: cfg.Namespace, Kind: string(ref.Kind), Name: ref.Name, Service: t.Service.Name,
 		Trigger: cfg.Trigger.Describe(), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
 		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
-		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000}
+		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000,
+		TemplateFrom:       t.Workload.TemplateFrom()}
 	if ref.Kind == rollout.KindDeployment {
 		ro.Deployment = ref.Name
 	}
@@ -471,7 +476,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			return out
 		}
 	}
-	startGen := f.w.Workload().Object().GetGeneration()
+	startGen := f.w.Workload().Generation()
 	out.triggeredAt = now()
 	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
@@ -514,8 +519,12 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		// workload. Without this the run waited out --timeout and
 		// failed (exit 3) although nothing was ever going to roll.
 		cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref())
-		if err == nil && cur.Object().GetGeneration() == startGen {
-			out.status, out.message = report.StatusNoChange, fmt.Sprintf("the deploy command changed nothing: no rollout (the %s's generation is unchanged)", cfg.ref().Kind)
+		if err == nil && cur.Generation() == startGen {
+			holder := string(cfg.ref().Kind)
+			if from := cur.TemplateFrom(); from != "" {
+				holder = from + ", the rollout's template"
+			}
+			out.status, out.message = report.StatusNoChange, fmt.Sprintf("the deploy command changed nothing: no rollout (the %s's generation is unchanged)", holder)
 			f.tl.Add(report.Event{Kind: report.NoRollout, Detail: out.message})
 			cfg.logf("%s; settling for %s", out.message, cfg.Settle)
 			f.setPhase(PhaseSettling)
@@ -539,7 +548,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool {
 			wl := f.w.Workload()
-			return wl.Object().GetGeneration() != startGen || !wl.Progress().Done
+			return wl.Generation() != startGen || !wl.Progress().Done
 		})
 		cancel()
 		if err != nil {
@@ -557,7 +566,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	var pause pauseState
 	err := f.until(bounded, func() bool {
 		wl := f.w.Workload()
-		gen := wl.Object().GetGeneration()
+		gen := wl.Generation()
 		pr := wl.Progress()
 		if pr.Failed != "" {
 			failed = pr.Failed
