@@ -7,13 +7,15 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rollprobe/rollprobe/lab"
@@ -107,7 +109,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
 	t.Run("a canary weight its pods cannot express: the doctor says the pods Argo runs", func(t *testing.T) { testArgoCanaryTen(t, ctx, c) })
-	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run refuses it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
+	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run rolls it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
 	// The fast blue/green runs on the lab whose edge lags (testArgoBlueGreenFast).
 }
 
@@ -348,30 +350,24 @@ func testArgoCanaryTen(t *testing.T, ctx context.Context, c *lab.Client) {
 }
 
 // testArgoWorkloadRef: a Rollout that takes its pod template from a
-// Deployment (spec.workloadRef). The lab's Argo controller makes its pod
-// from that template (the referee of what the template is); rollprobe
-// doctor reads the same template (the Deployment's naive container: no
-// preStop hook) and says where it read it; rollprobe run refuses to roll
-// it, naming workloadRef, and changes nothing.
+// Deployment (spec.workloadRef). The lab's Argo controller makes its pods
+// from that template (the referee of what the template is and of whether
+// a write to it rolled the Rollout); rollprobe doctor reads the same
+// template (the Deployment's naive container: no preStop hook) and says
+// where it read it. rollprobe run writes that Deployment's template
+// (--restart), never the Rollout's, and follows Argo's rollout to its end;
+// a deploy command that changes nothing is told apart by the Deployment's
+// generation.
 func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
-	const sample = "argo-workloadref"
+	const sample, holder = "argo-workloadref", "argo-workloadref-template"
 	kube := rollout.WithDynamic(c.Kube, c.Dynamic)
 	ref := rollout.Ref{Kind: rollout.KindRollout, Namespace: "default", Name: sample}
-	deleteSampleAtEnd(t, c, sample, "argo-workloadref-template")
-	if _, err := rollout.GetWorkload(ctx, kube, ref); err != nil {
-		apply(t, sample)
-	}
-	// (ensureWorkload waits for a rollout rollprobe can follow: this one
-	// it cannot, so the wait is for the controller's pod itself.)
-	var pods *corev1.PodList
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		pods, err = c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
-		return err == nil && len(pods.Items) == 1 && podReady(&pods.Items[0]), nil
-	})
-	if err != nil || pods.Items[0].Labels[rollout.ArgoPodHashLabel] == "" ||
+	deleteSampleAtEnd(t, c, sample, holder)
+	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Labels[rollout.ArgoPodHashLabel] == "" ||
 		pods.Items[0].Spec.Containers[0].Lifecycle != nil || pods.Items[0].Spec.Containers[0].Name != "app" {
-		t.Fatalf("pods %+v (%v): want the Rollout's one pod, ready, made from the Deployment's template (container app, no preStop)", pods, err)
+		t.Fatalf("pods %+v (%v): want the Rollout's one pod, made from the Deployment's template (container app, no preStop)", pods, err)
 	}
 	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
 		"doctor", "--rollout", "default/"+sample, "-o", "json")
@@ -385,40 +381,112 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 			preStop = &res.Findings[i]
 		}
 	}
-	if res.TemplateFrom != "deployment argo-workloadref-template" || res.Service != sample || preStop == nil ||
+	if res.TemplateFrom != "deployment "+holder || res.Service != sample || preStop == nil ||
 		preStop.Severity != report.SeverityError || !strings.Contains(strings.Join(preStop.Evidence, "\n"), "container(s) app") {
 		t.Fatalf("doctor: template from %q, service %q, no-prestop-hook %+v: want the Deployment's template, the Service, the missing hook\n%s", res.TemplateFrom, res.Service, preStop, out)
 	}
-	w, err := rollout.GetWorkload(ctx, kube, ref)
-	if err != nil {
-		t.Fatal(err)
+	// The Deployment scaled up (a move to the Rollout not finished): a
+	// change to its template would roll its own pods too. Refused before
+	// anything is written; scaled back, its pod gone, before going on.
+	scale := func(n int32) *appsv1.Deployment {
+		t.Helper()
+		d, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, holder, types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
-	generation, hash := w.Rollout.Generation, w.Rollout.Status.CurrentPodHash
-	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, sample, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	template, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "argo-workloadref-template", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	scaled := scale(1)
 	out, err = rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
-		"run", "--rollout", sample, "--target", "http://"+svc.Spec.ClusterIP+"/", "--restart", "--baseline", "1s", "--timeout", "30s")
-	if exit := exitCode(err); exit != 2 || !strings.Contains(out, "workloadRef") {
-		t.Fatalf("run: exit %d, want 2 naming workloadRef\n%s", exit, out)
+		"run", "--rollout", sample, "--target", "http://"+ip+"/", "--restart", "--baseline", "1s", "--timeout", "30s")
+	if exit := exitCode(err); exit != 2 || !strings.Contains(out, "deployment "+holder+", whose template it takes (workloadRef; scaleDown: never), wants 1 pod(s) of its own") {
+		t.Errorf("run with the Deployment scaled to 1: exit %d, want 2 naming its pod\n%s", exit, out)
 	}
-	// Nothing was changed: neither the Rollout nor the Deployment whose
-	// template it takes.
-	w, err = rollout.GetWorkload(ctx, kube, ref)
-	if err != nil || w.Rollout.Generation != generation || w.Rollout.Status.CurrentPodHash != hash {
-		t.Errorf("after the refused run: %v, generation %d (was %d), current hash %q (was %q): want nothing changed", err, w.Rollout.Generation, generation, w.Rollout.Status.CurrentPodHash, hash)
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != scaled.Generation {
+		t.Errorf("the Deployment after the refused run: %v, generation %d, was %d", err, d.Generation, scaled.Generation)
 	}
-	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "argo-workloadref-template", metav1.GetOptions{}); err != nil {
-		t.Error(err)
-	} else if d.Generation != template.Generation {
-		t.Errorf("the Deployment after the refused run: generation %d, was %d", d.Generation, template.Generation)
+	scale(0)
+	// Its pod gone, and Argo's controller past the Deployment's two new
+	// generations (a run refuses a Rollout it has not caught up with).
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample + ",!" + rollout.ArgoPodHashLabel})
+		w, werr := rollout.GetWorkload(ctx, kube, ref)
+		return err == nil && len(pods.Items) == 0 && werr == nil && w.Progress().Done &&
+			w.Rollout.Annotations[rollout.ArgoWorkloadGenerationAnnotation] == fmt.Sprint(w.Generation()), nil
+	})
+	if err != nil {
+		t.Fatalf("the Deployment's own pod still there after scaling it to 0, or Argo not caught up: %v", err)
 	}
-	t.Logf("doctor: %d findings from %s; run: %s", len(res.Findings), res.TemplateFrom, strings.TrimSpace(out))
+
+	before, err := rollout.GetWorkload(ctx, kube, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldHash := before.Rollout.Status.CurrentPodHash
+
+	// A deploy command that writes nothing: no rollout, said by the
+	// Deployment's generation (the Rollout's own never moves for it).
+	r := startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--exec", "--", "true").wait(t)
+	if r.repErr != nil || r.exit != 0 || r.rep.Rollout.Status != report.StatusNoChange ||
+		!strings.Contains(r.rep.Rollout.Message, "deployment "+holder+", the rollout's template") {
+		t.Fatalf("a deploy command that changes nothing: exit %d (%v), want 0 and no change naming the Deployment\n%s", r.exit, r.repErr, r.out())
+	}
+
+	// --restart: the Deployment's template gets the annotation, Argo rolls
+	// the Rollout to a new ReplicaSet made from it, and the run follows
+	// that to the old pod's end.
+	r = startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--restart", "--promote", "--promote-after", "2s").wait(t)
+	if r.repErr != nil || r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete || (r.exit != 0 && r.exit != 1) {
+		t.Fatalf("exit %d (%v): want a complete rollout (0, or 1 for the naive pod's drops)\n%s", r.exit, r.repErr, r.out())
+	}
+	ro := r.rep.Rollout
+	after, err := rollout.GetWorkload(ctx, kube, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := d.Spec.Template.Annotations[rollout.RestartedAtAnnotation]
+	switch {
+	case stamp == "" || d.Generation != before.Generation()+1:
+		t.Errorf("the Deployment: generation %d (was %d), restartedAt %q: want one write of the restart", d.Generation, before.Generation(), stamp)
+	case after.Rollout.Generation != before.Rollout.Generation:
+		t.Errorf("the Rollout's own generation moved %d → %d: its spec was written", before.Rollout.Generation, after.Rollout.Generation)
+	case ro.TemplateFrom != "deployment "+holder || ro.OldRevision != oldHash || ro.NewRevision == oldHash ||
+		ro.NewRevision != after.Rollout.Status.CurrentPodHash:
+		t.Errorf("report: template from %q, revisions %s → %s; Argo: %s → %s", ro.TemplateFrom, ro.OldRevision, ro.NewRevision, oldHash, after.Rollout.Status.CurrentPodHash)
+	case !slices.ContainsFunc(r.rep.Timeline, func(e report.Event) bool { return e.Kind == report.RolloutPromoted }):
+		t.Errorf("no promote through the canary's pause on the timeline")
+	}
+	pods, err = c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Labels[rollout.ArgoPodHashLabel] != ro.NewRevision ||
+		pods.Items[0].Annotations[rollout.RestartedAtAnnotation] != stamp {
+		t.Errorf("pods %+v (%v): want the one pod of revision %s, made from the restarted template (%s)", pods, err, ro.NewRevision, stamp)
+	}
+	if (r.exit == 1) != (r.rep.Totals.Failed > 0) {
+		t.Errorf("exit %d with %d failed", r.exit, r.rep.Totals.Failed)
+	}
+	// The naive pod the rollout deleted exits at once: what failed was
+	// its (the new pod was told nothing).
+	revision := map[string]string{}
+	for _, p := range r.rep.Pods {
+		revision[p.Pod] = p.Revision
+	}
+	for _, f := range r.rep.Failures {
+		if f.LikelyPod != "" && revision[f.LikelyPod] != ro.OldRevision {
+			t.Errorf("failure %+v: put on %s of revision %q, want the old revision's pod", f, f.LikelyPod, revision[f.LikelyPod])
+		}
+	}
+	var findings []string
+	for _, f := range r.rep.Findings {
+		findings = append(findings, f.ID)
+	}
+	t.Logf("doctor: %d findings from %s; run: %s → %s through %s, %d of %d failed %v, findings %v, the trigger seen %.0f ms after its write",
+		len(res.Findings), res.TemplateFrom, ro.OldRevision, ro.NewRevision, ro.TemplateFrom, r.rep.Totals.Failed, r.rep.Totals.Sent,
+		r.rep.Totals.ByClass, findings, ro.TriggerSeenAfterMS)
 }
 
 // switchSeenLate: how much later than the old pods' end the switch may be
@@ -570,14 +638,4 @@ func deleteSampleAtEnd(t *testing.T, c *lab.Client, sample, deployment string) {
 			}
 		}
 	})
-}
-
-// podReady: the pod's Ready condition is true.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
