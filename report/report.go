@@ -49,7 +49,10 @@ type Report struct {
 	// Conntrack: whether the probing host's conntrack named each
 	// connection's pod (rollprobe run probing from this process).
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
-	Timeline  []Event    `json:"timeline,omitempty"`
+	// EdgeLog: what an ingress's access log (run --edge-access-log) said
+	// of where it forwarded the run's requests.
+	EdgeLog  *EdgeLog `json:"edge_log,omitempty"`
+	Timeline []Event  `json:"timeline,omitempty"`
 	// ViewStalls: spans in which rollprobe's view of the cluster was not
 	// known to be live (rollprobe run; measured while the rollout was
 	// followed, see Attribution.RevisionMarks).
@@ -520,9 +523,34 @@ type SeriesRow struct {
 // Evidence values (Failure.Evidence): what named the failure's pod.
 const (
 	EvidenceConntrack     = "conntrack"
+	EvidenceAccessLog     = "access_log"
 	EvidenceBackendHeader = "backend_header"
 	EvidenceTimeline      = "timeline"
 )
+
+// EdgeLog is what an ingress's access log said of the run's requests
+// (run --edge-access-log): read after the rollout, its lines picked by the
+// run's request IDs.
+type EdgeLog struct {
+	// File is the log read; Format its format ("traefik": Traefik's JSON
+	// access log with the request ID header kept).
+	File   string `json:"file"`
+	Format string `json:"format"`
+	// Requests is how many of the run's requests it has a line for.
+	Requests int `json:"requests"`
+	// Unreadable counts lines that were not a JSON object; Duplicates the
+	// request IDs found on more than one line (left out: never a guess).
+	Unreadable int `json:"unreadable,omitempty"`
+	Duplicates int `json:"duplicates,omitempty"`
+	// FailuresFound counts the failures it has a line for that names the
+	// address the request was forwarded to; FailuresNotFound those that
+	// got past the edge's handshake (it must have logged them) without
+	// such a line: their pod is inferred.
+	FailuresFound    int `json:"failures_found"`
+	FailuresNotFound int `json:"failures_not_found"`
+	// Error says why the log could not be read, when it could not.
+	Error string `json:"error,omitempty"`
+}
 
 // Conntrack says whether the probing host's conntrack was read for where
 // each connection went (the pod kube-proxy chose), and what it missed.
@@ -640,8 +668,14 @@ type Failure struct {
 	// (refused, connect_timeout, tls) is that edge's: no pod took part,
 	// so LikelyPod is empty.
 	ViaEdge bool `json:"via_edge,omitempty"`
+	// UpstreamAddr is where the edge in front of the pods (an ingress)
+	// forwarded the request, from its access log (EdgeLog): a pod's
+	// address and port. Absent when no log was read or it had no line
+	// for the request.
+	UpstreamAddr string `json:"upstream_addr,omitempty"`
 	// Evidence is what named LikelyPod: conntrack (the kernel's record of
-	// where the connection went), backend_header (the response named its
+	// where the connection went), access_log (the edge's record of where
+	// it forwarded the request), backend_header (the response named its
 	// pod) or timeline (inferred from the pods' lifecycle around it).
 	Evidence string `json:"evidence,omitempty"`
 	// Path names the path it was sent on when the run probed several.

@@ -72,6 +72,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 	for _, line := range HiddenRetryLines(r) {
 		fmt.Fprintf(&b, "🔁 %s\n\n", line)
 	}
+	if e := r.EdgeLog; e != nil {
+		fmt.Fprintf(&b, "Edge access log: %s\n\n", EdgeLogLine(e))
+	}
 	writeMarkdownPods(&b, r)
 	if len(r.Probers) > 0 {
 		paths := len(r.Paths) > 0 // each path has its own probers

@@ -63,3 +63,33 @@ func TestTemplateFromIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// The edge's access log is said in the text and the Markdown: what it
+// named, what it did not, and when it could not be read, that the pods
+// are inferred.
+func TestEdgeLogIsSaid(t *testing.T) {
+	for _, tc := range []struct {
+		log  report.EdgeLog
+		want string
+	}{
+		{report.EdgeLog{File: "traefik.log", Format: "traefik", Requests: 2990, FailuresFound: 41, FailuresNotFound: 2, Duplicates: 1},
+			"traefik.log (traefik): a line for 2990 of the run's requests; 41 failed requests found there (the pod the edge forwarded each to), 2 through the edge not found (their pods inferred); 1 request IDs on more than one line, left out"},
+		{report.EdgeLog{File: "gone.log", Format: "traefik", Error: "open gone.log: no such file or directory"},
+			"gone.log not read (open gone.log: no such file or directory): the pods of failures through the edge are inferred from the timeline"},
+	} {
+		r := &report.Report{Command: "run", EdgeLog: &tc.log}
+		var tb, mb strings.Builder
+		if err := Text(&tb, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := Markdown(&mb, r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tb.String(), "edge log  "+tc.want) {
+			t.Errorf("text lacks %q:\n%s", tc.want, tb.String())
+		}
+		if !strings.Contains(mb.String(), "Edge access log: "+tc.want) {
+			t.Errorf("markdown lacks %q:\n%s", tc.want, mb.String())
+		}
+	}
+}

@@ -132,6 +132,9 @@ func Text(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
 			a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
 	}
+	if e := r.EdgeLog; e != nil {
+		fmt.Fprintf(&b, "  edge log  %s\n", EdgeLogLine(e))
+	}
 	if ct := r.Conntrack; ct != nil {
 		switch {
 		case !ct.Watching:
@@ -143,8 +146,12 @@ func Text(w io.Writer, r *report.Report) error {
 					by[f.Evidence]++
 				}
 			}
-			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d, timeline %d\n",
-				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped+ct.FailuresNoEntry, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], by[report.EvidenceTimeline])
+			accessLog := ""
+			if n := by[report.EvidenceAccessLog]; n > 0 {
+				accessLog = fmt.Sprintf(", the edge's access log %d", n)
+			}
+			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d%s, timeline %d\n",
+				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped+ct.FailuresNoEntry, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], accessLog, by[report.EvidenceTimeline])
 			if ct.FailuresNoEntry > 0 {
 				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
@@ -469,4 +476,21 @@ func StepLines(ro *report.Rollout) []string {
 			s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, s.Sent, s.Failed, verdict, share))
 	}
 	return out
+}
+
+// EdgeLogLine says what the edge's access log gave (report.EdgeLog): how
+// many failed requests it named the pod of, and what it could not.
+func EdgeLogLine(e *report.EdgeLog) string {
+	if e.Error != "" {
+		return fmt.Sprintf("%s not read (%s): the pods of failures through the edge are inferred from the timeline", Printable(e.File), Printable(e.Error))
+	}
+	s := fmt.Sprintf("%s (%s): a line for %d of the run's requests; %d failed requests found there (the pod the edge forwarded each to), %d through the edge not found (their pods inferred)",
+		Printable(e.File), e.Format, e.Requests, e.FailuresFound, e.FailuresNotFound)
+	if e.Duplicates > 0 {
+		s += fmt.Sprintf("; %d request IDs on more than one line, left out", e.Duplicates)
+	}
+	if e.Unreadable > 0 {
+		s += fmt.Sprintf("; %d lines not JSON", e.Unreadable)
+	}
+	return s
 }

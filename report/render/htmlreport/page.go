@@ -51,6 +51,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"dur":     func(from, to float64) float64 { return to - from },
 	"classes": classList,
 	"stall":   textrender.ViewStallLine,
+	"edgeLog": textrender.EdgeLogLine,
 	"inc":     func(i int) int { return i + 1 },
 	"pct":     func(p *float64) string { return fmt.Sprintf("%.1f%%", *p) },
 }).Parse(pageTemplate))
