@@ -28,11 +28,11 @@ func TestImportRules(t *testing.T) {
 	ui := func(d string) bool {
 		return strings.Contains(d, "spf13/cobra") || strings.Contains(d, "bubbletea") || strings.Contains(d, "charm.land/")
 	}
-	for _, pkg := range []string{"report", "prober", "fleet", "rollout", "analysis", "doctor", "runner", "ci", "advice"} {
+	for _, pkg := range []string{"report", "prober", "fleet", "rollout", "analysis", "doctor", "runner", "ci", "advice", "natwatch", "edgelog"} {
 		forbid(pkg, "domain packages and faces other than tui never import cobra or Bubble Tea", ui)
 	}
 	forbid("tui", "the dashboard knows no flags", func(d string) bool { return strings.Contains(d, "spf13/cobra") })
-	for _, pkg := range []string{"report", "prober", "analysis", "report/render"} {
+	for _, pkg := range []string{"report", "prober", "analysis", "report/render", "edgelog"} {
 		forbid(pkg, "no Kubernetes below the domain's client-go packages", func(d string) bool { return strings.HasPrefix(d, "k8s.io/") })
 	}
 	forbid("report", "the contract is a leaf", func(d string) bool {

@@ -394,6 +394,14 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 			return
 		}
 	}
+	if addr, err := netip.ParseAddrPort(f.UpstreamAddr); err == nil {
+		// The edge's record of where it forwarded the request: a fact.
+		if p := a.pods.ByIP(addr.Addr().String(), at); p != nil {
+			f.LikelyPod, f.Confidence, f.Evidence, f.Candidates = p.Name, 1, report.EvidenceAccessLog, nil
+			f.Context = a.describe(p, at) + "; the edge forwarded it there (its access log)"
+			return
+		}
+	}
 	c := class(f)
 	if f.ViaEdge && beforeTheEdge(c) {
 		// The connection ended at an ingress or proxy, and the request

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rollprobe/rollprobe/report"
@@ -79,6 +80,38 @@ func TestConntrackNamesThePod(t *testing.T) {
 	}
 	if x.Attribution.Certain != 2 || x.Attribution.Ambiguous != 1 {
 		t.Errorf("attribution %+v", *x.Attribution)
+	}
+}
+
+// The edge's access log names the pod it forwarded a request to, for
+// certain, where the timeline leaves two candidates (a proxy_5xx through an
+// ingress); an address no pod had (a stale line, another backend) leaves
+// the inference to the timeline. The kernel's record, when both exist,
+// comes first (it is of this host's own connection).
+func TestAccessLogNamesThePod(t *testing.T) {
+	tl := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.244.1.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.244.2.6"},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5100, report.PodDeletionRequested, "b", "old"),
+	}
+	logged := fail(5300, report.ClassProxy5xx, true, "")
+	logged.ViaEdge, logged.UpstreamAddr = true, "10.244.1.5:8080"
+	unknown := fail(5400, report.ClassProxy5xx, true, "")
+	unknown.ViaEdge, unknown.UpstreamAddr = true, "10.244.9.9:8080"
+	both := fail(5500, report.ClassRefused, true, "")
+	both.PodAddr, both.UpstreamAddr = "10.244.2.6:8080", "10.244.1.5:8080"
+	r := &report.Report{StartedAt: t0, EndedAt: at(10000), Timeline: tl, Failures: []report.Failure{logged, unknown, both}}
+	got := Explain(r).Failures
+	if got[0].LikelyPod != "a" || got[0].Confidence != 1 || got[0].Evidence != report.EvidenceAccessLog || len(got[0].Candidates) != 0 ||
+		!strings.Contains(got[0].Context, "the edge forwarded it there") {
+		t.Errorf("forwarded to a's address: %+v", got[0])
+	}
+	if got[1].Confidence == 1 || got[1].Evidence != report.EvidenceTimeline || len(got[1].Candidates) < 2 {
+		t.Errorf("an address no pod had: %+v (want the timeline's candidates)", got[1])
+	}
+	if got[2].LikelyPod != "b" || got[2].Evidence != report.EvidenceConntrack {
+		t.Errorf("conntrack and a log line: %+v, want conntrack's b", got[2])
 	}
 }
 

@@ -41,6 +41,7 @@ type runOptions struct {
 
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
+	edgeAccessLog                   string
 	probers                         proberPodFlags
 	outputs                         outputFlags
 	progress                        time.Duration
@@ -133,6 +134,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
+	f.StringVar(&o.edgeAccessLog, "edge-access-log", "", "an ingress's access log FILE, read after the rollout for where it forwarded each failed request (Traefik's JSON access log with the --request-id-header kept): names their pods for certain")
 	o.probers.bind(f, "the workload's namespace")
 	o.probers.bindConntrack(f)
 	o.outputs.bind(f)
@@ -265,7 +267,7 @@ func (o *runOptions) complete() error {
 		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote, PromoteAfter: o.promoteAfter,
-		Tool: tool(), Log: logOut,
+		Tool: tool(), Log: logOut, EdgeAccessLog: o.edgeAccessLog,
 	}
 	o.cfg.Probers = o.probers.config(kube, restCfg, ns)
 	if o.uiMode == uiNone {

@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"context"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -59,4 +62,78 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 		}
 		f.ViaEdge = !direct[remote.Addr().Unmap()] && !nodePorts[remote.Port()]
 	}
+}
+
+// edgeLogWait bounds how long the run waits, after the rollout, for the
+// edge's access log to hold a line for every failure that got past the
+// edge's handshake: Traefik logs a request when it ends, which for one
+// waiting on a vanished pod is when it notices the client gave up.
+const edgeLogWait = 10 * time.Second
+
+// readEdgeLog reads the access log at path (Traefik's JSON) for the run's
+// requests and sets UpstreamAddr on each failure it has a line for; the
+// analysis names the pod at that address, certain (access_log). It
+// re-reads, once a second, until every failure that reached the edge as a
+// request has its line or wait (edgeLogWait) has passed. A log that
+// cannot be read is said in the section, never fatal: the pods are then
+// inferred.
+func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time.Duration) *report.EdgeLog {
+	out := &report.EdgeLog{File: path, Format: edgelog.FormatTraefik}
+	// The run's request IDs begin with its run ID, each path's own with
+	// the path's, each in-cluster prober's with the prober's.
+	prefixes := []string{rep.Config.RunID}
+	for _, p := range rep.Paths {
+		prefixes = append(prefixes, p.RunID)
+	}
+	for _, p := range rep.Probers {
+		prefixes = append(prefixes, p.RunID)
+	}
+	var log edgelog.Log
+	for deadline := time.Now().Add(wait); ; {
+		var err error
+		log, err = edgelog.ReadTraefikFile(path, rep.Config.RequestIDHeader, prefixes)
+		if err != nil {
+			out.Error = err.Error()
+			return out
+		}
+		if missingEdgeLines(rep, log) == 0 || !time.Now().Before(deadline) || !sleep(ctx, time.Second) {
+			break
+		}
+	}
+	out.Requests, out.Unreadable, out.Duplicates = len(log.ByID), log.Unreadable, log.Duplicates
+	for i := range rep.Failures {
+		f := &rep.Failures[i]
+		if e, ok := log.ByID[f.RequestID]; ok && e.Upstream != "" {
+			f.UpstreamAddr = e.Upstream
+			out.FailuresFound++
+		}
+	}
+	out.FailuresNotFound = missingEdgeLines(rep, log)
+	return out
+}
+
+// missingEdgeLines counts the failures through the edge that got past its
+// handshake (so it logged them as requests) and have no line naming where
+// they went.
+func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
+	n := 0
+	for _, f := range rep.Failures {
+		if !f.ViaEdge || beforeTheEdge(f.Class) {
+			continue
+		}
+		if e, ok := log.ByID[f.RequestID]; !ok || e.Upstream == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// beforeTheEdge: a failure of the connection to the edge itself (or of
+// the name), which never reached it as a request.
+func beforeTheEdge(class string) bool {
+	switch class {
+	case report.ClassRefused, report.ClassConnectTimeout, report.ClassTLS, report.ClassDNS:
+		return true
+	}
+	return false
 }

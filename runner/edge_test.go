@@ -1,6 +1,9 @@
 package runner
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,5 +37,45 @@ func TestMarkEdgeConnections(t *testing.T) {
 	markEdgeConnections(rep, nil, nodes)
 	if rep.Failures[7].ViaEdge {
 		t.Errorf("marked with no Service known")
+	}
+}
+
+// The edge's access log gives each failed request it has a line for the
+// address it was forwarded to; a failure before the edge (its connection
+// refused) needs none; one that got past it without a line is counted,
+// after the bounded wait for Traefik to log it. An unreadable log is said,
+// not fatal.
+func TestReadEdgeLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "traefik.log")
+	log := `{"DownstreamStatus":502,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"run1-7"}
+{"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"run1-8"}
+{"DownstreamStatus":504,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"fleet2-3"}
+{"DownstreamStatus":502,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"other-7"}
+{"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","request_X-Request-Id":"path3-5"}
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := &report.Report{Config: report.Config{RunID: "run1", RequestIDHeader: "X-Request-Id"},
+		Probers: []report.ProberInfo{{RunID: "fleet2"}}, Paths: []report.PathReport{{Name: "edge", RunID: "path3"}},
+		Failures: []report.Failure{
+			{RequestID: "run1-7", Class: report.ClassProxy5xx, ViaEdge: true},
+			{RequestID: "fleet2-3", Class: report.ClassTimeout, ViaEdge: true},
+			{RequestID: "run1-9", Class: report.ClassRefused, ViaEdge: true},
+			{RequestID: "run1-10", Class: report.ClassProxy5xx, ViaEdge: true},
+			{RequestID: "path3-5", Class: report.ClassProxy5xx, ViaEdge: true, Path: "edge"},
+		}}
+	got := readEdgeLog(context.Background(), rep, path, 0)
+	want := report.EdgeLog{File: path, Format: "traefik", Requests: 4, FailuresFound: 3, FailuresNotFound: 1}
+	if *got != want {
+		t.Errorf("edge log %+v, want %+v", *got, want)
+	}
+	for i, addr := range []string{"10.244.1.5:8080", "10.244.2.6:8080", "", "", "10.244.3.9:8080"} {
+		if rep.Failures[i].UpstreamAddr != addr {
+			t.Errorf("failure %s: upstream %q, want %q", rep.Failures[i].RequestID, rep.Failures[i].UpstreamAddr, addr)
+		}
+	}
+	if got := readEdgeLog(context.Background(), rep, filepath.Join(t.TempDir(), "gone.log"), 0); got.Error == "" || got.FailuresFound != 0 {
+		t.Errorf("a log gone since the preflight: %+v", *got)
 	}
 }

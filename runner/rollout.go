@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/fleet/wire"
 	"github.com/rollprobe/rollprobe/natwatch"
@@ -54,6 +55,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	if err := rollout.CheckPermissions(bounded, cfg.Kube, cfg.Namespace, perms); err != nil {
 		return fail(err)
+	}
+	if cfg.EdgeAccessLog != "" {
+		if err := edgelog.CheckReadable(cfg.EdgeAccessLog); err != nil {
+			return fail(fmt.Errorf("edge access log: %w", err))
+		}
 	}
 	wl := target.Workload
 	drain, isDrain := cfg.Trigger.(rollout.Drain)
@@ -250,6 +256,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep.Rollout.Entry = rollout.EntryOf(svc, dialedURL(cfg.Probe), w.NodeIPs())
 		rep.Timeline = tl.Events()
 		markEdgeConnections(rep, svc, w.NodeIPs())
+		if cfg.EdgeAccessLog != "" {
+			rep.EdgeLog = readEdgeLog(ctx, rep, cfg.EdgeAccessLog, edgeLogWait)
+			if e := rep.EdgeLog; e.Error != "" {
+				cfg.logf("edge access log not read: %s; the pods of failures through the edge are inferred", e.Error)
+			}
+		}
 		if in.Version.Known() {
 			rep.Rollout.ServerVersion = in.Version.String()
 		}

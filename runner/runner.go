@@ -320,6 +320,11 @@ type RolloutConfig struct {
 	// Probers, when set, probes from prober pods in the cluster instead
 	// of from this process.
 	Probers *ProbersConfig
+
+	// EdgeAccessLog, when set, is an ingress's access log (Traefik's JSON,
+	// the request ID header kept), read after the rollout for where the
+	// edge forwarded each failed request.
+	EdgeAccessLog string
 }
 
 // ProbersConfig is the in-cluster probers of a run (rollprobe run

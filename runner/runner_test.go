@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,19 @@ func TestPreflightChangesNothing(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an edge access log that cannot be read", func(t *testing.T) {
+		d, svc := objects()
+		kube := fakeKube(nil, d, svc)
+		cfg := config(t, kube, "/ok")
+		cfg.EdgeAccessLog = filepath.Join(t.TempDir(), "traefik.log")
+		rep, err := run(context.Background(), cfg)
+		if rep != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "edge access log: open "+cfg.EdgeAccessLog) {
+			t.Fatalf("report %v, error %v: want exit 2 naming the log", rep != nil, err)
+		}
+		if w := writes(kube); len(w) > 0 {
+			t.Fatalf("preflight failed, yet it wrote: %v", w)
+		}
+	})
 	t.Run("no deployment", func(t *testing.T) {
 		_, svc := objects()
 		kube := fakeKube(nil, svc)

@@ -1,0 +1,145 @@
+// Package edgelog reads an ingress's access log for where it forwarded
+// each of a run's requests: the edge's own record, as conntrack is the
+// kernel's. It reads Traefik's JSON access log (one object a line, the
+// request ID header kept: --accesslog.format=json and
+// --accesslog.fields.headers.names.X-Request-Id=keep), whose ServiceAddr
+// is the backend address Traefik chose for the request.
+package edgelog
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// FormatTraefik names Traefik's JSON access log.
+const FormatTraefik = "traefik"
+
+// Entry is what the edge logged of one request.
+type Entry struct {
+	// Upstream is the backend address (ip:port) it forwarded the request
+	// to; empty when it chose none (no route, no server).
+	Upstream string
+	// Status is what it answered the client; OriginStatus what the backend
+	// answered it (0: no answer, the edge made its own).
+	Status, OriginStatus int
+}
+
+// Log is the entries of a run's requests, by request ID.
+type Log struct {
+	ByID map[string]Entry
+	// Unreadable counts lines that were not a JSON object; Duplicates the
+	// run's request IDs found on more than one line, left out of ByID (a
+	// log gathered twice, say: which line is the request is not known).
+	Unreadable, Duplicates int
+}
+
+// maxLine bounds one line (Traefik's lines are about 1 KiB; headers the
+// user keeps add to that).
+const maxLine = 1 << 20
+
+// ReadTraefik reads Traefik's JSON access log from r, keeping the lines
+// whose request ID (the value of the header idHeader, which Traefik logs
+// as the field "request_<idHeader>") begins with one of prefixes followed
+// by "-" (a run's IDs are RUNID-N).
+func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
+	log := Log{ByID: map[string]Entry{}}
+	field := "request_" + idHeader
+	dup := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(line, &obj); err != nil {
+			log.Unreadable++
+			continue
+		}
+		id := stringField(obj, field)
+		if !ours(id, prefixes) {
+			continue
+		}
+		if _, seen := log.ByID[id]; seen || dup[id] {
+			dup[id] = true
+			delete(log.ByID, id)
+			continue
+		}
+		log.ByID[id] = Entry{Upstream: stringField(obj, "ServiceAddr"),
+			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus")}
+	}
+	log.Duplicates = len(dup)
+	if err := sc.Err(); err != nil {
+		return log, fmt.Errorf("read the access log: %w", err)
+	}
+	return log, nil
+}
+
+// ReadTraefikFile is ReadTraefik of the file at path.
+func ReadTraefikFile(path, idHeader string, prefixes []string) (Log, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Log{}, err
+	}
+	defer f.Close()
+	return ReadTraefik(f, idHeader, prefixes)
+}
+
+// CheckReadable says why the file at path cannot be read, nil when it can
+// (a run checks it before changing anything; the log is read at the end).
+func CheckReadable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return err
+	} else if fi.IsDir() {
+		return errors.New(path + " is a directory")
+	}
+	return nil
+}
+
+// stringField is obj[key] as a string, "" when absent or not a string. The
+// key is matched without regard to case: Traefik keeps a header's name as
+// the user configured it.
+func stringField(obj map[string]json.RawMessage, key string) string {
+	raw, ok := obj[key]
+	if !ok {
+		for k, v := range obj {
+			if strings.EqualFold(k, key) {
+				raw, ok = v, true
+				break
+			}
+		}
+	}
+	var s string
+	if !ok || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func intField(obj map[string]json.RawMessage, key string) int {
+	var n int
+	if raw, ok := obj[key]; ok && json.Unmarshal(raw, &n) == nil {
+		return n
+	}
+	return 0
+}
+
+func ours(id string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(id, p+"-") {
+			return true
+		}
+	}
+	return false
+}
