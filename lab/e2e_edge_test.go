@@ -68,7 +68,9 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		ensureSample(t, ctx, c, "naive")
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
 		hub := edgeCapture(t)
-		r := startRunOn(t, nil, "naive", "https://naive.lab.example/", append(edgeArgs, "--conn", "new")...).wait(t)
+		// Traefik's access log read by rollprobe itself (--edge-access-log):
+		// where it forwarded each failed request.
+		r := startRunOn(t, nil, "naive", "https://naive.lab.example/", append(edgeArgs, "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
 		checkEdgeReport(t, r)
 		if r.exit != 1 || r.rep.Totals.Failed == 0 {
 			t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
@@ -79,7 +81,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("no proxy_5xx through the edge (%v)", byClass)
 		}
 		checkNaive(t, r) // every failure on an old pod, the propagation finding sized to cover them
-		refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
+		sentTo := refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
+		checkEdgeLogNamesThePods(t, r.rep, sentTo)
 	})
 
 	t.Run("naive at the Service and through the ingress, side by side", func(t *testing.T) {
@@ -87,7 +90,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
 		hub := edgeCapture(t)
 		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
-			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new")...).wait(t)
+			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkNaive(t, r) // every failure on an old pod, the preStop covering both paths
 		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
@@ -107,7 +110,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// machine's limit, not what this test is for.
 		hub := edgeCapture(t)
 		r := startRunOn(t, []string{"--client"}, "naive", "svc=http://naive.default.svc/",
-			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--rate", "100"), proberArgs...)...).wait(t)
+			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--rate", "100",
+				"--edge-access-log", cfg.TraefikAccessLog()), proberArgs...)...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkPathProbers(t, r.rep, r.rep.Config.Rate/2)
 		checkNaive(t, r) // as from this process: every failure on an old pod, the preStop covering both paths
@@ -372,8 +376,72 @@ func checkSideBySide(t *testing.T, r *runResult, hub *capture.Capture) (svc, edg
 			edgeView.Probers = append(edgeView.Probers, p)
 		}
 	}
-	refereeAccessLog(t, lab.Config{StateDir: stateDir}, &edgeView, "naive.lab.example")
+	sentTo := refereeAccessLog(t, lab.Config{StateDir: stateDir}, &edgeView, "naive.lab.example")
+	if rep.EdgeLog != nil {
+		checkEdgeLogNamesThePods(t, &edgeView, sentTo)
+	}
 	return svc, edge
+}
+
+// checkEdgeLogNamesThePods holds a run that read Traefik's access log
+// (--edge-access-log) to it: every failure that reached Traefik as a
+// request is named, for certain, on the pod the referee's own reading of
+// the log (sentTo: request ID to pod) says Traefik forwarded it to, with
+// the log as its evidence (or the backend header, when the pod's own
+// answer named it); one that never got past Traefik's handshake names no
+// pod; the report's counts are those failures.
+func checkEdgeLogNamesThePods(t *testing.T, rep *report.Report, sentTo map[string]string) {
+	t.Helper()
+	e := rep.EdgeLog
+	if e == nil || e.Error != "" || e.Format != "traefik" || e.Duplicates != 0 {
+		t.Fatalf("edge log %+v: want Traefik's read", e)
+	}
+	reached, byLog, noServer := 0, 0, 0
+	for _, f := range rep.Failures {
+		hit, ok := sentTo[f.RequestID]
+		if !ok {
+			if f.LikelyPod != "" || f.UpstreamAddr != "" {
+				t.Errorf("failure %s (%s) never reached Traefik as a request, yet names %q at %q", f.RequestID, f.Class, f.LikelyPod, f.UpstreamAddr)
+			}
+			continue
+		}
+		reached++
+		if hit == "" { // Traefik chose no server (none left): no pod to name from its log
+			noServer++
+			if f.UpstreamAddr != "" {
+				t.Errorf("failure %s: upstream %q where Traefik logged none", f.RequestID, f.UpstreamAddr)
+			}
+			continue
+		}
+		if f.Evidence == report.EvidenceAccessLog {
+			byLog++
+		}
+		if f.LikelyPod != hit || f.Confidence != 1 || (f.Evidence != report.EvidenceAccessLog && f.Evidence != report.EvidenceBackendHeader) {
+			t.Errorf("failure %s (%s): %s (confidence %.2f, %s), want %s, certain, as Traefik forwarded it", f.RequestID, f.Class, f.LikelyPod, f.Confidence, f.Evidence, hit)
+		}
+	}
+	if e.FailuresFound != reached-noServer || e.FailuresNotFound != noServer {
+		t.Errorf("edge log %+v: want %d failures found (those that reached Traefik and a server), %d without a server", e, reached-noServer, noServer)
+	}
+	// What the timeline alone gives on the same failures (a run without
+	// the log): the same report analysed again without the addresses.
+	inferred := *rep
+	inferred.Failures = nil
+	for _, f := range rep.Failures {
+		f.UpstreamAddr, f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", "", 0, nil, "", ""
+		inferred.Failures = append(inferred.Failures, f)
+	}
+	certainBefore, agreeBefore := 0, 0
+	for _, f := range analysis.Explain(&inferred).Failures {
+		if hit := sentTo[f.RequestID]; hit != "" && f.Confidence == 1 {
+			certainBefore++
+			if f.LikelyPod == hit {
+				agreeBefore++
+			}
+		}
+	}
+	t.Logf("edge access log: %d of the run's requests, %d failures reached Traefik, %d named by its log (the rest by the backend header), %d without a server; from the timeline alone %d of them certain (%d agreeing)",
+		e.Requests, reached, byLog, noServer, certainBefore, agreeBefore)
 }
 
 // waitEdge waits until url answers 200 through the edge from the first
