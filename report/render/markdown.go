@@ -130,7 +130,7 @@ func ViewStallLine(r *report.Report, st report.ViewStall) string {
 	case st.Widened == 0:
 		return s + fmt.Sprintf("; %d failures began in it, none attributed from the timeline (conntrack and the backend header do not depend on the view).", st.Failures)
 	}
-	return s + fmt.Sprintf("; %d failures began in it, %d of them attributed from the timeline counting changes received up to its end (less certain); the other %d named by conntrack or the backend header (which do not depend on the view) or by nothing.", st.Failures, st.Widened, st.Failures-st.Widened)
+	return s + fmt.Sprintf("; %d failures began in it, %d of them attributed from the timeline counting changes received up to its end (less certain); the other %d named by conntrack, the edge's access log or the backend header (which do not depend on the view) or by nothing.", st.Failures, st.Widened, st.Failures-st.Widened)
 }
 
 // EOFSplit says how the eof and eof_reused failures split by server close:
