@@ -193,6 +193,12 @@ type PodTraffic struct {
 	// without a backend header. Absent when conntrack mapped no response;
 	// a lower bound when Conntrack.ResponsesUnmapped is not 0.
 	ServedConntrack *uint64 `json:"served_conntrack,omitempty"`
+	// ServedAccessLog counts the responses the edge's access log says it
+	// forwarded to its address while it bore it (EdgeLog.Responses):
+	// known without a backend header; a lower bound, as the pod's own 5xx
+	// answers are not told from the edge's and are left out. Absent when
+	// no log was read or it named no response of this run on a pod.
+	ServedAccessLog *uint64 `json:"served_access_log,omitempty"`
 	// FirstServedS and LastServedS are the seconds of the series (t) of
 	// the first and the last response naming it; absent when none did.
 	// Per path, LastServedS against the deletion says how long that path
@@ -550,6 +556,21 @@ type EdgeLog struct {
 	FailuresNotFound int `json:"failures_not_found"`
 	// Error says why the log could not be read, when it could not.
 	Error string `json:"error,omitempty"`
+	// Responses are the run's requests the edge forwarded, the backend
+	// answered below 500 (a 5xx may be the edge's own: Traefik logs its
+	// own 502 with an origin status too) and the client got the answer of
+	// (not 499), by backend address and
+	// second of the run the edge received them in (by the edge's clock):
+	// what each pod served, known without a backend header
+	// (PodTraffic.ServedAccessLog).
+	Responses []EdgeResponses `json:"responses,omitempty"`
+}
+
+// EdgeResponses counts the responses of one backend address in one second.
+type EdgeResponses struct {
+	Addr      string `json:"addr"`
+	T         int64  `json:"t"`
+	Responses uint64 `json:"responses"`
 }
 
 // Conntrack says whether the probing host's conntrack was read for where
@@ -723,8 +744,9 @@ type FailureInfo struct {
 // ServedShown is a pod's served counts as every face shows them: the
 // backend header's when one was asked for; else conntrack's
 // (ServedConntrack), with the part after the deletion unknown (a
-// kept-alive connection's responses are not dated one by one); else
-// unknown. Never a 0 that was not measured. source says which ("" when
+// kept-alive connection's responses are not dated one by one); else the
+// edge's access log's (ServedAccessLog), the part after the deletion
+// unknown too (dated by the edge's clock, not the run's); else unknown. Never a 0 that was not measured. source says which ("" when
 // unknown).
 func ServedShown(r *Report, p PodTraffic) (served, afterDeletion, source string) {
 	switch {
@@ -732,6 +754,8 @@ func ServedShown(r *Report, p PodTraffic) (served, afterDeletion, source string)
 		return strconv.FormatUint(p.Served, 10), strconv.FormatUint(p.ServedAfterDeletion, 10), "backend header"
 	case p.ServedConntrack != nil:
 		return strconv.FormatUint(*p.ServedConntrack, 10), "unknown", "conntrack"
+	case p.ServedAccessLog != nil:
+		return strconv.FormatUint(*p.ServedAccessLog, 10), "unknown", "access log"
 	}
 	return "unknown", "unknown", ""
 }

@@ -126,6 +126,28 @@ func TestServedFromConntrackWithoutABackendHeader(t *testing.T) {
 	}
 }
 
+// Without a backend header or conntrack's counts, the edge's access log's
+// are shown, and said to be its.
+func TestServedFromTheAccessLogWithoutABackendHeader(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Config.BackendHeader = ""
+	r.EdgeLog = &report.EdgeLog{File: "traefik.log", Format: "traefik"}
+	for i := range r.Pods {
+		n := uint64(5200 + i)
+		r.Pods[i].ServedAccessLog = &n
+	}
+	for name, out := range summaries(t, r) {
+		for i, p := range r.Pods {
+			if want := fmt.Sprint(5200 + i); !strings.Contains(out, want) {
+				t.Errorf("%s: pod %s's access log count %s is not shown", name, p.Pod, want)
+			}
+		}
+		if !strings.Contains(out, "served from the edge's access log") {
+			t.Errorf("%s: does not say the counts come from the access log", name)
+		}
+	}
+}
+
 // summaries renders r as the text and Markdown summaries, by name.
 func summaries(t *testing.T, r *report.Report) map[string]string {
 	t.Helper()

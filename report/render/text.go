@@ -293,15 +293,18 @@ func servedNote(r *report.Report) string {
 		return ""
 	}
 	for _, p := range r.Pods {
-		if _, _, src := report.ServedShown(r, p); src == "conntrack" {
+		switch _, _, src := report.ServedShown(r, p); src {
+		case "conntrack":
 			note := "served from conntrack: the responses on connections the kernel saw go to each pod's address; after deletion unknown without --backend-header"
 			if ct := r.Conntrack; ct != nil && ct.ResponsesUnmapped > 0 {
 				note += fmt.Sprintf("; %d responses on connections conntrack did not map are in no row", ct.ResponsesUnmapped)
 			}
 			return note
+		case "access log":
+			return "served from the edge's access log: the responses it forwarded to each pod's address; after deletion unknown without --backend-header (the log is dated by the edge's clock)"
 		}
 	}
-	return "served unknown: no --backend-header names the pod that answered, and conntrack mapped no response to a pod"
+	return "served unknown: no --backend-header names the pod that answered, and neither conntrack nor an edge access log mapped a response to a pod"
 }
 
 // writePods renders run's per-pod traffic table: what each pod served, how

@@ -723,6 +723,17 @@ func TestServedFromConntrack(t *testing.T) {
 			t.Errorf("pod %s: served cells %q, want %d from conntrack and unknown after deletion", p.Pod, row, 4100+i)
 		}
 	}
+	// The edge's access log, when conntrack mapped nothing to a pod.
+	for i := range r.Pods {
+		n := uint64(5200 + i)
+		r.Pods[i].ServedConntrack, r.Pods[i].ServedAccessLog = nil, &n
+	}
+	got = cells(r)
+	for i, p := range r.Pods {
+		if row := got[p.Pod]; len(row) < 8 || row[6] != fmt.Sprint(5200+i) || row[7] != "unknown" {
+			t.Errorf("pod %s: served cells %q, want %d from the access log and unknown after deletion", p.Pod, row, 5200+i)
+		}
+	}
 	r.Config.BackendHeader = "X-Pod-Name"
 	got = cells(r)
 	for _, p := range r.Pods {
