@@ -758,6 +758,31 @@ func servedByConntrack(r *report.Report, pods *Pods) map[*Pod]uint64 {
 	return out
 }
 
+// servedByAccessLog is servedByConntrack from the edge's access log: the
+// responses it forwarded to each pod's address while the pod bore it (in
+// the middle of the second, by the edge's clock); nil when the log named
+// no response on a pod of the timeline.
+func servedByAccessLog(r *report.Report, pods *Pods) map[*Pod]uint64 {
+	if r.EdgeLog == nil {
+		return nil
+	}
+	var out map[*Pod]uint64
+	for _, n := range r.EdgeLog.Responses {
+		addr, err := netip.ParseAddrPort(n.Addr)
+		if err != nil {
+			continue
+		}
+		at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
+		if p := pods.ByIP(addr.Addr().String(), at); p != nil {
+			if out == nil {
+				out = map[*Pod]uint64{}
+			}
+			out[p] += n.Responses
+		}
+	}
+	return out
+}
+
 // countSlowConnects adds to each outage the successes that needed a
 // retransmitted SYN in the seconds it spans (the series has 1 s rows).
 func countSlowConnects(outs []report.Outage, r *report.Report) {
@@ -775,13 +800,17 @@ func countSlowConnects(outs []report.Outage, r *report.Report) {
 func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	var out []report.PodTraffic
 	known := map[string]bool{}
-	byConntrack := servedByConntrack(r, pods)
+	byConntrack, byAccessLog := servedByConntrack(r, pods), servedByAccessLog(r, pods)
 	for _, p := range pods.All() {
 		known[p.PodName] = true
 		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
 		if byConntrack != nil {
 			n := byConntrack[p]
 			pt.ServedConntrack = &n
+		}
+		if byAccessLog != nil {
+			n := byAccessLog[p]
+			pt.ServedAccessLog = &n
 		}
 		shared := pods.Shared(p)
 		if !shared {

@@ -197,3 +197,43 @@ func TestDrainEventsOfOtherWorkloadsAddNoPod(t *testing.T) {
 		t.Errorf("web-1: %+v, want its node from the drain's event and no deletion", p)
 	}
 }
+
+// Responses the edge's access log says it forwarded count for the pod
+// that bore the address in their second, as conntrack's do; a log that
+// named no response on a pod (or none read) shows no count, not a 0.
+func TestAccessLogServedCountsPerPod(t *testing.T) {
+	tl := append(web2Recreated(),
+		report.Event{At: at(9200), Kind: report.PodReady, Pod: "other", Revision: "web-b", IP: "10.0.0.5"})
+	responses := []report.EdgeResponses{
+		{Addr: "10.0.0.5:8080", T: 2, Responses: 100},
+		{Addr: "10.0.0.6:8080", T: 3, Responses: 40},
+		{Addr: "10.0.0.9:8080", T: 9, Responses: 30},
+		{Addr: "10.0.0.5:8080", T: 10, Responses: 7},
+		{Addr: "10.0.9.9:8080", T: 4, Responses: 5},
+	}
+	served := func(e *report.EdgeLog) map[string]*uint64 {
+		r := &report.Report{StartedAt: t0, EndedAt: at(12000), Timeline: tl, EdgeLog: e}
+		out := map[string]*uint64{}
+		for _, p := range Explain(r).Pods {
+			out[p.Pod] = p.ServedAccessLog
+		}
+		return out
+	}
+	got := served(&report.EdgeLog{Format: "traefik", Responses: responses})
+	for pod, want := range map[string]uint64{"web-2": 100, "web-1": 40, "web-2#2": 30, "other": 7} {
+		if got[pod] == nil || *got[pod] != want {
+			t.Errorf("%s: served_access_log %v, want %d", pod, got[pod], want)
+		}
+	}
+	for name, e := range map[string]*report.EdgeLog{
+		"no log":           nil,
+		"not read":         {Format: "traefik", Error: "open: no such file"},
+		"only another pod": {Format: "traefik", Responses: responses[4:]},
+	} {
+		for pod, n := range served(e) {
+			if n != nil {
+				t.Errorf("%s: %s shows %d served by the access log, want none shown", name, pod, *n)
+			}
+		}
+	}
+}

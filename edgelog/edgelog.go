@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // FormatTraefik names Traefik's JSON access log.
@@ -27,6 +28,9 @@ type Entry struct {
 	// Status is what it answered the client; OriginStatus what the backend
 	// answered it (0: no answer, the edge made its own).
 	Status, OriginStatus int
+	// Start is when the edge received the request, by its own clock
+	// (StartUTC); zero when the line has none.
+	Start time.Time
 }
 
 // Log is the entries of a run's requests, by request ID.
@@ -71,8 +75,9 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 			delete(log.ByID, id)
 			continue
 		}
+		start, _ := time.Parse(time.RFC3339Nano, stringField(obj, "StartUTC"))
 		log.ByID[id] = Entry{Upstream: stringField(obj, "ServiceAddr"),
-			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus")}
+			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start}
 	}
 	log.Duplicates = len(dup)
 	if err := sc.Err(); err != nil {

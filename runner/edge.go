@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +104,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 		}
 	}
 	out.Requests, out.Unreadable, out.Duplicates = len(log.ByID), log.Unreadable, log.Duplicates
+	out.Responses = edgeResponses(rep.StartedAt, log)
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
 		if e, ok := log.ByID[f.RequestID]; ok && e.Upstream != "" {
@@ -136,4 +140,39 @@ func beforeTheEdge(class string) bool {
 		return true
 	}
 	return false
+}
+
+// edgeResponses counts the log's requests that a backend answered below
+// 500 and the client got the answer of, by the backend's address and the
+// second of the run (from start) the edge received them in, in that
+// order.
+func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
+	type key struct {
+		addr string
+		t    int64
+	}
+	counts := map[key]uint64{}
+	for _, e := range log.ByID {
+		// A backend's answer the client got: not one it closed before
+		// (499, "client closed request"), and not a 5xx, which may be the
+		// edge's own (Traefik logs its own 502 with that origin status
+		// too: in the lab every one of its proxy 5xx): a pod's own 5xx
+		// answers are left out with them, a lower bound.
+		if e.Upstream == "" || e.OriginStatus == 0 || e.Status == 499 || e.Status >= 500 || e.Start.IsZero() {
+			continue
+		}
+		t := int64(e.Start.Sub(start) / time.Second)
+		if e.Start.Before(start) {
+			t = -1 // a clock behind the run's: before its first second
+		}
+		counts[key{e.Upstream, t}]++
+	}
+	out := make([]report.EdgeResponses, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n})
+	}
+	slices.SortFunc(out, func(a, b report.EdgeResponses) int {
+		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
+	})
+	return out
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -48,7 +50,12 @@ func TestMarkEdgeConnections(t *testing.T) {
 func TestReadEdgeLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "traefik.log")
 	log := `{"DownstreamStatus":502,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"run1-7"}
-{"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"run1-8"}
+{"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.2Z","request_X-Request-Id":"run1-8"}
+{"DownstreamStatus":404,"OriginStatus":404,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.7Z","request_X-Request-Id":"run1-11"}
+{"DownstreamStatus":502,"OriginStatus":502,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.8Z","request_X-Request-Id":"run1-15"}
+{"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:03Z","request_X-Request-Id":"run1-12"}
+{"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T09:59:59.9Z","request_X-Request-Id":"run1-13"}
+{"DownstreamStatus":499,"OriginStatus":200,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:03Z","request_X-Request-Id":"run1-14"}
 {"DownstreamStatus":504,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"fleet2-3"}
 {"DownstreamStatus":502,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"other-7"}
 {"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","request_X-Request-Id":"path3-5"}
@@ -56,7 +63,7 @@ func TestReadEdgeLog(t *testing.T) {
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep := &report.Report{Config: report.Config{RunID: "run1", RequestIDHeader: "X-Request-Id"},
+	rep := &report.Report{StartedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Config: report.Config{RunID: "run1", RequestIDHeader: "X-Request-Id"},
 		Probers: []report.ProberInfo{{RunID: "fleet2"}}, Paths: []report.PathReport{{Name: "edge", RunID: "path3"}},
 		Failures: []report.Failure{
 			{RequestID: "run1-7", Class: report.ClassProxy5xx, ViaEdge: true},
@@ -66,8 +73,13 @@ func TestReadEdgeLog(t *testing.T) {
 			{RequestID: "path3-5", Class: report.ClassProxy5xx, ViaEdge: true, Path: "edge"},
 		}}
 	got := readEdgeLog(context.Background(), rep, path, 0)
-	want := report.EdgeLog{File: path, Format: "traefik", Requests: 4, FailuresFound: 3, FailuresNotFound: 1}
-	if *got != want {
+	// The responses a backend gave, by address and second of the run (a
+	// clock behind the run's: before its first second); a 5xx (the edge's
+	// own, with or without an origin status) is none, and so is an answer
+	// the client had given up on (499).
+	want := report.EdgeLog{File: path, Format: "traefik", Requests: 9, FailuresFound: 3, FailuresNotFound: 1,
+		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: -1, Responses: 1}, {Addr: "10.244.1.5:8080", T: 1, Responses: 2}, {Addr: "10.244.2.6:8080", T: 3, Responses: 1}}}
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("edge log %+v, want %+v", *got, want)
 	}
 	for i, addr := range []string{"10.244.1.5:8080", "10.244.2.6:8080", "", "", "10.244.3.9:8080"} {
