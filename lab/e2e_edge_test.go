@@ -239,10 +239,11 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		ensureSample(t, ctx, c, "graceful")
 		waitEdge(t, "https://graceful-gw.lab.example/", cfg.EdgeCAPath())
 		hub := edgeCapture(t)
-		r := startRunOn(t, nil, "graceful", "https://graceful-gw.lab.example/", edgeArgs...).wait(t)
+		r := startRunOn(t, nil, "graceful", "https://graceful-gw.lab.example/", append(edgeArgs, "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
 		checkEdgeReport(t, r)
 		checkCleanThroughTheEdge(t, r, hub)
-		refereeAccessLog(t, cfg, r.rep, "graceful-gw.lab.example")
+		sentTo := refereeAccessLog(t, cfg, r.rep, "graceful-gw.lab.example")
+		checkEdgeLogNamesThePods(t, r.rep, sentTo) // an HTTPRoute's lines as an Ingress's
 	})
 
 	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
@@ -422,6 +423,19 @@ func checkEdgeLogNamesThePods(t *testing.T, rep *report.Report, sentTo map[strin
 	}
 	if e.FailuresFound != reached-noServer || e.FailuresNotFound != noServer {
 		t.Errorf("edge log %+v: want %d failures found (those that reached Traefik and a server), %d without a server", e, reached-noServer, noServer)
+	}
+	// What each pod served, from the log (as a run without a backend
+	// header shows it), against the pods' own word: the backend header
+	// each answer carried, counted by the prober. (The log's count leaves
+	// 5xx answers out, as Traefik logs its own 502s like a pod's; the
+	// demo app answers none.)
+	for _, p := range rep.Pods {
+		switch {
+		case p.ServedAccessLog == nil:
+			t.Errorf("pod %s: no count from the access log", p.Pod)
+		case *p.ServedAccessLog != rep.Totals.ByBackend[p.Pod]:
+			t.Errorf("pod %s: %d served by the access log, %d answers named it (backend header)", p.Pod, *p.ServedAccessLog, rep.Totals.ByBackend[p.Pod])
+		}
 	}
 	// What the timeline alone gives on the same failures (a run without
 	// the log): the same report analysed again without the addresses.
