@@ -255,7 +255,33 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 		}
 		evidence = append(evidence, line)
 	}
-	evidence = append(evidence, "a proxy that retries a request it could not send to a pod (refused, or no connection within its dial timeout) on another pod hides the drop from the client but not the wait: Traefik's retry middleware, Envoy's retry_policy, NGINX's proxy_next_upstream; that this is what happened here is the likely reading, not a measurement (a proxy's access log shows its retries)")
+	// The edge's access log, when the run read it, measures what the
+	// slowness alone only suggests: whether the requests waited inside the
+	// edge outside the attempt that answered them (failed attempts, a
+	// retry's backoff).
+	logged, retried := 0, 0
+	for _, s := range x.spikes {
+		n, ok := edgeWaitsIn(x.r, s.path, s.from-spikeRetryLead, s.to)
+		if !ok {
+			continue
+		}
+		logged++
+		who := "this run's requests"
+		if s.path != "" {
+			who = s.path + "'s requests"
+		}
+		if n > 0 {
+			retried++
+			evidence = append(evidence, fmt.Sprintf("the edge's access log: %d of %s it received from %+ds to %+ds waited %s or more inside it outside the attempt that answered them (its Overhead: failed attempts and a retry's backoff): measured, not inferred",
+				n, who, s.from-spikeRetryLead, s.to+1, report.EdgeWaitFloor))
+		} else {
+			evidence = append(evidence, fmt.Sprintf("the edge's access log: none of %s it received from %+ds to %+ds waited %s inside it outside the attempt that answered them: the wait is not the edge's retries (a slow pod, or slowness outside the edge)",
+				who, s.from-spikeRetryLead, s.to+1, report.EdgeWaitFloor))
+		}
+	}
+	if logged == 0 {
+		evidence = append(evidence, "a proxy that retries a request it could not send to a pod (refused, or no connection within its dial timeout) on another pod hides the drop from the client but not the wait: Traefik's retry middleware, Envoy's retry_policy, NGINX's proxy_next_upstream; that this is what happened here is the likely reading, not a measurement (a proxy's access log shows its retries: --edge-access-log)")
+	}
 	if !several {
 		evidence = append(evidence, fmt.Sprintf("one path only, through a proxy (%s): a node or prober busy with the rollout slows responses too; probe the Service side by side (--target svc=http://NAME.NAMESPACE.svc/) to tell them apart",
 			proxyShown(x.r, x.spikes[0].path)))
@@ -265,9 +291,16 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-	title := "responses slowed at pod deletions: probably retried inside a proxy"
+	cause := ": probably retried inside a proxy"
+	switch {
+	case retried > 0:
+		cause = ": retried inside the proxy (its access log shows the waits)"
+	case logged > 0: // measured: no retry; a static reading must not say one
+		cause = ""
+	}
+	title := "responses slowed at pod deletions" + cause
 	if several {
-		title = fmt.Sprintf("responses on %s slowed at pod deletions, the other paths' did not: probably retried inside a proxy", strings.Join(names, ", "))
+		title = fmt.Sprintf("responses on %s slowed at pod deletions, the other paths' did not%s", strings.Join(names, ", "), cause)
 	}
 	var podList []string
 	for p := range pods {
@@ -281,6 +314,33 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 			x.preStop, advice.PreStopSleep(x.preStop, x.version)),
 		Pods: podList,
 	}, true
+}
+
+// spikeRetryLead is how many seconds before a spike's first second the
+// requests that waited inside the edge are counted for it: a success slowed by the
+// edge's retries is counted in the series when it began, and a request
+// the edge received a little earlier may still be in its retries (the
+// lab's route: 3 attempts of a 1 s dial and a backoff, about 3.4 s).
+const spikeRetryLead = 5
+
+// edgeWaitsIn counts the requests of path the edge's access log says
+// waited inside it (report.EdgeLog.Waits), received from second from to
+// second to (inclusive); ok is false when no log was read, or none of the
+// path's requests went through it (nothing measured).
+func edgeWaitsIn(r *report.Report, path string, from, to int64) (requests int, ok bool) {
+	e := r.EdgeLog
+	if e == nil || e.Error != "" {
+		return 0, false
+	}
+	if n, byPath := e.RequestsByPath[path]; (byPath && n == 0) || (!byPath && (len(e.RequestsByPath) > 0 || e.Requests == 0)) {
+		return 0, false
+	}
+	for _, w := range e.Waits {
+		if w.Path == path && w.T >= from && w.T <= to {
+			requests += w.Requests
+		}
+	}
+	return requests, true
 }
 
 // proxyShown says how the run showed a proxy on path (proxiedPaths): its

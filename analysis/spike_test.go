@@ -73,6 +73,55 @@ func TestLatencySpikeOnOnePath(t *testing.T) {
 	}
 }
 
+// The edge's access log, read by the run, measures what the slowness only
+// suggests: requests that waited inside the edge outside their answering
+// attempt in the spike's seconds (and the few before) make the title say
+// so; a log that shows none makes it claim no retry;
+// a log without the path's requests (the path did not go through that
+// edge), or none read, leaves the likely reading as it was.
+func TestLatencySpikeAgainstTheEdgeLog(t *testing.T) {
+	spiked := func(log *report.EdgeLog) *report.Finding {
+		r := spikeRun(map[string]map[int64]float64{"svc": {6: 30}, "edge": {6: 1100, 7: 900}}, 20, 12)
+		r.EdgeLog = log
+		analyse(r)
+		return find(r, LatencySpikeAtDeletion)
+	}
+	for _, tc := range []struct {
+		name       string
+		log        *report.EdgeLog
+		title, ev  string
+		likelyText bool
+	}{
+		{"retries in the spike", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 0, "edge": 800},
+			Waits: []report.EdgeWaits{{Path: "edge", T: 5, Requests: 3}, {Path: "edge", T: 7, Requests: 2}, {Path: "edge", T: 11, Requests: 9}}},
+			"slowed at pod deletions, the other paths' did not: retried inside the proxy (its access log shows the waits)",
+			"the edge's access log: 5 of edge's requests it received from +1s to +8s waited 100ms or more inside it outside the attempt that answered them (its Overhead: failed attempts and a retry's backoff): measured", false},
+		{"no retry logged", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 0, "edge": 800},
+			Waits: []report.EdgeWaits{{Path: "edge", T: 11, Requests: 9}}},
+			"slowed at pod deletions, the other paths' did not",
+			"none of edge's requests it received from +1s to +8s waited 100ms inside it outside the attempt that answered them: the wait is not the edge's retries", false},
+		{"the path not through this edge", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 800, "edge": 0}},
+			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
+		{"the log not read", &report.EdgeLog{Error: "open: no such file"},
+			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
+		{"no log", nil, "the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := spiked(tc.log)
+			if f == nil {
+				t.Fatal("no latency-spike finding")
+			}
+			ev := strings.Join(f.Evidence, "\n")
+			if !strings.HasSuffix(f.Title, tc.title) || !strings.Contains(ev, tc.ev) {
+				t.Errorf("title %q, want it to end %q; evidence:\n%s\nwant %q", f.Title, tc.title, ev, tc.ev)
+			}
+			if strings.Contains(ev, "likely reading") != tc.likelyText {
+				t.Errorf("the likely reading said %v, want %v:\n%s", !tc.likelyText, tc.likelyText, ev)
+			}
+		})
+	}
+}
+
 // What is not a spike at a deletion: every path slowed at once (a common
 // cause), a rise below the floor or the factor, slowness before the first
 // deletion or long after it, or seconds whose slow successes waited on a

@@ -31,6 +31,12 @@ type Entry struct {
 	// Start is when the edge received the request, by its own clock
 	// (StartUTC); zero when the line has none.
 	Start time.Time
+	// Overhead is the time the request spent inside the edge outside the
+	// attempt that answered it (Traefik's Overhead): failed attempts and
+	// a retry middleware's backoff, besides the edge's own work. (Its
+	// RetryAttempts would count the retries, but Traefik v3.6 never fills
+	// it: accesslog.SaveRetries is wired to no retry middleware.)
+	Overhead time.Duration
 }
 
 // Log is the entries of a run's requests, by request ID.
@@ -77,7 +83,8 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 		}
 		start, _ := time.Parse(time.RFC3339Nano, stringField(obj, "StartUTC"))
 		log.ByID[id] = Entry{Upstream: stringField(obj, "ServiceAddr"),
-			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start}
+			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start,
+			Overhead: time.Duration(intField(obj, "Overhead"))}
 	}
 	log.Duplicates = len(dup)
 	if err := sc.Err(); err != nil {

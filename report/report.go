@@ -542,8 +542,11 @@ type EdgeLog struct {
 	// access log with the request ID header kept).
 	File   string `json:"file"`
 	Format string `json:"format"`
-	// Requests is how many of the run's requests it has a line for.
-	Requests int `json:"requests"`
+	// Requests is how many of the run's requests it has a line for;
+	// RequestsByPath the same by path, when the run probed several (a path
+	// with none did not go through this edge).
+	Requests       int            `json:"requests"`
+	RequestsByPath map[string]int `json:"requests_by_path,omitempty"`
 	// Unreadable counts lines that were not a JSON object; Duplicates the
 	// request IDs found on more than one line (left out: never a guess).
 	Unreadable int `json:"unreadable,omitempty"`
@@ -564,6 +567,27 @@ type EdgeLog struct {
 	// what each pod served, known without a backend header
 	// (PodTraffic.ServedAccessLog).
 	Responses []EdgeResponses `json:"responses,omitempty"`
+	// Waits are the run's requests that waited inside the edge, outside
+	// the attempt that answered them, at least EdgeWaitFloor (Traefik's
+	// Overhead): failed attempts and a retry's backoff, a drop the client
+	// never saw (it saw the wait); by path and second.
+	Waits []EdgeWaits `json:"waits,omitempty"`
+}
+
+// EdgeWaitFloor is the least wait inside the edge, outside the attempt
+// that answered, that EdgeLog.Waits counts: far above an edge's own work
+// on a request (microseconds), and what a failed attempt or a retry's
+// backoff costs (a dial timeout, a backoff of tens of milliseconds and
+// more); the latency-spike finding's floor.
+const EdgeWaitFloor = 100 * time.Millisecond
+
+// EdgeWaits counts the requests of one path that waited at least
+// EdgeWaitFloor inside the edge outside the attempt that answered them, in
+// one second of the run (by the edge's clock).
+type EdgeWaits struct {
+	Path     string `json:"path,omitempty"`
+	T        int64  `json:"t"`
+	Requests int    `json:"requests"`
 }
 
 // EdgeResponses counts the responses of one backend address in one second.

@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -84,13 +85,14 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 	out := &report.EdgeLog{File: path, Format: edgelog.FormatTraefik}
 	// The run's request IDs begin with its run ID, each path's own with
 	// the path's, each in-cluster prober's with the prober's.
-	prefixes := []string{rep.Config.RunID}
+	pathOf := map[string]string{rep.Config.RunID: ""}
 	for _, p := range rep.Paths {
-		prefixes = append(prefixes, p.RunID)
+		pathOf[p.RunID] = p.Name
 	}
 	for _, p := range rep.Probers {
-		prefixes = append(prefixes, p.RunID)
+		pathOf[p.RunID] = p.Path
 	}
+	prefixes := slices.Sorted(maps.Keys(pathOf))
 	var log edgelog.Log
 	for deadline := time.Now().Add(wait); ; {
 		var err error
@@ -104,7 +106,17 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 		}
 	}
 	out.Requests, out.Unreadable, out.Duplicates = len(log.ByID), log.Unreadable, log.Duplicates
+	if len(rep.Paths) > 0 {
+		out.RequestsByPath = map[string]int{}
+		for _, p := range rep.Paths {
+			out.RequestsByPath[p.Name] = 0
+		}
+		for id := range log.ByID {
+			out.RequestsByPath[pathOf[idPrefix(id)]]++
+		}
+	}
 	out.Responses = edgeResponses(rep.StartedAt, log)
+	out.Waits = edgeWaits(rep.StartedAt, log, pathOf)
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
 		if e, ok := log.ByID[f.RequestID]; ok && e.Upstream != "" {
@@ -161,13 +173,9 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 		if e.Upstream == "" || e.OriginStatus == 0 || e.Status == 499 || e.Status >= 500 || e.Start.IsZero() {
 			continue
 		}
-		t := int64(e.Start.Sub(start) / time.Second)
-		if e.Start.Before(start) {
-			t = -1 // a clock behind the run's: before its first second
-		}
-		counts[key{e.Upstream, t}]++
+		counts[key{e.Upstream, secondOf(start, e.Start)}]++
 	}
-	out := make([]report.EdgeResponses, 0, len(counts))
+	var out []report.EdgeResponses
 	for k, n := range counts {
 		out = append(out, report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n})
 	}
@@ -175,4 +183,54 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
 	})
 	return out
+}
+
+// edgeWaits counts the log's requests that waited inside the edge outside
+// the attempt that answered them at least report.EdgeWaitFloor, by path
+// (pathOf: a request ID's prefix to its path's name) and the second of the
+// run (from start) the edge received them in, in that order.
+func edgeWaits(start time.Time, log edgelog.Log, pathOf map[string]string) []report.EdgeWaits {
+	type key struct {
+		path string
+		t    int64
+	}
+	counts := map[key]*report.EdgeWaits{}
+	for id, e := range log.ByID {
+		if e.Overhead < report.EdgeWaitFloor || e.Start.IsZero() {
+			continue
+		}
+		k := key{pathOf[idPrefix(id)], secondOf(start, e.Start)}
+		c := counts[k]
+		if c == nil {
+			c = &report.EdgeWaits{Path: k.path, T: k.t}
+			counts[k] = c
+		}
+		c.Requests++
+	}
+	var out []report.EdgeWaits
+	for _, c := range counts {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b report.EdgeWaits) int {
+		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Path, b.Path))
+	})
+	return out
+}
+
+// secondOf is the second of the run (from start) t falls in; -1 before it
+// (an edge's clock behind the run's).
+func secondOf(start, t time.Time) int64 {
+	if t.Before(start) {
+		return -1
+	}
+	return int64(t.Sub(start) / time.Second)
+}
+
+// idPrefix is the run, path or prober ID a request ID begins with
+// (<prefix>-<seq>).
+func idPrefix(id string) string {
+	if i := strings.LastIndex(id, "-"); i > 0 {
+		return id[:i]
+	}
+	return id
 }

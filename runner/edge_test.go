@@ -58,7 +58,9 @@ func TestReadEdgeLog(t *testing.T) {
 {"DownstreamStatus":499,"OriginStatus":200,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:03Z","request_X-Request-Id":"run1-14"}
 {"DownstreamStatus":504,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"fleet2-3"}
 {"DownstreamStatus":502,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"other-7"}
-{"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","request_X-Request-Id":"path3-5"}
+{"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.5Z","Overhead":2100000000,"request_X-Request-Id":"path3-5"}
+{"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.9Z","Overhead":100000000,"request_X-Request-Id":"path3-6"}
+{"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.95Z","Overhead":99000000,"request_X-Request-Id":"path3-7"}
 `
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
 		t.Fatal(err)
@@ -77,8 +79,13 @@ func TestReadEdgeLog(t *testing.T) {
 	// clock behind the run's: before its first second); a 5xx (the edge's
 	// own, with or without an origin status) is none, and so is an answer
 	// the client had given up on (499).
-	want := report.EdgeLog{File: path, Format: "traefik", Requests: 9, FailuresFound: 3, FailuresNotFound: 1,
-		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: -1, Responses: 1}, {Addr: "10.244.1.5:8080", T: 1, Responses: 2}, {Addr: "10.244.2.6:8080", T: 3, Responses: 1}}}
+	want := report.EdgeLog{File: path, Format: "traefik", Requests: 11, FailuresFound: 3, FailuresNotFound: 1,
+		RequestsByPath: map[string]int{"": 8, "edge": 3},
+		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: -1, Responses: 1}, {Addr: "10.244.1.5:8080", T: 1, Responses: 2},
+			{Addr: "10.244.3.9:8080", T: 2, Responses: 2}, {Addr: "10.244.2.6:8080", T: 3, Responses: 1}},
+		// The requests that waited 100 ms or more inside the edge, by the
+		// path their ID names (99 ms is the edge's own).
+		Waits: []report.EdgeWaits{{Path: "edge", T: 2, Requests: 2}}}
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("edge log %+v, want %+v", *got, want)
 	}

@@ -489,6 +489,13 @@ func EdgeLogLine(e *report.EdgeLog) string {
 	}
 	s := fmt.Sprintf("%s (%s): a line for %d of the run's requests; %d failed requests found there (the pod the edge forwarded each to), %d through the edge not found (their pods inferred)",
 		Printable(e.File), e.Format, e.Requests, e.FailuresFound, e.FailuresNotFound)
+	waited := 0
+	for _, w := range e.Waits {
+		waited += w.Requests
+	}
+	if waited > 0 {
+		s += fmt.Sprintf("; %d requests waited %s or more inside the edge outside the attempt that answered them (failed attempts, a retry's backoff): drops the client saw only as waits", waited, report.EdgeWaitFloor)
+	}
 	if e.Duplicates > 0 {
 		s += fmt.Sprintf("; %d request IDs on more than one line, left out", e.Duplicates)
 	}
