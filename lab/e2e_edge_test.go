@@ -124,7 +124,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		ensureSample(t, ctx, c, "naive")
 		waitEdge(t, "https://naive-retry.lab.example/", cfg.EdgeCAPath())
 		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
-			append(edgeArgs, "--target", "retry=https://naive-retry.lab.example/")...).wait(t)
+			append(edgeArgs, "--target", "retry=https://naive-retry.lab.example/", "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
 		checkEdgeReport(t, r)
 		rep := r.rep
 		if len(rep.Paths) != 2 {
@@ -168,6 +168,31 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		if len(spikes) == 0 {
 			t.Fatalf("no spike of the retry path in the evidence:\n%s", ev)
+		}
+		// rollprobe read the same log (--edge-access-log): the requests it
+		// counts as having waited inside Traefik for each spike are those
+		// the test's own reading of the log finds (Overhead of 100 ms or
+		// more, received in the seconds the evidence names), and the title
+		// says the waits were measured.
+		counted := regexp.MustCompile(`the edge's access log: (\d+) of retry's requests it received from ([+-]\d+)s to \+(\d+)s waited 100ms or more inside it`).FindAllStringSubmatch(ev, -1)
+		if len(counted) != len(spikes) || !strings.HasSuffix(f.Title, "retried inside the proxy (its access log shows the waits)") {
+			t.Fatalf("title %q; the spikes' waits from the access log %v: want one count a spike (%d), measured\n%s", f.Title, counted, len(spikes), ev)
+		}
+		for _, m := range counted {
+			n, _ := strconv.Atoi(m[1])
+			from, _ := strconv.Atoi(m[2])
+			to, _ := strconv.Atoi(m[3])
+			lo, hi := rep.StartedAt.Add(time.Duration(from)*time.Second), rep.StartedAt.Add(time.Duration(to)*time.Second)
+			want := 0
+			for _, e := range byID {
+				if e.Overhead >= 100*time.Millisecond && !e.StartUTC.Before(lo) && e.StartUTC.Before(hi) {
+					want++
+				}
+			}
+			if n != want || n == 0 {
+				t.Errorf("+%ds to +%ds: rollprobe counted %d requests that waited inside Traefik, Traefik's log %d", from, to, n, want)
+			}
+			t.Logf("+%ds to +%ds: %d requests waited 100ms or more inside Traefik (rollprobe and the test's reading agree)", from, to, n)
 		}
 	})
 
