@@ -8,11 +8,13 @@ package edgelog
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,9 +44,10 @@ type Entry struct {
 // Log is the entries of a run's requests, by request ID.
 type Log struct {
 	ByID map[string]Entry
-	// Unreadable counts lines that were not a JSON object; Duplicates the
-	// run's request IDs found on more than one line, left out of ByID (a
-	// log gathered twice, say: which line is the request is not known).
+	// Unreadable counts lines that name one of the run's request IDs and
+	// are not a JSON object (a line cut short, say); Duplicates the run's
+	// request IDs found on more than one line, left out of ByID (a log
+	// gathered twice, say: which line is the request is not known).
 	Unreadable, Duplicates int
 }
 
@@ -55,16 +58,21 @@ const maxLine = 1 << 20
 // ReadTraefik reads Traefik's JSON access log from r, keeping the lines
 // whose request ID (the value of the header idHeader, which Traefik logs
 // as the field "request_<idHeader>") begins with one of prefixes followed
-// by "-" (a run's IDs are RUNID-N).
+// by "-" (a run's IDs are RUNID-N). Only the lines that contain such a
+// prefix are decoded: a busy edge's log holds many other clients'.
 func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 	log := Log{ByID: map[string]Entry{}}
 	field := "request_" + idHeader
 	dup := map[string]bool{}
+	marks := make([][]byte, len(prefixes))
+	for i, p := range prefixes {
+		marks[i] = []byte(p + "-")
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
+		if !slices.ContainsFunc(marks, func(m []byte) bool { return bytes.Contains(line, m) }) {
 			continue
 		}
 		var obj map[string]json.RawMessage

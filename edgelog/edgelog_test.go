@@ -18,15 +18,16 @@ const traefikLog = `{"ClientAddr":"10.0.0.2:51234","DownstreamStatus":200,"Origi
 {"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"r1a2-4"}
 {"DownstreamStatus":200,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"r1a2-4"}
 time="2026-11-30T10:00:03Z" level=error msg="not an access log line"
+{"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"r1a2-9"
 
 {"DownstreamStatus":200,"ServiceAddr":"10.244.1.7:8080","request_X-Request-Id":"p2-1"}
 `
 
 // The run's lines are kept by request ID (its own prefix, or a prober's),
 // with where Traefik sent each and what it answered; a line of another
-// client is left out, one that is no JSON object counted, and a request ID
-// on two lines left out and counted (which one is the request is not
-// known).
+// client, or none of a request (Traefik's own log), is left out; a line of
+// the run's cut short is counted, and a request ID on two lines left out
+// and counted (which one is the request is not known).
 func TestReadTraefik(t *testing.T) {
 	log, err := ReadTraefik(strings.NewReader(traefikLog), "X-Request-Id", []string{"r1a2", "p2"})
 	if err != nil {

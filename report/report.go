@@ -547,8 +547,9 @@ type EdgeLog struct {
 	// with none did not go through this edge).
 	Requests       int            `json:"requests"`
 	RequestsByPath map[string]int `json:"requests_by_path,omitempty"`
-	// Unreadable counts lines that were not a JSON object; Duplicates the
-	// request IDs found on more than one line (left out: never a guess).
+	// Unreadable counts lines naming one of the run's request IDs that
+	// were not a JSON object (cut short); Duplicates the request IDs found
+	// on more than one line (left out: never a guess).
 	Unreadable int `json:"unreadable,omitempty"`
 	Duplicates int `json:"duplicates,omitempty"`
 	// FailuresFound counts the failures it has a line for that names the

@@ -258,8 +258,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		markEdgeConnections(rep, svc, w.NodeIPs())
 		if cfg.EdgeAccessLog != "" {
 			rep.EdgeLog = readEdgeLog(ctx, rep, cfg.EdgeAccessLog, edgeLogWait)
-			if e := rep.EdgeLog; e.Error != "" {
+			switch e := rep.EdgeLog; {
+			case e.Error != "":
 				cfg.logf("edge access log not read: %s; the pods of failures through the edge are inferred", e.Error)
+			case e.Requests == 0:
+				cfg.logf("edge access log %s: no line of this run's requests (is the %s header kept in it?); the pods of failures through the edge are inferred", e.File, rep.Config.RequestIDHeader)
 			}
 		}
 		if in.Version.Known() {
