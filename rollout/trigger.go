@@ -48,12 +48,12 @@ func (r Restart) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) e
 	}
 	tmpl := map[string]any{"metadata": map[string]any{"annotations": map[string]string{RestartedAtAnnotation: now().Format(time.RFC3339)}}}
 	if ref.Kind == KindRollout {
-		r, err := rolloutWithRef(ctx, kube, ref)
+		ro, err := rolloutWithRef(ctx, kube, ref)
 		if err != nil {
 			return fmt.Errorf("restart: %w", err)
 		}
-		if r != nil {
-			return patchTemplateHolder(ctx, kube, r, types.StrategicMergePatchType, templatePatch(r.Spec.WorkloadRef.Kind, tmpl))
+		if ro != nil {
+			return patchTemplateHolder(ctx, kube, ro, types.StrategicMergePatchType, templatePatch(ro.Spec.WorkloadRef.Kind, tmpl))
 		}
 	}
 	return strategicPatch(ctx, kube, ref, templatePatch("", tmpl))
