@@ -511,6 +511,11 @@ func beforeTheEdge(c prober.Class) bool {
 	return c == prober.Refused || c == prober.ConnectTimeout || c == prober.TLS
 }
 
+// BeforeTheEdge is beforeTheEdge for a failure as the report holds it: on
+// a connection to an edge (Failure.ViaEdge), the edge never had the
+// request, so its access log has no line for it.
+func BeforeTheEdge(f *report.Failure) bool { return beforeTheEdge(class(f)) }
+
 // edgeContext is the context of a failure between the prober and an edge.
 func edgeContext(f *report.Failure, c prober.Class) string {
 	what := map[prober.Class]string{
@@ -768,12 +773,7 @@ func servedByAccessLog(r *report.Report, pods *Pods) map[*Pod]uint64 {
 	}
 	var out map[*Pod]uint64
 	for _, n := range r.EdgeLog.Responses {
-		addr, err := netip.ParseAddrPort(n.Addr)
-		if err != nil {
-			continue
-		}
-		at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
-		if p := pods.ByIP(addr.Addr().String(), at); p != nil {
+		if p := podAtAddr(r, pods, n.Addr, n.T); p != nil {
 			if out == nil {
 				out = map[*Pod]uint64{}
 			}

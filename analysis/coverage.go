@@ -179,15 +179,23 @@ func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
 			s.each = map[*Pod]uint64{}
 		}
 		s.all += n.Responses
-		if addr, err := netip.ParseAddrPort(n.Addr); err == nil {
-			at := r.StartedAt.Add(time.Duration(n.T)*time.Second + time.Second/2)
-			if p := pods.ByIP(addr.Addr().String(), at); p != nil {
-				s.each[p] += n.Responses
-			}
+		if p := podAtAddr(r, pods, n.Addr, n.T); p != nil {
+			s.each[p] += n.Responses
 		}
 		out[n.T] = s
 	}
 	return out
+}
+
+// podAtAddr is the pod that bore the address addr (ip:port) in second t of
+// the run, at its middle: an address passes to a new pod only after the
+// old one is gone; nil for an address no pod of the timeline had.
+func podAtAddr(r *report.Report, pods *Pods, addr string, t int64) *Pod {
+	a, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil
+	}
+	return pods.ByIP(a.Addr().String(), r.StartedAt.Add(time.Duration(t)*time.Second+time.Second/2))
 }
 
 func maxTime(t time.Time, more ...time.Time) time.Time {

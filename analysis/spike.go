@@ -332,7 +332,13 @@ func edgeWaitsIn(r *report.Report, path string, from, to int64) (requests int, o
 	if e == nil || e.Error != "" {
 		return 0, false
 	}
-	if n, byPath := e.RequestsByPath[path]; (byPath && n == 0) || (!byPath && (len(e.RequestsByPath) > 0 || e.Requests == 0)) {
+	// The path's lines in the log: by path when the run probed several
+	// (a path not listed there had none), else all of them.
+	lines, several := e.RequestsByPath[path], len(e.RequestsByPath) > 0
+	if !several {
+		lines = e.Requests
+	}
+	if lines == 0 {
 		return 0, false
 	}
 	for _, w := range e.Waits {

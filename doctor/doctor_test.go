@@ -586,7 +586,9 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 // A Rollout that takes its template from another object (workloadRef):
 // the result says which object's template the checks read.
 func TestResultNamesTheReferencedTemplate(t *testing.T) {
-	in := argoWith(func(r *rollout.ArgoRollout, _ *corev1.Container) { r.TemplateFrom = "deployment web-template" })
+	in := argoWith(func(r *rollout.ArgoRollout, _ *corev1.Container) {
+		r.Spec.WorkloadRef = &rollout.ArgoObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web-template"}
+	})
 	res := Evaluate(in, Options{}, report.FailOn("error"))
 	if res.TemplateFrom != "deployment web-template" || res.Kind != "Rollout" {
 		t.Fatalf("result %+v", res)

@@ -19,9 +19,7 @@ func Evaluate(in Input, opts Options, failOn report.FailOn) report.DoctorResult 
 	if in.Service != nil {
 		res.Service = in.Service.Name
 	}
-	if r := in.Workload.Rollout; r != nil {
-		res.TemplateFrom = r.TemplateFrom
-	}
+	res.TemplateFrom = in.Workload.TemplateFrom()
 	if in.Version.Known() {
 		res.ServerVersion = in.Version.String()
 	}

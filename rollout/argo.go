@@ -55,9 +55,6 @@ type ArgoRollout struct {
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              ArgoRolloutSpec   `json:"spec"`
 	Status            ArgoRolloutStatus `json:"status"`
-	// TemplateFrom names the object Spec.Template was read from ("deployment
-	// web") when the Rollout takes it from spec.workloadRef; "" otherwise.
-	TemplateFrom string `json:"-"`
 	// RefGeneration is that object's metadata.generation as it was read
 	// (0 when the template is the Rollout's own).
 	RefGeneration int64 `json:"-"`

@@ -448,7 +448,7 @@ func TestWorkloadRefTemplateIsRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := target.Workload.Rollout
-			if r.TemplateFrom != strings.ToLower(tc.kind)+" web-template" || len(r.Spec.Template.Spec.Containers) != 1 ||
+			if target.Workload.TemplateFrom() != strings.ToLower(tc.kind)+" web-template" || len(r.Spec.Template.Spec.Containers) != 1 ||
 				r.Spec.Template.Spec.Containers[0].Image != "example/web:v1" || target.Service.Name != "web-stable" {
 				t.Fatalf("rollout %+v, service %s: want the template of %s web-template and the stable Service", r, target.Service.Name, tc.kind)
 			}

@@ -230,7 +230,6 @@ func resolveTemplateRef(ctx context.Context, kube kubernetes.Interface, r *ArgoR
 	if r.Spec.Selector == nil {
 		r.Spec.Selector = sel
 	}
-	r.TemplateFrom = ref.String()
 	r.RefGeneration, r.RefReplicas = gen, replicas
 	return nil
 }

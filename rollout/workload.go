@@ -185,8 +185,8 @@ func (w Workload) Generation() int64 {
 // and the triggers write ("deployment web"), when that is not the
 // workload itself (an Argo Rollout's workloadRef); "" otherwise.
 func (w Workload) TemplateFrom() string {
-	if w.Rollout != nil {
-		return w.Rollout.TemplateFrom
+	if w.Rollout != nil && w.Rollout.Spec.WorkloadRef != nil {
+		return w.Rollout.Spec.WorkloadRef.String()
 	}
 	return ""
 }
@@ -237,7 +237,7 @@ func (w Workload) CanRoll() error {
 			scaleDown = "never"
 		}
 		return fmt.Errorf("rollout %s: %s, whose template it takes (workloadRef; scaleDown: %s), wants %d pod(s) of its own: %w",
-			r.Name, r.TemplateFrom, scaleDown, r.RefReplicas, ErrTemplateHolderRunsPods)
+			r.Name, w.TemplateFrom(), scaleDown, r.RefReplicas, ErrTemplateHolderRunsPods)
 	}
 	return nil
 }

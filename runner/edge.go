@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/report"
 )
@@ -134,7 +135,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
 	n := 0
 	for _, f := range rep.Failures {
-		if !f.ViaEdge || beforeTheEdge(f.Class) {
+		if !f.ViaEdge || analysis.BeforeTheEdge(&f) {
 			continue
 		}
 		if e, ok := log.ByID[f.RequestID]; !ok || e.Upstream == "" {
@@ -142,16 +143,6 @@ func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
 		}
 	}
 	return n
-}
-
-// beforeTheEdge: a failure of the connection to the edge itself (or of
-// the name), which never reached it as a request.
-func beforeTheEdge(class string) bool {
-	switch class {
-	case report.ClassRefused, report.ClassConnectTimeout, report.ClassTLS, report.ClassDNS:
-		return true
-	}
-	return false
 }
 
 // edgeResponses counts the log's requests that a backend answered below
