@@ -307,12 +307,19 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 		podList = append(podList, p)
 	}
 	sort.Strings(podList)
+	fix := fmt.Sprintf("treat it as a drop the proxy paid for: give the container a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
+		x.preStop, advice.PreStopSleep(x.preStop, x.version))
+	if logged > 0 && retried == 0 {
+		// The log measured no retry: the preStop advice rests on one, so
+		// it is not given; what is left is to find where the wait is.
+		fix = "the edge did not retry, so the wait is elsewhere: probe the Service beside the edge (--target svc=http://NAME.NAMESPACE.svc/) to see whether the pods themselves answer slowly while one goes away " +
+			"(shutdown work, the new pods' start taking the node's CPU: give the pods CPU requests that cover both), or only through the edge (its dial and response timeouts toward a pod that stopped answering)"
+	}
 	return report.Finding{
 		Title:    title,
 		Evidence: evidence,
-		Fix: fmt.Sprintf("treat it as a drop the proxy paid for: give the container a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
-			x.preStop, advice.PreStopSleep(x.preStop, x.version)),
-		Pods: podList,
+		Fix:      fix,
+		Pods:     podList,
 	}, true
 }
 

@@ -91,20 +91,23 @@ func TestLatencySpikeAgainstTheEdgeLog(t *testing.T) {
 		log        *report.EdgeLog
 		title, ev  string
 		likelyText bool
+		// retryFix: the fix rests on the edge's retries (a preStop that
+		// outlasts its routing); without one measured it must not.
+		retryFix bool
 	}{
 		{"retries in the spike", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 0, "edge": 800},
 			Waits: []report.EdgeWaits{{Path: "edge", T: 5, Requests: 3}, {Path: "edge", T: 7, Requests: 2}, {Path: "edge", T: 11, Requests: 9}}},
 			"slowed at pod deletions, the other paths' did not: retried inside the proxy (its access log shows the waits)",
-			"the edge's access log: 5 of edge's requests it received from +1s to +8s waited 100ms or more inside it outside the attempt that answered them (its Overhead: failed attempts and a retry's backoff): measured", false},
+			"the edge's access log: 5 of edge's requests it received from +1s to +8s waited 100ms or more inside it outside the attempt that answered them (its Overhead: failed attempts and a retry's backoff): measured", false, true},
 		{"no retry logged", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 0, "edge": 800},
 			Waits: []report.EdgeWaits{{Path: "edge", T: 11, Requests: 9}}},
 			"slowed at pod deletions, the other paths' did not",
-			"none of edge's requests it received from +1s to +8s waited 100ms inside it outside the attempt that answered them: the wait is not the edge's retries", false},
+			"none of edge's requests it received from +1s to +8s waited 100ms inside it outside the attempt that answered them: the wait is not the edge's retries", false, false},
 		{"the path not through this edge", &report.EdgeLog{Requests: 800, RequestsByPath: map[string]int{"svc": 800, "edge": 0}},
-			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
+			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true, true},
 		{"the log not read", &report.EdgeLog{Error: "open: no such file"},
-			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
-		{"no log", nil, "the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true},
+			"the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true, true},
+		{"no log", nil, "the other paths' did not: probably retried inside a proxy", "the likely reading, not a measurement", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := spiked(tc.log)
@@ -114,6 +117,12 @@ func TestLatencySpikeAgainstTheEdgeLog(t *testing.T) {
 			ev := strings.Join(f.Evidence, "\n")
 			if !strings.HasSuffix(f.Title, tc.title) || !strings.Contains(ev, tc.ev) {
 				t.Errorf("title %q, want it to end %q; evidence:\n%s\nwant %q", f.Title, tc.title, ev, tc.ev)
+			}
+			if got := strings.Contains(f.Fix, "a drop the proxy paid for") && strings.Contains(f.Fix, "preStop"); got != tc.retryFix {
+				t.Errorf("the fix rests on the edge's retries: %v, want %v: %s", got, tc.retryFix, f.Fix)
+			}
+			if !tc.retryFix && !strings.Contains(f.Fix, "the edge did not retry") {
+				t.Errorf("fix %q: want it to say where else the wait can be", f.Fix)
 			}
 			if strings.Contains(ev, "likely reading") != tc.likelyText {
 				t.Errorf("the likely reading said %v, want %v:\n%s", !tc.likelyText, tc.likelyText, ev)
