@@ -291,9 +291,10 @@ func newDialer(cfg *Config) *dialer {
 			InsecureSkipVerify: cfg.Insecure, //nolint:gosec // the user asked for it with --insecure
 			NextProtos:         []string{"http/1.1"},
 		}
-		if cfg.Protocol == H2 {
-			// h2 only: a server that would fall back to HTTP/1.1 fails the
-			// handshake's purpose, and says so (tls_cause alpn).
+		if cfg.Protocol.Multiplexed() {
+			// h2 only (gRPC too: it is HTTP/2): a server that would fall
+			// back to HTTP/1.1 fails the handshake's purpose, and says so
+			// (tls_cause alpn).
 			d.tls.NextProtos = []string{"h2"}
 		}
 		if len(cfg.CACert) > 0 {

@@ -2,7 +2,10 @@ package prober
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -21,21 +25,21 @@ import (
 // grpcServer is grpc-go's own server with its standard health service;
 // handled counts the calls it answered OK, its own count against the
 // prober's.
-func grpcServer(t *testing.T) (addr string, srv *grpc.Server, handled *atomic.Int64) {
+func grpcServer(t *testing.T, opts ...grpc.ServerOption) (addr string, srv *grpc.Server, handled *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	handled = new(atomic.Int64)
-	srv = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	srv = grpc.NewServer(append(opts, grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		time.Sleep(20 * time.Millisecond) // calls in flight when it stops (about 20 at 1,000/s)
 		resp, err := h(ctx, req)
 		if err == nil {
 			handled.Add(1)
 		}
 		return resp, err
-	}))
+	}))...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -69,6 +73,26 @@ func TestGRPCHealthCheck(t *testing.T) {
 			t.Errorf("failure %+v: want NOT_FOUND, \"unknown service\", HTTP 200", f)
 		}
 	})
+}
+
+// TestGRPCOverTLS calls grpc-go's health service over TLS, as through an
+// ingress: the handshake must offer h2 by ALPN (grpc-go's server refuses
+// a client that does not, and so did rollprobe itself, offering
+// http/1.1 for gRPC until the lab's first gRPC run through Traefik).
+// Every call OK, as many as the server answered.
+func TestGRPCOverTLS(t *testing.T) {
+	certSource := httptest.NewUnstartedServer(http.NotFoundHandler())
+	certSource.StartTLS() // only for its certificate
+	cert := certSource.TLS.Certificates[0]
+	certSource.Close()
+	addr, _, handled := grpcServer(t, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	_, snap := probe(t, "https://"+addr, func(c *Config) {
+		grpcProbe(c)
+		c.Insecure = true
+	})
+	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(handled.Load()) != sent {
+		t.Fatalf("sent %d, ok %d, the server answered %d (%v)", sent, snap.Totals.Classes[OK], handled.Load(), snap.Totals.Classes)
+	}
 }
 
 // grpc-go's two ways to stop, mid-probe: GracefulStop (two GOAWAYs, calls
