@@ -139,7 +139,27 @@ func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
 	if len(pods) == 0 {
 		return report.Finding{}, false
 	}
+	edge, why := throughEdge(r)
+	if edge == edgeAll {
+		// The client's connections end at the edge, which picks a pod for
+		// each call: what kept the calls coming is the edge's view of
+		// the endpoints, not a connection to the pod.
+		evidence = append(evidence, "the run's connections end at an edge ("+why+"), which picks a pod for each call: it kept sending calls to these pods until its view of the endpoints dropped them (nothing drops while the pod serves them); how long after the deletion is what a preStop sleep must cover through it")
+		return report.Finding{
+			Title:    "the edge kept sending HTTP/2 calls to pods after their deletion was requested",
+			Evidence: evidence,
+			Fix: "keep serving through a preStop sleep longer than the edge takes to drop the pod (as these pods did), then send GOAWAY: Go's http.Server.Shutdown or grpc-go's GracefulStop; " +
+				"capping the pods' connection age does not move the edge's calls sooner",
+			Pods: pods,
+		}, true
+	}
 	evidence = append(evidence, "an endpoint change never moves an established HTTP/2 connection: its streams go to the same pod until the server sends GOAWAY or closes it (nothing drops while the pod serves them)")
+	switch edge {
+	case edgeSome:
+		evidence = append(evidence, "some of the run's paths end at an edge ("+why+"), which picks a pod for each call: on those, it is the edge's view of the endpoints that kept the calls coming")
+	case edgeUnknown:
+		evidence = append(evidence, "if the target is an edge (an ingress or a proxy: nothing in this run says), it picks a pod for each call, and it is its view of the endpoints that kept the calls coming")
+	}
 	return report.Finding{
 		Title:    "HTTP/2 connections kept sending to pods after their deletion was requested",
 		Evidence: evidence,
@@ -147,6 +167,71 @@ func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
 			"to move clients sooner, and so no connection outlives a rollout, cap connection age (grpc-go: keepalive.ServerParameters.MaxConnectionAge)",
 		Pods: pods,
 	}, true
+}
+
+// Whether a run's connections end at an edge (an ingress, a proxy) rather
+// than at the pods, by what the run measured.
+const (
+	edgeUnknown = iota // nothing says (a name, no failure, no access log)
+	edgeNone           // every path enters the Service at an address of its own
+	edgeSome           // some paths end at an edge, not all (or not known)
+	edgeAll            // every path's connections end at an edge
+)
+
+// throughEdge says whether the run's paths ended at an edge, and what
+// says so: the edge's access log holding a path's requests, or a path's
+// failed connections to an address that is none of the Service's, a
+// node's or a pod's (Failure.ViaEdge). A path whose target is the
+// Service's own address (Rollout.Entry, the run's first path) is direct.
+func throughEdge(r *report.Report) (int, string) {
+	names := []string{""}
+	if len(r.Paths) > 0 {
+		names = names[:0]
+		for _, p := range r.Paths {
+			names = append(names, p.Name)
+		}
+	}
+	logged := func(path string) bool {
+		e := r.EdgeLog
+		if e == nil || e.Error != "" {
+			return false
+		}
+		if path == "" {
+			return e.Requests > 0
+		}
+		return e.RequestsByPath[path] > 0
+	}
+	failedAtEdge := map[string]bool{}
+	for i := range r.Failures {
+		if r.Failures[i].ViaEdge {
+			failedAtEdge[r.Failures[i].Path] = true
+		}
+	}
+	edge, direct := 0, 0
+	var why string
+	for i, name := range names {
+		switch {
+		case logged(name):
+			edge++
+			why = "the edge's access log holds the run's requests"
+		case failedAtEdge[name]:
+			edge++
+			if why == "" {
+				why = "failed connections went to an address that is none of the Service's, a node's or a pod's"
+			}
+		case i == 0 && r.Rollout != nil && r.Rollout.Entry != nil:
+			direct++
+		}
+	}
+	switch {
+	case edge == len(names):
+		return edgeAll, why
+	case edge > 0:
+		return edgeSome, why
+	case direct == len(names):
+		return edgeNone, ""
+	}
+	return edgeUnknown, ""
 }
 
 // unevenRatio is the share of the busiest new pod against the least busy
@@ -162,6 +247,9 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 	ro := r.Rollout
 	if !multiplexedKeptAlive(r) || ro == nil || ro.OldPodsGoneAt == nil || ro.NewRevision == "" {
 		return report.Finding{}, false
+	}
+	if edge, _ := throughEdge(r); edge == edgeAll || edge == edgeSome {
+		return report.Finding{}, false // an edge picks a pod for each call: no connection is placed on one
 	}
 	from := int64(math.Ceil(ro.OldPodsGoneAt.Sub(r.StartedAt).Seconds()))
 	served := map[string]uint64{}

@@ -116,6 +116,47 @@ func TestH2ConnectionFindings(t *testing.T) {
 	if u := find(idle, H2UnevenAfterRollout); u == nil || !strings.Contains(u.Evidence[0], "n3 0 (0%)") {
 		t.Errorf("a pod with no connection: %+v", idle.Findings)
 	}
+	// Whether the connections end at the pods or at an edge, by what the
+	// run measured: the target the Service's own address (direct), the
+	// edge's access log holding the run's requests, a failed connection
+	// to an address that is no Service's, node's or pod's, or nothing.
+	for _, tc := range []struct {
+		name        string
+		edit        func(*report.Report)
+		title, says string
+		uneven      bool
+	}{
+		{"at the Service's address", func(r *report.Report) { r.Rollout.Entry = &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30093} },
+			"HTTP/2 connections kept sending", "an endpoint change never moves an established HTTP/2 connection", true},
+		{"by a name, nothing measured", nil,
+			"HTTP/2 connections kept sending", "if the target is an edge (an ingress or a proxy: nothing in this run says)", true},
+		{"through the edge, by its access log", func(r *report.Report) { r.EdgeLog = &report.EdgeLog{Format: "traefik", Requests: 2000} },
+			"the edge kept sending HTTP/2 calls", "the run's connections end at an edge (the edge's access log holds the run's requests), which picks a pod for each call", false},
+		{"through the edge, by a failed connection", func(r *report.Report) {
+			r.Failures = []report.Failure{{Class: report.ClassProxy5xx, RemoteAddr: "10.100.0.1:443", ViaEdge: true}}
+		}, "the edge kept sending HTTP/2 calls", "failed connections went to an address that is none of the Service's", false},
+		{"an access log that holds none of the run's requests", func(r *report.Report) { r.EdgeLog = &report.EdgeLog{Format: "traefik"} },
+			"HTTP/2 connections kept sending", "nothing in this run says", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 100, "n2": 30, "n3": 20}})
+			if tc.edit != nil {
+				tc.edit(run)
+			}
+			analyse(run)
+			p := find(run, H2PinnedToTerminating)
+			if p == nil || !strings.HasPrefix(p.Title, tc.title) || !strings.Contains(strings.Join(p.Evidence, "\n"), tc.says) {
+				t.Fatalf("pinned: %+v, want a title from %q saying %q", p, tc.title, tc.says)
+			}
+			if edge := strings.HasPrefix(tc.title, "the edge"); edge != strings.Contains(p.Fix, "does not move the edge's calls") ||
+				edge == strings.Contains(p.Fix, "cap connection age") {
+				t.Errorf("fix %q for a run through the edge: %v", p.Fix, edge)
+			}
+			if got := find(run, H2UnevenAfterRollout) != nil; got != tc.uneven {
+				t.Errorf("uneven finding %v, want %v (an edge places no connection on a pod)", got, tc.uneven)
+			}
+		})
+	}
 	// HTTP/1.1 spreads per connection it opens: neither finding.
 	h1 := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 100, "n2": 30, "n3": 20}})
 	h1.Config.Protocol, h1.Config.Connections = "", 0
