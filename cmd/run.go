@@ -42,6 +42,7 @@ type runOptions struct {
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
 	edgeAccessLog                   string
+	edgeLogWait                     time.Duration
 	probers                         proberPodFlags
 	outputs                         outputFlags
 	progress                        time.Duration
@@ -135,6 +136,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	f.StringVar(&o.edgeAccessLog, "edge-access-log", "", "an ingress's access log FILE, read after the rollout for where it forwarded each failed request (Traefik's JSON access log with the --request-id-header kept): names their pods for certain")
+	f.DurationVar(&o.edgeLogWait, "edge-log-wait", runner.DefaultEdgeLogWait, "with --edge-access-log: how long to wait, after the rollout, for the log to hold a line for every failed request that got past the edge (an edge logs a request when it ends: one it holds on a gone pod can take minutes)")
 	o.probers.bind(f, "the workload's namespace")
 	o.probers.bindConntrack(f)
 	o.outputs.bind(f)
@@ -188,6 +190,12 @@ func (o *runOptions) validate() error {
 	}
 	if err := o.kube.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.kube.fs.Changed("edge-log-wait") && o.edgeAccessLog == "" {
+		errs = append(errs, errors.New("--edge-log-wait applies only with --edge-access-log"))
+	}
+	if o.edgeLogWait < 0 {
+		errs = append(errs, fmt.Errorf("--edge-log-wait %s: must not be negative", o.edgeLogWait))
 	}
 	if o.kube.fs.Changed("wait") && !o.watch {
 		errs = append(errs, errors.New("--wait applies only with --watch (how long to wait for a rollout started elsewhere)"))
@@ -267,7 +275,7 @@ func (o *runOptions) complete() error {
 		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote, PromoteAfter: o.promoteAfter,
-		Tool: tool(), Log: logOut, EdgeAccessLog: o.edgeAccessLog,
+		Tool: tool(), Log: logOut, EdgeAccessLog: o.edgeAccessLog, EdgeLogWait: o.edgeLogWait,
 	}
 	o.cfg.Probers = o.probers.config(kube, restCfg, ns)
 	if o.uiMode == uiNone {

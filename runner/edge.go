@@ -69,17 +69,22 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 	}
 }
 
-// edgeLogWait bounds how long the run waits, after the rollout, for the
-// edge's access log to hold a line for every failure that got past the
-// edge's handshake: Traefik logs a request when it ends, which for one
-// waiting on a vanished pod is when it notices the client gave up.
-const edgeLogWait = 10 * time.Second
+// DefaultEdgeLogWait bounds how long the run waits, after the rollout, for
+// the edge's access log to hold a line for every failure that got past
+// the edge's handshake: Traefik logs a request when it ends, which for
+// one waiting on a vanished pod over HTTP/1.1 is when it notices the
+// client gave up. Over h2c to the pods it can be much later: Traefik
+// v3.6 dials h2c backends with net.Dial (no timeout), and x/net's
+// connection pool waits for that dial whatever the request's context, so
+// a call sent to a pod whose IP no longer answers is logged only when the
+// kernel gives up the connect (70 s in the lab): --edge-log-wait.
+const DefaultEdgeLogWait = 10 * time.Second
 
 // readEdgeLog reads the access log at path (Traefik's JSON) for the run's
 // requests and sets UpstreamAddr on each failure it has a line for; the
 // analysis names the pod at that address, certain (access_log). It
 // re-reads, once a second, until every failure that reached the edge as a
-// request has its line or wait (edgeLogWait) has passed. A log that
+// request has its line or wait has passed. A log that
 // cannot be read is said in the section, never fatal: the pods are then
 // inferred.
 func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time.Duration) *report.EdgeLog {

@@ -325,6 +325,10 @@ type RolloutConfig struct {
 	// the request ID header kept), read after the rollout for where the
 	// edge forwarded each failed request.
 	EdgeAccessLog string
+	// EdgeLogWait bounds how long the run waits, after the rollout, for
+	// that log to hold a line for every failure that got past the edge
+	// (rollprobe run: DefaultEdgeLogWait unless told; zero reads it once).
+	EdgeLogWait time.Duration
 }
 
 // ProbersConfig is the in-cluster probers of a run (rollprobe run

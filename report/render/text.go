@@ -493,6 +493,9 @@ func EdgeLogLine(e *report.EdgeLog) string {
 	}
 	s := fmt.Sprintf("%s (%s): a line for %d of the run's requests; %d failed requests found there (the pod the edge forwarded each to), %d through the edge not found (their pods inferred)",
 		Printable(e.File), e.Format, e.Requests, e.FailuresFound, e.FailuresNotFound)
+	if e.FailuresNotFound > 0 {
+		s += " (an edge logs a request when it ends, and can hold one on a gone pod for minutes: --edge-log-wait waits longer)"
+	}
 	waited := 0
 	for _, w := range e.Waits {
 		waited += w.Requests
