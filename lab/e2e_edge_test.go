@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
@@ -271,6 +274,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		checkEdgeLogNamesThePods(t, r.rep, sentTo) // an HTTPRoute's lines as an Ingress's
 	})
 
+	t.Run("gRPC through the ingress over https (ALPN h2)", func(t *testing.T) { testGRPCThroughTheEdge(t, ctx, c) })
+
 	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
 		ensureSample(t, ctx, c, "graceful")
 		waitEdge(t, "https://graceful.lab.example/", cfg.EdgeCAPath())
@@ -488,12 +493,19 @@ func checkEdgeLogNamesThePods(t *testing.T, rep *report.Report, sentTo map[strin
 // throttle) after the apiserver has it.
 func waitEdge(t *testing.T, url, ca string) {
 	t.Helper()
+	waitEdgeWith(t, url, ca)
+}
+
+// waitEdgeWith is waitEdge with more of probe's flags (--protocol grpc,
+// say: a gRPC server answers no plain GET).
+func waitEdgeWith(t *testing.T, url, ca string, args ...string) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var out string
 	for time.Now().Before(deadline) {
 		var err error
-		out, err = rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
-			"probe", url, "--cacert", ca, "--rate", "10", "--duration", "500ms", "--backend-header", "X-Pod-Name", "--progress", "0")
+		out, err = rollprobe(t, append([]string{"lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", url, "--cacert", ca, "--rate", "10", "--duration", "500ms", "--backend-header", "X-Pod-Name", "--progress", "0"}, args...)...)
 		if err == nil {
 			return
 		}
@@ -535,6 +547,9 @@ type accessEntry struct {
 	// middleware's backoff, for a retried request.
 	Overhead time.Duration `json:"Overhead"`
 	StartUTC time.Time     `json:"StartUTC"`
+	// RequestProtocol is the protocol the client's request came in on
+	// ("HTTP/2.0" for one sent over ALPN h2).
+	RequestProtocol string `json:"RequestProtocol"`
 	// Duration is the request's whole time inside Traefik (ns).
 	Duration time.Duration `json:"Duration"`
 }
@@ -1076,3 +1091,144 @@ func relTime(at, start time.Time) string {
 // and well under its request timeout, so the requests Traefik already
 // held are answered late rather than given up.
 const edgeFreeze = prober.DefaultConnectTimeout + time.Second
+
+// testGRPCThroughTheEdge rolls the gRPC samples probed as users' gRPC
+// clients reach them: by name, through Traefik's Ingress, over TLS with
+// ALPN h2 (Traefik speaks h2c to the pods). Traefik's access log is the
+// referee: each of the run's calls reached it once over HTTP/2, each of
+// its own 5xx is a proxy_5xx of rollprobe's, each pod served what its
+// answers' x-pod-name said, and each failed call is named on the pod
+// Traefik forwarded it to.
+func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
+	cfg := lab.Config{StateDir: stateDir}
+	for _, tc := range []struct {
+		sample string
+		exit   int
+	}{
+		// GracefulStop after a preStop sleep: the calls in flight finish,
+		// and Traefik, whose view of the endpoints the sleep outlasts,
+		// sends no new ones to the stopping pod.
+		{"grpc-graceful", 0},
+		// No preStop, exit at once: Traefik, whose view lags the deletion,
+		// sends calls to a pod that is gone and answers them itself (a 502
+		// with no x-pod-name: proxy_5xx). (grpc-stop, whose 2 s preStop
+		// ends about when Traefik drops the pod, its providers throttled
+		// to 2 s, had 20, 9 and 8 calls cut through the edge in three runs,
+		// the last 1.96-1.97 s after the deletion: a race, not a test.)
+		{"grpc-naive", 1},
+	} {
+		t.Run(tc.sample, func(t *testing.T) {
+			host := tc.sample + ".lab.example"
+			if tc.sample == "grpc-naive" {
+				deleteEdgeSampleAtEnd(t, c, tc.sample) // this test's alone: its pods leave the nodes
+			}
+			ensureSample(t, ctx, c, tc.sample)
+			waitEdgeWith(t, "https://"+host+"/", cfg.EdgeCAPath(), "--protocol", "grpc")
+			hub := edgeCapture(t)
+			// Traefik logs a call it holds on a gone pod's IP only when its
+			// own connect to that IP gives up (its h2c dial has no timeout,
+			// and the HTTP/2 pool waits it out whatever the client does):
+			// about 3 s when the node answers the SYN with an ICMP host
+			// unreachable, 72 s and 135 s in two runs when that reply was
+			// rate-limited away (the kernel's SYN retries), long after the
+			// client's timeout. The run waits for those lines
+			// (--edge-log-wait, inside a longer --timeout) so that every
+			// failure is named by the log.
+			r := startRunOn(t, nil, tc.sample, "https://"+host+"/", "--cacert", cfg.EdgeCAPath(), "--protocol", "grpc",
+				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", "180s", "--timeout", "5m").wait(t)
+			checkEdgeReport(t, r)
+			rep := r.rep
+			if rep.Config.Protocol != "grpc" || rep.Config.GRPCMethod != "grpc.health.v1.Health/Check" {
+				t.Fatalf("protocol %q, method %q", rep.Config.Protocol, rep.Config.GRPCMethod)
+			}
+			byClass := nonZero(rep.Totals.ByClass)
+			if tc.exit == 0 {
+				checkCleanThroughTheEdge(t, r, hub)
+			} else {
+				if r.exit != tc.exit || rep.Totals.Failed == 0 {
+					t.Fatalf("exit %d, %d failed: want %d with failures\n%s", r.exit, rep.Totals.Failed, tc.exit, r.out())
+				}
+				checkEdgeClasses(t, rep, "", byClass, hub)
+			}
+			sentTo := refereeAccessLog(t, cfg, rep, host)
+			checkEdgeLogNamesThePods(t, rep, sentTo)
+			// The client's connections end at Traefik, which picks a pod for
+			// each call: a pod that answered after its deletion was sent
+			// those calls by the edge, and no connection of the run was
+			// placed on a pod (no uneven-load finding).
+			if f := findingByID(rep, analysis.H2PinnedToTerminating); f != nil && !strings.HasPrefix(f.Title, "the edge kept sending") {
+				t.Errorf("%s through the edge: %q", analysis.H2PinnedToTerminating, f.Title)
+			}
+			if f := findingByID(rep, analysis.H2UnevenAfterRollout); f != nil {
+				t.Errorf("%s through the edge, which places no connection on a pod: %+v", analysis.H2UnevenAfterRollout, f)
+			}
+			if tc.exit != 0 {
+				// Each failure a call Traefik sent to an old pod after its
+				// deletion, while its view of the endpoints lagged: the
+				// propagation finding's preStop covers the window the
+				// access log shows.
+				requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool { return !(f.ViaEdge && f.Class == report.ClassTLS) })
+				deletedAt := map[string]time.Time{}
+				for _, e := range rep.Timeline {
+					if e.Kind == report.PodDeletionRequested {
+						deletedAt[e.Pod] = e.At
+					}
+				}
+				var window time.Duration
+				for _, f := range rep.Failures {
+					if at, ok := deletedAt[sentTo[f.RequestID]]; ok {
+						window = max(window, f.Intended.Sub(at))
+					}
+				}
+				propagation := findingByID(rep, analysis.StopsBeforePropagation)
+				if propagation == nil {
+					t.Fatalf("no %s finding (findings %v)", analysis.StopsBeforePropagation, findingIDs(rep))
+				}
+				var sleep int
+				fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+				if time.Duration(sleep)*time.Second < window {
+					t.Errorf("suggested preStop %ds does not cover the %s Traefik kept sending calls to deleted pods", sleep, window)
+				}
+				t.Logf("Traefik sent calls to deleted pods up to %s after their deletion; the finding's preStop: %ds", window, sleep)
+			}
+			// Every call came to Traefik over HTTP/2: the handshake chose h2
+			// by ALPN (Traefik's own record of the request).
+			protocols := map[string]int{}
+			var longestHeld time.Duration // the longest Traefik held a call it answered itself
+			for _, e := range readAccessLogOf(t, cfg, requestPrefixes(rep), host) {
+				protocols[e.RequestProtocol]++
+				if traefikAnswered(e) {
+					longestHeld = max(longestHeld, e.Duration)
+				}
+			}
+			if longestHeld > 0 {
+				t.Logf("Traefik held a call it then answered itself for up to %s", longestHeld.Round(time.Millisecond))
+			}
+			if len(protocols) != 1 || protocols["HTTP/2.0"] == 0 {
+				t.Errorf("Traefik logged the run's calls over %v, want HTTP/2.0 only", protocols)
+			}
+			t.Logf("%s through the edge: exit %d, %d of %d failed %v, findings %v", tc.sample, r.exit, rep.Totals.Failed, rep.Totals.Sent, byClass, findingIDs(rep))
+		})
+	}
+}
+
+// deleteEdgeSampleAtEnd deletes a sample's Deployment, Service and
+// Ingress (each named as the sample) when the test ends, passed or not.
+func deleteEdgeSampleAtEnd(t *testing.T, c *lab.Client, sample string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for what, del := range map[string]func() error{
+			"deployment": func() error {
+				return c.Kube.AppsV1().Deployments("default").Delete(ctx, sample, metav1.DeleteOptions{})
+			},
+			"service": func() error { return c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}) },
+			"ingress": func() error {
+				return c.Kube.NetworkingV1().Ingresses("default").Delete(ctx, sample, metav1.DeleteOptions{})
+			},
+		} {
+			if err := del(); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s %s: %v", what, sample, err)
+			}
+		}
+	})
+}

@@ -77,7 +77,7 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 // v3.6 dials h2c backends with net.Dial (no timeout), and x/net's
 // connection pool waits for that dial whatever the request's context, so
 // a call sent to a pod whose IP no longer answers is logged only when the
-// kernel gives up the connect (70 s in the lab): --edge-log-wait.
+// kernel gives up the connect (up to 135 s in the lab): --edge-log-wait.
 const DefaultEdgeLogWait = 10 * time.Second
 
 // readEdgeLog reads the access log at path (Traefik's JSON) for the run's
