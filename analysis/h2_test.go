@@ -126,7 +126,9 @@ func TestH2ConnectionFindings(t *testing.T) {
 		title, says string
 		uneven      bool
 	}{
-		{"at the Service's address", func(r *report.Report) { r.Rollout.Entry = &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30093} },
+		{"at the Service's address", func(r *report.Report) {
+			r.Rollout.Entry = &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30093}
+		},
 			"HTTP/2 connections kept sending", "an endpoint change never moves an established HTTP/2 connection", true},
 		{"by a name, nothing measured", nil,
 			"HTTP/2 connections kept sending", "if the target is an edge (an ingress or a proxy: nothing in this run says)", true},
