@@ -169,13 +169,15 @@ func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
 	}, true
 }
 
-// Whether a run's connections end at an edge (an ingress, a proxy) rather
-// than at the pods, by what the run measured.
+// edgeReach is whether a run's connections end at an edge (an ingress, a
+// proxy) rather than at the pods, by what the run measured.
+type edgeReach int
+
 const (
-	edgeUnknown = iota // nothing says (a name, no failure, no access log)
-	edgeNone           // every path enters the Service at an address of its own
-	edgeSome           // some paths end at an edge, not all (or not known)
-	edgeAll            // every path's connections end at an edge
+	edgeUnknown edgeReach = iota // nothing says (a name, no failure, no access log)
+	edgeNone                     // every path enters the Service at an address of its own
+	edgeSome                     // some paths end at an edge, not all (or not known)
+	edgeAll                      // every path's connections end at an edge
 )
 
 // throughEdge says whether the run's paths ended at an edge, and what
@@ -183,7 +185,7 @@ const (
 // failed connections to an address that is none of the Service's, a
 // node's or a pod's (Failure.ViaEdge). A path whose target is the
 // Service's own address (Rollout.Entry, the run's first path) is direct.
-func throughEdge(r *report.Report) (int, string) {
+func throughEdge(r *report.Report) (edgeReach, string) {
 	names := []string{""}
 	if len(r.Paths) > 0 {
 		names = names[:0]

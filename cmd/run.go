@@ -136,7 +136,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
 	f.StringVar(&o.edgeAccessLog, "edge-access-log", "", "an ingress's access log FILE, read after the rollout for where it forwarded each failed request (Traefik's JSON access log with the --request-id-header kept): names their pods for certain")
-	f.DurationVar(&o.edgeLogWait, "edge-log-wait", runner.DefaultEdgeLogWait, "with --edge-access-log: how long to wait, after the rollout, for the log to hold a line for every failed request that got past the edge (an edge logs a request when it ends: one it holds on a gone pod can take minutes)")
+	f.DurationVar(&o.edgeLogWait, "edge-log-wait", runner.DefaultEdgeLogWait, "with --edge-access-log: how long to wait, once the rollout is over (not counted in --timeout), for the log to hold a line for every failed request that got past the edge (an edge logs a request when it ends: one it holds on a gone pod can take minutes)")
 	o.probers.bind(f, "the workload's namespace")
 	o.probers.bindConntrack(f)
 	o.outputs.bind(f)

@@ -328,29 +328,16 @@ func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Dura
 	heldEdgeHandshakes(t, r, hub)
 	checkNaive(t, r)
 	sentTo := refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
-	deletedAt := map[string]time.Time{}
-	for _, e := range r.rep.Timeline {
-		if e.Kind == report.PodDeletionRequested {
-			deletedAt[e.Pod] = e.At
-		}
-	}
 	// The window as the referee saw it: from the deletion of the pod
 	// Traefik sent each failed request to.
-	var window time.Duration
-	for _, f := range r.rep.Failures {
-		if at, ok := deletedAt[sentTo[f.RequestID]]; ok {
-			window = max(window, f.Intended.Sub(at))
-		}
-	}
+	window := deletionWindow(r.rep, func(f report.Failure) string { return sentTo[f.RequestID] })
 	t.Logf("with the edge %s late, Traefik sent requests to a deleted pod up to %s after its deletion", lag, window)
 	if window < lag {
 		t.Fatalf("Traefik sent requests to deleted pods at most %s after their deletion, want at least its %s lag", window, lag)
 	}
 	// The fix is sized to cover the edge's window as the referee saw it.
 	propagation := findingByID(r.rep, analysis.StopsBeforePropagation)
-	var sleep int
-	fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
-	if time.Duration(sleep)*time.Second < window {
+	if sleep := suggestedPreStop(propagation); time.Duration(sleep)*time.Second < window {
 		t.Fatalf("suggested preStop %ds does not cover the %s Traefik kept sending to deleted pods", sleep, window)
 	}
 }
@@ -1131,11 +1118,11 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			// about 3 s when the node answers the SYN with an ICMP host
 			// unreachable, 72 s and 135 s in two runs when that reply was
 			// rate-limited away (the kernel's SYN retries), long after the
-			// client's timeout. The run waits for those lines
-			// (--edge-log-wait, inside a longer --timeout) so that every
-			// failure is named by the log.
+			// client's timeout. The run waits for those lines once the
+			// rollout is over (--edge-log-wait, not counted in --timeout)
+			// so that every failure is named by the log.
 			r := startRunOn(t, nil, tc.sample, "https://"+host+"/", "--cacert", cfg.EdgeCAPath(), "--protocol", "grpc",
-				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", "180s", "--timeout", "5m").wait(t)
+				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", "180s").wait(t)
 			checkEdgeReport(t, r)
 			rep := r.rep
 			if rep.Config.Protocol != "grpc" || rep.Config.GRPCMethod != "grpc.health.v1.Health/Check" {
@@ -1168,24 +1155,12 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				// propagation finding's preStop covers the window the
 				// access log shows.
 				requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool { return !(f.ViaEdge && f.Class == report.ClassTLS) })
-				deletedAt := map[string]time.Time{}
-				for _, e := range rep.Timeline {
-					if e.Kind == report.PodDeletionRequested {
-						deletedAt[e.Pod] = e.At
-					}
-				}
-				var window time.Duration
-				for _, f := range rep.Failures {
-					if at, ok := deletedAt[sentTo[f.RequestID]]; ok {
-						window = max(window, f.Intended.Sub(at))
-					}
-				}
+				window := deletionWindow(rep, func(f report.Failure) string { return sentTo[f.RequestID] })
 				propagation := findingByID(rep, analysis.StopsBeforePropagation)
 				if propagation == nil {
 					t.Fatalf("no %s finding (findings %v)", analysis.StopsBeforePropagation, findingIDs(rep))
 				}
-				var sleep int
-				fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+				sleep := suggestedPreStop(propagation)
 				if time.Duration(sleep)*time.Second < window {
 					t.Errorf("suggested preStop %ds does not cover the %s Traefik kept sending calls to deleted pods", sleep, window)
 				}

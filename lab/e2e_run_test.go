@@ -513,23 +513,11 @@ func checkNaive(t *testing.T, r *runResult) {
 	// failure, the time since the deletion request of the pod it hit (a
 	// preStop sleep delays each pod's own shutdown; spanning several pods'
 	// sequential deletions would overstate it). Recomputed from the timeline.
-	deletedAt := map[string]time.Time{}
-	for _, e := range rep.Timeline {
-		if e.Kind == "pod_deletion_requested" {
-			deletedAt[e.Pod] = e.At
-		}
-	}
-	var window time.Duration
-	for _, f := range rep.Failures {
-		if at, ok := deletedAt[f.LikelyPod]; ok {
-			window = max(window, f.Intended.Sub(at))
-		}
-	}
+	window := deletionWindow(rep, func(f report.Failure) string { return f.LikelyPod })
 	if window <= 0 {
 		t.Fatalf("no failure came after its pod's deletion request")
 	}
-	var sleep int
-	fmt.Sscanf(propagation.Fix[strings.Index(propagation.Fix, "at least ")+len("at least "):], "%d", &sleep)
+	sleep := suggestedPreStop(propagation)
 	if time.Duration(sleep)*time.Second < window {
 		t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused", sleep, window)
 	}
@@ -542,6 +530,40 @@ func checkNaive(t *testing.T, r *runResult) {
 		t.Errorf("no static no-prestop-hook finding: %+v", rep.Findings)
 	}
 	t.Logf("finding: %s / fix: %s", strings.Join(propagation.Evidence, " | "), propagation.Fix)
+}
+
+// deletionWindow is how long after the deletion request of the pod each
+// failure hit (podOf: by rollprobe's attribution, or by a referee's) the
+// last of them was meant to be sent: what a preStop sleep must cover (it
+// delays each pod's own shutdown; spanning several pods' sequential
+// deletions would overstate it). Failures whose pod was not deleted are
+// left out; 0 when none is left.
+func deletionWindow(rep *report.Report, podOf func(report.Failure) string) time.Duration {
+	deletedAt := map[string]time.Time{}
+	for _, e := range rep.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			deletedAt[e.Pod] = e.At
+		}
+	}
+	var window time.Duration
+	for _, f := range rep.Failures {
+		if at, ok := deletedAt[podOf(f)]; ok {
+			window = max(window, f.Intended.Sub(at))
+		}
+	}
+	return window
+}
+
+// suggestedPreStop is the preStop sleep, in seconds, a finding's fix
+// suggests ("... at least Ns ..."); 0 when it names none.
+func suggestedPreStop(f *report.Finding) int {
+	i := strings.Index(f.Fix, "at least ")
+	if i < 0 {
+		return 0
+	}
+	var sleep int
+	fmt.Sscanf(f.Fix[i+len("at least "):], "%d", &sleep)
+	return sleep
 }
 
 // logWhoRefusedUnattributed logs, for each failure put on no pod, the
