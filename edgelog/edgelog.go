@@ -39,6 +39,11 @@ type Entry struct {
 	// RetryAttempts would count the retries, but Traefik v3.6 never fills
 	// it: accesslog.SaveRetries is wired to no retry middleware.)
 	Overhead time.Duration
+	// Duration is the request's whole time inside the edge, from receiving
+	// it to logging it (Traefik's Duration); 0 when the line has none. An
+	// edge logs a request when it ends, so a request it held on a backend
+	// that never answered is as long as that wait, whatever the client did.
+	Duration time.Duration
 }
 
 // Log is the entries of a run's requests, by request ID.
@@ -92,7 +97,7 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 		start, _ := time.Parse(time.RFC3339Nano, stringField(obj, "StartUTC"))
 		log.ByID[id] = Entry{Upstream: stringField(obj, "ServiceAddr"),
 			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start,
-			Overhead: time.Duration(intField(obj, "Overhead"))}
+			Overhead: time.Duration(intField(obj, "Overhead")), Duration: time.Duration(intField(obj, "Duration"))}
 	}
 	log.Duplicates = len(dup)
 	if err := sc.Err(); err != nil {

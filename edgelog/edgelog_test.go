@@ -12,7 +12,7 @@ import (
 // --accesslog.fields.defaultMode=keep and the request ID header kept
 // (fields trimmed to those around the ones read).
 const traefikLog = `{"ClientAddr":"10.0.0.2:51234","DownstreamStatus":200,"OriginStatus":200,"RequestHost":"naive.lab.example","RouterName":"default-naive@kubernetes","ServiceAddr":"10.244.1.5:8080","ServiceName":"default-naive-80@kubernetes","ServiceURL":"http://10.244.1.5:8080","StartUTC":"2026-11-30T10:00:00.1Z","request_X-Request-Id":"r1a2-1","level":"info","msg":"","time":"2026-11-30T10:00:00Z"}
-{"ClientAddr":"10.0.0.2:51236","DownstreamStatus":502,"OriginStatus":0,"RequestHost":"naive.lab.example","Overhead":1250000000,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:01Z","request_X-Request-Id":"r1a2-2"}
+{"ClientAddr":"10.0.0.2:51236","DownstreamStatus":502,"OriginStatus":0,"RequestHost":"naive.lab.example","Overhead":1250000000,"Duration":133478000000,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:01Z","request_X-Request-Id":"r1a2-2"}
 {"ClientAddr":"10.0.0.2:51238","DownstreamStatus":404,"OriginStatus":0,"RequestHost":"nothing.lab.example","StartUTC":"2026-11-30T10:00:02Z","request_X-Request-Id":"r1a2-3"}
 {"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"someone-else-1"}
 {"DownstreamStatus":200,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"r1a2-4"}
@@ -35,7 +35,7 @@ func TestReadTraefik(t *testing.T) {
 	}
 	want := map[string]Entry{
 		"r1a2-1": {Upstream: "10.244.1.5:8080", Status: 200, OriginStatus: 200, Start: time.Date(2026, 11, 30, 10, 0, 0, 1e8, time.UTC)},
-		"r1a2-2": {Upstream: "10.244.2.6:8080", Status: 502, Start: time.Date(2026, 11, 30, 10, 0, 1, 0, time.UTC), Overhead: 1250 * time.Millisecond},
+		"r1a2-2": {Upstream: "10.244.2.6:8080", Status: 502, Start: time.Date(2026, 11, 30, 10, 0, 1, 0, time.UTC), Overhead: 1250 * time.Millisecond, Duration: 133478 * time.Millisecond},
 		"r1a2-3": {Status: 404, Start: time.Date(2026, 11, 30, 10, 0, 2, 0, time.UTC)},
 		"p2-1":   {Upstream: "10.244.1.7:8080", Status: 200},
 	}
@@ -43,7 +43,7 @@ func TestReadTraefik(t *testing.T) {
 		t.Errorf("entries %+v, want %+v", log.ByID, want)
 	}
 	for id, e := range want {
-		if got := log.ByID[id]; got.Upstream != e.Upstream || got.Status != e.Status || got.OriginStatus != e.OriginStatus || !got.Start.Equal(e.Start) || got.Overhead != e.Overhead {
+		if got := log.ByID[id]; got.Upstream != e.Upstream || got.Status != e.Status || got.OriginStatus != e.OriginStatus || !got.Start.Equal(e.Start) || got.Overhead != e.Overhead || got.Duration != e.Duration {
 			t.Errorf("%s: %+v, want %+v", id, got, e)
 		}
 	}

@@ -719,6 +719,12 @@ type Failure struct {
 	// address and port. Absent when no log was read or it had no line
 	// for the request.
 	UpstreamAddr string `json:"upstream_addr,omitempty"`
+	// EdgeDurationMS is how long the edge had the request, from receiving
+	// it to logging it, by its access log (Traefik's Duration): longer
+	// than the client's timeout when the edge went on waiting on a
+	// backend after the client gave up. Absent when the log had no line
+	// for the request.
+	EdgeDurationMS float64 `json:"edge_duration_ms,omitempty"`
 	// Evidence is what named LikelyPod: conntrack (the kernel's record of
 	// where the connection went), access_log (the edge's record of where
 	// it forwarded the request), backend_header (the response named its

@@ -125,7 +125,14 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 	out.Waits = edgeWaits(rep.StartedAt, log, pathOf)
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
-		if e, ok := log.ByID[f.RequestID]; ok && e.Upstream != "" {
+		e, ok := log.ByID[f.RequestID]
+		if !ok {
+			continue
+		}
+		if e.Duration > 0 {
+			f.EdgeDurationMS = float64(e.Duration.Microseconds()) / 1000
+		}
+		if e.Upstream != "" {
 			f.UpstreamAddr = e.Upstream
 			out.FailuresFound++
 		}

@@ -49,7 +49,7 @@ func TestMarkEdgeConnections(t *testing.T) {
 // not fatal.
 func TestReadEdgeLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "traefik.log")
-	log := `{"DownstreamStatus":502,"ServiceAddr":"10.244.1.5:8080","request_X-Request-Id":"run1-7"}
+	log := `{"DownstreamStatus":502,"ServiceAddr":"10.244.1.5:8080","Duration":133478123456,"request_X-Request-Id":"run1-7"}
 {"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.2Z","request_X-Request-Id":"run1-8"}
 {"DownstreamStatus":404,"OriginStatus":404,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.7Z","request_X-Request-Id":"run1-11"}
 {"DownstreamStatus":502,"OriginStatus":502,"ServiceAddr":"10.244.1.5:8080","StartUTC":"2026-11-30T10:00:01.8Z","request_X-Request-Id":"run1-15"}
@@ -58,7 +58,7 @@ func TestReadEdgeLog(t *testing.T) {
 {"DownstreamStatus":499,"OriginStatus":200,"ServiceAddr":"10.244.2.6:8080","StartUTC":"2026-11-30T10:00:03Z","request_X-Request-Id":"run1-14"}
 {"DownstreamStatus":504,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"fleet2-3"}
 {"DownstreamStatus":502,"ServiceAddr":"10.244.2.6:8080","request_X-Request-Id":"other-7"}
-{"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.5Z","Overhead":2100000000,"request_X-Request-Id":"path3-5"}
+{"DownstreamStatus":502,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.5Z","Overhead":2100000000,"Duration":2100500000,"request_X-Request-Id":"path3-5"}
 {"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.9Z","Overhead":100000000,"request_X-Request-Id":"path3-6"}
 {"DownstreamStatus":200,"OriginStatus":200,"ServiceAddr":"10.244.3.9:8080","StartUTC":"2026-11-30T10:00:02.95Z","Overhead":99000000,"request_X-Request-Id":"path3-7"}
 `
@@ -92,6 +92,13 @@ func TestReadEdgeLog(t *testing.T) {
 	for i, addr := range []string{"10.244.1.5:8080", "10.244.2.6:8080", "", "", "10.244.3.9:8080"} {
 		if rep.Failures[i].UpstreamAddr != addr {
 			t.Errorf("failure %s: upstream %q, want %q", rep.Failures[i].RequestID, rep.Failures[i].UpstreamAddr, addr)
+		}
+	}
+	// How long the edge had each request, where its line says (in ms,
+	// to the microsecond); none without a line or a Duration.
+	for i, d := range []float64{133478.123, 0, 0, 0, 2100.5} {
+		if got := rep.Failures[i].EdgeDurationMS; got != d {
+			t.Errorf("failure %s: edge duration %v ms, want %v", rep.Failures[i].RequestID, got, d)
 		}
 	}
 	if got := readEdgeLog(context.Background(), rep, filepath.Join(t.TempDir(), "gone.log"), 0); got.Error == "" || got.FailuresFound != 0 {

@@ -610,18 +610,21 @@ func TestTemplateFromIsShown(t *testing.T) {
 	}
 }
 
-// The edge's access log is said once, and where it sent a failure beside
-// that failure's connection.
+// The edge's access log is said once, and where it sent a failure and how
+// long it had it beside that failure's connection.
 func TestEdgeLogIsShown(t *testing.T) {
 	r := lab(t, "naive")
 	r.EdgeLog = &report.EdgeLog{File: "traefik.log", Format: "traefik", Requests: 100, FailuresFound: 1}
-	r.Failures[0].UpstreamAddr = "10.244.1.5:8080"
+	r.Failures[0].UpstreamAddr, r.Failures[0].EdgeDurationMS = "10.244.1.5:8080", 133478.1
 	page, doc := render(t, r)
 	if notes := find(doc, "p", "class", "muted edge-log"); len(notes) != 1 || !strings.Contains(text(notes[0]), "1 failed requests found there") {
 		t.Errorf("edge log notes %v", notes)
 	}
 	if !strings.Contains(page, "⇒ 10.244.1.5:8080") {
 		t.Error("the failure's upstream address is not shown")
+	}
+	if !strings.Contains(page, "edge held 133s") {
+		t.Error("how long the edge had the failure is not shown")
 	}
 	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "edge-log") {
 		t.Error("a run without an edge log shows one")
