@@ -162,6 +162,8 @@ type facts struct {
 	propagationWindow time.Duration
 	// switches: a blue/green's switches of its active Service.
 	switches []activeSwitch
+	// tol: the receive tolerance (see tolerance).
+	tol time.Duration
 }
 
 // rule is one finding. match claims a failure for it; the matches are
@@ -224,6 +226,7 @@ var rules = []rule{
 	{H2UnevenAfterRollout, report.SeverityWarning, nil, renderH2Uneven},
 	{H2PinnedToTerminating, report.SeverityInfo, nil, renderH2Pinned},
 	{ShutdownNotExercised, report.SeverityWarning, nil, renderShutdownNotExercised},
+	{EdgeHeldPastTimeout, report.SeverityWarning, nil, renderEdgeHeld},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 
@@ -329,7 +332,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			g.byPath[f.Path] = max(g.byPath[f.Path], w)
 		}
 	}
-	x := facts{r: r, failures: failures, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches}
+	x := facts{r: r, failures: failures, pods: pods, outages: outs, gaps: gaps, version: serverVersion(r), spikes: latencySpikes(r, pods), svcGaps: svcGaps, shortfalls: shortfalls, switches: switches, tol: a.tol}
 	if g := groups[StopsBeforePropagation]; g != nil {
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
