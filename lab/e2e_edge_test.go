@@ -614,6 +614,9 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	if gaveUp != rep.Totals.ByClass[report.ClassTimeout] {
 		t.Fatalf("Traefik logged %d requests the client closed first (499), rollprobe counted %d timeouts", gaveUp, rep.Totals.ByClass[report.ClassTimeout])
 	}
+	if rep.EdgeLog != nil {
+		checkEdgeHeld(t, rep, byID)
+	}
 	for _, pod := range slices.Sorted(maps.Keys(podSet(servedByPod, rep.Totals.ByBackend))) {
 		if rep.Totals.ByBackend[pod] != servedByPod[pod] {
 			t.Errorf("pod %s: rollprobe counted %d responses by its backend header, Traefik's access log %d", pod, rep.Totals.ByBackend[pod], servedByPod[pod])
@@ -1170,6 +1173,12 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			// by ALPN (Traefik's own record of the request).
 			protocols := map[string]int{}
 			var longestHeld time.Duration // the longest Traefik held a call it answered itself
+			// Traefik still had calls long after the client gave up (its h2c
+			// dial to a gone pod's IP): refereeAccessLog held the finding to
+			// the log; each of them went to a deleted pod.
+			if held := findingByID(rep, analysis.EdgeHeldPastTimeout); held != nil && !strings.Contains(held.Title, "waiting on pods that were gone") {
+				t.Errorf("%s: %q, but each call went to a deleted pod", analysis.EdgeHeldPastTimeout, held.Title)
+			}
 			for _, e := range readAccessLogOf(t, cfg, requestPrefixes(rep), host) {
 				protocols[e.RequestProtocol]++
 				if traefikAnswered(e) {
@@ -1184,6 +1193,57 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 			t.Logf("%s through the edge: exit %d, %d of %d failed %v, findings %v", tc.sample, r.exit, rep.Totals.Failed, rep.Totals.Sent, byClass, findingIDs(rep))
 		})
+	}
+}
+
+// checkEdgeHeld holds each failure's edge_duration_ms to Traefik's own
+// Duration for its request (none without a line when the run read the
+// log: only a failure the run counted not found may have one now), and the
+// edge-held-requests-past-client-timeout finding to the log: present
+// exactly when the log, as the run read it, shows failed requests Traefik
+// still had a second or more past the client's timeout, with their count
+// and the longest.
+func checkEdgeHeld(t *testing.T, rep *report.Report, lines map[string]accessEntry) {
+	t.Helper()
+	timeout := time.Duration(rep.Config.TimeoutMS * float64(time.Millisecond))
+	held, longest, late := 0, time.Duration(0), 0
+	for _, f := range rep.Failures {
+		e, ok := lines[f.RequestID]
+		if ok && f.EdgeDurationMS == 0 {
+			late++ // logged after the run read the log
+			continue
+		}
+		want := 0.0
+		if ok {
+			want = float64(e.Duration.Microseconds()) / 1000
+		}
+		if f.EdgeDurationMS != want {
+			t.Errorf("failure %s: edge_duration_ms %v, Traefik's log %v ms", f.RequestID, f.EdgeDurationMS, want)
+		}
+		if ok && e.Duration >= timeout+time.Second {
+			held++
+			longest = max(longest, e.Duration)
+		}
+	}
+	f := findingByID(rep, analysis.EdgeHeldPastTimeout)
+	switch {
+	case held == 0 && f != nil:
+		t.Errorf("%s, but Traefik's log ends every failed call within a second of the client's %s timeout: %+v", analysis.EdgeHeldPastTimeout, timeout, *f)
+	case held > 0 && f == nil:
+		t.Errorf("no %s, but Traefik's log has %d failed calls it still had a second past the client's %s timeout, up to %s (findings %v)",
+			analysis.EdgeHeldPastTimeout, held, timeout, longest, findingIDs(rep))
+	case held > 0:
+		count := fmt.Sprintf("%d requests that failed were still held", held)
+		if held == 1 {
+			count = "1 request that failed was still held"
+		}
+		if !strings.HasPrefix(f.Evidence[0], count) || !strings.Contains(f.Evidence[0], "up to "+longest.Round(time.Millisecond).String()+" ") {
+			t.Errorf("%s says %q; Traefik's log: %d held, up to %s", analysis.EdgeHeldPastTimeout, f.Evidence[0], held, longest)
+		}
+		t.Logf("Traefik's log: %d failed calls held a second or more past the client's %s timeout, up to %s; the finding: %q", held, timeout, longest.Round(time.Millisecond), f.Title)
+	}
+	if late > rep.EdgeLog.FailuresNotFound {
+		t.Errorf("%d failures have a line in Traefik's log and no edge_duration_ms, but the run counted %d not found", late, rep.EdgeLog.FailuresNotFound)
 	}
 }
 
