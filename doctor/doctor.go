@@ -211,17 +211,23 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 			Evidence: evidence,
 			Fix:      "keep the app's shutdown delay above the endpoint propagation time (or make it explicit: " + advice.PreStopSleep(DefaultPreStopSeconds, s.Version) + "); rollprobe run on every deploy keeps measuring it"}, true
 	}
-	if t, ok := argoTrafficFirst(s.Workload.Rollout); ok && (t.never || int64(t.delay) >= s.propagation()) {
+	t, ok := argoTrafficFirst(s.Workload.Rollout)
+	if move, abort := t.keeps(s.propagation()); ok && move && abort {
 		// The rollout itself moves the traffic first and deletes the old
-		// pods well after: only the other ways pods go remain.
+		// pods well after, as an abort does the new ones: only the other
+		// ways pods go remain.
 		kept := fmt.Sprintf("deletes the old pods %d s after that (%s)", t.delay, t.why)
 		if t.never {
 			kept = "never deletes the old pods (" + t.why + ")"
 		}
+		aborted := fmt.Sprintf("%s, and the new revision's pods go %d s after that (%s)", t.abortMoment, t.abortDelay, t.abortWhy)
+		if t.abortNever {
+			aborted = fmt.Sprintf("%s, and the new revision's pods are kept (%s)", t.abortMoment, t.abortWhy)
+		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
 			Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s", t.strategy, t.moment, kept),
+				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
 				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"},
 			Fix: preStopFix(s)}, true
 	}
@@ -255,6 +261,10 @@ func (s *subject) propagation() int64 {
 // the spec leaves it unset (utils/defaults, v1.10.1).
 const argoDefaultScaleDownDelay = 30
 
+// argoDefaultAbortScaleDownDelay is its abortScaleDownDelaySeconds when
+// unset (utils/defaults, v1.10.1).
+const argoDefaultAbortScaleDownDelay = 30
+
 // trafficFirst is how a Rollout whose updates move the traffic off the old
 // pods before deleting them (a blue/green's switch of its active Service,
 // a traffic-routed canary's full promotion) keeps them after the move.
@@ -265,6 +275,19 @@ type trafficFirst struct {
 	never     bool   // scaleDownDelaySeconds 0: never scaled down
 	limitZero bool   // scaleDownDelayRevisionLimit 0 gave delay 0
 	why       string // the setting behind delay, in words
+	// The same after an abort, which moves the traffic back to the stable
+	// pods and then scales the new revision's down (abortMoment, in
+	// words): abortDelay seconds later, or never (abortNever).
+	abortMoment string
+	abortDelay  int32
+	abortNever  bool
+	abortWhy    string
+}
+
+// keeps says whether the old pods are kept at least need seconds after
+// the move, and the aborted revision's after a move back.
+func (t trafficFirst) keeps(need int64) (afterMove, afterAbort bool) {
+	return t.never || int64(t.delay) >= need, t.abortNever || int64(t.abortDelay) >= need
 }
 
 // argoTrafficFirst reads it from the Rollout, as Argo Rollouts v1.10.1's
@@ -279,16 +302,28 @@ func argoTrafficFirst(r *rollout.ArgoRollout) (trafficFirst, bool) {
 		return trafficFirst{}, false
 	}
 	var t trafficFirst
-	var delay, limit *int32
+	var delay, limit, abort *int32
 	switch st := r.Spec.Strategy; {
 	case st.BlueGreen != nil:
-		t = trafficFirst{strategy: "blueGreen", moment: "the active Service switches to the new revision"}
-		delay, limit = st.BlueGreen.ScaleDownDelaySeconds, st.BlueGreen.ScaleDownDelayRevisionLimit
+		t = trafficFirst{strategy: "blueGreen", moment: "the active Service switches to the new revision",
+			abortMoment: "an abort after the switch (a failed post-promotion analysis, say) switches the active Service back to the stable revision"}
+		delay, limit, abort = st.BlueGreen.ScaleDownDelaySeconds, st.BlueGreen.ScaleDownDelayRevisionLimit, st.BlueGreen.AbortScaleDownDelaySeconds
 	case st.Canary != nil && len(st.Canary.TrafficRouting) > 0 && !st.Canary.DynamicStableScale:
-		t = trafficFirst{strategy: "canary", moment: "the full promotion routes every request to the new revision"}
-		delay, limit = st.Canary.ScaleDownDelaySeconds, st.Canary.ScaleDownDelayRevisionLimit
+		t = trafficFirst{strategy: "canary", moment: "the full promotion routes every request to the new revision",
+			abortMoment: "an abort sets the weights back to the stable revision"}
+		delay, limit, abort = st.Canary.ScaleDownDelaySeconds, st.Canary.ScaleDownDelayRevisionLimit, st.Canary.AbortScaleDownDelaySeconds
 	default:
 		return trafficFirst{}, false
+	}
+	// GetAbortScaleDownDelaySecondsOrDefault (utils/defaults): 30 unset,
+	// 0 never, else as set; the revision limit does not apply to it.
+	switch {
+	case abort == nil:
+		t.abortDelay, t.abortWhy = argoDefaultAbortScaleDownDelay, fmt.Sprintf("abortScaleDownDelaySeconds unset: Argo Rollouts' default, %d", argoDefaultAbortScaleDownDelay)
+	case *abort == 0:
+		t.abortNever, t.abortWhy = true, "abortScaleDownDelaySeconds: 0 keeps them"
+	default:
+		t.abortDelay, t.abortWhy = *abort, fmt.Sprintf("abortScaleDownDelaySeconds: %d", *abort)
 	}
 	switch {
 	case limit != nil && *limit == 0:
@@ -306,10 +341,13 @@ func argoTrafficFirst(r *rollout.ArgoRollout) (trafficFirst, bool) {
 // checkScaleDownDelay: a Rollout that moves the traffic first must keep
 // its old pods serving until the move has reached every proxy: the delay
 // before the controller deletes them plus the pods' preStop sleep must
-// cover the propagation.
+// cover the propagation. An abort moves the traffic back to the stable
+// pods and deletes the new revision's after its own delay: the same
+// shape, a warning alone (it only happens on an abort, which no run
+// exercises).
 func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 	t, ok := argoTrafficFirst(s.Workload.Rollout)
-	if !ok || t.never {
+	if !ok {
 		return report.Finding{}, false
 	}
 	// The pods keep serving after their deletion for the shortest preStop
@@ -330,17 +368,32 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 	}
 	pre = max(pre, 0)
 	need := s.propagation()
-	if int64(t.delay)+pre >= need {
+	move, abort := t.keeps(need - pre)
+	if move && abort {
 		return report.Finding{}, false
 	}
 	ref := s.Workload.Ref()
-	evidence := []string{fmt.Sprintf("rollout %s: the traffic moves first (%s), then the controller deletes the old pods %d s later: %s", ref.Name, t.moment, t.delay, t.why)}
-	if len(noHook) > 0 {
-		evidence = append(evidence, fmt.Sprintf("container(s) %s: no lifecycle.preStop, so the old pods stop serving when they are deleted", strings.Join(noHook, ", ")))
-	} else {
-		evidence = append(evidence, fmt.Sprintf("their preStop sleep keeps them serving %d s more: %d s after the move in all", pre, int64(t.delay)+pre))
+	var evidence []string
+	after := "the move"
+	if !move {
+		evidence = append(evidence, fmt.Sprintf("rollout %s: the traffic moves first (%s), then the controller deletes the old pods %d s later: %s", ref.Name, t.moment, t.delay, t.why))
 	}
-	window := fmt.Sprintf("kube-proxy, ingresses and load balancers send new connections to the old pods until the move reaches them: %d s is the least to allow", need)
+	if !abort {
+		evidence = append(evidence, fmt.Sprintf("rollout %s: %s, then the controller deletes the new revision's pods %d s later: %s", ref.Name, t.abortMoment, t.abortDelay, t.abortWhy))
+		if move {
+			after = "the move back"
+		}
+	}
+	if len(noHook) > 0 {
+		evidence = append(evidence, fmt.Sprintf("container(s) %s: no lifecycle.preStop, so the pods stop serving when they are deleted", strings.Join(noHook, ", ")))
+	} else {
+		delay := t.delay
+		if move {
+			delay = t.abortDelay
+		}
+		evidence = append(evidence, fmt.Sprintf("their preStop sleep keeps them serving %d s more: %d s after %s in all", pre, int64(delay)+pre, after))
+	}
+	window := fmt.Sprintf("kube-proxy, ingresses and load balancers send new connections to the pods the traffic left until the move reaches them: %d s is the least to allow", need)
 	switch measured := int64(s.opts.MeasuredPreStop); {
 	case measured > 0 && measured == need:
 		window += " (the window this run measured)"
@@ -351,20 +404,50 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 	}
 	evidence = append(evidence, window)
 	keep := max(int64(argoDefaultScaleDownDelay), need)
-	patch := fmt.Sprintf(`{"scaleDownDelaySeconds":%d}`, keep)
-	if t.limitZero {
-		patch = fmt.Sprintf(`{"scaleDownDelaySeconds":%d,"scaleDownDelayRevisionLimit":null}`, keep)
+	var fields []string
+	if !move {
+		fields = append(fields, fmt.Sprintf(`"scaleDownDelaySeconds":%d`, keep))
+		if t.limitZero {
+			fields = append(fields, `"scaleDownDelayRevisionLimit":null`)
+		}
 	}
-	fix := fmt.Sprintf("keep the old pods at least %d s after the move: kubectl patch rollout %s -n %s --type merge -p '{\"spec\":{\"strategy\":{\"%s\":%s}}}' (%d s is Argo's default), or give the pods a preStop sleep that covers it: %s",
-		need, ref.Name, ref.Namespace, t.strategy, patch, argoDefaultScaleDownDelay, advice.PreStopSleep(int(need), s.Version))
-	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
+	if !abort {
+		fields = append(fields, fmt.Sprintf(`"abortScaleDownDelaySeconds":%d`, max(int64(argoDefaultAbortScaleDownDelay), need)))
+	}
+	whose := "the old pods"
+	switch {
+	case !move && !abort:
+		whose = "the old pods, and an aborted update's,"
+	case !abort:
+		whose = "an aborted update's pods"
+	}
+	fix := fmt.Sprintf("keep %s at least %d s after %s: kubectl patch rollout %s -n %s --type merge -p '{\"spec\":{\"strategy\":{\"%s\":{%s}}}}' (%d s is Argo's default), or give the pods a preStop sleep that covers it: %s",
+		whose, need, after, ref.Name, ref.Namespace, t.strategy, strings.Join(fields, ","), argoDefaultScaleDownDelay, advice.PreStopSleep(int(need), s.Version))
+	measured := ""
+	if m := s.opts.Measured; !move && m.deletedUnderLoadWithoutDrop() {
+		// The run's own updates went through proxies that had the move in
+		// time: that part is a note, never an error the run contradicts.
+		measured = fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed; a slower ingress or load balancer than the paths it probed may not be as quick", m.PodsDeleted, m.Sent)
+	}
+	switch {
+	case !abort && (move || measured != ""):
+		// Only an abort is left to delete pods early: no run exercises one.
+		if measured != "" {
+			evidence = append(evidence, measured+" (an abort was not exercised)")
+		}
+		return report.Finding{Severity: report.SeverityWarning,
+			Title:    "an aborted update's pods are deleted before the traffic's move back can have reached every proxy",
+			Evidence: evidence, Fix: fix}, true
+	case measured != "":
 		return report.Finding{Severity: report.SeverityInfo,
 			Title:    "the old pods are deleted soon after the traffic moves, but this run measured no drop: the proxies it went through had the move in time",
-			Evidence: append(evidence, fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed; a slower ingress or load balancer than the paths it probed may not be as quick", m.PodsDeleted, m.Sent)),
-			Fix:      fix}, true
+			Evidence: append(evidence, measured), Fix: fix}, true
 	}
-	return report.Finding{Title: "the old pods are deleted before the traffic's move can have reached every proxy",
-		Evidence: evidence, Fix: fix}, true
+	title := "the old pods are deleted before the traffic's move can have reached every proxy"
+	if !abort {
+		title += ", and so are an aborted update's after the move back"
+	}
+	return report.Finding{Title: title, Evidence: evidence, Fix: fix}, true
 }
 
 func checkGrace(s *subject) (report.Finding, bool) {

@@ -557,6 +557,36 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 			r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, &rollout.ArgoCanary{}
 			noHook(c)
 		}, preStop: report.SeverityError},
+		// An abort moves the traffic back to the stable pods and deletes
+		// the new revision's abortScaleDownDelaySeconds later (Argo's
+		// GetAbortScaleDownDelaySecondsOrDefault: 30 unset, 0 never).
+		{name: "an abort's 2 s delay, no preStop", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.AbortScaleDownDelaySeconds = int32Ptr(2)
+			noHook(c)
+		}, want: report.SeverityWarning, evidence: []string{"an abort after the switch", "deletes the new revision's pods 2 s later: abortScaleDownDelaySeconds: 2",
+			"keep an aborted update's pods at least 5 s after the move back", `{"blueGreen":{"abortScaleDownDelaySeconds":30}}`}, preStop: report.SeverityError},
+		{name: "an abort's 1 s delay, a 5 s sleep covers it", mutate: func(r *rollout.ArgoRollout, _ *corev1.Container) {
+			routed(r)
+			r.Spec.Strategy.Canary.AbortScaleDownDelaySeconds = int32Ptr(1)
+		}},
+		{name: "an abort's delay of 0 keeps the pods", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			routed(r)
+			r.Spec.Strategy.Canary.AbortScaleDownDelaySeconds = int32Ptr(0)
+			noHook(c)
+		}, preStop: report.SeverityWarning},
+		{name: "both delays short", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds, r.Spec.Strategy.BlueGreen.AbortScaleDownDelaySeconds = int32Ptr(3), int32Ptr(2)
+			noHook(c)
+		}, want: report.SeverityError, evidence: []string{"deletes the old pods 3 s later", "deletes the new revision's pods 2 s later",
+			`{"blueGreen":{"scaleDownDelaySeconds":30,"abortScaleDownDelaySeconds":30}}`}, preStop: report.SeverityError},
+		{name: "both short, a run that measured no drop: the abort is left", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen.ScaleDownDelaySeconds, r.Spec.Strategy.BlueGreen.AbortScaleDownDelaySeconds = int32Ptr(3), int32Ptr(2)
+			noHook(c)
+		}, opts: Options{Measured: &Measured{PodsDeleted: 2, Sent: 5000}}, want: report.SeverityWarning,
+			evidence: []string{"none of its 5000 requests failed; a slower ingress or load balancer than the paths it probed may not be as quick (an abort was not exercised)"}, preStop: report.SeverityInfo},
+		{name: "a canary without routing has no abort delay", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
+			r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, &rollout.ArgoCanary{AbortScaleDownDelaySeconds: int32Ptr(1)}
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			byID := map[string]report.Finding{}

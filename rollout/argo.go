@@ -102,6 +102,10 @@ type ArgoBlueGreen struct {
 	// ScaleDownDelayRevisionLimit 0 scales the old ReplicaSet down as soon
 	// as the switch is done, whatever the delay.
 	ScaleDownDelayRevisionLimit *int32 `json:"scaleDownDelayRevisionLimit,omitempty"`
+	// AbortScaleDownDelaySeconds: after an abort switches the active
+	// Service back, the new revision's pods are scaled down this much
+	// later (Argo's default 30; 0 keeps them).
+	AbortScaleDownDelaySeconds *int32 `json:"abortScaleDownDelaySeconds,omitempty"`
 }
 
 type ArgoCanary struct {
@@ -120,6 +124,10 @@ type ArgoCanary struct {
 	ScaleDownDelaySeconds       *int32 `json:"scaleDownDelaySeconds,omitempty"`
 	ScaleDownDelayRevisionLimit *int32 `json:"scaleDownDelayRevisionLimit,omitempty"`
 	DynamicStableScale          bool   `json:"dynamicStableScale,omitempty"`
+	// AbortScaleDownDelaySeconds, with traffic routing: after an abort
+	// sets the weights back to the stable pods, the canary's pods are
+	// scaled down this much later (Argo's default 30; 0 keeps them).
+	AbortScaleDownDelaySeconds *int32 `json:"abortScaleDownDelaySeconds,omitempty"`
 }
 
 // ArgoCanaryStep is one step of a canary; the kinds rollprobe does not
