@@ -261,10 +261,6 @@ func (s *subject) propagation() int64 {
 // the spec leaves it unset (utils/defaults, v1.10.1).
 const argoDefaultScaleDownDelay = 30
 
-// argoDefaultAbortScaleDownDelay is its abortScaleDownDelaySeconds when
-// unset (utils/defaults, v1.10.1).
-const argoDefaultAbortScaleDownDelay = 30
-
 // trafficFirst is how a Rollout whose updates move the traffic off the old
 // pods before deleting them (a blue/green's switch of its active Service,
 // a traffic-routed canary's full promotion) keeps them after the move.
@@ -302,28 +298,18 @@ func argoTrafficFirst(r *rollout.ArgoRollout) (trafficFirst, bool) {
 		return trafficFirst{}, false
 	}
 	var t trafficFirst
-	var delay, limit, abort *int32
+	var delay, limit *int32
 	switch st := r.Spec.Strategy; {
 	case st.BlueGreen != nil:
 		t = trafficFirst{strategy: "blueGreen", moment: "the active Service switches to the new revision",
 			abortMoment: "an abort after the switch (a failed post-promotion analysis, say) switches the active Service back to the stable revision"}
-		delay, limit, abort = st.BlueGreen.ScaleDownDelaySeconds, st.BlueGreen.ScaleDownDelayRevisionLimit, st.BlueGreen.AbortScaleDownDelaySeconds
+		delay, limit = st.BlueGreen.ScaleDownDelaySeconds, st.BlueGreen.ScaleDownDelayRevisionLimit
 	case st.Canary != nil && len(st.Canary.TrafficRouting) > 0 && !st.Canary.DynamicStableScale:
 		t = trafficFirst{strategy: "canary", moment: "the full promotion routes every request to the new revision",
 			abortMoment: "an abort sets the weights back to the stable revision"}
-		delay, limit, abort = st.Canary.ScaleDownDelaySeconds, st.Canary.ScaleDownDelayRevisionLimit, st.Canary.AbortScaleDownDelaySeconds
+		delay, limit = st.Canary.ScaleDownDelaySeconds, st.Canary.ScaleDownDelayRevisionLimit
 	default:
 		return trafficFirst{}, false
-	}
-	// GetAbortScaleDownDelaySecondsOrDefault (utils/defaults): 30 unset,
-	// 0 never, else as set; the revision limit does not apply to it.
-	switch {
-	case abort == nil:
-		t.abortDelay, t.abortWhy = argoDefaultAbortScaleDownDelay, fmt.Sprintf("abortScaleDownDelaySeconds unset: Argo Rollouts' default, %d", argoDefaultAbortScaleDownDelay)
-	case *abort == 0:
-		t.abortNever, t.abortWhy = true, "abortScaleDownDelaySeconds: 0 keeps them"
-	default:
-		t.abortDelay, t.abortWhy = *abort, fmt.Sprintf("abortScaleDownDelaySeconds: %d", *abort)
 	}
 	switch {
 	case limit != nil && *limit == 0:
@@ -335,6 +321,8 @@ func argoTrafficFirst(r *rollout.ArgoRollout) (trafficFirst, bool) {
 	default:
 		t.delay, t.why = *delay, fmt.Sprintf("scaleDownDelaySeconds: %d", *delay)
 	}
+	d, keep, why := rollout.ArgoAbortDelay(r)
+	t.abortDelay, t.abortNever, t.abortWhy = int32(d/time.Second), keep, why
 	return t, true
 }
 
@@ -412,7 +400,7 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 		}
 	}
 	if !abort {
-		fields = append(fields, fmt.Sprintf(`"abortScaleDownDelaySeconds":%d`, max(int64(argoDefaultAbortScaleDownDelay), need)))
+		fields = append(fields, fmt.Sprintf(`"abortScaleDownDelaySeconds":%d`, max(int64(rollout.ArgoDefaultAbortDelay), need)))
 	}
 	whose := "the old pods"
 	switch {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -410,6 +411,39 @@ func PromoteRollout(ctx context.Context, kube kubernetes.Interface, r *ArgoRollo
 	}
 	return nil
 }
+
+// ArgoAbortDelay is how long after an abort Argo Rollouts v1.10.1 scales
+// the aborted revision's ReplicaSet down, as its
+// GetAbortScaleDownDelaySecondsOrDefault and shouldDelayScaleDownOnAbort
+// decide: abortScaleDownDelaySeconds for a blue/green and a canary with
+// traffic routing (30 unset; 0 keeps the pods: keep), except a
+// dynamicStableScale canary that leaves it unset, and a canary without
+// routing, which scale it down at once (0). why says which setting.
+func ArgoAbortDelay(r *ArgoRollout) (delay time.Duration, keep bool, why string) {
+	var set *int32
+	switch st := r.Spec.Strategy; {
+	case st.BlueGreen != nil:
+		set = st.BlueGreen.AbortScaleDownDelaySeconds
+	case st.Canary != nil && len(st.Canary.TrafficRouting) > 0:
+		set = st.Canary.AbortScaleDownDelaySeconds
+		if set == nil && st.Canary.DynamicStableScale {
+			return 0, false, "a dynamicStableScale canary without abortScaleDownDelaySeconds scales the canary down as the weights go back"
+		}
+	default:
+		return 0, false, "a canary without traffic routing scales the canary down at once"
+	}
+	switch {
+	case set == nil:
+		return ArgoDefaultAbortDelay * time.Second, false, fmt.Sprintf("abortScaleDownDelaySeconds unset: Argo Rollouts' default, %d", ArgoDefaultAbortDelay)
+	case *set == 0:
+		return 0, true, "abortScaleDownDelaySeconds: 0 keeps them"
+	}
+	return time.Duration(*set) * time.Second, false, fmt.Sprintf("abortScaleDownDelaySeconds: %d", *set)
+}
+
+// ArgoDefaultAbortDelay is abortScaleDownDelaySeconds unset, in seconds
+// (utils/defaults).
+const ArgoDefaultAbortDelay = 30
 
 // ArgoServices are the Services a Rollout's strategy names, which Argo
 // points at one ReplicaSet by adding ArgoPodHashLabel to their selectors:

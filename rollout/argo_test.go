@@ -634,3 +634,33 @@ func TestWorkloadRefGenerationAndProgressFromTheRollout(t *testing.T) {
 		t.Errorf("a Rollout with its own template: Generation %d, want its own 3", g)
 	}
 }
+
+// How long after an abort Argo scales the aborted revision down, as
+// v1.10.1 decides it (GetAbortScaleDownDelaySecondsOrDefault,
+// shouldDelayScaleDownOnAbort).
+func TestArgoAbortDelay(t *testing.T) {
+	n := func(v int32) *int32 { return &v }
+	routing := json.RawMessage(`{"traefik":{"weightedTraefikServiceName":"web"}}`)
+	for _, tc := range []struct {
+		name   string
+		bg     *ArgoBlueGreen
+		canary *ArgoCanary
+		delay  time.Duration
+		keep   bool
+	}{
+		{"a blue/green, unset", &ArgoBlueGreen{}, nil, 30 * time.Second, false},
+		{"a blue/green, 2 s", &ArgoBlueGreen{AbortScaleDownDelaySeconds: n(2)}, nil, 2 * time.Second, false},
+		{"a blue/green, 0 keeps", &ArgoBlueGreen{AbortScaleDownDelaySeconds: n(0)}, nil, 0, true},
+		{"a routed canary, unset", nil, &ArgoCanary{TrafficRouting: routing}, 30 * time.Second, false},
+		{"a routed canary, 1 s", nil, &ArgoCanary{TrafficRouting: routing, AbortScaleDownDelaySeconds: n(1)}, time.Second, false},
+		{"a dynamicStableScale canary, unset: at once", nil, &ArgoCanary{TrafficRouting: routing, DynamicStableScale: true}, 0, false},
+		{"a dynamicStableScale canary, 5 s", nil, &ArgoCanary{TrafficRouting: routing, DynamicStableScale: true, AbortScaleDownDelaySeconds: n(5)}, 5 * time.Second, false},
+		{"a canary without routing: at once, whatever is set", nil, &ArgoCanary{AbortScaleDownDelaySeconds: n(9)}, 0, false},
+	} {
+		r := &ArgoRollout{}
+		r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = tc.bg, tc.canary
+		if d, keep, why := ArgoAbortDelay(r); d != tc.delay || keep != tc.keep || why == "" {
+			t.Errorf("%s: %s, keep %v (%q); want %s, keep %v", tc.name, d, keep, why, tc.delay, tc.keep)
+		}
+	}
+}
