@@ -29,11 +29,12 @@ const (
 	RolloutComplete      EventKind = "rollout_complete"
 	RolloutFailed        EventKind = "rollout_failed"
 	AllOldPodsGone       EventKind = "old_pods_gone"
-	NoRollout            EventKind = "no_rollout"   // the trigger ended without changing the workload
-	WatchError           EventKind = "watch_error"  // a watch broke; the informer resumes it
-	KubeEvent            EventKind = "k8s_event"    // a Kubernetes Event about our objects
-	ViewStalled          EventKind = "view_stalled" // no list answered, no watch event, for longer than ViewStallBound
-	ViewResumed          EventKind = "view_resumed" // the first sign of life after a stall
+	AbortedPodsGone      EventKind = "aborted_pods_gone" // an aborted Argo Rollout's new revision scaled down: every pod of it gone
+	NoRollout            EventKind = "no_rollout"        // the trigger ended without changing the workload
+	WatchError           EventKind = "watch_error"       // a watch broke; the informer resumes it
+	KubeEvent            EventKind = "k8s_event"         // a Kubernetes Event about our objects
+	ViewStalled          EventKind = "view_stalled"      // no list answered, no watch event, for longer than ViewStallBound
+	ViewResumed          EventKind = "view_resumed"      // the first sign of life after a stall
 
 	// A drain's eviction that ended otherwise: the API answered an error
 	// other than a budget's refusal, and the drain asked no more

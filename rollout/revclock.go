@@ -160,7 +160,7 @@ func Stalls(from, to time.Time, marks []RevisionMark, events []report.Event, bou
 // or a request's answer), not from rollprobe itself.
 func fromWatch(k report.EventKind) bool {
 	switch k {
-	case report.RolloutTriggered, report.RolloutComplete, report.RolloutFailed, report.AllOldPodsGone, report.NoRollout,
+	case report.RolloutTriggered, report.RolloutComplete, report.RolloutFailed, report.AllOldPodsGone, report.AbortedPodsGone, report.NoRollout,
 		report.WatchError, report.ViewStalled, report.ViewResumed, report.RolloutPromoted:
 		return false
 	}

@@ -611,6 +611,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	case err != nil:
 		return f.ended(ctx, bounded, out, lastMsg)
 	case failed != "":
+		if r := f.w.Workload().Rollout; r != nil && r.Status.Abort {
+			return f.followAbort(ctx, bounded, out, r, failed)
+		}
 		return f.rolloutFailed(out, failed)
 	}
 	out.newRevision = f.w.NewRevision()
@@ -619,6 +622,53 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	out.status = report.StatusComplete
 	f.setPhase(PhaseSettling)
 	cfg.logf("all old pods gone; settling for %s", cfg.Settle)
+	sleep(ctx, cfg.Settle)
+	return out
+}
+
+// followAbort follows an aborted Argo Rollout back. The abort moved the
+// traffic to the stable revision at once; the aborted revision's pods go
+// later (rollout.ArgoAbortDelay: abortScaleDownDelaySeconds, 30 s unset),
+// and their deletion can drop requests as a rollout's does, while the
+// proxies still route to them. So the run keeps probing until every pod
+// of that revision is gone (within --timeout), then settles: what the
+// way back dropped is measured and explained. The outcome stays a failed
+// rollout (exit 3). A revision whose pods Argo keeps
+// (abortScaleDownDelaySeconds: 0) is not waited for: that is said.
+func (f *follower) followAbort(ctx, bounded context.Context, out outcome, r *rollout.ArgoRollout, why string) outcome {
+	cfg := f.cfg
+	out = f.rolloutFailed(out, why)
+	aborted := r.Status.CurrentPodHash
+	if aborted == "" || aborted == r.Status.StableRS {
+		return out
+	}
+	out.newRevision = aborted // where it went before it came back
+	delay, keep, setting := rollout.ArgoAbortDelay(r)
+	if keep {
+		cfg.logf("the aborted revision %s keeps its pods (%s): their end is not part of this run", aborted, setting)
+		return out
+	}
+	cfg.logf("following the abort back: the traffic moves to the stable revision, the aborted revision %s's pods go about %s later (%s)", aborted, delay, setting)
+	left := func() int {
+		n := 0
+		for _, p := range f.w.Pods() {
+			if rollout.PodRevision(p) == aborted {
+				n++
+			}
+		}
+		return n
+	}
+	if err := f.until(bounded, func() bool { return left() == 0 }); err != nil {
+		if ctx.Err() == nil {
+			out.message += fmt.Sprintf("; %d pod(s) of the aborted revision %s still up at the %s timeout", left(), aborted, cfg.Timeout)
+			cfg.logf("%s", out.message)
+		}
+		return out
+	}
+	detail := fmt.Sprintf("every pod of the aborted revision %s is gone (%s)", aborted, setting)
+	f.tl.Add(report.Event{Kind: report.AbortedPodsGone, Revision: aborted, Detail: detail})
+	f.setPhase(PhaseSettling)
+	cfg.logf("%s; settling for %s", detail, cfg.Settle)
 	sleep(ctx, cfg.Settle)
 	return out
 }

@@ -269,6 +269,8 @@ func (s *Sampler) event(e report.Event) {
 		logf(true, "rollout failed: %s", e.Detail)
 	case report.AllOldPodsGone:
 		logf(false, "all old pods gone")
+	case report.AbortedPodsGone:
+		logf(false, "%s", e.Detail)
 	case report.WatchError:
 		logf(true, "%s", e.Detail)
 	}
