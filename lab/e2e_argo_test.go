@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -638,4 +639,126 @@ func deleteSampleAtEnd(t *testing.T, c *lab.Client, sample, deployment string) {
 			}
 		}
 	})
+}
+
+// testArgoAbort: a routed canary of naive pods aborted at its 25% pause,
+// probed through the ingress of a lab whose edge hears of the API 3 s late
+// (--edge-lag). The abort moves the weights back to the stable pods and
+// the controller deletes the canary's pod 1 s later
+// (abortScaleDownDelaySeconds: 1), while Traefik, still on the old
+// weights, sends it requests: the way back drops them. The run follows
+// the abort until the canary's pods are gone (aborted_pods_gone), exits 3
+// (the rollout failed), and puts every failure on the aborted revision's
+// pod, after the abort, as Traefik's access log says; the doctor's check
+// warned of the 1 s delay before any traffic.
+func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, host = "argo-canary-abort", "argo-canary-abort.lab.example"
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	// An aborted Rollout stays Degraded: the next test's would not start.
+	t.Cleanup(func() { deleteArgoSample(t, c, sample) })
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	hub := edgeCapture(t)
+	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
+		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--timeout", "3m")
+	// At the pause, once the lagging edge has had the 25% for a while
+	// (3 s lag, 2 s throttle), abort as kubectl argo rollouts abort does.
+	run.waitFor(t, "waiting for a promote")
+	time.Sleep(8 * time.Second)
+	abortedAt := time.Now()
+	if _, err := c.Dynamic.Resource(argoRolloutsGVR).Namespace("default").Patch(ctx, sample, types.MergePatchType,
+		[]byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	r := run.wait(t)
+	if r.repErr != nil {
+		t.Fatalf("report: %v\n%s", r.repErr, r.out())
+	}
+	validateSchema(t, r.reportPath)
+	checkPage(t, r.htmlPath, r.rep)
+	if r.exit != 3 || r.rep.Rollout.Status != report.StatusFailed {
+		t.Fatalf("exit %d: want 3 (the rollout was aborted)\n%s", r.exit, r.out())
+	}
+	var gone *report.Event
+	failedAt := time.Time{}
+	for i, e := range r.rep.Timeline {
+		switch e.Kind {
+		case report.AbortedPodsGone:
+			gone = &r.rep.Timeline[i]
+		case report.RolloutFailed:
+			failedAt = e.At
+		}
+	}
+	if gone == nil || failedAt.IsZero() || gone.At.Before(failedAt) || !strings.Contains(r.rep.Rollout.Message, "RolloutAborted") || gone.Revision != r.rep.Rollout.NewRevision {
+		t.Fatalf("rollout %+v, failed at %s, aborted pods gone %+v: want the abort, then its pods gone\n%s", r.rep.Rollout, failedAt, gone, r.out())
+	}
+	aborted := map[string]bool{}
+	for _, p := range r.rep.Pods {
+		if p.Revision == gone.Revision {
+			aborted[p.Pod] = true
+		}
+	}
+	if len(aborted) == 0 {
+		t.Fatalf("no pod of the aborted revision %s in %+v", gone.Revision, r.rep.Pods)
+	}
+	sentTo := refereeAccessLog(t, cfg, r.rep, host)
+	edgeOwn := heldEdgeHandshakes(t, r, hub)
+	onPods := r.rep.Totals.Failed - edgeOwn
+	if onPods == 0 {
+		t.Fatalf("nothing dropped on the way back (edge's own %d): the edge lags 3 s, the pods went 1 s after the abort\n%s", edgeOwn, r.out())
+	}
+	for _, f := range r.rep.Failures {
+		if f.Class == report.ClassTLS {
+			continue // the edge's own, held to the capture above
+		}
+		if hit := sentTo[f.RequestID]; !aborted[hit] {
+			t.Errorf("%s (%s): Traefik sent it to %q, not a pod of the aborted revision", f.RequestID, f.Class, hit)
+		}
+		if causedBy(f).Before(abortedAt) {
+			t.Errorf("%s (%s) caused by %s, before the abort at %s", f.RequestID, f.Class, causedBy(f), abortedAt)
+		}
+		if f.LikelyPod != "" && !aborted[f.LikelyPod] {
+			t.Errorf("%s (%s) put on %q, not a pod of the aborted revision", f.RequestID, f.Class, f.LikelyPod)
+		}
+	}
+	// The doctor's check read the 1 s delay before any traffic: a warning
+	// (only an abort meets it), with the patch that covers it.
+	d := findingByID(r.rep, "scale-down-delay-below-propagation")
+	if d == nil || d.Source != report.SourceDoctor || d.Severity != report.SeverityWarning ||
+		!strings.Contains(strings.Join(d.Evidence, "\n"), "abortScaleDownDelaySeconds: 1") || !strings.Contains(d.Fix, `"abortScaleDownDelaySeconds":30`) {
+		t.Errorf("the doctor's abort check: %+v", d)
+	}
+	t.Logf("aborted at %s: %d failed on the way back (%d the edge's own, %v), the aborted pods gone %.1fs after the abort; findings %v",
+		abortedAt.Sub(r.rep.StartedAt).Round(10*time.Millisecond), r.rep.Totals.Failed, edgeOwn, nonZero(r.rep.Totals.ByClass), gone.At.Sub(abortedAt).Seconds(), findingIDs(r.rep))
+}
+
+var argoRolloutsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+
+// deleteArgoSample deletes a routed canary sample's Rollout, Services,
+// TraefikService and IngressRoute (each named as the sample, the canary
+// Service SAMPLE-canary).
+func deleteArgoSample(t *testing.T, c *lab.Client, sample string) {
+	ctx := context.Background()
+	traefik := func(resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: resource}
+	}
+	for what, del := range map[string]func() error{
+		"rollout": func() error {
+			return c.Dynamic.Resource(argoRolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
+		},
+		"service": func() error { return c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}) },
+		"canary service": func() error {
+			return c.Kube.CoreV1().Services("default").Delete(ctx, sample+"-canary", metav1.DeleteOptions{})
+		},
+		"traefikservice": func() error {
+			return c.Dynamic.Resource(traefik("traefikservices")).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
+		},
+		"ingressroute": func() error {
+			return c.Dynamic.Resource(traefik("ingressroutes")).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
+		},
+	} {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s %s: %v", what, sample, err)
+		}
+	}
 }

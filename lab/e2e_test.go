@@ -296,6 +296,9 @@ func TestLab(t *testing.T) {
 		t.Run("a blue-green scaled down at the switch drops on the old pods through the lagging edge", func(t *testing.T) {
 			testArgoBlueGreenFast(t, ctx, c)
 		})
+		t.Run("an aborted canary's way back drops on its pods through the lagging edge", func(t *testing.T) {
+			testArgoAbort(t, ctx, c)
+		})
 	})
 
 	t.Run("down leaves nothing behind", func(t *testing.T) {
