@@ -226,16 +226,35 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
-				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"},
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"},
+		Evidence: withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}),
 		Fix: preStopFix(s)}, true
+}
+
+// traefikServersScheme is the Service annotation by which Traefik's
+// Kubernetes Ingress provider speaks to the pods in another scheme than
+// http ("h2c" for gRPC in cleartext).
+const traefikServersScheme = "traefik.ingress.kubernetes.io/service.serversscheme"
+
+// withH2CEdge adds, for a Service Traefik reaches over h2c, what a pod
+// gone without a preStop costs there: Traefik v3.6 dials h2c backends
+// with net.Dial, no timeout (pkg/server/service/smart_roundtripper.go),
+// and x/net's HTTP/2 connection pool waits for that dial whatever the
+// request's context, so a call sent to a deleted pod's address is held
+// until the kernel gives up the connect: minutes, measured in the lab.
+func withH2CEdge(s *subject, evidence []string) []string {
+	if s.Service == nil || !strings.EqualFold(s.Service.Annotations[traefikServersScheme], "h2c") {
+		return evidence
+	}
+	return append(evidence, fmt.Sprintf("service %s is reached by Traefik over h2c (%s: h2c): Traefik v3.6 dials h2c backends with no timeout, "+
+		"so a call it sends to a deleted pod's address waits until the kernel gives up the connect (2m13s and 2m15s in the lab), long after clients time out", s.Service.Name, traefikServersScheme))
 }
 
 func preStopFix(s *subject) string {

@@ -147,6 +147,27 @@ func TestPreStopFixFollowsTheVersion(t *testing.T) {
 	}
 }
 
+// A Service Traefik reaches over h2c (gRPC behind it): without a preStop,
+// the finding says what Traefik does with a call to a gone pod; over
+// http it says nothing of it.
+func TestPreStopSaysTraefikHoldsH2CCalls(t *testing.T) {
+	for _, scheme := range []string{"h2c", "http", ""} {
+		d, svc, pdbs := good()
+		app(d).Lifecycle = nil
+		if scheme != "" {
+			svc.Annotations = map[string]string{"traefik.ingress.kubernetes.io/service.serversscheme": scheme}
+		}
+		fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs}, Options{})
+		if len(fs) != 1 || fs[0].ID != NoPreStop {
+			t.Fatalf("%q: %+v", scheme, fs)
+		}
+		says := strings.Contains(strings.Join(fs[0].Evidence, "\n"), "Traefik v3.6 dials h2c backends with no timeout")
+		if says != (scheme == "h2c") {
+			t.Errorf("serversscheme %q: evidence %q", scheme, fs[0].Evidence)
+		}
+	}
+}
+
 func TestExpectedDrainOption(t *testing.T) {
 	d, svc, pdbs := good() // preStop 5s, grace 20s
 	if fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs}, Options{ExpectedDrain: 16 * time.Second}); len(fs) != 1 || fs[0].ID != GraceBelowPreStop {

@@ -1168,6 +1168,11 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 					t.Errorf("suggested preStop %ds does not cover the %s Traefik kept sending calls to deleted pods", sleep, window)
 				}
 				t.Logf("Traefik sent calls to deleted pods up to %s after their deletion; the finding's preStop: %ds", window, sleep)
+				// The doctor read the Service's h2c annotation: no preStop
+				// behind Traefik over h2c costs calls held for minutes.
+				if p := findingByID(rep, "no-prestop-hook"); p == nil || !strings.Contains(strings.Join(p.Evidence, "\n"), "Traefik v3.6 dials h2c backends with no timeout") {
+					t.Errorf("no-prestop-hook does not say what Traefik does over h2c: %+v", p)
+				}
 			}
 			// Every call came to Traefik over HTTP/2: the handshake chose h2
 			// by ALPN (Traefik's own record of the request).
