@@ -56,6 +56,9 @@ type seen struct {
 	// switched: the blue/green switch that left the failure's pod behind
 	// before its deletion (switchedAway), or nil.
 	switched *activeSwitch
+	// aborted: the abort whose way back deleted the failure's pod
+	// (abortedAway), or nil.
+	aborted *abortBack
 	// named: the pod whose own DNS name the request's target is
 	// (namedPod), or ""; namedDeleted: its first deletion could have acted
 	// by the failure (as terminating judges a pod's).
@@ -208,6 +211,9 @@ var rules = []rule{
 	// A blue/green's old pods raced the switch: the same race as the
 	// next, with its own knob.
 	{BlueGreenEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.switched != nil && racedPropagation(s) }, renderBlueGreenScaleDown},
+	// An aborted rollout's pods raced the move back: the same race again,
+	// with the abort's knob.
+	{AbortEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.aborted != nil && racedPropagation(s) }, renderAbortScaleDown},
 	{StopsBeforePropagation, report.SeverityError, racedPropagation, renderPropagation},
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},
 	{ReadyTooEarly, report.SeverityError,
@@ -250,6 +256,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 	svcGaps := serviceGaps(r)
 	shortfalls := drainShortfalls(r)
 	switches := activeSwitches(r)
+	abort := abortOf(r)
 	for i := range failures {
 		f := &failures[i]
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed()}
@@ -263,6 +270,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		}
 		s.terminating = s.pod != nil && a.deletedBy(s.pod, causeBy(f, s.class))
 		s.switched = switchedAway(switches, s.pod)
+		s.aborted = abortedAway(abort, s.pod)
 		if s.named = namedPod(r, f, pods); s.named != "" {
 			p := firstDeleted(pods.Incarnations(s.named))
 			s.namedDeleted = p != nil && a.deletedBy(p, causeBy(f, s.class))
@@ -337,8 +345,10 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		x.propagationWindow = max(g.window, g.conservative)
 		preStop = PreStopSeconds(x.propagationWindow)
 	}
-	if g := groups[BlueGreenEarlyScaleDown]; g != nil {
-		preStop = max(preStop, PreStopSeconds(max(g.window, g.conservative)))
+	for _, id := range []string{BlueGreenEarlyScaleDown, AbortEarlyScaleDown} {
+		if g := groups[id]; g != nil {
+			preStop = max(preStop, PreStopSeconds(max(g.window, g.conservative)))
+		}
 	}
 	if len(x.spikes) > 0 {
 		preStop = max(preStop, PreStopSeconds(spikeWindow(x.spikes)))
