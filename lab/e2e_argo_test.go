@@ -721,6 +721,21 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("%s (%s) put on %q, not a pod of the aborted revision", f.RequestID, f.Class, f.LikelyPod)
 		}
 	}
+	// The run's own finding: the abort's way back raced the move back,
+	// every failure on the pods claimed, the abort's delay the fix.
+	f := findingByID(r.rep, "abort-scale-down-before-propagation")
+	if f == nil {
+		t.Fatalf("findings %v: want the abort's\n%s", findingIDs(r.rep), r.out())
+	}
+	if want := fmt.Sprintf("%d requests failed (", onPods); !strings.Contains(strings.Join(f.Evidence, "\n"), want) {
+		t.Errorf("the finding does not claim all %d failures on pods:\n%s", onPods, strings.Join(f.Evidence, "\n"))
+	}
+	if !strings.Contains(f.Fix, `{"spec":{"strategy":{"canary":{"abortScaleDownDelaySeconds":`) {
+		t.Errorf("fix %q: want the canary's abortScaleDownDelaySeconds", f.Fix)
+	}
+	if findingByID(r.rep, "stops-accepting-before-endpoints-propagate") != nil {
+		t.Errorf("findings %v: the race finding claims what the abort's does", findingIDs(r.rep))
+	}
 	// The doctor's check read the 1 s delay before any traffic: a warning
 	// (only an abort meets it), with the patch that covers it.
 	d := findingByID(r.rep, "scale-down-delay-below-propagation")
