@@ -79,6 +79,21 @@ func TestAbortScaleDownBeforePropagation(t *testing.T) {
 		t.Errorf("without a step: %+v", f)
 	}
 
+	// A blue/green aborted after its switch switches back: the aborted
+	// pods are left behind by that switch too, and the abort's knob is
+	// still the one that deletes them.
+	bg := aborted(true)
+	bg.Timeline = slices.DeleteFunc(bg.Timeline, func(e report.Event) bool { return e.Kind == report.RolloutStep })
+	bg.Timeline = append(bg.Timeline,
+		report.Event{At: at(5000), Kind: report.ActiveSwitched, Revision: "new"},
+		report.Event{At: at(9990), Kind: report.ActiveSwitched, Revision: "old"})
+	slices.SortStableFunc(bg.Timeline, func(a, b report.Event) int { return a.At.Compare(b.At) })
+	analyse(bg)
+	if f := find(bg, AbortEarlyScaleDown); f == nil || !strings.Contains(f.Fix, `spec.strategy.blueGreen.abortScaleDownDelaySeconds: 5`) ||
+		find(bg, BlueGreenEarlyScaleDown) != nil {
+		t.Errorf("a blue/green's abort: %+v (findings %+v)", f, bg.Findings)
+	}
+
 	unfollowed := aborted(false)
 	analyse(unfollowed)
 	if find(unfollowed, AbortEarlyScaleDown) != nil || find(unfollowed, StopsBeforePropagation) == nil {
