@@ -648,6 +648,7 @@ func (f *follower) followAbort(ctx, bounded context.Context, out outcome, r *rol
 		cfg.logf("the aborted revision %s keeps its pods (%s): their end is not part of this run", aborted, setting)
 		return out
 	}
+	f.setPhase(PhaseRollingBack)
 	cfg.logf("following the abort back: the traffic moves to the stable revision, the aborted revision %s's pods go about %s later (%s)", aborted, delay, setting)
 	left := func() int {
 		n := 0

@@ -35,8 +35,11 @@ const (
 	PhaseProbing  Phase = "probing"
 	PhaseBaseline Phase = "baseline"
 	PhaseRolling  Phase = "rolling"
-	PhaseSettling Phase = "settling"
-	PhaseDone     Phase = "done"
+	// PhaseRollingBack: an aborted Argo Rollout's way back, until the
+	// aborted revision's pods are gone (followAbort).
+	PhaseRollingBack Phase = "rolling back"
+	PhaseSettling    Phase = "settling"
+	PhaseDone        Phase = "done"
 )
 
 // Live is a running flow's state for live views (a dashboard, progress
