@@ -631,6 +631,25 @@ func TestEdgeLogIsShown(t *testing.T) {
 	}
 }
 
+// A failed rollout's end and an abort's way back are marked on the
+// timeline beside the trigger.
+func TestAbortIsMarked(t *testing.T) {
+	r := lab(t, "naive")
+	at := r.StartedAt.Add(8 * time.Second)
+	r.Timeline = append(r.Timeline,
+		report.Event{At: at, Kind: report.RolloutFailed, Detail: "RolloutAborted"},
+		report.Event{At: at.Add(2 * time.Second), Kind: report.AbortedPodsGone, Revision: "r2", Detail: "every pod of the aborted revision r2 is gone"})
+	page, _ := render(t, r)
+	for _, want := range []string{"rollout failed at +8.00s: RolloutAborted", "aborted pods gone at +10.00s: every pod of the aborted revision r2 is gone"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page does not mark %q", want)
+		}
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "aborted pods gone") {
+		t.Error("a completed rollout's page marks an abort")
+	}
+}
+
 // A drain's evictions, accepted and refused by a PodDisruptionBudget, are
 // marked on their pod's lane, with a legend entry only when there are any.
 func TestEvictionsOnThePodLanes(t *testing.T) {

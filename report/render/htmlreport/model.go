@@ -234,6 +234,16 @@ func newModel(r *report.Report) *model {
 				m.Rollout = append(m.Rollout, marker{T: t, Kind: "rollout", Label: x.label, Title: fmt.Sprintf("%s at %+.2fs", x.label, t)})
 			}
 		}
+		// A failed rollout's end, and an abort's way back to its end
+		// (the run follows it until the aborted revision's pods are gone).
+		for _, e := range r.Timeline {
+			label := map[report.EventKind]string{report.RolloutFailed: "rollout failed", report.AbortedPodsGone: "aborted pods gone"}[e.Kind]
+			if label == "" {
+				continue
+			}
+			t := off(e.At)
+			m.Rollout = append(m.Rollout, marker{T: t, Kind: "rollout", Label: label, Title: fmt.Sprintf("%s at %+.2fs: %s", label, t, e.Detail)})
+		}
 	}
 	return m
 }
