@@ -43,6 +43,9 @@ func Text(w io.Writer, r *report.Report) error {
 		if ro.TriggeredAt != nil && ro.OldPodsGoneAt != nil {
 			fmt.Fprintf(&b, ", old pods gone %.1fs after the trigger", ro.OldPodsGoneAt.Sub(*ro.TriggeredAt).Seconds())
 		}
+		if back := abortedBack(r); back != "" {
+			b.WriteString(", " + back)
+		}
 		if ro.Message != "" {
 			fmt.Fprintf(&b, " (%s)", ro.Message)
 		}
@@ -510,4 +513,24 @@ func EdgeLogLine(e *report.EdgeLog) string {
 		s += fmt.Sprintf("; %d lines not JSON", e.Unreadable)
 	}
 	return s
+}
+
+// abortedBack says how long after the rollout failed (an abort, seen as
+// the Rollout Degraded) the aborted revision's pods were gone, when the
+// run followed the abort back to that end; "" otherwise.
+func abortedBack(r *report.Report) string {
+	var failed *time.Time
+	for i, e := range r.Timeline {
+		switch e.Kind {
+		case report.RolloutFailed:
+			if failed == nil {
+				failed = &r.Timeline[i].At
+			}
+		case report.AbortedPodsGone:
+			if failed != nil {
+				return fmt.Sprintf("the aborted revision's pods gone %.1fs after the abort", e.At.Sub(*failed).Seconds())
+			}
+		}
+	}
+	return ""
 }

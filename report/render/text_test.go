@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollprobe/rollprobe/internal/fixture"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // A value from the server (a backend header) with an escape sequence is
@@ -49,5 +51,27 @@ func TestPrintable(t *testing.T) {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An abort followed back says, on the rollout line, how long after the
+// abort the aborted revision's pods were gone; a completed rollout says
+// nothing of it.
+func TestAbortedPodsGoneIsSaid(t *testing.T) {
+	r := fixture.NaiveRun()
+	var plain bytes.Buffer
+	if err := Text(&plain, r); err != nil {
+		t.Fatal(err)
+	}
+	at := r.StartedAt.Add(8 * time.Second)
+	r.Timeline = append(r.Timeline,
+		report.Event{At: at, Kind: report.RolloutFailed, Detail: "RolloutAborted"},
+		report.Event{At: at.Add(1500 * time.Millisecond), Kind: report.AbortedPodsGone, Revision: "r2"})
+	var b bytes.Buffer
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), ", the aborted revision's pods gone 1.5s after the abort") || strings.Contains(plain.String(), "aborted") {
+		t.Errorf("with the abort:\n%s\nwithout:\n%s", b.String(), plain.String())
 	}
 }
