@@ -95,13 +95,7 @@ func renderAbortScaleDown(g *group, x facts) (report.Finding, bool) {
 	// abort as seen; the alternative preStop from the pods' deletions.
 	delay := PreStopSeconds(lag)
 	sleep := PreStopSeconds(max(g.window, g.conservative))
-	name, ns := "NAME", ""
-	if ro := r.Rollout; ro != nil {
-		name = ro.Name
-		if ro.Namespace != "" {
-			ns = "-n " + ro.Namespace + " "
-		}
-	}
+	name, ns := patchTarget(r)
 	// The strategy, by what the run saw of it: a canary's steps, a
 	// blue/green's switch; neither (a blue/green aborted before its
 	// switch, say) leaves it to the reader.

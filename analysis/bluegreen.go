@@ -116,13 +116,7 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 	// switch; the alternative preStop from the pods' deletions.
 	delay := PreStopSeconds(lag)
 	sleep := PreStopSeconds(max(g.window, g.conservative))
-	name, ns := "NAME", ""
-	if ro := r.Rollout; ro != nil {
-		name = ro.Name
-		if ro.Namespace != "" {
-			ns = "-n " + ro.Namespace + " "
-		}
-	}
+	name, ns := patchTarget(r)
 	return report.Finding{
 		Title:    "the old pods of a blue/green were scaled down before the switch of the active Service had propagated",
 		Evidence: evidence,
@@ -142,4 +136,17 @@ func scaleDownDeadline(r *report.Report, rev string) string {
 		}
 	}
 	return out
+}
+
+// patchTarget is the Rollout's name and kubectl's namespace flag ("-n NS "
+// or "") for a fix's kubectl patch; NAME when the report has no rollout.
+func patchTarget(r *report.Report) (name, nsFlag string) {
+	ro := r.Rollout
+	if ro == nil {
+		return "NAME", ""
+	}
+	if ro.Namespace != "" {
+		nsFlag = "-n " + ro.Namespace + " "
+	}
+	return ro.Name, nsFlag
 }
