@@ -26,6 +26,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 		if ro.OldRevision != "" && ro.NewRevision != "" {
 			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
 		}
+		if back := abortedBack(r); back != "" {
+			b.WriteString(", " + back)
+		}
 		b.WriteString("\n\n")
 		if len(ro.Steps) > 0 {
 			b.WriteString("| step | weight | from | to | sent | failed | verdict | new revision's share |\n|---|---|---|---|---|---|---|---|\n")

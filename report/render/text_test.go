@@ -54,8 +54,8 @@ func TestPrintable(t *testing.T) {
 	}
 }
 
-// An abort followed back says, on the rollout line, how long after the
-// abort the aborted revision's pods were gone; a completed rollout says
+// An abort followed back says, on the rollout line (text and Markdown),
+// how long after the abort the aborted revision's pods were gone; a completed rollout says
 // nothing of it.
 func TestAbortedPodsGoneIsSaid(t *testing.T) {
 	r := fixture.NaiveRun()
@@ -73,5 +73,12 @@ func TestAbortedPodsGoneIsSaid(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), ", the aborted revision's pods gone 1.5s after the abort") || strings.Contains(plain.String(), "aborted") {
 		t.Errorf("with the abort:\n%s\nwithout:\n%s", b.String(), plain.String())
+	}
+	var md bytes.Buffer
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(strings.SplitN(md.String(), "\n\n", 3)[1], "\n"); !strings.HasSuffix(first, ", the aborted revision's pods gone 1.5s after the abort") {
+		t.Errorf("Markdown's rollout line %q", first)
 	}
 }
