@@ -55,8 +55,8 @@ func TestPrintable(t *testing.T) {
 }
 
 // An abort followed back says, on the rollout line (text and Markdown),
-// how long after the abort the aborted revision's pods were gone; a completed rollout says
-// nothing of it.
+// how long after the abort the aborted revision's pods were gone; a
+// completed rollout says nothing of it.
 func TestAbortedPodsGoneIsSaid(t *testing.T) {
 	r := fixture.NaiveRun()
 	var plain bytes.Buffer
