@@ -18,31 +18,19 @@ import (
 // abort), as BlueGreenEarlyScaleDown's is from the switch.
 const AbortEarlyScaleDown = "abort-scale-down-before-propagation"
 
-// abortBack is an aborted Rollout's way back, from the timeline: when
-// rollprobe saw the abort (the rollout's failure: the Rollout Degraded)
-// and the revision it deleted (aborted_pods_gone, which the run writes
-// once it followed the abort back to its end).
+// abortBack is an aborted Rollout's way back (report.AbortedWayBack):
+// when rollprobe saw the abort, and the revision it deleted.
 type abortBack struct {
 	at       time.Time
 	revision string
 }
 
 func abortOf(r *report.Report) *abortBack {
-	var a abortBack
-	for _, e := range r.Timeline {
-		switch e.Kind {
-		case report.RolloutFailed:
-			if a.at.IsZero() {
-				a.at = e.At
-			}
-		case report.AbortedPodsGone:
-			a.revision = e.Revision
-		}
-	}
-	if a.at.IsZero() || a.revision == "" {
+	seen, _, revision, ok := report.AbortedWayBack(r)
+	if !ok {
 		return nil
 	}
-	return &a
+	return &abortBack{at: seen, revision: revision}
 }
 
 // abortedAway is the abort whose way back deleted p (a pod of the aborted

@@ -45,7 +45,7 @@ func renderEdgeHeld(_ *group, x facts) (report.Finding, bool) {
 	var on []*heldOn
 	var n int
 	var longest time.Duration
-	var seen group // the held failures, for their classes
+	var heldFails group // the held failures, for their classes
 	for i := range x.failures {
 		f := &x.failures[i]
 		held := time.Duration(f.EdgeDurationMS * float64(time.Millisecond))
@@ -72,7 +72,7 @@ func renderEdgeHeld(_ *group, x facts) (report.Finding, bool) {
 		}
 		n++
 		longest = max(longest, held)
-		seen.fails = append(seen.fails, *f)
+		heldFails.fails = append(heldFails.fails, *f)
 	}
 	if n == 0 {
 		return report.Finding{}, false
@@ -80,7 +80,7 @@ func renderEdgeHeld(_ *group, x facts) (report.Finding, bool) {
 	slices.SortFunc(on, func(a, b *heldOn) int { return a.first.Compare(b.first) })
 	rel := func(t time.Time) float64 { return t.Sub(x.r.StartedAt).Seconds() }
 	evidence := []string{fmt.Sprintf("%s that failed %s still held by the edge at least %s after the client's %s timeout ran out: its access log ends %s up to %s after it received %s (its Duration, the edge's own measure); the client saw %s",
-		requests(n), isAre(n), edgeHeldSlack, timeout, themIt(n), longest.Round(time.Millisecond), themIt(n), seen.classes())}
+		requests(n), isAre(n), edgeHeldSlack, timeout, themIt(n), longest.Round(time.Millisecond), themIt(n), heldFails.classes())}
 	allGone := true
 	var pods []string
 	for _, h := range on {

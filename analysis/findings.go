@@ -208,12 +208,13 @@ var rules = []rule{
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},
 	{H2GoAwayDroppedStreams, report.SeverityError, h2ShutdownStream, renderH2GoAwayDroppedStreams},
+	// An aborted rollout's pods raced the move back: the propagation
+	// race, with the abort's knob; before the blue/green's, as a
+	// blue/green's abort after its switch is itself a switch (back), which
+	// leaves these pods behind.
+	{AbortEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.aborted != nil && racedPropagation(s) }, renderAbortScaleDown},
 	// A blue/green's old pods raced the switch: the same race as the
 	// next, with its own knob.
-	// An aborted rollout's pods raced the move back: the same race again,
-	// with the abort's knob; first, as a blue/green's abort after its
-	// switch is itself a switch (back), which leaves these pods behind.
-	{AbortEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.aborted != nil && racedPropagation(s) }, renderAbortScaleDown},
 	{BlueGreenEarlyScaleDown, report.SeverityError, func(s seen) bool { return s.switched != nil && racedPropagation(s) }, renderBlueGreenScaleDown},
 	{StopsBeforePropagation, report.SeverityError, racedPropagation, renderPropagation},
 	{AbruptKeepAliveClose, report.SeverityError, abruptClose, renderAbruptClose},

@@ -135,3 +135,23 @@ func (k EventKind) IsDrain() bool {
 	}
 	return false
 }
+
+// AbortedWayBack is an aborted Argo Rollout's way back as the run followed
+// it: when the run saw the abort (its first rollout_failed event: the
+// Rollout Degraded), when every pod of the aborted revision was gone
+// (aborted_pods_gone, written only once the run followed the abort to
+// that end) and that revision. ok is false when the run did not follow an
+// abort to its end.
+func AbortedWayBack(r *Report) (seenAt, goneAt time.Time, revision string, ok bool) {
+	for _, e := range r.Timeline {
+		switch e.Kind {
+		case RolloutFailed:
+			if seenAt.IsZero() {
+				seenAt = e.At
+			}
+		case AbortedPodsGone:
+			goneAt, revision = e.At, e.Revision
+		}
+	}
+	return seenAt, goneAt, revision, !seenAt.IsZero() && revision != ""
+}

@@ -515,22 +515,13 @@ func EdgeLogLine(e *report.EdgeLog) string {
 	return s
 }
 
-// abortedBack says how long after the rollout failed (an abort, seen as
-// the Rollout Degraded) the aborted revision's pods were gone, when the
-// run followed the abort back to that end; "" otherwise.
+// abortedBack says how long after the abort was seen (the Rollout
+// Degraded) the aborted revision's pods were gone, when the run followed
+// the abort back to that end (report.AbortedWayBack); "" otherwise.
 func abortedBack(r *report.Report) string {
-	var failed *time.Time
-	for i, e := range r.Timeline {
-		switch e.Kind {
-		case report.RolloutFailed:
-			if failed == nil {
-				failed = &r.Timeline[i].At
-			}
-		case report.AbortedPodsGone:
-			if failed != nil {
-				return fmt.Sprintf("the aborted revision's pods gone %.1fs after the abort", e.At.Sub(*failed).Seconds())
-			}
-		}
+	seen, gone, _, ok := report.AbortedWayBack(r)
+	if !ok {
+		return ""
 	}
-	return ""
+	return fmt.Sprintf("the aborted revision's pods gone %.1fs after the abort", gone.Sub(seen).Seconds())
 }

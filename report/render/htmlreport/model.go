@@ -237,8 +237,13 @@ func newModel(r *report.Report) *model {
 		// A failed rollout's end, and an abort's way back to its end
 		// (the run follows it until the aborted revision's pods are gone).
 		for _, e := range r.Timeline {
-			label := map[report.EventKind]string{report.RolloutFailed: "rollout failed", report.AbortedPodsGone: "aborted pods gone"}[e.Kind]
-			if label == "" {
+			var label string
+			switch e.Kind {
+			case report.RolloutFailed:
+				label = "rollout failed"
+			case report.AbortedPodsGone:
+				label = "aborted pods gone"
+			default:
 				continue
 			}
 			t := off(e.At)
