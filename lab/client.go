@@ -102,7 +102,7 @@ func (c *Client) waitServiceAccount(ctx context.Context, limit time.Duration) er
 // customKinds are the kinds outside client-go's scheme that lab apply
 // handles (through the dynamic client): the Gateway API's routes,
 // Traefik's own routes, weighted services, middlewares and transports,
-// and Argo Rollouts' Rollouts.
+// and Argo Rollouts' Rollouts and AnalysisTemplates.
 var customKinds = map[schema.GroupVersionKind]string{
 	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}: "httproutes",
 	{Group: "traefik.io", Version: "v1alpha1", Kind: "IngressRoute"}:       "ingressroutes",
@@ -110,6 +110,7 @@ var customKinds = map[schema.GroupVersionKind]string{
 	{Group: "traefik.io", Version: "v1alpha1", Kind: "Middleware"}:         "middlewares",
 	{Group: "traefik.io", Version: "v1alpha1", Kind: "ServersTransport"}:   "serverstransports",
 	{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}:           "rollouts",
+	{Group: "argoproj.io", Version: "v1alpha1", Kind: "AnalysisTemplate"}:  "analysistemplates",
 }
 
 // Apply creates or updates every Deployment, StatefulSet, DaemonSet,
@@ -175,7 +176,7 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 			}
 			err = upsert(ctx, o, get, create, update, nil)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments, StatefulSets, DaemonSets, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes, Traefik's IngressRoutes, TraefikServices, Middlewares and ServersTransports and Argo Rollouts, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, StatefulSets, DaemonSets, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes, Traefik's IngressRoutes, TraefikServices, Middlewares and ServersTransports and Argo Rollouts and AnalysisTemplates, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 		if err != nil {
 			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)
