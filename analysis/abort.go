@@ -76,6 +76,16 @@ func renderAbortScaleDown(g *group, x facts) (report.Finding, bool) {
 		fmt.Sprintf("%d requests failed (%s) from %s on the aborted pods, still sent traffic while they went: the last began %.2fs after the abort was seen, so the move back had not reached every proxy by then",
 			len(g.fails), g.classes(), g.span(start), lag.Seconds()),
 	}
+	// A blue/green's move back is a switch of its active Service (the
+	// Rollout's status.blueGreen.activeSelector, as the watch saw it):
+	// quoted beside the abort, both as seen.
+	if i := slices.IndexFunc(x.switches, func(s activeSwitch) bool {
+		return s.to != a.revision && !s.at.Before(a.at.Add(-switchTolerance))
+	}); i >= 0 {
+		back := x.switches[i]
+		evidence = append(evidence, fmt.Sprintf("the active Service switched back to revision %s at %+.2fs (%+.2fs from the abort as seen)",
+			back.to, back.at.Sub(start).Seconds(), back.at.Sub(a.at).Seconds()))
+	}
 	if d := scaleDownDeadline(r, a.revision); d != "" {
 		evidence = append(evidence, "the controller's plan for the aborted ReplicaSet: "+d)
 	}

@@ -90,8 +90,13 @@ func TestAbortScaleDownBeforePropagation(t *testing.T) {
 	slices.SortStableFunc(bg.Timeline, func(a, b report.Event) int { return a.At.Compare(b.At) })
 	analyse(bg)
 	if f := find(bg, AbortEarlyScaleDown); f == nil || !strings.Contains(f.Fix, `spec.strategy.blueGreen.abortScaleDownDelaySeconds: 5`) ||
+		!slices.Contains(f.Evidence, "the active Service switched back to revision old at +9.99s (-0.01s from the abort as seen)") ||
 		find(bg, BlueGreenEarlyScaleDown) != nil {
 		t.Errorf("a blue/green's abort: %+v (findings %+v)", f, bg.Findings)
+	}
+	// The canary has no switch to quote.
+	if strings.Contains(ev, "switched back") {
+		t.Errorf("a canary's abort quotes a switch:\n%s", ev)
 	}
 
 	unfollowed := aborted(false)
