@@ -15,7 +15,7 @@ import (
 type Snapshot struct {
 	Command string // "run" or "probe"
 	Target  string
-	Phase   string // baseline, rolling, settling, done (run); probing, done (probe)
+	Phase   string // baseline, rolling, rolling back (an aborted Argo Rollout), settling, done (run); probing, done (probe)
 	Elapsed time.Duration
 	// ViewStalled: how long the view of the cluster has had no sign of
 	// life, when over report.ViewStallBound; 0 while live.
