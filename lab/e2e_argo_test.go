@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -656,7 +657,7 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
 	// An aborted Rollout stays Degraded: the next test's would not start.
-	t.Cleanup(func() { deleteArgoSample(t, c, sample) })
+	t.Cleanup(func() { deleteArgoSample(t, sample) })
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
 	hub := edgeCapture(t)
 	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
@@ -671,6 +672,60 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Fatalf("abort: %v", err)
 	}
 	r := run.wait(t)
+	checkAbortWayBack(t, cfg, r, hub, host, "canary", abortedAt)
+}
+
+// testArgoBlueGreenAbort: a blue/green of naive pods whose post-promotion
+// smoke test (an AnalysisTemplate's Job) fails, probed through the ingress
+// of the lab whose edge lags 3 s. The run promotes it; Argo switches the
+// active Service to the new pods, runs the Job, and on its failure aborts
+// by itself: the Service switches back to the old pods (still up: the old
+// ReplicaSet waits for the analysis) and the new ones go 1 s later
+// (abortScaleDownDelaySeconds: 1), while Traefik, not yet told, sends them
+// requests. The abort's finding must claim those (not the blue/green
+// switch's, whose rule would otherwise take a switch followed by
+// deletions), with the blueGreen field; Traefik's log is the referee.
+func testArgoBlueGreenAbort(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, host = "argo-bluegreen-abort", "argo-bluegreen-abort.lab.example"
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	t.Cleanup(func() { deleteArgoSample(t, sample) })
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	hub := edgeCapture(t)
+	r := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
+		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--promote", "--edge-access-log", cfg.TraefikAccessLog(), "--timeout", "3m").wait(t)
+	// The switch to the new pods, then the switch back: the abort, as the
+	// active Service's selector shows it.
+	var switches []report.Event
+	for _, e := range r.rep.Timeline {
+		if e.Kind == report.ActiveSwitched {
+			switches = append(switches, e)
+		}
+	}
+	ro := r.rep.Rollout
+	if ro == nil || len(switches) != 2 || switches[0].Revision != ro.NewRevision || switches[1].Revision != ro.OldRevision {
+		t.Fatalf("rollout %+v, switches %+v: want one to the new revision, then one back to the old\n%s", ro, switches, r.out())
+	}
+	if !strings.Contains(ro.Message, "smoke") {
+		t.Errorf("rollout message %q: want the failed analysis's metric named", ro.Message)
+	}
+	checkAbortWayBack(t, cfg, r, hub, host, "blueGreen", switches[1].At.Add(-switchSeenLate))
+	if f := findingByID(r.rep, "bluegreen-scale-down-before-propagation"); f != nil {
+		t.Errorf("the blue/green switch's finding claims the abort's failures: %+v", f)
+	}
+}
+
+// checkAbortWayBack holds an aborted rollout's run through the lagging
+// edge to its referees: exit 3 with the abort in the rollout's message;
+// the abort, then the aborted revision's pods gone; something dropped on
+// them (beside the edge's own unfinished handshakes, held to the hub's
+// capture), each such failure sent by Traefik (its access log) to a pod
+// of the aborted revision, caused no sooner than abortedAt and put on no
+// other pod; the abort's finding claiming them all with the strategy's
+// field, the race finding claiming none; and the doctor's warning of the
+// 1 s abortScaleDownDelaySeconds, before any traffic.
+func checkAbortWayBack(t *testing.T, cfg lab.Config, r *runResult, hub *capture.Capture, host, strategy string, abortedAt time.Time) {
+	t.Helper()
 	if r.repErr != nil {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
 	}
@@ -730,8 +785,8 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 	if want := fmt.Sprintf("%d requests failed (", onPods); !strings.Contains(strings.Join(f.Evidence, "\n"), want) {
 		t.Errorf("the finding does not claim all %d failures on pods:\n%s", onPods, strings.Join(f.Evidence, "\n"))
 	}
-	if !strings.Contains(f.Fix, `{"spec":{"strategy":{"canary":{"abortScaleDownDelaySeconds":`) {
-		t.Errorf("fix %q: want the canary's abortScaleDownDelaySeconds", f.Fix)
+	if want := `{"spec":{"strategy":{"` + strategy + `":{"abortScaleDownDelaySeconds":`; !strings.Contains(f.Fix, want) {
+		t.Errorf("fix %q: want the %s's abortScaleDownDelaySeconds", f.Fix, strategy)
 	}
 	if findingByID(r.rep, "stops-accepting-before-endpoints-propagate") != nil {
 		t.Errorf("findings %v: the race finding claims what the abort's does", findingIDs(r.rep))
@@ -740,40 +795,23 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 	// (only an abort meets it), with the patch that covers it.
 	d := findingByID(r.rep, "scale-down-delay-below-propagation")
 	if d == nil || d.Source != report.SourceDoctor || d.Severity != report.SeverityWarning ||
-		!strings.Contains(strings.Join(d.Evidence, "\n"), "abortScaleDownDelaySeconds: 1") || !strings.Contains(d.Fix, `"abortScaleDownDelaySeconds":30`) {
+		!strings.Contains(strings.Join(d.Evidence, "\n"), "abortScaleDownDelaySeconds: 1") || !strings.Contains(d.Fix, `"`+strategy+`":{"abortScaleDownDelaySeconds":30`) {
 		t.Errorf("the doctor's abort check: %+v", d)
 	}
 	t.Logf("aborted at %s: %d failed on the way back (%d the edge's own, %v), the aborted pods gone %.1fs after the abort; findings %v",
 		abortedAt.Sub(r.rep.StartedAt).Round(10*time.Millisecond), r.rep.Totals.Failed, edgeOwn, nonZero(r.rep.Totals.ByClass), gone.At.Sub(abortedAt).Seconds(), findingIDs(r.rep))
+	t.Logf("%s: %s; fix: %s", f.Title, strings.Join(f.Evidence, "; "), f.Fix)
 }
 
 var argoRolloutsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 
-// deleteArgoSample deletes a routed canary sample's Rollout, Services,
-// TraefikService and IngressRoute (each named as the sample, the canary
-// Service SAMPLE-canary).
-func deleteArgoSample(t *testing.T, c *lab.Client, sample string) {
-	ctx := context.Background()
-	traefik := func(resource string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: resource}
-	}
-	for what, del := range map[string]func() error{
-		"rollout": func() error {
-			return c.Dynamic.Resource(argoRolloutsGVR).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
-		},
-		"service": func() error { return c.Kube.CoreV1().Services("default").Delete(ctx, sample, metav1.DeleteOptions{}) },
-		"canary service": func() error {
-			return c.Kube.CoreV1().Services("default").Delete(ctx, sample+"-canary", metav1.DeleteOptions{})
-		},
-		"traefikservice": func() error {
-			return c.Dynamic.Resource(traefik("traefikservices")).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
-		},
-		"ingressroute": func() error {
-			return c.Dynamic.Resource(traefik("ingressroutes")).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{})
-		},
-	} {
-		if err := del(); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete %s %s: %v", what, sample, err)
-		}
+// deleteArgoSample deletes what an Argo sample's manifest made (its
+// Rollout, Services, routes, AnalysisTemplate; what the controller made
+// for them, ReplicaSets, AnalysisRuns and their Jobs, goes with the
+// Rollout that owns them), as kubectl delete -f does.
+func deleteArgoSample(t *testing.T, sample string) {
+	if out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", "kubectl", "delete", "-n", "default",
+		"--ignore-not-found", "--wait=false", "-f", filepath.Join("manifests", sample+".yaml")); err != nil {
+		t.Errorf("delete %s: %v\n%s", sample, err, out)
 	}
 }

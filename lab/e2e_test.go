@@ -299,6 +299,9 @@ func TestLab(t *testing.T) {
 		t.Run("an aborted canary's way back drops on its pods through the lagging edge", func(t *testing.T) {
 			testArgoAbort(t, ctx, c)
 		})
+		t.Run("a blue-green whose smoke test fails switches back and drops on the new pods through the lagging edge", func(t *testing.T) {
+			testArgoBlueGreenAbort(t, ctx, c)
+		})
 	})
 
 	t.Run("down leaves nothing behind", func(t *testing.T) {
