@@ -653,15 +653,8 @@ func deleteSampleAtEnd(t *testing.T, c *lab.Client, sample, deployment string) {
 // pod, after the abort, as Traefik's access log says; the doctor's check
 // warned of the 1 s delay before any traffic.
 func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
-	const sample, host = "argo-canary-abort", "argo-canary-abort.lab.example"
-	cfg := lab.Config{StateDir: stateDir}
-	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
-	// An aborted Rollout stays Degraded: the next test's would not start.
-	t.Cleanup(func() { deleteArgoSample(t, sample) })
-	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
-	hub := edgeCapture(t)
-	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
-		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--timeout", "3m")
+	const sample = "argo-canary-abort"
+	run, hub := startAbortSampleRun(t, ctx, c, sample)
 	// At the pause, once the lagging edge has had the 25% for a while
 	// (3 s lag, 2 s throttle), abort as kubectl argo rollouts abort does.
 	run.waitFor(t, "waiting for a promote")
@@ -671,8 +664,7 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 		[]byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	r := run.wait(t)
-	checkAbortWayBack(t, cfg, r, hub, host, "canary", abortedAt)
+	checkAbortWayBack(t, run.wait(t), hub, sample, "canary", abortedAt)
 }
 
 // testArgoBlueGreenAbort: a blue/green of naive pods whose post-promotion
@@ -686,14 +678,9 @@ func testArgoAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 // switch's, whose rule would otherwise take a switch followed by
 // deletions), with the blueGreen field; Traefik's log is the referee.
 func testArgoBlueGreenAbort(t *testing.T, ctx context.Context, c *lab.Client) {
-	const sample, host = "argo-bluegreen-abort", "argo-bluegreen-abort.lab.example"
-	cfg := lab.Config{StateDir: stateDir}
-	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
-	t.Cleanup(func() { deleteArgoSample(t, sample) })
-	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
-	hub := edgeCapture(t)
-	r := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
-		"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--promote", "--edge-access-log", cfg.TraefikAccessLog(), "--timeout", "3m").wait(t)
+	const sample = "argo-bluegreen-abort"
+	run, hub := startAbortSampleRun(t, ctx, c, sample, "--promote")
+	r := run.wait(t)
 	// The switch to the new pods, then the switch back: the abort, as the
 	// active Service's selector shows it.
 	var switches []report.Event
@@ -709,10 +696,27 @@ func testArgoBlueGreenAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 	if !strings.Contains(ro.Message, "smoke") {
 		t.Errorf("rollout message %q: want the failed analysis's metric named", ro.Message)
 	}
-	checkAbortWayBack(t, cfg, r, hub, host, "blueGreen", switches[1].At.Add(-switchSeenLate))
+	checkAbortWayBack(t, r, hub, sample, "blueGreen", switches[1].At.Add(-switchSeenLate))
 	if f := findingByID(r.rep, "bluegreen-scale-down-before-propagation"); f != nil {
 		t.Errorf("the blue/green switch's finding claims the abort's failures: %+v", f)
 	}
+}
+
+// startAbortSampleRun readies an Argo sample routed through the ingress
+// (SAMPLE.lab.example), its objects deleted at the test's end (an aborted
+// Rollout stays Degraded: the next test's would not start), and starts a
+// run on it through the ingress with a new connection a request, reading
+// Traefik's access log; hub captures the edge's handshakes.
+func startAbortSampleRun(t *testing.T, ctx context.Context, c *lab.Client, sample string, args ...string) (*startedRun, *capture.Capture) {
+	t.Helper()
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	t.Cleanup(func() { deleteArgoSample(t, sample) })
+	target := "https://" + sample + ".lab.example/"
+	waitEdge(t, target, cfg.EdgeCAPath())
+	hub := edgeCapture(t)
+	args = append([]string{"--cacert", cfg.EdgeCAPath(), "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--timeout", "3m"}, args...)
+	return startWorkloadRun(t, nil, rollout.KindRollout, sample, target, args...), hub
 }
 
 // checkAbortWayBack holds an aborted rollout's run through the lagging
@@ -724,8 +728,9 @@ func testArgoBlueGreenAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 // other pod; the abort's finding claiming them all with the strategy's
 // field, the race finding claiming none; and the doctor's warning of the
 // 1 s abortScaleDownDelaySeconds, before any traffic.
-func checkAbortWayBack(t *testing.T, cfg lab.Config, r *runResult, hub *capture.Capture, host, strategy string, abortedAt time.Time) {
+func checkAbortWayBack(t *testing.T, r *runResult, hub *capture.Capture, sample, strategy string, abortedAt time.Time) {
 	t.Helper()
+	cfg := lab.Config{StateDir: stateDir}
 	if r.repErr != nil {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
 	}
@@ -756,7 +761,7 @@ func checkAbortWayBack(t *testing.T, cfg lab.Config, r *runResult, hub *capture.
 	if len(aborted) == 0 {
 		t.Fatalf("no pod of the aborted revision %s in %+v", gone.Revision, r.rep.Pods)
 	}
-	sentTo := refereeAccessLog(t, cfg, r.rep, host)
+	sentTo := refereeAccessLog(t, cfg, r.rep, sample+".lab.example")
 	edgeOwn := heldEdgeHandshakes(t, r, hub)
 	onPods := r.rep.Totals.Failed - edgeOwn
 	if onPods == 0 {
