@@ -682,7 +682,7 @@ func testArgoBlueGreenAbort(t *testing.T, ctx context.Context, c *lab.Client) {
 	run, hub := startAbortSampleRun(t, ctx, c, sample, "--promote")
 	r := run.wait(t)
 	// The switch to the new pods, then the switch back: the abort, as the
-	// active Service's selector shows it.
+	// Rollout's status (activeSelector) shows it.
 	var switches []report.Event
 	for _, e := range r.rep.Timeline {
 		if e.Kind == report.ActiveSwitched {
