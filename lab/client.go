@@ -176,7 +176,7 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 			}
 			err = upsert(ctx, o, get, create, update, nil)
 		default:
-			return applied, fmt.Errorf("lab apply handles Deployments, StatefulSets, DaemonSets, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes, Traefik's IngressRoutes, TraefikServices, Middlewares and ServersTransports and Argo Rollouts and AnalysisTemplates, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
+			return applied, fmt.Errorf("lab apply handles Deployments, StatefulSets, DaemonSets, Services, PodDisruptionBudgets, Ingresses, HTTPRoutes, Traefik's IngressRoutes, TraefikServices, Middlewares and ServersTransports, and Argo Rollouts and AnalysisTemplates, not %T (for anything else: rollprobe lab exec -- kubectl apply -f FILE)", obj)
 		}
 		if err != nil {
 			return applied, fmt.Errorf("%s %s: %w", kind, meta.GetName(), err)
