@@ -1,0 +1,134 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Every sample the lab ships is applied, every document of it, by lab
+// apply: a kind it does not handle would otherwise be found only when the
+// lab's end-to-end test applies the sample, half an hour into CI. Applied
+// twice, as a re-run of a test does: the second time each object is
+// updated in place.
+func TestApplyEverySample(t *testing.T) {
+	files, err := filepath.Glob("manifests/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in manifests/: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := fakeClient()
+			for round := 1; round <= 2; round++ {
+				applied, err := c.Apply(context.Background(), bytes.NewReader(raw), "default")
+				if err != nil {
+					t.Fatalf("apply %d: %v", round, err)
+				}
+				if want := documents(raw); len(applied) != want {
+					t.Fatalf("apply %d: %d objects applied (%v), the file has %d documents", round, len(applied), applied, want)
+				}
+			}
+			// What was applied is there, in the namespace the document
+			// names or "default".
+			objs, err := decodeManifests(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range objs {
+				m := obj.(metav1.Object)
+				ns := m.GetNamespace()
+				if ns == "" {
+					ns = "default"
+				}
+				if !c.stored(t, obj, ns, m.GetName()) {
+					t.Errorf("%s %s/%s: not stored after apply", obj.GetObjectKind().GroupVersionKind().Kind, ns, m.GetName())
+				}
+			}
+		})
+	}
+}
+
+// A kind lab apply does not handle is refused with the way out, and
+// nothing after it is applied.
+func TestApplyRefusesOtherKinds(t *testing.T) {
+	c := fakeClient()
+	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports: [{port: 80}]\n"
+	applied, err := c.Apply(context.Background(), strings.NewReader(manifest), "default")
+	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f") {
+		t.Fatalf("err = %v, want a refusal naming kubectl apply", err)
+	}
+	if len(applied) != 0 {
+		t.Errorf("applied %v before the refusal, want nothing", applied)
+	}
+	if _, err := c.Kube.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); err == nil {
+		t.Error("the Service after the refused ConfigMap was applied")
+	}
+}
+
+func fakeClient() *Client {
+	listKinds := map[schema.GroupVersionResource]string{}
+	for gvk, resource := range customKinds {
+		listKinds[gvk.GroupVersion().WithResource(resource)] = gvk.Kind + "List"
+	}
+	return &Client{
+		Kube:    fake.NewClientset(),
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds),
+	}
+}
+
+// stored reports whether obj's kind has an object named name in ns.
+func (c *Client) stored(t *testing.T, obj runtime.Object, ns, name string) bool {
+	t.Helper()
+	ctx := context.Background()
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if resource, ok := customKinds[gvk]; ok {
+		_, err := c.Dynamic.Resource(gvk.GroupVersion().WithResource(resource)).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	var err error
+	switch gvk.Kind {
+	case "Deployment":
+		_, err = c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case "StatefulSet":
+		_, err = c.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "DaemonSet":
+		_, err = c.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Service":
+		_, err = c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	case "PodDisruptionBudget":
+		_, err = c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Ingress":
+		_, err = c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
+	default:
+		t.Fatalf("%s: no lookup for this kind in the test", gvk)
+	}
+	return err == nil
+}
+
+// documents counts the non-empty YAML documents in a stream, by its
+// "---" separators, independently of the decoder under test.
+func documents(raw []byte) int {
+	n := 0
+	for _, doc := range strings.Split("\n"+string(raw), "\n---") {
+		for _, line := range strings.Split(doc, "\n") {
+			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
