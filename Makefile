@@ -61,7 +61,7 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 # The lab's -timeout guards against a hang; it is no bar: the lab's tests
 # took 1,276-1,739 s in CI runs (docs/lab.md), 1,694 s on 98511ba, so 30
 # minutes left under two on this machine; 45 leave room on a slower one.
-test: ## every test (what CI runs; an allocation count, which -race makes meaningless, again without it), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI lints beside them, niced, in their idle time); says loudly when the lab's or the browser's end-to-end tests were skipped
+test: ## every test (what CI runs; an allocation count, which -race makes meaningless, again without it), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI builds the release snapshot and lints beside them, niced, in their idle time); says loudly when the lab's or the browser's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 45m ./lab; lab=$$?; \
 	if [ -n "$$ROLLPROBE_RELEASE_LOCK" ]; then echo "test: the units wait for the release snapshot (its tests read dist/) ..."; flock "$$ROLLPROBE_RELEASE_LOCK" true; fi; \
