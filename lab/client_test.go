@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,7 +54,7 @@ func TestApplyEverySample(t *testing.T) {
 				if ns == "" {
 					ns = "default"
 				}
-				if !c.stored(t, obj, ns, m.GetName()) {
+				if !stored(c, obj, ns, m.GetName()) {
 					t.Errorf("%s %s/%s: not stored after apply", obj.GetObjectKind().GroupVersionKind().Kind, ns, m.GetName())
 				}
 			}
@@ -89,32 +90,17 @@ func fakeClient() *Client {
 	}
 }
 
-// stored reports whether obj's kind has an object named name in ns.
-func (c *Client) stored(t *testing.T, obj runtime.Object, ns, name string) bool {
-	t.Helper()
-	ctx := context.Background()
+// stored reports whether the fake clientsets hold obj's kind named name
+// in ns, read from their object trackers: client-go's own kinds under the
+// resource their kind names, customKinds under theirs.
+func stored(c *Client, obj runtime.Object, ns, name string) bool {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if resource, ok := customKinds[gvk]; ok {
-		_, err := c.Dynamic.Resource(gvk.GroupVersion().WithResource(resource)).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.Dynamic.(*dynamicfake.FakeDynamicClient).Tracker().Get(gvk.GroupVersion().WithResource(resource), ns, name)
 		return err == nil
 	}
-	var err error
-	switch gvk.Kind {
-	case "Deployment":
-		_, err = c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	case "StatefulSet":
-		_, err = c.Kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-	case "DaemonSet":
-		_, err = c.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-	case "Service":
-		_, err = c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	case "PodDisruptionBudget":
-		_, err = c.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-	case "Ingress":
-		_, err = c.Kube.NetworkingV1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
-	default:
-		t.Fatalf("%s: no lookup for this kind in the test", gvk)
-	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	_, err := c.Kube.(*fake.Clientset).Tracker().Get(gvr, ns, name)
 	return err == nil
 }
 
