@@ -34,25 +34,45 @@ GOMAXPROCS=1 "$work/grpcserver" --listen 127.0.0.1:$PORT &
 grpc_pid=$!
 trap 'kill "$grpc_pid" 2>/dev/null || true; if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 start_nginx "$work" "    listen 127.0.0.1:$((PORT + 1)) http2 backlog=8192;"
+# The servers' own CPU around each run: flat out a server is saturated
+# under either client, so the rate is the inverse of what it spends on a
+# request, and that depends on how the client sends (RESULTS-h2.md,
+# 2026-11-28): the servers' CPU a request says whether a lower rate is
+# the client's own speed or the server's work. nginx's one worker is its
+# master's child; grpcserver is one process.
+ngx_worker=
+for _ in $(seq 50); do ngx_worker=$(pgrep -P "$nginx_pid" | head -1) && break; sleep 0.1; done
+[ -n "$ngx_worker" ] || { echo "bench-h2: no nginx worker under $nginx_pid" >&2; exit 1; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user+system, in clock ticks
+server_of() { case $1 in "$H2") echo "$ngx_worker" ;; *) echo "$grpc_pid" ;; esac; }
+server_us() { # name pid ticks-before requests: the server's CPU µs per request
+  echo "$1-server $(awk -v a="$3" -v b="$(ticks "$2")" -v n="$4" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f\n", (b-a)/hz/n*1e6}')" >>"$work/res"
+}
 
-rp() { # name, then rollprobe's arguments: achieved rate and CPU µs per request
+rp() { # name, then rollprobe's arguments: achieved rate, CPU µs per request, the server's
   local name=$1; shift
+  local server t0; server=$(server_of "$1"); t0=$(ticks "$server")
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$@" --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
   local sent; sent=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  server_us "$name" "$server" "$t0" "$sent"
   echo "$name $(jsonfield "$work/rp.json" "d['prober']['achieved_rate']")" >>"$work/res"
   echo "$name-cpu $(cpu_us "$work/t" "$sent")" >>"$work/res"
   echo "$name-failed $(jsonfield "$work/rp.json" "d['totals']['failed']")" >>"$work/res"
 }
-h2l() { # name, then h2load's arguments: rate and CPU µs per request
+h2l() { # name, then h2load's arguments: rate, CPU µs per request, nginx's
   local name=$1; shift
+  local t0; t0=$(ticks "$ngx_worker")
   /usr/bin/time -f "%U %S" -o "$work/t" h2load "$@" -D "$DUR" "$H2" >"$work/h.out" 2>&1
   local done; done=$(awk '/^requests:/ {print $8}' "$work/h.out")
+  server_us "$name" "$ngx_worker" "$t0" "$done"
   echo "$name $(awk '/finished in/ {print $4}' "$work/h.out")" >>"$work/res"
   echo "$name-cpu $(cpu_us "$work/t" "$done")" >>"$work/res"
 }
-ghz() { # name, then ghz's arguments: rate
+ghz() { # name, then ghz's arguments: rate, grpcserver's CPU µs per call
   local name=$1; shift
+  local t0; t0=$(ticks "$grpc_pid")
   "$GHZ" --insecure --call grpc.health.v1.Health/Check -z "${DUR}s" "$@" -O json 127.0.0.1:$PORT >"$work/g.json" 2>/dev/null || true
+  server_us "$name" "$grpc_pid" "$t0" "$(jsonfield "$work/g.json" "d['count']")"
   echo "$name $(jsonfield "$work/g.json" "round(d['rps'], 1)")" >>"$work/res"
 }
 
@@ -108,8 +128,11 @@ connections it owns and classifies every one; neither h2load nor ghz is asked to
 | CPU µs per request at the most (user+sys) | $(m h2load-max-cpu) | $(m rp-max-cpu) | $(paired rp-max-cpu h2load-max-cpu) |
 | CPU µs per request at a fixed $RATE req/s (h2load \`-c 10 -m 10 --rps $((RATE / 10))\` per connection; rollprobe \`--connections 10 --streams 10\`) | $(m h2load-rate-cpu) | $(m rp-rate-cpu) | **$(paired rp-rate-cpu h2load-rate-cpu)** |
 | CPU µs per request at a fixed $RATE req/s, one request a write (h2load \`-c $SINGLES -m 2 --rps 100\` per connection; rollprobe \`--connections $SINGLES --streams 2\`) | $(m h2load-rate1-cpu) | $(m rp-rate1-cpu) | **$(paired rp-rate1-cpu h2load-rate1-cpu)** |
+| nginx's CPU µs per request, flat out (as above: under h2load; under rollprobe) | $(m h2load-max-server) | $(m rp-max-server) | $(paired rp-max-server h2load-max-server) |
 | gRPC health checks per second, 50 in flight on 10 connections (ghz \`-c 50 --connections 10\`; rollprobe \`--protocol grpc --rate 0 --concurrency 50 --connections 10\`, GOMAXPROCS=1) | $(m ghz) | $(m rp-grpc) | **$(paired rp-grpc ghz)** |
+| grpcserver's CPU µs per call at the most (as above: under ghz; under rollprobe) | $(m ghz-server) | $(m rp-grpc-server) | $(paired rp-grpc-server ghz-server) |
 | *goroutines*: h2c, most req/s (as above, \`--engine goroutines\`) | $(m h2load-max) | $(m rp-max-g) | $(paired rp-max-g h2load-max) |
+| *goroutines*: nginx's CPU µs per request, flat out | $(m h2load-max-server) | $(m rp-max-g-server) | $(paired rp-max-g-server h2load-max-server) |
 | *goroutines*: CPU µs per request at the most | $(m h2load-max-cpu) | $(m rp-max-g-cpu) | $(paired rp-max-g-cpu h2load-max-cpu) |
 | *goroutines*: CPU µs per request at a fixed $RATE req/s | $(m h2load-rate-cpu) | $(m rp-rate-g-cpu) | $(paired rp-rate-g-cpu h2load-rate-cpu) |
 | *goroutines*: CPU µs per request at a fixed $RATE req/s, one request a write | $(m h2load-rate1-cpu) | $(m rp-rate1-g-cpu) | $(paired rp-rate1-g-cpu h2load-rate1-cpu) |
