@@ -61,7 +61,7 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 # release took 20 min niced, most of it beside the lab's tests): a release
 # that hangs is then named in the log by its tests' failures, where the
 # units would otherwise wait in silence (.ci/run ends it at its own bound,
-# 40 min, and fails).
+# 45 min, and fails).
 # The lab's -timeout guards against a hang; it is no bar: the lab's tests
 # took 1,276-1,918 s in CI runs (docs/lab.md), 1,918 s on 9517bda cold, so
 # 30 minutes left under two on this machine; 45 leave room on a slower one.
