@@ -330,7 +330,7 @@ func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Dura
 	sentTo := refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
 	// The window as the referee saw it: from the deletion of the pod
 	// Traefik sent each failed request to.
-	window := deletionWindow(r.rep, func(f report.Failure) string { return sentTo[f.RequestID] })
+	window, last := deletionWindow(r.rep, func(f report.Failure) string { return sentTo[f.RequestID] })
 	t.Logf("with the edge %s late, Traefik sent requests to a deleted pod up to %s after its deletion", lag, window)
 	if window < lag {
 		t.Fatalf("Traefik sent requests to deleted pods at most %s after their deletion, want at least its %s lag", window, lag)
@@ -338,7 +338,7 @@ func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Dura
 	// The fix is sized to cover the edge's window as the referee saw it.
 	propagation := findingByID(r.rep, analysis.StopsBeforePropagation)
 	if sleep := suggestedPreStop(propagation); time.Duration(sleep)*time.Second < window {
-		t.Fatalf("suggested preStop %ds does not cover the %s Traefik kept sending to deleted pods", sleep, window)
+		t.Fatalf("suggested preStop %ds does not cover the %s Traefik kept sending to deleted pods\nthat failure: %s", sleep, window, failureJSON(last))
 	}
 }
 
@@ -1158,14 +1158,14 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				// propagation finding's preStop covers the window the
 				// access log shows.
 				requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool { return !(f.ViaEdge && f.Class == report.ClassTLS) })
-				window := deletionWindow(rep, func(f report.Failure) string { return sentTo[f.RequestID] })
+				window, last := deletionWindow(rep, func(f report.Failure) string { return sentTo[f.RequestID] })
 				propagation := findingByID(rep, analysis.StopsBeforePropagation)
 				if propagation == nil {
 					t.Fatalf("no %s finding (findings %v)", analysis.StopsBeforePropagation, findingIDs(rep))
 				}
 				sleep := suggestedPreStop(propagation)
 				if time.Duration(sleep)*time.Second < window {
-					t.Errorf("suggested preStop %ds does not cover the %s Traefik kept sending calls to deleted pods", sleep, window)
+					t.Errorf("suggested preStop %ds does not cover the %s Traefik kept sending calls to deleted pods\nthat failure: %s", sleep, window, failureJSON(last))
 				}
 				t.Logf("Traefik sent calls to deleted pods up to %s after their deletion; the finding's preStop: %ds", window, sleep)
 				// The doctor read the Service's h2c annotation: no preStop

@@ -513,13 +513,14 @@ func checkNaive(t *testing.T, r *runResult) {
 	// failure, the time since the deletion request of the pod it hit (a
 	// preStop sleep delays each pod's own shutdown; spanning several pods'
 	// sequential deletions would overstate it). Recomputed from the timeline.
-	window := deletionWindow(rep, func(f report.Failure) string { return f.LikelyPod })
+	window, last := deletionWindow(rep, func(f report.Failure) string { return f.LikelyPod })
 	if window <= 0 {
 		t.Fatalf("no failure came after its pod's deletion request")
 	}
 	sleep := suggestedPreStop(propagation)
 	if time.Duration(sleep)*time.Second < window {
-		t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused", sleep, window)
+		t.Fatalf("suggested preStop %ds does not cover the %s from a pod's deletion request to the last failure it caused\nthat failure: %s\nthe finding: %s",
+			sleep, window, failureJSON(last), strings.Join(propagation.Evidence, " | "))
 	}
 	logWhoRefusedUnattributed(t, r)
 	// Every failure on an old pod, but the edge's own (checkEdgeClasses
@@ -537,8 +538,9 @@ func checkNaive(t *testing.T, r *runResult) {
 // last of them was meant to be sent: what a preStop sleep must cover (it
 // delays each pod's own shutdown; spanning several pods' sequential
 // deletions would overstate it). Failures whose pod was not deleted are
-// left out; 0 when none is left.
-func deletionWindow(rep *report.Report, podOf func(report.Failure) string) time.Duration {
+// left out; 0 and nil when none is left. It returns the failure that set
+// the window too, for the message when a check of it fails.
+func deletionWindow(rep *report.Report, podOf func(report.Failure) string) (time.Duration, *report.Failure) {
 	deletedAt := map[string]time.Time{}
 	for _, e := range rep.Timeline {
 		if e.Kind == report.PodDeletionRequested {
@@ -546,12 +548,29 @@ func deletionWindow(rep *report.Report, podOf func(report.Failure) string) time.
 		}
 	}
 	var window time.Duration
-	for _, f := range rep.Failures {
-		if at, ok := deletedAt[podOf(f)]; ok {
-			window = max(window, f.Intended.Sub(at))
+	var last *report.Failure
+	for i, f := range rep.Failures {
+		if at, ok := deletedAt[podOf(f)]; ok && (last == nil || f.Intended.Sub(at) > window) {
+			window, last = max(0, f.Intended.Sub(at)), &rep.Failures[i]
 		}
 	}
-	return window
+	if window == 0 {
+		return 0, nil
+	}
+	return window, last
+}
+
+// failureJSON is one failure as the report writes it: every field, for a
+// message that must explain a rare run.
+func failureJSON(f *report.Failure) string {
+	if f == nil {
+		return "none"
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // suggestedPreStop is the preStop sleep, in seconds, a finding's fix
