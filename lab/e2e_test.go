@@ -212,6 +212,7 @@ func TestLab(t *testing.T) {
 
 	t.Run("run", func(t *testing.T) { testRun(t, ctx, client) })
 	t.Run("a stalled API server is a gap in the view", func(t *testing.T) { testViewStall(t, ctx, client) })
+	t.Run("a kubelet slow to kill cuts kept-alive connections late", func(t *testing.T) { testLateKill(t, ctx, client) })
 	t.Run("probers in the cluster", func(t *testing.T) { testProbers(t, ctx, client) })
 	t.Run("examples", func(t *testing.T) { testExamples(t, ctx, client) })
 	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
