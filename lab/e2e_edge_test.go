@@ -210,7 +210,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// (SIGSTOP) while its pods go away. Its kernel still takes
 		// connections; their TLS handshakes wait on Traefik.
 		time.Sleep(1500 * time.Millisecond)
-		stoppedAt, contAt := freeze(t, "traefik", traefik, edgeFreeze)
+		stoppedAt, contAt := freeze(t, "traefik", edgeFreeze, traefik)
 		r := run.wait(t)
 		checkEdgeReport(t, r)
 		rep := r.rep

@@ -515,14 +515,9 @@ func checkNaive(t *testing.T, r *runResult) {
 	// request of the pod it hit (a preStop sleep delays each pod's own
 	// shutdown; spanning several pods' sequential deletions would
 	// overstate it). Recomputed from the timeline. The race's failures
-	// are fresh connections' (raceSizesPreStop); the others are held to
-	// the findings that explain them (checkOutsideTheRace).
-	window, last := deletionWindow(rep, func(f report.Failure) string {
-		if !raceSizesPreStop(f) {
-			return ""
-		}
-		return f.LikelyPod
-	})
+	// are fresh connections' (racePod); the others are held to the
+	// findings that explain them (checkOutsideTheRace).
+	window, last := deletionWindow(rep, racePod)
 	checkOutsideTheRace(t, rep)
 	if window <= 0 {
 		t.Fatalf("no failure came after its pod's deletion request")
@@ -543,31 +538,30 @@ func checkNaive(t *testing.T, r *runResult) {
 	t.Logf("finding: %s / fix: %s", strings.Join(propagation.Evidence, " | "), propagation.Fix)
 }
 
-// raceSizesPreStop: a failure the propagation race can have caused, whose
-// time since its pod's deletion a preStop sleep must cover. Not a request
-// cut on a kept-alive connection: that connection reaches its pod whatever
-// the rules say, so it fails when the pod's process exits, however late
-// the kubelet kills it (a preStop sleep only moves the cut later; draining
-// the connections is the fix, the abrupt-close finding's). Not a fresh
-// connection whose SYN joined, or most likely followed, an earlier
-// connection's conntrack entry: it came as late as that entry lived, which
-// the propagation finding says and leaves out of its window.
-func raceSizesPreStop(f report.Failure) bool {
-	return f.Fresh && !f.JoinedConntrackEntry && f.PriorPodAddr == ""
+// racePod is the pod a failure the propagation race can have caused hit,
+// by rollprobe's attribution, for deletionWindow: a preStop sleep must
+// cover its time since that pod's deletion. "" for any other failure. Not
+// a request cut on a kept-alive connection: that connection reaches its
+// pod whatever the rules say, so it fails when the pod's process exits,
+// however late the kubelet kills it (a preStop sleep only moves the cut
+// later; draining the connections is the fix, the abrupt-close finding's).
+// Not a fresh connection whose SYN joined, or most likely followed, an
+// earlier connection's conntrack entry: it came as late as that entry
+// lived, which the propagation finding says and leaves out of its window.
+func racePod(f report.Failure) string {
+	if !f.Fresh || f.JoinedConntrackEntry || f.PriorPodAddr != "" {
+		return ""
+	}
+	return f.LikelyPod
 }
 
-// checkOutsideTheRace holds the failures raceSizesPreStop leaves out to
+// checkOutsideTheRace holds the failures racePod leaves out to
 // the findings that explain them: a kept-alive connection's cut on a
 // deleted pod to the abrupt-close finding, naming that pod; a joined or
 // followed entry's to the words for them in the finding that took it.
 func checkOutsideTheRace(t *testing.T, rep *report.Report) {
 	t.Helper()
-	deleted := map[string]bool{}
-	for _, e := range rep.Timeline {
-		if e.Kind == report.PodDeletionRequested {
-			deleted[e.Pod] = true
-		}
-	}
+	deleted := deletionRequests(rep)
 	var said []string
 	for _, f := range rep.Findings {
 		said = append(said, f.Evidence...)
@@ -575,7 +569,7 @@ func checkOutsideTheRace(t *testing.T, rep *report.Report) {
 	evidence := strings.Join(said, "\n")
 	for _, f := range rep.Failures {
 		switch {
-		case !f.Fresh && deleted[f.LikelyPod]:
+		case !f.Fresh && !deleted[f.LikelyPod].IsZero():
 			if a := findingByID(rep, analysis.AbruptKeepAliveClose); a == nil || !slices.Contains(a.Pods, f.LikelyPod) {
 				t.Errorf("a kept-alive connection's %s on deleted pod %s is not the abrupt-close finding's (%v): %s", f.Class, f.LikelyPod, findingIDs(rep), failureJSON(&f))
 			}
@@ -595,12 +589,7 @@ func checkOutsideTheRace(t *testing.T, rep *report.Report) {
 // left out; 0 and nil when none is left. It returns the failure that set
 // the window too, for the message when a check of it fails.
 func deletionWindow(rep *report.Report, podOf func(report.Failure) string) (time.Duration, *report.Failure) {
-	deletedAt := map[string]time.Time{}
-	for _, e := range rep.Timeline {
-		if e.Kind == report.PodDeletionRequested {
-			deletedAt[e.Pod] = e.At
-		}
-	}
+	deletedAt := deletionRequests(rep)
 	var window time.Duration
 	var last *report.Failure
 	for i, f := range rep.Failures {
@@ -612,6 +601,18 @@ func deletionWindow(rep *report.Report, podOf func(report.Failure) string) (time
 		return 0, nil
 	}
 	return window, last
+}
+
+// deletionRequests is when each pod's deletion request reached rollprobe,
+// by the report's timeline (the last, for a pod with several).
+func deletionRequests(rep *report.Report) map[string]time.Time {
+	at := map[string]time.Time{}
+	for _, e := range rep.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			at[e.Pod] = e.At
+		}
+	}
+	return at
 }
 
 // failureJSON is one failure as the report writes it: every field, for a

@@ -35,7 +35,7 @@ func testViewStall(t *testing.T, ctx context.Context, c *lab.Client) {
 	// The naive rollout deletes its first old pod about a second after the
 	// trigger on this lab: freeze the view while pods go away.
 	time.Sleep(1500 * time.Millisecond)
-	stoppedAt, contAt := freeze(t, "kube-apiserver", apiserver, stallFor)
+	stoppedAt, contAt := freeze(t, "kube-apiserver", stallFor, apiserver)
 	r := run.wait(t)
 	if r.exit != 0 && r.exit != 1 {
 		t.Fatalf("exit %d\n%s", r.exit, r.out())
@@ -129,25 +129,29 @@ func testViewStall(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Logf("exit %d; %d failed of %d; %d in the stall, %d widened", r.exit, rep.Totals.Failed, rep.Totals.Sent, st.Failures, st.Widened)
 }
 
-// freeze stops the lab's component name (its PID) with SIGSTOP for d and
-// lets it go on with SIGCONT, returning when each was sent. Whatever
-// fails, the component runs again when the test ends.
-func freeze(t *testing.T, name string, pid int, d time.Duration) (stoppedAt, contAt time.Time) {
+// freeze stops the lab's components pids (name says which in messages)
+// with SIGSTOP for d and lets them go on with SIGCONT, returning when the
+// first SIGSTOP and the SIGCONTs were sent. Whatever fails, each one
+// stopped runs again when the test ends.
+func freeze(t *testing.T, name string, d time.Duration, pids ...int) (stoppedAt, contAt time.Time) {
 	t.Helper()
-	stoppedAt = time.Now()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
+	var stopped []int
 	cont := func() {
-		if !resumed {
-			resumed = true
+		for _, pid := range stopped {
 			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Errorf("SIGCONT to %s: %v", name, err)
+				t.Errorf("SIGCONT to %s (pid %d): %v", name, pid, err)
 			}
 		}
+		stopped = nil
 	}
 	t.Cleanup(cont)
+	stoppedAt = time.Now()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP to %s (pid %d): %v", name, pid, err)
+		}
+		stopped = append(stopped, pid)
+	}
 	time.Sleep(d)
 	contAt = time.Now()
 	cont()
