@@ -74,24 +74,24 @@ log "2/8 CPU per request at 10,000 req/s (${REPS}x ${DUR}s each)"
 : >"$work/cpu"
 for i in $(seq "$REPS"); do
   /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
-  n=$(awk '/All done/ {print $3}' "$work/f.out")
+  n=$(awk '/All done/ {print $3}' "$work/f.out"); counted fortio "$n" "$work/f.out"
   echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -uniform -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
-  n=$(awk '/All done/ {print $3}' "$work/f.out")
+  n=$(awk '/All done/ {print $3}' "$work/f.out"); counted fortio "$n" "$work/f.out"
   echo "fortio-uniform $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   GOMAXPROCS=1 /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -qps 10000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
-  n=$(awk '/All done/ {print $3}' "$work/f.out")
+  n=$(awk '/All done/ {print $3}' "$work/f.out"); counted fortio "$n" "$work/f.out"
   echo "fortio-p1 $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --rate 10000 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  n=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted rollprobe "$n" "$work/rp.json"
   echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   echo "rollprobe-p999 $(jsonfield "$work/rp.json" "d['latency_ms']['p999']")" >>"$work/cpu"
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --rate 10000 --duration "${DUR}s" --progress 0 --ui none --procs 2 -o json >"$work/rp.json" || true
-  n=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted rollprobe "$n" "$work/rp.json"
   echo "rollprobe-p2 $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   echo "rollprobe-p2-p999 $(jsonfield "$work/rp.json" "d['latency_ms']['p999']")" >>"$work/cpu"
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --engine goroutines --rate 10000 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  n=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted rollprobe "$n" "$work/rp.json"
   echo "goroutines $(cpu_us "$work/t" "$n")" >>"$work/cpu"
   log "  rep $i: $(tail -8 "$work/cpu" | tr '\n' ' ')"
 done
@@ -119,33 +119,33 @@ log "3/8 fresh connections: CPU per request at 3,000 req/s (${REPS}x ${DUR}s eac
 : >"$work/fresh"
 fresh_rp() {
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --conn new --rate 3000 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted rollprobe "$n" "$work/rp.json"; echo "rollprobe $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_fortio() {
   # fortio's default (its 32 threads send in phase): cheaper per request
   # than its -uniform mode, so the harder reference.
   /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -keepalive=false -qps 3000 -c 32 -t "${DUR}s" -loglevel Error "$URL" >"$work/f.out" 2>&1
-  n=$(awk '/All done/ {print $3}' "$work/f.out"); echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(awk '/All done/ {print $3}' "$work/f.out"); counted fortio "$n" "$work/f.out"; echo "fortio $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_goroutines() {
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$URL" --engine goroutines --conn new --rate 3000 --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); echo "goroutines $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted rollprobe "$n" "$work/rp.json"; echo "goroutines $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 # The floor (bench/floor): raw system calls and nothing else, with
 # rollprobe's evidence (bind and getsockname before connect, the wait for
 # the server's FIN), and with neither.
 fresh_floor() {
   /usr/bin/time -f "%U %S" -o "$work/t" "$FLOOR" -target "127.0.0.1:$PORT" -rate 3000 -duration "${DUR}s" >"$work/fl.out"
-  n=$(awk '{print $2}' "$work/fl.out"); echo "floor $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(awk '{print $2}' "$work/fl.out"); counted floor "$n" "$work/fl.out"; echo "floor $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_floor_bare() {
   /usr/bin/time -f "%U %S" -o "$work/t" "$FLOOR" -target "127.0.0.1:$PORT" -rate 3000 -duration "${DUR}s" -evidence=false -finwait=false >"$work/fl.out"
-  n=$(awk '{print $2}' "$work/fl.out"); echo "floor-bare $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(awk '{print $2}' "$work/fl.out"); counted floor "$n" "$work/fl.out"; echo "floor-bare $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 fresh_hey() {
   # hey's -q is per worker: 30 workers x 100 = 3,000 req/s.
   /usr/bin/time -f "%U %S" -o "$work/t" hey -disable-keepalive -c 30 -q 100 -z "${DUR}s" "$URL" >"$work/h.out" 2>&1
-  n=$(awk '/\[200\]/ {s += $2} END {print s}' "$work/h.out"); echo "hey $(cpu_us "$work/t" "$n")" >>"$work/fresh"
+  n=$(awk '/\[200\]/ {s += $2} END {print s}' "$work/h.out"); counted hey "$n" "$work/h.out"; echo "hey $(cpu_us "$work/t" "$n")" >>"$work/fresh"
 }
 for i in $(seq "$REPS"); do
   rotate "$i" fresh_rp fresh_fortio fresh_hey fresh_goroutines fresh_floor fresh_floor_bare

@@ -53,7 +53,7 @@ rp() { # name, then rollprobe's arguments: achieved rate, CPU µs per request, t
   local name=$1; shift
   local server t0; server=$(server_of "$1"); t0=$(ticks "$server")
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$@" --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  local sent; sent=$(jsonfield "$work/rp.json" "d['totals']['sent']")
+  local sent; sent=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted "$name" "$sent" "$work/rp.json"
   server_us "$name" "$server" "$t0" "$sent"
   echo "$name $(jsonfield "$work/rp.json" "d['prober']['achieved_rate']")" >>"$work/res"
   echo "$name-cpu $(cpu_us "$work/t" "$sent")" >>"$work/res"
@@ -63,7 +63,7 @@ h2l() { # name, then h2load's arguments: rate, CPU µs per request, nginx's
   local name=$1; shift
   local t0; t0=$(ticks "$ngx_worker")
   /usr/bin/time -f "%U %S" -o "$work/t" h2load "$@" -D "$DUR" "$H2" >"$work/h.out" 2>&1
-  local done; done=$(awk '/^requests:/ {print $8}' "$work/h.out")
+  local done; done=$(awk '/^requests:/ {print $8}' "$work/h.out"); counted "$name" "$done" "$work/h.out"
   server_us "$name" "$ngx_worker" "$t0" "$done"
   echo "$name $(awk '/finished in/ {print $4}' "$work/h.out")" >>"$work/res"
   echo "$name-cpu $(cpu_us "$work/t" "$done")" >>"$work/res"
@@ -72,7 +72,8 @@ ghz() { # name, then ghz's arguments: rate, grpcserver's CPU µs per call
   local name=$1; shift
   local t0; t0=$(ticks "$grpc_pid")
   "$GHZ" --insecure --call grpc.health.v1.Health/Check -z "${DUR}s" "$@" -O json 127.0.0.1:$PORT >"$work/g.json" 2>/dev/null || true
-  server_us "$name" "$grpc_pid" "$t0" "$(jsonfield "$work/g.json" "d['count']")"
+  local calls; calls=$(jsonfield "$work/g.json" "d['count']"); counted "$name" "$calls" "$work/g.json"
+  server_us "$name" "$grpc_pid" "$t0" "$calls"
   echo "$name $(jsonfield "$work/g.json" "round(d['rps'], 1)")" >>"$work/res"
 }
 

@@ -39,13 +39,15 @@ start_nginx "$work" "    listen 127.0.0.1:$((PORT + 1)) ssl backlog=8192;
 rp_cpu() { # name, then rollprobe's arguments: CPU µs per request
   local name=$1; shift
   /usr/bin/time -f "%U %S" -o "$work/t" "$RP" probe "$@" --duration "${DUR}s" --progress 0 --ui none -o json >"$work/rp.json" || true
-  echo "$name $(cpu_us "$work/t" "$(jsonfield "$work/rp.json" "d['totals']['sent']")")" >>"$work/res"
+  local n; n=$(jsonfield "$work/rp.json" "d['totals']['sent']"); counted "$name" "$n" "$work/rp.json"
+  echo "$name $(cpu_us "$work/t" "$n")" >>"$work/res"
   echo "$name-failed $(jsonfield "$work/rp.json" "d['totals']['failed']")" >>"$work/res"
 }
 fortio_cpu() { # name, then fortio's arguments
   local name=$1; shift
   /usr/bin/time -f "%U %S" -o "$work/t" "$FORTIO" load -loglevel Error -t "${DUR}s" "$@" >"$work/f.out" 2>&1
-  echo "$name $(cpu_us "$work/t" "$(awk '/All done/ {print $3}' "$work/f.out")")" >>"$work/res"
+  local n; n=$(awk '/All done/ {print $3}' "$work/f.out"); counted "$name" "$n" "$work/f.out"
+  echo "$name $(cpu_us "$work/t" "$n")" >>"$work/res"
 }
 
 : >"$work/res"

@@ -64,3 +64,17 @@ bench_setup() {
 }
 
 log() { printf '%s: %s\n' "$bench_name" "$*" >&2; }
+
+# counted NAME N OUTPUT: stops the benchmark when NAME made no request (its
+# client failed outright): a row divided by that count would read inf, as
+# awk divides by zero without a word, and its medians would mean nothing.
+# Call it in the script's own shell (not inside $(...)), so exit stops it.
+counted() {
+  case $2 in
+  '' | *[!0-9]* | 0)
+    log "$1 made no request (its count: '$2'); the end of its output ($3):"
+    tail -n 5 "$3" >&2
+    exit 1
+    ;;
+  esac
+}
