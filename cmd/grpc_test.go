@@ -49,6 +49,11 @@ func TestGRPCClientsSideBySide(t *testing.T) {
 	if raw.HiddenRetries != nil || goClient.HiddenRetries == nil || *goClient.HiddenRetries != (report.HiddenRetries{}) {
 		t.Errorf("hidden retries: raw %+v (want absent), grpc-go %+v (want measured, none)", raw.HiddenRetries, goClient.HiddenRetries)
 	}
+	// The run says who made its calls: both, not its first path's raw;
+	// what grpc-go resent is measured over the run (here: nothing).
+	if rep.Config.GRPCClient != "both" || rep.Totals.HiddenRetries == nil || *rep.Totals.HiddenRetries != *goClient.HiddenRetries {
+		t.Errorf("the run's client %q, hidden retries %+v: want both, the grpc-go path's", rep.Config.GRPCClient, rep.Totals.HiddenRetries)
+	}
 	if raw.OK == 0 || raw.OK != raw.Sent || goClient.OK != goClient.Sent {
 		t.Errorf("raw %d of %d ok, grpc-go %d of %d", raw.OK, raw.Sent, goClient.OK, goClient.Sent)
 	}

@@ -354,8 +354,9 @@ func (f *proberFlags) paths(targets []namedTarget) (prober.Config, []prober.Path
 	return paths[0].Config, paths, nil
 }
 
-// grpcClientBoth is --grpc-client both: one target, two paths.
-const grpcClientBoth = "both"
+// grpcClientBoth is --grpc-client both: one target, two paths (the
+// report's config says it by the same name).
+const grpcClientBoth = report.GRPCClientBoth
 
 // bothClients is --grpc-client both: the one target probed as two paths
 // side by side, raw (every attempt counted) and grpc-go (what grpc-go's

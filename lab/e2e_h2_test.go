@@ -202,6 +202,9 @@ func testHiddenRetries(t *testing.T, ctx context.Context, c *lab.Client) {
 	if hidden == nil || hidden.Calls == 0 || goClient.Failed >= raw.Failed {
 		t.Errorf("grpc-go: %v, hidden %+v: want hidden retries where raw failed, and fewer failures than raw's %d", nonZero(goClient.ByClass), hidden, raw.Failed)
 	}
+	if rep.Config.GRPCClient != report.GRPCClientBoth || rep.Totals.HiddenRetries == nil || hidden == nil || *rep.Totals.HiddenRetries != *hidden {
+		t.Errorf("the run's client %q, hidden retries %+v: want both, the grpc-go path's %+v", rep.Config.GRPCClient, rep.Totals.HiddenRetries, hidden)
+	}
 	if findingByID(rep, analysis.H2GoAwayDroppedStreams) == nil {
 		t.Errorf("findings %v, want %s", findingIDs(rep), analysis.H2GoAwayDroppedStreams)
 	}

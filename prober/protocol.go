@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rollprobe/rollprobe/internal/field"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Protocol is what the prober speaks to the target. Every protocol ends
@@ -44,10 +45,10 @@ type GRPCClient string
 const (
 	// GRPCClientRaw: rollprobe's own streams, every attempt counted (the
 	// default).
-	GRPCClientRaw GRPCClient = "raw"
+	GRPCClientRaw GRPCClient = report.GRPCClientRaw
 	// GRPCClientGo: grpc-go itself, as a Go service's clients call; what
 	// it resends on its own is counted as hidden retries.
-	GRPCClientGo GRPCClient = "grpc-go"
+	GRPCClientGo GRPCClient = report.GRPCClientGo
 )
 
 // DefaultGRPCMethod is the standard health check every gRPC server can

@@ -27,7 +27,8 @@ type Report struct {
 	Tool    Tool   `json:"tool"`
 	Command string `json:"command"`
 	// Target and Config are the first path's when the run probed several
-	// (Paths gives each path's target, connect_to and tls_roots).
+	// (Paths gives each path's target, connect_to, tls_roots and
+	// grpc_client; Config.GRPCClient is then "both" if they differ).
 	Target      string      `json:"target"`
 	StartedAt   time.Time   `json:"started_at"`
 	EndedAt     time.Time   `json:"ended_at"`
@@ -433,10 +434,10 @@ type Totals struct {
 	ByBackend         map[string]uint64 `json:"by_backend"`
 	FreshConnections  uint64            `json:"fresh_connections"`
 	ReusedConnections uint64            `json:"reused_connections"`
-	// HiddenRetries, when grpc-go made the calls (config.grpc_client), is
-	// what it resent on its own; absent otherwise (not measured). With
-	// --grpc-client both it follows the first path (raw: absent); each
-	// path's own is in its PathReport.
+	// HiddenRetries, when grpc-go made the calls (config.grpc_client
+	// grpc-go or both), is what it resent on its own; absent otherwise
+	// (not measured). With --grpc-client both it is the grpc-go path's
+	// (each path's own is in its PathReport).
 	HiddenRetries *HiddenRetries `json:"hidden_retries,omitempty"`
 	// SlowConnects counts requests that succeeded only after a SYN was
 	// retransmitted (connect took about 1 s or more): the latency spikes

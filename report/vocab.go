@@ -41,6 +41,16 @@ const (
 	GoAwayGraceful = "graceful" // first 2^31-1, then the last stream after a round trip (grpc-go's GracefulStop)
 )
 
+// Values of config.grpc_client and paths[].grpc_client: who made a gRPC
+// run's calls.
+const (
+	GRPCClientRaw = "raw"     // rollprobe's own streams: every attempt is a request of its own
+	GRPCClientGo  = "grpc-go" // grpc-go itself: what it resent on its own is hidden_retries
+	// GRPCClientBoth, on the run's config only: its paths were probed by
+	// both side by side (--grpc-client both); paths[] says which is which.
+	GRPCClientBoth = "both"
+)
+
 // Values of a failure's server_close: for eof and eof_reused, whether the
 // server's kernel had acknowledged the request before the server closed.
 const (

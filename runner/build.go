@@ -231,6 +231,7 @@ func build(run probeRun) *report.Report {
 		for _, p := range r.Paths {
 			r.Prober.TargetRate += p.Prober.TargetRate
 		}
+		r.Config.GRPCClient, r.Totals.HiddenRetries = pathsClient(r.Paths, r.Config.GRPCClient, r.Totals.HiddenRetries)
 	}
 	r.Verdict = report.Judge(report.Facts{
 		Paths:         pathFacts,
@@ -403,6 +404,42 @@ func grpcClient(cfg prober.Config) string {
 		return ""
 	}
 	return string(cmp.Or(cfg.GRPCClient, prober.GRPCClientRaw))
+}
+
+// pathsClient is who made the calls of a run of several paths, and what
+// grpc-go resent unseen over all of them: the run's own config is its
+// first path's, which says "raw" of a run whose other path grpc-go made
+// (--grpc-client both), and "not measured" of retries a path measured.
+// A run whose paths agree keeps its own.
+func pathsClient(paths []report.PathReport, client string, hidden *report.HiddenRetries) (string, *report.HiddenRetries) {
+	mixed := false
+	var measured []report.HiddenRetries
+	for _, p := range paths {
+		mixed = mixed || p.GRPCClient != paths[0].GRPCClient
+		if h := p.Totals.HiddenRetries; h != nil {
+			measured = append(measured, *h)
+		}
+	}
+	switch {
+	case !mixed:
+		return client, hidden
+	case len(measured) == 0:
+		return report.GRPCClientBoth, nil
+	case len(measured) == 1:
+		return report.GRPCClientBoth, &measured[0]
+	}
+	sum := &report.HiddenRetries{}
+	var addedMS float64 // the retried calls' added milliseconds, summed
+	for _, h := range measured {
+		sum.Calls += h.Calls
+		sum.Attempts += h.Attempts
+		sum.AddedMSMax = max(sum.AddedMSMax, h.AddedMSMax)
+		addedMS += h.AddedMSMean * float64(h.Calls)
+	}
+	if sum.Calls > 0 {
+		sum.AddedMSMean = addedMS / float64(sum.Calls)
+	}
+	return report.GRPCClientBoth, sum
 }
 
 // hiddenRetries is what grpc-go resent unseen, when it made the calls;

@@ -159,3 +159,36 @@ func TestSchemaValidatesReports(t *testing.T) {
 		t.Fatal("schema accepted by_class without a class key")
 	}
 }
+
+// A run whose paths two clients made says "both", not its first path's
+// client, and its hidden retries are those its grpc-go paths measured; a
+// run whose paths agree keeps its own config's.
+func TestPathsClient(t *testing.T) {
+	path := func(client string, h *report.HiddenRetries) report.PathReport {
+		return report.PathReport{GRPCClient: client, Totals: report.Totals{HiddenRetries: h}}
+	}
+	goRetries := &report.HiddenRetries{Calls: 3, Attempts: 4, AddedMSMean: 10, AddedMSMax: 20}
+	other := &report.HiddenRetries{Calls: 1, Attempts: 1, AddedMSMean: 50, AddedMSMax: 50}
+	own := &report.HiddenRetries{Calls: 9}
+	for _, tc := range []struct {
+		name       string
+		paths      []report.PathReport
+		runClient  string
+		runHidden  *report.HiddenRetries
+		wantClient string
+		wantHidden *report.HiddenRetries
+	}{
+		{"raw beside grpc-go", []report.PathReport{path("raw", nil), path("grpc-go", goRetries)}, "raw", nil, "both", goRetries},
+		{"grpc-go beside raw", []report.PathReport{path("grpc-go", goRetries), path("raw", nil)}, "grpc-go", own, "both", goRetries},
+		{"two grpc-go beside raw", []report.PathReport{path("raw", nil), path("grpc-go", goRetries), path("grpc-go", other)}, "raw", nil,
+			"both", &report.HiddenRetries{Calls: 4, Attempts: 5, AddedMSMean: 20, AddedMSMax: 50}},
+		{"all raw", []report.PathReport{path("raw", nil), path("raw", nil)}, "raw", nil, "raw", nil},
+		{"all grpc-go", []report.PathReport{path("grpc-go", goRetries), path("grpc-go", other)}, "grpc-go", own, "grpc-go", own},
+		{"not grpc", []report.PathReport{path("", nil), path("", nil)}, "", nil, "", nil},
+	} {
+		client, hidden := pathsClient(tc.paths, tc.runClient, tc.runHidden)
+		if client != tc.wantClient || (hidden == nil) != (tc.wantHidden == nil) || hidden != nil && *hidden != *tc.wantHidden {
+			t.Errorf("%s: %q %+v, want %q %+v", tc.name, client, hidden, tc.wantClient, tc.wantHidden)
+		}
+	}
+}
