@@ -134,6 +134,8 @@ func TestExitCodes(t *testing.T) {
 		{"doctor with two namespaces", []string{"doctor", "--deployment", "prod/web", "--namespace", "other"}, 2, "name two namespaces"},
 		{"wait without watch", []string{"run", "--deployment", "web", "--target", "http://x/", "--wait", "1m"}, 2, "--wait applies only with --watch"},
 		{"edge log wait without the log", []string{"run", "--deployment", "web", "--target", "http://x/", "--edge-log-wait", "2m"}, 2, "--edge-log-wait applies only with --edge-access-log"},
+		{"edge log format without the log", []string{"run", "--deployment", "web", "--target", "http://x/", "--edge-log-format", "nginx"}, 2, "--edge-log-format applies only with --edge-access-log"},
+		{"unknown edge log format", []string{"run", "--deployment", "web", "--target", "http://x/", "--edge-access-log", "/dev/null", "--edge-log-format", "apache"}, 2, `--edge-log-format "apache": want one of auto, traefik, nginx`},
 		{"negative edge log wait", []string{"run", "--deployment", "web", "--target", "http://x/", "--edge-access-log", "/dev/null", "--edge-log-wait", "-1s"}, 2, "--edge-log-wait -1s: must not be negative"},
 		{"rate beyond any machine", []string{"probe", srv.URL("/ok"), "--rate", "1e12", "--duration", "100ms", "--progress", "0", "--workers", "2", "--max-workers", "8"}, 4,
 			"--rate 1e+12 is beyond what one machine can send"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/ci"
 	"github.com/rollprobe/rollprobe/doctor"
+	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/internal/field"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/report/exitcode"
@@ -42,6 +44,7 @@ type runOptions struct {
 	wait, baseline, settle, timeout time.Duration
 	expectedDrain                   time.Duration
 	edgeAccessLog                   string
+	edgeLogFormat                   string
 	edgeLogWait                     time.Duration
 	probers                         proberPodFlags
 	outputs                         outputFlags
@@ -135,7 +138,8 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")
-	f.StringVar(&o.edgeAccessLog, "edge-access-log", "", "an ingress's access log FILE, read after the rollout for where it forwarded each failed request (Traefik's JSON access log with the --request-id-header kept): names their pods for certain")
+	f.StringVar(&o.edgeAccessLog, "edge-access-log", "", "an ingress's access log FILE, read after the rollout for where it forwarded each failed request (Traefik's JSON access log, or nginx's in the log_format docs/run.md gives, with the --request-id-header kept): names their pods for certain")
+	f.StringVar(&o.edgeLogFormat, "edge-log-format", edgelog.FormatAuto, "with --edge-access-log: its format, "+strings.Join(edgelog.Formats, ", ")+" (auto: by the first line of the run's requests)")
 	f.DurationVar(&o.edgeLogWait, "edge-log-wait", runner.DefaultEdgeLogWait, "with --edge-access-log: how long to wait, once the rollout is over (not counted in --timeout), for the log to hold a line for every failed request that got past the edge (an edge logs a request when it ends: one it holds on a gone pod can take minutes)")
 	o.probers.bind(f, "the workload's namespace")
 	o.probers.bindConntrack(f)
@@ -193,6 +197,12 @@ func (o *runOptions) validate() error {
 	}
 	if o.kube.fs.Changed("edge-log-wait") && o.edgeAccessLog == "" {
 		errs = append(errs, errors.New("--edge-log-wait applies only with --edge-access-log"))
+	}
+	if o.kube.fs.Changed("edge-log-format") && o.edgeAccessLog == "" {
+		errs = append(errs, errors.New("--edge-log-format applies only with --edge-access-log"))
+	}
+	if !slices.Contains(edgelog.Formats, o.edgeLogFormat) {
+		errs = append(errs, fmt.Errorf("--edge-log-format %q: want one of %s", o.edgeLogFormat, strings.Join(edgelog.Formats, ", ")))
 	}
 	if o.edgeLogWait < 0 {
 		errs = append(errs, fmt.Errorf("--edge-log-wait %s: must not be negative", o.edgeLogWait))
@@ -275,7 +285,7 @@ func (o *runOptions) complete() error {
 		Kube: kube, Namespace: ns, Kind: ref.Kind, Name: ref.Name, Service: o.kube.service, Trigger: trigger,
 		Probe: probeCfg, Paths: paths, Budget: o.flags.budget(),
 		Baseline: o.baseline, Settle: o.settle, Wait: o.wait, Timeout: o.timeout, ExpectedDrain: o.expectedDrain, Promote: o.promote, PromoteAfter: o.promoteAfter,
-		Tool: tool(), Log: logOut, EdgeAccessLog: o.edgeAccessLog, EdgeLogWait: o.edgeLogWait,
+		Tool: tool(), Log: logOut, EdgeAccessLog: o.edgeAccessLog, EdgeLogFormat: o.edgeLogFormat, EdgeLogWait: o.edgeLogWait,
 	}
 	o.cfg.Probers = o.probers.config(kube, restCfg, ns)
 	if o.uiMode == uiNone {

@@ -1,9 +1,13 @@
 // Package edgelog reads an ingress's access log for where it forwarded
 // each of a run's requests: the edge's own record, as conntrack is the
-// kernel's. It reads Traefik's JSON access log (one object a line, the
-// request ID header kept: --accesslog.format=json and
-// --accesslog.fields.headers.names.X-Request-Id=keep), whose ServiceAddr
-// is the backend address Traefik chose for the request.
+// kernel's. It reads two formats, each one JSON object a line with the
+// request ID header kept:
+//   - Traefik's JSON access log (--accesslog.format=json and
+//     --accesslog.fields.headers.names.X-Request-Id=keep), whose
+//     ServiceAddr is the backend address Traefik chose for the request;
+//   - nginx's, in the log_format NginxLogFormat (nginx and the ingresses
+//     and gateways built on it), whose $upstream_addr lists the backend
+//     addresses nginx tried, the last the one that answered or failed.
 package edgelog
 
 import (
@@ -13,14 +17,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// FormatTraefik names Traefik's JSON access log.
-const FormatTraefik = "traefik"
+// The formats Read reads. FormatAuto tells them apart by the first of
+// the run's lines: nginx's has upstream_addr or msec, Traefik's
+// DownstreamStatus or StartUTC.
+const (
+	FormatAuto    = "auto"
+	FormatTraefik = "traefik"
+	FormatNginx   = "nginx"
+)
+
+// Formats are the values a format may take, FormatAuto first.
+var Formats = []string{FormatAuto, FormatTraefik, FormatNginx}
+
+// NginxLogFormat is the log_format nginx must write for FormatNginx, the
+// request ID header being X-Request-Id ($http_x_request_id; another
+// header's variable and key are named the same way). escape=json keeps
+// every value a JSON string or number; the lists nginx writes when it
+// tried several backends ("a, b") stay strings.
+const NginxLogFormat = `log_format rollprobe escape=json '{"msec":"$msec","request_time":"$request_time","status":"$status",'
+    '"upstream_addr":"$upstream_addr","upstream_status":"$upstream_status",'
+    '"upstream_response_time":"$upstream_response_time","http_x_request_id":"$http_x_request_id"}';`
 
 // Entry is what the edge logged of one request.
 type Entry struct {
@@ -49,8 +73,12 @@ type Entry struct {
 // Log is the entries of a run's requests, by request ID.
 type Log struct {
 	ByID map[string]Entry
+	// Format is the format its lines were read in: the one given, or the
+	// one the first of the run's lines showed (FormatAuto: none did).
+	Format string
 	// Unreadable counts lines that name one of the run's request IDs and
-	// are not a JSON object (a line cut short, say); Duplicates the run's
+	// are not a JSON object (a line cut short, say), or, before the
+	// format is known, one of neither format; Duplicates the run's
 	// request IDs found on more than one line, left out of ByID (a log
 	// gathered twice, say: which line is the request is not known).
 	Unreadable, Duplicates int
@@ -60,14 +88,18 @@ type Log struct {
 // user keeps add to that).
 const maxLine = 1 << 20
 
-// ReadTraefik reads Traefik's JSON access log from r, keeping the lines
-// whose request ID (the value of the header idHeader, which Traefik logs
-// as the field "request_<idHeader>") begins with one of prefixes followed
-// by "-" (a run's IDs are RUNID-N). Only the lines that contain such a
-// prefix are decoded: a busy edge's log holds many other clients'.
-func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
-	log := Log{ByID: map[string]Entry{}}
-	field := "request_" + idHeader
+// Read reads an access log in format (one of Formats) from r, keeping the
+// lines whose request ID (the value of the header idHeader: Traefik logs
+// it as the field "request_<idHeader>", nginx's log_format names it as
+// its variable, "http_x_request_id" for X-Request-Id) begins with one of
+// prefixes followed by "-" (a run's IDs are RUNID-N). Only the lines
+// that contain such a prefix are decoded: a busy edge's log holds many
+// other clients'.
+func Read(r io.Reader, format, idHeader string, prefixes []string) (Log, error) {
+	if !slices.Contains(Formats, format) {
+		return Log{}, fmt.Errorf("access log format %q: want one of %s", format, strings.Join(Formats, ", "))
+	}
+	log := Log{ByID: map[string]Entry{}, Format: format}
 	dup := map[string]bool{}
 	marks := make([][]byte, len(prefixes))
 	for i, p := range prefixes {
@@ -85,7 +117,18 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 			log.Unreadable++
 			continue
 		}
-		id := stringField(obj, field)
+		if log.Format == FormatAuto {
+			switch {
+			case hasField(obj, "upstream_addr") || hasField(obj, "msec"):
+				log.Format = FormatNginx
+			case hasField(obj, "DownstreamStatus") || hasField(obj, "StartUTC"):
+				log.Format = FormatTraefik
+			default:
+				log.Unreadable++
+				continue
+			}
+		}
+		id := stringField(obj, idField(log.Format, idHeader))
 		if !ours(id, prefixes) {
 			continue
 		}
@@ -94,10 +137,11 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 			delete(log.ByID, id)
 			continue
 		}
-		start, _ := time.Parse(time.RFC3339Nano, stringField(obj, "StartUTC"))
-		log.ByID[id] = Entry{Upstream: stringField(obj, "ServiceAddr"),
-			Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start,
-			Overhead: time.Duration(intField(obj, "Overhead")), Duration: time.Duration(intField(obj, "Duration"))}
+		if log.Format == FormatNginx {
+			log.ByID[id] = nginxEntry(obj)
+		} else {
+			log.ByID[id] = traefikEntry(obj)
+		}
 	}
 	log.Duplicates = len(dup)
 	if err := sc.Err(); err != nil {
@@ -106,14 +150,101 @@ func ReadTraefik(r io.Reader, idHeader string, prefixes []string) (Log, error) {
 	return log, nil
 }
 
-// ReadTraefikFile is ReadTraefik of the file at path.
-func ReadTraefikFile(path, idHeader string, prefixes []string) (Log, error) {
+// ReadFile is Read of the file at path.
+func ReadFile(path, format, idHeader string, prefixes []string) (Log, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Log{}, err
 	}
 	defer f.Close()
-	return ReadTraefik(f, idHeader, prefixes)
+	return Read(f, format, idHeader, prefixes)
+}
+
+// idField is the key a line of format holds the request ID header under.
+func idField(format, idHeader string) string {
+	if format == FormatNginx {
+		return "http_" + strings.ToLower(strings.ReplaceAll(idHeader, "-", "_"))
+	}
+	return "request_" + idHeader
+}
+
+func traefikEntry(obj map[string]json.RawMessage) Entry {
+	start, _ := time.Parse(time.RFC3339Nano, stringField(obj, "StartUTC"))
+	return Entry{Upstream: stringField(obj, "ServiceAddr"),
+		Status: intField(obj, "DownstreamStatus"), OriginStatus: intField(obj, "OriginStatus"), Start: start,
+		Overhead: time.Duration(intField(obj, "Overhead")), Duration: time.Duration(intField(obj, "Duration"))}
+}
+
+// nginxEntry reads a line of NginxLogFormat. nginx logs a request when it
+// ends ($msec, to the millisecond), so it began $request_time before. The
+// upstream variables list every backend tried ("a, b", and " : " between
+// the groups of an internal redirect): the last one answered or failed
+// last, and the time outside its attempt is the attempts before it and
+// nginx's own. An address that is not ip:port (a unix socket, or the
+// upstream group's name when no server was left to try) names no backend.
+func nginxEntry(obj map[string]json.RawMessage) Entry {
+	e := Entry{Status: intOf(numberField(obj, "status"))}
+	if addr := lastTried(stringField(obj, "upstream_addr")); addr != "" {
+		if _, err := netip.ParseAddrPort(addr); err == nil {
+			e.Upstream = addr
+		}
+	}
+	e.OriginStatus = intOf(lastTried(numberField(obj, "upstream_status")))
+	took, tookOK := seconds(numberField(obj, "request_time"))
+	if tookOK {
+		e.Duration = took
+	}
+	if end, ok := seconds(numberField(obj, "msec")); ok && tookOK {
+		e.Start = time.Unix(0, int64(end-took)).UTC()
+	}
+	if last, ok := seconds(lastTried(numberField(obj, "upstream_response_time"))); ok && tookOK && took > last {
+		e.Overhead = took - last
+	}
+	return e
+}
+
+// lastTried is the last of the backends an nginx upstream variable lists.
+func lastTried(list string) string {
+	if i := strings.LastIndex(list, " : "); i >= 0 {
+		list = list[i+3:]
+	}
+	if i := strings.LastIndexByte(list, ','); i >= 0 {
+		list = list[i+1:]
+	}
+	return strings.TrimSpace(list)
+}
+
+// seconds parses nginx's seconds with a fraction ("0.005",
+// "1764583200.123") exactly; false for "-", empty or anything else.
+func seconds(s string) (time.Duration, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 9 || strings.ContainsAny(whole+frac, "+-") {
+		return 0, false
+	}
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || sec > int64(time.Duration(1<<63-1)/time.Second)-1 {
+		return 0, false
+	}
+	var ns int64
+	if frac != "" {
+		n, err := strconv.ParseInt(frac, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ns = n
+		for range 9 - len(frac) {
+			ns *= 10
+		}
+	}
+	return time.Duration(sec)*time.Second + time.Duration(ns), true
+}
+
+func intOf(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // CheckReadable says why the file at path cannot be read, nil when it can
@@ -136,20 +267,46 @@ func CheckReadable(path string) error {
 // key is matched without regard to case: Traefik keeps a header's name as
 // the user configured it.
 func stringField(obj map[string]json.RawMessage, key string) string {
-	raw, ok := obj[key]
-	if !ok {
-		for k, v := range obj {
-			if strings.EqualFold(k, key) {
-				raw, ok = v, true
-				break
-			}
-		}
-	}
+	raw, ok := field(obj, key)
 	var s string
 	if !ok || json.Unmarshal(raw, &s) != nil {
 		return ""
 	}
 	return s
+}
+
+// numberField is obj[key] as text, whether nginx wrote it as a JSON string
+// or a number; "" when absent or neither.
+func numberField(obj map[string]json.RawMessage, key string) string {
+	if s := stringField(obj, key); s != "" {
+		return s
+	}
+	raw, ok := field(obj, key)
+	var n json.Number
+	if !ok || json.Unmarshal(raw, &n) != nil {
+		return ""
+	}
+	return n.String()
+}
+
+// hasField: obj has key, matched as stringField does.
+func hasField(obj map[string]json.RawMessage, key string) bool {
+	_, ok := field(obj, key)
+	return ok
+}
+
+// field is obj[key], the key matched without regard to case when no key
+// matches it exactly.
+func field(obj map[string]json.RawMessage, key string) (json.RawMessage, bool) {
+	if raw, ok := obj[key]; ok {
+		return raw, true
+	}
+	for k, v := range obj {
+		if strings.EqualFold(k, key) {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
 func intField(obj map[string]json.RawMessage, key string) int {

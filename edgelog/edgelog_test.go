@@ -29,7 +29,7 @@ time="2026-11-30T10:00:03Z" level=error msg="not an access log line"
 // the run's cut short is counted, and a request ID on two lines left out
 // and counted (which one is the request is not known).
 func TestReadTraefik(t *testing.T) {
-	log, err := ReadTraefik(strings.NewReader(traefikLog), "X-Request-Id", []string{"r1a2", "p2"})
+	log, err := Read(strings.NewReader(traefikLog), FormatTraefik, "X-Request-Id", []string{"r1a2", "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,16 +52,16 @@ func TestReadTraefik(t *testing.T) {
 	}
 	// The header as the user spelt it in Traefik's configuration.
 	lower := strings.ReplaceAll(traefikLog, "request_X-Request-Id", "request_x-request-id")
-	if log, err := ReadTraefik(strings.NewReader(lower), "X-Request-Id", []string{"r1a2"}); err != nil || log.ByID["r1a2-2"].Upstream != "10.244.2.6:8080" {
+	if log, err := Read(strings.NewReader(lower), FormatTraefik, "X-Request-Id", []string{"r1a2"}); err != nil || log.ByID["r1a2-2"].Upstream != "10.244.2.6:8080" {
 		t.Errorf("the header's field in lower case: %+v, %v", log.ByID, err)
 	}
 	// Another header name: none of these lines has it.
-	if log, _ := ReadTraefik(strings.NewReader(traefikLog), "X-Trace", []string{"r1a2"}); len(log.ByID) != 0 {
+	if log, _ := Read(strings.NewReader(traefikLog), FormatTraefik, "X-Trace", []string{"r1a2"}); len(log.ByID) != 0 {
 		t.Errorf("by a header the lines lack: %+v", log.ByID)
 	}
 }
 
-func TestReadTraefikFile(t *testing.T) {
+func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "access.log")
 	if err := os.WriteFile(path, []byte(traefikLog), 0o600); err != nil {
@@ -75,8 +75,90 @@ func TestReadTraefikFile(t *testing.T) {
 			t.Errorf("%s: readable, want an error", bad)
 		}
 	}
-	log, err := ReadTraefikFile(path, "X-Request-Id", []string{"r1a2"})
+	log, err := ReadFile(path, FormatTraefik, "X-Request-Id", []string{"r1a2"})
 	if err != nil || log.ByID["r1a2-1"].Upstream != "10.244.1.5:8080" {
 		t.Errorf("%+v, %v", log, err)
+	}
+}
+
+// Lines of NginxLogFormat as nginx writes them (edgelog's nginx test runs
+// a real one), with the cases it meets less often: numbers written bare
+// by a log_format that does not quote them, an internal redirect's second
+// group (" : "), a unix socket, values nginx had none for ("-" or empty).
+const nginxLog = `{"msec":"1796113538.310","request_time":"0.250","status":"502","upstream_addr":"10.244.1.5:8080, 10.244.2.6:8080","upstream_status":"502, 502","upstream_response_time":"0.200, 0.001","http_x_request_id":"r1a2-1"}
+{"msec":1796113539.5,"request_time":0.031,"status":200,"upstream_addr":"10.244.1.5:8080 : [fd00::7]:8080","upstream_status":"404 : 200","upstream_response_time":"0.001 : 0.030","http_x_request_id":"r1a2-2"}
+{"msec":"1796113540.000","request_time":"0.000","status":"502","upstream_addr":"naive","upstream_status":"502","upstream_response_time":"0.000","http_x_request_id":"r1a2-3"}
+{"msec":"1796113541.000","request_time":"0.002","status":"200","upstream_addr":"unix:/run/app.sock","upstream_status":"200","upstream_response_time":"0.002","http_x_request_id":"r1a2-4"}
+{"msec":"1796113542.000","request_time":"0.000","status":"404","upstream_addr":"","upstream_status":"-","upstream_response_time":"-","http_x_request_id":"r1a2-5"}
+{"msec":"1796113543.000","request_time":"0.000","status":"200","upstream_addr":"10.244.1.5:8080","upstream_status":"200","upstream_response_time":"0.000","http_x_request_id":"other-1"}
+`
+
+func TestReadNginx(t *testing.T) {
+	log, err := Read(strings.NewReader(nginxLog), FormatAuto, "X-Request-Id", []string{"r1a2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(sec, ms int64) time.Time { return time.Unix(sec, ms*1e6).UTC() }
+	want := map[string]Entry{
+		// The last server tried failed too: nginx's 502 names it, and the
+		// first attempt's 200 ms is time outside the last one.
+		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond},
+		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond},
+		"r1a2-3": {Status: 502, OriginStatus: 502, Start: at(1796113540, 0)},
+		"r1a2-4": {Status: 200, OriginStatus: 200, Start: at(1796113540, 998), Duration: 2 * time.Millisecond},
+		"r1a2-5": {Status: 404, Start: at(1796113542, 0)},
+	}
+	if log.Format != FormatNginx || len(log.ByID) != len(want) || log.Unreadable != 0 {
+		t.Errorf("format %q, %d entries, %d unreadable: want nginx, %d, 0", log.Format, len(log.ByID), log.Unreadable, len(want))
+	}
+	for id, e := range want {
+		if got := log.ByID[id]; got != e {
+			t.Errorf("%s: %+v, want %+v", id, got, e)
+		}
+	}
+	// Another request ID header: nginx's variable for it names the key.
+	other := strings.ReplaceAll(nginxLog, "http_x_request_id", "http_x_trace_id")
+	if log, _ := Read(strings.NewReader(other), FormatNginx, "X-Trace-Id", []string{"r1a2"}); len(log.ByID) != len(want) {
+		t.Errorf("by X-Trace-Id: %d entries, want %d", len(log.ByID), len(want))
+	}
+	// Told the wrong format, the lines hold no ID where it looks: none.
+	if log, _ := Read(strings.NewReader(nginxLog), FormatTraefik, "X-Request-Id", []string{"r1a2"}); len(log.ByID) != 0 || log.Format != FormatTraefik {
+		t.Errorf("nginx's lines read as Traefik's: %+v", log)
+	}
+	if _, err := Read(strings.NewReader(nginxLog), "apache", "X-Request-Id", []string{"r1a2"}); err == nil {
+		t.Error("an unknown format: no error")
+	}
+}
+
+// Auto tells the formats apart by the first of the run's lines; a line of
+// the run in neither format before it is unreadable, and a log with no
+// line of the run leaves the format unknown (auto).
+func TestReadAutoFormat(t *testing.T) {
+	log, _ := Read(strings.NewReader(traefikLog), FormatAuto, "X-Request-Id", []string{"r1a2"})
+	if log.Format != FormatTraefik || log.ByID["r1a2-2"].Upstream != "10.244.2.6:8080" {
+		t.Errorf("Traefik's log: format %q, %+v", log.Format, log.ByID)
+	}
+	odd := `{"time":"x","X-Request-Id":"r1a2-7"}` + "\n" + nginxLog
+	if log, _ := Read(strings.NewReader(odd), FormatAuto, "X-Request-Id", []string{"r1a2"}); log.Format != FormatNginx || log.Unreadable != 1 || len(log.ByID) != 5 {
+		t.Errorf("a line of neither format first: format %q, %d unreadable, %d entries", log.Format, log.Unreadable, len(log.ByID))
+	}
+	if log, _ := Read(strings.NewReader(nginxLog), FormatAuto, "X-Request-Id", []string{"zz"}); log.Format != FormatAuto || len(log.ByID) != 0 {
+		t.Errorf("no line of the run: format %q, %d entries", log.Format, len(log.ByID))
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"0.005": 5 * time.Millisecond, "1.5": 1500 * time.Millisecond, "12": 12 * time.Second,
+		"0.000000001": 1, "1796113538.287": 1796113538287 * time.Millisecond,
+	} {
+		if got, ok := seconds(in); !ok || got != want {
+			t.Errorf("seconds(%q) = %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "-", "-1.0", "+1", ".5", "1.0000000001", "x", "1e3", "99999999999999999999"} {
+		if got, ok := seconds(bad); ok {
+			t.Errorf("seconds(%q) = %s, want not a time", bad, got)
+		}
 	}
 }

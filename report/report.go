@@ -539,8 +539,10 @@ const (
 // (run --edge-access-log): read after the rollout, its lines picked by the
 // run's request IDs.
 type EdgeLog struct {
-	// File is the log read; Format its format ("traefik": Traefik's JSON
-	// access log with the request ID header kept).
+	// File is the log read; Format its format (edgelog's: "traefik",
+	// Traefik's JSON access log with the request ID header kept; "nginx",
+	// nginx's in edgelog.NginxLogFormat; "auto" when no line of the run's
+	// requests told which).
 	File   string `json:"file"`
 	Format string `json:"format"`
 	// Requests is how many of the run's requests it has a line for;

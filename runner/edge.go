@@ -80,15 +80,15 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 // kernel gives up the connect (up to 135 s in the lab): --edge-log-wait.
 const DefaultEdgeLogWait = 10 * time.Second
 
-// readEdgeLog reads the access log at path (Traefik's JSON) for the run's
+// readEdgeLog reads the access log at path (in format: edgelog.Formats) for the run's
 // requests and sets UpstreamAddr on each failure it has a line for; the
 // analysis names the pod at that address, certain (access_log). It
 // re-reads, once a second, until every failure that reached the edge as a
 // request has its line or wait has passed. A log that
 // cannot be read is said in the section, never fatal: the pods are then
 // inferred.
-func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time.Duration) *report.EdgeLog {
-	out := &report.EdgeLog{File: path, Format: edgelog.FormatTraefik}
+func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, wait time.Duration) *report.EdgeLog {
+	out := &report.EdgeLog{File: path, Format: format}
 	// The run's request IDs begin with its run ID, each path's own with
 	// the path's, each in-cluster prober's with the prober's.
 	pathOf := map[string]string{rep.Config.RunID: ""}
@@ -102,7 +102,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 	var log edgelog.Log
 	for deadline := time.Now().Add(wait); ; {
 		var err error
-		log, err = edgelog.ReadTraefikFile(path, rep.Config.RequestIDHeader, prefixes)
+		log, err = edgelog.ReadFile(path, format, rep.Config.RequestIDHeader, prefixes)
 		if err != nil {
 			out.Error = err.Error()
 			return out
@@ -111,6 +111,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path string, wait time
 			break
 		}
 	}
+	out.Format = log.Format
 	out.Requests, out.Unreadable, out.Duplicates = len(log.ByID), log.Unreadable, log.Duplicates
 	if len(rep.Paths) > 0 {
 		out.RequestsByPath = map[string]int{}

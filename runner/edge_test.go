@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -74,7 +75,7 @@ func TestReadEdgeLog(t *testing.T) {
 			{RequestID: "run1-10", Class: report.ClassProxy5xx, ViaEdge: true},
 			{RequestID: "path3-5", Class: report.ClassProxy5xx, ViaEdge: true, Path: "edge"},
 		}}
-	got := readEdgeLog(context.Background(), rep, path, 0)
+	got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0)
 	// The responses a backend gave, by address and second of the run (a
 	// clock behind the run's: before its first second); a 5xx (the edge's
 	// own, with or without an origin status) is none, and so is an answer
@@ -101,7 +102,45 @@ func TestReadEdgeLog(t *testing.T) {
 			t.Errorf("failure %s: edge duration %v ms, want %v", rep.Failures[i].RequestID, got, d)
 		}
 	}
-	if got := readEdgeLog(context.Background(), rep, filepath.Join(t.TempDir(), "gone.log"), 0); got.Error == "" || got.FailuresFound != 0 {
+	if got := readEdgeLog(context.Background(), rep, filepath.Join(t.TempDir(), "gone.log"), edgelog.FormatAuto, 0); got.Error == "" || got.FailuresFound != 0 {
 		t.Errorf("a log gone since the preflight: %+v", *got)
+	}
+}
+
+// nginx's log, its format told by its first line of the run's: the last
+// server tried names the failure's pod, a request that waited on a server
+// tried before the one that answered counts as a wait inside the edge, and
+// a log with none of the run's lines leaves the format unknown.
+func TestReadEdgeLogNginx(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nginx.log")
+	log := `{"msec":"1796032800.900","request_time":"0.400","status":"200","upstream_addr":"10.244.1.5:8080","upstream_status":"200","upstream_response_time":"0.400","http_x_request_id":"other-1"}
+{"msec":"1796032801.250","request_time":"0.001","status":"502","upstream_addr":"10.244.1.5:8080, 10.244.2.6:8080","upstream_status":"502, 502","upstream_response_time":"0.000, 0.001","http_x_request_id":"run1-7"}
+{"msec":"1796032801.500","request_time":"1.002","status":"200","upstream_addr":"10.244.3.9:8080, 10.244.2.6:8080","upstream_status":"504, 200","upstream_response_time":"1.000, 0.002","http_x_request_id":"run1-8"}
+{"msec":"1796032801.700","request_time":"0.000","status":"502","upstream_addr":"naive","upstream_status":"502","upstream_response_time":"0.000","http_x_request_id":"run1-9"}
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := &report.Report{StartedAt: time.Unix(1796032800, 0).UTC(), Config: report.Config{RunID: "run1", RequestIDHeader: "X-Request-Id"},
+		Failures: []report.Failure{
+			{RequestID: "run1-7", Class: report.ClassProxy5xx, ViaEdge: true},
+			{RequestID: "run1-9", Class: report.ClassProxy5xx, ViaEdge: true},
+		}}
+	got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0)
+	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNotFound: 1,
+		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: 0, Responses: 1}},
+		Waits:     []report.EdgeWaits{{T: 0, Requests: 1}}}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("edge log %+v, want %+v", *got, want)
+	}
+	if up := rep.Failures[0].UpstreamAddr; up != "10.244.2.6:8080" || rep.Failures[0].EdgeDurationMS != 1 {
+		t.Errorf("run1-7: upstream %q, %v ms: want the last server tried, 1 ms", up, rep.Failures[0].EdgeDurationMS)
+	}
+	if up := rep.Failures[1].UpstreamAddr; up != "" {
+		t.Errorf("run1-9 (no live upstreams): upstream %q, want none", up)
+	}
+	rep.Config.RunID = "zz"
+	if got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0); got.Format != edgelog.FormatAuto || got.Requests != 0 {
+		t.Errorf("no line of the run: %+v", *got)
 	}
 }

@@ -257,7 +257,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep.Timeline = tl.Events()
 		markEdgeConnections(rep, svc, w.NodeIPs())
 		if cfg.EdgeAccessLog != "" {
-			rep.EdgeLog = readEdgeLog(ctx, rep, cfg.EdgeAccessLog, cfg.EdgeLogWait)
+			rep.EdgeLog = readEdgeLog(ctx, rep, cfg.EdgeAccessLog, cmp.Or(cfg.EdgeLogFormat, edgelog.FormatAuto), cfg.EdgeLogWait)
 			switch e := rep.EdgeLog; {
 			case e.Error != "":
 				cfg.logf("edge access log not read: %s; the pods of failures through the edge are inferred", e.Error)

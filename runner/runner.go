@@ -324,10 +324,12 @@ type RolloutConfig struct {
 	// of from this process.
 	Probers *ProbersConfig
 
-	// EdgeAccessLog, when set, is an ingress's access log (Traefik's JSON,
-	// the request ID header kept), read after the rollout for where the
-	// edge forwarded each failed request.
+	// EdgeAccessLog, when set, is an ingress's access log (Traefik's JSON
+	// or nginx's in edgelog.NginxLogFormat, the request ID header kept),
+	// read after the rollout for where the edge forwarded each failed
+	// request; EdgeLogFormat its format (edgelog.Formats; "": auto).
 	EdgeAccessLog string
+	EdgeLogFormat string
 	// EdgeLogWait bounds how long the run waits, after the rollout, for
 	// that log to hold a line for every failure that got past the edge
 	// (rollprobe run: DefaultEdgeLogWait unless told; zero reads it once).

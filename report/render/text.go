@@ -491,7 +491,7 @@ func EdgeLogLine(e *report.EdgeLog) string {
 		return fmt.Sprintf("%s not read (%s): the pods of failures through the edge are inferred from the timeline", Printable(e.File), Printable(e.Error))
 	}
 	if e.Requests == 0 {
-		return fmt.Sprintf("%s (%s): no line of the run's requests (is the request ID header kept? Traefik: --accesslog.fields.headers.names.X-Request-Id=keep, the header --request-id-header names); the pods of failures through the edge are inferred from the timeline",
+		return fmt.Sprintf("%s (%s): no line of the run's requests (is the request ID header kept? Traefik: --accesslog.fields.headers.names.X-Request-Id=keep; nginx: the log_format in docs/run.md, with $http_x_request_id; the header --request-id-header names); the pods of failures through the edge are inferred from the timeline",
 			Printable(e.File), e.Format)
 	}
 	s := fmt.Sprintf("%s (%s): a line for %d of the run's requests; %d failed requests found there (the pod the edge forwarded each to), %d through the edge not found (their pods inferred)",
