@@ -402,6 +402,12 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 			return
 		}
 	}
+	if f.EdgeNoBackend {
+		// The edge's record again: it sent the request nowhere.
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = noBackendContext
+		return
+	}
 	c := class(f)
 	if f.ViaEdge && beforeTheEdge(c) {
 		// The connection ended at an ingress or proxy, and the request

@@ -204,6 +204,9 @@ var rules = []rule{
 	// Then: the kernel showed no pod was reached, the host's own rules
 	// stopped the SYN, while the Service had endpoints: no pod's doing.
 	{ProxyRulesWithoutEndpoint, report.SeverityError, func(s seen) bool { return s.f.NoConntrackEntry }, renderProxyRulesWithoutEndpoint},
+	// Then: the edge's log shows it sent the request to no pod, while the
+	// Service had endpoints: the edge's doing, not a pod's.
+	{EdgeHadNoBackend, report.SeverityError, func(s seen) bool { return s.f.EdgeNoBackend }, renderEdgeNoBackend},
 	// HTTP/2 streams end with their connection, not with a refused
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},

@@ -557,10 +557,13 @@ type EdgeLog struct {
 	Duplicates int `json:"duplicates,omitempty"`
 	// FailuresFound counts the failures it has a line for that names the
 	// address the request was forwarded to; FailuresNotFound those that
-	// got past the edge's handshake (it must have logged them) without
-	// such a line: their pod is inferred.
+	// got past the edge's handshake (it must have logged them) without a
+	// line: their pod is inferred.
 	FailuresFound    int `json:"failures_found"`
 	FailuresNotFound int `json:"failures_not_found"`
+	// FailuresNoBackend counts the failures it has a line for that names
+	// no backend (Failure.EdgeNoBackend): the edge answered them itself.
+	FailuresNoBackend int `json:"failures_no_backend,omitempty"`
 	// Error says why the log could not be read, when it could not.
 	Error string `json:"error,omitempty"`
 	// Responses are the run's requests the edge forwarded, the backend
@@ -722,6 +725,12 @@ type Failure struct {
 	// address and port. Absent when no log was read or it had no line
 	// for the request.
 	UpstreamAddr string `json:"upstream_addr,omitempty"`
+	// EdgeNoBackend: the edge's access log has the request's line and it
+	// names no backend the request went to: the edge answered it itself,
+	// with no pod to send it to (Traefik: no server for the Service in its
+	// view; nginx: none left to try, "no live upstreams"). No pod took
+	// part, so LikelyPod is empty.
+	EdgeNoBackend bool `json:"edge_no_backend,omitempty"`
 	// EdgeDurationMS is how long the edge had the request, from receiving
 	// it to logging it, by its access log (Traefik's Duration): longer
 	// than the client's timeout when the edge went on waiting on a

@@ -136,6 +136,9 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, w
 		if e.Upstream != "" {
 			f.UpstreamAddr = e.Upstream
 			out.FailuresFound++
+		} else if !analysis.BeforeTheEdge(f) {
+			f.EdgeNoBackend = true
+			out.FailuresNoBackend++
 		}
 	}
 	out.FailuresNotFound = missingEdgeLines(rep, log)
@@ -143,15 +146,15 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, w
 }
 
 // missingEdgeLines counts the failures through the edge that got past its
-// handshake (so it logged them as requests) and have no line naming where
-// they went.
+// handshake (so it logged them as requests) and have no line. (A line that
+// names no backend is the edge's own answer: found, and no pod's.)
 func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
 	n := 0
 	for _, f := range rep.Failures {
 		if !f.ViaEdge || analysis.BeforeTheEdge(&f) {
 			continue
 		}
-		if e, ok := log.ByID[f.RequestID]; !ok || e.Upstream == "" {
+		if _, ok := log.ByID[f.RequestID]; !ok {
 			n++
 		}
 	}

@@ -108,9 +108,11 @@ func TestReadEdgeLog(t *testing.T) {
 }
 
 // nginx's log, its format told by its first line of the run's: the last
-// server tried names the failure's pod, a request that waited on a server
-// tried before the one that answered counts as a wait inside the edge, and
-// a log with none of the run's lines leaves the format unknown.
+// server tried names the failure's pod, a line naming no server (no live
+// upstreams) says the edge sent the request nowhere (found: no wait for
+// another line), a request that waited on a server tried before the one
+// that answered counts as a wait inside the edge, and a log with none of
+// the run's lines leaves the format unknown.
 func TestReadEdgeLogNginx(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nginx.log")
 	log := `{"msec":"1796032800.900","request_time":"0.400","status":"200","upstream_addr":"10.244.1.5:8080","upstream_status":"200","upstream_response_time":"0.400","http_x_request_id":"other-1"}
@@ -127,7 +129,7 @@ func TestReadEdgeLogNginx(t *testing.T) {
 			{RequestID: "run1-9", Class: report.ClassProxy5xx, ViaEdge: true},
 		}}
 	got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0)
-	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNotFound: 1,
+	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNoBackend: 1,
 		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: 0, Responses: 1}},
 		Waits:     []report.EdgeWaits{{T: 0, Requests: 1}}}
 	if !reflect.DeepEqual(*got, want) {
@@ -136,8 +138,11 @@ func TestReadEdgeLogNginx(t *testing.T) {
 	if up := rep.Failures[0].UpstreamAddr; up != "10.244.2.6:8080" || rep.Failures[0].EdgeDurationMS != 1 {
 		t.Errorf("run1-7: upstream %q, %v ms: want the last server tried, 1 ms", up, rep.Failures[0].EdgeDurationMS)
 	}
-	if up := rep.Failures[1].UpstreamAddr; up != "" {
-		t.Errorf("run1-9 (no live upstreams): upstream %q, want none", up)
+	if f := rep.Failures[1]; f.UpstreamAddr != "" || !f.EdgeNoBackend {
+		t.Errorf("run1-9 (no live upstreams): upstream %q, no backend %v: want none, said", f.UpstreamAddr, f.EdgeNoBackend)
+	}
+	if rep.Failures[0].EdgeNoBackend {
+		t.Errorf("run1-7 went to a backend, and is said to have had none")
 	}
 	rep.Config.RunID = "zz"
 	if got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0); got.Format != edgelog.FormatAuto || got.Requests != 0 {

@@ -499,6 +499,9 @@ func EdgeLogLine(e *report.EdgeLog) string {
 	if e.FailuresNotFound > 0 {
 		s += " (an edge logs a request when it ends, and can hold one on a gone pod for minutes: --edge-log-wait waits longer)"
 	}
+	if e.FailuresNoBackend > 0 {
+		s += fmt.Sprintf("; %d failed requests the edge sent to no pod (its line names no backend: it answered them itself)", e.FailuresNoBackend)
+	}
 	waited := 0
 	for _, w := range e.Waits {
 		waited += w.Requests
