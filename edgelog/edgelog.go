@@ -49,22 +49,27 @@ const NginxLogFormat = `log_format rollprobe escape=json '{"msec":"$msec","reque
 // Entry is what the edge logged of one request.
 type Entry struct {
 	// Upstream is the backend address (ip:port) it forwarded the request
-	// to; empty when it chose none (no route, no server).
+	// to (nginx: the last it tried); empty when it chose none (no route,
+	// no server).
 	Upstream string
 	// Status is what it answered the client; OriginStatus what the backend
-	// answered it (0: no answer, the edge made its own).
+	// answered it (0: no answer, the edge made its own; both edges also
+	// log their own 502 for a backend they could not reach as its status).
 	Status, OriginStatus int
 	// Start is when the edge received the request, by its own clock
-	// (StartUTC); zero when the line has none.
+	// (StartUTC; nginx: $msec less $request_time, to the millisecond);
+	// zero when the line has none.
 	Start time.Time
 	// Overhead is the time the request spent inside the edge outside the
-	// attempt that answered it (Traefik's Overhead): failed attempts and
+	// attempt that answered it (Traefik's Overhead; nginx: $request_time
+	// less the last $upstream_response_time): failed attempts and
 	// a retry middleware's backoff, besides the edge's own work. (Its
 	// RetryAttempts would count the retries, but Traefik v3.6 never fills
 	// it: accesslog.SaveRetries is wired to no retry middleware.)
 	Overhead time.Duration
 	// Duration is the request's whole time inside the edge, from receiving
-	// it to logging it (Traefik's Duration); 0 when the line has none. An
+	// it to logging it (Traefik's Duration, nginx's $request_time); 0 when
+	// the line has none. An
 	// edge logs a request when it ends, so a request it held on a backend
 	// that never answered is as long as that wait, whatever the client did.
 	Duration time.Duration
