@@ -182,19 +182,25 @@ func traefikEntry(obj map[string]json.RawMessage) Entry {
 
 // nginxEntry reads a line of NginxLogFormat. nginx logs a request when it
 // ends ($msec, to the millisecond), so it began $request_time before. The
-// upstream variables list every backend tried ("a, b", and " : " between
-// the groups of an internal redirect): the last one answered or failed
-// last, and the time outside its attempt is the attempts before it and
-// nginx's own. An address that is not ip:port (a unix socket, or the
-// upstream group's name when no server was left to try) names no backend.
+// upstream variables list every server tried, in turn ("a, b", and " : "
+// between the groups of an internal redirect), and when none was left to
+// try next, the upstream group's name where an address would be: a
+// request that failed on a and then found no live server is "a, naive".
+// The last address in the list is the pod the request went to last, the
+// one that answered it or failed it; its status and time are the same
+// place in their lists, and the time outside its attempt is the attempts
+// before it and nginx's own. A list with no address (the group's name
+// alone, a unix socket) names no backend; a socket's answer is still the
+// origin's status.
 func nginxEntry(obj map[string]json.RawMessage) Entry {
 	e := Entry{Status: intOf(numberField(obj, "status"))}
-	if addr := lastTried(stringField(obj, "upstream_addr")); addr != "" {
-		if _, err := netip.ParseAddrPort(addr); err == nil {
-			e.Upstream = addr
+	addrs := tried(stringField(obj, "upstream_addr"))
+	last := -1 // the last server tried: an address, or a unix socket
+	for i, a := range addrs {
+		if _, err := netip.ParseAddrPort(a); err == nil || strings.HasPrefix(a, "unix:") {
+			last = i
 		}
 	}
-	e.OriginStatus = intOf(lastTried(numberField(obj, "upstream_status")))
 	took, tookOK := seconds(numberField(obj, "request_time"))
 	if tookOK {
 		e.Duration = took
@@ -202,21 +208,33 @@ func nginxEntry(obj map[string]json.RawMessage) Entry {
 	if end, ok := seconds(numberField(obj, "msec")); ok && tookOK {
 		e.Start = time.Unix(0, int64(end-took)).UTC()
 	}
-	if last, ok := seconds(lastTried(numberField(obj, "upstream_response_time"))); ok && tookOK && took > last {
-		e.Overhead = took - last
+	if last < 0 {
+		return e
+	}
+	if !strings.HasPrefix(addrs[last], "unix:") {
+		e.Upstream = addrs[last]
+	}
+	if statuses := tried(numberField(obj, "upstream_status")); len(statuses) == len(addrs) {
+		e.OriginStatus = intOf(statuses[last])
+	}
+	if times := tried(numberField(obj, "upstream_response_time")); len(times) == len(addrs) {
+		if its, ok := seconds(times[last]); ok && tookOK && took > its {
+			e.Overhead = took - its
+		}
 	}
 	return e
 }
 
-// lastTried is the last of the backends an nginx upstream variable lists.
-func lastTried(list string) string {
-	if i := strings.LastIndex(list, " : "); i >= 0 {
-		list = list[i+3:]
+// tried splits an nginx upstream variable's list into its entries, in
+// the order nginx tried them.
+func tried(list string) []string {
+	var out []string
+	for _, group := range strings.Split(list, " : ") {
+		for _, s := range strings.Split(group, ",") {
+			out = append(out, strings.TrimSpace(s))
+		}
 	}
-	if i := strings.LastIndexByte(list, ','); i >= 0 {
-		list = list[i+1:]
-	}
-	return strings.TrimSpace(list)
+	return out
 }
 
 // seconds parses nginx's seconds with a fraction ("0.005",

@@ -90,6 +90,7 @@ const nginxLog = `{"msec":"1796113538.310","request_time":"0.250","status":"502"
 {"msec":"1796113540.000","request_time":"0.000","status":"502","upstream_addr":"naive","upstream_status":"502","upstream_response_time":"0.000","http_x_request_id":"r1a2-3"}
 {"msec":"1796113541.000","request_time":"0.002","status":"200","upstream_addr":"unix:/run/app.sock","upstream_status":"200","upstream_response_time":"0.002","http_x_request_id":"r1a2-4"}
 {"msec":"1796113542.000","request_time":"0.000","status":"404","upstream_addr":"","upstream_status":"-","upstream_response_time":"-","http_x_request_id":"r1a2-5"}
+{"msec":"1796113544.000","request_time":"0.002","status":"502","upstream_addr":"10.244.1.3:8080, naive","upstream_status":"502, 502","upstream_response_time":"0.001, 0.000","http_x_request_id":"r1a2-6"}
 {"msec":"1796113543.000","request_time":"0.000","status":"200","upstream_addr":"10.244.1.5:8080","upstream_status":"200","upstream_response_time":"0.000","http_x_request_id":"other-1"}
 `
 
@@ -104,9 +105,13 @@ func TestReadNginx(t *testing.T) {
 		// first attempt's 200 ms is time outside the last one.
 		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond},
 		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond},
-		"r1a2-3": {Status: 502, OriginStatus: 502, Start: at(1796113540, 0)},
+		// No server to try: nginx's own 502, no origin.
+		"r1a2-3": {Status: 502, Start: at(1796113540, 0)},
 		"r1a2-4": {Status: 200, OriginStatus: 200, Start: at(1796113540, 998), Duration: 2 * time.Millisecond},
 		"r1a2-5": {Status: 404, Start: at(1796113542, 0)},
+		// Tried a pod, which failed, and then had no server left (the
+		// group's name after it, as a real nginx logs it): the pod.
+		"r1a2-6": {Upstream: "10.244.1.3:8080", Status: 502, OriginStatus: 502, Start: at(1796113543, 998), Duration: 2 * time.Millisecond, Overhead: time.Millisecond},
 	}
 	if log.Format != FormatNginx || len(log.ByID) != len(want) || log.Unreadable != 0 {
 		t.Errorf("format %q, %d entries, %d unreadable: want nginx, %d, 0", log.Format, len(log.ByID), log.Unreadable, len(want))
@@ -139,7 +144,7 @@ func TestReadAutoFormat(t *testing.T) {
 		t.Errorf("Traefik's log: format %q, %+v", log.Format, log.ByID)
 	}
 	odd := `{"time":"x","X-Request-Id":"r1a2-7"}` + "\n" + nginxLog
-	if log, _ := Read(strings.NewReader(odd), FormatAuto, "X-Request-Id", []string{"r1a2"}); log.Format != FormatNginx || log.Unreadable != 1 || len(log.ByID) != 5 {
+	if log, _ := Read(strings.NewReader(odd), FormatAuto, "X-Request-Id", []string{"r1a2"}); log.Format != FormatNginx || log.Unreadable != 1 || len(log.ByID) != 6 {
 		t.Errorf("a line of neither format first: format %q, %d unreadable, %d entries", log.Format, log.Unreadable, len(log.ByID))
 	}
 	if log, _ := Read(strings.NewReader(nginxLog), FormatAuto, "X-Request-Id", []string{"zz"}); log.Format != FormatAuto || len(log.ByID) != 0 {
