@@ -123,6 +123,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			edge.Totals.Failed, edge.Totals.Sent, nonZero(edge.Totals.ByClass))
 	})
 
+	t.Run("naive through an nginx whose view never changes, its log read", func(t *testing.T) { testNginxEdge(t, ctx, c) })
+
 	t.Run("a route that retries: the drops it hides show as latency", func(t *testing.T) {
 		ensureSample(t, ctx, c, "naive")
 		waitEdge(t, "https://naive-retry.lab.example/", cfg.EdgeCAPath())

@@ -1,0 +1,239 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/edgelog"
+	"github.com/rollprobe/rollprobe/internal/testenv"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// nginxEdgePort is where the test's nginx listens on the hub.
+const nginxEdgePort = 28080
+
+// testNginxEdge: rollprobe run through a real nginx (Debian's) on the
+// hub, which proxies to naive's pods by the addresses they had when it
+// started: a view that never changes, as an edge whose controller stopped
+// would hold. nginx tries the next pod when one fails (proxy_next_upstream)
+// and takes a failed one out (max_fails=1) for longer than the run, so
+// once the rollout has deleted every old pod it has none left: the last
+// old pod's failure names it (nginx logs "that pod's address, naive": it
+// tried the pod, then found no server left), and the requests after it
+// find no live upstream ("naive" alone). The run reads nginx's log (edgelog.NginxLogFormat). Referee:
+// nginx's own log, read here with the test's own parsing: every failure
+// has its line, a line naming an address names the failure's pod (the
+// pod with that address in the timeline, for certain, by the log), a line
+// naming none leaves the failure on no pod; and those are the edge's own
+// finding while the API listed the new pods serving.
+func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
+	}
+	ensureSample(t, ctx, c, "naive")
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=naive"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			servers = append(servers, fmt.Sprintf("server %s max_fails=1 fail_timeout=300s;", net.JoinHostPort(p.Status.PodIP, "8080")))
+		}
+	}
+	if len(servers) == 0 {
+		t.Fatal("no naive pod with an address")
+	}
+	dir := t.TempDir()
+	logPath := startHubNginx(t, bin, dir, strings.Join(servers, " "))
+
+	r := startRunOn(t, nil, "naive", fmt.Sprintf("http://%s:%d/", netns.HubIP, nginxEdgePort),
+		"--edge-access-log", logPath, "--edge-log-format", edgelog.FormatNginx).wait(t)
+	if r.exit != 1 || r.rep == nil {
+		t.Fatalf("exit %d (%v): want 1, every old pod gone from nginx's fixed view\n%s", r.exit, r.repErr, r.out())
+	}
+	rep := r.rep
+	checkRunReport(t, r, "complete")
+	if e := rep.EdgeLog; e == nil || e.Error != "" || e.Format != edgelog.FormatNginx || e.FailuresNotFound != 0 || e.Duplicates != 0 {
+		t.Fatalf("edge log %+v: want nginx's, every failure's line found", rep.EdgeLog)
+	}
+
+	lines := readNginxLog(t, logPath)
+	podByIP := map[string]string{}
+	for _, e := range rep.Timeline {
+		if e.Pod != "" && e.IP != "" {
+			podByIP[e.IP] = e.Pod
+		}
+	}
+	named, nowhere := 0, 0
+	for _, f := range rep.Failures {
+		tried, ok := lines[f.RequestID]
+		if !ok {
+			t.Errorf("failure %s (%s) has no line in nginx's log", f.RequestID, f.Class)
+			continue
+		}
+		// nginx lists the servers it tried in turn, and the group's name
+		// when it had none left to try next: the last address is the pod
+		// the request went to last.
+		last := ""
+		for _, a := range tried {
+			if _, err := netip.ParseAddrPort(a); err == nil {
+				last = a
+			}
+		}
+		addr, err := netip.ParseAddrPort(last)
+		if err != nil {
+			// The group's name alone: nginx sent the request nowhere.
+			nowhere++
+			if !f.EdgeNoBackend || f.LikelyPod != "" || f.UpstreamAddr != "" {
+				t.Errorf("failure %s: nginx tried %q, no server; rollprobe: no backend %v, pod %q, upstream %q", f.RequestID, tried, f.EdgeNoBackend, f.LikelyPod, f.UpstreamAddr)
+			}
+			continue
+		}
+		named++
+		pod := podByIP[addr.Addr().String()]
+		if f.UpstreamAddr != last || f.EdgeNoBackend || f.LikelyPod != pod || f.Confidence != 1 || f.Evidence != report.EvidenceAccessLog {
+			t.Errorf("failure %s: nginx tried %q (the last: pod %q); rollprobe: upstream %q, pod %q (%v, %s), no backend %v",
+				f.RequestID, tried, pod, f.UpstreamAddr, f.LikelyPod, f.Confidence, f.Evidence, f.EdgeNoBackend)
+		}
+	}
+	if named == 0 || nowhere == 0 || rep.EdgeLog.FailuresFound != named || rep.EdgeLog.FailuresNoBackend != nowhere {
+		logNginxFailures(t, logPath)
+		t.Errorf("%d failures nginx's log names a pod for, %d none; rollprobe's edge log %+v: want both kinds, the same counts", named, nowhere, *rep.EdgeLog)
+	}
+	fd := findingByID(rep, analysis.EdgeHadNoBackend)
+	if fd == nil || !strings.Contains(fd.Title, fmt.Sprintf("to send %d requests to", nowhere)) || strings.Contains(fd.Title, "listed 0 serving") {
+		t.Errorf("findings %v (%+v): want %s for the %d sent nowhere, while the API listed serving endpoints", findingIDs(rep), fd, analysis.EdgeHadNoBackend, nowhere)
+	}
+	t.Logf("through nginx's fixed view: %d of %d failed (%v); %d named on the pod nginx's log names, %d sent nowhere",
+		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), named, nowhere)
+}
+
+// startHubNginx runs nginx in the hub's namespace, proxying / to servers
+// (nginx upstream server lines), logging in edgelog.NginxLogFormat; it
+// returns the log's path. The test ends it (by its PID: ip netns exec
+// becomes nginx's master).
+func startHubNginx(t *testing.T, bin, dir, servers string) string {
+	t.Helper()
+	logPath := filepath.Join(dir, "access.log")
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+  %[2]s
+  access_log %[3]s rollprobe;
+  client_body_temp_path %[1]s;
+  proxy_temp_path %[1]s;
+  fastcgi_temp_path %[1]s;
+  uwsgi_temp_path %[1]s;
+  scgi_temp_path %[1]s;
+  upstream naive { %[4]s }
+  server {
+    listen %[5]s:%[6]d;
+    location / {
+      proxy_pass http://naive;
+      proxy_connect_timeout 1s;
+    }
+  }
+}
+`, dir, edgelog.NginxLogFormat, logPath, servers, netns.HubIP, nginxEdgePort)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", netns.LabNetNS, bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt) // nginx: SIGINT is a fast stop
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	// nginx writes its pid file once its listening socket is open.
+	for range 100 {
+		if _, err := os.Stat(filepath.Join(dir, "nginx.pid")); err == nil {
+			return logPath
+		}
+		select {
+		case <-exited:
+			t.Fatalf("nginx exited: %s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nginx did not listen on %s:%d within 10 s: %s", netns.HubIP, nginxEdgePort, out.String())
+	return ""
+}
+
+// readNginxLog is the referee's reading of nginx's log: by request ID,
+// the entries of $upstream_addr (the servers nginx tried in turn, and the
+// group's name when none was left), split on its commas.
+func readNginxLog(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var line map[string]string
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("nginx's log: %v: %s", err, sc.Text())
+		}
+		var tried []string
+		for _, s := range strings.Split(line["upstream_addr"], ",") {
+			tried = append(tried, strings.TrimSpace(s))
+		}
+		out[line["http_x_request_id"]] = tried
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// logNginxFailures logs the first lines of nginx's log that are not a
+// 200, as nginx wrote them: the evidence when the test and rollprobe
+// disagree.
+func logNginxFailures(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	shown := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if line != "" && !strings.Contains(line, `"status":"200"`) && shown < 12 {
+			t.Logf("nginx: %s", line)
+			shown++
+		}
+	}
+}
