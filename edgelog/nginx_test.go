@@ -6,14 +6,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rollprobe/rollprobe/internal/testenv"
+	"github.com/rollprobe/rollprobe/internal/nginxtest"
 )
 
 // A real nginx (Debian's) in front of two backends and a closed port, with
@@ -24,10 +23,7 @@ import (
 // refused leaves later requests none to try ("no live upstreams": the
 // group's name where an address would be).
 func TestReadNginxAgreesWithItsBackends(t *testing.T) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
-	}
+	bin := nginxtest.Bin(t)
 	var mu sync.Mutex
 	servedBy := map[string]string{} // request ID -> the backend that answered it
 	backend := func() string {
@@ -51,15 +47,21 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 	}
 	a, b := backend(), backend()
 	refusing, gone1, gone2 := closedPort(t), closedPort(t), closedPort(t)
-	addr, dir := startNginx(t, bin, fmt.Sprintf(`
-  upstream retried { server %[1]s max_fails=0; server %[2]s max_fails=0; server %[3]s max_fails=0; }
-  upstream refused { server %[3]s; }
-  upstream slow { server %[1]s; }
-  upstream allgone { server %[4]s max_fails=1 fail_timeout=60s; server %[5]s max_fails=1 fail_timeout=60s; }`, a, b, refusing, gone1, gone2), `
+	addr := closedPort(t)
+	ngx := nginxtest.New(t, bin)
+	ngx.Start(t, nginxtest.Options{HTTP: fmt.Sprintf(`  %[1]s
+  access_log %[2]s/access.log rollprobe;
+  upstream retried { server %[3]s max_fails=0; server %[4]s max_fails=0; server %[5]s max_fails=0; }
+  upstream refused { server %[5]s; }
+  upstream slow { server %[3]s; }
+  upstream allgone { server %[6]s max_fails=1 fail_timeout=60s; server %[7]s max_fails=1 fail_timeout=60s; }
+  server {
+    listen %[8]s;
     location /retried/ { proxy_pass http://retried; }
     location /refused/ { proxy_pass http://refused; }
     location /slow/ { proxy_pass http://slow; }
-    location /allgone/ { proxy_pass http://allgone; }`)
+    location /allgone/ { proxy_pass http://allgone; }
+  }`, NginxLogFormat, ngx.Dir, a, b, refusing, gone1, gone2, addr)})
 
 	type sent struct {
 		path       string
@@ -93,9 +95,9 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 		}
 	}
 	send("someone-else-1", "/retried/")
-	stopNginx(t, bin, dir)
+	ngx.Signal(t, "quit") // its worker finishes and closes the log
 
-	path := filepath.Join(dir, "access.log")
+	path := filepath.Join(ngx.Dir, "access.log")
 	log, err := ReadFile(path, FormatAuto, "X-Request-Id", []string{"run1"})
 	if err != nil {
 		t.Fatal(err)
@@ -179,85 +181,4 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
-}
-
-// startNginx runs nginx in the foreground with NginxLogFormat, the
-// upstreams given and a server with the locations given, on a loopback
-// port of its own; it returns the address and nginx's directory.
-func startNginx(t *testing.T, bin, upstreams, locations string) (addr, dir string) {
-	t.Helper()
-	addr, dir = closedPort(t), t.TempDir()
-	conf := fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 256; }
-http {
-  %[2]s
-  access_log %[1]s/access.log rollprobe;
-  client_body_temp_path %[1]s;
-  proxy_temp_path %[1]s;
-  fastcgi_temp_path %[1]s;
-  uwsgi_temp_path %[1]s;
-  scgi_temp_path %[1]s;
-  %[3]s
-  server {
-    listen %[4]s;
-    %[5]s
-  }
-}
-`, dir, NginxLogFormat, upstreams, addr, locations)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill() // only if stopNginx was not reached
-			<-exited
-		}
-	})
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr, dir
-		}
-		select {
-		case <-exited:
-			t.Fatalf("nginx exited: %s", out)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("nginx did not listen on %s within 5 s: %s", addr, out)
-	return "", ""
-}
-
-// stopNginx stops it gracefully (nginx -s quit: its workers finish and
-// close the log) and waits for its master to go.
-func stopNginx(t *testing.T, bin, dir string) {
-	t.Helper()
-	pidText, err := os.ReadFile(filepath.Join(dir, "nginx.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir, "-s", "quit").CombinedOutput(); err != nil {
-		t.Fatalf("nginx -s quit: %v: %s", err, out)
-	}
-	pid := strings.TrimSpace(string(pidText))
-	for range 100 {
-		if _, err := os.Stat("/proc/" + pid); err != nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nginx (pid %s) did not stop within 5 s", pid)
 }

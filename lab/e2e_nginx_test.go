@@ -8,17 +8,15 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/edgelog"
-	"github.com/rollprobe/rollprobe/internal/testenv"
+	"github.com/rollprobe/rollprobe/internal/nginxtest"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
@@ -42,10 +40,7 @@ const nginxEdgePort = 28080
 // naming none leaves the failure on no pod; and those are the edge's own
 // finding while the API listed the new pods serving.
 func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
-	}
+	bin := nginxtest.Bin(t)
 	ensureSample(t, ctx, c, "naive")
 	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=naive"})
 	if err != nil {
@@ -60,8 +55,7 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	if len(servers) == 0 {
 		t.Fatal("no naive pod with an address")
 	}
-	dir := t.TempDir()
-	logPath := startHubNginx(t, bin, dir, strings.Join(servers, " "))
+	logPath := startHubNginx(t, bin, strings.Join(servers, " "))
 
 	r := startRunOn(t, nil, "naive", fmt.Sprintf("http://%s:%d/", netns.HubIP, nginxEdgePort),
 		"--edge-access-log", logPath, "--edge-log-format", edgelog.FormatNginx).wait(t)
@@ -125,69 +119,24 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), named, nowhere)
 }
 
-// startHubNginx runs nginx in the hub's namespace, proxying / to servers
-// (nginx upstream server lines), logging in edgelog.NginxLogFormat; it
-// returns the log's path. The test ends it (by its PID: ip netns exec
-// becomes nginx's master).
-func startHubNginx(t *testing.T, bin, dir, servers string) string {
+// startHubNginx runs nginx (nginxtest) in the hub's namespace, proxying /
+// to servers (nginx upstream server lines), logging in
+// edgelog.NginxLogFormat; it returns the log's path.
+func startHubNginx(t *testing.T, bin, servers string) string {
 	t.Helper()
-	logPath := filepath.Join(dir, "access.log")
-	conf := fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 1024; }
-http {
-  %[2]s
-  access_log %[3]s rollprobe;
-  client_body_temp_path %[1]s;
-  proxy_temp_path %[1]s;
-  fastcgi_temp_path %[1]s;
-  uwsgi_temp_path %[1]s;
-  scgi_temp_path %[1]s;
-  upstream naive { %[4]s }
+	n := nginxtest.New(t, bin)
+	logPath := filepath.Join(n.Dir, "access.log")
+	n.Start(t, nginxtest.Options{Prefix: []string{"ip", "netns", "exec", netns.LabNetNS}, HTTP: fmt.Sprintf(`  %s
+  access_log %s rollprobe;
+  upstream naive { %s }
   server {
-    listen %[5]s:%[6]d;
+    listen %s:%d;
     location / {
       proxy_pass http://naive;
       proxy_connect_timeout 1s;
     }
-  }
-}
-`, dir, edgelog.NginxLogFormat, logPath, servers, netns.HubIP, nginxEdgePort)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("ip", "netns", "exec", netns.LabNetNS, bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt) // nginx: SIGINT is a fast stop
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	// nginx writes its pid file once its listening socket is open.
-	for range 100 {
-		if _, err := os.Stat(filepath.Join(dir, "nginx.pid")); err == nil {
-			return logPath
-		}
-		select {
-		case <-exited:
-			t.Fatalf("nginx exited: %s", out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Fatalf("nginx did not listen on %s:%d within 10 s: %s", netns.HubIP, nginxEdgePort, out.String())
-	return ""
+  }`, edgelog.NginxLogFormat, logPath, servers, netns.HubIP, nginxEdgePort)})
+	return logPath
 }
 
 // readNginxLog is the referee's reading of nginx's log: by request ID,

@@ -8,11 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/nginxtest"
 	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
@@ -24,10 +24,7 @@ func TestNginxFastStopAgreesWithTheWire(t *testing.T) {
 		if err := capture.Available(); err != nil {
 			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "%v", err)
 		}
-		bin, err := exec.LookPath("nginx")
-		if err != nil {
-			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
-		}
+		bin := nginxtest.Bin(t)
 		addr, dir := startNginx(t, bin, nginxSite{})
 		wire := capture.Start(t, "", "lo", fmt.Sprintf("tcp port %d", addr.Port()))
 
@@ -202,10 +199,9 @@ type nginxSite struct {
 	accessLog bool   // each request's status in access.log
 }
 
-// startNginx runs nginx (one worker, 200 for everything, keep-alive) on a
-// free loopback port in the foreground, ours by PID, stopped when the test
-// ends if the test did not stop it. It returns the address and nginx's
-// prefix directory (its configuration, pid file and logs).
+// startNginx runs nginx (nginxtest: one worker, 200 for everything,
+// keep-alive) on a free loopback port. It returns the address and nginx's
+// directory (its configuration, pid file and logs).
 func startNginx(t *testing.T, bin string, site nginxSite) (netip.AddrPort, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -214,67 +210,20 @@ func startNginx(t *testing.T, bin string, site nginxSite) (netip.AddrPort, strin
 	}
 	addr := netip.MustParseAddrPort(ln.Addr().String())
 	_ = ln.Close()
-	dir := t.TempDir()
-	if site.errorLog == "" {
-		site.errorLog = "warn"
-	}
+	n := nginxtest.New(t, bin)
 	access := "access_log off;"
 	if site.accessLog {
-		access = fmt.Sprintf("log_format st '$status'; access_log %s/access.log st;", dir)
+		access = fmt.Sprintf("log_format st '$status'; access_log %s/access.log st;", n.Dir)
 	}
-	conf := fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log %[3]s;
-events { worker_connections 4096; }
-http {
-  %[4]s
-  client_body_temp_path %[1]s;
-  proxy_temp_path %[1]s;
-  fastcgi_temp_path %[1]s;
-  uwsgi_temp_path %[1]s;
-  scgi_temp_path %[1]s;
+	n.Start(t, nginxtest.Options{ErrorLog: site.errorLog, WorkerConnections: 4096, HTTP: fmt.Sprintf(`  %s
   keepalive_timeout 300s;
   keepalive_requests 1000000;
   server {
-    listen %[2]s %[5]s;
-    %[6]s
+    listen %s %s;
+    %s
     location / { return 200 "ok\n"; }
-  }
-}
-`, dir, addr, site.errorLog, access, site.listen, site.server)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: the master ends its workers
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		}
-	})
-	for range 100 {
-		if c, err := net.Dial("tcp", addr.String()); err == nil {
-			_ = c.Close()
-			return addr, dir
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-	t.Fatalf("nginx did not listen on %s: %s", addr, log)
-	return addr, dir
+  }`, access, addr, site.listen, site.server)})
+	return addr, n.Dir
 }
 
 // The referee's rules, one connection each, on segments written as
@@ -336,10 +285,7 @@ func TestJudgeConnections(t *testing.T) {
 // (goaway_unprocessed).
 func TestNginxH2BodiesAfterItsSettings(t *testing.T) {
 	forEachEngine(t, func(t *testing.T) {
-		bin, err := exec.LookPath("nginx")
-		if err != nil {
-			testenv.SkipOrFail(t, "ROLLPROBE_REQUIRE_NGINX", "no nginx on PATH (apt-get install nginx-light)")
-		}
+		bin := nginxtest.Bin(t)
 		addr, dir := startNginx(t, bin, nginxSite{listen: "http2", server: "http2_body_preread_size 1k;", errorLog: "info", accessLog: true})
 		body := []byte(strings.Repeat("b", h2MaxBody))
 		_, snap := probe(t, "http://"+addr.String()+"/", func(c *Config) {
