@@ -67,6 +67,11 @@ type Entry struct {
 	// RetryAttempts would count the retries, but Traefik v3.6 never fills
 	// it: accesslog.SaveRetries is wired to no retry middleware.)
 	Overhead time.Duration
+	// Tried is how many backends the edge sent the request to, in turn,
+	// each but the last failing it (nginx lists them; 1 for a request
+	// sent once). Traefik logs only the last (Tried is 0 in its lines:
+	// not known).
+	Tried int
 	// Duration is the request's whole time inside the edge, from receiving
 	// it to logging it (Traefik's Duration, nginx's $request_time); 0 when
 	// the line has none. An
@@ -199,6 +204,7 @@ func nginxEntry(obj map[string]json.RawMessage) Entry {
 	for i, a := range addrs {
 		if _, err := netip.ParseAddrPort(a); err == nil || strings.HasPrefix(a, "unix:") {
 			last = i
+			e.Tried++
 		}
 	}
 	took, tookOK := seconds(numberField(obj, "request_time"))

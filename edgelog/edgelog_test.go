@@ -103,15 +103,15 @@ func TestReadNginx(t *testing.T) {
 	want := map[string]Entry{
 		// The last server tried failed too: nginx's 502 names it, and the
 		// first attempt's 200 ms is time outside the last one.
-		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond},
-		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond},
+		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond, Tried: 2},
+		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond, Tried: 2},
 		// No server to try: nginx's own 502, no origin.
 		"r1a2-3": {Status: 502, Start: at(1796113540, 0)},
-		"r1a2-4": {Status: 200, OriginStatus: 200, Start: at(1796113540, 998), Duration: 2 * time.Millisecond},
+		"r1a2-4": {Status: 200, OriginStatus: 200, Start: at(1796113540, 998), Duration: 2 * time.Millisecond, Tried: 1},
 		"r1a2-5": {Status: 404, Start: at(1796113542, 0)},
 		// Tried a pod, which failed, and then had no server left (the
 		// group's name after it, as a real nginx logs it): the pod.
-		"r1a2-6": {Upstream: "10.244.1.3:8080", Status: 502, OriginStatus: 502, Start: at(1796113543, 998), Duration: 2 * time.Millisecond, Overhead: time.Millisecond},
+		"r1a2-6": {Upstream: "10.244.1.3:8080", Status: 502, OriginStatus: 502, Start: at(1796113543, 998), Duration: 2 * time.Millisecond, Overhead: time.Millisecond, Tried: 1},
 	}
 	if log.Format != FormatNginx || len(log.ByID) != len(want) || log.Unreadable != 0 {
 		t.Errorf("format %q, %d entries, %d unreadable: want nginx, %d, 0", log.Format, len(log.ByID), log.Unreadable, len(want))

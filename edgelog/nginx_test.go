@@ -112,6 +112,7 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	var retried, noneLeft int
+	servers := map[string]int{} // request ID -> the servers nginx tried
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
 		var fields map[string]string
 		if err := json.Unmarshal([]byte(line), &fields); err != nil {
@@ -122,6 +123,11 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 			retried++
 		case up == "allgone":
 			noneLeft++
+		}
+		for _, a := range strings.Split(fields["upstream_addr"], ", ") {
+			if _, _, err := net.SplitHostPort(a); err == nil {
+				servers[fields["http_x_request_id"]]++
+			}
 		}
 	}
 	if retried == 0 || noneLeft == 0 {
@@ -148,6 +154,9 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 		}
 		if s.path != "/allgone/" && e.Upstream != want {
 			t.Errorf("%s %s: upstream %q, want %q (the backend's own record)", id, s.path, e.Upstream, want)
+		}
+		if e.Tried != servers[id] {
+			t.Errorf("%s %s: tried %d servers, nginx's line lists %d", id, s.path, e.Tried, servers[id])
 		}
 		if e.Status != s.status || (s.status == 200) != (e.OriginStatus == 200) {
 			t.Errorf("%s %s: status %d (origin %d), the client got %d", id, s.path, e.Status, e.OriginStatus, s.status)

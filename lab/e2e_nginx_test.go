@@ -111,12 +111,29 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		logNginxFailures(t, logPath)
 		t.Errorf("%d failures nginx's log names a pod for, %d none; rollprobe's edge log %+v: want both kinds, the same counts", named, nowhere, *rep.EdgeLog)
 	}
+	// The requests nginx retried on another pod after an attempt failed
+	// (the first old pods' deletions): counted as its log lists them.
+	retried := 0
+	for id, tried := range lines {
+		addrs := 0
+		for _, a := range tried {
+			if _, err := netip.ParseAddrPort(a); err == nil {
+				addrs++
+			}
+		}
+		if addrs > 1 && strings.HasPrefix(id, rep.Config.RunID+"-") {
+			retried++
+		}
+	}
+	if rep.EdgeLog.Retried == nil || *rep.EdgeLog.Retried != retried || retried == 0 {
+		t.Errorf("rollprobe counts %v requests nginx retried on another pod, its log %d: want the same, some", rep.EdgeLog.Retried, retried)
+	}
 	fd := findingByID(rep, analysis.EdgeHadNoBackend)
 	if fd == nil || !strings.Contains(fd.Title, fmt.Sprintf("to send %d requests to", nowhere)) || strings.Contains(fd.Title, "listed 0 serving") {
 		t.Errorf("findings %v (%+v): want %s for the %d sent nowhere, while the API listed serving endpoints", findingIDs(rep), fd, analysis.EdgeHadNoBackend, nowhere)
 	}
-	t.Logf("through nginx's fixed view: %d of %d failed (%v); %d named on the pod nginx's log names, %d sent nowhere",
-		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), named, nowhere)
+	t.Logf("through nginx's fixed view: %d of %d failed (%v); %d named on the pod nginx's log names, %d sent nowhere; %d retried on another pod",
+		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), named, nowhere, retried)
 }
 
 // startHubNginx runs nginx (nginxtest) in the hub's namespace, proxying /

@@ -564,6 +564,12 @@ type EdgeLog struct {
 	// FailuresNoBackend counts the failures it has a line for that names
 	// no backend (Failure.EdgeNoBackend): the edge answered them itself.
 	FailuresNoBackend int `json:"failures_no_backend,omitempty"`
+	// Retried, where the log lists every backend the edge tried in turn
+	// (nginx's), counts the run's requests it sent to more than one, each
+	// attempt but the last failed: drops the client never saw, only
+	// waited for. Absent where the log names only the last (Traefik's):
+	// not known.
+	Retried *int `json:"retried,omitempty"`
 	// Error says why the log could not be read, when it could not.
 	Error string `json:"error,omitempty"`
 	// Responses are the run's requests the edge forwarded, the backend

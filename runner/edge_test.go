@@ -129,7 +129,8 @@ func TestReadEdgeLogNginx(t *testing.T) {
 			{RequestID: "run1-9", Class: report.ClassProxy5xx, ViaEdge: true},
 		}}
 	got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0)
-	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNoBackend: 1,
+	retried := 2 // run1-7 and run1-8 (other-1 is not the run's)
+	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNoBackend: 1, Retried: &retried,
 		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: 0, Responses: 1}},
 		Waits:     []report.EdgeWaits{{T: 0, Requests: 1}}}
 	if !reflect.DeepEqual(*got, want) {
@@ -145,7 +146,7 @@ func TestReadEdgeLogNginx(t *testing.T) {
 		t.Errorf("run1-7 went to a backend, and is said to have had none")
 	}
 	rep.Config.RunID = "zz"
-	if got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0); got.Format != edgelog.FormatAuto || got.Requests != 0 {
+	if got := readEdgeLog(context.Background(), rep, path, edgelog.FormatAuto, 0); got.Format != edgelog.FormatAuto || got.Requests != 0 || got.Retried != nil {
 		t.Errorf("no line of the run: %+v", *got)
 	}
 }

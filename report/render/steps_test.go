@@ -68,6 +68,7 @@ func TestTemplateFromIsSaid(t *testing.T) {
 // named, what it did not, and when it could not be read, that the pods
 // are inferred.
 func TestEdgeLogIsSaid(t *testing.T) {
+	seven := 7
 	for _, tc := range []struct {
 		log  report.EdgeLog
 		want string
@@ -75,8 +76,8 @@ func TestEdgeLogIsSaid(t *testing.T) {
 		{report.EdgeLog{File: "traefik.log", Format: "traefik", Requests: 2990, FailuresFound: 41, FailuresNotFound: 2, Duplicates: 1,
 			Waits: []report.EdgeWaits{{T: 6, Requests: 3}, {T: 7, Requests: 1}}},
 			"traefik.log (traefik): a line for 2990 of the run's requests; 41 failed requests found there (the pod the edge forwarded each to), 2 through the edge not found (their pods inferred) (an edge logs a request when it ends, and can hold one on a gone pod for minutes: --edge-log-wait waits longer); 4 requests waited 100ms or more inside the edge outside the attempt that answered them (failed attempts, a retry's backoff): drops the client saw only as waits; 1 request IDs on more than one line, left out"},
-		{report.EdgeLog{File: "nginx.log", Format: "nginx", Requests: 400, FailuresFound: 5, FailuresNoBackend: 2},
-			"nginx.log (nginx): a line for 400 of the run's requests; 5 failed requests found there (the pod the edge forwarded each to), 0 through the edge not found (their pods inferred); 2 failed requests the edge sent to no pod (its line names no backend: it answered them itself)"},
+		{report.EdgeLog{File: "nginx.log", Format: "nginx", Requests: 400, FailuresFound: 5, FailuresNoBackend: 2, Retried: &seven},
+			"nginx.log (nginx): a line for 400 of the run's requests; 5 failed requests found there (the pod the edge forwarded each to), 0 through the edge not found (their pods inferred); 7 requests the edge sent to another pod after an attempt failed (its retries: drops the client never saw); 2 failed requests the edge sent to no pod (its line names no backend: it answered them itself)"},
 		{report.EdgeLog{File: "other.log", Format: "traefik", FailuresNotFound: 3},
 			"other.log (traefik): no line of the run's requests (is the request ID header kept? Traefik: --accesslog.fields.headers.names.X-Request-Id=keep; nginx: the log_format in docs/run.md, with $http_x_request_id; the header --request-id-header names); the pods of failures through the edge are inferred from the timeline"},
 		{report.EdgeLog{File: "gone.log", Format: "traefik", Error: "open gone.log: no such file or directory"},

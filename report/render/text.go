@@ -499,6 +499,9 @@ func EdgeLogLine(e *report.EdgeLog) string {
 	if e.FailuresNotFound > 0 {
 		s += " (an edge logs a request when it ends, and can hold one on a gone pod for minutes: --edge-log-wait waits longer)"
 	}
+	if e.Retried != nil && *e.Retried > 0 {
+		s += fmt.Sprintf("; %d requests the edge sent to another pod after an attempt failed (its retries: drops the client never saw)", *e.Retried)
+	}
 	if e.FailuresNoBackend > 0 {
 		s += fmt.Sprintf("; %d failed requests the edge sent to no pod (its line names no backend: it answered them itself)", e.FailuresNoBackend)
 	}
