@@ -160,6 +160,21 @@ func Read(r io.Reader, format, idHeader string, prefixes []string) (Log, error) 
 	return log, nil
 }
 
+// Retried counts the entries whose request the edge sent to more than
+// one backend, each attempt but the last failing; known is false where
+// the format names only the last attempt (Traefik's): not 0, unknown.
+func (l Log) Retried() (n int, known bool) {
+	if l.Format != FormatNginx {
+		return 0, false
+	}
+	for _, e := range l.ByID {
+		if e.Tried > 1 {
+			n++
+		}
+	}
+	return n, true
+}
+
 // ReadFile is Read of the file at path.
 func ReadFile(path, format, idHeader string, prefixes []string) (Log, error) {
 	f, err := os.Open(path)

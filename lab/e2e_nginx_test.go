@@ -33,12 +33,14 @@ const nginxEdgePort = 28080
 // once the rollout has deleted every old pod it has none left: the last
 // old pod's failure names it (nginx logs "that pod's address, naive": it
 // tried the pod, then found no server left), and the requests after it
-// find no live upstream ("naive" alone). The run reads nginx's log (edgelog.NginxLogFormat). Referee:
-// nginx's own log, read here with the test's own parsing: every failure
-// has its line, a line naming an address names the failure's pod (the
-// pod with that address in the timeline, for certain, by the log), a line
-// naming none leaves the failure on no pod; and those are the edge's own
-// finding while the API listed the new pods serving.
+// find no live upstream ("naive" alone). The run reads nginx's log
+// (edgelog.NginxLogFormat). Referee: nginx's own log, read here with the
+// test's own parsing: every failure has its line, a line naming an
+// address names the failure's pod (the pod with that address in the
+// timeline, for certain, by the log), a line naming none leaves the
+// failure on no pod, and those are the edge's own finding while the API
+// listed the new pods serving; the requests nginx retried on another pod
+// (the first old pods' deletions) are counted as its log lists them.
 func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	bin := nginxtest.Bin(t)
 	ensureSample(t, ctx, c, "naive")

@@ -124,14 +124,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, w
 	}
 	out.Responses = edgeResponses(rep.StartedAt, log)
 	out.Waits = edgeWaits(rep.StartedAt, log, pathOf)
-	if log.Format == edgelog.FormatNginx {
-		// nginx lists every server it tried; Traefik only the last.
-		retried := 0
-		for _, e := range log.ByID {
-			if e.Tried > 1 {
-				retried++
-			}
-		}
+	if retried, known := log.Retried(); known {
 		out.Retried = &retried
 	}
 	for i := range rep.Failures {
