@@ -137,9 +137,13 @@ func Explain(r *report.Report) Explanation {
 	for i := range x.ViewStalls { // counted afresh: r may have been analysed before
 		x.ViewStalls[i].Failures, x.ViewStalls[i].Widened = 0, 0
 	}
+	clocks := proberClocks(r)
+	if m := maxClock(clocks); m > 0 {
+		x.Attribution.ToleranceSource += fmt.Sprintf("; an in-cluster prober's failures also count pod changes within half the round trip of its clock's ping either side of them (up to %s)", fmtClock(m))
+	}
 	left := make([][]leftRules, len(r.Failures))
 	for i, f := range r.Failures {
-		left[i] = attributeInView(a, &f, x.ViewStalls)
+		left[i] = attributeOnClock(a, &f, x.ViewStalls, clocks[f.Prober])
 		x.Failures[i] = f
 		switch {
 		case class(&f) == prober.Local:
@@ -246,6 +250,14 @@ type attributor struct {
 	// choices: the proxy's choices the run's own responses show (nil when
 	// they show none); see leftTheRules.
 	choices *choices
+	// clock is how far the failure being attributed may lie either side
+	// of the time it carries: an in-cluster prober's clock is known only
+	// to within half the round trip of the ping that measured it
+	// (proberClocks); 0 for this process's own failures. Every comparison
+	// of the failure's time with a pod's change allows it, so a pod whose
+	// change the prober's clock can put before the failure stays a
+	// candidate.
+	clock time.Duration
 }
 
 // localEntryOf is the entry node of a Local-policy NodePort entry (see
@@ -341,9 +353,9 @@ func (a attributor) deletedBy(p *Pod, t time.Time) bool {
 		return false
 	}
 	if earliest, ok := a.deletionNotBefore(p); ok {
-		return !earliest.After(t)
+		return !earliest.After(t.Add(a.clock))
 	}
-	return p.DeletedBy(t, a.tol)
+	return p.DeletedBy(t, a.tol+a.clock)
 }
 
 // deletionNotBefore is the latest lower bound on p's deletion request that
@@ -611,7 +623,7 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class, proxied bool)
 		}
 		switch {
 		case p.GoneAt == nil:
-		case c != anyClass && needsAnswer(c, proxied) && t.After(p.GoneAt.Add(a.goneSlack(p))):
+		case c != anyClass && needsAnswer(c, proxied) && t.After(p.GoneAt.Add(a.goneSlack(p)+a.clock)):
 			continue
 		case t.Sub(*p.GoneAt) >= 30*time.Second:
 			continue
@@ -641,10 +653,10 @@ func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 	}
 	var out []*Pod
 	for _, p := range a.pods.All() {
-		if p.ReadyAt == nil || p.Present || p.ReadyAt.After(t.Add(a.tol)) || t.Sub(*p.ReadyAt) >= readyWindow {
+		if p.ReadyAt == nil || p.Present || p.ReadyAt.After(t.Add(a.tol+a.clock)) || t.Sub(*p.ReadyAt) >= readyWindow+a.clock {
 			continue
 		}
-		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol))
+		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))
 		if c == prober.Refused && p.ReadinessConnects && !exited {
 			continue
 		}
@@ -663,7 +675,7 @@ func (a attributor) narrow(cands []*Pod, t time.Time, c prober.Class) []*Pod {
 	}
 	var out []*Pod
 	for _, p := range cands {
-		ended := (p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol))) || (p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol)))
+		ended := (p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))) || (p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol+a.clock)))
 		if ended {
 			out = append(out, p)
 		}
