@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -305,6 +306,7 @@ func checkProbers(t *testing.T, ctx context.Context, c *lab.Client, rep *report.
 	if s := rep.Prober.StartSpreadMS; s >= 100 {
 		t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
 	}
+	checkProberClocks(t, rep)
 	t.Logf("probers on %s and %s, start spread %.2f ms, clock offsets %.3f and %.3f ms", rep.Probers[0].Node, rep.Probers[1].Node,
 		rep.Prober.StartSpreadMS, rep.Probers[0].ClockOffsetMS, rep.Probers[1].ClockOffsetMS)
 	noProberPods(t, ctx, c)
@@ -339,11 +341,29 @@ func checkPathProbers(t *testing.T, rep *report.Report, share float64) {
 	if s := rep.Prober.StartSpreadMS; s >= 100 {
 		t.Errorf("the probers started %.1f ms apart: want within 100 ms", s)
 	}
+	checkProberClocks(t, rep)
 	for _, f := range rep.Failures {
 		if f.Path == "" || f.Prober == "" || pathOf[f.Prober] != f.Path {
 			t.Fatalf("failure %s on path %q from prober %q (of path %q)", f.RequestID, f.Path, f.Prober, pathOf[f.Prober])
 		}
 	}
+}
+
+// checkProberClocks holds each prober's clock offset to the bound the
+// analysis takes it to be within (half its ping's round trip, which widens
+// the attribution of its failures). The referee is the kernel: the lab's
+// pods share the host's one clock, so the true offset is 0 and the
+// estimate is all error.
+func checkProberClocks(t *testing.T, rep *report.Report) {
+	t.Helper()
+	var each []string
+	for _, p := range rep.Probers {
+		if p.ClockRTTMS <= 0 || math.Abs(p.ClockOffsetMS) > p.ClockRTTMS/2 {
+			t.Errorf("prober %s: clock offset %+.3f ms outside half its ping's round trip (%.3f ms); the true offset is 0", p.Pod, p.ClockOffsetMS, p.ClockRTTMS)
+		}
+		each = append(each, fmt.Sprintf("%+.3f ms (round trip %.3f ms)", p.ClockOffsetMS, p.ClockRTTMS))
+	}
+	t.Logf("probers' clock offsets: %s", strings.Join(each, ", "))
 }
 
 // noProberPods: every prober pod is gone (deleted, not merely ending).

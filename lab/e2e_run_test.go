@@ -661,6 +661,20 @@ func logWhoRefusedUnattributed(t *testing.T, r *runResult) {
 					lines = append(lines, fmt.Sprintf("node %d: %s", i+1, line))
 				}
 			}
+			// A capture that missed packets cannot vouch for a silence.
+			if n := c.Dropped(); n != 0 {
+				lines = append(lines, fmt.Sprintf("node %d's capture: tcpdump dropped %d packets", i+1, n))
+			}
+		}
+		if f.Prober != "" {
+			// A prober's times are on the CLI's clock to within half
+			// its clock ping's round trip (the lab's clocks are one: the
+			// offset is all error).
+			for _, p := range rep.Probers {
+				if p.Pod == f.Prober {
+					lines = append(lines, fmt.Sprintf("prober %s on %s: clock offset %+.3f ms, ping round trip %.3f ms", p.Pod, p.Node, p.ClockOffsetMS, p.ClockRTTMS))
+				}
+			}
 		}
 		ct := "not read"
 		if c := rep.Conntrack; c != nil {
