@@ -238,6 +238,7 @@ var rules = []rule{
 	{H2PinnedToTerminating, report.SeverityInfo, nil, renderH2Pinned},
 	{ShutdownNotExercised, report.SeverityWarning, nil, renderShutdownNotExercised},
 	{EdgeHeldPastTimeout, report.SeverityWarning, nil, renderEdgeHeld},
+	{EdgeRetriesHidFailures, report.SeverityWarning, nil, renderEdgeRetried},
 	{Unexplained, report.SeverityWarning, func(seen) bool { return true }, renderUnexplained},
 }
 

@@ -72,6 +72,11 @@ type Entry struct {
 	// sent once). Traefik logs only the last (Tried is 0 in its lines:
 	// not known).
 	Tried int
+	// FailedOn are the backend addresses (ip:port) of the attempts before
+	// the last, in turn: each failed the request and the edge tried the
+	// next (nginx's list; a unix socket is left out). Empty for a request
+	// sent once, and in Traefik's lines (not known).
+	FailedOn []string
 	// Duration is the request's whole time inside the edge, from receiving
 	// it to logging it (Traefik's Duration, nginx's $request_time); 0 when
 	// the line has none. An
@@ -231,6 +236,11 @@ func nginxEntry(obj map[string]json.RawMessage) Entry {
 	}
 	if last < 0 {
 		return e
+	}
+	for _, a := range addrs[:last] {
+		if _, err := netip.ParseAddrPort(a); err == nil {
+			e.FailedOn = append(e.FailedOn, a)
+		}
 	}
 	if !strings.HasPrefix(addrs[last], "unix:") {
 		e.Upstream = addrs[last]

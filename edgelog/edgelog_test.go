@@ -3,6 +3,7 @@ package edgelog
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -103,8 +104,8 @@ func TestReadNginx(t *testing.T) {
 	want := map[string]Entry{
 		// The last server tried failed too: nginx's 502 names it, and the
 		// first attempt's 200 ms is time outside the last one.
-		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond, Tried: 2},
-		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond, Tried: 2},
+		"r1a2-1": {Upstream: "10.244.2.6:8080", Status: 502, OriginStatus: 502, Start: at(1796113538, 60), Duration: 250 * time.Millisecond, Overhead: 249 * time.Millisecond, Tried: 2, FailedOn: []string{"10.244.1.5:8080"}},
+		"r1a2-2": {Upstream: "[fd00::7]:8080", Status: 200, OriginStatus: 200, Start: at(1796113539, 469), Duration: 31 * time.Millisecond, Overhead: time.Millisecond, Tried: 2, FailedOn: []string{"10.244.1.5:8080"}},
 		// No server to try: nginx's own 502, no origin.
 		"r1a2-3": {Status: 502, Start: at(1796113540, 0)},
 		"r1a2-4": {Status: 200, OriginStatus: 200, Start: at(1796113540, 998), Duration: 2 * time.Millisecond, Tried: 1},
@@ -117,7 +118,7 @@ func TestReadNginx(t *testing.T) {
 		t.Errorf("format %q, %d entries, %d unreadable: want nginx, %d, 0", log.Format, len(log.ByID), log.Unreadable, len(want))
 	}
 	for id, e := range want {
-		if got := log.ByID[id]; got != e {
+		if got := log.ByID[id]; !reflect.DeepEqual(got, e) {
 			t.Errorf("%s: %+v, want %+v", id, got, e)
 		}
 	}

@@ -158,6 +158,16 @@ func TestReadNginxAgreesWithItsBackends(t *testing.T) {
 		if e.Tried != servers[id] {
 			t.Errorf("%s %s: tried %d servers, nginx's line lists %d", id, s.path, e.Tried, servers[id])
 		}
+		// The attempts before the last failed: by construction, only the
+		// closed ports refuse, the backends answer every request.
+		if len(e.FailedOn) != max(e.Tried-1, 0) {
+			t.Errorf("%s %s: failed on %v, of %d servers tried", id, s.path, e.FailedOn, e.Tried)
+		}
+		for _, f := range e.FailedOn {
+			if f != refusing && f != gone1 && f != gone2 {
+				t.Errorf("%s %s: failed on %s, which answers every request (the refusing ports: %s, %s, %s)", id, s.path, f, refusing, gone1, gone2)
+			}
+		}
 		if e.Status != s.status || (s.status == 200) != (e.OriginStatus == 200) {
 			t.Errorf("%s %s: status %d (origin %d), the client got %d", id, s.path, e.Status, e.OriginStatus, s.status)
 		}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,20 +117,43 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	// The requests nginx retried on another pod after an attempt failed
 	// (the first old pods' deletions): counted as its log lists them.
+	// The attempts before the last each failed: by pod, what nginx's
+	// clients never saw fail.
 	retried := 0
+	failedOn := map[string]int{}
 	for id, tried := range lines {
-		addrs := 0
+		var addrs []netip.AddrPort
 		for _, a := range tried {
-			if _, err := netip.ParseAddrPort(a); err == nil {
-				addrs++
+			if addr, err := netip.ParseAddrPort(a); err == nil {
+				addrs = append(addrs, addr)
 			}
 		}
-		if addrs > 1 && strings.HasPrefix(id, rep.Config.RunID+"-") {
-			retried++
+		if len(addrs) < 2 || !strings.HasPrefix(id, rep.Config.RunID+"-") {
+			continue
+		}
+		retried++
+		for _, a := range addrs[:len(addrs)-1] {
+			failedOn[podByIP[a.Addr().String()]]++
 		}
 	}
 	if rep.EdgeLog.Retried == nil || *rep.EdgeLog.Retried != retried || retried == 0 {
 		t.Errorf("rollprobe counts %v requests nginx retried on another pod, its log %d: want the same, some", rep.EdgeLog.Retried, retried)
+	}
+	if fr := findingByID(rep, analysis.EdgeRetriesHidFailures); fr == nil {
+		t.Errorf("findings %v: want %s for the %d requests nginx retried", findingIDs(rep), analysis.EdgeRetriesHidFailures, retried)
+	} else {
+		// Every pod nginx's view held was an old one, deleted in the run.
+		ev := strings.Join(fr.Evidence, "\n")
+		if !strings.Contains(fr.Title, fmt.Sprintf("retried %d requests on another pod after attempts failed on pods being deleted", retried)) ||
+			!slices.Equal(fr.Pods, slices.Sorted(maps.Keys(failedOn))) {
+			t.Errorf("%s: %q naming %v; nginx's log: %d retried, failed on %v", fr.ID, fr.Title, fr.Pods, retried, failedOn)
+		}
+		for pod, n := range failedOn {
+			if pod == "" || !strings.Contains(ev, fmt.Sprintf("%d on pod %s (", n, pod)) {
+				t.Errorf("nginx's log: %d attempts failed on pod %q; the finding says\n%s", n, pod, ev)
+			}
+		}
+		t.Logf("%s: %s", fr.Title, ev)
 	}
 	fd := findingByID(rep, analysis.EdgeHadNoBackend)
 	if fd == nil || !strings.Contains(fd.Title, fmt.Sprintf("to send %d requests to", nowhere)) || strings.Contains(fd.Title, "listed 0 serving") {

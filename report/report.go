@@ -570,6 +570,13 @@ type EdgeLog struct {
 	// waited for. Absent where the log names only the last (Traefik's):
 	// not known.
 	Retried *int `json:"retried,omitempty"`
+	// FailedAttempts are the attempts of those retried requests that
+	// failed before the edge tried another backend (Entry.FailedOn), by
+	// backend address and the second of the run the edge received the
+	// request in (by the edge's clock): which pods failed requests the
+	// clients never saw fail. Absent when none failed, and where Retried
+	// is absent (not known).
+	FailedAttempts []EdgeFailedAttempts `json:"failed_attempts,omitempty"`
 	// Error says why the log could not be read, when it could not.
 	Error string `json:"error,omitempty"`
 	// Responses are the run's requests the edge forwarded, the backend
@@ -608,6 +615,15 @@ type EdgeResponses struct {
 	Addr      string `json:"addr"`
 	T         int64  `json:"t"`
 	Responses uint64 `json:"responses"`
+}
+
+// EdgeFailedAttempts counts the attempts that failed on one backend
+// address, of requests the edge received in one second of the run (T,
+// from its start) and then sent on to another backend.
+type EdgeFailedAttempts struct {
+	Addr     string `json:"addr"`
+	T        int64  `json:"t"`
+	Attempts uint64 `json:"attempts"`
 }
 
 // Conntrack says whether the probing host's conntrack was read for where

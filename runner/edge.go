@@ -126,6 +126,7 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, w
 	out.Waits = edgeWaits(rep.StartedAt, log, pathOf)
 	if retried, known := log.Retried(); known {
 		out.Retried = &retried
+		out.FailedAttempts = edgeFailedAttempts(rep.StartedAt, log)
 	}
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
@@ -190,6 +191,34 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 		out = append(out, report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n})
 	}
 	slices.SortFunc(out, func(a, b report.EdgeResponses) int {
+		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
+	})
+	return out
+}
+
+// edgeFailedAttempts counts the attempts the log lists as failed before
+// the edge tried another backend (edgelog.Entry.FailedOn), by address and
+// the second of the run (from start) the edge received the request in;
+// nil when none.
+func edgeFailedAttempts(start time.Time, log edgelog.Log) []report.EdgeFailedAttempts {
+	type key struct {
+		addr string
+		t    int64
+	}
+	counts := map[key]uint64{}
+	for _, e := range log.ByID {
+		if e.Start.IsZero() {
+			continue
+		}
+		for _, a := range e.FailedOn {
+			counts[key{a, secondOf(start, e.Start)}]++
+		}
+	}
+	var out []report.EdgeFailedAttempts
+	for k, n := range counts {
+		out = append(out, report.EdgeFailedAttempts{Addr: k.addr, T: k.t, Attempts: n})
+	}
+	slices.SortFunc(out, func(a, b report.EdgeFailedAttempts) int {
 		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
 	})
 	return out

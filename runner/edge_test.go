@@ -132,7 +132,10 @@ func TestReadEdgeLogNginx(t *testing.T) {
 	retried := 2 // run1-7 and run1-8 (other-1 is not the run's)
 	want := report.EdgeLog{File: path, Format: "nginx", Requests: 3, FailuresFound: 1, FailuresNoBackend: 1, Retried: &retried,
 		Responses: []report.EdgeResponses{{Addr: "10.244.2.6:8080", T: 0, Responses: 1}},
-		Waits:     []report.EdgeWaits{{T: 0, Requests: 1}}}
+		Waits:     []report.EdgeWaits{{T: 0, Requests: 1}},
+		// The attempts before the last, by the second nginx received
+		// their request in: run1-8's at +0.498 s, run1-7's at +1.249 s.
+		FailedAttempts: []report.EdgeFailedAttempts{{Addr: "10.244.3.9:8080", T: 0, Attempts: 1}, {Addr: "10.244.1.5:8080", T: 1, Attempts: 1}}}
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("edge log %+v, want %+v", *got, want)
 	}

@@ -1,0 +1,106 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// EdgeRetriesHidFailures: the edge's access log lists attempts that
+// failed on a backend before the edge sent the request to another
+// (report.EdgeLog.FailedAttempts, nginx's list of the servers it tried):
+// failures the clients never saw, only waited for. Measured by the edge
+// itself, never inferred. A refused connect retried costs the client
+// microseconds, so neither the failures nor the latency-spike finding
+// (which reads the edge's waits) show them; only the log does.
+const EdgeRetriesHidFailures = "edge-retries-hid-failures"
+
+// failedOn is the attempts that failed on one backend address: the pod
+// that bore it (nil when the timeline names none) and the seconds of the
+// run the edge received their requests in.
+type failedOn struct {
+	addr        string
+	pod         *Pod
+	attempts    uint64
+	first, last int64
+}
+
+func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
+	e := x.r.EdgeLog
+	if e == nil || len(e.FailedAttempts) == 0 || e.Retried == nil {
+		return report.Finding{}, false
+	}
+	var on []*failedOn
+	var attempts uint64
+	for _, a := range e.FailedAttempts {
+		pod := podAtAddr(x.r, x.pods, a.Addr, a.T)
+		k := slices.IndexFunc(on, func(f *failedOn) bool { return f.addr == a.Addr && f.pod == pod })
+		if k < 0 {
+			on = append(on, &failedOn{addr: a.Addr, pod: pod, first: a.T, last: a.T})
+			k = len(on) - 1
+		}
+		f := on[k]
+		f.attempts += a.Attempts
+		f.first, f.last = min(f.first, a.T), max(f.last, a.T)
+		attempts += a.Attempts
+	}
+	slices.SortFunc(on, func(a, b *failedOn) int { return cmp.Compare(a.first, b.first) })
+	rel := func(t time.Time) float64 { return t.Sub(x.r.StartedAt).Seconds() }
+	evidence := []string{fmt.Sprintf("the edge's access log (%s, %s) lists %d attempts that failed on a backend before it sent the request to another: "+
+		"%d of the run's requests failed there first, and the client saw only the last attempt's answer", e.File, e.Format, attempts, *e.Retried)}
+	var pods []string
+	allGoing := true
+	for _, f := range on {
+		seconds := fmt.Sprintf("in requests it received in second +%ds", f.first)
+		if f.last != f.first {
+			seconds = fmt.Sprintf("in requests it received from +%ds to +%ds", f.first, f.last)
+		}
+		switch {
+		case f.pod == nil:
+			allGoing = false
+			evidence = append(evidence, fmt.Sprintf("%d on %s (no pod of the run's there then), %s", f.attempts, f.addr, seconds))
+		case f.pod.DeletedAt != nil:
+			pods = append(pods, f.pod.Name)
+			evidence = append(evidence, fmt.Sprintf("%d on pod %s (%s), %s; rollprobe received its deletion at %+.2fs", f.attempts, f.pod.Name, f.addr, seconds, rel(*f.pod.DeletedAt)))
+		default:
+			allGoing = false
+			pods = append(pods, f.pod.Name)
+			evidence = append(evidence, fmt.Sprintf("%d on pod %s (%s), %s; its deletion was not requested in the run", f.attempts, f.pod.Name, f.addr, seconds))
+		}
+	}
+	evidence = append(evidence, "nginx tries the next server only as proxy_next_upstream allows (by default after a connect error or timeout, or an error before the response header), "+
+		"within proxy_next_upstream_tries and proxy_next_upstream_timeout, and never passes on a POST, PATCH or LOCK it had already sent to a server "+
+		"(unless non_idempotent is set): the same moments can fail such requests, or any request once the tries run out")
+	title := fmt.Sprintf("the edge retried %d requests on another backend after attempts failed on %s: failures your clients did not see", *e.Retried, backendsNamed(on))
+	first := "find why those backends failed the attempts; "
+	if allGoing && len(pods) > 0 {
+		title = fmt.Sprintf("the edge retried %d requests on another pod after attempts failed on pods being deleted: failures your clients did not see", *e.Retried)
+		first = "keep the edge from sending requests to pods that have stopped: a preStop sleep that outlasts its view of the endpoints"
+		if x.preStop > 0 {
+			first += fmt.Sprintf(" (the %ds the findings size)", x.preStop)
+		}
+		first += "; "
+	}
+	return report.Finding{
+		Title:    title,
+		Evidence: evidence,
+		Fix: first + "the edge's retries cover only the requests and failures its retry rule allows: do not count on them for requests that are not idempotent, " +
+			"and keep them (nginx: proxy_next_upstream error timeout, the default) as a second line, not the fix",
+		Pods: slices.Compact(slices.Sorted(slices.Values(pods))),
+	}, true
+}
+
+// backendsNamed says how many backends the attempts failed on.
+func backendsNamed(on []*failedOn) string {
+	addrs := map[string]bool{}
+	for _, f := range on {
+		addrs[f.addr] = true
+	}
+	if len(addrs) == 1 {
+		return "1 backend"
+	}
+	return fmt.Sprintf("%d backends", len(addrs))
+}
