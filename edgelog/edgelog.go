@@ -363,6 +363,9 @@ func field(obj map[string]json.RawMessage, key string) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// intField is obj[key] as an integer, 0 when absent or not one. Its keys
+// are Traefik's own fields, written in one case; only the request ID
+// header's field is spelt as the user configured it (field).
 func intField(obj map[string]json.RawMessage, key string) int {
 	var n int
 	if raw, ok := obj[key]; ok && json.Unmarshal(raw, &n) == nil {
