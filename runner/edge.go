@@ -170,11 +170,7 @@ func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
 // second of the run (from start) the edge received them in, in that
 // order.
 func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
-	type key struct {
-		addr string
-		t    int64
-	}
-	counts := map[key]uint64{}
+	counts := map[addrSecond]uint64{}
 	for _, e := range log.ByID {
 		// A backend's answer the client got: not one it closed before
 		// (499, "client closed request"), and not a 5xx, which may be the
@@ -184,15 +180,28 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 		if e.Upstream == "" || e.OriginStatus == 0 || e.Status == 499 || e.Status >= 500 || e.Start.IsZero() {
 			continue
 		}
-		counts[key{e.Upstream, secondOf(start, e.Start)}]++
+		counts[addrSecond{e.Upstream, secondOf(start, e.Start)}]++
 	}
-	var out []report.EdgeResponses
-	for k, n := range counts {
-		out = append(out, report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n})
-	}
-	slices.SortFunc(out, func(a, b report.EdgeResponses) int {
-		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
+	return byAddrSecond(counts, func(k addrSecond, n uint64) report.EdgeResponses {
+		return report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n}
 	})
+}
+
+// addrSecond is a backend address and a second of the run.
+type addrSecond struct {
+	addr string
+	t    int64
+}
+
+// byAddrSecond is counts made into rows by row, ordered by second, then
+// address; nil when counts is empty.
+func byAddrSecond[T any](counts map[addrSecond]uint64, row func(addrSecond, uint64) T) []T {
+	var out []T
+	for _, k := range slices.SortedFunc(maps.Keys(counts), func(a, b addrSecond) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), strings.Compare(a.addr, b.addr))
+	}) {
+		out = append(out, row(k, counts[k]))
+	}
 	return out
 }
 
@@ -201,27 +210,18 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 // the second of the run (from start) the edge received the request in;
 // nil when none.
 func edgeFailedAttempts(start time.Time, log edgelog.Log) []report.EdgeFailedAttempts {
-	type key struct {
-		addr string
-		t    int64
-	}
-	counts := map[key]uint64{}
+	counts := map[addrSecond]uint64{}
 	for _, e := range log.ByID {
 		if e.Start.IsZero() {
 			continue
 		}
 		for _, a := range e.FailedOn {
-			counts[key{a, secondOf(start, e.Start)}]++
+			counts[addrSecond{a, secondOf(start, e.Start)}]++
 		}
 	}
-	var out []report.EdgeFailedAttempts
-	for k, n := range counts {
-		out = append(out, report.EdgeFailedAttempts{Addr: k.addr, T: k.t, Attempts: n})
-	}
-	slices.SortFunc(out, func(a, b report.EdgeFailedAttempts) int {
-		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Addr, b.Addr))
+	return byAddrSecond(counts, func(k addrSecond, n uint64) report.EdgeFailedAttempts {
+		return report.EdgeFailedAttempts{Addr: k.addr, T: k.t, Attempts: n}
 	})
-	return out
 }
 
 // edgeWaits counts the log's requests that waited inside the edge outside
