@@ -73,7 +73,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		hub := edgeCapture(t)
 		// Traefik's access log read by rollprobe itself (--edge-access-log):
 		// where it forwarded each failed request.
-		r := startRunOn(t, nil, "naive", "https://naive.lab.example/", append(edgeArgs, "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
+		r := startRunOn(t, nil, "naive", "https://naive.lab.example/", append(edgeArgs, "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", refereeLogWait.String())...).wait(t)
 		checkEdgeReport(t, r)
 		if r.exit != 1 || r.rep.Totals.Failed == 0 {
 			t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
@@ -93,7 +93,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
 		hub := edgeCapture(t)
 		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
-			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog())...).wait(t)
+			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", refereeLogWait.String())...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkNaive(t, r) // every failure on an old pod, the preStop covering both paths
 		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
@@ -114,7 +114,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		hub := edgeCapture(t)
 		r := startRunOn(t, []string{"--client"}, "naive", "svc=http://naive.default.svc/",
 			append(append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--rate", "100",
-				"--edge-access-log", cfg.TraefikAccessLog()), proberArgs...)...).wait(t)
+				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", refereeLogWait.String()), proberArgs...)...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkPathProbers(t, r.rep, r.rep.Config.Rate/2)
 		checkNaive(t, r) // as from this process: every failure on an old pod, the preStop covering both paths
@@ -543,6 +543,14 @@ type accessEntry struct {
 	Duration time.Duration `json:"Duration"`
 }
 
+// refereeLogWait is how long the referee waits for Traefik's log to hold
+// every request of a run, and, where a test holds rollprobe to naming
+// every failure's pod from the log, how long rollprobe waits for the same
+// (--edge-log-wait; its default is 10 s): Traefik logs a request when it
+// ends, and a warm CI run's four prober pods saw two timeouts' lines come
+// after rollprobe's 10 s, which the referee, later, had.
+const refereeLogWait = 30 * time.Second
+
 // refereeAccessLog holds rollprobe's counts for a run through the edge to
 // Traefik's own access log, the run's requests picked by their request IDs:
 // every request rollprobe sent reached Traefik once; Traefik answered
@@ -571,7 +579,7 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 		rep.Totals.ByClass[report.ClassDNS] + rep.Totals.ByClass[report.ClassTLS]
 	want := rep.Totals.Sent - neverReached
 	var byID map[string]accessEntry
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(refereeLogWait); ; time.Sleep(time.Second) {
 		byID = readAccessLogOf(t, cfg, requestPrefixes(rep), host)
 		if uint64(len(byID)) >= want || time.Now().After(deadline) {
 			break
