@@ -25,8 +25,7 @@ func TestAProbersFailureCountsItsClocksUncertainty(t *testing.T) {
 		del,
 	}
 	refusal := func(prober string) report.Failure {
-		f := report.Failure{Intended: at(5681), Start: at(5685), End: at(5686), Class: report.ClassRefused, Fresh: true, Prober: prober}
-		return f
+		return report.Failure{Intended: at(5681), Start: at(5685), End: at(5686), Class: report.ClassRefused, Fresh: true, Prober: prober}
 	}
 	run := func(rttMS float64, prober string) (report.Failure, *report.Attribution) {
 		r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{refusal(prober)},
