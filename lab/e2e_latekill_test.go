@@ -100,9 +100,23 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 	// covering them, the cuts the abrupt-close finding's.
 	checkNaive(t, r)
 	race, _ := deletionWindow(rep, racePod)
+	// A fresh failure conntrack did not map is put on a pod by the
+	// timeline alone; where the frozen pod was among its candidates, the
+	// finding counts it from the earliest candidate's deletion, as it says
+	// (the fix covers whichever pod it was). A CI run under load had one,
+	// about 1.4 s after SIGCONT: 5.38 s after the frozen pod's deletion,
+	// past the cuts' 5.08 s, so its preStop was 10 s, rightly. That is the
+	// race's window too; the cuts must not move the preStop past it.
+	unsure, unsureFailure := earliestCandidateWindow(rep)
+	sized := max(race, unsure)
 	sleep := suggestedPreStop(findingByID(rep, analysis.StopsBeforePropagation))
-	if race < cutWindow && sleep >= analysis.PreStopSeconds(cutWindow) {
-		t.Errorf("suggested preStop %ds is sized from the kept-alive cuts (%s after their pod's deletion), not from the race (%s)", sleep, cutWindow, race)
+	switch {
+	case sized < cutWindow && sleep >= analysis.PreStopSeconds(cutWindow):
+		t.Errorf("suggested preStop %ds is sized from the kept-alive cuts (%s after their pod's deletion), not from the race (%s, or %s from the earliest candidate's deletion)", sleep, cutWindow, race, unsure)
+		logPodTimeline(t, rep)
+	case sized >= cutWindow:
+		t.Logf("a fresh failure put on no pod for certain came %s after its earliest candidate's deletion, past the cuts' %s: this run cannot tell whether the cuts move the preStop: %s",
+			unsure, cutWindow, failureJSON(unsureFailure))
 	}
 	t.Logf("kubelets frozen %+.2fs to %+.2fs; %d kept-alive cuts of %v up to %s after deletion; the race up to %s, preStop %ds",
 		stoppedAt.Sub(rep.StartedAt).Seconds(), contAt.Sub(rep.StartedAt).Seconds(), cuts, frozen, cutWindow.Round(time.Millisecond), race.Round(time.Millisecond), sleep)
@@ -155,4 +169,29 @@ func setNaiveWork(t *testing.T, ctx context.Context, c *lab.Client, work time.Du
 		t.Fatalf("set naive's WORK to %s: %v", work, err)
 	}
 	waitRollout(t, ctx, c, "naive")
+}
+
+// earliestCandidateWindow is the longest time from the earliest
+// candidate's deletion request to a fresh failure of the race (racePod)
+// that rollprobe could not put on one pod for certain, and that failure:
+// how the propagation finding sizes its fix from such failures.
+func earliestCandidateWindow(rep *report.Report) (time.Duration, *report.Failure) {
+	deleted := deletionRequests(rep)
+	var window time.Duration
+	var last *report.Failure
+	for i, f := range rep.Failures {
+		if racePod(f) == "" || len(f.Candidates) < 2 {
+			continue
+		}
+		var earliest time.Time
+		for _, p := range f.Candidates {
+			if at, ok := deleted[p]; ok && (earliest.IsZero() || at.Before(earliest)) {
+				earliest = at
+			}
+		}
+		if !earliest.IsZero() && f.Intended.Sub(earliest) > window {
+			window, last = f.Intended.Sub(earliest), &rep.Failures[i]
+		}
+	}
+	return window, last
 }

@@ -803,28 +803,35 @@ func requireAttributed(t *testing.T, rep *report.Report, revision string, match 
 	if n == 0 || attributed != n {
 		// The pods' lifecycle as the run saw it, to place the failures
 		// not attributed against it.
-		// A deletion's lower bounds (the apiserver's second, its order of
-		// writes) decide whether a failure just before its receipt can be
-		// its pod's: said with it.
-		for _, e := range rep.Timeline {
-			if e.Pod != "" && !e.Kind.IsEndpoint() {
-				var bounds string
-				if e.Server != nil {
-					bounds += fmt.Sprintf(" (server time %+.3fs", e.Server.Sub(rep.StartedAt).Seconds())
-					if e.CommittedAfter != nil {
-						bounds += fmt.Sprintf(", committed after %+.3fs", e.CommittedAfter.Sub(rep.StartedAt).Seconds())
-					}
-					bounds += ")"
-				} else if e.CommittedAfter != nil {
-					bounds = fmt.Sprintf(" (committed after %+.3fs)", e.CommittedAfter.Sub(rep.StartedAt).Seconds())
-				}
-				t.Logf("%+8.3fs %s %s %s%s", e.At.Sub(rep.StartedAt).Seconds(), e.Kind, e.Pod, e.IP, bounds)
-			}
-		}
+		logPodTimeline(t, rep)
 		if a := rep.Attribution; a != nil {
 			t.Logf("attribution: receive tolerance %.3f ms (%s)", a.ReceiveToleranceMS, a.ToleranceSource)
 		}
 		t.Fatalf("%d of %d failures attributed to a pod of revision %s", attributed, n, revision)
+	}
+}
+
+// logPodTimeline logs the pods' lifecycle as the run saw it, to place
+// failures against it. A deletion's lower bounds (the apiserver's second,
+// its order of writes) decide whether a failure just before its receipt
+// can be its pod's: said with it.
+func logPodTimeline(t *testing.T, rep *report.Report) {
+	t.Helper()
+	for _, e := range rep.Timeline {
+		if e.Pod == "" || e.Kind.IsEndpoint() {
+			continue
+		}
+		var bounds string
+		if e.Server != nil {
+			bounds += fmt.Sprintf(" (server time %+.3fs", e.Server.Sub(rep.StartedAt).Seconds())
+			if e.CommittedAfter != nil {
+				bounds += fmt.Sprintf(", committed after %+.3fs", e.CommittedAfter.Sub(rep.StartedAt).Seconds())
+			}
+			bounds += ")"
+		} else if e.CommittedAfter != nil {
+			bounds = fmt.Sprintf(" (committed after %+.3fs)", e.CommittedAfter.Sub(rep.StartedAt).Seconds())
+		}
+		t.Logf("%+8.3fs %s %s %s%s", e.At.Sub(rep.StartedAt).Seconds(), e.Kind, e.Pod, e.IP, bounds)
 	}
 }
 
