@@ -118,8 +118,12 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Logf("a fresh failure put on no pod for certain came %s after its earliest candidate's deletion, past the cuts' %s: this run cannot tell whether the cuts move the preStop: %s",
 			unsure, cutWindow, failureJSON(unsureFailure))
 	}
-	t.Logf("kubelets frozen %+.2fs to %+.2fs; %d kept-alive cuts of %v up to %s after deletion; the race up to %s, preStop %ds",
-		stoppedAt.Sub(rep.StartedAt).Seconds(), contAt.Sub(rep.StartedAt).Seconds(), cuts, frozen, cutWindow.Round(time.Millisecond), race.Round(time.Millisecond), sleep)
+	var mapped string
+	if ct := rep.Conntrack; ct != nil {
+		mapped = fmt.Sprintf("; conntrack mapped %d failures, not %d (events lost: %t)", ct.FailuresMapped, ct.FailuresUnmapped, ct.Lost)
+	}
+	t.Logf("kubelets frozen %+.2fs to %+.2fs; %d kept-alive cuts of %v up to %s after deletion; the race up to %s, preStop %ds%s",
+		stoppedAt.Sub(rep.StartedAt).Seconds(), contAt.Sub(rep.StartedAt).Seconds(), cuts, frozen, cutWindow.Round(time.Millisecond), race.Round(time.Millisecond), sleep, mapped)
 }
 
 // freezeAtFirstReady waits for the first naive pod created after
