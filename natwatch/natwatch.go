@@ -289,10 +289,30 @@ func (t *Table) Find(a Attempt) (Conn, bool) {
 	return t.find(a)
 }
 
+// Ambiguous reports whether Find found no connection for a fresh request
+// because its window held two from its port to its address that went to
+// different places (a port used again within it), not because it held
+// none.
+func (t *Table) Ambiguous(a Attempt) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, _, ambiguous := t.match(a)
+	return ambiguous
+}
+
 // find is Find; t.mu must be held.
 func (t *Table) find(a Attempt) (Conn, bool) {
-	var best Conn
-	found, ambiguous := false, false
+	best, found, ambiguous := t.match(a)
+	if ambiguous {
+		return Conn{}, false
+	}
+	return best, found
+}
+
+// match is Find's search: the first connection in a's window (the last
+// before Start for a kept-alive one), and whether a fresh one's window
+// held others that went elsewhere. t.mu must be held.
+func (t *Table) match(a Attempt) (best Conn, found, ambiguous bool) {
 	from, until := a.Start.Add(-earlySlack), a.lastSYN().Add(matchSlack)
 	for _, i := range t.port(a.Src.Port()) {
 		c := t.conn(t.at(int(i)))
@@ -315,10 +335,7 @@ func (t *Table) find(a Attempt) (Conn, bool) {
 			best, found = c, true
 		}
 	}
-	if ambiguous {
-		return Conn{}, false
-	}
-	return best, found
+	return best, found, ambiguous
 }
 
 // NoEntry reports whether the table shows for certain that a fresh

@@ -57,34 +57,37 @@ func TestLookup(t *testing.T) {
 // request's own: when the two went to different pods the request has no
 // certain mapping (it falls back to inference); to the same pod, it has.
 // An event received before the request started is never its own.
+// Ambiguous tells the two unmapped cases apart: the window held
+// connections to different pods, or none.
 func TestLookupRefusesAPortUsedTwiceInItsWindow(t *testing.T) {
 	svc := ap("10.96.0.10:80")
 	src := ap("10.0.0.1:40000")
 	start := t0.Add(time.Second)
 	for _, tc := range []struct {
-		name  string
-		conns []Conn
-		want  string
+		name      string
+		conns     []Conn
+		want      string
+		ambiguous bool
 	}{
 		{"an earlier connection's event, read before the start", []Conn{
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(-300 * time.Millisecond)},
 			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(40 * time.Millisecond)},
-		}, "10.244.2.7:8080"},
+		}, "10.244.2.7:8080", false},
 		{"only an earlier connection's event: not the request's", []Conn{
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(-3 * time.Millisecond).Add(-earlySlack)},
-		}, ""},
+		}, "", false},
 		{"two in one batch, to different pods", []Conn{
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(8 * time.Millisecond)},
 			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(8 * time.Millisecond)},
-		}, ""},
+		}, "", true},
 		{"an earlier one read late, then the request's, different pods", []Conn{
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(time.Millisecond)},
 			{Src: src, Orig: svc, Dest: ap("10.244.2.7:8080"), At: start.Add(12 * time.Millisecond)},
-		}, ""},
+		}, "", true},
 		{"two in the window, to the same pod", []Conn{
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(2 * time.Millisecond)},
 			{Src: src, Orig: svc, Dest: ap("10.244.1.5:8080"), At: start.Add(9 * time.Millisecond)},
-		}, "10.244.1.5:8080"},
+		}, "10.244.1.5:8080", false},
 	} {
 		tb := NewTable()
 		for _, c := range tc.conns {
@@ -96,6 +99,9 @@ func TestLookupRefusesAPortUsedTwiceInItsWindow(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		if a := tb.Ambiguous(Attempt{Src: src, Remote: svc, Start: start, Fresh: true}); a != tc.ambiguous {
+			t.Errorf("%s: Ambiguous %t, want %t", tc.name, a, tc.ambiguous)
 		}
 	}
 }
