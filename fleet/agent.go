@@ -316,6 +316,10 @@ func (n *natTrack) write(w *wire.Writer) error {
 		k := len(n.table.Lingering())
 		last.StaleEntries = &k
 	}
+	if st.Watching {
+		lag := float64(st.MaxLag.Microseconds()) / 1000
+		last.MaxLagMS = &lag
+	}
 	var logged []prober.ConnRecord
 	if n.log != nil {
 		logged = n.log.Conns()
@@ -349,7 +353,10 @@ func (n *natTrack) write(w *wire.Writer) error {
 				pods = append(pods, wire.NatPod{Seq: c.seq, Addr: got.Dest.String(), Joined: true})
 				continue
 			}
-			if got, ok := n.table.Prior(a); ok && (c.refused || c.unanswered) {
+			switch got, ok := n.table.Prior(a); {
+			case c.fresh && n.table.Ambiguous(a):
+				pods = append(pods, wire.NatPod{Seq: c.seq, Ambiguous: true})
+			case ok && (c.refused || c.unanswered):
 				pods = append(pods, wire.NatPod{Seq: c.seq, Prior: got.Dest.String()})
 			}
 			if st.Watching {

@@ -140,7 +140,8 @@ func TestNatLinesCarryTheResponsesByAddress(t *testing.T) {
 // from a port whose earlier connect timed out, with no event of its own,
 // travels with the address of the earlier one's entry its SYN joined
 // (Joined); one after a refusal from its port, unmapped, with the address
-// of the refused one's entry it most likely followed (Prior).
+// of the refused one's entry it most likely followed (Prior); a refusal
+// whose window holds two events to two pods, unmapped, marked Ambiguous.
 func TestNatLinesCarryNoEntry(t *testing.T) {
 	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	svc := netip.MustParseAddrPort("10.96.0.10:80")
@@ -167,6 +168,10 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 		{Seq: 4, Class: prober.Reset, Fresh: true, Addr: from(30004)},
 		{Seq: 5, Class: prober.Refused, Fresh: true, Addr: from(30005), End: 2 * time.Second},
 	}
+	// 30010: used again within the refusal's window, toward another pod.
+	table.Add(natwatch.Conn{Src: from(30010).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.1.5:8080"), At: start.Add(time.Millisecond)})
+	table.Add(natwatch.Conn{Src: from(30010).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.2.6:8080"), At: start.Add(3 * time.Millisecond)})
+	results = append(results, prober.Result{Seq: 10, Class: prober.Refused, Fresh: true, Addr: from(30010)})
 	table.AddLingering(natwatch.Lingering{Conn: natwatch.Conn{Src: from(30099).Local, Orig: svc, Dest: netip.MustParseAddrPort("10.244.9.9:8080")}, Until: start.Add(time.Minute)})
 	track := &natTrack{table: table, stop: func() {}, staleHeld: 1}
 	track.keep(results, start)
@@ -188,9 +193,12 @@ func TestNatLinesCarryNoEntry(t *testing.T) {
 	}
 	want := map[uint64]wire.NatPod{1: {Seq: 1, Addr: "10.244.1.5:8080"}, 2: {Seq: 2, NoEntry: true}, 5: {Seq: 5, Addr: "10.244.2.78:8080"},
 		6: {Seq: 6, Addr: "10.244.1.9:8080"}, 7: {Seq: 7, Addr: "10.244.1.9:8080", Joined: true}, 8: {Seq: 8, Prior: "10.244.2.7:8080"},
-		9: {Seq: 9, Addr: "10.244.2.7:8080"}}
-	if !maps.Equal(got, want) || nat.Unmapped != 3 {
-		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout, the reset and the one after a refusal unmapped", got, nat.Unmapped, want)
+		9: {Seq: 9, Addr: "10.244.2.7:8080"}, 10: {Seq: 10, Ambiguous: true}}
+	if !maps.Equal(got, want) || nat.Unmapped != 4 {
+		t.Errorf("pods %+v, %d unmapped; want %+v and the timeout, the reset, the one after a refusal and the ambiguous one unmapped", got, nat.Unmapped, want)
+	}
+	if nat.MaxLagMS == nil {
+		t.Error("the watch's lag was not sent")
 	}
 	if nat.StaleEntries == nil || *nat.StaleEntries != 1 || nat.StaleHeld != 1 {
 		t.Errorf("stale entries %v, held %d: want the lingering one, held", nat.StaleEntries, nat.StaleHeld)

@@ -649,6 +649,20 @@ type Conntrack struct {
 	// FailuresJoined counts the mapped failures whose SYN joined an
 	// earlier unanswered connection's entry (Failure.JoinedConntrackEntry).
 	FailuresJoined int `json:"failures_joined,omitempty"`
+	// Why the unmapped were (FailuresUnmapped counts them all):
+	// FailuresAmbiguous, their window held connections from their port to
+	// their address that went to different pods (natwatch.Table.Ambiguous);
+	// FailuresFollowed, no event of their own, and the port's earlier
+	// connection left an entry their SYN most likely followed
+	// (Failure.PriorPodAddr); the rest, no event in their window at all.
+	FailuresAmbiguous int `json:"failures_ambiguous,omitempty"`
+	FailuresFollowed  int `json:"failures_followed,omitempty"`
+	// EventLagMaxMS is the longest the watch went between two reads of
+	// the kernel's events (the longest of the probers'): an event is
+	// received, and stamped, at most that long after its SYN, and one
+	// stamped over a second after it is outside its connection's window.
+	// Absent when the watch read nothing.
+	EventLagMaxMS *float64 `json:"event_lag_max_ms,omitempty"`
 	// StaleEntries counts the entries conntrack held when the watch began
 	// of unanswered connections from the probing host to the probed port:
 	// an earlier process's (a previous run's), each of which a new

@@ -81,6 +81,11 @@ func TestMapConnectionsNoEntry(t *testing.T) {
 	if ct.FailuresMapped != 2 || ct.FailuresNoEntry != 1 || ct.FailuresUnmapped != 3 {
 		t.Errorf("conntrack %+v: want 2 mapped, 1 with no entry, 3 unmapped", ct)
 	}
+	// Why: port 40002's refusal had two events in its window; the other
+	// two, none.
+	if ct.FailuresAmbiguous != 1 || ct.FailuresFollowed != 0 || ct.EventLagMaxMS == nil {
+		t.Errorf("conntrack %+v: want 1 of the unmapped ambiguous, none followed, the watch's lag known", ct)
+	}
 }
 
 // A connect timeout from a port whose earlier connect to the same address
@@ -114,8 +119,8 @@ func TestMapConnectionsJoined(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("pod addresses %q, want %q", got, want)
 	}
-	if ct.FailuresMapped != 3 || ct.FailuresJoined != 1 || ct.FailuresUnmapped != 1 {
-		t.Errorf("conntrack %+v: want 3 mapped (1 joined), 1 unmapped", ct)
+	if ct.FailuresMapped != 3 || ct.FailuresJoined != 1 || ct.FailuresUnmapped != 1 || ct.FailuresFollowed != 1 || ct.FailuresAmbiguous != 0 {
+		t.Errorf("conntrack %+v: want 3 mapped (1 joined), 1 unmapped (followed)", ct)
 	}
 
 	if ct.StaleEntries == nil || *ct.StaleEntries != 0 {
@@ -142,7 +147,7 @@ func TestMapConnectionsJoined(t *testing.T) {
 	}
 	prior := &report.Report{Failures: []report.Failure{{Seq: 3, Prober: "p1", LocalAddr: "10.0.0.1:40001", RemoteAddr: svc.String()}}}
 	ct = mapProberConnections(prior, []fleet.SourceState{{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Pods: []wire.NatPod{{Seq: 3, Prior: gone.String()}}}}})
-	if f := prior.Failures[0]; f.PodAddr != "" || f.PriorPodAddr != gone.String() || ct.FailuresUnmapped != 1 || ct.FailuresMapped != 0 {
+	if f := prior.Failures[0]; f.PodAddr != "" || f.PriorPodAddr != gone.String() || ct.FailuresUnmapped != 1 || ct.FailuresFollowed != 1 || ct.FailuresMapped != 0 {
 		t.Errorf("merged prior: %+v, conntrack %+v: want unmapped, the prior address kept", f, ct)
 	}
 }
@@ -162,16 +167,17 @@ func TestMapProberConnections(t *testing.T) {
 		{Seq: 9, Prober: "p1", Class: report.ClassDNS},
 		{Seq: 2, Prober: "p5", Class: report.ClassRefused, Fresh: true, LocalAddr: "0.0.0.0:40000", RemoteAddr: "10.96.0.10:80"},
 	}}
+	lag1, lag2 := 12.5, 30.0
 	sources := []fleet.SourceState{
-		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}},
+		{Name: "p1", Nat: &wire.Nat{Last: true, Watching: true, MaxLagMS: &lag1, Conns: 10, Pods: []wire.NatPod{{Seq: 7, Addr: "10.244.1.5:8080"}},
 			Responses:         []wire.NatResponses{{Addr: "10.244.1.5:8080", Second: 3, Conns: 2, Responses: 40}, {Addr: "10.244.2.6:8080", Second: 3, Conns: 1, Responses: 5}},
 			ResponsesUnmapped: 2}},
-		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, Conns: 5, Lost: true, LostReason: "ENOBUFS once",
-			Pods:              []wire.NatPod{{Seq: 7, Addr: "10.244.2.6:8080"}},
+		{Name: "p2", Nat: &wire.Nat{Last: true, Watching: true, MaxLagMS: &lag2, Conns: 5, Lost: true, LostReason: "ENOBUFS once",
+			Pods:              []wire.NatPod{{Seq: 7, Addr: "10.244.2.6:8080"}, {Seq: 8, Ambiguous: true}},
 			Responses:         []wire.NatResponses{{Addr: "10.244.1.5:8080", Second: 3, Conns: 1, Responses: 7}, {Addr: "10.244.1.5:8080", Second: 1, Conns: 1, Responses: 1}},
 			ResponsesUnmapped: 3}},
 		{Name: "p3", Nat: &wire.Nat{Last: true, Reason: "no CAP_NET_ADMIN"}},
-		{Name: "p5", Nat: &wire.Nat{Last: true, Watching: true, Conns: 1, Pods: []wire.NatPod{{Seq: 2, NoEntry: true}}}},
+		{Name: "p5", Nat: &wire.Nat{Last: true, Watching: true, MaxLagMS: &lag1, Conns: 1, Pods: []wire.NatPod{{Seq: 2, NoEntry: true}}}},
 		{Name: "p4"},
 	}
 	ct := mapProberConnections(rep, sources)
@@ -182,8 +188,11 @@ func TestMapProberConnections(t *testing.T) {
 	if f := rep.Failures[6]; !f.NoConntrackEntry || f.PodAddr != "" {
 		t.Errorf("p5's refusal its conntrack had no entry for: %+v", f)
 	}
-	if !ct.Watching || ct.Connections != 16 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 || ct.FailuresNoEntry != 1 {
+	if !ct.Watching || ct.Connections != 16 || ct.FailuresMapped != 2 || ct.FailuresUnmapped != 3 || ct.FailuresNoEntry != 1 || ct.FailuresAmbiguous != 1 {
 		t.Errorf("conntrack %+v", ct)
+	}
+	if ct.EventLagMaxMS == nil || *ct.EventLagMaxMS != lag2 {
+		t.Errorf("event lag %v: want the longest of the watching probers', %v", ct.EventLagMaxMS, lag2)
 	}
 	wantResponses := []report.ConntrackResponses{
 		{Addr: "10.244.1.5:8080", T: 1, Connections: 1, Responses: 1},
@@ -195,6 +204,11 @@ func TestMapProberConnections(t *testing.T) {
 	}
 	if !strings.Contains(ct.Reason, "p3: no CAP_NET_ADMIN") || !strings.Contains(ct.Reason, "p4: sent no conntrack findings") || !ct.Lost || ct.LostReason != "p2: ENOBUFS once" {
 		t.Errorf("reasons %q, lost %v %q", ct.Reason, ct.Lost, ct.LostReason)
+	}
+	// A watching prober that did not say its lag: the run's is unknown.
+	sources[3].Nat.MaxLagMS = nil
+	if ct := mapProberConnections(rep, sources); ct.EventLagMaxMS != nil {
+		t.Errorf("event lag %v with p5's unknown: want unknown", *ct.EventLagMaxMS)
 	}
 }
 

@@ -947,6 +947,10 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 	if !st.Watching && st.Conns == 0 {
 		return ct // nothing read: nothing is unmapped either
 	}
+	if st.Watching {
+		lag := ms(st.MaxLag)
+		ct.EventLagMaxMS = &lag
+	}
 	if st.LingeringReason == "" {
 		n := len(nat.Lingering())
 		ct.StaleEntries = &n
@@ -984,8 +988,12 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 				ct.FailuresJoined++
 				continue
 			}
-			if c, ok := nat.Prior(a); ok && connectFailure(f.Class) {
+			switch c, ok := nat.Prior(a); {
+			case f.Fresh && nat.Ambiguous(a):
+				ct.FailuresAmbiguous++
+			case ok && connectFailure(f.Class):
 				f.PriorPodAddr = c.Dest.String()
+				ct.FailuresFollowed++
 			}
 			ct.FailuresUnmapped++
 		}
@@ -1069,6 +1077,9 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 	ct := &report.Conntrack{}
 	var notRead, lost, staleUnknown []string
 	stale := 0 // the stale entries of the probers that listed them
+	// The event lag is the longest of the watching probers': unknown if
+	// one did not say.
+	lag, lagUnknown := 0.0, false
 	var responses []report.ConntrackResponses
 	byProber := map[string]map[uint64]wire.NatPod{}
 	for _, s := range sources {
@@ -1083,6 +1094,11 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		}
 		ct.Watching = true
 		ct.Connections += n.Conns
+		if n.MaxLagMS == nil {
+			lagUnknown = true
+		} else {
+			lag = max(lag, *n.MaxLagMS)
+		}
 		if n.StaleEntries != nil {
 			stale += *n.StaleEntries
 			ct.StalePortsHeld += n.StaleHeld
@@ -1104,6 +1120,9 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		ct.ResponsesUnmapped += n.ResponsesUnmapped
 	}
 	ct.Responses = sumResponses(responses)
+	if ct.Watching && !lagUnknown {
+		ct.EventLagMaxMS = &lag
+	}
 	ct.Reason, ct.LostReason = strings.Join(notRead, "; "), strings.Join(lost, "; ")
 	switch {
 	case len(staleUnknown) > 0:
@@ -1124,6 +1143,12 @@ func mapProberConnections(rep *report.Report, sources []fleet.SourceState) *repo
 		case ok && m.Addr == "":
 			f.PriorPodAddr = m.Prior
 			ct.FailuresUnmapped++
+			switch {
+			case m.Ambiguous:
+				ct.FailuresAmbiguous++
+			case m.Prior != "":
+				ct.FailuresFollowed++
+			}
 		case ok:
 			f.PodAddr, f.JoinedConntrackEntry = m.Addr, m.Joined
 			ct.FailuresMapped++

@@ -105,6 +105,9 @@ type Nat struct {
 	StaleEntries *int   `json:"stale_entries,omitempty"`
 	StaleReason  string `json:"stale_reason,omitempty"`
 	StaleHeld    int    `json:"stale_held,omitempty"`
+	// MaxLagMS is the watch's longest time between two reads of the
+	// kernel's events (natwatch.Status.MaxLag), when it watched.
+	MaxLagMS *float64 `json:"max_lag_ms,omitempty"`
 }
 
 // NatResponses counts the responses on connections to one address after
@@ -131,6 +134,10 @@ type NatPod struct {
 	// followed the entry an earlier one from its port left, to this
 	// address (natwatch.Table.Prior).
 	Prior string `json:"prior,omitempty"`
+	// Ambiguous: no address was found because the connection's window
+	// held connections from its port that went to different places
+	// (natwatch.Table.Ambiguous).
+	Ambiguous bool `json:"ambiguous,omitempty"`
 }
 
 // NatChunk bounds the entries (pods or responses, one kind a line) in one

@@ -189,6 +189,32 @@ func TestNoEntryIsCounted(t *testing.T) {
 	if out := summaries(t, r)["text"]; !strings.Contains(out, "2 of those found went where an earlier unanswered connection from the same port went") {
 		t.Errorf("text does not count the failures that joined an earlier entry:\n%s", out)
 	}
+	if strings.Contains(out, "whose source port carried another connection") || strings.Contains(out, "most likely following the entry") {
+		t.Error("a run with no ambiguous or followed failure says it had some")
+	}
+	if !strings.Contains(out, "2 failed connections not found there, their pods inferred from the timeline: 2 with no event in their window\n") {
+		t.Errorf("text does not say why 2 failures were not found (no lag known, nothing lost):\n%s", out)
+	}
+	lag := 1250.0
+	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed, r.Conntrack.EventLagMaxMS = 6, 2, 1, &lag
+	for _, want := range []string{
+		"6 failed connections not found there, their pods inferred from the timeline: ",
+		"2 whose source port carried another connection, to another pod, within their window",
+		"1 with no event of their own, most likely following the entry an earlier connection from their port left",
+		"3 with no event in their window: the watch's reads were up to 1250 ms apart",
+	} {
+		if out := summaries(t, r)["text"]; !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 3, 2, 1
+	if out := summaries(t, r)["text"]; strings.Contains(out, "with no event in their window") {
+		t.Errorf("every unmapped failure was ambiguous or followed, yet some are said to have had no event:\n%s", out)
+	}
+	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 0, 0, 0
+	if out := summaries(t, r)["text"]; strings.Contains(out, "not found there") {
+		t.Errorf("a run with every failure found says some were not:\n%s", out)
+	}
 	r.Conntrack.FailuresNoEntry = 0
 	if strings.Contains(summaries(t, r)["text"], "reached no pod") {
 		t.Error("a run with none says some reached no pod")

@@ -158,6 +158,9 @@ func Text(w io.Writer, r *report.Report) error {
 			if ct.FailuresNoEntry > 0 {
 				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
 			}
+			if line := UnmappedLine(ct); line != "" {
+				fmt.Fprintf(&b, "            %s\n", line)
+			}
 			if ct.StaleEntries != nil && *ct.StaleEntries > 0 {
 				fmt.Fprintf(&b, "            %d unanswered connections of an earlier run were still in conntrack: %d of their source ports kept from this run's connections, which would have followed them\n", *ct.StaleEntries, ct.StalePortsHeld)
 			}
@@ -530,4 +533,33 @@ func abortedBack(r *report.Report) string {
 		return ""
 	}
 	return fmt.Sprintf("the aborted revision's pods gone %.1fs after the abort", gone.Sub(seen).Seconds())
+}
+
+// UnmappedLine says why conntrack named no pod for the failed connections
+// it did not find (their pods come from the timeline then), or "" when
+// it found them all.
+func UnmappedLine(ct *report.Conntrack) string {
+	if ct.FailuresUnmapped <= 0 {
+		return ""
+	}
+	var why []string
+	if n := ct.FailuresAmbiguous; n > 0 {
+		why = append(why, fmt.Sprintf("%d whose source port carried another connection, to another pod, within their window (the events' order cannot say which was theirs)", n))
+	}
+	if n := ct.FailuresFollowed; n > 0 {
+		why = append(why, fmt.Sprintf("%d with no event of their own, most likely following the entry an earlier connection from their port left (that pod first among their candidates)", n))
+	}
+	if n := ct.FailuresUnmapped - ct.FailuresAmbiguous - ct.FailuresFollowed; n > 0 {
+		var lag string
+		switch {
+		case ct.Lost:
+			lag = ": the kernel dropped events"
+		case ct.EventLagMaxMS != nil && *ct.EventLagMaxMS >= 1000:
+			lag = fmt.Sprintf(": the watch's reads were up to %.0f ms apart, and an event received over a second after its SYN is outside the window", *ct.EventLagMaxMS)
+		case ct.EventLagMaxMS != nil:
+			lag = fmt.Sprintf(" (the watch's reads were at most %.0f ms apart)", *ct.EventLagMaxMS)
+		}
+		why = append(why, fmt.Sprintf("%d with no event in their window%s", n, lag))
+	}
+	return fmt.Sprintf("%d failed connections not found there, their pods inferred from the timeline: %s", ct.FailuresUnmapped, strings.Join(why, "; "))
 }
