@@ -520,6 +520,12 @@ func checkNaive(t *testing.T, r *runResult) {
 	window, last := deletionWindow(rep, racePod)
 	checkOutsideTheRace(t, rep)
 	if window <= 0 {
+		for i, f := range rep.Failures {
+			if f.Fresh {
+				t.Logf("a fresh failure: %s", failureJSON(&rep.Failures[i]))
+			}
+		}
+		logPodTimeline(t, rep)
 		t.Fatalf("no failure came after its pod's deletion request")
 	}
 	sleep := suggestedPreStop(propagation)
