@@ -100,7 +100,7 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("a kept-alive cut on frozen pod %s ended %+.2fs (SIGCONT %+.2fs), evidence %q: want after SIGCONT, by conntrack: %s",
 				f.LikelyPod, f.End.Sub(rep.StartedAt).Seconds(), contAt.Sub(rep.StartedAt).Seconds(), f.Evidence, failureJSON(&f))
 		}
-		cutWindow = max(cutWindow, f.Intended.Sub(deleted))
+		cutWindow = max(cutWindow, sentAt(f).Sub(deleted))
 	}
 	if cuts == 0 {
 		t.Fatalf("no kept-alive connection of the frozen pods %v was cut (classes %v)", frozen, nonZero(rep.Totals.ByClass))
@@ -227,8 +227,8 @@ func earliestCandidateWindow(rep *report.Report) (time.Duration, *report.Failure
 				earliest = at
 			}
 		}
-		if !earliest.IsZero() && f.Intended.Sub(earliest) > window {
-			window, last = f.Intended.Sub(earliest), &rep.Failures[i]
+		if !earliest.IsZero() && sentAt(f).Sub(earliest) > window {
+			window, last = sentAt(f).Sub(earliest), &rep.Failures[i]
 		}
 	}
 	return window, last

@@ -589,7 +589,7 @@ func checkOutsideTheRace(t *testing.T, rep *report.Report) {
 
 // deletionWindow is how long after the deletion request of the pod each
 // failure hit (podOf: by rollprobe's attribution, or by a referee's) the
-// last of them was meant to be sent: what a preStop sleep must cover (it
+// last of them was sent (sentAt): what a preStop sleep must cover (it
 // delays each pod's own shutdown; spanning several pods' sequential
 // deletions would overstate it). Failures whose pod was not deleted are
 // left out; 0 and nil when none is left. It returns the failure that set
@@ -599,14 +599,29 @@ func deletionWindow(rep *report.Report, podOf func(report.Failure) string) (time
 	var window time.Duration
 	var last *report.Failure
 	for i, f := range rep.Failures {
-		if at, ok := deletedAt[podOf(f)]; ok && (last == nil || f.Intended.Sub(at) > window) {
-			window, last = max(0, f.Intended.Sub(at)), &rep.Failures[i]
+		if at, ok := deletedAt[podOf(f)]; ok && (last == nil || sentAt(f).Sub(at) > window) {
+			window, last = max(0, sentAt(f).Sub(at)), &rep.Failures[i]
 		}
 	}
 	if window == 0 {
 		return 0, nil
 	}
 	return window, last
+}
+
+// sentAt is when a failed request began on the wire (its connect, or its
+// write on a kept-alive connection): what met the pod's state, so what a
+// preStop must cover, and what the propagation finding sizes it from. Its
+// intended time is earlier when the prober lagged its schedule (a loaded
+// lab run failed "no failure came after its pod's deletion request" with
+// the race's refusals on the wire; its report was not kept, so whether
+// this was why is not known). The intended time where the start is not
+// known.
+func sentAt(f report.Failure) time.Time {
+	if f.Start.IsZero() {
+		return f.Intended
+	}
+	return f.Start
 }
 
 // deletionRequests is when each pod's deletion request reached rollprobe,
