@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,6 +84,8 @@ func TestLab(t *testing.T) {
 	}
 	stateDir = filepath.Join(t.TempDir(), "lab")
 	sysctlsBefore := hostSysctls(t)
+	var times subtestTimes
+	defer times.write(t)
 
 	start := time.Now()
 	out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir)
@@ -116,7 +120,7 @@ func TestLab(t *testing.T) {
 		t.Fatalf("an up with another state dir: %v\n%s", err, out)
 	}
 
-	t.Run("no route out of the lab", func(t *testing.T) {
+	times.run(t, "no route out of the lab", func(t *testing.T) {
 		// A route lookup sends nothing. The hub must find no way out; a
 		// node's only way is the hub.
 		out, err := exec.Command("ip", "-n", netns.LabNetNS, "route", "get", "192.0.2.1").CombinedOutput()
@@ -134,7 +138,7 @@ func TestLab(t *testing.T) {
 		}
 	})
 
-	t.Run("nodes are real kubelets with containerd", func(t *testing.T) {
+	times.run(t, "nodes are real kubelets with containerd", func(t *testing.T) {
 		nodes, err := client.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -150,9 +154,9 @@ func TestLab(t *testing.T) {
 		}
 	})
 
-	t.Run("pods spread over the nodes and reach each other", func(t *testing.T) { testSpread(t, ctx, client) })
+	times.run(t, "pods spread over the nodes and reach each other", func(t *testing.T) { testSpread(t, ctx, client) })
 
-	t.Run("naive drops requests", func(t *testing.T) {
+	times.run(t, "naive drops requests", func(t *testing.T) {
 		r := rollUnderLoad(t, ctx, client, "naive")
 		rep, exit := r.rep, r.exit
 		if exit != 1 || rep.Totals.Failed == 0 {
@@ -161,7 +165,7 @@ func TestLab(t *testing.T) {
 		t.Logf("naive: %d of %d failed: %v", rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass))
 	})
 
-	t.Run("graceful: its pods drop nothing", func(t *testing.T) {
+	times.run(t, "graceful: its pods drop nothing", func(t *testing.T) {
 		r := rollUnderLoad(t, ctx, client, "graceful")
 		checkClean(t, r)
 		rep := r.rep
@@ -170,7 +174,7 @@ func TestLab(t *testing.T) {
 		}
 	})
 
-	t.Run("short grace is SIGKILLed", func(t *testing.T) {
+	times.run(t, "short grace is SIGKILLed", func(t *testing.T) {
 		apply(t, "short-grace")
 		waitRollout(t, ctx, client, "short-grace")
 		w, err := client.Kube.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=short-grace"})
@@ -210,26 +214,26 @@ func TestLab(t *testing.T) {
 		}
 	})
 
-	t.Run("run", func(t *testing.T) { testRun(t, ctx, client) })
-	t.Run("a stalled API server is a gap in the view", func(t *testing.T) { testViewStall(t, ctx, client) })
-	t.Run("a kubelet slow to kill cuts kept-alive connections late", func(t *testing.T) { testLateKill(t, ctx, client) })
-	t.Run("probers in the cluster", func(t *testing.T) { testProbers(t, ctx, client) })
-	t.Run("examples", func(t *testing.T) { testExamples(t, ctx, client) })
-	t.Run("termination", func(t *testing.T) { testTermination(t, ctx, client) })
-	t.Run("externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
-	t.Run("the edge", func(t *testing.T) { testEdge(t, ctx, client) })
-	t.Run("attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
-	t.Run("workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
-	t.Run("HTTP2 and gRPC", func(t *testing.T) { testH2(t, ctx, client) })
-	t.Run("Argo Rollouts", func(t *testing.T) { testArgo(t, ctx, client) })
+	times.run(t, "run", func(t *testing.T) { testRun(t, ctx, client) })
+	times.run(t, "a stalled API server is a gap in the view", func(t *testing.T) { testViewStall(t, ctx, client) })
+	times.run(t, "a kubelet slow to kill cuts kept-alive connections late", func(t *testing.T) { testLateKill(t, ctx, client) })
+	times.run(t, "probers in the cluster", func(t *testing.T) { testProbers(t, ctx, client) })
+	times.run(t, "examples", func(t *testing.T) { testExamples(t, ctx, client) })
+	times.run(t, "termination", func(t *testing.T) { testTermination(t, ctx, client) })
+	times.run(t, "externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
+	times.run(t, "the edge", func(t *testing.T) { testEdge(t, ctx, client) })
+	times.run(t, "attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
+	times.run(t, "workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
+	times.run(t, "HTTP2 and gRPC", func(t *testing.T) { testH2(t, ctx, client) })
+	times.run(t, "Argo Rollouts", func(t *testing.T) { testArgo(t, ctx, client) })
 	// Last on this lab: it evicts every pod of a node.
-	t.Run("a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
-	t.Run("a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })
-	t.Run("a drain no budget holds leaves the Service nothing", func(t *testing.T) { testDrainUnprotected(t, ctx, client) })
-	t.Run("a drain a shared budget lets go", func(t *testing.T) { testDrainSharedBudget(t, ctx, client) })
-	t.Run("a drain a loose budget lets overload", func(t *testing.T) { testDrainOverload(t, ctx, client) })
+	times.run(t, "a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
+	times.run(t, "a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })
+	times.run(t, "a drain no budget holds leaves the Service nothing", func(t *testing.T) { testDrainUnprotected(t, ctx, client) })
+	times.run(t, "a drain a shared budget lets go", func(t *testing.T) { testDrainSharedBudget(t, ctx, client) })
+	times.run(t, "a drain a loose budget lets overload", func(t *testing.T) { testDrainOverload(t, ctx, client) })
 
-	t.Run("proxy lag delays one node's kube-proxy", func(t *testing.T) {
+	times.run(t, "proxy lag delays one node's kube-proxy", func(t *testing.T) {
 		// Another lag means another lab: up takes the old one down first.
 		// The ingress lags too (--edge-lag), tested below in the same lab.
 		const lag = 3 * time.Second
@@ -305,7 +309,7 @@ func TestLab(t *testing.T) {
 		})
 	})
 
-	t.Run("down leaves nothing behind", func(t *testing.T) {
+	times.run(t, "down leaves nothing behind", func(t *testing.T) {
 		pids := labPIDs()
 		// 4 control-plane components, CoreDNS, Traefik and the edge's delay
 		// proxy, Argo Rollouts' controller, containerd, kubelet and
@@ -323,7 +327,7 @@ func TestLab(t *testing.T) {
 		nothingLeft(t, append(pids, shims...), sysctlsBefore)
 	})
 
-	t.Run("down cleans up after a crashed up", func(t *testing.T) {
+	times.run(t, "down cleans up after a crashed up", func(t *testing.T) {
 		up := exec.Command(filepath.Join(binDir, "rollprobe"), "lab", "up", "--state-dir", stateDir)
 		var out syncBuffer
 		up.Stdout, up.Stderr = &out, &out
@@ -619,4 +623,39 @@ func conntrackDump(ns string) string {
 // made from inside namespace ns (a node, or the hub as the client host).
 func clientIn(ns string, timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: netns.DialContextIn(ns), DisableKeepAlives: true}}
+}
+
+// subtestTimes are how long TestLab's subtests took, in the order they
+// ran: written, longest first, to the file ROLLPROBE_LAB_TIMES names (CI
+// prints it: which subtests its time goes to, on the machine it ran on).
+type subtestTimes []subtestTime
+
+type subtestTime struct {
+	name string
+	took time.Duration
+}
+
+// run is t.Run, timed.
+func (s *subtestTimes) run(t *testing.T, name string, f func(t *testing.T)) bool {
+	start := time.Now()
+	ok := t.Run(name, f)
+	*s = append(*s, subtestTime{name, time.Since(start)})
+	return ok
+}
+
+// write writes the times where ROLLPROBE_LAB_TIMES says, if it does.
+func (s subtestTimes) write(t *testing.T) {
+	path := os.Getenv("ROLLPROBE_LAB_TIMES")
+	if path == "" || len(s) == 0 {
+		return
+	}
+	sorted := slices.Clone(s)
+	slices.SortStableFunc(sorted, func(a, b subtestTime) int { return cmp.Compare(b.took, a.took) })
+	var b strings.Builder
+	for _, x := range sorted {
+		fmt.Fprintf(&b, "%6.0f s  %s\n", x.took.Seconds(), x.name)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Logf("the subtests' times: %v", err)
+	}
 }
