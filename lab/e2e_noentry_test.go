@@ -96,62 +96,83 @@ func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*
 	if rejects == nil {
 		t.Fatalf("%d failed, and no capture to tell who refused them\n%s", len(failures), out)
 	}
-	var seen []capture.Unreachable
-	var resets []capture.Segment
-	for _, c := range rejects {
-		seen = append(seen, c.Unreachables()...)
-		for _, s := range c.Segments() {
-			if s.Has('R') {
-				resets = append(resets, s)
-			}
-		}
-	}
-	pods := netip.MustParsePrefix(netns.ClusterCIDR)
-	gateways, nodes := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	for _, n := range netns.Nodes(lab.DefaultNodes) {
-		gateways[netip.MustParseAddr(n.PodGateway)] = true
-		nodes[netip.MustParseAddr(n.IP)] = true
-	}
+	wire := readOwnRejects(rejects)
 	for _, f := range failures {
-		local, err1 := netip.ParseAddrPort(f.LocalAddr)
-		remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
-		if f.Class != report.ClassRefused || err1 != nil || err2 != nil {
+		if _, err := netip.ParseAddrPort(f.LocalAddr); f.Class != report.ClassRefused || err != nil {
 			t.Fatalf("failure #%d (%s at %+.2fs, %s > %s) on a graceful rollout\n%s",
 				f.Seq, f.Class, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, out)
 		}
-		during := func(at time.Time) bool {
-			return !at.Before(f.Start.Add(-time.Millisecond)) && !at.After(f.End.Add(time.Millisecond))
-		}
-		how := ""
-		for _, u := range seen {
-			if u.Src.Port() == local.Port() && u.Dst == remote && (u.From == u.Src.Addr() || gateways[u.From]) && during(u.At) {
-				how = "the node's own ICMP reject"
-			}
-		}
-		if how == "" && nodes[remote.Addr()] {
-			// A pod's reset of a connection a node masqueraded goes to
-			// the node's address, perhaps from another port: any pod's
-			// reset to a node in that time counts against too.
-			fromNode, fromOthers := 0, 0
-			for _, s := range resets {
-				if !during(s.At) {
-					continue
-				}
-				switch {
-				case s.Src == remote && s.Dst.Port() == local.Port():
-					fromNode++
-				case s.Dst.Port() == local.Port() || (pods.Contains(s.Src.Addr()) && nodes[s.Dst.Addr()]):
-					fromOthers++
-				}
-			}
-			if fromNode > 0 && fromOthers == 0 {
-				how = "the node's own reset at its node port"
-			}
-		}
+		how := wire.how(f)
 		if how == "" {
-			t.Fatalf("failure #%d (refused at %+.2fs from port %d): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured)\n%s",
-				f.Seq, f.AtMS/1000, local.Port(), remote, len(seen), len(resets), out)
+			t.Fatalf("failure #%d (refused at %+.2fs from %s): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured)\n%s",
+				f.Seq, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, len(wire.unreachables), len(wire.resets), out)
 		}
-		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, how, remote, f.Context)
+		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, how, f.RemoteAddr, f.Context)
 	}
+}
+
+// ownRejects is what the nodes' captures hold to tell a node's own
+// rejection of a SYN from a pod's (requireNodesOwnRejects).
+type ownRejects struct {
+	unreachables    []capture.Unreachable
+	resets          []capture.Segment
+	pods            netip.Prefix
+	gateways, nodes map[netip.Addr]bool
+}
+
+func readOwnRejects(rejects []*capture.Capture) *ownRejects {
+	w := &ownRejects{pods: netip.MustParsePrefix(netns.ClusterCIDR), gateways: map[netip.Addr]bool{}, nodes: map[netip.Addr]bool{}}
+	for _, c := range rejects {
+		w.unreachables = append(w.unreachables, c.Unreachables()...)
+		for _, s := range c.Segments() {
+			if s.Has('R') {
+				w.resets = append(w.resets, s)
+			}
+		}
+	}
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		w.gateways[netip.MustParseAddr(n.PodGateway)] = true
+		w.nodes[netip.MustParseAddr(n.IP)] = true
+	}
+	return w
+}
+
+// how says how the wire shows that a node's own rules refused f, a
+// refusal ("" when it does not).
+func (w *ownRejects) how(f report.Failure) string {
+	local, err1 := netip.ParseAddrPort(f.LocalAddr)
+	remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
+	if f.Class != report.ClassRefused || err1 != nil || err2 != nil {
+		return ""
+	}
+	during := func(at time.Time) bool {
+		return !at.Before(f.Start.Add(-time.Millisecond)) && !at.After(f.End.Add(time.Millisecond))
+	}
+	for _, u := range w.unreachables {
+		if u.Src.Port() == local.Port() && u.Dst == remote && (u.From == u.Src.Addr() || w.gateways[u.From]) && during(u.At) {
+			return "the node's own ICMP reject"
+		}
+	}
+	if !w.nodes[remote.Addr()] {
+		return ""
+	}
+	// A pod's reset of a connection a node masqueraded goes to the node's
+	// address, perhaps from another port: any pod's reset to a node in
+	// that time counts against too.
+	fromNode, fromOthers := 0, 0
+	for _, s := range w.resets {
+		if !during(s.At) {
+			continue
+		}
+		switch {
+		case s.Src == remote && s.Dst.Port() == local.Port():
+			fromNode++
+		case s.Dst.Port() == local.Port() || (w.pods.Contains(s.Src.Addr()) && w.nodes[s.Dst.Addr()]):
+			fromOthers++
+		}
+	}
+	if fromNode > 0 && fromOthers == 0 {
+		return "the node's own reset at its node port"
+	}
+	return ""
 }
