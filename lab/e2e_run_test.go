@@ -162,6 +162,13 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 	// Last on graceful: it leaves the Deployment with a failed rollout.
 	t.Run("bad image fails the rollout", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
+		// The sample as it was for the tests after, whichever run them: the
+		// edge's waited two minutes on the broken rollout and failed when
+		// this ran right before them.
+		t.Cleanup(func() {
+			apply(t, "graceful")
+			waitRollout(t, ctx, c, "graceful")
+		})
 		r := startRun(t, "graceful", ip, "--patch", badImage).wait(t)
 		if r.exit != 3 {
 			t.Fatalf("exit %d, want 3\n%s", r.exit, r.out())

@@ -85,7 +85,7 @@ func TestLab(t *testing.T) {
 	stateDir = filepath.Join(t.TempDir(), "lab")
 	sysctlsBefore := hostSysctls(t)
 	var times subtestTimes
-	defer times.write(t)
+	defer func() { times.write(t) }() // the times at the end, not now
 
 	start := time.Now()
 	out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir)
