@@ -211,6 +211,13 @@ func TestNoEntryIsCounted(t *testing.T) {
 	if out := summaries(t, r)["text"]; strings.Contains(out, "with no event in their window") {
 		t.Errorf("every unmapped failure was ambiguous or followed, yet some are said to have had no event:\n%s", out)
 	}
+	// A conntrack that saw none of the run's connections: its own line
+	// says why (a lab run said "3 with no event in their window" above it).
+	r.Conntrack.Connections = 0
+	if out := summaries(t, r)["text"]; strings.Contains(out, "not found there") || !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
+		t.Errorf("a conntrack that saw no connection: want only its own line, not the unmapped one:\n%s", out)
+	}
+	r.Conntrack.Connections = 900
 	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 0, 0, 0
 	if out := summaries(t, r)["text"]; strings.Contains(out, "not found there") {
 		t.Errorf("a run with every failure found says some were not:\n%s", out)

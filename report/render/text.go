@@ -539,7 +539,8 @@ func abortedBack(r *report.Report) string {
 // it did not find (their pods come from the timeline then), or "" when
 // it found them all.
 func UnmappedLine(ct *report.Conntrack) string {
-	if ct.FailuresUnmapped <= 0 {
+	if ct.FailuresUnmapped <= 0 || ct.Connections == 0 {
+		// None seen at all: the line that says so is the why.
 		return ""
 	}
 	var why []string
