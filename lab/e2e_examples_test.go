@@ -24,7 +24,7 @@ import (
 // exit 1), and job-run runs rollprobe run from inside the cluster with the
 // in-cluster configuration and exactly deploy/rbac.yaml's permissions.
 func testExamples(t *testing.T, ctx context.Context, c *lab.Client) {
-	apply(t, "graceful") // the run suite leaves it with a failed rollout
+	apply(t, "graceful") // as testProbers: right however the run suite ended
 	for _, tc := range []struct {
 		sample   string
 		wantExit int32

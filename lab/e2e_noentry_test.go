@@ -99,7 +99,7 @@ func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*
 	wire := readOwnRejects(rejects)
 	for _, f := range failures {
 		if _, err := netip.ParseAddrPort(f.LocalAddr); f.Class != report.ClassRefused || err != nil {
-			t.Fatalf("failure #%d (%s at %+.2fs, %s > %s) on a graceful rollout\n%s",
+			t.Fatalf("failure #%d (%s at %+.2fs, %s > %s): not a refusal a node's own rules can have made\n%s",
 				f.Seq, f.Class, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, out)
 		}
 		how := wire.how(f)

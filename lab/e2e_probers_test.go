@@ -35,8 +35,9 @@ var proberArgs = []string{"--probers", "2", "--prober-image", "rollprobe/rollpro
 // Probing from the cluster: rollprobe runs on the client host, which has
 // no route to the ClusterIP, and its prober pods probe from the nodes.
 func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
-	// The run suite leaves graceful with a failed rollout (a bad image):
-	// applying its manifest again rolls it back to the good one.
+	// The run suite's bad-image test applies graceful again in its cleanup;
+	// applying it here too keeps this suite right when run without it, or
+	// after a run that died before that cleanup (a no-op otherwise).
 	apply(t, "graceful")
 
 	t.Run("naive from two probers", func(t *testing.T) {

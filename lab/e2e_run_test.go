@@ -159,7 +159,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("deploy/rbac.yaml is exactly enough", func(t *testing.T) { testRBAC(t, ctx, c) })
 
-	// Last on graceful: it leaves the Deployment with a failed rollout.
+	// Last on graceful: it fails graceful's rollout, and its cleanup
+	// applies the manifest again.
 	t.Run("bad image fails the rollout", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
 		// The sample as it was for the tests after, whichever run them: the
@@ -578,7 +579,7 @@ func checkNaive(t *testing.T, r *runResult) {
 				wire = readOwnRejects(r.rejects)
 			}
 			if how := wire.how(f); how != "" {
-				ownOnTheWire[f.Prober+"/"+strconv.FormatUint(f.Seq, 10)] = true
+				ownOnTheWire[failureKey(f)] = true
 				t.Logf("a refusal put on no pod, %s on the wire: %s", how, failureJSON(&f))
 			}
 		}
@@ -587,7 +588,7 @@ func checkNaive(t *testing.T, r *runResult) {
 	// (checkEdgeClasses holds those to the hub's capture): no pod took
 	// part in them.
 	requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool {
-		return !(f.ViaEdge && f.Class == report.ClassTLS) && !f.NoConntrackEntry && !ownOnTheWire[f.Prober+"/"+strconv.FormatUint(f.Seq, 10)]
+		return !(f.ViaEdge && f.Class == report.ClassTLS) && !f.NoConntrackEntry && !ownOnTheWire[failureKey(f)]
 	})
 	// The doctor's static check says the same before any traffic.
 	if f := findingByID(rep, "no-prestop-hook"); f == nil || f.Source != "doctor" || f.Severity != "error" {
@@ -638,6 +639,10 @@ func checkOutsideTheRace(t *testing.T, rep *report.Report) {
 		}
 	}
 }
+
+// failureKey names a failure within a run: probers number their requests
+// alike, so the prober with the seq.
+func failureKey(f report.Failure) string { return f.Prober + "/" + strconv.FormatUint(f.Seq, 10) }
 
 // deletionWindow is how long after the deletion request of the pod each
 // failure hit (podOf: by rollprobe's attribution, or by a referee's) the
