@@ -75,8 +75,18 @@ func Markdown(w io.Writer, r *report.Report) error {
 	for _, line := range HiddenRetryLines(r) {
 		fmt.Fprintf(&b, "🔁 %s\n\n", line)
 	}
+	if line := AttributionLine(r); line != "" {
+		fmt.Fprintf(&b, "Attributed: %s\n\n", line)
+	}
 	if e := r.EdgeLog; e != nil {
 		fmt.Fprintf(&b, "Edge access log: %s\n\n", EdgeLogLine(e))
+	}
+	if lines := ConntrackLines(r); len(lines) > 0 {
+		fmt.Fprintf(&b, "Conntrack: %s\n", lines[0])
+		for _, line := range lines[1:] {
+			fmt.Fprintf(&b, "- %s\n", line)
+		}
+		b.WriteString("\n")
 	}
 	writeMarkdownPods(&b, r)
 	if len(r.Probers) > 0 {

@@ -161,79 +161,83 @@ func summaries(t *testing.T, r *report.Report) map[string]string {
 	return map[string]string{"text": text.String(), "markdown": md.String()}
 }
 
-// The text summary counts the failed connections conntrack showed
-// reached no pod among those it judged, and those whose SYN joined an
-// earlier connection's entry, and says what that means; a run without
+// The text and Markdown summaries count the failed connections conntrack
+// showed reached no pod among those it judged, and those whose SYN joined
+// an earlier connection's entry, and say what that means; a run without
 // any says nothing of it.
 func TestNoEntryIsCounted(t *testing.T) {
-	r := fixture.NaiveRun()
-	r.Conntrack = &report.Conntrack{Watching: true, Connections: 900, FailuresMapped: 40, FailuresUnmapped: 2, FailuresNoEntry: 3}
-	out := summaries(t, r)["text"]
-	for _, want := range []string{"40 of 45 failed connections found there", "3 failed connections reached no pod: conntrack has no entry for them"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("text lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "joined its conntrack entry") {
-		t.Error("a run with no joined entry says some joined one")
-	}
-	if strings.Contains(out, "unanswered connections of an earlier run") {
-		t.Error("a run with no stale entry counted says some were found")
-	}
-	stale := 3
-	r.Conntrack.StaleEntries, r.Conntrack.StalePortsHeld = &stale, 2
-	if out := summaries(t, r)["text"]; !strings.Contains(out, "3 unanswered connections of an earlier run were still in conntrack: 2 of their source ports kept") {
-		t.Errorf("text does not count the stale entries:\n%s", out)
-	}
-	r.Conntrack.FailuresJoined = 2
-	if out := summaries(t, r)["text"]; !strings.Contains(out, "2 of those found went where an earlier unanswered connection from the same port went") {
-		t.Errorf("text does not count the failures that joined an earlier entry:\n%s", out)
-	}
-	if strings.Contains(out, "whose source port carried another connection") || strings.Contains(out, "most likely following the entry") {
-		t.Error("a run with no ambiguous or followed failure says it had some")
-	}
-	if !strings.Contains(out, "2 failed connections not found there, their pods inferred from the timeline: 2 with no event in their window\n") {
-		t.Errorf("text does not say why 2 failures were not found (no lag known, nothing lost):\n%s", out)
-	}
-	lag := 1250.0
-	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed, r.Conntrack.EventLagMaxMS = 6, 2, 1, &lag
-	for _, want := range []string{
-		"6 failed connections not found there, their pods inferred from the timeline: ",
-		"2 whose source port carried another connection, to another pod, within their window",
-		"1 with no event of their own, most likely following the entry an earlier connection from their port left",
-		"3 with no event in their window: the watch's reads were up to 1250 ms apart",
-	} {
-		if out := summaries(t, r)["text"]; !strings.Contains(out, want) {
-			t.Errorf("text lacks %q:\n%s", want, out)
-		}
-	}
-	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 3, 2, 1
-	if out := summaries(t, r)["text"]; strings.Contains(out, "with no event in their window") {
-		t.Errorf("every unmapped failure was ambiguous or followed, yet some are said to have had no event:\n%s", out)
-	}
-	// A conntrack that saw none of the run's connections: its own line
-	// says why (a lab run said "3 with no event in their window" above it).
-	r.Conntrack.Connections = 0
-	if out := summaries(t, r)["text"]; strings.Contains(out, "not found there") || !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
-		t.Errorf("a conntrack that saw no connection: want only its own line, not the unmapped one:\n%s", out)
-	}
-	r.Conntrack.Connections = 900
-	r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 0, 0, 0
-	if out := summaries(t, r)["text"]; strings.Contains(out, "not found there") {
-		t.Errorf("a run with every failure found says some were not:\n%s", out)
-	}
-	r.Conntrack.FailuresNoEntry = 0
-	if strings.Contains(summaries(t, r)["text"], "reached no pod") {
-		t.Error("a run with none says some reached no pod")
-	}
-	if strings.Contains(out, "passed this host's conntrack") {
-		t.Error("a run whose conntrack saw 900 connections says it saw none")
-	}
-	// Probed from a host that rewrites nothing (a node port from outside
-	// the cluster): conntrack is read and sees none of the connections.
-	r.Conntrack = &report.Conntrack{Watching: true, FailuresUnmapped: 1}
-	if out := summaries(t, r)["text"]; !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
-		t.Errorf("a watch that saw no connection does not say so:\n%s", out)
+	for _, face := range []string{"text", "markdown"} {
+		t.Run(face, func(t *testing.T) {
+			r := fixture.NaiveRun()
+			r.Conntrack = &report.Conntrack{Watching: true, Connections: 900, FailuresMapped: 40, FailuresUnmapped: 2, FailuresNoEntry: 3}
+			out := summaries(t, r)[face]
+			for _, want := range []string{"40 of 45 failed connections found there", "3 failed connections reached no pod: conntrack has no entry for them"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s lacks %q:\n%s", face, want, out)
+				}
+			}
+			if strings.Contains(out, "joined its conntrack entry") {
+				t.Error("a run with no joined entry says some joined one")
+			}
+			if strings.Contains(out, "unanswered connections of an earlier run") {
+				t.Error("a run with no stale entry counted says some were found")
+			}
+			stale := 3
+			r.Conntrack.StaleEntries, r.Conntrack.StalePortsHeld = &stale, 2
+			if out := summaries(t, r)[face]; !strings.Contains(out, "3 unanswered connections of an earlier run were still in conntrack: 2 of their source ports kept") {
+				t.Errorf("%s does not count the stale entries:\n%s", face, out)
+			}
+			r.Conntrack.FailuresJoined = 2
+			if out := summaries(t, r)[face]; !strings.Contains(out, "2 of those found went where an earlier unanswered connection from the same port went") {
+				t.Errorf("%s does not count the failures that joined an earlier entry:\n%s", face, out)
+			}
+			if strings.Contains(out, "whose source port carried another connection") || strings.Contains(out, "most likely following the entry") {
+				t.Error("a run with no ambiguous or followed failure says it had some")
+			}
+			if !strings.Contains(out, "2 failed connections not found there, their pods from other evidence (a backend header or the edge's log where one names it, else the timeline): 2 with no event in their window\n") {
+				t.Errorf("%s does not say why 2 failures were not found (no lag known, nothing lost):\n%s", face, out)
+			}
+			lag := 1250.0
+			r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed, r.Conntrack.EventLagMaxMS = 6, 2, 1, &lag
+			for _, want := range []string{
+				"6 failed connections not found there, their pods from other evidence (a backend header or the edge's log where one names it, else the timeline): ",
+				"2 whose source port carried another connection, to another pod, within their window",
+				"1 with no event of their own, most likely following the entry an earlier connection from their port left",
+				"3 with no event in their window: the watch's reads were up to 1250 ms apart",
+			} {
+				if out := summaries(t, r)[face]; !strings.Contains(out, want) {
+					t.Errorf("%s lacks %q:\n%s", face, want, out)
+				}
+			}
+			r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 3, 2, 1
+			if out := summaries(t, r)[face]; strings.Contains(out, "with no event in their window") {
+				t.Errorf("every unmapped failure was ambiguous or followed, yet some are said to have had no event:\n%s", out)
+			}
+			// A conntrack that saw none of the run's connections: its own line
+			// says why (a lab run said "3 with no event in their window" above it).
+			r.Conntrack.Connections = 0
+			if out := summaries(t, r)[face]; strings.Contains(out, "not found there") || !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
+				t.Errorf("a conntrack that saw no connection: want only its own line, not the unmapped one:\n%s", out)
+			}
+			r.Conntrack.Connections = 900
+			r.Conntrack.FailuresUnmapped, r.Conntrack.FailuresAmbiguous, r.Conntrack.FailuresFollowed = 0, 0, 0
+			if out := summaries(t, r)[face]; strings.Contains(out, "not found there") {
+				t.Errorf("a run with every failure found says some were not:\n%s", out)
+			}
+			r.Conntrack.FailuresNoEntry = 0
+			if strings.Contains(summaries(t, r)[face], "reached no pod") {
+				t.Error("a run with none says some reached no pod")
+			}
+			if strings.Contains(out, "passed this host's conntrack") {
+				t.Error("a run whose conntrack saw 900 connections says it saw none")
+			}
+			// Probed from a host that rewrites nothing (a node port from outside
+			// the cluster): conntrack is read and sees none of the connections.
+			r.Conntrack = &report.Conntrack{Watching: true, FailuresUnmapped: 1}
+			if out := summaries(t, r)[face]; !strings.Contains(out, "none of the run's connections passed this host's conntrack") {
+				t.Errorf("a watch that saw no connection does not say so:\n%s", out)
+			}
+		})
 	}
 }
 
@@ -267,6 +271,25 @@ func TestProbersSayTheirPath(t *testing.T) {
 	for name, out := range summaries(t, &one) {
 		if strings.Contains(out, "edge-tls") {
 			t.Errorf("%s: a path column for a run of one target:\n%s", name, out)
+		}
+	}
+}
+
+// The text and Markdown summaries say how the failures were attributed;
+// a run with nothing attributed says nothing of it.
+func TestAttributionIsSaid(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Attribution = &report.Attribution{Certain: 3, Ambiguous: 2, Unattributed: 1, ReceiveToleranceMS: 250, ToleranceSource: "the watch's measured lag"}
+	want := "3 to one pod for certain, 2 among several candidates, 1 to none (a pod's change counts from 250ms before rollprobe received it: the watch's measured lag)"
+	for face, out := range summaries(t, r) {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", face, want, out)
+		}
+	}
+	r.Attribution = &report.Attribution{}
+	for face, out := range summaries(t, r) {
+		if strings.Contains(out, "to one pod for certain") {
+			t.Errorf("%s attributes failures of a run with none:\n%s", face, out)
 		}
 	}
 }

@@ -131,51 +131,16 @@ func Text(w io.Writer, r *report.Report) error {
 		}
 		fmt.Fprintf(&b, "  failed    %s; first: %s\n", span, describeFailure(first))
 	}
-	if a := r.Attribution; a != nil && a.Certain+a.Ambiguous+a.Unattributed > 0 {
-		fmt.Fprintf(&b, "  attributed %d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)\n",
-			a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
+	if line := AttributionLine(r); line != "" {
+		fmt.Fprintf(&b, "  attributed %s\n", line)
 	}
 	if e := r.EdgeLog; e != nil {
 		fmt.Fprintf(&b, "  edge log  %s\n", EdgeLogLine(e))
 	}
-	if ct := r.Conntrack; ct != nil {
-		switch {
-		case !ct.Watching:
-			fmt.Fprintf(&b, "  conntrack not read: %s; pods are inferred from the timeline\n", ct.Reason)
-		default:
-			by := map[string]int{}
-			for _, f := range r.Failures {
-				if f.Evidence != "" {
-					by[f.Evidence]++
-				}
-			}
-			accessLog := ""
-			if n := by[report.EvidenceAccessLog]; n > 0 {
-				accessLog = fmt.Sprintf(", the edge's access log %d", n)
-			}
-			fmt.Fprintf(&b, "  conntrack %d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d%s, timeline %d\n",
-				ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped+ct.FailuresNoEntry, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], accessLog, by[report.EvidenceTimeline])
-			if ct.FailuresNoEntry > 0 {
-				fmt.Fprintf(&b, "            %d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)\n", ct.FailuresNoEntry)
-			}
-			if line := UnmappedLine(ct); line != "" {
-				fmt.Fprintf(&b, "            %s\n", line)
-			}
-			if ct.StaleEntries != nil && *ct.StaleEntries > 0 {
-				fmt.Fprintf(&b, "            %d unanswered connections of an earlier run were still in conntrack: %d of their source ports kept from this run's connections, which would have followed them\n", *ct.StaleEntries, ct.StalePortsHeld)
-			}
-			if ct.FailuresJoined > 0 {
-				fmt.Fprintf(&b, "            %d of those found went where an earlier unanswered connection from the same port went: their SYN joined its conntrack entry, past the rules\n", ct.FailuresJoined)
-			}
-			if ct.Connections == 0 {
-				b.WriteString("            none of the run's connections passed this host's conntrack (their address is rewritten on another host, a node port or a load balancer, or nothing here tracks them): it names no pod here\n")
-			}
-			if ct.Reason != "" {
-				fmt.Fprintf(&b, "            not read: %s\n", ct.Reason)
-			}
-			if ct.Lost {
-				fmt.Fprintf(&b, "            events lost: %s\n", ct.LostReason)
-			}
+	if lines := ConntrackLines(r); len(lines) > 0 {
+		fmt.Fprintf(&b, "  conntrack %s\n", lines[0])
+		for _, line := range lines[1:] {
+			fmt.Fprintf(&b, "            %s\n", line)
 		}
 	}
 	for _, st := range r.ViewStalls {
@@ -535,8 +500,69 @@ func abortedBack(r *report.Report) string {
 	return fmt.Sprintf("the aborted revision's pods gone %.1fs after the abort", gone.Sub(seen).Seconds())
 }
 
+// AttributionLine says how many failures were put on one pod, on
+// several candidates and on none, or "" when there were no failures to
+// attribute.
+func AttributionLine(r *report.Report) string {
+	a := r.Attribution
+	if a == nil || a.Certain+a.Ambiguous+a.Unattributed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)",
+		a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
+}
+
+// ConntrackLines is what the conntrack watch saw, for every face: the
+// first line how much of the run it mapped and what named the failures'
+// pods, the rest one fact each (no connection seen, failures it found on
+// no pod, not found and why, stale entries, joined entries, why it was
+// not read, lost events). nil when the run had no watch to ask.
+func ConntrackLines(r *report.Report) []string {
+	ct := r.Conntrack
+	if ct == nil {
+		return nil
+	}
+	if !ct.Watching {
+		return []string{fmt.Sprintf("not read: %s; pods are inferred from the timeline", ct.Reason)}
+	}
+	by := map[string]int{}
+	for _, f := range r.Failures {
+		if f.Evidence != "" {
+			by[f.Evidence]++
+		}
+	}
+	accessLog := ""
+	if n := by[report.EvidenceAccessLog]; n > 0 {
+		accessLog = fmt.Sprintf(", the edge's access log %d", n)
+	}
+	lines := []string{fmt.Sprintf("%d connections seen; %d of %d failed connections found there (where their SYN went); pods named by conntrack %d, backend header %d%s, timeline %d",
+		ct.Connections, ct.FailuresMapped, ct.FailuresMapped+ct.FailuresUnmapped+ct.FailuresNoEntry, by[report.EvidenceConntrack], by[report.EvidenceBackendHeader], accessLog, by[report.EvidenceTimeline])}
+	if ct.FailuresNoEntry > 0 {
+		lines = append(lines, fmt.Sprintf("%d failed connections reached no pod: conntrack has no entry for them (the probing host's own rules refused their SYN)", ct.FailuresNoEntry))
+	}
+	if line := UnmappedLine(ct); line != "" {
+		lines = append(lines, line)
+	}
+	if ct.StaleEntries != nil && *ct.StaleEntries > 0 {
+		lines = append(lines, fmt.Sprintf("%d unanswered connections of an earlier run were still in conntrack: %d of their source ports kept from this run's connections, which would have followed them", *ct.StaleEntries, ct.StalePortsHeld))
+	}
+	if ct.FailuresJoined > 0 {
+		lines = append(lines, fmt.Sprintf("%d of those found went where an earlier unanswered connection from the same port went: their SYN joined its conntrack entry, past the rules", ct.FailuresJoined))
+	}
+	if ct.Connections == 0 {
+		lines = append(lines, "none of the run's connections passed this host's conntrack (their address is rewritten on another host, a node port or a load balancer, or nothing here tracks them): it names no pod here")
+	}
+	if ct.Reason != "" {
+		lines = append(lines, "not read: "+ct.Reason)
+	}
+	if ct.Lost {
+		lines = append(lines, "events lost: "+ct.LostReason)
+	}
+	return lines
+}
+
 // UnmappedLine says why conntrack named no pod for the failed connections
-// it did not find (their pods come from the timeline then), or "" when
+// it did not find (their pods come from other evidence then), or "" when
 // it found them all.
 func UnmappedLine(ct *report.Conntrack) string {
 	if ct.FailuresUnmapped <= 0 || ct.Connections == 0 {
@@ -562,5 +588,5 @@ func UnmappedLine(ct *report.Conntrack) string {
 		}
 		why = append(why, fmt.Sprintf("%d with no event in their window%s", n, lag))
 	}
-	return fmt.Sprintf("%d failed connections not found there, their pods inferred from the timeline: %s", ct.FailuresUnmapped, strings.Join(why, "; "))
+	return fmt.Sprintf("%d failed connections not found there, their pods from other evidence (a backend header or the edge's log where one names it, else the timeline): %s", ct.FailuresUnmapped, strings.Join(why, "; "))
 }

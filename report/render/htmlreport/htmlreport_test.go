@@ -631,6 +631,41 @@ func TestEdgeLogIsShown(t *testing.T) {
 	}
 }
 
+// What the conntrack watch saw is said once: its summary, then each fact
+// (here: failures it found on no pod, and those not found and why).
+func TestConntrackIsShown(t *testing.T) {
+	r := lab(t, "naive")
+	r.Conntrack = &report.Conntrack{Watching: true, Connections: 900, FailuresMapped: 40, FailuresUnmapped: 2, FailuresNoEntry: 3}
+	_, doc := render(t, r)
+	notes := find(doc, "div", "class", "muted conntrack")
+	if len(notes) != 1 {
+		t.Fatalf("%d conntrack notes, want 1", len(notes))
+	}
+	got := text(notes[0])
+	for _, want := range []string{"Conntrack: 900 connections seen; 40 of 45 failed connections found there",
+		"3 failed connections reached no pod", "2 failed connections not found there"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the conntrack note lacks %q: %s", want, got)
+		}
+	}
+	items := 0
+	walk(notes[0], func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "li" {
+			items++
+		}
+	})
+	if items != 2 {
+		t.Errorf("%d facts listed, want 2: %s", items, got)
+	}
+	r.Conntrack = &report.Conntrack{Reason: "not root"}
+	if _, doc := render(t, r); len(find(doc, "div", "class", "muted conntrack")) != 1 || !strings.Contains(text(find(doc, "div", "class", "muted conntrack")[0]), "Conntrack: not read: not root") {
+		t.Error("a conntrack not read is not said so")
+	}
+	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "conntrack\"><p>") {
+		t.Error("a run without a conntrack watch shows one")
+	}
+}
+
 // A failed rollout's end and an abort's way back are marked on the
 // timeline beside the trigger.
 func TestAbortIsMarked(t *testing.T) {
