@@ -93,10 +93,16 @@ type Event struct {
 	// list whose resourceVersion was below the deletion's (see
 	// rollout.RevisionClock). Unlike Server it has no 1 s flooring.
 	CommittedAfter *time.Time `json:"committed_after,omitempty"`
-	Kind           EventKind  `json:"kind"`
-	Pod            string     `json:"pod,omitempty"`
-	Revision       string     `json:"revision,omitempty"`
-	IP             string     `json:"ip,omitempty"`
+	// PreStopSleepS, on pod_deletion_requested, is how long after the
+	// request the kubelet cannot yet have told any of the pod's containers
+	// to stop: the smallest lifecycle.preStop.sleep of its containers,
+	// capped by the deletion's grace period (0: a container has no sleep
+	// action; an exec hook is not counted, as it may fail at once).
+	PreStopSleepS int64     `json:"prestop_sleep_s,omitempty"`
+	Kind          EventKind `json:"kind"`
+	Pod           string    `json:"pod,omitempty"`
+	Revision      string    `json:"revision,omitempty"`
+	IP            string    `json:"ip,omitempty"`
 	// Node, on pod and endpoint events, is the node the pod runs on (the
 	// EndpointSlice's nodeName for endpoints): what a node-local traffic
 	// policy routes by. "" while a pod is not scheduled.

@@ -489,8 +489,30 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		// The deletion timestamp is the deadline: the request was grace earlier.
 		req := n.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
 		e.Server, e.Detail = &req, fmt.Sprintf("grace %ds", grace)
+		e.PreStopSleepS = PreStopSleep(n, grace)
 		w.tl.Add(e)
 	}
+}
+
+// PreStopSleep is how many seconds after p's deletion request none of its
+// containers can yet have been told to stop: the kubelet runs each
+// container's preStop hook before its SIGTERM, and a sleep action
+// (lifecycle.preStop.sleep) cannot fail the way an exec hook can (a
+// missing sleep binary ends it at once). The smallest over p's
+// containers, capped by the deletion's grace period (the kubelet stops a
+// hook at its end); 0 when a container has no sleep action.
+func PreStopSleep(p *corev1.Pod, grace int64) int64 {
+	least := int64(-1)
+	for _, c := range p.Spec.Containers {
+		var s int64
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+			s = c.Lifecycle.PreStop.Sleep.Seconds
+		}
+		if least < 0 || s < least {
+			least = s
+		}
+	}
+	return max(0, min(least, grace))
 }
 
 func (w *Watcher) onPodDelete(obj any) {
