@@ -473,7 +473,11 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 			f.Context = fmt.Sprintf("no pod on %s (the entry: externalTrafficPolicy Local sends what enters it only to its own pods) was terminating or just ready", a.localEntry)
 		}
 		if len(left) > 0 {
-			f.Context = "no pod its SYN can have reached was terminating or just ready: " + leftRulesText(left) +
+			which := "no pod its SYN can have reached"
+			if !anyLeftByMisses(left) {
+				which = "no pod that can have refused it"
+			}
+			f.Context = which + " was terminating or just ready: " + leftRulesText(left) +
 				"; a SYN no rule rewrote meets the stack of the host whose rules it crossed (kube-proxy's rules there mid-update)"
 		}
 		return

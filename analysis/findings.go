@@ -741,8 +741,16 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)}
 	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
 	if len(left) > 0 {
-		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s that their SYNs can have reached was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)
-		evidence = append(evidence, leftRulesText(left)+": where a pod is picked at random or in turn, the chance it was still there is below one in a million")
+		reach := "that their SYNs can have reached"
+		if !anyLeftByMisses(left) {
+			reach = "that can have refused them"
+		}
+		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which, reach)
+		text := leftRulesText(left)
+		if anyLeftByMisses(left) {
+			text += ": where a pod is picked at random or in turn, the chance it was still there is below one in a million"
+		}
+		evidence = append(evidence, text)
 		fix = noPodsFailure(g.fails) + " comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
 	}
 	return report.Finding{

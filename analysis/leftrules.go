@@ -77,10 +77,15 @@ type maybeKey struct {
 // reached: the misses fresh connections on its path went to other pods
 // from the second after from (seconds from the run's start) until the
 // second the failure began.
+//
+// Or, where signalAt is set, a terminating pod that was still listening
+// when f's SYN reached it (stillListening): not yet told to stop until
+// signalAt at the earliest, so a refusal is not its own.
 type leftRules struct {
-	pod    *Pod
-	misses uint64
-	from   int64
+	pod      *Pod
+	misses   uint64
+	from     int64
+	signalAt time.Time
 }
 
 // leftTheRules reports whether the run's own traffic shows that p, a
@@ -214,6 +219,9 @@ func (a attributor) mayBeOf(p *Pod, g *report.Failure) bool {
 	if c != prober.Refused && c != prober.ConnectTimeout {
 		return true
 	}
+	if _, listening := a.stillListening(p, g, c); listening {
+		return false
+	}
 	_, left := a.leftTheRules(p, g, c)
 	return !left
 }
@@ -229,9 +237,14 @@ func (ch *choices) unreadyBetween(q *Pod, from, to time.Time) bool {
 }
 
 // keepInTheRules splits the terminating candidates of f into those its SYN
-// can have reached and those that had left the rules (leftTheRules).
+// can have reached and those that had left the rules (leftTheRules) or,
+// for a refusal, were still listening (stillListening).
 func (a attributor) keepInTheRules(term []*Pod, f *report.Failure, c prober.Class) (kept []*Pod, left []leftRules) {
 	for _, p := range term {
+		if signal, ok := a.stillListening(p, f, c); ok {
+			left = append(left, leftRules{pod: p, signalAt: signal})
+			continue
+		}
 		if l, ok := a.leftTheRules(p, f, c); ok {
 			left = append(left, l)
 			continue
@@ -241,16 +254,69 @@ func (a attributor) keepInTheRules(term []*Pod, f *report.Failure, c prober.Clas
 	return kept, left
 }
 
-// leftRulesText says which pods had left the rules, and the evidence.
+// leftRulesText says which pods had left the rules, and which were still
+// listening, with the evidence.
 func leftRulesText(left []leftRules) string {
-	var names, evidence []string
+	var names, evidence, listening, signals []string
 	for _, l := range left {
+		if !l.signalAt.IsZero() {
+			listening = append(listening, l.pod.Name)
+			signals = append(signals, fmt.Sprintf("%s's preStop sleep of %s from its deletion request: not told to stop before %s",
+				l.pod.Name, l.pod.PreStopSleep, l.signalAt.UTC().Format("15:04:05.000")))
+			continue
+		}
 		names = append(names, l.pod.Name)
 		evidence = append(evidence, fmt.Sprintf("the %d fresh connections on this path answered from +%ds on went to pods other than %s", l.misses, l.from+1, l.pod.Name))
 	}
-	verb := "was"
-	if len(left) > 1 {
-		verb = "were"
+	verb := func(names []string) string {
+		if len(names) > 1 {
+			return "were"
+		}
+		return "was"
 	}
-	return fmt.Sprintf("%s %s terminating but had left the proxy's rules before it (%s)", strings.Join(names, ", "), verb, strings.Join(evidence, "; "))
+	var parts []string
+	if len(names) > 0 {
+		parts = append(parts, fmt.Sprintf("%s %s terminating but had left the proxy's rules before it (%s)", strings.Join(names, ", "), verb(names), strings.Join(evidence, "; ")))
+	}
+	if len(listening) > 0 {
+		parts = append(parts, fmt.Sprintf("%s %s terminating but still listening then (%s), so a refusal was not its own", strings.Join(listening, ", "), verb(listening), strings.Join(signals, "; ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// anyLeftByMisses: some of left had left the rules by the misses the
+// run's traffic counted (not by a preStop sleep).
+func anyLeftByMisses(left []leftRules) bool {
+	return slices.ContainsFunc(left, func(l leftRules) bool { return l.signalAt.IsZero() })
+}
+
+// stillListening reports whether p, a terminating pod, was certainly
+// still listening when f, a refusal, was decided, and from when it can
+// have been told to stop: its containers' preStop sleep (Pod.PreStopSleep)
+// had not ended, counted from the earliest its deletion can have been
+// requested (deletionNotBefore), so the kubelet had sent no signal yet;
+// it had turned ready before its deletion with a readiness probe that
+// connects where the Service sends traffic (it listened), and neither a
+// container's exit nor its turning unready was received by the time f
+// was decided, give or take the tolerance (nothing else closed it).
+// Without a lower bound on the request there is none on the signal.
+func (a attributor) stillListening(p *Pod, f *report.Failure, c prober.Class) (time.Time, bool) {
+	if c != prober.Refused || p.PreStopSleep <= 0 || p.DeletedAt == nil || p.ReadyAt == nil || !p.ReadinessConnects ||
+		p.ReadyAt.After(*p.DeletedAt) || (p.UnreadyAt != nil && !p.UnreadyAt.Before(*p.ReadyAt)) {
+		return time.Time{}, false
+	}
+	earliest, ok := a.deletionNotBefore(p)
+	if !ok {
+		return time.Time{}, false
+	}
+	signal := earliest.Add(p.PreStopSleep)
+	by := causeBy(f, c)
+	if !by.Add(a.clock).Before(signal) {
+		return time.Time{}, false
+	}
+	known := by.Add(a.tol + a.clock)
+	if (p.ExitAt != nil && !p.ExitAt.After(known)) || (p.UnreadyAfterDeletion != nil && !p.UnreadyAfterDeletion.After(known)) {
+		return time.Time{}, false
+	}
+	return signal, true
 }

@@ -34,7 +34,10 @@ type Pod struct {
 	// UnreadyAt is when it last turned unready before its deletion was
 	// requested (nil if it never did).
 	UnreadyAt *time.Time
-	DeletedAt *time.Time // deletion requested
+	// UnreadyAfterDeletion is when it first turned unready after (nil if
+	// it did not).
+	UnreadyAfterDeletion *time.Time
+	DeletedAt            *time.Time // deletion requested
 	// DeletedServer is the apiserver's own time of the deletion request,
 	// floored to its second: never later than the request (nil when the
 	// timeline lacks it).
@@ -42,10 +45,14 @@ type Pod struct {
 	// DeletedCommittedAfter is a local time the deletion was committed
 	// after, from the apiserver's order of writes (nil when unknown).
 	DeletedCommittedAfter *time.Time
-	EndpointGoneAt        *time.Time // removed from the EndpointSlice
-	ExitAt                *time.Time // its container terminated, with ExitCode
-	ExitCode              *int32
-	GoneAt                *time.Time // the pod object deleted
+	// PreStopSleep is how long after its deletion request none of its
+	// containers can yet have been told to stop (report.Event's
+	// PreStopSleepS; 0 when not known to be any).
+	PreStopSleep   time.Duration
+	EndpointGoneAt *time.Time // removed from the EndpointSlice
+	ExitAt         *time.Time // its container terminated, with ExitCode
+	ExitCode       *int32
+	GoneAt         *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
 	// terminating conditions, and whether the object is gone.
@@ -198,11 +205,15 @@ func (ps *Pods) Apply(e report.Event) {
 		}
 	case e.Kind == report.PodUnready:
 		p.Ready = false
-		if p.DeletedAt == nil {
+		switch {
+		case p.DeletedAt == nil:
 			p.UnreadyAt = &at
+		case p.UnreadyAfterDeletion == nil:
+			p.UnreadyAfterDeletion = &at
 		}
 	case e.Kind == report.PodDeletionRequested:
 		p.DeletedAt, p.DeletedServer, p.DeletedCommittedAfter, p.Terminating = &at, e.Server, e.CommittedAfter, true
+		p.PreStopSleep = time.Duration(e.PreStopSleepS) * time.Second
 	case e.Kind == report.EndpointRemoved:
 		p.Serving = false
 		p.EndpointGoneAt = &at
