@@ -209,7 +209,10 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 		})
 	}
 	t.Run("refusals the entry node's own stack makes beside a terminating pod that left its rules are put on no pod", func(t *testing.T) {
-		testNodesOwnRefusalBesideALeftPod(t, ctx, c, node)
+		testNodesOwnRefusalBesideATerminatingPod(t, ctx, c, node, 4*time.Second, " was terminating but had left the proxy's rules before it")
+	})
+	t.Run("refusals the entry node's own stack makes beside a terminating pod in its preStop sleep are put on no pod", func(t *testing.T) {
+		testNodesOwnRefusalBesideATerminatingPod(t, ctx, c, node, 0, " was terminating but still listening then")
 	})
 }
 
@@ -278,23 +281,30 @@ func checkShutdownsMissedOffTheEntry(t *testing.T, rep *report.Report, entry net
 	}
 }
 
-// testNodesOwnRefusalBesideALeftPod makes, on purpose, what a warm CI run
-// met by chance (kube-proxy's nftables race, 1 in 4,101): a refusal at
-// the entry node's NodePort made by the node's own stack while the node's
-// old pod was terminating beside its ready replacement; the timeline alone
-// had blamed it "for certain" on the old pod. Seconds after the old pod's
-// deletion (its replacement answering every fresh connection since), two
-// SYNs to the node port half a second apart are left untracked on the
-// node (a rule at raw priority, limited to a packet every half second,
-// deleted after three quarters of one), so no rule rewrites them and
-// the node's stack, with no socket there, resets them. The capture holds
-// the refusals to the node's own resets (checkClean); the report must name
-// no pod for either, and say for each that the old pod had left the rules
-// (analysis leftTheRules): without that evidence the old pod would be
-// named, as in the CI run, and without lastMaybeOf the second refusal,
+// testNodesOwnRefusalBesideATerminatingPod makes, on purpose, what a warm
+// CI run and a rehearsal met by chance (kube-proxy's nftables race, 1 in
+// 4,101): a refusal at the entry node's NodePort made by the node's own
+// stack while the node's old pod was terminating beside its ready
+// replacement; the timeline alone had blamed it "for certain" on the old
+// pod. A while after the old pod's deletion (after), two SYNs to the node
+// port half a second apart are left untracked on the node (a rule at raw
+// priority, limited to a packet every half second, deleted after three
+// quarters of one), so no rule rewrites them and the node's stack, with
+// no socket there, resets them. The capture holds the refusals to the
+// node's own resets (checkClean); the report must name no pod for
+// either, and say for each why the old pod did not refuse it (want, in
+// its context after the pod's name).
+//
+// Four seconds after the deletion (its replacement answering every fresh
+// connection since), the run's traffic shows the old pod had left the
+// rules (analysis leftTheRules): without that evidence the old pod would
+// be named, as in the CI run, and without lastMaybeOf the second refusal,
 // within a second of the first, would still be (no whole second of fresh
-// connections between them).
-func testNodesOwnRefusalBesideALeftPod(t *testing.T, ctx context.Context, c *lab.Client, node netns.Node) {
+// connections between them). At once after it, in the seconds the old
+// pod still answered (the rehearsal's case, 1.1 s after), only its
+// preStop sleep of 3 s shows it had not been told to stop and was still
+// listening (analysis stillListening).
+func testNodesOwnRefusalBesideATerminatingPod(t *testing.T, ctx context.Context, c *lab.Client, node netns.Node, after time.Duration, want string) {
 	const sample, nodePort = "daemonset-surge", 30083
 	ensureWorkload(t, ctx, c, rollout.KindDaemonSet, sample)
 	target := fmt.Sprintf("http://%s:%d/", node.IP, nodePort)
@@ -308,9 +318,9 @@ func testNodesOwnRefusalBesideALeftPod(t *testing.T, ctx context.Context, c *lab
 	}
 	old := pods.Items[0].Name
 	run := startWorkloadRun(t, []string{"--client"}, rollout.KindDaemonSet, sample, target, "--conn", "new", "--settle", "3s")
-	// The old pod's deletion, then 4 s: it has left the node's rules (its
-	// replacement was ready first) and still terminates (a 3 s preStop,
-	// then a 3 s drain).
+	// The old pod's deletion, then after: 4 s, it has left the node's
+	// rules (its replacement was ready first) and still terminates (a 3 s
+	// preStop, then a 3 s drain); 0, it is in its preStop sleep.
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := c.Kube.CoreV1().Pods("default").Get(ctx, old, metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp != nil, nil
@@ -318,9 +328,9 @@ func testNodesOwnRefusalBesideALeftPod(t *testing.T, ctx context.Context, c *lab
 	if err != nil {
 		t.Fatalf("the old pod %s on %s was not deleted: %v\n%s", old, node.Name, err, run.output.String())
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(after)
 	if p, err := c.Kube.CoreV1().Pods("default").Get(ctx, old, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
-		t.Fatalf("the old pod %s is gone 4 s after its deletion (%v): nothing to test", old, err)
+		t.Fatalf("the old pod %s is gone %s after its deletion (%v): nothing to test", old, after, err)
 	}
 	const table = "rollprobe_test_untrack"
 	rules := fmt.Sprintf(`table ip %s {
@@ -362,21 +372,21 @@ func testNodesOwnRefusalBesideALeftPod(t *testing.T, ctx context.Context, c *lab
 	if r.rep.Totals.Failed < 2 {
 		t.Fatalf("%d failed: the two untracked SYNs were not both refused\n%s", r.rep.Totals.Failed, r.out())
 	}
-	left := old + " was terminating but had left the proxy's rules before it"
+	why := old + want
 	named := 0
 	for _, f := range r.rep.Failures {
-		if strings.Contains(f.Context, left) {
+		if strings.Contains(f.Context, why) {
 			named++
 		}
 	}
 	if named < 2 {
-		t.Errorf("%d of %d failures' contexts say %q, want both untracked SYNs': the old pod was excluded for another reason, or not at all\n%s", named, len(r.rep.Failures), left, r.out())
+		t.Errorf("%d of %d failures' contexts say %q, want both untracked SYNs': the old pod was excluded for another reason, or not at all\n%s", named, len(r.rep.Failures), why, r.out())
 	}
 	u := findingByID(r.rep, analysis.Unexplained)
-	if u == nil || !strings.Contains(strings.Join(u.Evidence, "\n"), left) {
-		t.Errorf("finding %+v: want the refusal unexplained, naming %s as out of the rules", u, old)
+	if u == nil || !strings.Contains(strings.Join(u.Evidence, "\n"), why) {
+		t.Errorf("finding %+v: want the refusal unexplained, saying %q", u, why)
 	}
-	t.Logf("%s: %d of %d failed %v; %d said %s had left the rules", sample, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), named, old)
+	t.Logf("%s: %d of %d failed %v; %d said %q", sample, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), named, why)
 }
 
 // testDrain drains the second node under rollprobe run: the drain-web
