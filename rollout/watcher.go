@@ -489,7 +489,9 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		// The deletion timestamp is the deadline: the request was grace earlier.
 		req := n.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
 		e.Server, e.Detail = &req, fmt.Sprintf("grace %ds", grace)
-		e.PreStopSleepS = PreStopSleep(n, grace)
+		if e.PreStopSleepS = PreStopSleep(n, grace); e.PreStopSleepS > 0 {
+			e.Detail += fmt.Sprintf(", preStop sleep %ds", e.PreStopSleepS)
+		}
 		w.tl.Add(e)
 	}
 }

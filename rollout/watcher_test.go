@@ -85,7 +85,9 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 
 	pods := kube.CoreV1().Pods("prod")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
-		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}}
+		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app",
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}}}}}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +144,8 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	for _, e := range events {
 		switch e.Kind {
 		case report.PodDeletionRequested:
-			if e.Detail != "grace 30s" || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
-				t.Errorf("deletion event %+v: want the request time (deadline minus grace)", e)
+			if e.Detail != "grace 30s, preStop sleep 3s" || e.PreStopSleepS != 3 || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
+				t.Errorf("deletion event %+v: want the request time (deadline minus grace) and the preStop sleep", e)
 			}
 		case report.ContainerTerminated:
 			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" {
