@@ -477,7 +477,7 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 			if !anyLeftByMisses(left) {
 				which = "no pod that can have refused it"
 			}
-			f.Context = which + " was terminating or just ready: " + leftRulesText(left) +
+			f.Context = which + " was terminating or just ready: " + leftRulesText(left, a.start) +
 				"; a SYN no rule rewrote meets the stack of the host whose rules it crossed (kube-proxy's rules there mid-update)"
 		}
 		return

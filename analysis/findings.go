@@ -746,7 +746,7 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 			reach = "that can have refused them"
 		}
 		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which, reach)
-		text := leftRulesText(left)
+		text := leftRulesText(left, x.r.StartedAt)
 		if anyLeftByMisses(left) {
 			text += ": where a pod is picked at random or in turn, the chance it was still there is below one in a million"
 		}

@@ -255,14 +255,14 @@ func (a attributor) keepInTheRules(term []*Pod, f *report.Failure, c prober.Clas
 }
 
 // leftRulesText says which pods had left the rules, and which were still
-// listening, with the evidence.
-func leftRulesText(left []leftRules) string {
+// listening, with the evidence (times from start, the run's).
+func leftRulesText(left []leftRules, start time.Time) string {
 	var names, evidence, listening, signals []string
 	for _, l := range left {
 		if !l.signalAt.IsZero() {
 			listening = append(listening, l.pod.Name)
-			signals = append(signals, fmt.Sprintf("%s's preStop sleep of %s from its deletion request: not told to stop before %s",
-				l.pod.Name, l.pod.PreStopSleep, l.signalAt.UTC().Format("15:04:05.000")))
+			signals = append(signals, fmt.Sprintf("%s's preStop sleep of %s from its deletion request: not told to stop before %+.2fs",
+				l.pod.Name, l.pod.PreStopSleep, l.signalAt.Sub(start).Seconds()))
 			continue
 		}
 		names = append(names, l.pod.Name)
@@ -279,7 +279,11 @@ func leftRulesText(left []leftRules) string {
 		parts = append(parts, fmt.Sprintf("%s %s terminating but had left the proxy's rules before it (%s)", strings.Join(names, ", "), verb(names), strings.Join(evidence, "; ")))
 	}
 	if len(listening) > 0 {
-		parts = append(parts, fmt.Sprintf("%s %s terminating but still listening then (%s), so a refusal was not its own", strings.Join(listening, ", "), verb(listening), strings.Join(signals, "; ")))
+		whose := "its"
+		if len(listening) > 1 {
+			whose = "their"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s terminating but still listening then (%s), so a refusal was not %s own", strings.Join(listening, ", "), verb(listening), strings.Join(signals, "; "), whose))
 	}
 	return strings.Join(parts, "; ")
 }

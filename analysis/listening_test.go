@@ -33,7 +33,7 @@ func TestARefusalIsNotAPodsInItsPreStopSleep(t *testing.T) {
 		t.Fatalf("refusal attributed to %q (confidence %v, candidates %v): a was in its preStop sleep until +13.0s at the earliest", f.LikelyPod, f.Confidence, f.Candidates)
 	}
 	for _, want := range []string{"no pod that can have refused it was terminating",
-		"a was terminating but still listening then (a's preStop sleep of 3s from its deletion request: not told to stop before 09:00:13.000), so a refusal was not its own",
+		"a was terminating but still listening then (a's preStop sleep of 3s from its deletion request: not told to stop before +13.00s), so a refusal was not its own",
 		"kube-proxy's rules there mid-update"} {
 		if !strings.Contains(f.Context, want) {
 			t.Errorf("context %q lacks %q", f.Context, want)
