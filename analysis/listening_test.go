@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,10 +143,5 @@ func TestAListeningPodsRefusalIsNotItsLastMaybe(t *testing.T) {
 
 // sortTimeline keeps the timeline in time order after a test adds events.
 func sortTimeline(r *report.Report) {
-	tl := r.Timeline
-	for i := 1; i < len(tl); i++ {
-		for j := i; j > 0 && tl[j].At.Before(tl[j-1].At); j-- {
-			tl[j], tl[j-1] = tl[j-1], tl[j]
-		}
-	}
+	slices.SortStableFunc(r.Timeline, func(a, b report.Event) int { return a.At.Compare(b.At) })
 }

@@ -502,7 +502,9 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 // (lifecycle.preStop.sleep) cannot fail the way an exec hook can (a
 // missing sleep binary ends it at once). The smallest over p's
 // containers, capped by the deletion's grace period (the kubelet stops a
-// hook at its end); 0 when a container has no sleep action.
+// hook at its end); 0 when a container has no sleep action. (The doctor's
+// preStopSeconds also reads `sleep N` in an exec hook: advice may guess,
+// the attribution this feeds may not.)
 func PreStopSleep(p *corev1.Pod, grace int64) int64 {
 	least := int64(-1)
 	for _, c := range p.Spec.Containers {

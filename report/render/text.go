@@ -523,7 +523,7 @@ func ConntrackLines(r *report.Report) []string {
 		return nil
 	}
 	if !ct.Watching {
-		return []string{fmt.Sprintf("not read: %s; pods are inferred from the timeline", ct.Reason)}
+		return []string{fmt.Sprintf("not read: %s; pods come from a backend header or the edge's log where one names them, else the timeline", ct.Reason)}
 	}
 	by := map[string]int{}
 	for _, f := range r.Failures {

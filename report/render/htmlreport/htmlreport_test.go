@@ -661,8 +661,24 @@ func TestConntrackIsShown(t *testing.T) {
 	if _, doc := render(t, r); len(find(doc, "div", "class", "muted conntrack")) != 1 || !strings.Contains(text(find(doc, "div", "class", "muted conntrack")[0]), "Conntrack: not read: not root") {
 		t.Error("a conntrack not read is not said so")
 	}
-	if page, _ := render(t, lab(t, "naive")); strings.Contains(page, "conntrack\"><p>") {
+	if _, doc := render(t, lab(t, "naive")); len(find(doc, "div", "class", "muted conntrack")) != 0 {
 		t.Error("a run without a conntrack watch shows one")
+	}
+}
+
+// How the failures were attributed is said in the text's and Markdown's
+// words; a run with nothing attributed says nothing of it.
+func TestAttributionIsShown(t *testing.T) {
+	r := lab(t, "naive")
+	r.Attribution = &report.Attribution{Certain: 3, Ambiguous: 2, Unattributed: 1, ReceiveToleranceMS: 250, ToleranceSource: "the watch's measured lag"}
+	_, doc := render(t, r)
+	notes := find(doc, "p", "class", "muted attribution")
+	if want := "Attributed: 3 to one pod for certain, 2 among several candidates, 1 to none (a pod's change counts from 250ms before rollprobe received it: the watch's measured lag)"; len(notes) != 1 || text(notes[0]) != want {
+		t.Errorf("attribution notes %d, want 1 saying %q", len(notes), want)
+	}
+	r.Attribution = &report.Attribution{}
+	if _, doc := render(t, r); len(find(doc, "p", "class", "muted attribution")) != 0 {
+		t.Error("a run with nothing attributed shows an attribution line")
 	}
 }
 

@@ -42,19 +42,20 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
 	},
-	"ms":        textrender.Millis,
-	"percent":   textrender.Percent,
-	"join":      strings.Join,
-	"doc":       report.FindingDoc,
-	"color":     func(c string) string { return classColor[c] },
-	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
-	"dur":       func(from, to float64) float64 { return to - from },
-	"classes":   classList,
-	"stall":     textrender.ViewStallLine,
-	"edgeLog":   textrender.EdgeLogLine,
-	"conntrack": textrender.ConntrackLines,
-	"inc":       func(i int) int { return i + 1 },
-	"pct":       func(p *float64) string { return fmt.Sprintf("%.1f%%", *p) },
+	"ms":          textrender.Millis,
+	"percent":     textrender.Percent,
+	"join":        strings.Join,
+	"doc":         report.FindingDoc,
+	"color":       func(c string) string { return classColor[c] },
+	"utc":         func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
+	"dur":         func(from, to float64) float64 { return to - from },
+	"classes":     classList,
+	"stall":       textrender.ViewStallLine,
+	"edgeLog":     textrender.EdgeLogLine,
+	"conntrack":   textrender.ConntrackLines,
+	"attribution": textrender.AttributionLine,
+	"inc":         func(i int) int { return i + 1 },
+	"pct":         func(p *float64) string { return fmt.Sprintf("%.1f%%", *p) },
 }).Parse(pageTemplate))
 
 // view is what the template reads.
