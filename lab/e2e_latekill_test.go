@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -103,6 +104,21 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 		cutWindow = max(cutWindow, sentAt(f).Sub(deleted))
 	}
 	if cuts == 0 {
+		// Which pods the kept-alive failures were put on, and why: a CI
+		// run (warm, 9e07e87) had 10 eof_reused and 3 resets, none on the
+		// frozen pod, and logged nothing more.
+		logPodTimeline(t, rep)
+		for _, p := range rep.Pods {
+			if _, ok := frozen[p.Pod]; ok {
+				b, _ := json.Marshal(p)
+				t.Logf("the frozen pod's traffic: %s", b)
+			}
+		}
+		for i := range rep.Failures {
+			if f := &rep.Failures[i]; !f.Fresh {
+				t.Logf("kept-alive %s ended %+.3fs: %s", f.Class, f.End.Sub(rep.StartedAt).Seconds(), failureJSON(f))
+			}
+		}
 		t.Fatalf("no kept-alive connection of the frozen pods %v was cut (classes %v)", frozen, nonZero(rep.Totals.ByClass))
 	}
 	// The race's own failures: the propagation finding and its preStop
