@@ -98,7 +98,8 @@ type Explanation struct {
 	Pods     []report.PodTraffic
 	Findings []report.Finding
 	// PreStopSeconds is the preStop sleep this run's traffic measured (0
-	// when no failure came after a deletion): the one number every piece
+	// when nothing measured came after a deletion: failures, slow
+	// successes, the edge's failed attempts): the one number every piece
 	// of preStop advice in the report names.
 	PreStopSeconds int
 	// PathPods are the pods as each path saw them (report.PathReport.Pods),

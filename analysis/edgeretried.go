@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -28,15 +29,29 @@ type failedOn struct {
 	first, last int64
 }
 
-func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
-	e := x.r.EdgeLog
+// afterDeletion is how long after rollprobe received the pod's deletion
+// the last failed attempt on it came, at most: counted to the end of the
+// second the edge received its request in (the log's resolution), as a
+// latency spike is. 0 when the pod's deletion was not requested or came
+// after that second.
+func (f *failedOn) afterDeletion(start time.Time) time.Duration {
+	if f.pod == nil || f.pod.DeletedAt == nil {
+		return 0
+	}
+	return max(0, start.Add(time.Duration(f.last+1)*time.Second).Sub(*f.pod.DeletedAt))
+}
+
+// edgeFailedOn groups the edge log's failed attempts by backend address
+// and the pod that bore it, in the order of their first second; nil when
+// the log does not list them (Traefik's, or no retry counted).
+func edgeFailedOn(r *report.Report, pods *Pods) []*failedOn {
+	e := r.EdgeLog
 	if e == nil || len(e.FailedAttempts) == 0 || e.Retried == nil {
-		return report.Finding{}, false
+		return nil
 	}
 	var on []*failedOn
-	var attempts uint64
 	for _, a := range e.FailedAttempts {
-		pod := podAtAddr(x.r, x.pods, a.Addr, a.T)
+		pod := podAtAddr(r, pods, a.Addr, a.T)
 		k := slices.IndexFunc(on, func(f *failedOn) bool { return f.addr == a.Addr && f.pod == pod })
 		if k < 0 {
 			on = append(on, &failedOn{addr: a.Addr, pod: pod, first: a.T, last: a.T})
@@ -45,14 +60,39 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 		f := on[k]
 		f.attempts += a.Attempts
 		f.first, f.last = min(f.first, a.T), max(f.last, a.T)
-		attempts += a.Attempts
 	}
 	slices.SortFunc(on, func(a, b *failedOn) int { return cmp.Compare(a.first, b.first) })
+	return on
+}
+
+// edgeRetryWindow is the longest a pod kept receiving attempts from the
+// edge after its deletion (afterDeletion), by the edge's log: a window the
+// clients never saw, as the edge retried those requests elsewhere, which a
+// preStop sleep must cover all the same (a request the edge cannot retry
+// fails in it). 0 without such attempts.
+func edgeRetryWindow(r *report.Report, pods *Pods) time.Duration {
+	var w time.Duration
+	for _, f := range edgeFailedOn(r, pods) {
+		w = max(w, f.afterDeletion(r.StartedAt))
+	}
+	return w
+}
+
+func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
+	e := x.r.EdgeLog
+	on := edgeFailedOn(x.r, x.pods)
+	if len(on) == 0 {
+		return report.Finding{}, false
+	}
+	var attempts uint64
+	for _, f := range on {
+		attempts += f.attempts
+	}
 	rel := func(t time.Time) float64 { return t.Sub(x.r.StartedAt).Seconds() }
 	evidence := []string{fmt.Sprintf("the edge's access log (%s, %s) lists %d attempts that failed on a backend before it sent the request to another: "+
 		"%d of the run's requests failed there first, and the client saw only the last attempt's answer", e.File, e.Format, attempts, *e.Retried)}
 	var pods []string
-	allGoing := true
+	allGoing, sized := true, false
 	for _, f := range on {
 		seconds := fmt.Sprintf("in requests it received in second +%ds", f.first)
 		if f.last != f.first {
@@ -64,7 +104,12 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 			evidence = append(evidence, fmt.Sprintf("%d on %s (no pod of the run's there then), %s", f.attempts, f.addr, seconds))
 		case f.pod.DeletedAt != nil:
 			pods = append(pods, f.pod.Name)
-			evidence = append(evidence, fmt.Sprintf("%d on pod %s (%s), %s; rollprobe received its deletion at %+.2fs", f.attempts, f.pod.Name, f.addr, seconds, rel(*f.pod.DeletedAt)))
+			line := fmt.Sprintf("%d on pod %s (%s), %s; rollprobe received its deletion at %+.2fs", f.attempts, f.pod.Name, f.addr, seconds, rel(*f.pod.DeletedAt))
+			if after := f.afterDeletion(x.r.StartedAt); after > 0 {
+				sized = true
+				line += fmt.Sprintf(", the last failed attempt at most %.1fs after it (by the second)", after.Seconds())
+			}
+			evidence = append(evidence, line)
 		default:
 			allGoing = false
 			pods = append(pods, f.pod.Name)
@@ -75,14 +120,19 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 		"within proxy_next_upstream_tries and proxy_next_upstream_timeout, and never passes on a POST, PATCH or LOCK it had already sent to a server "+
 		"(unless non_idempotent is set): the same moments can fail such requests, or any request once the tries run out")
 	title := fmt.Sprintf("the edge retried %d requests on another backend after attempts failed on %s: failures your clients did not see", *e.Retried, backendsNamed(on))
+	// The preStop the findings size covers the attempts' window
+	// (edgeRetryWindow counts in x.preStop) where one was measured.
+	stopGap := "a preStop sleep that outlasts its view of the endpoints"
+	if sized && x.preStop > 0 {
+		stopGap = fmt.Sprintf("a preStop hook that waits at least %ds (%s), which outlasts its view of the endpoints as this run measured it", x.preStop, advice.PreStopSleep(x.preStop, x.version))
+	}
 	first := "find why those backends failed the attempts; "
-	if allGoing && len(pods) > 0 {
+	switch {
+	case allGoing && len(pods) > 0:
 		title = fmt.Sprintf("the edge retried %d requests on another pod after attempts failed on pods being deleted: failures your clients did not see", *e.Retried)
-		first = "keep the edge from sending requests to pods that have stopped: a preStop sleep that outlasts its view of the endpoints"
-		if x.preStop > 0 {
-			first += fmt.Sprintf(" (the %ds the findings size)", x.preStop)
-		}
-		first += "; "
+		first = "keep the edge from sending requests to pods that have stopped: " + stopGap + "; "
+	case sized:
+		first += "for the pods being deleted, " + stopGap + "; "
 	}
 	return report.Finding{
 		Title:    title,

@@ -159,10 +159,14 @@ type facts struct {
 	// pods out at once, each with the failures the budget's finding took.
 	shortfalls []shortfall
 	// preStop is the one preStop sleep the findings suggest: sized from
-	// the longest measured window, failures' or slow successes'.
+	// the longest measured window, failures', slow successes' or the
+	// edge's retried attempts'.
 	preStop int
 	// propagationWindow: the window the propagation finding measured.
 	propagationWindow time.Duration
+	// edgeRetryWindow: how long after their deletion the edge's log lists
+	// attempts that failed on pods (edgeRetryWindow), retried elsewhere.
+	edgeRetryWindow time.Duration
 	// switches: a blue/green's switches of its active Service.
 	switches []activeSwitch
 	// tol: the receive tolerance (see tolerance).
@@ -359,6 +363,9 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 	if len(x.spikes) > 0 {
 		preStop = max(preStop, PreStopSeconds(spikeWindow(x.spikes)))
 	}
+	if x.edgeRetryWindow = edgeRetryWindow(r, pods); x.edgeRetryWindow > 0 {
+		preStop = max(preStop, PreStopSeconds(x.edgeRetryWindow))
+	}
 	x.preStop = preStop
 	for _, rl := range rules {
 		g := groups[rl.id]
@@ -446,6 +453,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	}
 	if w := spikeWindow(x.spikes); w > x.propagationWindow {
 		evidence = append(evidence, fmt.Sprintf("successes came back slow up to %.1fs after a deletion (see %s): the preStop below is sized to cover that too", w.Seconds(), LatencySpikeAtDeletion))
+	}
+	if w := x.edgeRetryWindow; w > x.propagationWindow && w > spikeWindow(x.spikes) {
+		evidence = append(evidence, fmt.Sprintf("the edge's log lists attempts that failed on pods up to %.1fs after their deletion, which it retried elsewhere (see %s): the preStop below is sized to cover that too", w.Seconds(), EdgeRetriesHidFailures))
 	}
 	var slow uint64
 	for _, o := range x.outages {
