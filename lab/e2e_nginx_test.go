@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,7 +75,7 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Fatalf("edge log %+v: want nginx's, every failure's line found", rep.EdgeLog)
 	}
 
-	lines := readNginxLog(t, logPath)
+	lines, received := readNginxLog(t, logPath)
 	podByIP := map[string]string{}
 	for _, e := range rep.Timeline {
 		if e.Pod != "" && e.IP != "" {
@@ -121,6 +124,11 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	// clients never saw fail.
 	retried := 0
 	failedOn := map[string]int{}
+	// afterDeletion: by pod, how long after rollprobe received its
+	// deletion nginx received the last request it then tried on the pod
+	// in vain (nginx's clock, which the lab's namespaces share).
+	deleted := deletionRequests(rep)
+	afterDeletion := map[string]time.Duration{}
 	for id, tried := range lines {
 		var addrs []netip.AddrPort
 		for _, a := range tried {
@@ -133,7 +141,11 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		retried++
 		for _, a := range addrs[:len(addrs)-1] {
-			failedOn[podByIP[a.Addr().String()]]++
+			pod := podByIP[a.Addr().String()]
+			failedOn[pod]++
+			if at, ok := deleted[pod]; ok && received[id].After(at) {
+				afterDeletion[pod] = max(afterDeletion[pod], received[id].Sub(at))
+			}
 		}
 	}
 	if rep.EdgeLog.Retried == nil || *rep.EdgeLog.Retried != retried || retried == 0 {
@@ -153,6 +165,22 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				t.Errorf("nginx's log: %d attempts failed on pod %q; the finding says\n%s", n, pod, ev)
 			}
 		}
+		// The preStop it names covers the attempts' window by nginx's own
+		// log, whatever the clients saw: rollprobe reads it to the end of
+		// the second, an upper bound of this.
+		var window time.Duration
+		for pod, w := range afterDeletion {
+			window = max(window, w)
+			i := slices.IndexFunc(fr.Evidence, func(line string) bool { return strings.Contains(line, fmt.Sprintf(" on pod %s (", pod)) })
+			if i < 0 || !strings.Contains(fr.Evidence[i], "the last failed attempt at most") {
+				t.Errorf("nginx's log: attempts failed on pod %s up to %s after its deletion; the finding says no window\n%s", pod, w, ev)
+			}
+		}
+		if window > 0 && suggestedPreStop(fr) < analysis.PreStopSeconds(window) {
+			t.Errorf("%s: suggested preStop %ds does not cover nginx's failed attempts up to %s after their pod's deletion (%ds): %s",
+				fr.ID, suggestedPreStop(fr), window.Round(time.Millisecond), analysis.PreStopSeconds(window), fr.Fix)
+		}
+		t.Logf("nginx's failed attempts came up to %s after their pod's deletion (by pod %v); the finding's preStop %ds", window.Round(time.Millisecond), afterDeletion, suggestedPreStop(fr))
 		t.Logf("%s: %s", fr.Title, ev)
 	}
 	fd := findingByID(rep, analysis.EdgeHadNoBackend)
@@ -185,31 +213,37 @@ func startHubNginx(t *testing.T, bin, servers string) string {
 
 // readNginxLog is the referee's reading of nginx's log: by request ID,
 // the entries of $upstream_addr (the servers nginx tried in turn, and the
-// group's name when none was left), split on its commas.
-func readNginxLog(t *testing.T, path string) map[string][]string {
+// group's name when none was left), split on its commas, and when nginx
+// received the request ($msec, when it logged it, less $request_time).
+func readNginxLog(t *testing.T, path string) (tried map[string][]string, received map[string]time.Time) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string][]string{}
+	tried, received = map[string][]string{}, map[string]time.Time{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var line map[string]string
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("nginx's log: %v: %s", err, sc.Text())
 		}
-		var tried []string
+		id := line["http_x_request_id"]
 		for _, s := range strings.Split(line["upstream_addr"], ",") {
-			tried = append(tried, strings.TrimSpace(s))
+			tried[id] = append(tried[id], strings.TrimSpace(s))
 		}
-		out[line["http_x_request_id"]] = tried
+		logged, err1 := strconv.ParseFloat(line["msec"], 64)
+		took, err2 := strconv.ParseFloat(line["request_time"], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("nginx's log: msec %q, request_time %q: %s", line["msec"], line["request_time"], sc.Text())
+		}
+		received[id] = time.UnixMilli(int64(math.Round((logged - took) * 1000)))
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return tried, received
 }
 
 // logNginxFailures logs the first lines of nginx's log that are not a
