@@ -107,7 +107,7 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 			line := fmt.Sprintf("%d on pod %s (%s), %s; rollprobe received its deletion at %+.2fs", f.attempts, f.pod.Name, f.addr, seconds, rel(*f.pod.DeletedAt))
 			if after := f.afterDeletion(x.r.StartedAt); after > 0 {
 				sized = true
-				line += fmt.Sprintf(", the last failed attempt at most %.1fs after it (by the second)", after.Seconds())
+				line += fmt.Sprintf(", the last failed attempt at most %.2fs after it (by the second)", after.Seconds())
 			}
 			evidence = append(evidence, line)
 		default:

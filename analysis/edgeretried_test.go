@@ -36,7 +36,7 @@ func TestEdgeRetriesHidFailures(t *testing.T) {
 	all := strings.Join(f.Evidence, "\n")
 	for _, want := range []string{
 		"the edge's access log (/var/log/nginx/access.log, nginx) lists 3 attempts that failed on a backend before it sent the request to another: 3 of the run's requests failed there first",
-		"3 on pod a (10.244.1.5:8080), in requests it received from +4s to +5s; rollprobe received its deletion at +4.20s, the last failed attempt at most 1.8s after it (by the second)",
+		"3 on pod a (10.244.1.5:8080), in requests it received from +4s to +5s; rollprobe received its deletion at +4.20s, the last failed attempt at most 1.80s after it (by the second)",
 		"never passes on a POST, PATCH or LOCK it had already sent",
 	} {
 		if !strings.Contains(all, want) {
@@ -141,7 +141,7 @@ func TestEdgeRetriesWidenThePropagationPreStop(t *testing.T) {
 	if got := suggestedSleep(fp.Fix); got != want {
 		t.Errorf("propagation preStop %ds, want %ds: %s", got, want, fp.Fix)
 	}
-	if all := strings.Join(fp.Evidence, "\n"); !strings.Contains(all, "the edge's log lists attempts that failed on pods up to 3.0s after their deletion, which it retried elsewhere (see edge-retries-hid-failures)") {
+	if all := strings.Join(fp.Evidence, "\n"); !strings.Contains(all, "the edge's log lists attempts that failed on pods up to 3.00s after their deletion, which it retried elsewhere (see edge-retries-hid-failures)") {
 		t.Errorf("evidence does not say why the preStop is longer:\n%s", all)
 	}
 	fe := find(r, EdgeRetriesHidFailures)

@@ -455,7 +455,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("successes came back slow up to %.1fs after a deletion (see %s): the preStop below is sized to cover that too", w.Seconds(), LatencySpikeAtDeletion))
 	}
 	if w := x.edgeRetryWindow; w > x.propagationWindow && w > spikeWindow(x.spikes) {
-		evidence = append(evidence, fmt.Sprintf("the edge's log lists attempts that failed on pods up to %.1fs after their deletion, which it retried elsewhere (see %s): the preStop below is sized to cover that too", w.Seconds(), EdgeRetriesHidFailures))
+		evidence = append(evidence, fmt.Sprintf("the edge's log lists attempts that failed on pods up to %.2fs after their deletion, which it retried elsewhere (see %s): the preStop below is sized to cover that too", w.Seconds(), EdgeRetriesHidFailures))
 	}
 	var slow uint64
 	for _, o := range x.outages {
