@@ -806,6 +806,22 @@ func servedByAccessLog(r *report.Report, pods *Pods) map[*Pod]uint64 {
 	return out
 }
 
+// edgeFailedByPod counts, by pod, the attempts the edge's log lists as
+// failed on its address while it bore it (edgeFailedOn); nil when the log
+// does not list failed attempts, an empty map when it listed none.
+func edgeFailedByPod(r *report.Report, pods *Pods) map[*Pod]uint64 {
+	if r.EdgeLog == nil || r.EdgeLog.Retried == nil {
+		return nil
+	}
+	out := map[*Pod]uint64{}
+	for _, f := range edgeFailedOn(r, pods) {
+		if f.pod != nil {
+			out[f.pod] += f.attempts
+		}
+	}
+	return out
+}
+
 // countSlowConnects adds to each outage the successes that needed a
 // retransmitted SYN in the seconds it spans (the series has 1 s rows).
 func countSlowConnects(outs []report.Outage, r *report.Report) {
@@ -823,7 +839,7 @@ func countSlowConnects(outs []report.Outage, r *report.Report) {
 func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	var out []report.PodTraffic
 	known := map[string]bool{}
-	byConntrack, byAccessLog := servedByConntrack(r, pods), servedByAccessLog(r, pods)
+	byConntrack, byAccessLog, edgeFailed := servedByConntrack(r, pods), servedByAccessLog(r, pods), edgeFailedByPod(r, pods)
 	for _, p := range pods.All() {
 		known[p.PodName] = true
 		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
@@ -834,6 +850,10 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 		if byAccessLog != nil {
 			n := byAccessLog[p]
 			pt.ServedAccessLog = &n
+		}
+		if edgeFailed != nil {
+			n := edgeFailed[p]
+			pt.EdgeFailedAttempts = &n
 		}
 		shared := pods.Shared(p)
 		if !shared {

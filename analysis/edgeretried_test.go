@@ -48,6 +48,13 @@ func TestEdgeRetriesHidFailures(t *testing.T) {
 		strings.Join(f.Pods, ",") != "a" {
 		t.Errorf("finding %+v", *f)
 	}
+	// The pods table: a's 3 failed attempts, b's none (the log was read).
+	for _, p := range r.Pods {
+		want := map[string]uint64{"a": 3, "b": 0}[p.Pod]
+		if p.EdgeFailedAttempts == nil || *p.EdgeFailedAttempts != want {
+			t.Errorf("pod %s: edge_failed_attempts %v, want %d", p.Pod, p.EdgeFailedAttempts, want)
+		}
+	}
 	// The attempts' window, to the end of second +5 from the deletion at
 	// +4.2 s (1.8 s), sizes the preStop every finding names.
 	if x := Explain(r); x.PreStopSeconds != PreStopSeconds(1800*time.Millisecond) {
@@ -88,6 +95,14 @@ func TestEdgeRetriesHidFailures(t *testing.T) {
 		analyse(r)
 		if f := find(r, EdgeRetriesHidFailures); f != nil {
 			t.Errorf("%s: %+v", name, *f)
+		}
+		for _, p := range r.Pods {
+			if name != "no retries" && p.EdgeFailedAttempts != nil {
+				t.Errorf("%s: pod %s's edge_failed_attempts %d, want unknown", name, p.Pod, *p.EdgeFailedAttempts)
+			}
+			if name == "no retries" && (p.EdgeFailedAttempts == nil || *p.EdgeFailedAttempts != 0) {
+				t.Errorf("%s: pod %s's edge_failed_attempts %v, want 0 (the log was read)", name, p.Pod, p.EdgeFailedAttempts)
+			}
 		}
 	}
 }

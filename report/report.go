@@ -200,6 +200,12 @@ type PodTraffic struct {
 	// answers are not told from the edge's and are left out. Absent when
 	// no log was read or it named no response of this run on a pod.
 	ServedAccessLog *uint64 `json:"served_access_log,omitempty"`
+	// EdgeFailedAttempts counts the attempts the edge's log lists as
+	// failed on its address while it bore it, before the edge sent their
+	// requests to another backend (EdgeLog.FailedAttempts): failures its
+	// clients never saw. Absent when the log does not list such attempts
+	// (no log read, Traefik's, or its retries not counted: unknown, not 0).
+	EdgeFailedAttempts *uint64 `json:"edge_failed_attempts,omitempty"`
 	// FirstServedS and LastServedS are the seconds of the series (t) of
 	// the first and the last response naming it; absent when none did.
 	// Per path, LastServedS against the deletion says how long that path
@@ -818,6 +824,18 @@ type FailureInfo struct {
 	Total uint64 `json:"total"` // failed attempts, local errors included
 	Kept  int    `json:"kept"`
 	Limit int    `json:"limit"`
+}
+
+// EdgeFailedAttemptsKnown says whether the run's pods carry the edge's
+// failed attempts (PodTraffic.EdgeFailedAttempts): the faces show the
+// column only then.
+func EdgeFailedAttemptsKnown(r *Report) bool {
+	for _, p := range r.Pods {
+		if p.EdgeFailedAttempts != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ServedShown is a pod's served counts as every face shows them: the

@@ -196,17 +196,28 @@ func writeMarkdownPods(b *strings.Builder, r *report.Report) {
 	if collapsed {
 		fmt.Fprintf(b, "<details><summary>%d pods</summary>\n\n", len(r.Pods))
 	}
-	b.WriteString("| pod | revision | served | after deletion | ready | deleted | exit |\n|---|---|---:|---:|---|---|---|\n")
+	edge := report.EdgeFailedAttemptsKnown(r)
+	if edge {
+		b.WriteString("| pod | revision | served | after deletion | edge retried | ready | deleted | exit |\n|---|---|---:|---:|---:|---|---|---|\n")
+	} else {
+		b.WriteString("| pod | revision | served | after deletion | ready | deleted | exit |\n|---|---|---:|---:|---|---|---|\n")
+	}
 	for _, p := range r.Pods {
 		exit := "–"
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
 		served, after := servedCells(r, p)
+		if edge {
+			after += " | " + edgeFailedCell(p)
+		}
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
 	if note := servedNote(r); note != "" {
 		b.WriteString("\n<sub>" + note + "</sub>\n")
+	}
+	if edge {
+		b.WriteString("\n<sub>" + edgeFailedNote + "</sub>\n")
 	}
 	if collapsed {
 		b.WriteString("\n</details>\n")

@@ -148,6 +148,46 @@ func TestServedFromTheAccessLogWithoutABackendHeader(t *testing.T) {
 	}
 }
 
+// Where the edge's log lists the attempts it retried elsewhere, the pods
+// table has a column of them, every pod's count (0 included: the log was
+// read) and a note saying what it counts; where it does not, no column:
+// an unknown count is never shown as 0.
+func TestEdgeRetriedColumn(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.EdgeLog = &report.EdgeLog{File: "access.log", Format: "nginx"}
+	for name, out := range summaries(t, r) {
+		if strings.Contains(out, "edge retried") {
+			t.Errorf("%s: an edge column without the log's attempts:\n%s", name, out)
+		}
+	}
+	counts := []uint64{7, 0, 3}
+	for i := range r.Pods {
+		n := counts[i%len(counts)]
+		r.Pods[i].EdgeFailedAttempts = &n
+	}
+	for name, out := range summaries(t, r) {
+		if !strings.Contains(out, "edge retried: the attempts the edge's log lists as failed on the pod") {
+			t.Errorf("%s: no note on the edge column:\n%s", name, out)
+		}
+		for i, p := range r.Pods {
+			line := ""
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, p.Pod) && strings.Contains(l, fmt.Sprint(p.Served)) {
+					line = l
+				}
+			}
+			var fields []string
+			for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '|' }) {
+				fields = append(fields, f)
+			}
+			// pod, revision, served, after deletion, edge retried, ...
+			if len(fields) < 5 || fields[4] != fmt.Sprint(counts[i%len(counts)]) {
+				t.Errorf("%s: pod %s's row %q: want its %d attempts after the served counts", name, p.Pod, line, counts[i%len(counts)])
+			}
+		}
+	}
+}
+
 // summaries renders r as the text and Markdown summaries, by name.
 func summaries(t *testing.T, r *report.Report) map[string]string {
 	t.Helper()

@@ -294,18 +294,39 @@ func writePods(b *strings.Builder, r *report.Report) {
 		}
 		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
 	}
-	fmt.Fprintf(b, "  pods      %-*s  %-10s  %8s  %14s  %8s  %8s  %s\n", width, "pod", "revision", "served", "after deletion", "ready", "deleted", "exit")
+	edge := report.EdgeFailedAttemptsKnown(r)
+	edgeCol := func(s string) string {
+		if !edge {
+			return ""
+		}
+		return fmt.Sprintf("  %12s", s)
+	}
+	fmt.Fprintf(b, "  pods      %-*s  %-10s  %8s  %14s%s  %8s  %8s  %s\n", width, "pod", "revision", "served", "after deletion", edgeCol("edge retried"), "ready", "deleted", "exit")
 	for _, p := range r.Pods {
 		exit := "-"
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
 		served, after := servedCells(r, p)
-		fmt.Fprintf(b, "            %-*s  %-10s  %8s  %14s  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+		fmt.Fprintf(b, "            %-*s  %-10s  %8s  %14s%s  %8s  %8s  %s\n", width, p.Pod, orDash(p.Revision), served, after, edgeCol(edgeFailedCell(p)), rel(p.ReadyAt), rel(p.DeletedAt), exit)
 	}
 	if note := servedNote(r); note != "" {
 		b.WriteString("            (" + note + ")\n")
 	}
+	if edge {
+		b.WriteString("            (" + edgeFailedNote + ")\n")
+	}
+}
+
+// edgeFailedNote says, under a pods table, what its edge column counts.
+const edgeFailedNote = "edge retried: the attempts the edge's log lists as failed on the pod before it sent their requests to another backend; its clients never saw them fail"
+
+// edgeFailedCell is a pod's edge-retried count as a table shows it.
+func edgeFailedCell(p report.PodTraffic) string {
+	if p.EdgeFailedAttempts == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*p.EdgeFailedAttempts)
 }
 
 // writeProbers renders the in-cluster probers: one line each, which is the

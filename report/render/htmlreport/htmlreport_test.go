@@ -815,3 +815,45 @@ func TestServedFromConntrack(t *testing.T) {
 		}
 	}
 }
+
+// The pods table has an "edge retried" column only where the pods carry
+// the edge's failed attempts: each pod's count, 0 included.
+func TestEdgeRetriedColumn(t *testing.T) {
+	edgeCells := func(r *report.Report) (heads int, cells map[string]string) {
+		_, doc := render(t, r)
+		cells = map[string]string{}
+		walk(doc, func(n *html.Node) {
+			if n.Data == "th" && strings.TrimSpace(text(n)) == "edge retried" {
+				heads++
+			}
+			pod, ok := attr(n, "data-pod")
+			if n.Data != "tr" || !ok {
+				return
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				if class, _ := attr(c, "class"); c.Data == "td" && strings.Contains(class, "edge-retried") {
+					cells[pod] = strings.TrimSpace(text(c))
+				}
+			}
+		})
+		return heads, cells
+	}
+	r := fixture.NaiveRun()
+	if heads, cells := edgeCells(r); heads != 0 || len(cells) != 0 {
+		t.Errorf("no edge attempts known: %d headers, cells %v; want none", heads, cells)
+	}
+	counts := []uint64{7, 0}
+	for i := range r.Pods {
+		n := counts[i%len(counts)]
+		r.Pods[i].EdgeFailedAttempts = &n
+	}
+	heads, cells := edgeCells(r)
+	if heads != 1 {
+		t.Errorf("%d edge retried headers, want 1", heads)
+	}
+	for i, p := range r.Pods {
+		if got, want := cells[p.Pod], fmt.Sprint(counts[i%len(counts)]); got != want {
+			t.Errorf("pod %s: edge retried %q, want %s", p.Pod, got, want)
+		}
+	}
+}

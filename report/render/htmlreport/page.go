@@ -69,11 +69,14 @@ type view struct {
 	Bands        []band
 	Findings     []findingView
 	Pods         []podView
-	Failures     []report.Failure
-	FailureNote  string
-	CSS          template.CSS
-	JS           template.JS
-	LaneStates   []stateView
+	// EdgeColumn: the pods carry the edge's failed attempts
+	// (report.EdgeFailedAttemptsKnown).
+	EdgeColumn  bool
+	Failures    []report.Failure
+	FailureNote string
+	CSS         template.CSS
+	JS          template.JS
+	LaneStates  []stateView
 	// Evictions: a drain's evictions are on the lanes (their legend).
 	Evictions bool
 }
@@ -149,6 +152,7 @@ func Write(w io.Writer, r *report.Report) error {
 			groupOf[l.Pod] = l.Group
 		}
 	}
+	v.EdgeColumn = report.EdgeFailedAttemptsKnown(r)
 	for _, p := range r.Pods {
 		served, after, from := report.ServedShown(r, p)
 		v.Pods = append(v.Pods, podView{PodTraffic: p, Group: groupOf[p.Pod], Failures: failuresByPod[p.Pod],
