@@ -151,6 +151,13 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	if rep.EdgeLog.Retried == nil || *rep.EdgeLog.Retried != retried || retried == 0 {
 		t.Errorf("rollprobe counts %v requests nginx retried on another pod, its log %d: want the same, some", rep.EdgeLog.Retried, retried)
 	}
+	// The pods table: each pod's failed attempts as nginx's log lists
+	// them, 0 for a pod it tried in vain never.
+	for _, p := range rep.Pods {
+		if p.EdgeFailedAttempts == nil || *p.EdgeFailedAttempts != uint64(failedOn[p.Pod]) {
+			t.Errorf("pod %s: rollprobe's edge_failed_attempts %v, nginx's log %d", p.Pod, p.EdgeFailedAttempts, failedOn[p.Pod])
+		}
+	}
 	if fr := findingByID(rep, analysis.EdgeRetriesHidFailures); fr == nil {
 		t.Errorf("findings %v: want %s for the %d requests nginx retried", findingIDs(rep), analysis.EdgeRetriesHidFailures, retried)
 	} else {
