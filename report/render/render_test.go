@@ -176,10 +176,7 @@ func TestEdgeRetriedColumn(t *testing.T) {
 					line = l
 				}
 			}
-			var fields []string
-			for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '|' }) {
-				fields = append(fields, f)
-			}
+			fields := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '|' })
 			// pod, revision, served, after deletion, edge retried, ...
 			if len(fields) < 5 || fields[4] != fmt.Sprint(counts[i%len(counts)]) {
 				t.Errorf("%s: pod %s's row %q: want its %d attempts after the served counts", name, p.Pod, line, counts[i%len(counts)])
