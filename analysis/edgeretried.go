@@ -120,10 +120,11 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 		"within proxy_next_upstream_tries and proxy_next_upstream_timeout, and never passes on a POST, PATCH or LOCK it had already sent to a server "+
 		"(unless non_idempotent is set): the same moments can fail such requests, or any request once the tries run out")
 	title := fmt.Sprintf("the edge retried %d requests on another backend after attempts failed on %s: failures your clients did not see", *e.Retried, backendsNamed(on))
-	// The preStop the findings size covers the attempts' window
-	// (edgeRetryWindow counts in x.preStop) where one was measured.
+	// The one preStop the findings size: it covers the attempts' window
+	// (edgeRetryWindow counts in x.preStop) where one was measured, and
+	// the clients' where they met the race.
 	stopGap := "a preStop sleep that outlasts its view of the endpoints"
-	if sized && x.preStop > 0 {
+	if x.preStop > 0 {
 		stopGap = fmt.Sprintf("a preStop hook that waits at least %ds (%s), which outlasts its view of the endpoints as this run measured it", x.preStop, advice.PreStopSleep(x.preStop, x.version))
 	}
 	first := "find why those backends failed the attempts; "

@@ -173,3 +173,28 @@ func suggestedSleep(fix string) int {
 	}
 	return n
 }
+
+// Attempts that measured no window still get the one preStop the
+// clients' failures sized, not a sleep without a number.
+func TestEdgeRetriesNameTheClientsPreStop(t *testing.T) {
+	one, exit := 1, int32(0)
+	r := &report.Report{StartedAt: t0,
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", IP: "10.244.1.5", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+			{At: at(5010), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+			ev(5600, report.EndpointRemoved, "a", ""),
+			ev(5700, report.PodGone, "a", "old"),
+		},
+		Failures: []report.Failure{fail(5500, "refused", true, "")},
+		EdgeLog: &report.EdgeLog{File: "access.log", Format: "nginx", Retried: &one,
+			FailedAttempts: []report.EdgeFailedAttempts{{Addr: "10.244.1.5:8080", T: 3, Attempts: 1}}}}
+	analyse(r)
+	fp, fe := find(r, StopsBeforePropagation), find(r, EdgeRetriesHidFailures)
+	if fp == nil || fe == nil {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	if want := suggestedSleep(fp.Fix); want == 0 || suggestedSleep(fe.Fix) != want || strings.Contains(strings.Join(fe.Evidence, "\n"), "the last failed attempt") {
+		t.Errorf("propagation's preStop %ds; %s: %s\n%s", want, fe.ID, fe.Fix, strings.Join(fe.Evidence, "\n"))
+	}
+}
