@@ -83,6 +83,18 @@ type Lingering struct {
 	Until time.Time
 }
 
+// lingersUntil is when an entry the dump found at now with timeout
+// seconds left expires, at the latest: the kernel gives the whole seconds
+// left, rounded down (ctnetlink_dump_timeout: nf_ct_expires / HZ), so the
+// entry can live up to a second past now+timeout. Holding its port only
+// that long left a second in which a new connection could draw the port
+// and join the entry (seen in a warm rehearsal of d284dfe: one SYN of the
+// lab's second late-ready run went to a pod the first run had deleted,
+// with every one of the 112 stale entries' ports held).
+func lingersUntil(now time.Time, timeout uint32) time.Time {
+	return now.Add(time.Duration(timeout+1) * time.Second)
+}
+
 // Table holds the connections seen. Safe for concurrent use.
 //
 // The watch adds one per event, thousands a second on a busy prober, on

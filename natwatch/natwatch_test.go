@@ -458,3 +458,15 @@ func tableWith(st Status, conns ...Conn) *Table {
 	}
 	return tb
 }
+
+// The dump says an entry's time left in whole seconds, rounded down (the
+// kernel's ctnetlink_dump_timeout); the port must be held until the entry
+// is gone, whatever the fraction the kernel left out.
+func TestLingersUntilCoversTheDumpsRounding(t *testing.T) {
+	for left := 37 * time.Second; left < 39*time.Second; left += 100 * time.Millisecond {
+		reported := uint32(left / time.Second) // what the kernel says
+		if until := lingersUntil(t0, reported); until.Before(t0.Add(left)) {
+			t.Errorf("%s left, the dump says %d s: held until %s, %s before the entry expires", left, reported, until.Sub(t0), t0.Add(left).Sub(until))
+		}
+	}
+}

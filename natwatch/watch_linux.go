@@ -185,7 +185,7 @@ func dumpUnanswered(ports []uint16) ([]Lingering, error) {
 			if !ok || o.proto != unix.IPPROTO_TCP || !want[o.dst.Port()] || state != tcpConntrackSynSnt || replied || !local[o.src.Addr()] {
 				return
 			}
-			out = append(out, Lingering{Conn: Conn{Src: o.src, Orig: o.dst, Dest: r.src, At: now}, Until: now.Add(time.Duration(timeout) * time.Second)})
+			out = append(out, Lingering{Conn: Conn{Src: o.src, Orig: o.dst, Dest: r.src, At: now}, Until: lingersUntil(now, timeout)})
 		})
 		if failed != nil {
 			return nil, fmt.Errorf("conntrack dump: %w", failed)
