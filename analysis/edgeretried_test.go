@@ -132,21 +132,10 @@ func TestEdgeRetriesBeforeTheDeletionSizeNothing(t *testing.T) {
 }
 
 // The client met the race for 0.5 s; the edge's attempts failed on the
-// pod for up to 2.8 s, retried elsewhere: the propagation finding's preStop
+// pod for up to 3 s (by the second), retried elsewhere: the propagation finding's preStop
 // covers the longer window, and says why.
 func TestEdgeRetriesWidenThePropagationPreStop(t *testing.T) {
-	two, exit := 2, int32(0)
-	r := &report.Report{StartedAt: t0,
-		Timeline: []report.Event{
-			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", IP: "10.244.1.5", Ready: true},
-			ev(5000, report.PodDeletionRequested, "a", "old"),
-			{At: at(5010), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-			ev(5600, report.EndpointRemoved, "a", ""),
-			ev(5700, report.PodGone, "a", "old"),
-		},
-		Failures: []report.Failure{fail(5500, "refused", true, "")},
-		EdgeLog: &report.EdgeLog{File: "access.log", Format: "nginx", Retried: &two,
-			FailedAttempts: []report.EdgeFailedAttempts{{Addr: "10.244.1.5:8080", T: 5, Attempts: 1}, {Addr: "10.244.1.5:8080", T: 7, Attempts: 1}}}}
+	r := clientRaceBesideEdgeAttempts(report.EdgeFailedAttempts{Addr: "10.244.1.5:8080", T: 5, Attempts: 1}, report.EdgeFailedAttempts{Addr: "10.244.1.5:8080", T: 7, Attempts: 1})
 	analyse(r)
 	fp := find(r, StopsBeforePropagation)
 	if fp == nil {
@@ -177,18 +166,7 @@ func suggestedSleep(fix string) int {
 // Attempts that measured no window still get the one preStop the
 // clients' failures sized, not a sleep without a number.
 func TestEdgeRetriesNameTheClientsPreStop(t *testing.T) {
-	one, exit := 1, int32(0)
-	r := &report.Report{StartedAt: t0,
-		Timeline: []report.Event{
-			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", IP: "10.244.1.5", Ready: true},
-			ev(5000, report.PodDeletionRequested, "a", "old"),
-			{At: at(5010), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
-			ev(5600, report.EndpointRemoved, "a", ""),
-			ev(5700, report.PodGone, "a", "old"),
-		},
-		Failures: []report.Failure{fail(5500, "refused", true, "")},
-		EdgeLog: &report.EdgeLog{File: "access.log", Format: "nginx", Retried: &one,
-			FailedAttempts: []report.EdgeFailedAttempts{{Addr: "10.244.1.5:8080", T: 3, Attempts: 1}}}}
+	r := clientRaceBesideEdgeAttempts(report.EdgeFailedAttempts{Addr: "10.244.1.5:8080", T: 3, Attempts: 1})
 	analyse(r)
 	fp, fe := find(r, StopsBeforePropagation), find(r, EdgeRetriesHidFailures)
 	if fp == nil || fe == nil {
@@ -197,4 +175,21 @@ func TestEdgeRetriesNameTheClientsPreStop(t *testing.T) {
 	if want := suggestedSleep(fp.Fix); want == 0 || suggestedSleep(fe.Fix) != want || strings.Contains(strings.Join(fe.Evidence, "\n"), "the last failed attempt") {
 		t.Errorf("propagation's preStop %ds; %s: %s\n%s", want, fe.ID, fe.Fix, strings.Join(fe.Evidence, "\n"))
 	}
+}
+
+// clientRaceBesideEdgeAttempts is a run whose client met pod a's race once,
+// 0.5 s after its deletion at +5 s, and whose nginx log lists attempts,
+// one request retried for each.
+func clientRaceBesideEdgeAttempts(attempts ...report.EdgeFailedAttempts) *report.Report {
+	retried, exit := len(attempts), int32(0)
+	return &report.Report{StartedAt: t0,
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", IP: "10.244.1.5", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+			{At: at(5010), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", ExitCode: &exit},
+			ev(5600, report.EndpointRemoved, "a", ""),
+			ev(5700, report.PodGone, "a", "old"),
+		},
+		Failures: []report.Failure{fail(5500, "refused", true, "")},
+		EdgeLog:  &report.EdgeLog{File: "access.log", Format: "nginx", Retried: &retried, FailedAttempts: attempts}}
 }
