@@ -152,7 +152,7 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("rollprobe counts %v requests nginx retried on another pod, its log %d: want the same, some", rep.EdgeLog.Retried, retried)
 	}
 	// The pods table: each pod's failed attempts as nginx's log lists
-	// them, 0 for a pod it tried in vain never.
+	// them, 0 for a pod it never tried in vain.
 	for _, p := range rep.Pods {
 		if p.EdgeFailedAttempts == nil || *p.EdgeFailedAttempts != uint64(failedOn[p.Pod]) {
 			t.Errorf("pod %s: rollprobe's edge_failed_attempts %v, nginx's log %d", p.Pod, p.EdgeFailedAttempts, failedOn[p.Pod])
@@ -237,9 +237,11 @@ func readNginxLog(t *testing.T, path string) (tried map[string][]string, receive
 			t.Fatalf("nginx's log: %v: %s", err, sc.Text())
 		}
 		id := line["http_x_request_id"]
+		var addrs []string
 		for _, s := range strings.Split(line["upstream_addr"], ",") {
-			tried[id] = append(tried[id], strings.TrimSpace(s))
+			addrs = append(addrs, strings.TrimSpace(s))
 		}
+		tried[id] = addrs // one line per ID (the test checks no duplicates)
 		logged, err1 := strconv.ParseFloat(line["msec"], 64)
 		took, err2 := strconv.ParseFloat(line["request_time"], 64)
 		if err1 != nil || err2 != nil {

@@ -208,10 +208,12 @@ func writeMarkdownPods(b *strings.Builder, r *report.Report) {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
 		served, after := servedCells(r, p)
+		cells := []string{"`" + p.Pod + "`", orDash(p.Revision), served, after}
 		if edge {
-			after += " | " + edgeFailedCell(p)
+			cells = append(cells, edgeFailedCell(p))
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", p.Pod, orDash(p.Revision), served, after, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+		cells = append(cells, rel(p.ReadyAt), rel(p.DeletedAt), exit)
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	if note := servedNote(r); note != "" {
 		b.WriteString("\n<sub>" + note + "</sub>\n")
