@@ -70,7 +70,8 @@ func Main(m *testing.M, name, pkg string, binary *string) {
 
 // compileEnv is env for a go command that only compiles: the compiler and
 // linker collect garbage only when a process's heap nears GOMEMLIMIT, a
-// fifth less CPU for a cold build (.ci/run says what was measured). The
+// fifth to a thirtieth less CPU for a cold build, by the machine (.ci/run
+// says what was measured). The
 // caller's own GOGC or GOMEMLIMIT is kept. Never for a command that runs
 // what it builds: the program would inherit it.
 func compileEnv(env []string) []string {
