@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -29,13 +28,11 @@ func Required(t testing.TB) {
 // binary is static (CGO_ENABLED=0, -trimpath), as make build makes it: the
 // lab runs it as a container image, which has no C library, and with the
 // same flags its compiled packages are the ones make build (or, in CI, the
-// release's linux/amd64 build) left in the build cache. The build runs
-// with the toolchain's garbage collector off (compileEnv): a cold build of
-// the CLI is on the lab's test's critical path in CI.
+// release's linux/amd64 build) left in the build cache.
 func Build(dir, name, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(compileEnv(os.Environ()), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
@@ -66,19 +63,4 @@ func Main(m *testing.M, name, pkg string, binary *string) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// compileEnv is env for a go command that only compiles: the compiler and
-// linker collect garbage only when a process's heap nears GOMEMLIMIT, a
-// fifth to a thirtieth less CPU for a cold build, by the machine (.ci/run
-// says what was measured). The
-// caller's own GOGC or GOMEMLIMIT is kept. Never for a command that runs
-// what it builds: the program would inherit it.
-func compileEnv(env []string) []string {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			return env
-		}
-	}
-	return append(env, "GOGC=off", "GOMEMLIMIT=3GiB")
 }

@@ -25,15 +25,6 @@
 # Usage: lab/tools/build.sh            -> prints the binary directory on stdout
 # Env:   ROLLPROBE_CACHE (default $HOME/.cache/rollprobe)
 set -euo pipefail
-# Every command here only compiles: the compiler and linker run with their
-# garbage collector off, collecting only when a process's heap nears
-# GOMEMLIMIT (3 GiB; the machines have 24). Measured on 2 cores from an
-# empty build cache, alternating: kube-apiserver compiled in 207 s against
-# 256, client-go's clientset in 62 s against 76 (three pairs); on a
-# freshly booted VM, where its extra page faults cost more, the clientset
-# in 129.5 s against 133.7 (three pairs). A GOGC or GOMEMLIMIT of the
-# caller's is kept.
-if [ -z "${GOGC:-}" ] && [ -z "${GOMEMLIMIT:-}" ]; then export GOGC=off GOMEMLIMIT=3GiB; fi
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${ROLLPROBE_CACHE:-$HOME/.cache/rollprobe}
 key=$(cat "$here"/go.mod "$here"/go.sum "$here"/containerd/go.mod "$here"/containerd/go.sum \
