@@ -84,8 +84,7 @@ func TestLab(t *testing.T) {
 	}
 	stateDir = filepath.Join(t.TempDir(), "lab")
 	sysctlsBefore := hostSysctls(t)
-	var times subtestTimes
-	defer func() { times.write(t) }() // the times at the end, not now
+	var times subtestTimes // written as each subtest ends
 
 	start := time.Now()
 	out, err := rollprobe(t, "lab", "up", "--state-dir", stateDir)
@@ -635,11 +634,14 @@ type subtestTime struct {
 	took time.Duration
 }
 
-// run is t.Run, timed.
+// run is t.Run, timed. The times so far are written as each subtest ends:
+// when the test binary's -timeout ends it with a panic, nothing deferred
+// runs, and the times are what tells where the minutes went.
 func (s *subtestTimes) run(t *testing.T, name string, f func(t *testing.T)) bool {
 	start := time.Now()
 	ok := t.Run(name, f)
 	*s = append(*s, subtestTime{name, time.Since(start)})
+	s.write(t)
 	return ok
 }
 
