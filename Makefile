@@ -14,7 +14,7 @@ STATICCHECK := $(TOOLS)/staticcheck
 GORELEASER_VERSION := v2.15.1
 GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
 
-.PHONY: all build image release-snapshot demo demo-probe test lab-test-compile test-short lint fuzz bench bench-h2 bench-https bench-go lab-deps lab-bins lab-up lab-down clean
+.PHONY: all build image release-snapshot demo demo-probe test test-short lint fuzz bench bench-h2 bench-https bench-go lab-deps lab-bins lab-up lab-down clean
 
 all: build
 
@@ -67,17 +67,9 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 # The lab's -timeout guards against a hang; it is no bar: the lab's tests
 # took 1,276-1,918 s in CI runs (docs/lab.md), 1,918 s on 9517bda cold, so
 # 30 minutes left under two on this machine; 45 leave room on a slower one.
-# The lab's test is built as the binaries it runs are (make build, testbin:
-# CGO_ENABLED=0, -trimpath), not with -race: what it drives runs in those
-# binaries, which are never race-instrumented, and every package it links
-# is race-tested by the units. Compiled so, it shares its dependencies'
-# compile with the rollprobe binary TestLab builds and with lint's vet,
-# where a -race compile was a flavour of its own before the lab's tests
-# could start (CI compiles it with this command: .ci/run).
-LAB_TEST := CGO_ENABLED=0 go test -trimpath
 test: ## every test (what CI runs; an allocation count, which -race makes meaningless, again without it), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI builds the release snapshot and lints beside them, niced, in their idle time); says loudly when the lab's or the browser's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
-	ROLLPROBE_LAB_SKIPPED=$$skipped $(LAB_TEST) -count=1 -timeout 45m ./lab; lab=$$?; \
+	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 45m ./lab; lab=$$?; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -p 1 $$(go list ./... | grep -v -e '/lab$$' -e '/internal/release$$'); units=$$?; \
 	go test -count=1 -run TestNoAllocations ./internal/hpackdec; allocs=$$?; \
 	if [ -n "$$ROLLPROBE_RELEASE_LOCK" ]; then echo "test: the release's tests wait for the release snapshot (they read dist/) ..."; \
@@ -90,10 +82,6 @@ test: ## every test (what CI runs; an allocation count, which -race makes meanin
 	  echo "*** the release's tests 'make release-snapshot' and skopeo; the OpenMetrics test python3-prometheus-client."; \
 	  echo "*** ROLLPROBE_REQUIRE_LAB/BROWSER/NGINX/RELEASE/TOOLS=1 make such a skip a failure (CI sets them)."; \
 	fi; exit $$status
-
-lab-test-compile: ## compile the lab's test (as make test runs it) and the binaries it builds, and run nothing: CI does it beside the lab's binaries
-	$(LAB_TEST) -count=1 -exec /bin/true ./lab
-	CGO_ENABLED=0 go build -trimpath . ./lab/demoapp
 
 test-short: ## unit tests only: no binary built or run, no traffic, no lab (about 20 s)
 	go test -count=1 -short ./...
