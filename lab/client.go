@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/rollprobe/rollprobe/lab/netns"
 )
@@ -187,25 +188,33 @@ func (c *Client) Apply(ctx context.Context, r io.Reader, ns string) ([]string, e
 }
 
 // upsert creates obj, or updates the existing object of its name (with its
-// resourceVersion, after carry copies what the server owns from it).
+// resourceVersion, after carry copies what the server owns from it). A
+// controller that writes the object between the read and the update makes
+// the update conflict (the disruption controller updating a
+// PodDisruptionBudget's status while the pods it counts go, as the lab's
+// test met re-applying a sample whose Deployment it had just deleted): the
+// object is read again and the update tried again, up to
+// retry.DefaultRetry's 5 times.
 func upsert[T metav1.Object](ctx context.Context, obj T,
 	get func(context.Context, string, metav1.GetOptions) (T, error),
 	create func(context.Context, T, metav1.CreateOptions) (T, error),
 	update func(context.Context, T, metav1.UpdateOptions) (T, error),
 	carry func(cur, obj T),
 ) error {
-	cur, err := get(ctx, obj.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = create(ctx, obj, metav1.CreateOptions{})
-	case err == nil:
-		obj.SetResourceVersion(cur.GetResourceVersion())
-		if carry != nil {
-			carry(cur, obj)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = create(ctx, obj, metav1.CreateOptions{})
+		case err == nil:
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			if carry != nil {
+				carry(cur, obj)
+			}
+			_, err = update(ctx, obj, metav1.UpdateOptions{})
 		}
-		_, err = update(ctx, obj, metav1.UpdateOptions{})
-	}
-	return err
+		return err
+	})
 }
 
 // decodeManifests parses a multi-document YAML stream into typed objects.

@@ -3,17 +3,21 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/retry"
 )
 
 // Every sample the lab ships is applied, every document of it, by lab
@@ -76,6 +80,39 @@ func TestApplyRefusesOtherKinds(t *testing.T) {
 	}
 	if _, err := c.Kube.CoreV1().Services("default").Get(context.Background(), "web", metav1.GetOptions{}); err == nil {
 		t.Error("the Service after the refused ConfigMap was applied")
+	}
+}
+
+// An update that conflicts (a controller wrote the object between lab
+// apply's read and its update, as the disruption controller writes a
+// budget's status) is read again and tried again; one that conflicts every
+// time fails, with the server's conflict.
+func TestApplyRetriesAConflictingUpdate(t *testing.T) {
+	manifest := "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {app: web}}\n"
+	for _, tc := range []struct {
+		conflicts int // updates refused before one is let through
+		wantErr   bool
+	}{{0, false}, {2, false}, {100, true}} {
+		c := fakeClient()
+		if _, err := c.Apply(context.Background(), strings.NewReader(manifest), "default"); err != nil {
+			t.Fatal(err)
+		}
+		kube := c.Kube.(*fake.Clientset)
+		updates := 0
+		kube.PrependReactor("update", "poddisruptionbudgets", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			updates++
+			if updates <= tc.conflicts {
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, "web", errors.New("the object has been modified"))
+			}
+			return false, nil, nil
+		})
+		_, err := c.Apply(context.Background(), strings.NewReader(manifest), "default")
+		if tc.wantErr != (err != nil) || (err != nil && !apierrors.IsConflict(err)) {
+			t.Fatalf("%d conflicts: err = %v, want an error %v (a conflict)", tc.conflicts, err, tc.wantErr)
+		}
+		if want := min(tc.conflicts+1, retry.DefaultRetry.Steps); updates != want {
+			t.Errorf("%d conflicts: %d updates sent, want %d", tc.conflicts, updates, want)
+		}
 	}
 }
 
