@@ -634,10 +634,28 @@ type subtestTime struct {
 	took time.Duration
 }
 
+// timeoutReserve is the time TestLab keeps before the test binary's
+// -timeout: a subtest is not started with less left. A -timeout ends the
+// binary with a panic, which runs no cleanup and leaves the lab up (its
+// kubelets, shims, pods and captures running); a subtest not started fails
+// by name, and the lab is taken down. It is over the longest group of
+// subtests on a slow machine (the edge's and the workload kinds', 284 s
+// on 2026-12-02) with lab down's half a minute.
+const timeoutReserve = 5 * time.Minute
+
 // run is t.Run, timed. The times so far are written as each subtest ends:
 // when the test binary's -timeout ends it with a panic, nothing deferred
-// runs, and the times are what tells where the minutes went.
+// runs, and the times are what tells where the minutes went. A subtest is
+// not started, and fails, when the -timeout is less than timeoutReserve
+// away.
 func (s *subtestTimes) run(t *testing.T, name string, f func(t *testing.T)) bool {
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < timeoutReserve {
+		t.Errorf("%s: not run: %s left before the test binary's -timeout, kept to take the lab down (a slow machine: docs/lab.md)",
+			name, time.Until(deadline).Round(time.Second))
+		*s = append(*s, subtestTime{name + " (not run: the -timeout was near)", 0})
+		s.write(t)
+		return false
+	}
 	start := time.Now()
 	ok := t.Run(name, f)
 	*s = append(*s, subtestTime{name, time.Since(start)})
