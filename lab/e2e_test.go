@@ -220,12 +220,19 @@ func TestLab(t *testing.T) {
 	times.run(t, "examples", func(t *testing.T) { testExamples(t, ctx, client) })
 	times.run(t, "termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	times.run(t, "externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
+	times.run(t, "the samples deleted before the edge", func(t *testing.T) { deleteAllBut(t, ctx, client, "") })
 	times.run(t, "the edge", func(t *testing.T) { testEdge(t, ctx, client) })
 	times.run(t, "attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
+	times.run(t, "the samples deleted before workload kinds", func(t *testing.T) { deleteAllBut(t, ctx, client, "") })
 	times.run(t, "workload kinds", func(t *testing.T) { testKinds(t, ctx, client) })
 	times.run(t, "HTTP2 and gRPC", func(t *testing.T) { testH2(t, ctx, client) })
+	times.run(t, "the samples deleted before Argo Rollouts", func(t *testing.T) { deleteAllBut(t, ctx, client, "") })
 	times.run(t, "Argo Rollouts", func(t *testing.T) { testArgo(t, ctx, client) })
-	// Last on this lab: it evicts every pod of a node.
+	// Last on this lab: they evict every pod of a node, of their samples
+	// only (deleteAllBut).
+	times.run(t, "the samples deleted before the drains", func(t *testing.T) {
+		deleteAllBut(t, ctx, client, drainSamplePrefix)
+	})
 	times.run(t, "a node drain", func(t *testing.T) { testDrain(t, ctx, client) })
 	times.run(t, "a drain a budget blocks", func(t *testing.T) { testDrainBlocked(t, ctx, client) })
 	times.run(t, "a drain no budget holds leaves the Service nothing", func(t *testing.T) { testDrainUnprotected(t, ctx, client) })
