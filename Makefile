@@ -62,8 +62,8 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 # that hangs is then named in the log by its tests' failures, where they
 # would otherwise wait in silence (.ci/run ends it at its own bound, 45 min,
 # and fails). The other units do not wait for it: on a slow machine (CI,
-# 2026-12-02) the release was still building when the lab's tests ended, and
-# the units' wait for it pushed the run past the runner's 90 minutes.
+# 2026-12-02) the release was still building when the lab's tests ended, the
+# units waited for it, and the runner ended the run at 90 minutes in them.
 # The lab's -timeout guards against a hang; it is no bar: the lab's tests
 # took 1,276-1,918 s in CI runs (docs/lab.md), 1,918 s on 9517bda cold, so
 # 30 minutes left under two on this machine; 45 leave room on a slower one.
