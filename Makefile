@@ -73,7 +73,7 @@ demo-probe: build ## no root, no cluster: probe a local app through a naive rest
 # may now meet the runner's 90-minute limit first, and CI's log then ends
 # without the lab's output: the price of not failing a slow machine's
 # healthy run.
-test: ## every test (what CI runs; an allocation count, which -race makes meaningless, again without it), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI builds the release snapshot and lints beside them, niced, in their idle time); says loudly when the lab's or the browser's end-to-end tests were skipped
+test: ## every test (what CI runs; an allocation count, which -race makes meaningless, again without it), one package at a time (the engine's and the lab's tests measure schedules and rollouts: on 2 CPUs they must not share them); the lab's first (CI builds the release snapshot and lints beside them, niced, in their idle time), the release's last (they wait for CI's snapshot); says loudly when the lab's or the browser's end-to-end tests were skipped
 	@skipped=$$(mktemp); trap 'rm -f "$$skipped"' EXIT; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -timeout 55m ./lab; lab=$$?; \
 	ROLLPROBE_LAB_SKIPPED=$$skipped go test -race -count=1 -p 1 $$(go list ./... | grep -v -e '/lab$$' -e '/internal/release$$'); units=$$?; \

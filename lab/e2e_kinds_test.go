@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
@@ -530,9 +529,10 @@ func testDrainBlocked(t *testing.T, ctx context.Context, c *lab.Client) {
 	patch(0)
 	uncordonAtEnd(t, c, node.Name)
 	t.Cleanup(func() { patch(1) }) // before the uncordon (cleanups run last first)
-	// The drain evicts every pod on the node: another sample's pod whose
-	// own budget refuses at that moment (graceful-sts's, while one of its
-	// pods is still starting after the previous drain) is held too.
+	// The drain evicts every pod on the node: another workload's pod whose
+	// own budget refuses at that moment is held too (graceful-sts's, while
+	// one of its pods was still starting after the previous drain, when the
+	// other groups' samples still ran here; deleteAllBut deletes them now).
 	var held []string
 	onNode := map[string]bool{}
 	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
@@ -1237,79 +1237,3 @@ func taintsOf(n *corev1.Node) []corev1.Taint {
 // drainSamplePrefix names the samples the drain tests roll: every other
 // workload is deleted before them (deleteAllBut).
 const drainSamplePrefix = "drain-"
-
-// deleteAllBut deletes every workload in the default namespace whose name
-// does not start with keep ("": every one; Deployments, StatefulSets,
-// DaemonSets, Argo Rollouts) and waits until their pods are gone. Their
-// Services and Ingresses stay; a later test's ensureSample or
-// ensureWorkload applies a sample again. The groups of subtests leave their
-// samples running, and the later groups ran beside some 90 idle pods: their
-// kubelets' probes, the proxies' rules and Traefik's configuration all grow
-// with them, and on a slow machine (2026-12-02) TLS handshakes to Traefik
-// and DNS lookups timed out in the edge's tests, and a drain, which evicted
-// some 45 pods of a node at once, waited over two minutes for its kubelet
-// to let the last of the drained sample's go (the run timed out). The
-// groups that roll only samples of their own (the edge, the kinds, Argo
-// Rollouts, the drains) start without the others'.
-func deleteAllBut(t *testing.T, ctx context.Context, c *lab.Client, keep string) {
-	t.Helper()
-	apps := c.Kube.AppsV1()
-	var deleted []string
-	del := func(kind, name string, f func() error) {
-		if keep != "" && strings.HasPrefix(name, keep) {
-			return
-		}
-		if err := f(); err != nil {
-			t.Fatalf("delete %s %s: %v", kind, name, err)
-		}
-		deleted = append(deleted, kind+"/"+name)
-	}
-	bg := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-	deps, err := apps.Deployments("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range deps.Items {
-		del("deployment", d.Name, func() error { return apps.Deployments("default").Delete(ctx, d.Name, bg) })
-	}
-	sts, err := apps.StatefulSets("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sts.Items {
-		del("statefulset", s.Name, func() error { return apps.StatefulSets("default").Delete(ctx, s.Name, bg) })
-	}
-	dss, err := apps.DaemonSets("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range dss.Items {
-		del("daemonset", d.Name, func() error { return apps.DaemonSets("default").Delete(ctx, d.Name, bg) })
-	}
-	argo := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default")
-	ros, err := argo.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range ros.Items {
-		del("rollout", r.GetName(), func() error { return argo.Delete(ctx, r.GetName(), bg) })
-	}
-	var left []string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		left = left[:0]
-		for _, p := range pods.Items {
-			if app := p.Labels["app"]; app != "" && (keep == "" || !strings.HasPrefix(app, keep)) { // a sample's (probers' pods have none)
-				left = append(left, p.Name)
-			}
-		}
-		return len(left) == 0, nil
-	})
-	if err != nil {
-		t.Fatalf("pods still there 3 min after their workloads were deleted: %v", left)
-	}
-	t.Logf("deleted %d workloads: %v", len(deleted), deleted)
-}

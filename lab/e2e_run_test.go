@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
@@ -936,6 +937,81 @@ func ensureSample(t *testing.T, ctx context.Context, c *lab.Client, sample strin
 	waitServing(t, ctx, svc.Spec.ClusterIP)
 	waitEveryEndpointServes(t, ctx, c, sample)
 	return svc.Spec.ClusterIP
+}
+
+// deleteAllBut deletes every workload in the default namespace whose name
+// does not start with keep ("": every one; Deployments, StatefulSets,
+// DaemonSets, Argo Rollouts) and waits until their pods are gone. Their
+// Services, Ingresses and budgets stay; a later test's ensureSample or
+// ensureWorkload applies a sample again. The groups of subtests leave their
+// samples running, so the later groups ran beside some 90 idle pods, and a
+// drain evicted some 45 pods of a node at once: on a slow machine
+// (2026-12-02) its kubelet took over two minutes to let the last of the
+// drained sample's go (the run timed out). The groups that apply every
+// sample they roll (the edge, the kinds, Argo Rollouts, the drains) start
+// without the others'. (The edge's load failures on that machine, TLS
+// handshakes to Traefik out of time, came with and without them.)
+func deleteAllBut(t *testing.T, ctx context.Context, c *lab.Client, keep string) {
+	t.Helper()
+	apps := c.Kube.AppsV1()
+	var deleted []string
+	del := func(kind, name string, f func() error) {
+		if keep != "" && strings.HasPrefix(name, keep) {
+			return
+		}
+		if err := f(); err != nil {
+			t.Fatalf("delete %s %s: %v", kind, name, err)
+		}
+		deleted = append(deleted, kind+"/"+name)
+	}
+	bg := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	deps, err := apps.Deployments("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps.Items {
+		del("deployment", d.Name, func() error { return apps.Deployments("default").Delete(ctx, d.Name, bg) })
+	}
+	sts, err := apps.StatefulSets("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sts.Items {
+		del("statefulset", s.Name, func() error { return apps.StatefulSets("default").Delete(ctx, s.Name, bg) })
+	}
+	dss, err := apps.DaemonSets("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dss.Items {
+		del("daemonset", d.Name, func() error { return apps.DaemonSets("default").Delete(ctx, d.Name, bg) })
+	}
+	argo := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default")
+	ros, err := argo.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ros.Items {
+		del("rollout", r.GetName(), func() error { return argo.Delete(ctx, r.GetName(), bg) })
+	}
+	var left []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			if app := p.Labels["app"]; app != "" && (keep == "" || !strings.HasPrefix(app, keep)) { // a sample's (probers' pods have none)
+				left = append(left, p.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("pods still there 3 min after their workloads were deleted: %v", left)
+	}
+	t.Logf("deleted %d workloads: %v", len(deleted), deleted)
 }
 
 // waitEveryEndpointServes waits until each ready endpoint of service
