@@ -833,6 +833,43 @@ func logFailuresOfClass(t *testing.T, rep *report.Report, path, class string) {
 		class, rep.FailureInfo.Kept, rep.FailureInfo.Total, b.String())
 }
 
+// traefikLogOnFailure prints, when t fails, the warnings and errors
+// Traefik logged from a second before the call (its log's times are whole
+// seconds) to the test's end: a configuration it could not build (a
+// Service without servers, a missing Secret) is said there and nowhere
+// else, and an edge test's failure may be that.
+func traefikLogOnFailure(t *testing.T) {
+	t.Helper()
+	since := time.Now().Add(-time.Second).Truncate(time.Second)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		f, err := os.Open(filepath.Join(stateDir, "logs", "traefik.log"))
+		if err != nil {
+			t.Logf("Traefik's log: %v", err)
+			return
+		}
+		defer f.Close()
+		var lines []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			// "2026-12-02T10:14:39Z ERR message key=value ..."
+			stamp, rest, _ := strings.Cut(sc.Text(), " ")
+			at, err := time.Parse(time.RFC3339, stamp)
+			if err != nil || at.Before(since) || !(strings.HasPrefix(rest, "WRN ") || strings.HasPrefix(rest, "ERR ")) {
+				continue
+			}
+			lines = append(lines, sc.Text())
+		}
+		if len(lines) > 40 {
+			lines = slices.Concat(lines[:20], []string{fmt.Sprintf("... %d more ...", len(lines)-40)}, lines[len(lines)-20:])
+		}
+		t.Logf("Traefik's warnings and errors since %s: %d\n%s", since.Format(time.RFC3339), len(lines), strings.Join(lines, "\n"))
+	})
+}
+
 // edgeCapture captures, in the hub's namespace where Traefik serves, its
 // port 443's SYN-ACKs and every segment with data to or from it: the
 // referee of whether Traefik took a connection, when the client's first
@@ -840,6 +877,7 @@ func logFailuresOfClass(t *testing.T, rep *report.Report, path, class string) {
 // first flight is the first data it sends). nil without tcpdump.
 func edgeCapture(t *testing.T) *capture.Capture {
 	t.Helper()
+	traefikLogOnFailure(t)
 	if capture.Available() != nil {
 		return nil
 	}
