@@ -131,7 +131,7 @@ func Explain(r *report.Report) Explanation {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
-		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r)}
+		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	x.ViewStalls = slices.Clone(r.ViewStalls)
@@ -251,6 +251,9 @@ type attributor struct {
 	// choices: the proxy's choices the run's own responses show (nil when
 	// they show none); see leftTheRules.
 	choices *choices
+	// backendHeader is the header the run's pods put on every response
+	// of their own (Config.BackendHeader), "" when the run named none.
+	backendHeader string
 	// clock is how far the failure being attributed may lie either side
 	// of the time it carries: an in-cluster prober's clock is known only
 	// to within half the round trip of the ping that measured it
@@ -422,6 +425,13 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		return
 	}
 	c := class(f)
+	if edgeAnswered(f, a.backendHeader) {
+		// The response itself says no pod made it: the pods name
+		// themselves on every response, and this one names none.
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = edgeAnsweredContext(a.backendHeader, f.Status)
+		return
+	}
 	if f.ViaEdge && beforeTheEdge(c) {
 		// The connection ended at an ingress or proxy, and the request
 		// never got past it: whatever the pods did, the edge refused,
@@ -538,6 +548,21 @@ func beforeTheEdge(c prober.Class) bool {
 // a connection to an edge (Failure.ViaEdge), the edge never had the
 // request, so its access log has no line for it.
 func BeforeTheEdge(f *report.Failure) bool { return beforeTheEdge(class(f)) }
+
+// edgeAnswered: f is an answer the edge made itself, by the response: on
+// a connection to an edge (ViaEdge), a status the run did not expect and
+// below 500 (http_status), without the backend header the run's pods put
+// on every response of their own (a 5xx without it is proxy_5xx, often
+// the edge relaying a pod's failure: the timeline still places those).
+// Traefik answers 404 so for a host whose route it dropped.
+func edgeAnswered(f *report.Failure, backendHeader string) bool {
+	return f.ViaEdge && backendHeader != "" && f.Backend == "" && class(f) == prober.HTTPStatus
+}
+
+// edgeAnsweredContext is the context of a failure edgeAnswered holds.
+func edgeAnsweredContext(backendHeader string, status int) string {
+	return fmt.Sprintf("the edge answered it itself (status %d without %s, which the pods put on every response of their own): no pod took part", status, backendHeader)
+}
 
 // edgeContext is the context of a failure between the prober and an edge.
 func edgeContext(f *report.Failure, c prober.Class) string {

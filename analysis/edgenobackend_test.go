@@ -76,3 +76,91 @@ func TestEdgeNoBackendReachedNoPod(t *testing.T) {
 		t.Errorf("findings %+v: want %s, not %s", r.Findings, NoServingEndpoint, EdgeHadNoBackend)
 	}
 }
+
+// An Argo canary through a weighted TraefikService, as the lab met it:
+// the canary's one pod c failed a readiness probe at +8.6 s and was ready
+// again at +9.9 s; Traefik, left with a TraefikService one of whose
+// Services had no server, dropped the route and answered 404 for the
+// host for 2 s. Every 404 lacks X-Pod-Name, which the pods put on every
+// response: the edge answered them, no pod did. By the timeline alone
+// they were put on c as a new pod not ready yet, with a readiness probe
+// for a fix it already had.
+func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
+	timeline := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.244.1.5"},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.244.2.6"},
+		endpointAt(1, report.EndpointAdded, "a", "10.244.1.5", true, true),
+		endpointAt(1, report.EndpointAdded, "b", "10.244.2.6", true, true),
+		ev(2200, report.PodCreated, "c", "new"),
+		ev(3500, report.PodReady, "c", "new"),
+		{At: at(8600), Kind: report.KubeEvent, Pod: "c", Detail: `Pod c: Readiness probe failed: Get "http://10.244.1.3:8080/readyz": context deadline exceeded`},
+		ev(8620, report.PodUnready, "c", "new"),
+		ev(9860, report.PodReady, "c", "new"),
+	}
+	build := func(header string, status int, viaEdge bool) *report.Report {
+		var fs []report.Failure
+		for ms := 8630; ms < 10630; ms += 250 {
+			f := fail(ms, report.ClassHTTPStatus, false, "")
+			if status >= 500 {
+				f.Class = report.ClassProxy5xx
+			}
+			f.Status, f.ViaEdge = status, viaEdge
+			fs = append(fs, f)
+		}
+		r := &report.Report{StartedAt: t0, EndedAt: at(20000), Timeline: timeline, Failures: fs,
+			Rollout: &report.Rollout{Kind: "Rollout", Name: "web", Service: "web", TriggerSeenAfterMS: 20}}
+		r.Config.BackendHeader = header
+		return r
+	}
+
+	// Without the header's word the timeline is all there is: the scene
+	// this test is about.
+	for _, r := range []*report.Report{build("", 404, true), build("X-Pod-Name", 404, false), build("X-Pod-Name", 503, true)} {
+		analyse(r)
+		if f := r.Failures[len(r.Failures)-1]; f.LikelyPod != "c" || find(r, EdgeHadNoBackend) != nil {
+			t.Fatalf("header %q, status %d, via the edge %v: last failure %+v, findings %v; want the timeline's pod c and no edge finding",
+				r.Config.BackendHeader, f.Status, f.ViaEdge, f, r.Findings)
+		}
+	}
+
+	r := build("X-Pod-Name", 404, true)
+	analyse(r)
+	for _, f := range r.Failures {
+		if f.LikelyPod != "" || f.Confidence != 0 || f.Candidates != nil || f.Evidence != "" ||
+			f.Context != "the edge answered it itself (status 404 without X-Pod-Name, which the pods put on every response of their own): no pod took part" {
+			t.Errorf("failure %+v: want no pod named, the context saying the edge answered", f)
+		}
+	}
+	if find(r, ReadyTooEarly) != nil || find(r, Unexplained) != nil {
+		t.Errorf("findings %+v: the edge's own answers are no new pod's and not unexplained", r.Findings)
+	}
+	fd := find(r, EdgeHadNoBackend)
+	if fd == nil || fd.Severity != report.SeverityError {
+		t.Fatalf("findings %+v: want %s", r.Findings, EdgeHadNoBackend)
+	}
+	ev := strings.Join(fd.Evidence, "\n")
+	for _, want := range []string{
+		"8 requests failed (http_status 8) from +8.63s to +10.38s through the edge with a status below 500 and without X-Pod-Name",
+		`pod c turned unready at +8.62s, not deleted; Kubernetes: Readiness probe failed: Get "http://10.244.1.3:8080/readyz": context deadline exceeded; ready again at +9.86s`,
+		"Traefik drops a weighted TraefikService",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if strings.Contains(ev, "access log") && strings.Contains(ev, "names no backend for any") {
+		t.Errorf("evidence cites an access log the run did not read:\n%s", ev)
+	}
+	if !strings.Contains(fd.Fix, "allowEmptyServices=true") || !strings.Contains(fd.Fix, "failureThreshold above 1") {
+		t.Errorf("fix %q", fd.Fix)
+	}
+
+	// A pod that lost readiness long before, or because it was deleted,
+	// is not named.
+	timeline[6].At, timeline[7].At = at(4000), at(4020)
+	r = build("X-Pod-Name", 404, true)
+	analyse(r)
+	if fd := find(r, EdgeHadNoBackend); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "turned unready") {
+		t.Errorf("finding %+v: an unready 4.6 s before the failures is named", fd)
+	}
+}

@@ -64,6 +64,8 @@ type seen struct {
 	// by the failure (as terminating judges a pod's).
 	named        string
 	namedDeleted bool
+	// edgeAnswered: the response shows the edge made it (edgeAnswered).
+	edgeAnswered bool
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -210,7 +212,7 @@ var rules = []rule{
 	{ProxyRulesWithoutEndpoint, report.SeverityError, func(s seen) bool { return s.f.NoConntrackEntry }, renderProxyRulesWithoutEndpoint},
 	// Then: the edge's log shows it sent the request to no pod, while the
 	// Service had endpoints: the edge's doing, not a pod's.
-	{EdgeHadNoBackend, report.SeverityError, func(s seen) bool { return s.f.EdgeNoBackend }, renderEdgeNoBackend},
+	{EdgeHadNoBackend, report.SeverityError, func(s seen) bool { return s.f.EdgeNoBackend || s.edgeAnswered }, renderEdgeNoBackend},
 	// HTTP/2 streams end with their connection, not with a refused
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},
@@ -269,7 +271,8 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 	abort := abortOf(r)
 	for i := range failures {
 		f := &failures[i]
-		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed()}
+		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed(),
+			edgeAnswered: edgeAnswered(f, r.Config.BackendHeader)}
 		if s.class == prober.Local {
 			continue
 		}
