@@ -154,15 +154,29 @@ func run(o options) error {
 	started := time.Now()
 	var served, afterTerm, shed, inFlight atomic.Int64
 	var terminating, closeConns atomic.Bool
+	var unreadyUntil atomic.Int64 // UnixNano; /unready sets it
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Pod-Name", o.name)
-		if time.Since(started) < o.readyDelay || (o.unreadyOnTerm && terminating.Load()) {
+		if time.Since(started) < o.readyDelay || (o.unreadyOnTerm && terminating.Load()) || time.Now().UnixNano() < unreadyUntil.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
+	})
+	// /unready?for=D fails /readyz for D while the pod goes on serving:
+	// a readiness probe that failed for a moment (a slow answer under
+	// load), which the lab's tests make on purpose.
+	mux.HandleFunc("/unready", func(w http.ResponseWriter, r *http.Request) {
+		d, err := time.ParseDuration(r.URL.Query().Get("for"))
+		if err != nil || d <= 0 || d > time.Minute {
+			http.Error(w, "want /unready?for=DURATION, up to 1m", http.StatusBadRequest)
+			return
+		}
+		unreadyUntil.Store(time.Now().Add(d).UnixNano())
+		log.Printf("/readyz fails for %s", d)
+		fmt.Fprintf(w, "unready for %s\n", d)
 	})
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "name=%s served=%d served_after_sigterm=%d terminating=%v shed=%d\n", o.name, served.Load(), afterTerm.Load(), terminating.Load(), shed.Load())

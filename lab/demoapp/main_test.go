@@ -180,3 +180,48 @@ func TestBadShutdownMode(t *testing.T) {
 		}
 	}
 }
+
+// /unready fails the readiness endpoint for a while and nothing else: the
+// pod goes on serving, as one whose probe timed out once under load.
+func TestUnreadyFailsReadinessOnly(t *testing.T) {
+	testbin.Required(t)
+	a := start(t)
+	status := func(path string) int {
+		t.Helper()
+		resp, err := http.Get("http://" + a.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz %d before", got)
+	}
+	for _, bad := range []string{"/unready", "/unready?for=x", "/unready?for=-1s", "/unready?for=2m"} {
+		if got := status(bad); got != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad, got)
+		}
+	}
+	if got := status("/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz %d after refused requests", got)
+	}
+	if got := status("/unready?for=1m"); got != http.StatusOK {
+		t.Fatalf("/unready: %d", got)
+	}
+	if got := status("/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d while unready, want 503", got)
+	}
+	if got := status("/"); got != http.StatusOK {
+		t.Errorf("/ %d while unready, want 200: it still serves", got)
+	}
+	// A short spell ends by itself (polled, bounded: no timing asserted).
+	status("/unready?for=10ms")
+	for i := 0; status("/readyz") != http.StatusOK; i++ {
+		if i == 500 {
+			t.Fatal("/readyz still failing 5 s after a 10ms spell")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
