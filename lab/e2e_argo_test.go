@@ -109,6 +109,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 	})
 
 	t.Run("a canary routed by Traefik's weights follows setWeight on kept-alive connections", func(t *testing.T) { testArgoCanaryTraefik(t, ctx, c) })
+	t.Run("the canary's one pod unready for a moment: Traefik drops the whole route", func(t *testing.T) { testArgoCanaryTraefikUnready(t, ctx, c) })
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
 	t.Run("a canary weight its pods cannot express: the doctor says the pods Argo runs", func(t *testing.T) { testArgoCanaryTen(t, ctx, c) })
 	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run rolls it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
@@ -618,6 +619,122 @@ func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
 	if f := findingByID(r.rep, "canary-share-below-weight"); f != nil {
 		t.Errorf("a routed canary named as below its weight: %+v", f)
 	}
+}
+
+// testArgoCanaryTraefikUnready: argo-canary-traefik again, its one canary
+// pod made unready for a moment at the 25% pause while it goes on serving
+// (demoapp's /unready, as a readiness probe that timed out under load: a
+// CI run met it so). The canary Service then has no serving endpoint, and
+// Traefik drops the weighted TraefikService over it with the route that
+// uses it: 404 for every request of the host, not the canary's 25%, until
+// its next configuration after the pod is ready again. Referees: Traefik's
+// own log ("no servers found" for the canary Service) and its access log
+// (each failure a 404 it answered itself, no backend). rollprobe names no
+// pod for them (their responses lack X-Pod-Name, which every pod's has)
+// and explains them with edge-had-no-backend, naming the pod that turned
+// unready; not with ready-before-serving, whose fix (a readiness probe)
+// the pod had.
+func testArgoCanaryTraefikUnready(t *testing.T, ctx context.Context, c *lab.Client) {
+	const (
+		sample = "argo-canary-traefik"
+		host   = sample + ".lab.example"
+		canary = sample + "-canary"
+	)
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindRollout, sample)
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	traefikLogOnFailure(t)
+	old := map[string]bool{}
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		old[p.Name] = true
+	}
+	since := time.Now().Add(-time.Second).Truncate(time.Second)
+	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "https://"+host+"/",
+		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--promote", "--promote-after", "15s", "--timeout", "3m")
+
+	// The canary Service serving the new pod alone: Argo switched it.
+	var pod, ip string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		eps, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + canary})
+		if err != nil {
+			return false, nil
+		}
+		pod, ip = "", ""
+		n := 0
+		for _, s := range eps.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Serving == nil || !*e.Conditions.Serving || e.TargetRef == nil || len(e.Addresses) == 0 {
+					continue
+				}
+				n++
+				pod, ip = e.TargetRef.Name, e.Addresses[0]
+			}
+		}
+		return n == 1 && !old[pod], nil
+	})
+	if err != nil {
+		t.Fatalf("the canary Service never served the new pod alone: %v\n%s", err, run.output.String())
+	}
+	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "demoapp"), "get",
+		"http://"+net.JoinHostPort(ip, "8080")+"/unready?for=5s")
+	if err != nil {
+		t.Fatalf("/unready on %s: %v\n%s", pod, err, out)
+	}
+	unreadyAt := time.Now()
+	r := run.wait(t)
+	checkEdgeReport(t, r)
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
+	}
+
+	// Traefik's own word on why.
+	traefikSaid := false
+	for _, line := range traefikLogLines(t, since) {
+		if strings.Contains(line, "no servers found for default/"+canary) {
+			traefikSaid = true
+		}
+	}
+	if !traefikSaid {
+		t.Errorf("Traefik's log never said it had no server for %s", canary)
+	}
+	// Every failure a 404 Traefik answered itself, by its access log.
+	byID := readAccessLog(t, cfg, r.rep.Config.RunID, host)
+	var own404 uint64
+	for _, e := range byID {
+		if e.DownstreamStatus == 404 && e.ServiceAddr == "" && e.OriginPod == "" {
+			own404++
+		}
+	}
+	if own404 == 0 || r.rep.Totals.Failed != own404 || r.rep.Totals.ByClass[report.ClassHTTPStatus] != own404 {
+		t.Fatalf("Traefik answered %d requests 404 itself; rollprobe counted %d failed %v", own404, r.rep.Totals.Failed, nonZero(r.rep.Totals.ByClass))
+	}
+	for _, f := range r.rep.Failures {
+		if e, ok := byID[f.RequestID]; !ok || e.DownstreamStatus != 404 || e.ServiceAddr != "" {
+			t.Errorf("failure %s (%s %d): Traefik's line %+v, want its own 404", f.RequestID, f.Class, f.Status, e)
+		}
+		if f.LikelyPod != "" || !strings.Contains(f.Context, "the edge answered it itself") {
+			t.Errorf("failure %s put on %q (%s): the edge answered it, no pod did", f.RequestID, f.LikelyPod, f.Context)
+		}
+	}
+	fd := findingByID(r.rep, "edge-had-no-backend")
+	if fd == nil {
+		t.Fatalf("no edge-had-no-backend finding: %v\n%s", r.rep.Findings, r.out())
+	}
+	if ev := strings.Join(fd.Evidence, "\n"); !strings.Contains(ev, "pod "+pod+" turned unready at") || !strings.Contains(ev, "without X-Pod-Name") {
+		t.Errorf("the finding names neither the unready pod %s nor the missing header:\n%s", pod, ev)
+	}
+	for _, wrong := range []string{"ready-before-serving", "failures-without-lifecycle-event"} {
+		if findingByID(r.rep, wrong) != nil {
+			t.Errorf("finding %s for the edge's own answers", wrong)
+		}
+	}
+	t.Logf("%s unready from %s: %d requests answered 404 by Traefik itself, from %+.2fs to %+.2fs of the run, as its access log says",
+		pod, unreadyAt.Format("15:04:05.000"), own404, r.rep.Failures[0].Start.Sub(r.rep.StartedAt).Seconds(),
+		r.rep.Failures[len(r.rep.Failures)-1].End.Sub(r.rep.StartedAt).Seconds())
 }
 
 // deleteSampleAtEnd deletes, when the test ends however it ends, the

@@ -845,29 +845,37 @@ func traefikLogOnFailure(t *testing.T) {
 		if !t.Failed() {
 			return
 		}
-		f, err := os.Open(filepath.Join(stateDir, "logs", "traefik.log"))
-		if err != nil {
-			t.Logf("Traefik's log: %v", err)
-			return
-		}
-		defer f.Close()
-		var lines []string
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			// "2026-12-02T10:14:39Z ERR message key=value ..."
-			stamp, rest, _ := strings.Cut(sc.Text(), " ")
-			at, err := time.Parse(time.RFC3339, stamp)
-			if err != nil || at.Before(since) || !(strings.HasPrefix(rest, "WRN ") || strings.HasPrefix(rest, "ERR ")) {
-				continue
-			}
-			lines = append(lines, sc.Text())
-		}
+		lines := traefikLogLines(t, since)
 		if len(lines) > 40 {
 			lines = slices.Concat(lines[:20], []string{fmt.Sprintf("... %d more ...", len(lines)-40)}, lines[len(lines)-20:])
 		}
 		t.Logf("Traefik's warnings and errors since %s: %d\n%s", since.Format(time.RFC3339), len(lines), strings.Join(lines, "\n"))
 	})
+}
+
+// traefikLogLines are the warnings and errors in Traefik's log dated
+// since or later.
+func traefikLogLines(t *testing.T, since time.Time) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(stateDir, "logs", "traefik.log"))
+	if err != nil {
+		t.Errorf("Traefik's log: %v", err)
+		return nil
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// "2026-12-02T10:14:39Z ERR message key=value ..."
+		stamp, rest, _ := strings.Cut(sc.Text(), " ")
+		at, err := time.Parse(time.RFC3339, stamp)
+		if err != nil || at.Before(since) || !(strings.HasPrefix(rest, "WRN ") || strings.HasPrefix(rest, "ERR ")) {
+			continue
+		}
+		lines = append(lines, sc.Text())
+	}
+	return lines
 }
 
 // edgeCapture captures, in the hub's namespace where Traefik serves, its
