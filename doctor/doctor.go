@@ -9,6 +9,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -44,6 +45,7 @@ const (
 	ShellPID1            = "shell-may-not-forward-sigterm"
 	ScaleDownBeforeProp  = "scale-down-delay-below-propagation"
 	CanaryWeightRounded  = "canary-weight-rounded-to-pods"
+	TraefikRouteOnePod   = "traefik-weighted-route-on-one-pod"
 )
 
 // Input is what the checks read.
@@ -134,6 +136,7 @@ var checks = []check{
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
 	{CanaryWeightRounded, "an Argo canary's pods can express each setWeight", report.SeverityWarning, checkCanaryWeights},
+	{TraefikRouteOnePod, "a canary routed by Traefik's weights runs two pods or more on each side", report.SeverityWarning, checkWeightedRouteOnePod},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
@@ -707,6 +710,91 @@ func checkCanaryWeights(s *subject) (report.Finding, bool) {
 		Evidence: evidence,
 		Fix: "run replicas that express every weight (replicas × weight / 100 whole: 10 replicas for steps of 10%), give the canary traffic routing " +
 			"(spec.strategy.canary.trafficRouting: a proxy weighs each request), or set the canary's pods yourself (setCanaryScale)"}, true
+}
+
+// checkWeightedRouteOnePod: Traefik builds a weighted TraefikService (how
+// Argo routes a canary through it) only while each of its Services has a
+// serving endpoint (allowEmptyServices is false by default); while one has
+// none it drops the TraefikService and the routes over it, and answers 404
+// for the whole host, not that Service's share. A side of one pod empties
+// its Service whenever that pod is unready: the lab's CI met it, one
+// canary pod of argo-canary-traefik whose readiness failed (401 requests
+// in 2 s). With traffic routing Argo Rollouts v1.10.1 runs
+// ceil(weight × replicas / maxTrafficWeight) canary pods, at least
+// minPodsPerReplicaSet (capped at replicas), and keeps the stable side
+// whole unless dynamicStableScale scales it the same way
+// (CalculateReplicaCountsForTrafficRoutedCanary). A Rollout with
+// setCanaryScale steps sets its pods itself: not judged.
+func checkWeightedRouteOnePod(s *subject) (report.Finding, bool) {
+	r := s.Workload.Rollout
+	if r == nil || r.Spec.Strategy.Canary == nil || len(r.Spec.Strategy.Canary.TrafficRouting) == 0 {
+		return report.Finding{}, false
+	}
+	c := r.Spec.Strategy.Canary
+	var routing struct {
+		Traefik          json.RawMessage `json:"traefik"`
+		MaxTrafficWeight *int32          `json:"maxTrafficWeight"`
+	}
+	if json.Unmarshal(c.TrafficRouting, &routing) != nil || len(routing.Traefik) == 0 {
+		return report.Finding{}, false
+	}
+	maxWeight := int32(100)
+	if routing.MaxTrafficWeight != nil && *routing.MaxTrafficWeight > 0 {
+		maxWeight = *routing.MaxTrafficWeight
+	}
+	replicas, _, _ := argoCanaryLimits(r)
+	pods := func(weight int32) int32 {
+		n := int32(math.Ceil(float64(weight) * float64(replicas) / float64(maxWeight)))
+		if n > 0 && c.MinPodsPerReplicaSet != nil {
+			n = max(n, min(*c.MinPodsPerReplicaSet, replicas))
+		}
+		return n
+	}
+	var evidence []string
+	seen := map[int32]bool{}
+	for _, st := range c.Steps {
+		if len(st.SetCanaryScale) > 0 {
+			return report.Finding{}, false
+		}
+		if st.SetWeight == nil || seen[*st.SetWeight] {
+			continue
+		}
+		w := *st.SetWeight
+		seen[w] = true
+		if w <= 0 || w >= maxWeight {
+			continue
+		}
+		if pods(w) == 1 {
+			evidence = append(evidence, fmt.Sprintf("setWeight: %d on %d replicas: Argo Rollouts runs 1 canary pod behind service %s", w, replicas, orUnnamed(c.CanaryService)))
+		}
+		if c.DynamicStableScale && pods(maxWeight-w) == 1 {
+			evidence = append(evidence, fmt.Sprintf("setWeight: %d on %d replicas with dynamicStableScale: Argo Rollouts keeps 1 stable pod behind service %s", w, replicas, orUnnamed(c.StableService)))
+		}
+	}
+	if len(evidence) == 0 {
+		return report.Finding{}, false
+	}
+	if n := s.containers(func(ct corev1.Container) bool {
+		return ct.ReadinessProbe != nil && ct.ReadinessProbe.FailureThreshold == 1
+	}); len(n) > 0 {
+		evidence = append(evidence, fmt.Sprintf("its readiness probe takes a pod out on one failed probe (failureThreshold: 1 in %s): one slow answer does it", strings.Join(n, ", ")))
+	}
+	evidence = append(evidence, "trafficRouting.traefik: Traefik builds the weighted TraefikService only while each of its Services has a serving endpoint "+
+		"(allowEmptyServices is false by default); while that one pod is unready (a failed readiness probe, a restart, an eviction) "+
+		"it drops the TraefikService and the routes over it, and answers 404 for every request of the host, not that side's share")
+	return report.Finding{Title: "a side of the weighted route is one pod: its readiness is the whole route's",
+		Evidence: evidence,
+		Fix: "run two pods or more on each side at every step (spec.strategy.canary.minPodsPerReplicaSet: 2, or replicas with weight × replicas / 100 above 1), " +
+			"a readiness probe that outlasts one slow answer (failureThreshold above 1), and in Traefik providers.kubernetesCRD.allowEmptyServices=true " +
+			"(its documentation: an empty Service then answers 503 instead of 404)"}, true
+}
+
+// orUnnamed is a Service's name, or a phrase for one not named.
+func orUnnamed(name string) string {
+	if name == "" {
+		return "(none named)"
+	}
+	return name
 }
 
 // argoCanaryPods is how many canary and stable pods Argo Rollouts v1.10.1

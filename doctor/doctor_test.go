@@ -718,3 +718,86 @@ func TestCanaryWeightRoundedToPods(t *testing.T) {
 		})
 	}
 }
+
+// A canary routed by Traefik's weights whose side is one pod at a step:
+// Argo Rollouts v1.10.1 runs ceil(weight × replicas / maxTrafficWeight)
+// canary pods (at least minPodsPerReplicaSet), the stable side whole
+// unless dynamicStableScale. While a side of one pod is unready Traefik
+// drops the route (the lab's argo-canary-traefik: 2 replicas at 25%).
+func TestTraefikWeightedRouteOnOnePod(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	traefik := []byte(`{"traefik":{"weightedTraefikServiceName":"web"}}`)
+	for _, tt := range []struct {
+		name     string
+		replicas int32
+		weights  []int32
+		mutate   func(c *rollout.ArgoCanary, ct *corev1.Container)
+		want     []string // evidence lines before the reason; none: no finding
+	}{
+		{name: "2 replicas at 25: one canary pod", replicas: 2, weights: []int32{25, 50},
+			want: []string{"setWeight: 25 on 2 replicas: Argo Rollouts runs 1 canary pod behind service web-canary",
+				"setWeight: 50 on 2 replicas: Argo Rollouts runs 1 canary pod behind service web-canary"}},
+		{name: "and its probe takes it out on one failure", replicas: 2, weights: []int32{25},
+			mutate: func(_ *rollout.ArgoCanary, ct *corev1.Container) { ct.ReadinessProbe.FailureThreshold = 1 },
+			want:   []string{"runs 1 canary pod", "failureThreshold: 1 in app"}},
+		{name: "8 replicas at 25: two", replicas: 8, weights: []int32{25}},
+		{name: "8 replicas at 10: one", replicas: 8, weights: []int32{10, 25}, want: []string{"setWeight: 10 on 8 replicas"}},
+		{name: "minPodsPerReplicaSet 2", replicas: 2, weights: []int32{25},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) { c.MinPodsPerReplicaSet = i32(2) }},
+		{name: "maxTrafficWeight 1000: 250 of it on 4 replicas is one pod", replicas: 4, weights: []int32{250},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) {
+				c.TrafficRouting = []byte(`{"traefik":{"weightedTraefikServiceName":"web"},"maxTrafficWeight":1000}`)
+			},
+			want: []string{"setWeight: 250 on 4 replicas"}},
+		{name: "dynamicStableScale at 75 of 4: one stable pod", replicas: 4, weights: []int32{50, 75},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) { c.DynamicStableScale = true },
+			want:   []string{"setWeight: 75 on 4 replicas with dynamicStableScale: Argo Rollouts keeps 1 stable pod behind service web"}},
+		{name: "nginx routes otherwise", replicas: 2, weights: []int32{25},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) {
+				c.TrafficRouting = []byte(`{"nginx":{"stableIngress":"web"}}`)
+			}},
+		{name: "no traffic routing", replicas: 2, weights: []int32{25},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) { c.TrafficRouting = nil }},
+		{name: "setCanaryScale sets the pods itself", replicas: 2, weights: []int32{25},
+			mutate: func(c *rollout.ArgoCanary, _ *corev1.Container) {
+				c.Steps = append(c.Steps, rollout.ArgoCanaryStep{SetCanaryScale: []byte(`{"replicas":2}`)})
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := argoWith(func(r *rollout.ArgoRollout, ct *corev1.Container) {
+				r.Spec.Replicas = &tt.replicas
+				c := &rollout.ArgoCanary{CanaryService: "web-canary", StableService: "web", TrafficRouting: traefik}
+				for _, w := range tt.weights {
+					c.Steps = append(c.Steps, rollout.ArgoCanaryStep{SetWeight: &w}, rollout.ArgoCanaryStep{Pause: &rollout.ArgoPause{}})
+				}
+				if tt.mutate != nil {
+					tt.mutate(c, ct)
+				}
+				r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, c
+			})
+			var f *report.Finding
+			for _, x := range Run(in, Options{}) {
+				if x.ID == TraefikRouteOnePod {
+					f = &x
+				}
+			}
+			if len(tt.want) == 0 {
+				if f != nil {
+					t.Fatalf("flagged: %+v", f)
+				}
+				return
+			}
+			if f == nil || f.Severity != report.SeverityWarning || len(f.Evidence) != len(tt.want)+1 {
+				t.Fatalf("finding %+v: want a warning with %d lines before the reason", f, len(tt.want))
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(f.Evidence[i], want) {
+					t.Errorf("evidence %q, want %q", f.Evidence[i], want)
+				}
+			}
+			if last := f.Evidence[len(f.Evidence)-1]; !strings.Contains(last, "answers 404 for every request of the host") {
+				t.Errorf("reason %q", last)
+			}
+		})
+	}
+}

@@ -125,6 +125,9 @@ type ArgoCanary struct {
 	ScaleDownDelaySeconds       *int32 `json:"scaleDownDelaySeconds,omitempty"`
 	ScaleDownDelayRevisionLimit *int32 `json:"scaleDownDelayRevisionLimit,omitempty"`
 	DynamicStableScale          bool   `json:"dynamicStableScale,omitempty"`
+	// MinPodsPerReplicaSet, with traffic routing, is the fewest pods Argo
+	// runs on a side that has any (capped at the replicas).
+	MinPodsPerReplicaSet *int32 `json:"minPodsPerReplicaSet,omitempty"`
 	// AbortScaleDownDelaySeconds, with traffic routing: after an abort
 	// sets the weights back to the stable pods, the canary's pods are
 	// scaled down this much later (Argo's default 30; 0 keeps them).
