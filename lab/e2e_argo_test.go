@@ -633,7 +633,8 @@ func testArgoCanaryTraefik(t *testing.T, ctx context.Context, c *lab.Client) {
 // pod for them (their responses lack X-Pod-Name, which every pod's has)
 // and explains them with edge-had-no-backend, naming the pod that turned
 // unready; not with ready-before-serving, whose fix (a readiness probe)
-// the pod had.
+// the pod had. The doctor's traefik-weighted-route-on-one-pod warned of
+// it before any traffic.
 func testArgoCanaryTraefikUnready(t *testing.T, ctx context.Context, c *lab.Client) {
 	const (
 		sample = "argo-canary-traefik"
@@ -726,6 +727,11 @@ func testArgoCanaryTraefikUnready(t *testing.T, ctx context.Context, c *lab.Clie
 	}
 	if ev := strings.Join(fd.Evidence, "\n"); !strings.Contains(ev, "pod "+pod+" turned unready at") || !strings.Contains(ev, "without X-Pod-Name") {
 		t.Errorf("the finding names neither the unready pod %s nor the missing header:\n%s", pod, ev)
+	}
+	// The doctor warned of it before any traffic.
+	if d := findingByID(r.rep, "traefik-weighted-route-on-one-pod"); d == nil || d.Source != report.SourceDoctor || d.Severity != report.SeverityWarning ||
+		!strings.Contains(strings.Join(d.Evidence, "\n"), "setWeight: 25 on 2 replicas: Argo Rollouts runs 1 canary pod behind service "+canary) {
+		t.Errorf("the doctor's check: %+v, want a warning naming the one canary pod at 25%%", d)
 	}
 	for _, wrong := range []string{"ready-before-serving", "failures-without-lifecycle-event"} {
 		if findingByID(r.rep, wrong) != nil {
