@@ -38,8 +38,9 @@ const lateKillWork = 50 * time.Millisecond
 // finding's), so the propagation window must not count it.
 //
 // Here the kubelets are frozen (SIGSTOP) for lateKillFor from the moment
-// the rollout's first new pod turns ready, when the Deployment deletes an
-// old pod: that pod exits only after SIGCONT. The referee is the freeze:
+// the rollout's first new pod turns ready; the Deployment deletes an old
+// pod lateKillMinReady later, when the new one counts as available
+// (minReadySeconds): that pod exits only after SIGCONT. The referee is the freeze:
 // the test knows when the kubelets ran again, and every cut of the frozen
 // pod's kept-alive connections must end after it, be the abrupt-close
 // finding's, and leave the propagation finding's preStop sized from the
@@ -48,6 +49,8 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 	ip := ensureSample(t, ctx, c, "naive")
 	t.Cleanup(func() { setNaiveWork(t, ctx, c, 0) }) // first: whatever fails after the patch
 	setNaiveWork(t, ctx, c, lateKillWork)
+	t.Cleanup(func() { setNaiveMinReady(t, ctx, c, 0) })
+	setNaiveMinReady(t, ctx, c, lateKillMinReady)
 	waitEveryEndpointServes(t, ctx, c, "naive")
 
 	var kubelets []int
@@ -214,6 +217,25 @@ func podReady(p *corev1.Pod) bool {
 
 // setNaiveWork sets (0: removes) the naive pods' WORK, how long each
 // request takes to serve, and waits for the rollout that makes.
+// lateKillMinReady is naive's minReadySeconds in testLateKill: the
+// Deployment deletes an old pod only this long after a new one turned
+// ready, so the freeze, which the test makes when it sees that pod
+// ready, comes first. Without it the two raced: a rehearsal of CI on
+// 2026-12-02 had the deletion received 5 ms after the freeze and the
+// pod's kept-alive connections cut 100 ms after it, before SIGCONT (the
+// kubelet had the deletion before its SIGSTOP; naive exits at once).
+const lateKillMinReady = 1
+
+// setNaiveMinReady sets naive's minReadySeconds (no rollout: the
+// template is unchanged).
+func setNaiveMinReady(t *testing.T, ctx context.Context, c *lab.Client, seconds int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"minReadySeconds":%d}}`, seconds)
+	if _, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, "naive", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("set naive's minReadySeconds to %d: %v", seconds, err)
+	}
+}
+
 func setNaiveWork(t *testing.T, ctx context.Context, c *lab.Client, work time.Duration) {
 	t.Helper()
 	env := fmt.Sprintf(`{"name":"WORK","value":%q}`, work.String())
