@@ -14,6 +14,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -681,17 +682,12 @@ func checkCanaryWeights(s *subject) (report.Finding, bool) {
 	if err != nil || replicas < 1 {
 		return report.Finding{}, false
 	}
+	weights, ok := setWeights(c)
+	if !ok {
+		return report.Finding{}, false
+	}
 	var evidence []string
-	seen := map[int32]bool{}
-	for _, st := range c.Steps {
-		if len(st.SetCanaryScale) > 0 {
-			return report.Finding{}, false
-		}
-		if st.SetWeight == nil || seen[*st.SetWeight] {
-			continue
-		}
-		w := *st.SetWeight
-		seen[w] = true
+	for _, w := range weights {
 		if w <= 0 || w >= 100 {
 			continue
 		}
@@ -750,17 +746,12 @@ func checkWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 		}
 		return n
 	}
+	weights, ok := setWeights(c)
+	if !ok {
+		return report.Finding{}, false
+	}
 	var evidence []string
-	seen := map[int32]bool{}
-	for _, st := range c.Steps {
-		if len(st.SetCanaryScale) > 0 {
-			return report.Finding{}, false
-		}
-		if st.SetWeight == nil || seen[*st.SetWeight] {
-			continue
-		}
-		w := *st.SetWeight
-		seen[w] = true
+	for _, w := range weights {
 		if w <= 0 || w >= maxWeight {
 			continue
 		}
@@ -787,6 +778,22 @@ func checkWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 		Fix: "run two pods or more on each side at every step (spec.strategy.canary.minPodsPerReplicaSet: 2, or replicas with weight × replicas / 100 above 1), " +
 			"a readiness probe that outlasts one slow answer (failureThreshold above 1), and in Traefik providers.kubernetesCRD.allowEmptyServices=true " +
 			"(its documentation: an empty Service then answers 503 instead of 404)"}, true
+}
+
+// setWeights are a canary's setWeight values, each once, in step order;
+// false when a setCanaryScale step sets its pods itself (then neither
+// weight check judges it).
+func setWeights(c *rollout.ArgoCanary) ([]int32, bool) {
+	var out []int32
+	for _, st := range c.Steps {
+		if len(st.SetCanaryScale) > 0 {
+			return nil, false
+		}
+		if st.SetWeight != nil && !slices.Contains(out, *st.SetWeight) {
+			out = append(out, *st.SetWeight)
+		}
+	}
+	return out, true
 }
 
 // orUnnamed is a Service's name, or a phrase for one not named.

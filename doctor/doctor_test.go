@@ -695,25 +695,9 @@ func TestCanaryWeightRoundedToPods(t *testing.T) {
 				}
 				r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, c
 			})
-			var f *report.Finding
-			for _, x := range Run(in, Options{}) {
-				if x.ID == CanaryWeightRounded {
-					f = &x
-				}
-			}
-			if len(tt.want) == 0 {
-				if f != nil {
-					t.Fatalf("flagged: %+v", f)
-				}
+			f := warningWithLines(t, Run(in, Options{}), CanaryWeightRounded, tt.want)
+			if f == nil {
 				return
-			}
-			if f == nil || f.Severity != report.SeverityWarning || len(f.Evidence) != len(tt.want)+1 {
-				t.Fatalf("finding %+v: want a warning with %d weights", f, len(tt.want))
-			}
-			for i, want := range tt.want {
-				if !strings.Contains(f.Evidence[i], want) {
-					t.Errorf("evidence %q, want %q", f.Evidence[i], want)
-				}
 			}
 		})
 	}
@@ -775,29 +759,41 @@ func TestTraefikWeightedRouteOnOnePod(t *testing.T) {
 				}
 				r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, c
 			})
-			var f *report.Finding
-			for _, x := range Run(in, Options{}) {
-				if x.ID == TraefikRouteOnePod {
-					f = &x
-				}
-			}
-			if len(tt.want) == 0 {
-				if f != nil {
-					t.Fatalf("flagged: %+v", f)
-				}
+			f := warningWithLines(t, Run(in, Options{}), TraefikRouteOnePod, tt.want)
+			if f == nil {
 				return
-			}
-			if f == nil || f.Severity != report.SeverityWarning || len(f.Evidence) != len(tt.want)+1 {
-				t.Fatalf("finding %+v: want a warning with %d lines before the reason", f, len(tt.want))
-			}
-			for i, want := range tt.want {
-				if !strings.Contains(f.Evidence[i], want) {
-					t.Errorf("evidence %q, want %q", f.Evidence[i], want)
-				}
 			}
 			if last := f.Evidence[len(f.Evidence)-1]; !strings.Contains(last, "answers 404 for every request of the host") {
 				t.Errorf("reason %q", last)
 			}
 		})
 	}
+}
+
+// warningWithLines is the finding id among fs, held to be a warning whose
+// evidence lines hold want in order, one more line after them (the
+// reason); nil, and no finding allowed, when want is empty.
+func warningWithLines(t *testing.T, fs []report.Finding, id string, want []string) *report.Finding {
+	t.Helper()
+	var f *report.Finding
+	for i := range fs {
+		if fs[i].ID == id {
+			f = &fs[i]
+		}
+	}
+	if len(want) == 0 {
+		if f != nil {
+			t.Fatalf("flagged: %+v", f)
+		}
+		return nil
+	}
+	if f == nil || f.Severity != report.SeverityWarning || len(f.Evidence) != len(want)+1 {
+		t.Fatalf("finding %+v: want a warning with %d lines before the reason", f, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(f.Evidence[i], w) {
+			t.Errorf("evidence %q, want %q", f.Evidence[i], w)
+		}
+	}
+	return f
 }
