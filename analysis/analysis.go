@@ -553,10 +553,12 @@ func BeforeTheEdge(f *report.Failure) bool { return beforeTheEdge(class(f)) }
 // a connection to an edge (ViaEdge), a status the run did not expect and
 // below 500 (http_status), without the backend header the run's pods put
 // on every response of their own (a 5xx without it is proxy_5xx, often
-// the edge relaying a pod's failure: the timeline still places those).
-// Traefik answers 404 so for a host whose route it dropped.
+// the edge relaying a pod's failure: the timeline still places those),
+// and no access-log line naming where the edge sent it (that line, a
+// fact, outranks the header's absence). Traefik answers 404 so for a host
+// whose route it dropped.
 func edgeAnswered(f *report.Failure, backendHeader string) bool {
-	return f.ViaEdge && backendHeader != "" && f.Backend == "" && class(f) == prober.HTTPStatus
+	return f.ViaEdge && backendHeader != "" && f.Backend == "" && f.UpstreamAddr == "" && class(f) == prober.HTTPStatus
 }
 
 // edgeAnsweredContext is the context of a failure edgeAnswered holds.

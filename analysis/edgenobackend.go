@@ -54,22 +54,24 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 	if len(g.fails) > noEntryShown {
 		each = append(each, fmt.Sprintf("and %d more", len(g.fails)-noEntryShown))
 	}
-	byLog, byHeader := 0, 0
-	for i := range g.fails {
-		if g.fails[i].EdgeNoBackend {
-			byLog++
+	// Each source of the evidence says its own failures: the log's lines,
+	// or the responses without the header.
+	byLog, byHeader := &group{}, &group{}
+	for _, f := range g.fails {
+		if f.EdgeNoBackend {
+			byLog.fails = append(byLog.fails, f)
 		} else {
-			byHeader++
+			byHeader.fails = append(byHeader.fails, f)
 		}
 	}
 	var ev []string
-	if byLog > 0 {
+	if len(byLog.fails) > 0 {
 		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge, and %s names no backend for any of them: the edge answered them itself, and no pod took part",
-			byLog, g.classes(), g.span(r.StartedAt), from))
+			len(byLog.fails), byLog.classes(), byLog.span(r.StartedAt), from))
 	}
-	if byHeader > 0 {
+	if len(byHeader.fails) > 0 {
 		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge with a status below 500 and without %s, which the pods put on every response of their own: the edge answered them itself, and no pod took part",
-			byHeader, g.classes(), g.span(r.StartedAt), r.Config.BackendHeader))
+			len(byHeader.fails), byHeader.classes(), byHeader.span(r.StartedAt), r.Config.BackendHeader))
 	}
 	ev = append(ev, each...)
 	ev = append(ev, unreadyAround(r, g)...)

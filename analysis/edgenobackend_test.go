@@ -155,6 +155,18 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 		t.Errorf("fix %q", fd.Fix)
 	}
 
+	// The edge's access log naming the pod it sent a request to outranks
+	// the header's absence: that request is the pod's (its own 404), and
+	// no edge finding claims it.
+	r = build("X-Pod-Name", 404, true)
+	for i := range r.Failures {
+		r.Failures[i].UpstreamAddr = "10.244.1.5:8080"
+	}
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "a" || f.Evidence != report.EvidenceAccessLog || find(r, EdgeHadNoBackend) != nil {
+		t.Errorf("with the access log naming pod a: %+v, findings %v; want a by access_log, no edge finding", f, r.Findings)
+	}
+
 	// A pod that lost readiness long before, or because it was deleted,
 	// is not named.
 	timeline[6].At, timeline[7].At = at(4000), at(4020)
