@@ -34,19 +34,19 @@ import (
 
 // Check IDs (stable: JUnit cases and CI annotations use them).
 const (
-	NoPreStop            = "no-prestop-hook"
-	GraceBelowPreStop    = "grace-below-prestop-plus-drain"
-	NoReadiness          = "no-readiness-probe"
-	ReadinessIsLiveness  = "readiness-same-as-liveness"
-	ZeroReadyPossible    = "rollout-can-leave-no-ready-pod"
-	ETPLocalBefore126    = "external-traffic-policy-local-before-1.26"
-	NoPDB                = "no-pod-disruption-budget"
-	PDBAllowsNoEviction  = "pod-disruption-budget-allows-no-eviction"
-	PDBAllowsEvictingAll = "pod-disruption-budget-allows-evicting-all"
-	ShellPID1            = "shell-may-not-forward-sigterm"
-	ScaleDownBeforeProp  = "scale-down-delay-below-propagation"
-	CanaryWeightRounded  = "canary-weight-rounded-to-pods"
-	TraefikRouteOnePod   = "traefik-weighted-route-on-one-pod"
+	NoPreStop                  = "no-prestop-hook"
+	GraceBelowPreStop          = "grace-below-prestop-plus-drain"
+	NoReadiness                = "no-readiness-probe"
+	ReadinessIsLiveness        = "readiness-same-as-liveness"
+	ZeroReadyPossible          = "rollout-can-leave-no-ready-pod"
+	ETPLocalBefore126          = "external-traffic-policy-local-before-1.26"
+	NoPDB                      = "no-pod-disruption-budget"
+	PDBAllowsNoEviction        = "pod-disruption-budget-allows-no-eviction"
+	PDBAllowsEvictingAll       = "pod-disruption-budget-allows-evicting-all"
+	ShellPID1                  = "shell-may-not-forward-sigterm"
+	ScaleDownBeforeProp        = "scale-down-delay-below-propagation"
+	CanaryWeightRounded        = "canary-weight-rounded-to-pods"
+	TraefikWeightedRouteOnePod = "traefik-weighted-route-on-one-pod"
 )
 
 // Input is what the checks read.
@@ -137,7 +137,7 @@ var checks = []check{
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
 	{CanaryWeightRounded, "an Argo canary's pods can express each setWeight", report.SeverityWarning, checkCanaryWeights},
-	{TraefikRouteOnePod, "a canary routed by Traefik's weights runs two pods or more on each side", report.SeverityWarning, checkWeightedRouteOnePod},
+	{TraefikWeightedRouteOnePod, "a canary routed by Traefik's weights runs two pods or more on each side", report.SeverityWarning, checkTraefikWeightedRouteOnePod},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
@@ -708,20 +708,21 @@ func checkCanaryWeights(s *subject) (report.Finding, bool) {
 			"(spec.strategy.canary.trafficRouting: a proxy weighs each request), or set the canary's pods yourself (setCanaryScale)"}, true
 }
 
-// checkWeightedRouteOnePod: Traefik builds a weighted TraefikService (how
+// checkTraefikWeightedRouteOnePod: Traefik builds a weighted TraefikService (how
 // Argo routes a canary through it) only while each of its Services has a
 // serving endpoint (allowEmptyServices is false by default); while one has
 // none it drops the TraefikService and the routes over it, and answers 404
 // for the whole host, not that Service's share. A side of one pod empties
-// its Service whenever that pod is unready: the lab's CI met it, one
-// canary pod of argo-canary-traefik whose readiness failed (401 requests
-// in 2 s). With traffic routing Argo Rollouts v1.10.1 runs
+// its Service whenever that pod is unready: a CI run of the lab's
+// argo-canary-traefik failed 401 requests so in 2 s (its canary pod's
+// readiness, by the signature; TestLab makes it on purpose). With traffic
+// routing Argo Rollouts v1.10.1 runs
 // ceil(weight × replicas / maxTrafficWeight) canary pods, at least
 // minPodsPerReplicaSet (capped at replicas), and keeps the stable side
 // whole unless dynamicStableScale scales it the same way
 // (CalculateReplicaCountsForTrafficRoutedCanary). A Rollout with
 // setCanaryScale steps sets its pods itself: not judged.
-func checkWeightedRouteOnePod(s *subject) (report.Finding, bool) {
+func checkTraefikWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 	r := s.Workload.Rollout
 	if r == nil || r.Spec.Strategy.Canary == nil || len(r.Spec.Strategy.Canary.TrafficRouting) == 0 {
 		return report.Finding{}, false

@@ -759,7 +759,7 @@ func TestTraefikWeightedRouteOnOnePod(t *testing.T) {
 				}
 				r.Spec.Strategy.BlueGreen, r.Spec.Strategy.Canary = nil, c
 			})
-			f := warningWithLines(t, Run(in, Options{}), TraefikRouteOnePod, tt.want)
+			f := warningWithLines(t, Run(in, Options{}), TraefikWeightedRouteOnePod, tt.want)
 			if f == nil {
 				return
 			}
