@@ -79,11 +79,13 @@ func statusClass(cfg *Config, status int, backend []byte) Class {
 
 // isLocalResourceError reports errors caused by the prober's own host running
 // out of something: descriptors, ephemeral ports, buffers, memory, epoll
-// watches (ENOSPC from epoll_ctl: fs.epoll.max_user_watches).
+// watches (ENOSPC from epoll_ctl: fs.epoll.max_user_watches), or time to
+// start a connection (errDialStartedLate).
 func isLocalResourceError(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.ENOBUFS) ||
-		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOSPC)
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOSPC) ||
+		errors.Is(err, errDialStartedLate)
 }
 
 func isDNSError(err error) bool {

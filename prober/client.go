@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -269,6 +271,34 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 	return nil
 }
 
+// errDialStartedLate: the connect deadline passed before the prober made
+// the connection's socket. The prober's own lateness (a starved host), so
+// class local, never the target's.
+var errDialStartedLate = errors.New("the connect timeout ran out before the prober could start the connection: no connection was attempted")
+
+// noConnectAttempt is the error of a dial that timed out before its
+// socket existed (bindEphemeral never ran) though not in its lookup (that
+// is a *net.DNSError already): no SYN left the host, so it
+// is not connect_timeout, which says a connection attempt went
+// unanswered. Go returns "dial tcp ADDR: i/o timeout" when the deadline
+// passes between the name's lookup and the connect (a lookup that
+// finished late, or a starved prober: a loaded lab's run had hundreds,
+// which the timeline had put on terminating pods). For a target named by
+// a host name that is dns: the name's resolution did not leave time to
+// connect; for an address, local (errDialStartedLate).
+func noConnectAttempt(address string, err error) error {
+	host, _, _ := net.SplitHostPort(address)
+	if _, perr := netip.ParseAddr(host); perr == nil {
+		return fmt.Errorf("%w (%w)", errDialStartedLate, err)
+	}
+	return &net.DNSError{
+		Err:       "resolved with no time left to connect: no connection was attempted (" + err.Error() + ")",
+		Name:      host,
+		IsTimeout: true,
+		UnwrapErr: err,
+	}
+}
+
 func newDialer(cfg *Config) *dialer {
 	u := cfg.Target
 	port := u.Port()
@@ -315,6 +345,9 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	if err != nil {
+		if ctx.Err() == nil && !slot.addr.Remote.IsValid() && isTimeout(err) && !isDNSError(err) {
+			err = noConnectAttempt(d.address, err)
+		}
 		if ctx.Err() == nil && classify(err, PhaseDial, false) == ConnectTimeout {
 			d.holds.hold(slot.addr.Local, time.Now()) // no answer: see portHold
 		}

@@ -114,3 +114,36 @@ func TestHoldPortsKeepsAnEarlierRunsPorts(t *testing.T) {
 		t.Errorf("port %d still held after release", live)
 	}
 }
+
+// A dial whose connect deadline passes before its socket exists sent no
+// SYN: never connect_timeout (which the timeline may put on a pod), but
+// dns for a target named by a host name (its lookup left no time) and
+// local for an address (the prober started too late), and it holds no
+// port.
+func TestDialOutOfTimeBeforeItsSocketIsNoConnectTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		target string
+		want   Class
+	}{
+		{"http://127.0.0.1:9/", Local},
+		{"http://localhost:9/", DNS},
+	} {
+		target, err := ParseTarget(tc.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := newDialer(&Config{Target: target})
+		slot := d.newSlot()
+		_, _, phase, err := d.dial(context.Background(), time.Now().Add(-time.Millisecond), slot)
+		if err == nil {
+			t.Fatalf("%s: a dial past its deadline connected", tc.target)
+		}
+		if got := classify(err, phase, false); got != tc.want || slot.addr.Remote.IsValid() {
+			t.Errorf("%s: class %s, remote %v (%v): want %s with no address", tc.target, got, slot.addr.Remote, err, tc.want)
+		}
+		if held := d.holds.ports(); len(held) != 0 {
+			t.Errorf("%s: ports held %v for a dial that sent nothing", tc.target, held)
+		}
+		d.holds.release()
+	}
+}
