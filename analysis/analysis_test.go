@@ -882,7 +882,10 @@ func TestFailuresBeforeTheEdgeAreNotAPods(t *testing.T) {
 			for i := range fs {
 				fs[i].ViaEdge = tc.edge
 			}
-			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: fs}
+			// The prober's own lag in the failures' second (+5), not a
+			// later one's, is the finding's.
+			series := []report.SeriesRow{{T: 4, MaxLagMS: 2}, {T: 5, MaxLagMS: 640}, {T: 6, MaxLagMS: 9000}}
+			r := &report.Report{StartedAt: t0, Timeline: tl, Failures: fs, Series: series}
 			analyse(r)
 			for i, want := range []string{tc.handshake, tc.ref, tc.timedOut} {
 				if f := r.Failures[i]; f.LikelyPod != want {
@@ -896,7 +899,9 @@ func TestFailuresBeforeTheEdgeAreNotAPods(t *testing.T) {
 			if tc.edge != (edge != nil) || (tc.edge && find(r, Unexplained) != nil) {
 				t.Fatalf("findings %+v: want %s only via an edge, and there no %s", r.Findings, EdgeFailedConnections, Unexplained)
 			}
-			if tc.edge && (!strings.Contains(edge.Title, "10.100.0.1:443 failed 2 requests") || !strings.Contains(strings.Join(edge.Evidence, "\n"), "handshake_timeout 1")) {
+			if tc.edge && (!strings.Contains(edge.Title, "2 requests failed on their connections to the edge at 10.100.0.1:443") ||
+				!strings.Contains(strings.Join(edge.Evidence, "\n"), "handshake_timeout 1") ||
+				!strings.Contains(strings.Join(edge.Evidence, "\n"), "up to 640 ms behind their schedule")) {
 				t.Errorf("the edge's finding: %+v", *edge)
 			}
 		})

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -11,8 +12,11 @@ import (
 // EdgeFailedConnections: requests failed between the prober and an edge
 // (an ingress, a proxy: Failure.ViaEdge) before they were sent: the edge
 // refused the connection, left it unanswered or did not finish the TLS
-// handshake. No pod took part, whatever the rollout did: a starved CI
-// run's TLS handshakes to Traefik went unfinished for 2 s while pods rolled.
+// handshake, or the prober did not get through them in time (a starved
+// probing host: a loaded lab run's hub capture showed SYNs leaving the
+// prober late and Traefik's prompt SYN-ACKs and first flights left
+// unfinished, not one SYN Traefik's kernel left unanswered). No pod took
+// part, whatever the rollout did.
 const EdgeFailedConnections = "edge-failed-connections"
 
 func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
@@ -40,8 +44,12 @@ func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
 		slices.Sort(parts)
 		ev = append(ev, "the TLS handshakes failed by: "+strings.Join(parts, ", "))
 	}
+	if lag, ok := scheduleLagDuring(x.r, g.fails); ok {
+		ev = append(ev, fmt.Sprintf("in the seconds of these failures the prober's own sends were up to %.0f ms behind their schedule (the report's series): "+
+			"a probing host that far behind also connects and finishes handshakes late, so some of these may be its own", lag))
+	}
 	return report.Finding{
-		Title:    fmt.Sprintf("the edge at %s failed %d requests itself: they never reached a pod", at, len(g.fails)),
+		Title:    fmt.Sprintf("%d requests failed on their connections to the edge at %s: they never reached a pod", len(g.fails), at),
 		Evidence: ev,
 		Fix: "look at the edge at those times: its CPU (each new TLS connection costs it a handshake), its connection and accept limits, " +
 			"its own restarts or configuration reloads, its error log, the network between the clients and it, and the probing host's own load " +
@@ -49,4 +57,30 @@ func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
 			"no preStop sleep or grace period on the pods changes these. " +
 			"Probing the Service beside it (a second --target) tells the pods' drops from the edge's",
 	}, true
+}
+
+// scheduleLagDuring is the largest schedule lag (SeriesRow.MaxLagMS) of
+// the seconds fails began in, from the series of their paths (the run's
+// for a run of one path); false without such a second.
+func scheduleLagDuring(r *report.Report, fails []report.Failure) (float64, bool) {
+	series := map[string][]report.SeriesRow{"": r.Series}
+	for _, p := range r.Paths {
+		series[p.Name] = p.Series
+	}
+	seconds := map[string]map[int64]bool{}
+	for _, f := range fails {
+		if seconds[f.Path] == nil {
+			seconds[f.Path] = map[int64]bool{}
+		}
+		seconds[f.Path][int64(math.Floor(beganAt(&f).Sub(r.StartedAt).Seconds()))] = true
+	}
+	lag, found := 0.0, false
+	for path, secs := range seconds {
+		for _, row := range series[path] {
+			if secs[row.T] {
+				lag, found = max(lag, row.MaxLagMS), true
+			}
+		}
+	}
+	return lag, found
 }
