@@ -91,9 +91,16 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Run("naive at the Service and through the ingress, side by side", func(t *testing.T) {
 		ensureSample(t, ctx, c, "naive")
 		waitEdge(t, "https://naive.lab.example/", cfg.EdgeCAPath())
+		// At 100 requests a second a path, as from the probers below: at
+		// the default 200 a path, 400 new connections a second (half of
+		// them TLS handshakes with Traefik) from the client host beside
+		// the lab starved the 2-core CI machine (stop 67: 36 connects and
+		// 163 handshakes to Traefik timed out, begun in one 240 ms burst
+		// with the prober 150 ms behind its schedule).
 		hub := edgeCapture(t)
 		r := startRunOn(t, nil, "naive", "svc=http://naive.default.svc/",
-			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", refereeLogWait.String())...).wait(t)
+			append(edgeArgs, "--target", "edge=https://naive.lab.example/", "--conn", "new", "--rate", "100",
+				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", refereeLogWait.String())...).wait(t)
 		svc, edge := checkSideBySide(t, r, hub)
 		checkNaive(t, r) // every failure on an old pod, the preStop covering both paths
 		t.Logf("side by side: svc %d of %d failed (%v), edge %d of %d (%v)", svc.Totals.Failed, svc.Totals.Sent, nonZero(svc.Totals.ByClass),
@@ -888,10 +895,12 @@ func traefikLogLines(t *testing.T, since time.Time) []string {
 }
 
 // edgeCapture captures, in the hub's namespace where Traefik serves, its
-// port 443's SYN-ACKs and every segment with data to or from it: the
-// referee of whether Traefik took a connection, when the client's first
-// flight (its ClientHello) reached it, and when Traefik answered (its
-// first flight is the first data it sends). nil without tcpdump.
+// port 443's SYNs both ways and every segment with data to or from it:
+// the referee of when a client's SYN reached Traefik's namespace, whether
+// and when Traefik's kernel took the connection (its SYN-ACK), when the
+// client's first flight (its ClientHello) reached it, and when Traefik
+// answered (its first flight is the first data it sends). nil without
+// tcpdump.
 func edgeCapture(t *testing.T) *capture.Capture {
 	t.Helper()
 	traefikLogOnFailure(t)
@@ -902,7 +911,7 @@ func edgeCapture(t *testing.T) *capture.Capture {
 	// headers only: the busy lab's TLS payloads would cost the capture
 	// CPU the lab's components need.
 	return capture.StartHeaders(t, netns.LabNetNS, netns.LabBridge,
-		"(tcp src port 443 and tcp[tcpflags] & tcp-syn != 0) or (tcp port 443 and (ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) > 0)", 128)
+		"(tcp port 443 and tcp[tcpflags] & tcp-syn != 0) or (tcp port 443 and (ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) > 0)", 128)
 }
 
 // freezeBacklogEnd is, by the hub's capture, when Traefik sent its last
@@ -945,13 +954,15 @@ func freezeBacklogEnd(hub *capture.Capture, from, to time.Time) time.Time {
 // until the prober gives up (timeout). A failure of the connection to
 // Traefik itself no pod causes, and none was seen while the lab had CPU to
 // spare; a starved CI run (load average 4 on 2 cores) had 62 TLS
-// handshakes to Traefik unfinished at the prober's 2 s. Those are
-// accepted only as what they are, held to the hub's capture (hub): each a
-// TLS handshake timeout on a connection Traefik's kernel took (its
-// SYN-ACK) and the prober left unfinished (checkEdgeHandshakes); each marked
-// via_edge, put on no pod and claimed by the edge-failed-connections
-// finding. Any other class fails the test, as does any of them without
-// the capture.
+// handshakes to Traefik unfinished at the prober's 2 s, and a later one
+// (stop 67) 36 connects to Traefik timed out. Those are accepted only as
+// what they are, held to the hub's capture (hub): each a TLS handshake
+// timeout on a connection Traefik's kernel took (its SYN-ACK) and the
+// prober left unfinished (checkEdgeHandshakes), or a connect timeout whose
+// connection the capture shows never up on the prober's side
+// (checkEdgeConnects); each marked via_edge, put on no pod and claimed by
+// the edge-failed-connections finding. Any other class fails the test,
+// as does any of them without the capture.
 func checkEdgeClasses(t *testing.T, rep *report.Report, path string, byClass map[string]uint64, hub *capture.Capture) {
 	t.Helper()
 	for class := range byClass {
@@ -959,6 +970,8 @@ func checkEdgeClasses(t *testing.T, rep *report.Report, path string, byClass map
 		case class == report.ClassOK || class == report.ClassProxy5xx || class == report.ClassTimeout:
 		case class == report.ClassTLS && hub != nil:
 			checkEdgeHandshakes(t, rep, path, byClass[class], hub)
+		case class == report.ClassConnectTimeout && hub != nil:
+			checkEdgeConnects(t, rep, path, byClass[class], hub)
 		default:
 			t.Errorf("%s through the edge: want only proxy_5xx and timeout (%v)", class, byClass)
 			logFailuresOfClass(t, rep, path, class)
@@ -1036,17 +1049,7 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 	if uint64(len(fails)) != n {
 		t.Errorf("%d tls failures kept of %d: each must be held to the capture", len(fails), n)
 	}
-	// The segments by the client's port: the client is a node's address
-	// (the node masquerades its pods') or the prober's own.
-	lab := netip.MustParsePrefix(netns.LabCIDR)
-	byPort := map[uint16][]capture.Segment{}
-	for _, s := range hub.Segments() {
-		port := s.Dst.Port()
-		if s.Dst.Port() == 443 {
-			port = s.Src.Port()
-		}
-		byPort[port] = append(byPort[port], s)
-	}
+	byPort := hubSegmentsByClientPort(hub)
 	// The prober gives a connection and its handshake until its connect
 	// timeout after the request began. The capture shows whether the
 	// prober finished it: a TLS 1.3 client's next flight (its Finished)
@@ -1071,16 +1074,13 @@ func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64
 		took := false
 		var hello, answered, finished time.Time // the prober's first data, Traefik's, the prober's after it
 		for _, s := range byPort[local.Port()] {
-			client := s.Src
-			if s.Src.Port() == 443 {
-				client = s.Dst
-			}
-			if s.At.Before(f.Start) || !s.At.Before(f.End) || (client.Addr() != local.Addr() && !lab.Contains(client.Addr())) {
+			if s.At.Before(f.Start) || !s.At.Before(f.End) || !fromTheProber(s, local) {
 				continue
 			}
 			switch {
-			case s.Has('S'):
+			case s.Has('S') && s.Src.Port() == 443:
 				took = true
+			case s.Has('S'): // the client's SYN
 			case s.SeqEnd == s.Seq:
 			case s.Dst.Port() == 443 && hello.IsZero():
 				hello = s.At
@@ -1370,4 +1370,104 @@ func deleteEdgeSampleAtEnd(t *testing.T, c *lab.Client, sample string) {
 			}
 		}
 	})
+}
+
+// checkEdgeConnects holds the n connect_timeout failures of path to the
+// hub's capture: each via the edge, on no pod, claimed by the
+// edge-failed-connections finding, and the capture showing no data from
+// the prober on that connection before it gave up (the connection was
+// never up on its side). Which side held the connection is logged, by
+// when the prober's first SYN reached Traefik's namespace and when
+// Traefik's kernel answered it.
+func checkEdgeConnects(t *testing.T, rep *report.Report, path string, n uint64, hub *capture.Capture) {
+	t.Helper()
+	var fails []report.Failure
+	for _, f := range rep.Failures {
+		if f.Class == report.ClassConnectTimeout && (path == "" || f.Path == path) {
+			fails = append(fails, f)
+		}
+	}
+	if uint64(len(fails)) != n {
+		t.Errorf("%d connect_timeout failures kept of %d: each must be held to the capture", len(fails), n)
+	}
+	byPort := hubSegmentsByClientPort(hub)
+	connectTimeout := time.Duration(rep.Config.ConnectTimeoutMS * float64(time.Millisecond))
+	heldBy := map[string]int{}
+	var detail strings.Builder
+	for i, f := range fails {
+		local, err := netip.ParseAddrPort(f.LocalAddr)
+		if !f.ViaEdge || f.LikelyPod != "" || err != nil {
+			t.Errorf("%s %s -> %s: via_edge %v, likely pod %q: want a connect timeout via the edge on no pod",
+				f.RequestID, f.LocalAddr, f.RemoteAddr, f.ViaEdge, f.LikelyPod)
+			continue
+		}
+		var syn, synAck, data time.Time
+		syns := 0
+		for _, s := range byPort[local.Port()] {
+			if s.At.Before(f.Start) || !s.At.Before(f.End) || !fromTheProber(s, local) {
+				continue
+			}
+			switch {
+			case s.Has('S') && s.Src.Port() == 443:
+				if synAck.IsZero() {
+					synAck = s.At
+				}
+			case s.Has('S'):
+				syns++
+				if syn.IsZero() {
+					syn = s.At
+				}
+			case s.Dst.Port() == 443 && s.SeqEnd != s.Seq && data.IsZero():
+				data = s.At
+			}
+		}
+		if i < 5 {
+			fmt.Fprintf(&detail, "\n%s %s %+.3fs..%+.3fs: SYNs %d, the first %s, Traefik's SYN-ACK %s, the prober's first data %s", f.RequestID, f.LocalAddr,
+				f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(), syns, relTime(syn, rep.StartedAt), relTime(synAck, rep.StartedAt), relTime(data, rep.StartedAt))
+		}
+		if !data.IsZero() {
+			t.Errorf("%s %s -> %s, %+.3fs..%+.3fs: the hub's capture shows the prober's data at %s: the connection was up, not a connect timeout",
+				f.RequestID, f.LocalAddr, f.RemoteAddr, f.Start.Sub(rep.StartedAt).Seconds(), f.End.Sub(rep.StartedAt).Seconds(), relTime(data, rep.StartedAt))
+			continue
+		}
+		half := f.Start.Add(connectTimeout / 2)
+		switch {
+		case syn.IsZero() || !syn.Before(half):
+			heldBy["the SYN reached Traefik's namespace late or never"]++
+		case synAck.IsZero() || !synAck.Before(half):
+			heldBy["Traefik's kernel answered late or never"]++
+		default:
+			heldBy["the prober did not take a timely SYN-ACK"]++
+		}
+	}
+	t.Logf("%d connections to Traefik not up within the prober's connect timeout, each as the hub's capture shows it: %v%s", len(fails), heldBy, detail.String())
+	if findingByID(rep, analysis.EdgeFailedConnections) == nil {
+		t.Errorf("no %s finding for %d connections to Traefik not up in time (findings %v)", analysis.EdgeFailedConnections, len(fails), findingIDs(rep))
+	}
+}
+
+// hubSegmentsByClientPort groups the hub capture's segments by the
+// client's port: the client is a node's address (the node masquerades
+// its pods') or the prober's own.
+func hubSegmentsByClientPort(hub *capture.Capture) map[uint16][]capture.Segment {
+	byPort := map[uint16][]capture.Segment{}
+	for _, s := range hub.Segments() {
+		port := s.Dst.Port()
+		if s.Dst.Port() == 443 {
+			port = s.Src.Port()
+		}
+		byPort[port] = append(byPort[port], s)
+	}
+	return byPort
+}
+
+// fromTheProber: s, a segment on the client port of local (the
+// prober's end of a connection to Traefik), is on that connection: its
+// client is local's address or, masqueraded, a lab address.
+func fromTheProber(s capture.Segment, local netip.AddrPort) bool {
+	client := s.Src
+	if s.Src.Port() == 443 {
+		client = s.Dst
+	}
+	return client.Addr() == local.Addr() || netip.MustParsePrefix(netns.LabCIDR).Contains(client.Addr())
 }
