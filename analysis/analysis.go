@@ -440,6 +440,15 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		f.Context = edgeContext(f, c)
 		return
 	}
+	if c == prober.DNS {
+		// Nothing was sent: the name did not resolve, or not in time to
+		// connect. No pod received it, whatever the pods did then (a
+		// pod's own name whose pod went away is pod-dns-name-stale's,
+		// by the name, not by a pod named here).
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = dnsContext
+		return
+	}
 	if f.NoConntrackEntry {
 		// The kernel's record again: no rule rewrote the connection to a
 		// pod; the host's own stopped its SYN. No pod to name.
@@ -560,6 +569,9 @@ func BeforeTheEdge(f *report.Failure) bool { return beforeTheEdge(class(f)) }
 func edgeAnswered(f *report.Failure, backendHeader string) bool {
 	return f.ViaEdge && backendHeader != "" && f.Backend == "" && f.UpstreamAddr == "" && class(f) == prober.HTTPStatus
 }
+
+// dnsContext is the context of a dns failure: on no pod.
+const dnsContext = "the name did not resolve, or not in time to connect: nothing was sent, so no pod received it"
 
 // edgeAnsweredContext is the context of a failure edgeAnswered holds.
 func edgeAnsweredContext(backendHeader string, status int) string {

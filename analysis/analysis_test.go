@@ -920,3 +920,31 @@ func aGoneGracefully() []report.Event {
 		ev(5300, report.PodGone, "a", "old"),
 	}
 }
+
+// A dns failure sent nothing: the timeline, which put one certain on the
+// pod deleted just before it (a loaded lab run's lookups that left no
+// time to connect, named on old pods), names no pod, and the finding says
+// nothing was sent rather than that no pod was terminating.
+func TestDNSFailuresAreNoPods(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails []report.Failure
+		title string
+	}{
+		{"alone", []report.Failure{fail(5060, report.ClassDNS, true, "")}, "names did not resolve in time"},
+		{"beside a refusal no pod made", []report.Failure{fail(5060, report.ClassDNS, true, ""), fail(9000, report.ClassRefused, true, "")}, "failures with no pod lifecycle event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &report.Report{StartedAt: t0, Timeline: aGoneGracefully(), Failures: tc.fails}
+			analyse(r)
+			if f := r.Failures[0]; f.LikelyPod != "" || f.Confidence != 0 || f.Evidence != "" || !strings.Contains(f.Context, "nothing was sent") {
+				t.Errorf("dns failure: likely %q (%v, %q), context %q: want no pod", f.LikelyPod, f.Confidence, f.Evidence, f.Context)
+			}
+			u := find(r, Unexplained)
+			if u == nil || !strings.HasPrefix(u.Title, tc.title) || !strings.Contains(strings.Join(u.Evidence, "\n"), "no pod received them") ||
+				!strings.Contains(u.Fix, "name resolution") {
+				t.Errorf("findings %+v: want %s titled %q saying no pod received the dns failures", r.Findings, Unexplained, tc.title)
+			}
+		})
+	}
+}

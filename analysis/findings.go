@@ -766,8 +766,32 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, text)
 		fix = noPodsFailure(g.fails) + " comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
 	}
+	title := "failures with no pod lifecycle event around them"
+	dns := 0
+	for _, f := range g.fails {
+		if f.Class == report.ClassDNS {
+			dns++
+		}
+	}
+	// A dns failure sent nothing, so no pod's lifecycle can explain it,
+	// whether pods were changing then or not: said as such, not as
+	// "no pod was terminating".
+	dnsLine := fmt.Sprintf("%d of them (dns) sent nothing: the name did not resolve, or resolved with no time left to connect; "+
+		"no pod received them, whatever the pods were doing", dns)
+	dnsFix := "for dns: look at name resolution from the probing host (the resolver's load and reachability: CoreDNS in a cluster, " +
+		"the name itself) and at the probing host's own load (a lookup that finishes late leaves no time to connect); no preStop sleep changes these"
+	switch {
+	case dns == len(g.fails):
+		title = "names did not resolve in time: no pod received these requests"
+		evidence = []string{fmt.Sprintf("%d requests failed (dns %d) from %s before anything was sent: the name did not resolve, or resolved with no time left to connect; "+
+			"no pod received them, whatever the pods were doing", dns, dns, g.span(x.r.StartedAt))}
+		fix = dnsFix
+	case dns > 0:
+		evidence = append(evidence, dnsLine)
+		fix += "; " + dnsFix
+	}
 	return report.Finding{
-		Title:    "failures with no pod lifecycle event around them",
+		Title:    title,
 		Evidence: evidence,
 		Fix:      fix,
 	}, true
