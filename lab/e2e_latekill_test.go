@@ -25,8 +25,13 @@ const lateKillFor = 4 * time.Second
 
 // lateKillWork is how long the naive pods take to answer in testLateKill:
 // at its rate, every kept-alive connection has a request in flight most of
-// the time, so a pod's exit cuts some.
-const lateKillWork = 50 * time.Millisecond
+// the time, so a pod's exit cuts some. 200 ms, not 50: a rehearsal here
+// (and a CI run before it) cut none of the frozen pod's, though it served
+// 288 requests after its deletion (about 96 a second: five in flight at
+// 50 ms); its exit comes right after SIGCONT, when both kubelets wake at
+// once on 2 cores, and a prober that sent nothing for 50 ms then had
+// nothing on it to cut. At 200 ms that takes a 200 ms stall.
+const lateKillWork = 200 * time.Millisecond
 
 // testLateKill: a kubelet slow to kill a deleted pod. A CI run (the lab's
 // tests beside a niced release build) failed checkNaive with "suggested preStop 2s does not cover the
@@ -115,6 +120,14 @@ func testLateKill(t *testing.T, ctx context.Context, c *lab.Client) {
 			if _, ok := frozen[p.Pod]; ok {
 				b, _ := json.Marshal(p)
 				t.Logf("the frozen pod's traffic: %s", b)
+			}
+		}
+		// The prober's own pace around SIGCONT, when the frozen pod
+		// exits: a stall there leaves nothing in flight to cut.
+		cont := int64(contAt.Sub(rep.StartedAt).Seconds())
+		for _, row := range rep.Series {
+			if row.T >= cont-1 && row.T <= cont+2 {
+				t.Logf("second %d: sent %d, failed %d, max schedule lag %.0f ms, p99 %.0f ms", row.T, row.Sent, row.Failed, row.MaxLagMS, row.P99MS)
 			}
 		}
 		for i := range rep.Failures {
