@@ -1040,15 +1040,7 @@ func heldEdgeHandshakes(t *testing.T, r *runResult, hub *capture.Capture) uint64
 // capture (see checkEdgeClasses).
 func checkEdgeHandshakes(t *testing.T, rep *report.Report, path string, n uint64, hub *capture.Capture) {
 	t.Helper()
-	var fails []report.Failure
-	for _, f := range rep.Failures {
-		if f.Class == report.ClassTLS && (path == "" || f.Path == path) {
-			fails = append(fails, f)
-		}
-	}
-	if uint64(len(fails)) != n {
-		t.Errorf("%d tls failures kept of %d: each must be held to the capture", len(fails), n)
-	}
+	fails := keptOfClass(t, rep, path, report.ClassTLS, n)
 	byPort := hubSegmentsByClientPort(hub)
 	// The prober gives a connection and its handshake until its connect
 	// timeout after the request began. The capture shows whether the
@@ -1378,15 +1370,7 @@ func deleteEdgeSampleAtEnd(t *testing.T, c *lab.Client, sample string) {
 // and when Traefik's kernel answered it.
 func checkEdgeConnects(t *testing.T, rep *report.Report, path string, n uint64, hub *capture.Capture) {
 	t.Helper()
-	var fails []report.Failure
-	for _, f := range rep.Failures {
-		if f.Class == report.ClassConnectTimeout && (path == "" || f.Path == path) {
-			fails = append(fails, f)
-		}
-	}
-	if uint64(len(fails)) != n {
-		t.Errorf("%d connect_timeout failures kept of %d: each must be held to the capture", len(fails), n)
-	}
+	fails := keptOfClass(t, rep, path, report.ClassConnectTimeout, n)
 	byPort := hubSegmentsByClientPort(hub)
 	connectTimeout := time.Duration(rep.Config.ConnectTimeoutMS * float64(time.Millisecond))
 	heldBy := map[string]int{}
@@ -1499,4 +1483,21 @@ func ownSegments(segs []capture.Segment, local netip.AddrPort, from, to time.Tim
 		return nil
 	}
 	return in[first:]
+}
+
+// keptOfClass is the failures of class on path ("" for every path) that
+// the report kept: all n of them, or the test fails (each must be held to
+// the capture).
+func keptOfClass(t *testing.T, rep *report.Report, path, class string, n uint64) []report.Failure {
+	t.Helper()
+	var fails []report.Failure
+	for _, f := range rep.Failures {
+		if f.Class == class && (path == "" || f.Path == path) {
+			fails = append(fails, f)
+		}
+	}
+	if uint64(len(fails)) != n {
+		t.Errorf("%d %s failures kept of %d: each must be held to the capture", len(fails), class, n)
+	}
+	return fails
 }
