@@ -341,9 +341,16 @@ func testEdgeLag(t *testing.T, ctx context.Context, c *lab.Client, lag time.Dura
 	if r.exit != 1 || r.rep.Totals.Failed == 0 {
 		t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
 	}
-	// checkNaive leaves the edge's own failed handshakes out of the pods':
-	// here they are held to the hub's capture, as in the edge suite.
+	// checkNaive leaves the edge's own failed handshakes and connects out
+	// of the pods': here they are held to the hub's capture, as in the
+	// edge suite.
 	heldEdgeHandshakes(t, r, hub)
+	if n := r.rep.Totals.ByClass[report.ClassConnectTimeout]; n > 0 {
+		if hub == nil {
+			t.Fatalf("%d connect timeouts through the edge and no capture to hold them to\n%s", n, r.out())
+		}
+		checkEdgeConnects(t, r.rep, "", n, hub)
+	}
 	checkNaive(t, r)
 	sentTo := refereeAccessLog(t, cfg, r.rep, "naive.lab.example")
 	// The window as the referee saw it: from the deletion of the pod
