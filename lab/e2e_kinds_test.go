@@ -239,6 +239,15 @@ func checkShutdownsMissedOffTheEntry(t *testing.T, rep *report.Report, entry net
 		return
 	}
 	if f == nil {
+		// The coverage judges a pod only when it had been ready 2 s of
+		// the run before its deletion, stayed ready and in the Service
+		// until it, and some response named a pod then: which of these
+		// failed is in the timeline and the series (a rehearsal of
+		// 25de262 missed the finding once and logged nothing more).
+		logPodTimeline(t, rep)
+		for _, row := range rep.Series {
+			t.Logf("second %d: sent %d, failed %d, backends %v, max schedule lag %.0f ms", row.T, row.Sent, row.Failed, row.Backends, row.MaxLagMS)
+		}
 		t.Fatalf("no %s finding: the old pods %v on other nodes than %s cannot have been reached (%v)", analysis.ShutdownNotExercised, want, entry.Name, findingIDs(rep))
 	}
 	if got := slices.Sorted(slices.Values(f.Pods)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
