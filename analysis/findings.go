@@ -776,8 +776,6 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	// A dns failure sent nothing, so no pod's lifecycle can explain it,
 	// whether pods were changing then or not: said as such, not as
 	// "no pod was terminating".
-	dnsLine := fmt.Sprintf("%d of them (dns) sent nothing: the name did not resolve, or resolved with no time left to connect; "+
-		"no pod received them, whatever the pods were doing", dns)
 	dnsFix := "for dns: look at name resolution from the probing host (the resolver's load and reachability: CoreDNS in a cluster, " +
 		"the name itself) and at the probing host's own load (a lookup that finishes late leaves no time to connect); no preStop sleep changes these"
 	switch {
@@ -787,7 +785,8 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 			"no pod received them, whatever the pods were doing", dns, dns, g.span(x.r.StartedAt))}
 		fix = dnsFix
 	case dns > 0:
-		evidence = append(evidence, dnsLine)
+		evidence = append(evidence, fmt.Sprintf("%d of them (dns) sent nothing: the name did not resolve, or resolved with no time left to connect; "+
+			"no pod received them, whatever the pods were doing", dns))
 		fix += "; " + dnsFix
 	}
 	return report.Finding{

@@ -1372,9 +1372,12 @@ func deleteEdgeSampleAtEnd(t *testing.T, c *lab.Client, sample string) {
 // hub's capture: each via the edge, on no pod, claimed by the
 // edge-failed-connections finding, and the capture showing no data from
 // the prober on its connection (ownSegments) before it gave up (the
-// connection was never up on its side). Which side held the connection
-// is logged, by when the prober's first SYN reached Traefik's namespace
-// and when Traefik's kernel answered it.
+// connection was never up on its side). A failure whose SYN never
+// reached the hub has no connection there to contradict it: it passes by
+// that absence (Traefik never saw it), which a capture that dropped
+// packets would also give. Which side held the connection is logged, by
+// when the prober's first SYN reached Traefik's namespace and when
+// Traefik's kernel answered it.
 func checkEdgeConnects(t *testing.T, rep *report.Report, path string, n uint64, hub *capture.Capture) {
 	t.Helper()
 	fails := keptOfClass(t, rep, path, report.ClassConnectTimeout, n)
@@ -1452,15 +1455,21 @@ func hubSegmentsByClientPort(hub *capture.Capture) map[uint16][]capture.Segment 
 	return byPort
 }
 
+// labPrefix is the lab's network, where the hub sees every client of
+// Traefik: the client host's own address or a node's.
+var labPrefix = netip.MustParsePrefix(netns.LabCIDR)
+
 // fromTheProber: s, a segment on the client port of local (the
 // prober's end of a connection to Traefik), is on that connection: its
-// client is local's address or, masqueraded, a lab address.
+// client is local's address or, masqueraded, a lab address. By port and
+// network only: two probers behind two nodes using one port at once
+// would be taken for one.
 func fromTheProber(s capture.Segment, local netip.AddrPort) bool {
 	client := s.Src
 	if s.Src.Port() == 443 {
 		client = s.Dst
 	}
-	return client.Addr() == local.Addr() || netip.MustParsePrefix(netns.LabCIDR).Contains(client.Addr())
+	return client.Addr() == local.Addr() || labPrefix.Contains(client.Addr())
 }
 
 // ownSegments is, of a port's segments on the hub (segs), those of the
