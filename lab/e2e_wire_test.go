@@ -82,18 +82,31 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 // SYN of the second run goes to an address no pod of its own run held.
 func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
 	ip := ensureWorkload(t, ctx, c, rollout.KindDeployment, "late-ready")
-	first := startWorkloadRun(t, nil, rollout.KindDeployment, "late-ready", "http://"+ip+"/", "--conn", "new").wait(t)
-	if first.exit != 1 || first.repErr != nil {
-		t.Fatalf("the first run: exit %d (%v), want 1\n%s", first.exit, first.repErr, first.out())
-	}
+	// The premise is a connect timeout in the first run, which a
+	// late-ready rollout makes only when a node still routes a SYN to a
+	// deleted pod's address; a loaded machine's runs may have none (a
+	// cold CI rehearsal on 2026-12-02: 652 refusals, no connect timeout;
+	// a warm one of f6c8ab4 likewise). Up to three first runs, each a
+	// rollout of its own (the harness forgets the entries of the one
+	// before), until one has it: the second run then meets that one's.
+	var first *runResult
 	unanswered := map[string]bool{}
-	for _, f := range first.rep.Failures {
-		if f.Fresh && f.Class == report.ClassConnectTimeout && f.PodAddr != "" {
-			unanswered[f.LocalAddr] = true
+	for attempt := 1; attempt <= 3 && len(unanswered) == 0; attempt++ {
+		first = startWorkloadRun(t, nil, rollout.KindDeployment, "late-ready", "http://"+ip+"/", "--conn", "new").wait(t)
+		if first.exit != 1 || first.repErr != nil {
+			t.Fatalf("the first run (attempt %d): exit %d (%v), want 1\n%s", attempt, first.exit, first.repErr, first.out())
+		}
+		for _, f := range first.rep.Failures {
+			if f.Fresh && f.Class == report.ClassConnectTimeout && f.PodAddr != "" {
+				unanswered[f.LocalAddr] = true
+			}
+		}
+		if len(unanswered) == 0 {
+			t.Logf("the first run (attempt %d) had no connect timeout conntrack mapped (%v): again", attempt, nonZero(first.rep.Totals.ByClass))
 		}
 	}
 	if len(unanswered) == 0 {
-		t.Fatalf("the first run had no connect timeout conntrack mapped: the test's premise is gone\n%s", first.out())
+		t.Fatalf("three first runs had no connect timeout conntrack mapped: the test's premise is gone\n%s", first.out())
 	}
 	wire := capture.Start(t, firstNode().NS, "any", capture.SYNFilter)
 	second := startWorkloadRunKeeping(t, nil, rollout.KindDeployment, "late-ready", "http://"+ip+"/", "--conn", "new").wait(t)
