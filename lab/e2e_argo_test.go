@@ -141,10 +141,11 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Fatalf("exit %d, %d failed: want 1 with failures\n%s", r.exit, r.rep.Totals.Failed, r.out())
 	}
 	sentTo := refereeAccessLog(t, cfg, r.rep, host)
-	// A handshake to Traefik the starved machine left unfinished is the
-	// edge's own, on no pod (held to the capture, as the edge tests hold
-	// it): left out of what the blue/green's pods are held to below.
-	edgeOwn := heldEdgeHandshakes(t, r, hub)
+	// A handshake to Traefik the starved machine left unfinished, or a
+	// connection to it not up in time, is the edge's own, on no pod (held
+	// to the capture, as the edge tests hold it): left out of what the
+	// blue/green's pods are held to below.
+	edgeOwn := heldAtTheEdge(t, r, hub)
 	ro := r.rep.Rollout
 	var switched *report.Event
 	for i, e := range r.rep.Timeline {
@@ -164,7 +165,7 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 	// Traefik says where each failed request went: an old pod, after the
 	// switch; the report's likely pod is one of them too.
 	for _, f := range r.rep.Failures {
-		if f.Class == report.ClassTLS {
+		if edgeOwnClass(f.Class) {
 			continue // the edge's own, above
 		}
 		if hit, ok := sentTo[f.RequestID]; ok && !old[hit] {
@@ -890,13 +891,13 @@ func checkAbortWayBack(t *testing.T, r *runResult, hub *capture.Capture, sample,
 		t.Fatalf("no pod of the aborted revision %s in %+v", gone.Revision, r.rep.Pods)
 	}
 	sentTo := refereeAccessLog(t, cfg, r.rep, sample+".lab.example")
-	edgeOwn := heldEdgeHandshakes(t, r, hub)
+	edgeOwn := heldAtTheEdge(t, r, hub)
 	onPods := r.rep.Totals.Failed - edgeOwn
 	if onPods == 0 {
 		t.Fatalf("nothing dropped on the way back (edge's own %d): the edge lags 3 s, the pods went 1 s after the abort\n%s", edgeOwn, r.out())
 	}
 	for _, f := range r.rep.Failures {
-		if f.Class == report.ClassTLS {
+		if edgeOwnClass(f.Class) {
 			continue // the edge's own, held to the capture above
 		}
 		if hit := sentTo[f.RequestID]; !aborted[hit] {

@@ -586,13 +586,12 @@ func checkNaive(t *testing.T, r *runResult) {
 		}
 	}
 	// Every other failure on an old pod, but the edge's own handshakes
-	// and connects (checkEdgeClasses, or heldEdgeHandshakes and
-	// checkEdgeConnects, hold those to the hub's capture): no pod took
-	// part in them. A rehearsal's probers had a connect to Traefik whose
-	// SYN never reached the hub, put on no pod, as it must be.
+	// and connects (checkEdgeClasses or heldAtTheEdge hold those to the
+	// hub's capture): no pod took part in them. A rehearsal's probers had
+	// a connect to Traefik whose SYN never reached the hub, put on no pod,
+	// as it must be.
 	requireAttributed(t, rep, rep.Rollout.OldRevision, func(f report.Failure) bool {
-		edgeOwn := f.ViaEdge && (f.Class == report.ClassTLS || f.Class == report.ClassConnectTimeout)
-		return !edgeOwn && !f.NoConntrackEntry && !ownOnTheWire[failureKey(f)]
+		return !(f.ViaEdge && edgeOwnClass(f.Class)) && !f.NoConntrackEntry && !ownOnTheWire[failureKey(f)]
 	})
 	// The doctor's static check says the same before any traffic.
 	if f := findingByID(rep, "no-prestop-hook"); f == nil || f.Source != "doctor" || f.Severity != "error" {
