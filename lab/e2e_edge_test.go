@@ -94,7 +94,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// At 100 requests a second a path, as from the probers below: at
 		// the default 200 a path, 400 new connections a second (half of
 		// them TLS handshakes with Traefik) from the client host beside
-		// the lab starved the 2-core CI machine (stop 67: 36 connects and
+		// the lab starved the 2-core CI machine (07b8560's: 36 connects and
 		// 163 handshakes to Traefik timed out, begun in one 240 ms burst
 		// with the prober 150 ms behind its schedule).
 		hub := edgeCapture(t)
@@ -996,7 +996,7 @@ func freezeBusyEnd(hub *capture.Capture, thawed time.Time) time.Time {
 // Traefik itself no pod causes, and none was seen while the lab had CPU to
 // spare; a starved CI run (load average 4 on 2 cores) had 62 TLS
 // handshakes to Traefik unfinished at the prober's 2 s, and a later one
-// (stop 67) 36 connects to Traefik timed out. Those are accepted only as
+// (07b8560's) 36 connects to Traefik timed out. Those are accepted only as
 // what they are, held to the hub's capture (hub): each a TLS handshake
 // timeout on a connection Traefik's kernel took (its SYN-ACK) and the
 // prober left unfinished (checkEdgeHandshakes), or a connect timeout whose
@@ -1036,7 +1036,7 @@ func checkEdgeClasses(t *testing.T, rep *report.Report, path string, byClass map
 // within 25 ms at +53.2 s, 6 s after the last old pod was gone, with the
 // prober's sends up to 418 ms late and the successes' p99 at 2 s: the
 // machine starved, not the rollout. Connect timeouts to Traefik came the
-// same way in the naive edge tests of stop 67's CI.) Any other class
+// same way in the naive edge tests of 07b8560's CI.) Any other class
 // fails, as in checkClean.
 func checkCleanThroughTheEdge(t *testing.T, r *runResult, hub *capture.Capture) {
 	t.Helper()
