@@ -229,8 +229,8 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				stoppedAt.Sub(rep.StartedAt).Seconds(), contAt.Sub(rep.StartedAt).Seconds(), r.out())
 		}
 		// Two kinds of failure, no other. The edge's own: handshakes
-		// Traefik left unanswered while frozen (and connections to it not
-		// up in time, were its backlog of connections to fill), each held
+		// Traefik left unanswered while frozen (or connections to it not up
+		// in time: a loaded run's prober sent one SYN 1.8 s late), each held
 		// to the hub's capture, on no pod, claimed by the edge's finding
 		// (checkEdgeClasses). And, once it ran again, what a lagging edge
 		// does to old pods that stopped after their preStop sleep while
@@ -926,8 +926,8 @@ func edgeCapture(t *testing.T) *capture.Capture {
 // thawed, had first answered every ClientHello waiting on it: the end of
 // the busy period the freeze began, in queueing's sense (the hellos that
 // reached Traefik and had no answer yet, a queue that empties for the
-// first time after thawed). Hellos that reach it while it works the queue off
-// join the period: they wait behind it. On a loaded machine (busy loops
+// first time after thawed). Hellos that reach it while it works the
+// queue off join the period: they wait behind it. On a loaded machine (busy loops
 // beside the lab, 2026-12-02) Traefik's queue after a 3 s freeze stayed
 // 450 to 650 deep for 1.5 s after SIGCONT and emptied 3.4 s after it,
 // 1.3 s after its answer to the last hello queued in the freeze; the
