@@ -751,14 +751,28 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	// (group.left) are named, so the first line does not read as "no pod
 	// was terminating".
 	left := g.left
-	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which)}
+	// The first line speaks of the failures that sent something: a dns
+	// failure sent nothing, so "no pod was terminating" says nothing of
+	// it (its own line, below, does).
+	sent, unsent := &group{}, &group{}
+	for _, f := range g.fails {
+		if f.Class == report.ClassDNS {
+			unsent.fails = append(unsent.fails, f)
+		} else {
+			sent.fails = append(sent.fails, f)
+		}
+	}
+	if len(sent.fails) == 0 {
+		sent = g
+	}
+	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(sent.fails), sent.classes(), sent.span(x.r.StartedAt), which)}
 	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
 	if len(left) > 0 {
 		reach := "that their SYNs can have reached"
 		if !anyLeftByMisses(left) {
 			reach = "that can have refused them"
 		}
-		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s %s was terminating or just ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), which, reach)
+		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s %s was terminating or just ready", len(sent.fails), sent.classes(), sent.span(x.r.StartedAt), which, reach)
 		text := leftRulesText(left, x.r.StartedAt)
 		if anyLeftByMisses(left) {
 			text += ": where a pod is picked at random or in turn, the chance it was still there is below one in a million"
@@ -767,12 +781,7 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		fix = noPodsFailure(g.fails) + " comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
 	}
 	title := "failures with no pod lifecycle event around them"
-	dns := 0
-	for _, f := range g.fails {
-		if f.Class == report.ClassDNS {
-			dns++
-		}
-	}
+	dns := len(unsent.fails)
 	// A dns failure sent nothing, so no pod's lifecycle can explain it,
 	// whether pods were changing then or not: said as such, not as
 	// "no pod was terminating".
@@ -785,8 +794,8 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 			"no pod received them, whatever the pods were doing", dns, dns, g.span(x.r.StartedAt))}
 		fix = dnsFix
 	case dns > 0:
-		evidence = append(evidence, fmt.Sprintf("%d of them (dns) sent nothing: the name did not resolve, or resolved with no time left to connect; "+
-			"no pod received them, whatever the pods were doing", dns))
+		evidence = append(evidence, fmt.Sprintf("%d more (dns %d) from %s sent nothing: the name did not resolve, or resolved with no time left to connect; "+
+			"no pod received them, whatever the pods were doing", dns, dns, unsent.span(x.r.StartedAt)))
 		fix += "; " + dnsFix
 	}
 	return report.Finding{
