@@ -131,7 +131,8 @@ func Explain(r *report.Report) Explanation {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
-		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader}
+		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader,
+		unready: unreadySpans(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	x.ViewStalls = slices.Clone(r.ViewStalls)
@@ -254,6 +255,9 @@ type attributor struct {
 	// backendHeader is the header the run's pods put on every response
 	// of their own (Config.BackendHeader), "" when the run named none.
 	backendHeader string
+	// unready: the spans the timeline shows pods unready without their
+	// deletion requested (unreadySpans), for noBackendWhileUnready.
+	unready []unreadySpan
 	// clock is how far the failure being attributed may lie either side
 	// of the time it carries: an in-cluster prober's clock is known only
 	// to within half the round trip of the ping that measured it
@@ -463,6 +467,14 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 	}()
 	var term []*Pod
 	term, left = a.terminatingCandidates(f, c)
+	if len(term) == 0 {
+		if pod, ok := a.noBackendWhileUnready(f, c); ok {
+			f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+			f.Context = fmt.Sprintf("the edge answered it itself (status %d without %s, which the pods put on every response of their own) while pod %s was unready and no pod was terminating: "+
+				"an edge answers so when the request's route has no serving endpoint; no pod took part", f.Status, a.backendHeader, pod)
+			return nil
+		}
+	}
 	ready := a.reachable(a.justReadyAt(at, c), f)
 	if len(term) > 0 && c != prober.Refused {
 		// A cut or unanswered request on an open connection needs a server
@@ -568,6 +580,73 @@ func BeforeTheEdge(f *report.Failure) bool { return beforeTheEdge(class(f)) }
 // whose route it dropped.
 func edgeAnswered(f *report.Failure, backendHeader string) bool {
 	return f.ViaEdge && backendHeader != "" && f.Backend == "" && f.UpstreamAddr == "" && class(f) == prober.HTTPStatus
+}
+
+// unreadySpan is a time a pod was unready without its deletion requested:
+// from its PodUnready to its next PodReady (zero end: not ready again in
+// the timeline).
+type unreadySpan struct {
+	pod      string
+	from, to time.Time
+}
+
+// unreadySpans lists the timeline's unreadySpans: a pod that turned unready
+// while still in service (a failed readiness probe, a restart), not one
+// being deleted.
+func unreadySpans(r *report.Report) []unreadySpan {
+	deleted := map[string]bool{}
+	var out []unreadySpan
+	for i, e := range r.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			deleted[e.Pod] = true
+		}
+		if e.Kind != report.PodUnready || deleted[e.Pod] {
+			continue
+		}
+		sp := unreadySpan{pod: e.Pod, from: e.At}
+		for _, n := range r.Timeline[i+1:] {
+			if n.Pod == e.Pod && (n.Kind == report.PodReady || n.Kind == report.PodDeletionRequested) {
+				sp.to = n.At
+				break
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// noBackendWhileUnready: f is a 503 the edge made itself (on a connection
+// to the edge, proxy_5xx without the backend header the run's pods put on
+// every response of their own, no access-log line naming a pod) while a
+// pod was unready, not deleted, from unreadyLead before it began to its
+// end, and no pod was terminating (the caller's check). An edge answers
+// 503 for a route whose Service has no serving endpoint (Traefik's "no
+// available server" for an empty Service behind a weighted route with
+// allowEmptyServices; nginx's and Envoy's with no upstream), and a 5xx it
+// relays for a pod it failed to reach needs a pod that stopped, which none
+// did. It returns the unready pod (the latest to turn so). By the timeline
+// alone such a failure was put on the unready pod as one that had just
+// turned ready (ready-before-serving, whose fix the pod has) or on none
+// (unexplained). Through a Traefik with allowEmptyServices, an Argo
+// canary's share from Traefik's seeing its Service empty to its having
+// the weight 0 Argo then sets (the lab's side-by-side runs met none: the
+// same reload of Traefik's brought both), or a fixed weighted route's.
+func (a attributor) noBackendWhileUnready(f *report.Failure, c prober.Class) (string, bool) {
+	if !f.ViaEdge || a.backendHeader == "" || f.Backend != "" || f.UpstreamAddr != "" || c != prober.Proxy5xx || f.Status != 503 {
+		return "", false
+	}
+	from, to := beganAt(f).Add(-unreadyLead), f.End
+	pod := ""
+	var latest time.Time
+	for _, sp := range a.unready {
+		if sp.from.After(to) || (!sp.to.IsZero() && sp.to.Before(from)) {
+			continue
+		}
+		if pod == "" || sp.from.After(latest) {
+			pod, latest = sp.pod, sp.from
+		}
+	}
+	return pod, pod != ""
 }
 
 // dnsContext is the context of a dns failure: on no pod.

@@ -56,11 +56,14 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 	}
 	// Each source of the evidence says its own failures: the log's lines,
 	// or the responses without the header.
-	byLog, byHeader := &group{}, &group{}
+	byLog, byHeader, byUnready := &group{}, &group{}, &group{}
 	for _, f := range g.fails {
-		if f.EdgeNoBackend {
+		switch {
+		case f.EdgeNoBackend:
 			byLog.fails = append(byLog.fails, f)
-		} else {
+		case f.Status >= 500:
+			byUnready.fails = append(byUnready.fails, f) // noBackendWhileUnready
+		default:
 			byHeader.fails = append(byHeader.fails, f)
 		}
 	}
@@ -73,6 +76,11 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge with a status below 500 and without %s, which the pods put on every response of their own: the edge answered them itself, and no pod took part",
 			len(byHeader.fails), byHeader.classes(), byHeader.span(r.StartedAt), r.Config.BackendHeader))
 	}
+	if len(byUnready.fails) > 0 {
+		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge with status 503 and without %s, while a pod was unready and none was terminating: "+
+			"the edge answered them itself, most likely for a route with no serving endpoint (a 5xx it relays for a pod it could not reach needs a pod that stopped, and none did)",
+			len(byUnready.fails), byUnready.classes(), byUnready.span(r.StartedAt), r.Config.BackendHeader))
+	}
 	ev = append(ev, each...)
 	ev = append(ev, unreadyAround(r, g)...)
 	ev = append(ev, "an edge has no backend for a Service whose pods the API lists as serving when its own view of the endpoints is behind "+
@@ -81,7 +89,9 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 		"is not tried for fail_timeout, 10 s by default, and a rollout's refused connects can take each pod out in turn), "+
 		"or when a route over several Services lost one: Traefik drops a weighted TraefikService, and the routes that use it, while any of its Services "+
 		"has no serving endpoint (providers.kubernetesCRD.allowEmptyServices is false by default), and answers 404 for the host until it has one again "+
-		"(its providers' throttle: 2 s at least); an Argo canary of one pod empties its canary Service whenever that pod turns unready")
+		"(its providers' throttle: 2 s at least); with allowEmptyServices=true it keeps the route and the empty Service in it: of weight 0 (Argo Rollouts so weighs a canary "+
+		"with no available pod) it gets no request, above 0 Traefik answers its share 503 itself; "+
+		"an Argo canary of one pod empties its canary Service whenever that pod turns unready")
 	return report.Finding{
 		Title:    fmt.Sprintf("the edge had no pod of %s to send %d requests to while the API listed %d serving endpoints", svc, len(g.fails), listed),
 		Evidence: ev,
@@ -89,8 +99,9 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 			"the edge's view of each deletion, so it never tries a pod that has stopped (the propagation finding sizes it when the run measured the race), " +
 			"and max_fails=0 on the Service's servers, so that one failed attempt takes no pod out; where a weighted route lost a Service (Traefik: its log says " +
 			"\"no servers found\" for it), keep every Service behind the route serving: a readiness probe that outlasts one slow answer (timeoutSeconds above the " +
-			"app's slowest, failureThreshold above 1) and a canary of two pods or more, and in Traefik allowEmptyServices=true (its documentation: an empty Service " +
-			"then answers 503 instead of 404); where its view lags the API's, read its controller's log and reload times around these moments",
+			"app's slowest, failureThreshold above 1) and a canary of two pods or more, and in Traefik allowEmptyServices=true (it keeps the route, and " +
+			"Argo Rollouts weighs a canary with no available pod 0: the stable side takes its share; a weighted route nobody reweighs answers the empty " +
+			"Service's share 503); where its view lags the API's, read its controller's log and reload times around these moments",
 	}, true
 }
 

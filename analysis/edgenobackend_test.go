@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,7 +116,8 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 
 	// Without the header's word the timeline is all there is: the scene
 	// this test is about.
-	for _, r := range []*report.Report{build("", 404, true), build("X-Pod-Name", 404, false), build("X-Pod-Name", 503, true)} {
+	// (A 502 is the edge's word for a pod it could not reach.)
+	for _, r := range []*report.Report{build("", 404, true), build("X-Pod-Name", 404, false), build("X-Pod-Name", 502, true), build("", 503, true)} {
 		analyse(r)
 		if f := r.Failures[len(r.Failures)-1]; f.LikelyPod != "c" || find(r, EdgeHadNoBackend) != nil {
 			t.Fatalf("header %q, status %d, via the edge %v: last failure %+v, findings %v; want the timeline's pod c and no edge finding",
@@ -151,8 +153,37 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 	if strings.Contains(ev, "access log") && strings.Contains(ev, "names no backend for any") {
 		t.Errorf("evidence cites an access log the run did not read:\n%s", ev)
 	}
-	if !strings.Contains(fd.Fix, "allowEmptyServices=true") || !strings.Contains(fd.Fix, "failureThreshold above 1") {
+	if !strings.Contains(fd.Fix, "Argo Rollouts weighs a canary with no available pod 0") || !strings.Contains(fd.Fix, "failureThreshold above 1") {
 		t.Errorf("fix %q", fd.Fix)
+	}
+
+	// A 503 the edge made itself (no X-Pod-Name) while the canary's one
+	// pod was unready and no pod was terminating: a Traefik with
+	// allowEmptyServices answers the empty Service's share so. No pod, the
+	// same finding with its own line; not ready-before-serving (whose fix,
+	// a readiness probe, c has) nor unexplained, as the timeline alone had
+	// them.
+	r = build("X-Pod-Name", 503, true)
+	analyse(r)
+	for _, f := range r.Failures {
+		if f.LikelyPod != "" || f.Candidates != nil || !strings.Contains(f.Context, "(status 503 without X-Pod-Name, which the pods put on every response of their own) while pod c was unready and no pod was terminating") {
+			t.Errorf("503 failure %+v: want no pod named, the context naming c unready", f)
+		}
+	}
+	if find(r, ReadyTooEarly) != nil || find(r, Unexplained) != nil {
+		t.Errorf("findings %+v: the edge's own 503s are no new pod's and not unexplained", r.Findings)
+	}
+	if fd := find(r, EdgeHadNoBackend); fd == nil || !strings.Contains(strings.Join(fd.Evidence, "\n"),
+		"8 requests failed (proxy_5xx 8) from +8.63s to +10.38s through the edge with status 503 and without X-Pod-Name, while a pod was unready and none was terminating") {
+		t.Errorf("finding %+v: want %s with the 503s' line", fd, EdgeHadNoBackend)
+	}
+	// Beside a pod being deleted, a 503 without the header may be the edge
+	// relaying a pod it could not reach: the timeline's, as before.
+	r = build("X-Pod-Name", 503, true)
+	r.Timeline = inOrder(append(slices.Clone(r.Timeline), report.Event{At: at(8000), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old"}))
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "a" || strings.Contains(f.Context, "was unready") {
+		t.Errorf("503 beside a's deletion: %+v, want the timeline's pod a", f)
 	}
 
 	// The edge's access log naming the pod it sent a request to outranks

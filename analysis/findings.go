@@ -273,6 +273,9 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		f := &failures[i]
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed(),
 			edgeAnswered: edgeAnswered(f, r.Config.BackendHeader)}
+		if _, ok := a.noBackendWhileUnready(f, s.class); ok && f.LikelyPod == "" {
+			s.edgeAnswered = true
+		}
 		if s.class == prober.Local {
 			continue
 		}
