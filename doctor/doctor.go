@@ -776,9 +776,10 @@ func checkTraefikWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 		"it drops the TraefikService and the routes over it, and answers 404 for every request of the host, not that side's share")
 	return report.Finding{Title: "a side of the weighted route is one pod: its readiness is the whole route's",
 		Evidence: evidence,
-		Fix: "run two pods or more on each side at every step (spec.strategy.canary.minPodsPerReplicaSet: 2, or replicas with weight × replicas / 100 above 1), " +
-			"a readiness probe that outlasts one slow answer (failureThreshold above 1), and in Traefik providers.kubernetesCRD.allowEmptyServices=true " +
-			"(its documentation: an empty Service then answers 503 instead of 404)"}, true
+		Fix: "run two pods or more on each side at every step (spec.strategy.canary.minPodsPerReplicaSet: 2, or replicas with weight × replicas / 100 above 1) " +
+			"and a readiness probe that outlasts one slow answer (failureThreshold above 1); and in Traefik providers.kubernetesCRD.allowEmptyServices=true: " +
+			"it keeps the route while a side is empty, and Argo Rollouts sets the weight of a canary with no available pod to 0, so the stable side " +
+			"takes its share (until Traefik has that weight, it answers the empty side's share 503 itself)"}, true
 }
 
 // setWeights are a canary's setWeight values, each once, in step order;

@@ -766,6 +766,11 @@ func TestTraefikWeightedRouteOnOnePod(t *testing.T) {
 			if last := f.Evidence[len(f.Evidence)-1]; !strings.Contains(last, "answers 404 for every request of the host") {
 				t.Errorf("reason %q", last)
 			}
+			// allowEmptyServices keeps the route, and Argo weighs an
+			// empty canary 0 (the lab measures both side by side).
+			if !strings.Contains(f.Fix, "minPodsPerReplicaSet: 2") || !strings.Contains(f.Fix, "allowEmptyServices=true: it keeps the route while a side is empty, and Argo Rollouts sets the weight of a canary with no available pod to 0") {
+				t.Errorf("fix %q", f.Fix)
+			}
 		})
 	}
 }

@@ -81,6 +81,8 @@ func Down(stateDir string, progress io.Writer) error {
 		logf("killed %d containerd shims", n)
 	}
 	stopAll(slices.Concat(nodeFiles(compContainerd), nodeFiles(compProxy), nodeFiles(compDelay)), 5*time.Second)
+	// A test's second Traefik, when a run ended before its test could stop it.
+	stopAll([]string{c.path("pids", compTraefikEmpty+".pid")}, 5*time.Second)
 	for _, comp := range slices.Backward(hubComponents) {
 		stopAll([]string{c.path("pids", comp+".pid")}, 5*time.Second)
 	}

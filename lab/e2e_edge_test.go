@@ -725,7 +725,14 @@ func readAccessLog(t *testing.T, cfg lab.Config, run, host string) map[string]ac
 // (each in-cluster prober numbers its own).
 func readAccessLogOf(t *testing.T, cfg lab.Config, runs []string, host string) map[string]accessEntry {
 	t.Helper()
-	f, err := os.Open(cfg.TraefikAccessLog())
+	return readAccessLogFile(t, cfg.TraefikAccessLog(), runs, host)
+}
+
+// readAccessLogFile is readAccessLogOf for the access log at path (a
+// second Traefik's).
+func readAccessLogFile(t *testing.T, path string, runs []string, host string) map[string]accessEntry {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

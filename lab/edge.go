@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +24,9 @@ const (
 	compCoreDNS   = "coredns"
 	compEdgeDelay = "edge-delay-proxy"
 	compTraefik   = "traefik"
+	// compTraefikEmpty is a second Traefik a test starts for as long as it
+	// runs (StartTraefikAllowingEmptyServices); lab down stops it too.
+	compTraefikEmpty = "traefik-allow-empty"
 
 	// edgeDelayAddr is where the delay proxy in front of Traefik's
 	// Kubernetes providers listens when the edge lags: on the hub's lab
@@ -32,6 +36,11 @@ const (
 	// traefikPingURL answers 200 once Traefik serves (its own entry point,
 	// on the hub's loopback only).
 	traefikPingURL = "http://127.0.0.1:8082/ping"
+	// traefikEmptyPingURL is compTraefikEmpty's ping.
+	traefikEmptyPingURL = "http://127.0.0.1:8083/ping"
+	// AllowEmptyEdgePort is compTraefikEmpty's websecure entry point on the
+	// hub's addresses (the default Traefik's is 443).
+	AllowEmptyEdgePort = 8443
 	// corednsHealthURL answers 200 once CoreDNS serves.
 	corednsHealthURL = "http://127.0.0.1:8091/health"
 
@@ -51,6 +60,66 @@ func (c Config) EdgeCAPath() string { return c.path("pki", "edge-ca.crt") }
 // the backend address it forwarded to (ServiceAddr). Tests read it as the
 // referee for what the edge did.
 func (c Config) TraefikAccessLog() string { return c.path("logs", "traefik-access.log") }
+
+// TraefikAllowingEmptyAccessLog is compTraefikEmpty's access log, in the
+// same format as TraefikAccessLog.
+func (c Config) TraefikAllowingEmptyAccessLog() string {
+	return c.path("logs", compTraefikEmpty+"-access.log")
+}
+
+// StartTraefikAllowingEmptyServices starts a second Traefik on the hub: the
+// lab's build and arguments, but with its CRD provider alone (IngressRoutes,
+// TraefikServices) and providers.kubernetesCRD.allowEmptyServices=true, its
+// websecure entry point on AllowEmptyEdgePort (web on 8000, its ping on the
+// hub's loopback 8083) and its own logs. It serves the same routes as the
+// default Traefik, so one request stream through each, side by side, shows
+// what the option changes (a Service left without a serving endpoint behind
+// a weighted route). The returned stop ends it (lab down does too, by its
+// PID file); the caller stops it when done: a second edge reloading on
+// every EndpointSlice change is load the other tests do not expect.
+func (c Config) StartTraefikAllowingEmptyServices(ctx context.Context) (stop func() error, err error) {
+	rec, err := ReadRecorded(c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, a := range c.traefikArgs(apiServerURL) {
+		switch {
+		case strings.HasPrefix(a, "--providers.") && !strings.HasPrefix(a, "--providers.kubernetesCRD"):
+			continue
+		case strings.HasPrefix(a, "--entryPoints.web.address="):
+			a = "--entryPoints.web.address=:8000"
+		case strings.HasPrefix(a, "--entryPoints.websecure.address="):
+			a = fmt.Sprintf("--entryPoints.websecure.address=:%d", AllowEmptyEdgePort)
+		case strings.HasPrefix(a, "--entryPoints.traefik.address="):
+			a = "--entryPoints.traefik.address=127.0.0.1:8083"
+		case strings.HasPrefix(a, "--accesslog.filePath="):
+			a = "--accesslog.filePath=" + c.TraefikAllowingEmptyAccessLog()
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--providers.kubernetesCRD.allowEmptyServices=true")
+	pidFile := c.path("pids", compTraefikEmpty+".pid")
+	if pid, ok := readPID(pidFile); ok && Alive(pid) {
+		return nil, fmt.Errorf("%s is running already (pid %d)", compTraefikEmpty, pid)
+	}
+	c.logf("starting %s", compTraefikEmpty)
+	pid, err := startDaemon(netns.LabNetNS, "", append([]string{filepath.Join(rec.BinDir, "traefik")}, args...), nil,
+		c.path("logs", compTraefikEmpty+".log"), pidFile)
+	if err != nil {
+		return nil, err
+	}
+	stop = func() error {
+		if err := stopPID(pid, 5*time.Second); err != nil {
+			return fmt.Errorf("stop %s: %w", compTraefikEmpty, err)
+		}
+		return os.Remove(pidFile)
+	}
+	if err := waitHTTP(ctx, netns.LabNetNS, compTraefikEmpty, traefikEmptyPingURL, "", 60*time.Second); err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	return stop, nil
+}
 
 // corefile: the kubernetes plugin serves cluster.local from the apiserver
 // (through CoreDNS's own kubeconfig); a template answers every name in
