@@ -36,8 +36,9 @@ const (
 	// traefikPingURL answers 200 once Traefik serves (its own entry point,
 	// on the hub's loopback only).
 	traefikPingURL = "http://127.0.0.1:8082/ping"
-	// traefikEmptyPingURL is compTraefikEmpty's ping.
-	traefikEmptyPingURL = "http://127.0.0.1:8083/ping"
+	// traefikEmptyPingAddr is compTraefikEmpty's own entry point (its
+	// ping), beside the default Traefik's on the hub's loopback.
+	traefikEmptyPingAddr = "127.0.0.1:8083"
 	// AllowEmptyEdgePort is compTraefikEmpty's websecure entry point on the
 	// hub's addresses (the default Traefik's is 443).
 	AllowEmptyEdgePort = 8443
@@ -71,7 +72,7 @@ func (c Config) TraefikAllowingEmptyAccessLog() string {
 // lab's build and arguments, but with its CRD provider alone (IngressRoutes,
 // TraefikServices) and providers.kubernetesCRD.allowEmptyServices=true, its
 // websecure entry point on AllowEmptyEdgePort (web on 8000, its ping on the
-// hub's loopback 8083) and its own logs. It serves the same routes as the
+// hub's loopback) and its own logs. It serves the same routes as the
 // default Traefik, so one request stream through each, side by side, shows
 // what the option changes (a Service left without a serving endpoint behind
 // a weighted route). The returned stop ends it (lab down does too, by its
@@ -92,7 +93,7 @@ func (c Config) StartTraefikAllowingEmptyServices(ctx context.Context) (stop fun
 		case strings.HasPrefix(a, "--entryPoints.websecure.address="):
 			a = fmt.Sprintf("--entryPoints.websecure.address=:%d", AllowEmptyEdgePort)
 		case strings.HasPrefix(a, "--entryPoints.traefik.address="):
-			a = "--entryPoints.traefik.address=127.0.0.1:8083"
+			a = "--entryPoints.traefik.address=" + traefikEmptyPingAddr
 		case strings.HasPrefix(a, "--accesslog.filePath="):
 			a = "--accesslog.filePath=" + c.TraefikAllowingEmptyAccessLog()
 		}
@@ -115,7 +116,7 @@ func (c Config) StartTraefikAllowingEmptyServices(ctx context.Context) (stop fun
 		}
 		return os.Remove(pidFile)
 	}
-	if err := waitHTTP(ctx, netns.LabNetNS, compTraefikEmpty, traefikEmptyPingURL, "", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, compTraefikEmpty, "http://"+traefikEmptyPingAddr+"/ping", "", 60*time.Second); err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	return stop, nil
