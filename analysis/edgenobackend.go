@@ -83,6 +83,8 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 	}
 	ev = append(ev, each...)
 	ev = append(ev, unreadyAround(r, g)...)
+	share, _ := routeShareEvidence(r, x.pods, g.fails, svc)
+	ev = append(ev, share...)
 	ev = append(ev, "an edge has no backend for a Service whose pods the API lists as serving when its own view of the endpoints is behind "+
 		"(its controller's watch or its reload: a view that dropped the old pods before it had the new ones), "+
 		"when it took every pod out after failed attempts (nginx's passive health check: a server whose attempt failed max_fails times, 1 by default, "+

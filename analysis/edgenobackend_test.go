@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -205,5 +206,103 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 	analyse(r)
 	if fd := find(r, EdgeHadNoBackend); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "turned unready") {
 		t.Errorf("finding %+v: an unready 4.6 s before the failures is named", fd)
+	}
+}
+
+// A route weighted by hand over two Services, web's one pod a made
+// unready (no rollout): web has no serving endpoint from +5 s to +8 s.
+// Probed through two edges: one drops the route whole (every request
+// its own 404, none served by the other Service's pod b meanwhile), the
+// other keeps it (its own 503s for web's share, b serving the rest).
+// The Service's gap explains both (no serving endpoint), those the edges
+// answered 20 ms before rollprobe's watch heard of it too, and says, from
+// each path's own traffic in the whole seconds of the edge's answers,
+// which edge failed the whole route: its fix then keeps the route. A path
+// whose route reached no pod outside web says nothing of a share.
+func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
+	build := func(paths ...string) *report.Report {
+		r := &report.Report{StartedAt: t0, EndedAt: at(12000),
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Status: report.StatusNoChange},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "one", Ready: true, IP: "10.244.1.5"},
+				endpointAt(1, report.EndpointAdded, "a", "10.244.1.5", true, true),
+				ev(4950, report.PodUnready, "a", "one"),
+				endpointAt(5000, report.EndpointUnready, "a", "10.244.1.5", false, false),
+				ev(7950, report.PodReady, "a", "one"),
+				endpointAt(8000, report.EndpointReady, "a", "10.244.1.5", true, true),
+			}}
+		r.Config.BackendHeader = "X-Pod-Name"
+		for _, name := range paths {
+			p := report.PathReport{Name: name, Totals: report.Totals{ByBackend: map[string]uint64{"a": 500, "b-1": 1100}}}
+			status, class := 404, report.ClassHTTPStatus
+			if name == "allow-empty" {
+				status, class = 503, report.ClassProxy5xx
+			}
+			for sec := int64(0); sec < 12; sec++ {
+				row := report.SeriesRow{T: sec, Backends: map[string]uint64{"a": 50, "b-1": 50}}
+				if sec >= 5 && sec < 8 {
+					row.Backends = map[string]uint64{}
+					if name == "allow-empty" {
+						row.Backends["b-1"] = 50
+					}
+					// From 20 ms before the gap: the edge heard of the
+					// pod's unreadiness before rollprobe's watch did.
+					for ms := int(sec)*1000 - 20; ms < int(sec+1)*1000-20; ms += 100 {
+						f := fail(ms+10, class, false, "")
+						f.Status, f.ViaEdge, f.Path = status, true, name
+						r.Failures = append(r.Failures, f)
+					}
+				}
+				p.Series = append(p.Series, row)
+			}
+			if name == "alone" {
+				p.Totals.ByBackend = map[string]uint64{"a": 900}
+			}
+			r.Paths = append(r.Paths, p)
+		}
+		sort.SliceStable(r.Failures, func(i, j int) bool { return r.Failures[i].Intended.Before(r.Failures[j].Intended) })
+		return r
+	}
+
+	r := build("edge", "allow-empty")
+	analyse(r)
+	fd := find(r, NoServingEndpoint)
+	if fd == nil {
+		t.Fatalf("findings %+v: want %s", r.Findings, NoServingEndpoint)
+	}
+	ev := strings.Join(fd.Evidence, "\n")
+	for _, want := range []string{
+		"60 of them (http_status 30, proxy_5xx 30) the edge answered itself (its access log names no backend for them, or the response lacks X-Pod-Name",
+		"path allow-empty's route also reached pods outside service web during the run (b-1), and in the 2 whole seconds within its 30 answers of the edge's own it served 100 requests from them: the edge kept the route",
+		"path edge's route also reached pods outside service web during the run (b-1), and in the 2 whole seconds within its 30 answers of the edge's own it served none of them: the edge failed the whole route",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if !strings.Contains(fd.Fix, "allowEmptyServices=true: Traefik keeps the route") {
+		t.Errorf("fix %q: want the route kept", fd.Fix)
+	}
+	if !strings.Contains(ev, "60 requests failed (http_status 30, proxy_5xx 30) from +4.99s to +7.89s") || find(r, EdgeHadNoBackend) != nil {
+		t.Errorf("findings %v: want every failure the gap's, those just before it too:\n%s", r.Findings, ev)
+	}
+	for _, f := range r.Failures {
+		if f.LikelyPod != "" {
+			t.Errorf("failure %+v: the edge answered it, no pod", f)
+		}
+	}
+
+	// The edge that kept the route alone: no fix to keep it.
+	r = build("allow-empty")
+	analyse(r)
+	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(fd.Fix, "allowEmptyServices") ||
+		!strings.Contains(strings.Join(fd.Evidence, "\n"), "served 100 requests from them") {
+		t.Errorf("finding %+v: want the share kept, no fix to keep the route", fd)
+	}
+	// A route that reached only web's pod: nothing to say of a share.
+	r = build("alone")
+	analyse(r)
+	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "outside service web") {
+		t.Errorf("finding %+v: want no share line for a route of web alone", fd)
 	}
 }

@@ -110,6 +110,10 @@ type group struct {
 	// out of the windows; followed, those that most likely did
 	// (Failure.PriorPodAddr).
 	joined, followed int
+	// edgeOwn: the failures the edge answered itself, by its access log
+	// or its response (Failure.EdgeNoBackend, edgeAnswered, a 503 of its
+	// own while a pod was unready).
+	edgeOwn []report.Failure
 }
 
 // joinedEvidence says what the failures that joined a stale conntrack
@@ -299,9 +303,10 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			svcGaps[i].failed++
 		} else if i := shortfallOf(shortfalls, f); i >= 0 {
 			s.shortfall = &shortfalls[i]
-		} else if i := svcGapJustAfter(svcGaps, f, a.tol); i >= 0 && f.NoConntrackEntry {
-			// The node's rules already held no endpoint: kube-proxy heard
-			// of the last one's end before rollprobe's watch did.
+		} else if i := svcGapJustAfter(svcGaps, f, a.tol); i >= 0 && (f.NoConntrackEntry || f.EdgeNoBackend || s.edgeAnswered) {
+			// The node's rules already held no endpoint, or the edge had
+			// none: kube-proxy or the edge's controller heard of the last
+			// one's end before rollprobe's watch did.
 			s.svcGap = &svcGaps[i]
 			svcGaps[i].failed++
 		}
@@ -321,6 +326,9 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			groups[id] = g
 		}
 		g.fails = append(g.fails, *f)
+		if f.EdgeNoBackend || s.edgeAnswered {
+			g.edgeOwn = append(g.edgeOwn, *f)
+		}
 		for _, l := range left[i] {
 			if !slices.ContainsFunc(g.left, func(q leftRules) bool { return q.pod == l.pod }) {
 				g.left = append(g.left, l)

@@ -199,6 +199,19 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 	}
 	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s: not a propagation race (a preStop sleep does not help a pod that has no successor yet) but capacity: no pod was there to serve", len(g.fails), g.classes(), g.span(r.StartedAt)))
 	fix := "keep a pod serving through the change: more replicas, a PodDisruptionBudget (evictions and drains honour it), a strategy that starts the new pod before the old one goes, and a preStop sleep so an old pod serves until its replacement is ready"
+	droppedWhole := false
+	if len(g.edgeOwn) > 0 {
+		own := &group{fails: g.edgeOwn}
+		how := "its access log names no backend for them"
+		if h := r.Config.BackendHeader; h != "" {
+			how += ", or the response lacks " + h + ", which the pods put on every response of their own"
+		}
+		ev = append(ev, fmt.Sprintf("%d of them (%s) the edge answered itself (%s): with %s empty it had no pod of it to send them to",
+			len(g.edgeOwn), own.classes(), how, svc))
+		var share []string
+		share, droppedWhole = routeShareEvidence(r, x.pods, g.edgeOwn, svc)
+		ev = append(ev, share...)
+	}
 	if ro := r.Rollout; ro != nil {
 		switch {
 		case ro.WorkloadKind() == "StatefulSet":
@@ -208,6 +221,9 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 			ev = append(ev, "the drain evicted the pods that served: no PodDisruptionBudget kept one of them serving until its replacement was ready")
 			fix = "add a PodDisruptionBudget (maxUnavailable: 1, or minAvailable below the replicas) so a drain evicts one pod at a time and waits for its replacement, and run at least 2 replicas"
 		}
+	}
+	if droppedWhole {
+		fix += keepTheRouteFix
 	}
 	return report.Finding{
 		Title:    fmt.Sprintf("%s had no serving endpoint for %.1fs: requests had nowhere to go", svc, total.Seconds()),

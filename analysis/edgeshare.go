@@ -1,0 +1,150 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// routeShare is what one path's traffic says of the edge's route while it
+// answered requests itself for a Service it had no pod of: whether the
+// route also reaches pods outside the Service (responses named by pods
+// the timeline does not hold), and how many of those it served in the
+// whole seconds from the edge's first own answer to its last.
+type routeShare struct {
+	path    string
+	own     int      // the edge's own answers on the path
+	outside []string // pods outside the Service the path reached in the run
+	served  uint64   // responses from them in the whole seconds of the own answers
+	seconds int      // how many seconds those are
+}
+
+// routeShares measures, for each path with failures the edge answered
+// itself (edgeOwn), whether the route lost only the empty Service's share
+// or all of it: a route that reached pods outside the Service during the
+// run and served none of them in the seconds of the edge's own answers
+// was dropped whole (Traefik drops a weighted TraefikService while any of
+// its Services is empty); one that served them kept the rest. Paths whose
+// route reached no pod outside the Service (a route of this Service
+// alone, or a run without the backend header), or whose own answers span
+// no whole second of the series, say nothing and are left out.
+func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []routeShare {
+	type pathData struct {
+		series    []report.SeriesRow
+		byBackend map[string]uint64
+	}
+	paths := map[string]pathData{"": {r.Series, r.Totals.ByBackend}}
+	for _, p := range r.Paths {
+		paths[p.Name] = pathData{p.Series, p.Totals.ByBackend}
+	}
+	type span struct {
+		first, last time.Time
+		n           int
+	}
+	own := map[string]*span{}
+	for i := range edgeOwn {
+		f := &edgeOwn[i]
+		at := beganAt(f)
+		sp := own[f.Path]
+		if sp == nil {
+			sp = &span{first: at, last: at}
+			own[f.Path] = sp
+		}
+		if at.Before(sp.first) {
+			sp.first = at
+		}
+		if at.After(sp.last) {
+			sp.last = at
+		}
+		sp.n++
+	}
+	var out []routeShare
+	for path, sp := range own {
+		d, ok := paths[path]
+		if !ok {
+			continue
+		}
+		// The series' seconds wholly within the edge's own answers: a
+		// second they only began or ended in holds the route's successes
+		// before or after too.
+		secs := map[int64]bool{}
+		for sec := int64(math.Ceil(sp.first.Sub(r.StartedAt).Seconds())); r.StartedAt.Add(time.Duration(sec+1) * time.Second).Compare(sp.last) <= 0; sec++ {
+			secs[sec] = true
+		}
+		if len(secs) == 0 {
+			continue // under a whole second: too short to tell
+		}
+		outside := map[string]bool{}
+		for name, n := range d.byBackend {
+			if n > 0 && pods.Get(name) == nil {
+				outside[name] = true
+			}
+		}
+		if len(outside) == 0 {
+			continue
+		}
+		s := routeShare{path: path, own: sp.n, seconds: len(secs)}
+		for name := range outside {
+			s.outside = append(s.outside, name)
+		}
+		sort.Strings(s.outside)
+		for _, row := range d.series {
+			if !secs[row.T] {
+				continue
+			}
+			for name, n := range row.Backends {
+				if outside[name] {
+					s.served += n
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out
+}
+
+// routeShareEvidence says routeShares' measure for svc, a line per path,
+// and whether any route was dropped whole (its fix: keep the route).
+func routeShareEvidence(r *report.Report, pods *Pods, edgeOwn []report.Failure, svc string) (ev []string, droppedWhole bool) {
+	for _, s := range routeShares(r, pods, edgeOwn) {
+		on := "the run's route"
+		if s.path != "" {
+			on = "path " + s.path + "'s route"
+		}
+		outside := strings.Join(s.outside, ", ")
+		if len(s.outside) > 3 {
+			outside = strings.Join(s.outside[:3], ", ") + fmt.Sprintf(" and %d more", len(s.outside)-3)
+		}
+		if s.served == 0 {
+			droppedWhole = true
+			ev = append(ev, fmt.Sprintf("%s also reached pods outside %s during the run (%s), and in the %s within its %d answers of the edge's own it served none of them: "+
+				"the edge failed the whole route, not only %s's share; Traefik so drops a weighted TraefikService, and the routes that use it, while any of its Services has no serving endpoint "+
+				"(providers.kubernetesCRD.allowEmptyServices is false by default), answering 404 for the host",
+				on, svc, outside, wholeSeconds(s.seconds), s.own, svc))
+			continue
+		}
+		ev = append(ev, fmt.Sprintf("%s also reached pods outside %s during the run (%s), and in the %s within its %d answers of the edge's own it served %d requests from them: "+
+			"the edge kept the route and failed %s's share alone (Traefik with allowEmptyServices=true answers an empty Service's share 503)",
+			on, svc, outside, wholeSeconds(s.seconds), s.own, s.served, svc))
+	}
+	return ev, droppedWhole
+}
+
+// wholeSeconds says n whole seconds.
+func wholeSeconds(n int) string {
+	if n == 1 {
+		return "1 whole second"
+	}
+	return fmt.Sprintf("%d whole seconds", n)
+}
+
+// keepTheRouteFix is the fix for a route an edge dropped whole while one
+// of its Services was empty.
+const keepTheRouteFix = "; where the edge dropped a route over several Services whole while one was empty (Traefik's weighted TraefikService), " +
+	"set providers.kubernetesCRD.allowEmptyServices=true: Traefik keeps the route, the other Services serve their share, and the empty one's share is answered 503 " +
+	"(none, when its weight is 0: Argo Rollouts so weighs a canary with no available pod)"
