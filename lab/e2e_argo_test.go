@@ -660,17 +660,7 @@ func testArgoCanaryTraefikUnready(t *testing.T, ctx context.Context, c *lab.Clie
 	// Beside the lab's Traefik, a second one with allowEmptyServices=true,
 	// which the findings' fixes name: the same blip through it, side by
 	// side, is what the option changes, by its own access log.
-	stopEmpty, err := cfg.StartTraefikAllowingEmptyServices(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stopEmpty(); err != nil {
-			t.Error(err)
-		}
-	})
-	emptyURL := fmt.Sprintf("https://%s:%d/", host, lab.AllowEmptyEdgePort)
-	waitEdge(t, emptyURL, cfg.EdgeCAPath())
+	emptyURL := startTraefikAllowingEmpty(t, ctx, host)
 	since := time.Now().Add(-time.Second).Truncate(time.Second)
 	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
 		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--promote", "--promote-after", "15s", "--timeout", "3m")
@@ -1075,4 +1065,24 @@ func deleteArgoSample(t *testing.T, sample string) {
 		"--ignore-not-found", "--wait=false", "-f", filepath.Join("manifests", sample+".yaml")); err != nil {
 		t.Errorf("delete %s: %v\n%s", sample, err, out)
 	}
+}
+
+// startTraefikAllowingEmpty starts the second Traefik, with
+// allowEmptyServices=true, for the test's life, and returns host's URL
+// through it once it serves there.
+func startTraefikAllowingEmpty(t *testing.T, ctx context.Context, host string) string {
+	t.Helper()
+	cfg := lab.Config{StateDir: stateDir}
+	stop, err := cfg.StartTraefikAllowingEmptyServices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	url := fmt.Sprintf("https://%s:%d/", host, lab.AllowEmptyEdgePort)
+	waitEdge(t, url, cfg.EdgeCAPath())
+	return url
 }

@@ -301,6 +301,10 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("gRPC through the ingress over https (ALPN h2)", func(t *testing.T) { testGRPCThroughTheEdge(t, ctx, c) })
 
+	t.Run("a route weighted by hand loses a Service: 404s, or 503s allowing empty Services", func(t *testing.T) {
+		testTraefikWeightedByHand(t, ctx, c)
+	})
+
 	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
 		ensureSample(t, ctx, c, "graceful")
 		waitEdge(t, "https://graceful.lab.example/", cfg.EdgeCAPath())

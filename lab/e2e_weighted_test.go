@@ -1,0 +1,240 @@
+package lab_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/lab"
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// testTraefikWeightedByHand: traefik-weighted, a route Traefik weighs
+// half and half over two Services and nobody reweighs, its one pod of
+// traefik-weighted made unready for 5 s by the run's deploy command
+// (demoapp's /unready; the Deployment is left as it was: no rollout).
+// Probed through the lab's Traefik and, side by side, through a second
+// one with allowEmptyServices=true. Referees: each Traefik's access log.
+// Through the default one every request of the host failed while the
+// Service was empty, each a 404 Traefik answered itself (it dropped the
+// route); through the other, that Service's half failed, each a 503 it
+// answered itself ("no available server"), the other half served by the
+// other Service's pod. rollprobe counts exactly those, names no pod for
+// either (no X-Pod-Name), puts the 503s beside the unready pod with no pod
+// terminating, and explains both (checkWeightedFindings).
+func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client) {
+	const (
+		sample = "traefik-weighted"
+		host   = sample + ".lab.example"
+	)
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample)
+	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample+"-other")
+	deleteWeightedAtEnd(t, c, sample)
+	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	traefikLogOnFailure(t)
+	emptyURL := startTraefikAllowingEmpty(t, ctx, host)
+
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + sample})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		t.Fatalf("want one pod of %s with an IP: %v %v", sample, err, pods)
+	}
+	pod, ip := pods.Items[0].Name, pods.Items[0].Status.PodIP
+	// The deploy command: the pod unready for 5 s (its probe sees it
+	// within 3 s), then time for it to be ready again and for both
+	// Traefiks to hear of it, within the command so the run probes on.
+	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
+	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
+		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
+	if r.repErr != nil {
+		t.Fatalf("report: %v\n%s", r.repErr, r.out())
+	}
+	validateSchema(t, r.reportPath)
+	checkPage(t, r.htmlPath, r.rep)
+	if r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusNoChange {
+		t.Fatalf("rollout %+v, want no_change (the deploy command changed no workload)\n%s", r.rep.Rollout, r.out())
+	}
+	if r.exit != 1 {
+		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
+	}
+	if len(r.rep.Paths) != 2 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" {
+		t.Fatalf("paths %+v, want edge and allow-empty", r.rep.Paths)
+	}
+	edge, empty := r.rep.Paths[0], r.rep.Paths[1]
+	unready := false
+	for _, e := range r.rep.Timeline {
+		if e.Kind == report.PodUnready && e.Pod == pod {
+			unready = true
+		}
+	}
+	if !unready {
+		t.Fatalf("the timeline has no PodUnready of %s\n%s", pod, r.out())
+	}
+
+	// The default Traefik: its own 404s, every request of the host.
+	byEdge := readAccessLog(t, cfg, edge.RunID, host)
+	var own404 uint64
+	for _, e := range byEdge {
+		switch {
+		case e.DownstreamStatus == 404 && e.ServiceAddr == "" && e.OriginPod == "":
+			own404++
+		case e.DownstreamStatus != 200 || e.OriginPod == "":
+			t.Errorf("request %s through the default Traefik: status %d from %q, want 200 from a pod or its own 404", e.RequestID, e.DownstreamStatus, e.OriginPod)
+		}
+	}
+	if own404 == 0 || edge.Totals.Failed != own404 || edge.Totals.ByClass[report.ClassHTTPStatus] != own404 {
+		t.Fatalf("the default Traefik answered %d requests 404 itself; rollprobe counted %d failed %v\n%s", own404, edge.Totals.Failed, nonZero(edge.Totals.ByClass), tallyBySecond(byEdge))
+	}
+
+	// The Traefik allowing empty Services: its own 503s, the empty
+	// Service's half; the other half served meanwhile.
+	byEmpty := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{empty.RunID}, host)
+	var own503 uint64
+	var from, to time.Time
+	for _, e := range byEmpty {
+		switch {
+		case e.DownstreamStatus == 503 && e.ServiceAddr == "" && e.OriginPod == "":
+			own503++
+			if from.IsZero() || e.StartUTC.Before(from) {
+				from = e.StartUTC
+			}
+			if e.StartUTC.After(to) {
+				to = e.StartUTC
+			}
+		case e.DownstreamStatus != 200 || e.OriginPod == "":
+			t.Errorf("request %s through the Traefik allowing empty Services: status %d from %q, want 200 from a pod or its own 503", e.RequestID, e.DownstreamStatus, e.OriginPod)
+		}
+	}
+	if own503 == 0 || empty.Totals.Failed != own503 || empty.Totals.ByClass[report.ClassProxy5xx] != own503 {
+		t.Fatalf("the Traefik allowing empty Services answered %d requests 503 itself; rollprobe counted %d failed %v\n%s", own503, empty.Totals.Failed, nonZero(empty.Totals.ByClass), tallyBySecond(byEmpty))
+	}
+	var servedMeanwhile, sentMeanwhile uint64
+	for _, e := range byEmpty {
+		if e.StartUTC.Before(from) || e.StartUTC.After(to) {
+			continue
+		}
+		sentMeanwhile++
+		if e.DownstreamStatus == 200 && strings.HasPrefix(e.OriginPod, sample+"-other-") {
+			servedMeanwhile++
+		}
+	}
+	if servedMeanwhile == 0 {
+		t.Errorf("the Traefik allowing empty Services served nothing from its first own 503 to its last: want the other Service's half\n%s", tallyBySecond(byEmpty))
+	}
+
+	for _, f := range r.rep.Failures {
+		byID, want := byEdge, 404
+		if f.Path == empty.Name {
+			byID, want = byEmpty, 503
+		}
+		if e, ok := byID[f.RequestID]; !ok || e.DownstreamStatus != want || e.ServiceAddr != "" {
+			t.Errorf("failure %s on %s (%s %d): Traefik's line %+v, want its own %d", f.RequestID, f.Path, f.Class, f.Status, e, want)
+		}
+		if f.LikelyPod != "" || !strings.Contains(f.Context, "the edge answered it itself") {
+			t.Errorf("failure %s on %s put on %q (%s): Traefik answered it, no pod did", f.RequestID, f.Path, f.LikelyPod, f.Context)
+		}
+		if f.Path == empty.Name && !strings.Contains(f.Context, "while pod "+pod+" was unready and no pod was terminating") {
+			t.Errorf("503 failure %s: context %q, want the unready pod named", f.RequestID, f.Context)
+		}
+	}
+	checkWeightedFindings(t, r, sample)
+	t.Logf("%s unready: the default Traefik answered %d requests 404 itself; the one allowing empty Services %d 503 (%s to %s), serving %d of %d meanwhile from the other Service",
+		pod, own404, own503, from.Format("15:04:05.000"), to.Format("15:04:05.000"), servedMeanwhile, sentMeanwhile)
+}
+
+// deleteWeightedAtEnd deletes traefik-weighted's objects when the test
+// ends: its Deployments go with the group's others anyway, but a route
+// left over Services without endpoints has Traefik log an error on every
+// reload for the rest of the lab's tests.
+func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		del := func(what string, err error) {
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s: %v", what, err)
+			}
+		}
+		for _, kind := range []string{"ingressroutes", "traefikservices"} {
+			gvr := schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: kind}
+			del(kind+" "+sample, c.Dynamic.Resource(gvr).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}))
+		}
+		for _, name := range []string{sample, sample + "-other"} {
+			del("deployment "+name, c.Kube.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{}))
+			del("service "+name, c.Kube.CoreV1().Services("default").Delete(ctx, name, metav1.DeleteOptions{}))
+		}
+	})
+}
+
+// checkWeightedFindings: the failures of testTraefikWeightedByHand, all
+// the edges' own answers, are explained by the Service's gap (no serving
+// endpoint, while the API listed none) or by edge-had-no-backend (while it
+// still listed the pod: a Traefik that heard of the change first), and by
+// nothing else; the gap's finding says, from each path's own traffic,
+// that the default Traefik failed the whole route (none served by the
+// other Service's pod) and the other kept it (some served), and its fix
+// keeps the route.
+func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
+	t.Helper()
+	leading := func(ev []string, has string) int {
+		for _, line := range ev {
+			if strings.Contains(line, has) {
+				var n int
+				if _, err := fmt.Sscanf(line, "%d ", &n); err == nil {
+					return n
+				}
+			}
+		}
+		return -1
+	}
+	explained := 0
+	gap := findingByID(r.rep, analysis.NoServingEndpoint)
+	if gap != nil {
+		inGap := leading(gap.Evidence, ": not a propagation race")
+		own := leading(gap.Evidence, " the edge answered itself (")
+		if inGap <= 0 || own != inGap {
+			t.Errorf("%s: %d failures, %d of them the edge's own; want all:\n%s", gap.ID, inGap, own, strings.Join(gap.Evidence, "\n"))
+		}
+		explained += inGap
+		ev := strings.Join(gap.Evidence, "\n")
+		for _, want := range []string{
+			"path allow-empty's route also reached pods outside service " + sample + " during the run (" + sample + "-other-",
+			"the edge kept the route and failed service " + sample + "'s share alone",
+			"path edge's route also reached pods outside service " + sample + " during the run (" + sample + "-other-",
+			"served none of them: the edge failed the whole route",
+		} {
+			if !strings.Contains(ev, want) {
+				t.Errorf("%s's evidence lacks %q:\n%s", gap.ID, want, ev)
+			}
+		}
+		if !strings.Contains(gap.Fix, "allowEmptyServices=true: Traefik keeps the route") {
+			t.Errorf("%s's fix %q: want the route kept", gap.ID, gap.Fix)
+		}
+		t.Logf("%s: %s", gap.ID, strings.Join(gap.Evidence, " | "))
+	}
+	if fd := findingByID(r.rep, analysis.EdgeHadNoBackend); fd != nil {
+		var n int
+		if _, err := fmt.Sscanf(fd.Title[strings.Index(fd.Title, " to send ")+1:], "to send %d requests", &n); err != nil {
+			t.Errorf("%s's title %q: %v", fd.ID, fd.Title, err)
+		}
+		explained += n
+		t.Logf("%s: %s", fd.ID, strings.Join(fd.Evidence, " | "))
+	}
+	if uint64(explained) != r.rep.Totals.Failed {
+		t.Errorf("%d of %d failures explained by %s and %s: %v", explained, r.rep.Totals.Failed, analysis.NoServingEndpoint, analysis.EdgeHadNoBackend, findingIDs(r.rep))
+	}
+	for _, f := range r.rep.Findings {
+		if f.Severity == report.SeverityError && f.ID != analysis.NoServingEndpoint && f.ID != analysis.EdgeHadNoBackend {
+			t.Errorf("error finding %s for the edges' own answers: %s", f.ID, f.Title)
+		}
+	}
+}
