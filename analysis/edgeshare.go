@@ -72,7 +72,7 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 		// second they only began or ended in holds the route's successes
 		// before or after too.
 		secs := map[int64]bool{}
-		for sec := int64(math.Ceil(sp.first.Sub(r.StartedAt).Seconds())); r.StartedAt.Add(time.Duration(sec+1) * time.Second).Compare(sp.last) <= 0; sec++ {
+		for sec := int64(math.Ceil(sp.first.Sub(r.StartedAt).Seconds())); r.StartedAt.Add(time.Duration(sec+1)*time.Second).Compare(sp.last) <= 0; sec++ {
 			secs[sec] = true
 		}
 		if len(secs) == 0 {
