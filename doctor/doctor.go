@@ -56,6 +56,11 @@ type Input struct {
 	Workload rollout.Workload
 	Service  *corev1.Service // may be nil
 	PDBs     []policyv1.PodDisruptionBudget
+	// WeightedRoutes: the TraefikServices that weigh the Service beside
+	// other children; WeightedRoutesUnread says why they could not be
+	// read ("" when they were, or when Traefik's CRDs are not served).
+	WeightedRoutes       []WeightedRoute
+	WeightedRoutesUnread string
 	// Server version, zero when unknown.
 	Version advice.Version
 }
@@ -97,7 +102,9 @@ func (m *Measured) deletedUnderLoadWithoutDrop() bool {
 const DefaultExpectedDrain = 5 * time.Second
 
 // Gather fetches what the checks read beyond the target: the namespace's
-// PodDisruptionBudgets and the server version.
+// PodDisruptionBudgets, the TraefikServices weighing the Service (read
+// when permitted: their absence leaves one check unmade, said so) and the
+// server version.
 func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (Input, error) {
 	in := Input{Workload: t.Workload, Service: t.Service}
 	call, cancel := rollout.Bound(ctx)
@@ -107,6 +114,9 @@ func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (
 		return in, fmt.Errorf("list poddisruptionbudgets: %w", rollout.CallError(call, err))
 	}
 	in.PDBs = pdbs.Items
+	if t.Service != nil {
+		in.WeightedRoutes, in.WeightedRoutesUnread = weightedRoutes(ctx, kube, t.Namespace, t.Service.Name)
+	}
 	in.Version = rollout.ServerVersion(ctx, kube)
 	return in, nil
 }
@@ -137,7 +147,7 @@ var checks = []check{
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
 	{CanaryWeightRounded, "an Argo canary's pods can express each setWeight", report.SeverityWarning, checkCanaryWeights},
-	{TraefikWeightedRouteOnePod, "a canary routed by Traefik's weights runs two pods or more on each side", report.SeverityWarning, checkTraefikWeightedRouteOnePod},
+	{TraefikWeightedRouteOnePod, "a route Traefik weighs (an Argo canary's, or one by hand) runs two pods or more behind each Service", report.SeverityWarning, checkTraefikWeightedRouteOnePod},
 	{ETPLocalBefore126, "externalTrafficPolicy: Local is safe on this cluster version", report.SeverityError, checkETPLocal},
 	{NoPDB, "a PodDisruptionBudget covers the pods", report.SeverityWarning, checkPDB},
 	{PDBAllowsNoEviction, "the PodDisruptionBudget lets a drain evict a pod", report.SeverityWarning, checkPDBAllowsEviction},
@@ -721,11 +731,13 @@ func checkCanaryWeights(s *subject) (report.Finding, bool) {
 // minPodsPerReplicaSet (capped at replicas), and keeps the stable side
 // whole unless dynamicStableScale scales it the same way
 // (CalculateReplicaCountsForTrafficRoutedCanary). A Rollout with
-// setCanaryScale steps sets its pods itself: not judged.
+// setCanaryScale steps sets its pods itself: not judged. Any other
+// workload's Service weighed in a TraefikService by hand:
+// checkHandWeightedRoutes.
 func checkTraefikWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 	r := s.Workload.Rollout
 	if r == nil || r.Spec.Strategy.Canary == nil || len(r.Spec.Strategy.Canary.TrafficRouting) == 0 {
-		return report.Finding{}, false
+		return checkHandWeightedRoutes(s)
 	}
 	c := r.Spec.Strategy.Canary
 	var routing struct {
@@ -733,7 +745,7 @@ func checkTraefikWeightedRouteOnePod(s *subject) (report.Finding, bool) {
 		MaxTrafficWeight *int32          `json:"maxTrafficWeight"`
 	}
 	if json.Unmarshal(c.TrafficRouting, &routing) != nil || len(routing.Traefik) == 0 {
-		return report.Finding{}, false
+		return checkHandWeightedRoutes(s)
 	}
 	maxWeight := int32(100)
 	if routing.MaxTrafficWeight != nil && *routing.MaxTrafficWeight > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -12,11 +13,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/advice"
@@ -801,4 +808,128 @@ func warningWithLines(t *testing.T, fs []report.Finding, id string, want []strin
 		}
 	}
 	return f
+}
+
+// A Deployment's Service weighed by hand in a TraefikService beside
+// another: one replica makes its readiness the whole route's (the lab's
+// traefik-weighted measured every request of the host failing while it
+// was unready). Two replicas, no such route, or a DaemonSet are not
+// flagged; TraefikServices that could not be read leave the check unmade,
+// said as info, never passed.
+func TestHandWeightedTraefikRoute(t *testing.T) {
+	one, three := int32(1), int32(3)
+	route := []WeightedRoute{{Name: "split", Weight: ptr.To[int64](1), Others: []string{"service web-other"}}}
+	for _, tt := range []struct {
+		name     string
+		replicas *int32
+		routes   []WeightedRoute
+		unread   string
+		want     []string
+	}{
+		{name: "one replica", replicas: &one, routes: route,
+			want: []string{"TraefikService split weighs service web at weight 1 beside service web-other", "deployment web runs 1 replica behind service web"}},
+		{name: "replicas unset (1)", routes: []WeightedRoute{{Name: "split", Others: []string{"traefikservice mirror", "service other/web-b"}}},
+			want: []string{"TraefikService split weighs service web with no weight set beside traefikservice mirror, service other/web-b", "deployment web runs 1 replica"}},
+		{name: "three replicas", replicas: &three, routes: route},
+		{name: "no route", replicas: &one},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, svc, pdbs := good()
+			d.Spec.Replicas = tt.replicas
+			in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, WeightedRoutes: tt.routes}
+			f := warningWithLines(t, Run(in, Options{}), TraefikWeightedRouteOnePod, tt.want)
+			if f == nil {
+				return
+			}
+			if last := f.Evidence[len(f.Evidence)-1]; !strings.Contains(last, "answers 404 for every request of the host, not this Service's share") {
+				t.Errorf("reason %q", last)
+			}
+			if !strings.Contains(f.Fix, "allowEmptyServices=true") || !strings.Contains(f.Fix, "two pods or more behind each Service") {
+				t.Errorf("fix %q", f.Fix)
+			}
+		})
+	}
+
+	// One failed probe takes the pod out: said before the reason.
+	d, svc, pdbs := good()
+	d.Spec.Replicas = &one
+	d.Spec.Template.Spec.Containers[0].ReadinessProbe.FailureThreshold = 1
+	warningWithLines(t, Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, WeightedRoutes: route}, Options{}),
+		TraefikWeightedRouteOnePod, []string{"TraefikService split", "runs 1 replica", "failureThreshold: 1 in app"})
+
+	// A DaemonSet's pods are one per node: not judged here.
+	ds := &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Template: d.Spec.Template}}
+	warningWithLines(t, Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc, PDBs: pdbs, WeightedRoutes: route}, Options{}), TraefikWeightedRouteOnePod, nil)
+
+	// Unread: info, whatever the replicas.
+	d.Spec.Replicas = &three
+	fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, WeightedRoutesUnread: "list traefikservices.traefik.io: forbidden"}, Options{})
+	var got *report.Finding
+	for i := range fs {
+		if fs[i].ID == TraefikWeightedRouteOnePod {
+			got = &fs[i]
+		}
+	}
+	if got == nil || got.Severity != report.SeverityInfo || !strings.HasPrefix(got.Title, "not checked") || !strings.Contains(got.Evidence[0], "forbidden") {
+		t.Errorf("unread: %+v, want an info finding saying the check was not made", got)
+	}
+}
+
+// Gather reads the TraefikServices of the namespace that weigh the
+// Service beside another child: not one of another Service, nor one that
+// weighs it alone; none and nothing said where Traefik's CRDs are not
+// served; the reason where the list fails.
+func TestGatherWeightedRoutes(t *testing.T) {
+	d, svc, pdbs := good()
+	ts := func(name string, children ...map[string]any) *unstructured.Unstructured {
+		services := make([]any, len(children))
+		for i, c := range children {
+			services[i] = c
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+			"metadata": map[string]any{"name": name, "namespace": "prod"},
+			"spec":     map[string]any{"weighted": map[string]any{"services": services}},
+		}}
+	}
+	objs := []runtime.Object{
+		ts("split", map[string]any{"name": "web", "port": int64(80), "weight": int64(3)}, map[string]any{"name": "web-b", "port": int64(80), "weight": int64(1)}),
+		ts("alone", map[string]any{"name": "web", "port": int64(80)}),
+		ts("others", map[string]any{"name": "api"}, map[string]any{"name": "api-b"}),
+		ts("nested", map[string]any{"name": "web", "kind": "TraefikService"}, map[string]any{"name": "web-b"}),
+	}
+	clients := func(served bool, objs ...runtime.Object) rollout.DynamicClients {
+		kube := fake.NewClientset(d, svc, &pdbs[0])
+		if served {
+			kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
+				GroupVersion: TraefikServicesGVR.GroupVersion().String(), APIResources: []metav1.APIResource{{Name: "traefikservices", Kind: "TraefikService", Namespaced: true}},
+			}}
+		}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{TraefikServicesGVR: "TraefikServiceList"}, objs...)
+		return rollout.WithDynamic(kube, dyn)
+	}
+	target := &rollout.Target{Namespace: "prod", Workload: rollout.Workload{Deployment: d}, Service: svc}
+	in, err := Gather(context.Background(), clients(true, objs...), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.WeightedRoutesUnread != "" || len(in.WeightedRoutes) != 1 || in.WeightedRoutes[0].Name != "split" ||
+		in.WeightedRoutes[0].Weight == nil || *in.WeightedRoutes[0].Weight != 3 || strings.Join(in.WeightedRoutes[0].Others, ",") != "service web-b" {
+		t.Errorf("routes %+v (unread %q): want split alone, web at 3 beside service web-b", in.WeightedRoutes, in.WeightedRoutesUnread)
+	}
+
+	// Traefik's CRDs not served: nothing read, nothing said.
+	if in, err := Gather(context.Background(), clients(false, objs...), target); err != nil || in.WeightedRoutes != nil || in.WeightedRoutesUnread != "" {
+		t.Errorf("without Traefik's CRDs: %+v %q %v", in.WeightedRoutes, in.WeightedRoutesUnread, err)
+	}
+
+	// Forbidden: the reason, and Gather goes on.
+	c := clients(true, objs...)
+	c.Dynamic().(*dynamicfake.FakeDynamicClient).PrependReactor("list", "traefikservices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(TraefikServicesGVR.GroupResource(), "", errors.New("no rule"))
+	})
+	in, err = Gather(context.Background(), c, target)
+	if err != nil || in.WeightedRoutes != nil || !strings.Contains(in.WeightedRoutesUnread, "forbidden") || len(in.PDBs) != 1 {
+		t.Errorf("forbidden: %+v %q %v; want the reason and the rest gathered", in.WeightedRoutes, in.WeightedRoutesUnread, err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -148,6 +149,12 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		}
 	}
 	checkWeightedFindings(t, r, sample)
+	// The doctor named the risk before any traffic, from the
+	// TraefikService it read.
+	if f := findingByID(r.rep, doctor.TraefikWeightedRouteOnePod); f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") {
+		t.Errorf("doctor finding %+v: want the warning naming TraefikService %s", f, sample)
+	}
 	t.Logf("%s unready: the default Traefik answered %d requests 404 itself; the one allowing empty Services %d 503 (%s to %s), serving %d of %d meanwhile from the other Service",
 		pod, own404, own503, from.Format("15:04:05.000"), to.Format("15:04:05.000"), servedMeanwhile, sentMeanwhile)
 }

@@ -55,6 +55,15 @@ func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 	return perms
 }
 
+// DoctorOptionalPermissions is what the doctor's checks read when granted
+// and preflight never asks for: without it a check is reported unmade
+// (info), nothing fails. Traefik's TraefikServices: a route weighed over
+// the Service and others (doctor.checkHandWeightedRoutes). deploy/rbac.yaml
+// grants it.
+func DoctorOptionalPermissions() []Permission {
+	return []Permission{{Verb: "list", Group: "traefik.io", Resource: "traefikservices"}}
+}
+
 // TemplateHolderPermissions is what a Rollout that takes its pod template
 // from another object (spec.workloadRef) needs on top, on that object: read
 // (its template, its generation after an exec trigger) and the trigger's

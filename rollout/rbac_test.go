@@ -16,7 +16,7 @@ import (
 )
 
 // deploy/rbac.yaml grants exactly what run checks for with the restart,
-// image and patch triggers, for every kind, --promote's (Role rollprobe), and what probing from the
+// image and patch triggers, for every kind, --promote's and what the doctor reads when granted (Role rollprobe), and what probing from the
 // cluster adds (Role rollprobe-probers): no verb missing, none to spare.
 func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 	granted := grants(t, "../deploy/rbac.yaml")
@@ -28,7 +28,8 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 	for _, k := range WorkloadKinds {
 		every = append(every, RequiredPermissions(k, Restart{})...)
 	}
-	every = append(every, PromotePermissions()...) // run --rollout --promote
+	every = append(every, PromotePermissions()...)        // run --rollout --promote
+	every = append(every, DoctorOptionalPermissions()...) // read when granted
 	for role, perms := range map[string][]Permission{"rollprobe": every, "rollprobe-probers": ProberPermissions()} {
 		same(t, "deploy/rbac.yaml's role "+role, granted[role], perms)
 	}

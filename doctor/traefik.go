@@ -1,0 +1,183 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// TraefikServicesGVR is Traefik's TraefikService: a weighted round robin
+// (or a mirror) over Kubernetes Services and other TraefikServices.
+var TraefikServicesGVR = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "traefikservices"}
+
+// WeightedRoute is a TraefikService that weighs the target's Service
+// beside other children: Traefik builds it only while each of its
+// Services has a serving endpoint (allowEmptyServices is false by
+// default), so the target's Service going empty drops it whole.
+type WeightedRoute struct {
+	Name string
+	// Weight is the Service's weight in it; nil when unset.
+	Weight *int64
+	// Others are its other children, each "service NAME" or
+	// "traefikservice NAME" (with the namespace when another).
+	Others []string
+}
+
+// weightedRoutes lists the TraefikServices of namespace ns that weigh
+// service beside another child. unread says why they could not be read
+// ("" when read, or when Traefik's CRDs are not served: no TraefikService
+// can exist then); a client without a dynamic side (a test's fake) reads
+// none and says nothing.
+func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service string) (routes []WeightedRoute, unread string) {
+	d, ok := kube.(rollout.DynamicClients)
+	if !ok || !traefikServicesServed(kube) {
+		return nil, ""
+	}
+	call, cancel := rollout.Bound(ctx)
+	defer cancel()
+	list, err := d.Dynamic().Resource(TraefikServicesGVR).Namespace(ns).List(call, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, ""
+	case err != nil:
+		return nil, fmt.Sprintf("list %s.%s: %v", TraefikServicesGVR.Resource, TraefikServicesGVR.Group, rollout.CallError(call, err))
+	}
+	for i := range list.Items {
+		if r, ok := weighing(&list.Items[i], ns, service); ok {
+			routes = append(routes, r)
+		}
+	}
+	return routes, ""
+}
+
+// traefikServicesServed: the apiserver serves Traefik's TraefikService
+// (discovery, which every authenticated user may read). An error other
+// than not found counts as served: the list then says what is wrong.
+func traefikServicesServed(kube kubernetes.Interface) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(TraefikServicesGVR.GroupVersion().String())
+	if err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == TraefikServicesGVR.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// traefikService is the part of a TraefikService the check reads.
+type traefikService struct {
+	Spec struct {
+		Weighted *struct {
+			Services []struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+				Kind      string `json:"kind"`
+				Weight    *int64 `json:"weight"`
+			} `json:"services"`
+		} `json:"weighted"`
+	} `json:"spec"`
+}
+
+// weighing: u, a TraefikService of namespace ns, weighs service (a child
+// of kind Service, Traefik's default, in ns) beside at least one other
+// child.
+func weighing(u *unstructured.Unstructured, ns, service string) (WeightedRoute, bool) {
+	var ts traefikService
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ts) != nil || ts.Spec.Weighted == nil {
+		return WeightedRoute{}, false
+	}
+	r := WeightedRoute{Name: u.GetName()}
+	found := false
+	for _, c := range ts.Spec.Weighted.Services {
+		kind := strings.ToLower(c.Kind)
+		if kind == "" {
+			kind = "service"
+		}
+		if kind == "service" && c.Name == service && (c.Namespace == "" || c.Namespace == ns) && !found {
+			found, r.Weight = true, c.Weight
+			continue
+		}
+		name := c.Name
+		if c.Namespace != "" && c.Namespace != ns {
+			name = c.Namespace + "/" + name
+		}
+		r.Others = append(r.Others, kind+" "+name)
+	}
+	return r, found && len(r.Others) > 0
+}
+
+// onePod names the workload when it runs a single pod (its replicas, 1 by
+// default); a DaemonSet's pods are one per node, not judged here.
+func onePod(w rollout.Workload) (string, bool) {
+	one := func(n *int32) bool { return n == nil || *n == 1 }
+	switch {
+	case w.Deployment != nil && one(w.Deployment.Spec.Replicas):
+		return "deployment " + w.Deployment.Name, true
+	case w.StatefulSet != nil && one(w.StatefulSet.Spec.Replicas):
+		return "statefulset " + w.StatefulSet.Name, true
+	case w.Rollout != nil && one(w.Rollout.Spec.Replicas):
+		return "rollout " + w.Rollout.Name, true
+	}
+	return "", false
+}
+
+// checkHandWeightedRoutes: the target's Service is one child of a
+// TraefikService weighted by hand (a fixed split, a blue/green nobody
+// reweighs) and its workload runs one pod: while that pod is unready
+// Traefik drops the whole route (its own 404 for every request of the
+// host). The lab's traefik-weighted sample measured it: 596 to 602
+// requests, every one of the host, while one of two Services was empty
+// for about 3 s; with allowEmptyServices=true, only that Service's half
+// (its own 503s). TraefikServices that could not be read leave the check
+// unmade, said as such (info), never passed.
+func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
+	if s.Service == nil {
+		return report.Finding{}, false
+	}
+	if s.WeightedRoutesUnread != "" {
+		return report.Finding{Severity: report.SeverityInfo,
+			Title: "not checked: whether a route Traefik weighs over service " + s.Service.Name + " turns on one pod",
+			Evidence: []string{"Traefik's TraefikServices could not be read (" + s.WeightedRoutesUnread + "): a route weighted over this Service " +
+				"and others, which Traefik drops whole while any of them is empty, is not known"},
+			Fix: "grant list on traefikservices.traefik.io in the namespace (deploy/rbac.yaml does) to have it checked"}, true
+	}
+	who, one := onePod(s.Workload)
+	if len(s.WeightedRoutes) == 0 || !one {
+		return report.Finding{}, false
+	}
+	var evidence []string
+	for _, r := range s.WeightedRoutes {
+		weight := "with no weight set"
+		if r.Weight != nil {
+			weight = fmt.Sprintf("at weight %d", *r.Weight)
+		}
+		evidence = append(evidence, fmt.Sprintf("TraefikService %s weighs service %s %s beside %s", r.Name, s.Service.Name, weight, strings.Join(r.Others, ", ")))
+	}
+	evidence = append(evidence, who+" runs 1 replica behind service "+s.Service.Name+": while that pod is unready (a failed readiness probe, a restart, an eviction, "+
+		"its own rollout) the Service has no serving endpoint")
+	if n := s.containers(func(ct corev1.Container) bool {
+		return ct.ReadinessProbe != nil && ct.ReadinessProbe.FailureThreshold == 1
+	}); len(n) > 0 {
+		evidence = append(evidence, fmt.Sprintf("its readiness probe takes the pod out on one failed probe (failureThreshold: 1 in %s): one slow answer does it", strings.Join(n, ", ")))
+	}
+	evidence = append(evidence, "Traefik builds a weighted TraefikService only while each of its Services has a serving endpoint (allowEmptyServices is false by default): "+
+		"while this one has none it drops the TraefikService and the routes over it, and answers 404 for every request of the host, not this Service's share")
+	return report.Finding{Title: "a Service weighed in a Traefik route runs one pod: its readiness is the whole route's",
+		Evidence: evidence,
+		Fix: "run two pods or more behind each Service of the route, with a readiness probe that outlasts one slow answer (failureThreshold above 1); " +
+			"and in Traefik providers.kubernetesCRD.allowEmptyServices=true: it keeps the route while a Service is empty and answers only that " +
+			"Service's share 503 (set its weight to 0 while it has no pod to have none fail)"}, true
+}
