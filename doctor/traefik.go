@@ -41,7 +41,7 @@ type WeightedRoute struct {
 // none and says nothing.
 func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service string) (routes []WeightedRoute, unread string) {
 	d, ok := kube.(rollout.DynamicClients)
-	if !ok || !traefikServicesServed(kube) {
+	if !ok || !rollout.Served(kube, TraefikServicesGVR) {
 		return nil, ""
 	}
 	call, cancel := rollout.Bound(ctx)
@@ -59,22 +59,6 @@ func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service 
 		}
 	}
 	return routes, ""
-}
-
-// traefikServicesServed: the apiserver serves Traefik's TraefikService
-// (discovery, which every authenticated user may read). An error other
-// than not found counts as served: the list then says what is wrong.
-func traefikServicesServed(kube kubernetes.Interface) bool {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(TraefikServicesGVR.GroupVersion().String())
-	if err != nil {
-		return !apierrors.IsNotFound(err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == TraefikServicesGVR.Resource {
-			return true
-		}
-	}
-	return false
 }
 
 // traefikService is the part of a TraefikService the check reads.

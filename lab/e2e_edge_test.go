@@ -536,13 +536,20 @@ func waitEdgeWith(t *testing.T, url, ca string, args ...string) {
 // loops serve only http:// to an IP).
 func checkEdgeReport(t *testing.T, r *runResult) {
 	t.Helper()
+	checkEdgeReportWith(t, r, report.StatusComplete)
+}
+
+// checkEdgeReportWith is checkEdgeReport for a run whose rollout status
+// is status (no_change for a deploy command that changed no workload).
+func checkEdgeReportWith(t *testing.T, r *runResult, status report.RolloutStatus) {
+	t.Helper()
 	if r.repErr != nil {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
 	}
 	validateSchema(t, r.reportPath)
 	checkPage(t, r.htmlPath, r.rep)
-	if r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusComplete {
-		t.Fatalf("rollout %+v\n%s", r.rep.Rollout, r.out())
+	if r.rep.Rollout == nil || r.rep.Rollout.Status != status {
+		t.Fatalf("rollout %+v, want %s\n%s", r.rep.Rollout, status, r.out())
 	}
 	if r.rep.Prober.Engine != "goroutines" {
 		t.Fatalf("engine %q, want goroutines", r.rep.Prober.Engine)

@@ -57,14 +57,8 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
 	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
 		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
-	if r.repErr != nil {
-		t.Fatalf("report: %v\n%s", r.repErr, r.out())
-	}
-	validateSchema(t, r.reportPath)
-	checkPage(t, r.htmlPath, r.rep)
-	if r.rep.Rollout == nil || r.rep.Rollout.Status != report.StatusNoChange {
-		t.Fatalf("rollout %+v, want no_change (the deploy command changed no workload)\n%s", r.rep.Rollout, r.out())
-	}
+	// no_change: the deploy command changed no workload.
+	checkEdgeReportWith(t, r, report.StatusNoChange)
 	if r.exit != 1 {
 		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
 	}

@@ -236,13 +236,18 @@ func resolveTemplateRef(ctx context.Context, kube kubernetes.Interface, r *ArgoR
 
 // rolloutsServed says whether discovery lists the Rollout resource (true
 // when discovery itself cannot be read: the NotFound is then the object's).
-func rolloutsServed(kube kubernetes.Interface) bool {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(RolloutsGVR.GroupVersion().String())
+func rolloutsServed(kube kubernetes.Interface) bool { return Served(kube, RolloutsGVR) }
+
+// Served: the apiserver serves resource gvr (discovery, which every
+// authenticated user may read). An error other than not found counts as
+// served: the call that follows then says what is wrong.
+func Served(kube kubernetes.Interface, gvr schema.GroupVersionResource) bool {
+	list, err := kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
 		return !apierrors.IsNotFound(err)
 	}
 	for _, r := range list.APIResources {
-		if r.Name == RolloutsGVR.Resource {
+		if r.Name == gvr.Resource {
 			return true
 		}
 	}
