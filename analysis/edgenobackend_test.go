@@ -215,7 +215,7 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 // its own 404, none served by the other Service's pod b meanwhile), the
 // other keeps it (its own 503s for web's share, b serving the rest).
 // The Service's gap explains both (no serving endpoint), those the edges
-// answered 20 ms before rollprobe's watch heard of it too, and says, from
+// answered 10 ms before rollprobe's watch heard of it too, and says, from
 // each path's own traffic in the whole seconds of the edge's answers,
 // which edge failed the whole route: its fix then keeps the route. A path
 // whose route reached no pod outside web says nothing of a share.
@@ -245,8 +245,8 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 					if name == "allow-empty" {
 						row.Backends["b-1"] = 50
 					}
-					// From 20 ms before the gap: the edge heard of the
-					// pod's unreadiness before rollprobe's watch did.
+					// From 10 ms before the gap (+4.99 s): the edge heard
+					// of the pod's unreadiness before rollprobe's watch did.
 					for ms := int(sec)*1000 - 20; ms < int(sec+1)*1000-20; ms += 100 {
 						f := fail(ms+10, class, false, "")
 						f.Status, f.ViaEdge, f.Path = status, true, name

@@ -78,9 +78,11 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 		if len(secs) == 0 {
 			continue // under a whole second: too short to tell
 		}
+		// The backend header names pods: outside are the names no pod of
+		// the timeline bore (Incarnations, by name; Get takes a key).
 		outside := map[string]bool{}
 		for name, n := range d.byBackend {
-			if n > 0 && pods.Get(name) == nil {
+			if n > 0 && len(pods.Incarnations(name)) == 0 {
 				outside[name] = true
 			}
 		}
