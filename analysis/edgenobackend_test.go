@@ -240,6 +240,9 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 			}
 			for sec := int64(0); sec < 12; sec++ {
 				row := report.SeriesRow{T: sec, Backends: map[string]uint64{"a": 50, "b-1": 50}}
+				if name == "by-version" {
+					row.Backends = map[string]uint64{"v1": 100}
+				}
 				if sec >= 5 && sec < 8 {
 					row.Backends = map[string]uint64{}
 					if name == "allow-empty" {
@@ -255,8 +258,11 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 				}
 				p.Series = append(p.Series, row)
 			}
-			if name == "alone" {
+			switch name {
+			case "alone":
 				p.Totals.ByBackend = map[string]uint64{"a": 900}
+			case "by-version":
+				p.Totals.ByBackend = map[string]uint64{"v1": 900}
 			}
 			r.Paths = append(r.Paths, p)
 		}
@@ -304,5 +310,14 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 	analyse(r)
 	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "outside service web") {
 		t.Errorf("finding %+v: want no share line for a route of web alone", fd)
+	}
+	// A backend header that names no pod of the timeline (a version, say):
+	// every backend looks outside web, yet none is known to be a pod
+	// outside it; nothing to say of a share, no fix to keep the route.
+	r = build("by-version")
+	analyse(r)
+	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "outside service web") ||
+		strings.Contains(fd.Fix, "allowEmptyServices") {
+		t.Errorf("finding %+v: want no share line when the header names no pod", fd)
 	}
 }

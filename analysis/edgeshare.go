@@ -30,8 +30,10 @@ type routeShare struct {
 // was dropped whole (Traefik drops a weighted TraefikService while any of
 // its Services is empty); one that served them kept the rest. Paths whose
 // route reached no pod outside the Service (a route of this Service
-// alone, or a run without the backend header), or whose own answers span
-// no whole second of the series, say nothing and are left out.
+// alone, or a run without the backend header), whose backend header named
+// none of the timeline's pods (it names something else then), or whose own
+// answers span no whole second of the series, say nothing and are left
+// out.
 func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []routeShare {
 	type pathData struct {
 		series    []report.SeriesRow
@@ -78,15 +80,23 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 		if len(secs) == 0 {
 			continue // under a whole second: too short to tell
 		}
-		// The backend header names pods: outside are the names no pod of
-		// the timeline bore (Incarnations, by name; Get takes a key).
+		// Outside are the names no pod of the timeline bore (Incarnations,
+		// by name; Get takes a key), when the backend header names pods:
+		// only when it named one of the timeline's on this path is a name
+		// it bore none of a pod outside the Service, not a version or a
+		// node that every response of the Service's own pods carries.
 		outside := map[string]bool{}
+		namesPods := false
 		for name, n := range d.byBackend {
-			if n > 0 && len(pods.Incarnations(name)) == 0 {
+			switch {
+			case n == 0:
+			case len(pods.Incarnations(name)) == 0:
 				outside[name] = true
+			default:
+				namesPods = true
 			}
 		}
-		if len(outside) == 0 {
+		if len(outside) == 0 || !namesPods {
 			continue
 		}
 		s := routeShare{path: path, own: sp.n, seconds: len(secs)}
