@@ -46,8 +46,8 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if gap.open {
 			end = "to the end of the run"
 		}
-		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; when the last stopped serving, %s had no serving endpoint from %+.2fs %s, and %d requests failed in it or within %s after",
-			podsOfTheService(len(gap.evicted)), strings.Join(pods, ", "), svc, gap.start.Sub(r.StartedAt).Seconds(), end, gap.failed, gapSlack))
+		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; when the last stopped serving, %s had no serving endpoint from %+.2fs %s, and %s",
+			podsOfTheService(len(gap.evicted)), strings.Join(pods, ", "), svc, gap.start.Sub(r.StartedAt).Seconds(), end, gap.failedText()))
 	}
 	emptied := len(ev) > 0
 	// The most pods out at once, and how many were left then, over the

@@ -309,6 +309,10 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			// one's end before rollprobe's watch did.
 			s.svcGap = &svcGaps[i]
 			svcGaps[i].failed++
+			svcGaps[i].early++
+			if lead := svcGaps[i].start.Sub(beganAt(f)); lead > svcGaps[i].earlyLead {
+				svcGaps[i].earlyLead = lead
+			}
 		}
 		var id string
 		for _, rl := range rules {

@@ -20,7 +20,11 @@ type svcGap struct {
 	start, end time.Time
 	open       bool     // to the end of the run
 	went       []string // the pods whose endpoints stopped serving into it, in order
-	failed     int
+	failed     int      // the failures it explains, early ones included
+	// early: of those, the ones that began before it, within the watch's
+	// delay (svcGapJustAfter), and the longest lead among them.
+	early     int
+	earlyLead time.Duration
 	// evicted: the drain's pod_evicted events of the Service's pods
 	// before the gap began (and since any earlier gap began), in order.
 	evicted []report.Event
@@ -176,6 +180,18 @@ func svcGapOf(gaps []svcGap, f *report.Failure) int {
 	return -1
 }
 
+// failedText says how many requests failed in the gap, and of those how
+// many began just before it: the nodes' rules or the edge had no endpoint
+// left before rollprobe's watch heard of the last one's end.
+func (g svcGap) failedText() string {
+	s := fmt.Sprintf("%d requests failed in it or within %s after", g.failed, gapSlack)
+	if g.early > 0 {
+		s += fmt.Sprintf(" (%d of them began up to %.2fs before it, the nodes' rules or the edge already without an endpoint when rollprobe's watch had not yet heard)",
+			g.early, g.earlyLead.Seconds())
+	}
+	return s
+}
+
 func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 	r := x.r
 	svc := "the Service"
@@ -193,8 +209,8 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 			end = "to the end of the run"
 		}
 		total += gap.end.Sub(gap.start)
-		ev = append(ev, fmt.Sprintf("%s had no serving endpoint from %+.2fs %s: the last to stop serving was %s; %d requests failed in it or within %s after, while proxies learnt of the endpoint that ended it",
-			svc, gap.start.Sub(r.StartedAt).Seconds(), end, strings.Join(gap.went, ", "), gap.failed, gapSlack))
+		ev = append(ev, fmt.Sprintf("%s had no serving endpoint from %+.2fs %s: the last to stop serving was %s; %s, while proxies learnt of the endpoint that ended it",
+			svc, gap.start.Sub(r.StartedAt).Seconds(), end, strings.Join(gap.went, ", "), gap.failedText()))
 		ev = append(ev, gap.unreadyEvidence(r.StartedAt)...)
 	}
 	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s: not a propagation race (a preStop sleep does not help a pod that has no successor yet) but capacity: no pod was there to serve", len(g.fails), g.classes(), g.span(r.StartedAt)))
