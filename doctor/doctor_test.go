@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -897,6 +898,8 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		ts("alone", map[string]any{"name": "web", "port": int64(80)}),
 		ts("others", map[string]any{"name": "api"}, map[string]any{"name": "api-b"}),
 		ts("nested", map[string]any{"name": "web", "kind": "TraefikService"}, map[string]any{"name": "web-b"}),
+		// web twice (its weights add: 2, and 1 unset) beside web-c.
+		ts("twice", map[string]any{"name": "web", "weight": int64(2)}, map[string]any{"name": "web-c"}, map[string]any{"name": "web", "namespace": "prod"}),
 	}
 	clients := func(served bool, objs ...runtime.Object) rollout.DynamicClients {
 		kube := fake.NewClientset(d, svc, &pdbs[0])
@@ -913,9 +916,11 @@ func TestGatherWeightedRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.WeightedRoutesUnread != "" || len(in.WeightedRoutes) != 1 || in.WeightedRoutes[0].Name != "split" ||
-		in.WeightedRoutes[0].Weight == nil || *in.WeightedRoutes[0].Weight != 3 || strings.Join(in.WeightedRoutes[0].Others, ",") != "service web-b" {
-		t.Errorf("routes %+v (unread %q): want split alone, web at 3 beside service web-b", in.WeightedRoutes, in.WeightedRoutesUnread)
+	sort.Slice(in.WeightedRoutes, func(i, j int) bool { return in.WeightedRoutes[i].Name < in.WeightedRoutes[j].Name })
+	if in.WeightedRoutesUnread != "" || len(in.WeightedRoutes) != 2 || in.WeightedRoutes[0].Name != "split" || in.WeightedRoutes[1].Name != "twice" ||
+		in.WeightedRoutes[0].Weight == nil || *in.WeightedRoutes[0].Weight != 3 || strings.Join(in.WeightedRoutes[0].Others, ",") != "service web-b" ||
+		in.WeightedRoutes[1].Weight == nil || *in.WeightedRoutes[1].Weight != 3 || strings.Join(in.WeightedRoutes[1].Others, ",") != "service web-c" {
+		t.Errorf("routes %+v (unread %q): want split, web at 3 beside service web-b, and twice, web at 2+1 beside service web-c", in.WeightedRoutes, in.WeightedRoutesUnread)
 	}
 
 	// Traefik's CRDs not served: nothing read, nothing said.

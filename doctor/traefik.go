@@ -90,8 +90,15 @@ func weighing(u *unstructured.Unstructured, ns, service string) (WeightedRoute, 
 		if kind == "" {
 			kind = "service"
 		}
-		if kind == "service" && c.Name == service && (c.Namespace == "" || c.Namespace == ns) && !found {
-			found, r.Weight = true, c.Weight
+		if kind == "service" && c.Name == service && (c.Namespace == "" || c.Namespace == ns) {
+			if found {
+				// Listed again: Traefik weighs each listing (1 when
+				// unset), so the Service's share is their sum.
+				sum := weightOrOne(r.Weight) + weightOrOne(c.Weight)
+				r.Weight = &sum
+			} else {
+				found, r.Weight = true, c.Weight
+			}
 			continue
 		}
 		name := c.Name
@@ -101,6 +108,14 @@ func weighing(u *unstructured.Unstructured, ns, service string) (WeightedRoute, 
 		r.Others = append(r.Others, kind+" "+name)
 	}
 	return r, found && len(r.Others) > 0
+}
+
+// weightOrOne is a weighted child's weight: Traefik's is 1 when unset.
+func weightOrOne(w *int64) int64 {
+	if w == nil {
+		return 1
+	}
+	return *w
 }
 
 // onePod names the workload when it runs a single pod (its replicas, 1 by
