@@ -289,7 +289,7 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 	if !strings.Contains(fd.Fix, "allowEmptyServices=true: Traefik keeps the route") {
 		t.Errorf("fix %q: want the route kept", fd.Fix)
 	}
-	if !strings.Contains(ev, "60 requests failed in it or within 3s after (2 of them began up to 0.01s before it:") {
+	if !strings.Contains(ev, "60 requests failed in it or within 3s after (2 of them began up to 0.010s before it:") {
 		t.Errorf("evidence: want the gap's count to say the 2 that began before it:\n%s", ev)
 	}
 	if !strings.Contains(ev, "60 requests failed (http_status 30, proxy_5xx 30) from +4.99s to +7.89s") || find(r, EdgeHadNoBackend) != nil {

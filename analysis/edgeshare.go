@@ -28,7 +28,8 @@ type routeShare struct {
 // or all of it: a route that reached pods outside the Service during the
 // run and served none of them in the seconds of the edge's own answers
 // was dropped whole (Traefik drops a weighted TraefikService while any of
-// its Services is empty); one that served them kept the rest. Paths whose
+// its Services is empty); one that served them kept the rest (Traefik's
+// Gateway API routes, and TraefikServices allowing empty Services). Paths whose
 // route reached no pod outside the Service (a route of this Service
 // alone, or a run without the backend header), whose backend header named
 // none of the timeline's pods (it names something else then), or whose own
@@ -141,7 +142,7 @@ func routeShareEvidence(r *report.Report, pods *Pods, edgeOwn []report.Failure, 
 			continue
 		}
 		ev = append(ev, fmt.Sprintf("%s also reached pods outside %s during the run (%s), and in the %s within its %d answers of the edge's own it served %d requests from them: "+
-			"the edge kept the route and failed %s's share alone (Traefik with allowEmptyServices=true answers an empty Service's share 503)",
+			"the edge kept the route and failed %s's share alone (Traefik so answers an empty Service's share 503 itself through a Gateway API HTTPRoute, or a TraefikService with allowEmptyServices=true)",
 			on, svc, outside, wholeSeconds(s.seconds), s.own, s.served, svc))
 	}
 	return ev, droppedWhole

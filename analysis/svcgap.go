@@ -186,7 +186,7 @@ func svcGapOf(gaps []svcGap, f *report.Failure) int {
 func (g svcGap) failedText() string {
 	s := fmt.Sprintf("%d requests failed in it or within %s after", g.failed, gapSlack)
 	if g.early > 0 {
-		s += fmt.Sprintf(" (%d of them began up to %.2fs before it: the nodes' rules or the edge had no endpoint left before rollprobe's watch heard)",
+		s += fmt.Sprintf(" (%d of them began up to %.3fs before it: the nodes' rules or the edge had no endpoint left before rollprobe's watch heard)",
 			g.early, g.earlyLead.Seconds())
 	}
 	return s
