@@ -25,24 +25,30 @@ import (
 // traefik-weighted made unready for 5 s by the run's deploy command
 // (demoapp's /unready; the Deployment is left as it was: no rollout).
 // Probed through the lab's Traefik and, side by side, through a second
-// one with allowEmptyServices=true. Referees: each Traefik's access log.
-// Through the default one every request of the host failed while the
-// Service was empty, each a 404 Traefik answered itself (it dropped the
-// route); through the other, that Service's half failed, each a 503 it
-// answered itself ("no available server"), the other half served by the
-// other Service's pod. rollprobe counts exactly those, names no pod for
-// either (no X-Pod-Name), puts the 503s beside the unready pod with no pod
-// terminating, and explains both (checkWeightedFindings).
+// one with allowEmptyServices=true, and through the lab's Gateway (the
+// first Traefik), whose HTTPRoute weighs the same two Services by its
+// backendRefs. Referees: each Traefik's access log. Through the default
+// one's TraefikService every request of the host failed while the Service
+// was empty, each a 404 Traefik answered itself (it dropped the route);
+// through the other, and through the Gateway (Traefik's Gateway provider
+// builds an empty Service as a balancer with no server, not an error),
+// that Service's half failed, each a 503 Traefik answered itself ("no
+// available server"), the other half served by the other Service's pod.
+// rollprobe counts exactly those, names no pod for any (no X-Pod-Name),
+// puts the 503s beside the unready pod with no pod terminating, and
+// explains them all (checkWeightedFindings).
 func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client) {
 	const (
 		sample = "traefik-weighted"
 		host   = sample + ".lab.example"
+		gwHost = sample + "-gw.lab.example" // its HTTPRoute, on the lab's Gateway
 	)
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample)
 	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample+"-other")
 	deleteWeightedAtEnd(t, c, sample)
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
+	waitEdge(t, "https://"+gwHost+"/", cfg.EdgeCAPath())
 	traefikLogOnFailure(t)
 	emptyURL := startTraefikAllowingEmpty(t, ctx, host)
 
@@ -56,16 +62,16 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// Traefiks to hear of it, within the command so the run probes on.
 	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
 	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
-		"--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
+		"--target", "gateway=https://"+gwHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
 	// no_change: the deploy command changed no workload.
 	checkEdgeReportWith(t, r, report.StatusNoChange)
 	if r.exit != 1 {
 		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
 	}
-	if len(r.rep.Paths) != 2 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" {
-		t.Fatalf("paths %+v, want edge and allow-empty", r.rep.Paths)
+	if len(r.rep.Paths) != 3 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" || r.rep.Paths[2].Name != "gateway" {
+		t.Fatalf("paths %+v, want edge, allow-empty and gateway", r.rep.Paths)
 	}
-	edge, empty := r.rep.Paths[0], r.rep.Paths[1]
+	edge, empty, gw := r.rep.Paths[0], r.rep.Paths[1], r.rep.Paths[2]
 	unready := false
 	for _, e := range r.rep.Timeline {
 		if e.Kind == report.PodUnready && e.Pod == pod {
@@ -91,12 +97,52 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		t.Fatalf("the default Traefik answered %d requests 404 itself; rollprobe counted %d failed %v\n%s", own404, edge.Totals.Failed, nonZero(edge.Totals.ByClass), tallyBySecond(byEdge))
 	}
 
-	// The Traefik allowing empty Services: its own 503s, the empty
-	// Service's half; the other half served meanwhile.
+	// The Traefik allowing empty Services, and the Gateway: their own
+	// 503s, the empty Service's half; the other half served meanwhile.
 	byEmpty := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{empty.RunID}, host)
+	kept := checkRouteKept(t, "the Traefik allowing empty Services", byEmpty, empty, sample)
+	byGateway := readAccessLog(t, cfg, gw.RunID, gwHost)
+	keptByGateway := checkRouteKept(t, "the Gateway", byGateway, gw, sample)
+
+	for _, f := range r.rep.Failures {
+		byID, want := byEdge, 404
+		switch f.Path {
+		case empty.Name:
+			byID, want = byEmpty, 503
+		case gw.Name:
+			byID, want = byGateway, 503
+		}
+		if e, ok := byID[f.RequestID]; !ok || e.DownstreamStatus != want || e.ServiceAddr != "" {
+			t.Errorf("failure %s on %s (%s %d): Traefik's line %+v, want its own %d", f.RequestID, f.Path, f.Class, f.Status, e, want)
+		}
+		if f.LikelyPod != "" || !strings.Contains(f.Context, "the edge answered it itself") {
+			t.Errorf("failure %s on %s put on %q (%s): Traefik answered it, no pod did", f.RequestID, f.Path, f.LikelyPod, f.Context)
+		}
+		if want == 503 && !strings.Contains(f.Context, "while pod "+pod+" was unready and no pod was terminating") {
+			t.Errorf("503 failure %s on %s: context %q, want the unready pod named", f.RequestID, f.Path, f.Context)
+		}
+	}
+	checkWeightedFindings(t, r, sample)
+	// The doctor named the risk before any traffic, from the
+	// TraefikService it read.
+	if f := findingByID(r.rep, doctor.TraefikWeightedRouteOnePod); f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") {
+		t.Errorf("doctor finding %+v: want the warning naming TraefikService %s", f, sample)
+	}
+	t.Logf("%s unready: the default Traefik answered %d requests 404 itself; the one allowing empty Services %s; the Gateway %s",
+		pod, own404, kept, keptByGateway)
+}
+
+// checkRouteKept: through path, an edge that kept the weighted route while
+// sample's Service was empty: every failure is its own 503 (no backend in
+// its access log, byLog), rollprobe's count equals them, and the other
+// Service's pod served requests between the first and the last of them.
+// It returns what it measured, for the log.
+func checkRouteKept(t *testing.T, edge string, byLog map[string]accessEntry, path report.PathReport, sample string) string {
+	t.Helper()
 	var own503 uint64
 	var from, to time.Time
-	for _, e := range byEmpty {
+	for _, e := range byLog {
 		switch {
 		case e.DownstreamStatus == 503 && e.ServiceAddr == "" && e.OriginPod == "":
 			own503++
@@ -107,14 +153,14 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 				to = e.StartUTC
 			}
 		case e.DownstreamStatus != 200 || e.OriginPod == "":
-			t.Errorf("request %s through the Traefik allowing empty Services: status %d from %q, want 200 from a pod or its own 503", e.RequestID, e.DownstreamStatus, e.OriginPod)
+			t.Errorf("request %s through %s: status %d from %q, want 200 from a pod or its own 503", e.RequestID, edge, e.DownstreamStatus, e.OriginPod)
 		}
 	}
-	if own503 == 0 || empty.Totals.Failed != own503 || empty.Totals.ByClass[report.ClassProxy5xx] != own503 {
-		t.Fatalf("the Traefik allowing empty Services answered %d requests 503 itself; rollprobe counted %d failed %v\n%s", own503, empty.Totals.Failed, nonZero(empty.Totals.ByClass), tallyBySecond(byEmpty))
+	if own503 == 0 || path.Totals.Failed != own503 || path.Totals.ByClass[report.ClassProxy5xx] != own503 {
+		t.Fatalf("%s answered %d requests 503 itself; rollprobe counted %d failed %v on path %s\n%s", edge, own503, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog))
 	}
 	var servedMeanwhile, sentMeanwhile uint64
-	for _, e := range byEmpty {
+	for _, e := range byLog {
 		if e.StartUTC.Before(from) || e.StartUTC.After(to) {
 			continue
 		}
@@ -124,33 +170,10 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		}
 	}
 	if servedMeanwhile == 0 {
-		t.Errorf("the Traefik allowing empty Services served nothing from its first own 503 to its last: want the other Service's half\n%s", tallyBySecond(byEmpty))
+		t.Errorf("%s served nothing from its first own 503 to its last: want the other Service's half\n%s", edge, tallyBySecond(byLog))
 	}
-
-	for _, f := range r.rep.Failures {
-		byID, want := byEdge, 404
-		if f.Path == empty.Name {
-			byID, want = byEmpty, 503
-		}
-		if e, ok := byID[f.RequestID]; !ok || e.DownstreamStatus != want || e.ServiceAddr != "" {
-			t.Errorf("failure %s on %s (%s %d): Traefik's line %+v, want its own %d", f.RequestID, f.Path, f.Class, f.Status, e, want)
-		}
-		if f.LikelyPod != "" || !strings.Contains(f.Context, "the edge answered it itself") {
-			t.Errorf("failure %s on %s put on %q (%s): Traefik answered it, no pod did", f.RequestID, f.Path, f.LikelyPod, f.Context)
-		}
-		if f.Path == empty.Name && !strings.Contains(f.Context, "while pod "+pod+" was unready and no pod was terminating") {
-			t.Errorf("503 failure %s: context %q, want the unready pod named", f.RequestID, f.Context)
-		}
-	}
-	checkWeightedFindings(t, r, sample)
-	// The doctor named the risk before any traffic, from the
-	// TraefikService it read.
-	if f := findingByID(r.rep, doctor.TraefikWeightedRouteOnePod); f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
-		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") {
-		t.Errorf("doctor finding %+v: want the warning naming TraefikService %s", f, sample)
-	}
-	t.Logf("%s unready: the default Traefik answered %d requests 404 itself; the one allowing empty Services %d 503 (%s to %s), serving %d of %d meanwhile from the other Service",
-		pod, own404, own503, from.Format("15:04:05.000"), to.Format("15:04:05.000"), servedMeanwhile, sentMeanwhile)
+	return fmt.Sprintf("answered %d requests 503 itself (%s to %s), serving %d of %d meanwhile from the other Service",
+		own503, from.Format("15:04:05.000"), to.Format("15:04:05.000"), servedMeanwhile, sentMeanwhile)
 }
 
 // deleteWeightedAtEnd deletes traefik-weighted's objects when the test
@@ -165,9 +188,12 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 				t.Errorf("delete %s: %v", what, err)
 			}
 		}
-		for _, kind := range []string{"ingressroutes", "traefikservices"} {
-			gvr := schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: kind}
-			del(kind+" "+sample, c.Dynamic.Resource(gvr).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}))
+		for _, gvr := range []schema.GroupVersionResource{
+			{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"},
+			{Group: "traefik.io", Version: "v1alpha1", Resource: "traefikservices"},
+			{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+		} {
+			del(gvr.Resource+" "+sample, c.Dynamic.Resource(gvr).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}))
 		}
 		for _, name := range []string{sample, sample + "-other"} {
 			del("deployment "+name, c.Kube.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{}))
@@ -183,8 +209,8 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 // still listed the pod: a Traefik that heard of the change first), and by
 // nothing else; the gap's finding says, from each path's own traffic,
 // that the default Traefik failed the whole route (none served by the
-// other Service's pod) and the other kept it (some served), and its fix
-// keeps the route.
+// other Service's pod) and the other Traefik and the Gateway kept it
+// (some served), and its fix keeps the route.
 func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 	t.Helper()
 	leading := func(ev []string, has string) int {
@@ -213,14 +239,21 @@ func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 		}
 		explained += inGap
 		ev := strings.Join(gap.Evidence, "\n")
-		for _, want := range []string{
-			"path allow-empty's route also reached pods outside service " + sample + " during the run (" + sample + "-other-",
-			"the edge kept the route and failed service " + sample + "'s share alone",
-			"path edge's route also reached pods outside service " + sample + " during the run (" + sample + "-other-",
-			"served none of them: the edge failed the whole route",
+		// Each path's own line: the default Traefik's TraefikService
+		// dropped the route, the other Traefik and the Gateway kept it.
+		for path, verdict := range map[string]string{
+			"edge":        "served none of them: the edge failed the whole route",
+			"allow-empty": "the edge kept the route and failed service " + sample + "'s share alone",
+			"gateway":     "the edge kept the route and failed service " + sample + "'s share alone",
 		} {
-			if !strings.Contains(ev, want) {
-				t.Errorf("%s's evidence lacks %q:\n%s", gap.ID, want, ev)
+			line := ""
+			for _, l := range gap.Evidence {
+				if strings.HasPrefix(l, "path "+path+"'s route also reached pods outside service "+sample+" during the run ("+sample+"-other-") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, verdict) {
+				t.Errorf("%s's evidence for path %s: %q, want %q:\n%s", gap.ID, path, line, verdict, ev)
 			}
 		}
 		if !strings.Contains(gap.Fix, "allowEmptyServices=true: Traefik keeps the route") {
