@@ -831,6 +831,8 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 			want: []string{"TraefikService split weighs service web at weight 1 beside service web-other", "deployment web runs 1 replica behind service web"}},
 		{name: "replicas unset (1)", routes: []WeightedRoute{{Name: "split", Others: []string{"traefikservice mirror", "service other/web-b"}}},
 			want: []string{"TraefikService split weighs service web with no weight set beside traefikservice mirror, service other/web-b", "deployment web runs 1 replica"}},
+		{name: "nested", replicas: &one, routes: []WeightedRoute{{Name: "outer", Weight: ptr.To[int64](2), Through: []string{"traefikservice inner"}, Others: []string{"service web-d"}}},
+			want: []string{"TraefikService outer weighs service web through traefikservice inner (which holds it) at weight 2 beside service web-d", "deployment web runs 1 replica"}},
 		{name: "three replicas", replicas: &three, routes: route},
 		{name: "no route", replicas: &one},
 	} {
@@ -877,8 +879,9 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 }
 
 // Gather reads the TraefikServices of the namespace that weigh the
-// Service beside another child: not one of another Service, nor one that
-// weighs it alone; none and nothing said where Traefik's CRDs are not
+// Service, itself or through TraefikServices that hold it at any depth,
+// beside another child: not one of another Service, nor one that weighs
+// it alone; none and nothing said where Traefik's CRDs are not
 // served; the reason where the list fails.
 func TestGatherWeightedRoutes(t *testing.T) {
 	d, svc, pdbs := good()
@@ -900,6 +903,15 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		ts("nested", map[string]any{"name": "web", "kind": "TraefikService"}, map[string]any{"name": "web-b"}),
 		// web twice (its weights add: 2, and 1 unset) beside web-c.
 		ts("twice", map[string]any{"name": "web", "weight": int64(2)}, map[string]any{"name": "web-c"}, map[string]any{"name": "web", "namespace": "prod"}),
+		// Nested: outer weighs inner (web alone) beside web-d; top weighs
+		// middle (inner alone) beside web-g; a cycle (loop-a and loop-b,
+		// each naming the other) holds no web.
+		ts("inner", map[string]any{"name": "web", "port": int64(80)}),
+		ts("outer", map[string]any{"name": "inner", "kind": "TraefikService", "weight": int64(2)}, map[string]any{"name": "web-d"}),
+		ts("middle", map[string]any{"name": "inner", "kind": "TraefikService"}),
+		ts("top", map[string]any{"name": "middle", "kind": "TraefikService"}, map[string]any{"name": "web-g"}),
+		ts("loop-a", map[string]any{"name": "loop-b", "kind": "TraefikService"}, map[string]any{"name": "web-e"}),
+		ts("loop-b", map[string]any{"name": "loop-a", "kind": "TraefikService"}, map[string]any{"name": "web-f"}),
 	}
 	clients := func(served bool, objs ...runtime.Object) rollout.DynamicClients {
 		kube := fake.NewClientset(d, svc, &pdbs[0])
@@ -917,10 +929,14 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(in.WeightedRoutes, func(i, j int) bool { return in.WeightedRoutes[i].Name < in.WeightedRoutes[j].Name })
-	if in.WeightedRoutesUnread != "" || len(in.WeightedRoutes) != 2 || in.WeightedRoutes[0].Name != "split" || in.WeightedRoutes[1].Name != "twice" ||
-		in.WeightedRoutes[0].Weight == nil || *in.WeightedRoutes[0].Weight != 3 || strings.Join(in.WeightedRoutes[0].Others, ",") != "service web-b" ||
-		in.WeightedRoutes[1].Weight == nil || *in.WeightedRoutes[1].Weight != 3 || strings.Join(in.WeightedRoutes[1].Others, ",") != "service web-c" {
-		t.Errorf("routes %+v (unread %q): want split, web at 3 beside service web-b, and twice, web at 2+1 beside service web-c", in.WeightedRoutes, in.WeightedRoutesUnread)
+	routes := in.WeightedRoutes
+	if in.WeightedRoutesUnread != "" || len(routes) != 4 || routes[0].Name != "outer" || routes[1].Name != "split" || routes[2].Name != "top" || routes[3].Name != "twice" ||
+		routes[0].Weight == nil || *routes[0].Weight != 2 || strings.Join(routes[0].Others, ",") != "service web-d" || strings.Join(routes[0].Through, ",") != "traefikservice inner" ||
+		routes[1].Weight == nil || *routes[1].Weight != 3 || strings.Join(routes[1].Others, ",") != "service web-b" || routes[1].Through != nil ||
+		routes[2].Weight != nil || strings.Join(routes[2].Others, ",") != "service web-g" || strings.Join(routes[2].Through, ",") != "traefikservice middle" ||
+		routes[3].Weight == nil || *routes[3].Weight != 3 || strings.Join(routes[3].Others, ",") != "service web-c" {
+		t.Errorf("routes %+v (unread %q): want outer, web through traefikservice inner at 2 beside service web-d; split, web at 3 beside service web-b; "+
+			"top, web through traefikservice middle (over inner) unweighted beside service web-g; and twice, web at 2+1 beside service web-c", routes, in.WeightedRoutesUnread)
 	}
 
 	// Traefik's CRDs not served: nothing read, nothing said.

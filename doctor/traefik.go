@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -29,13 +28,19 @@ type WeightedRoute struct {
 	Name string
 	// Weight is the Service's weight in it; nil when unset.
 	Weight *int64
+	// Through are the TraefikServices of its children that hold the
+	// Service (nested, at any depth) rather than the Service itself: each
+	// "traefikservice NAME". Traefik builds none of them while the Service
+	// is empty, and the route then names a service that does not exist.
+	Through []string
 	// Others are its other children, each "service NAME" or
 	// "traefikservice NAME" (with the namespace when another).
 	Others []string
 }
 
 // weightedRoutes lists the TraefikServices of namespace ns that weigh
-// service beside another child. unread says why they could not be read
+// service, itself or through TraefikServices of ns that hold it, beside
+// another child. unread says why they could not be read
 // ("" when read, or when Traefik's CRDs are not served: no TraefikService
 // can exist then); a client without a dynamic side (a test's fake) reads
 // none and says nothing.
@@ -53,12 +58,60 @@ func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service 
 	case err != nil:
 		return nil, fmt.Sprintf("list %s.%s: %v", TraefikServicesGVR.Resource, TraefikServicesGVR.Group, rollout.CallError(call, err))
 	}
+	all := map[string]*traefikService{}
+	var names []string
 	for i := range list.Items {
-		if r, ok := weighing(&list.Items[i], ns, service); ok {
+		var ts traefikService
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &ts) == nil && ts.Spec.Weighted != nil {
+			all[list.Items[i].GetName()] = &ts
+			names = append(names, list.Items[i].GetName())
+		}
+	}
+	holds := holdsService(all, ns, service)
+	for _, name := range names {
+		if r, ok := weighing(name, all[name], ns, service, holds); ok {
 			routes = append(routes, r)
 		}
 	}
 	return routes, ""
+}
+
+// holdsService returns whether the weighted TraefikService of ns named
+// (one of all) has service among its children, itself or through weighted
+// TraefikServices of ns at any depth (a cycle holds nothing more). No
+// memo: a namespace holds a handful, and a name's answer found inside a
+// cycle depends on where the walk began.
+func holdsService(all map[string]*traefikService, ns, service string) func(name string) bool {
+	var holds func(name string, seen map[string]bool) bool
+	holds = func(name string, seen map[string]bool) bool {
+		ts := all[name]
+		if ts == nil || seen[name] {
+			return false
+		}
+		seen[name] = true
+		found := false
+		for _, c := range ts.Spec.Weighted.Services {
+			if c.Namespace != "" && c.Namespace != ns {
+				continue
+			}
+			switch childKind(c.Kind) {
+			case "service":
+				found = found || c.Name == service
+			case "traefikservice":
+				found = found || holds(c.Name, seen)
+			}
+		}
+		return found
+	}
+	return func(name string) bool { return holds(name, map[string]bool{}) }
+}
+
+// childKind is a weighted child's kind, lower case: Service when unset.
+func childKind(kind string) string {
+	if kind == "" {
+		return "service"
+	}
+	return strings.ToLower(kind)
 }
 
 // traefikService is the part of a TraefikService the check reads.
@@ -75,22 +128,21 @@ type traefikService struct {
 	} `json:"spec"`
 }
 
-// weighing: u, a TraefikService of namespace ns, weighs service (a child
-// of kind Service, Traefik's default, in ns) beside at least one other
-// child.
-func weighing(u *unstructured.Unstructured, ns, service string) (WeightedRoute, bool) {
-	var ts traefikService
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ts) != nil || ts.Spec.Weighted == nil {
-		return WeightedRoute{}, false
-	}
-	r := WeightedRoute{Name: u.GetName()}
+// weighing: ts, the weighted TraefikService name of namespace ns, weighs
+// service (a child of kind Service, Traefik's default, in ns, or a
+// TraefikService of ns that holds it) beside at least one other child.
+func weighing(name string, ts *traefikService, ns, service string, holds func(string) bool) (WeightedRoute, bool) {
+	r := WeightedRoute{Name: name}
 	found := false
 	for _, c := range ts.Spec.Weighted.Services {
-		kind := strings.ToLower(c.Kind)
-		if kind == "" {
-			kind = "service"
-		}
-		if kind == "service" && c.Name == service && (c.Namespace == "" || c.Namespace == ns) {
+		kind := childKind(c.Kind)
+		local := c.Namespace == "" || c.Namespace == ns
+		direct := kind == "service" && c.Name == service && local
+		nested := kind == "traefikservice" && local && holds(c.Name)
+		if direct || nested {
+			if nested {
+				r.Through = append(r.Through, "traefikservice "+c.Name)
+			}
 			if found {
 				// Listed again: Traefik weighs each listing (1 when
 				// unset), so the Service's share is their sum.
@@ -163,7 +215,11 @@ func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 		if r.Weight != nil {
 			weight = fmt.Sprintf("at weight %d", *r.Weight)
 		}
-		evidence = append(evidence, fmt.Sprintf("TraefikService %s weighs service %s %s beside %s", r.Name, s.Service.Name, weight, strings.Join(r.Others, ", ")))
+		through := ""
+		if len(r.Through) > 0 {
+			through = " through " + strings.Join(r.Through, ", ") + " (which holds it)"
+		}
+		evidence = append(evidence, fmt.Sprintf("TraefikService %s weighs service %s%s %s beside %s", r.Name, s.Service.Name, through, weight, strings.Join(r.Others, ", ")))
 	}
 	evidence = append(evidence, who+" runs 1 replica behind service "+s.Service.Name+": while that pod is unready (a failed readiness probe, a restart, an eviction, "+
 		"its own rollout) the Service has no serving endpoint")
@@ -173,7 +229,7 @@ func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("its readiness probe takes the pod out on one failed probe (failureThreshold: 1 in %s): one slow answer does it", strings.Join(n, ", ")))
 	}
 	evidence = append(evidence, "Traefik builds a weighted TraefikService only while each of its Services has a serving endpoint (allowEmptyServices is false by default): "+
-		"while this one has none it drops the TraefikService and the routes over it, and answers 404 for every request of the host, not this Service's share")
+		"while this one has none it drops the TraefikService (and any TraefikService holding it: the one weighing it is left naming a service that does not exist) and the routes over it, and answers 404 for every request of the host, not this Service's share")
 	return report.Finding{Title: "a Service weighed in a Traefik route runs one pod: its readiness is the whole route's",
 		Evidence: evidence,
 		Fix: "run two pods or more behind each Service of the route, with a readiness probe that outlasts one slow answer (failureThreshold above 1); " +
