@@ -42,6 +42,9 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		sample = "traefik-weighted"
 		host   = sample + ".lab.example"
 		gwHost = sample + "-gw.lab.example" // its HTTPRoute, on the lab's Gateway
+		// A TraefikService weighing, beside the other Service, another
+		// TraefikService over sample's Service alone.
+		nestedHost = sample + "-nested.lab.example"
 	)
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample)
@@ -49,6 +52,7 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	deleteWeightedAtEnd(t, c, sample)
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
 	waitEdge(t, "https://"+gwHost+"/", cfg.EdgeCAPath())
+	waitEdge(t, "https://"+nestedHost+"/", cfg.EdgeCAPath())
 	traefikLogOnFailure(t)
 	emptyURL := startTraefikAllowingEmpty(t, ctx, host)
 
@@ -62,16 +66,16 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// Traefiks to hear of it, within the command so the run probes on.
 	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
 	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
-		"--target", "gateway=https://"+gwHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
+		"--target", "gateway=https://"+gwHost+"/", "--target", "nested=https://"+nestedHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
 	// no_change: the deploy command changed no workload.
 	checkEdgeReportWith(t, r, report.StatusNoChange)
 	if r.exit != 1 {
 		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
 	}
-	if len(r.rep.Paths) != 3 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" || r.rep.Paths[2].Name != "gateway" {
-		t.Fatalf("paths %+v, want edge, allow-empty and gateway", r.rep.Paths)
+	if len(r.rep.Paths) != 4 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" || r.rep.Paths[2].Name != "gateway" || r.rep.Paths[3].Name != "nested" {
+		t.Fatalf("paths %+v, want edge, allow-empty, gateway and nested", r.rep.Paths)
 	}
-	edge, empty, gw := r.rep.Paths[0], r.rep.Paths[1], r.rep.Paths[2]
+	edge, empty, gw, nested := r.rep.Paths[0], r.rep.Paths[1], r.rep.Paths[2], r.rep.Paths[3]
 	unready := false
 	for _, e := range r.rep.Timeline {
 		if e.Kind == report.PodUnready && e.Pod == pod {
@@ -82,20 +86,12 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		t.Fatalf("the timeline has no PodUnready of %s\n%s", pod, r.out())
 	}
 
-	// The default Traefik: its own 404s, every request of the host.
+	// The default Traefik: its own 404s, every request of the host, on
+	// the TraefikService and on the one nesting another over the Service.
 	byEdge := readAccessLog(t, cfg, edge.RunID, host)
-	var own404 uint64
-	for _, e := range byEdge {
-		switch {
-		case e.DownstreamStatus == 404 && e.ServiceAddr == "" && e.OriginPod == "":
-			own404++
-		case e.DownstreamStatus != 200 || e.OriginPod == "":
-			t.Errorf("request %s through the default Traefik: status %d from %q, want 200 from a pod or its own 404", e.RequestID, e.DownstreamStatus, e.OriginPod)
-		}
-	}
-	if own404 == 0 || edge.Totals.Failed != own404 || edge.Totals.ByClass[report.ClassHTTPStatus] != own404 {
-		t.Fatalf("the default Traefik answered %d requests 404 itself; rollprobe counted %d failed %v\n%s", own404, edge.Totals.Failed, nonZero(edge.Totals.ByClass), tallyBySecond(byEdge))
-	}
+	own404 := checkRouteDropped(t, "the default Traefik", byEdge, edge)
+	byNested := readAccessLog(t, cfg, nested.RunID, nestedHost)
+	nested404 := checkRouteDropped(t, "the default Traefik's nested route", byNested, nested)
 
 	// The Traefik allowing empty Services, and the Gateway: their own
 	// 503s, the empty Service's half; the other half served meanwhile.
@@ -107,6 +103,8 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	for _, f := range r.rep.Failures {
 		byID, want := byEdge, 404
 		switch f.Path {
+		case nested.Name:
+			byID = byNested
 		case empty.Name:
 			byID, want = byEmpty, 503
 		case gw.Name:
@@ -124,13 +122,35 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	}
 	checkWeightedFindings(t, r, sample)
 	// The doctor named the risk before any traffic, from the
-	// TraefikService it read.
+	// TraefikService it read, and the nested one through the TraefikService
+	// that holds the Service.
 	if f := findingByID(r.rep, doctor.TraefikWeightedRouteOnePod); f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
-		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") {
-		t.Errorf("doctor finding %+v: want the warning naming TraefikService %s", f, sample)
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+"-nested weighs service "+sample+" through traefikservice "+sample+"-inner (which holds it) at weight 1 beside service "+sample+"-other") {
+		t.Errorf("doctor finding %+v: want the warning naming TraefikServices %s and %s-nested", f, sample, sample)
 	}
-	t.Logf("%s unready: the default Traefik answered %d requests 404 itself; the one allowing empty Services %s; the Gateway %s",
-		pod, own404, kept, keptByGateway)
+	t.Logf("%s unready: the default Traefik answered %d requests 404 itself (%d on the nested route); the one allowing empty Services %s; the Gateway %s",
+		pod, own404, nested404, kept, keptByGateway)
+}
+
+// checkRouteDropped: through path, an edge that dropped the weighted route
+// while a Service in it was empty: every failure is its own 404 (no
+// backend in its access log, byLog), and rollprobe's count equals them.
+func checkRouteDropped(t *testing.T, edge string, byLog map[string]accessEntry, path report.PathReport) uint64 {
+	t.Helper()
+	var own404 uint64
+	for _, e := range byLog {
+		switch {
+		case e.DownstreamStatus == 404 && e.ServiceAddr == "" && e.OriginPod == "":
+			own404++
+		case e.DownstreamStatus != 200 || e.OriginPod == "":
+			t.Errorf("request %s through %s: status %d from %q, want 200 from a pod or its own 404", e.RequestID, edge, e.DownstreamStatus, e.OriginPod)
+		}
+	}
+	if own404 == 0 || path.Totals.Failed != own404 || path.Totals.ByClass[report.ClassHTTPStatus] != own404 {
+		t.Fatalf("%s answered %d requests 404 itself; rollprobe counted %d failed %v on path %s\n%s", edge, own404, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog))
+	}
+	return own404
 }
 
 // checkRouteKept: through path, an edge that kept the weighted route while
@@ -188,12 +208,18 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 				t.Errorf("delete %s: %v", what, err)
 			}
 		}
-		for _, gvr := range []schema.GroupVersionResource{
-			{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"},
-			{Group: "traefik.io", Version: "v1alpha1", Resource: "traefikservices"},
-			{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"},
+		traefik := func(resource string) schema.GroupVersionResource {
+			return schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: resource}
+		}
+		for _, o := range []struct {
+			gvr  schema.GroupVersionResource
+			name string
+		}{
+			{traefik("ingressroutes"), sample}, {traefik("ingressroutes"), sample + "-nested"},
+			{traefik("traefikservices"), sample}, {traefik("traefikservices"), sample + "-nested"}, {traefik("traefikservices"), sample + "-inner"},
+			{schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}, sample},
 		} {
-			del(gvr.Resource+" "+sample, c.Dynamic.Resource(gvr).Namespace("default").Delete(ctx, sample, metav1.DeleteOptions{}))
+			del(o.gvr.Resource+" "+o.name, c.Dynamic.Resource(o.gvr).Namespace("default").Delete(ctx, o.name, metav1.DeleteOptions{}))
 		}
 		for _, name := range []string{sample, sample + "-other"} {
 			del("deployment "+name, c.Kube.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{}))
@@ -243,6 +269,7 @@ func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 		// dropped the route, the other Traefik and the Gateway kept it.
 		for path, verdict := range map[string]string{
 			"edge":        "served none of them: the edge failed the whole route",
+			"nested":      "served none of them: the edge failed the whole route",
 			"allow-empty": "the edge kept the route and failed service " + sample + "'s share alone",
 			"gateway":     "the edge kept the route and failed service " + sample + "'s share alone",
 		} {
