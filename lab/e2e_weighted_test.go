@@ -27,9 +27,12 @@ import (
 // Probed through the lab's Traefik and, side by side, through a second
 // one with allowEmptyServices=true, and through the lab's Gateway (the
 // first Traefik), whose HTTPRoute weighs the same two Services by its
-// backendRefs. Referees: each Traefik's access log. Through the default
-// one's TraefikService every request of the host failed while the Service
-// was empty, each a 404 Traefik answered itself (it dropped the route);
+// backendRefs, and through a nested route on the first Traefik (a
+// TraefikService weighing, beside the other Service, a TraefikService over
+// traefik-weighted alone). Referees: each Traefik's access log. Through
+// the default one's TraefikService, plain or nested, every request of the
+// host failed while the Service was empty, each a 404 Traefik answered
+// itself (it dropped the route);
 // through the other, and through the Gateway (Traefik's Gateway provider
 // builds an empty Service as a balancer with no server, not an error),
 // that Service's half failed, each a 503 Traefik answered itself ("no
