@@ -32,10 +32,9 @@ import (
 // traefik-weighted alone). Referees: each Traefik's access log. Through
 // the default one's TraefikService, plain or nested, every request of the
 // host failed while the Service was empty, each a 404 Traefik answered
-// itself (it dropped the route);
-// through the other, and through the Gateway (Traefik's Gateway provider
-// builds an empty Service as a balancer with no server, not an error),
-// that Service's half failed, each a 503 Traefik answered itself ("no
+// itself (it dropped the route); through the other, and through the
+// Gateway (Traefik's Gateway provider builds an empty Service as a
+// balancer with no server, not an error), that Service's half failed, each a 503 Traefik answered itself ("no
 // available server"), the other half served by the other Service's pod.
 // rollprobe counts exactly those, names no pod for any (no X-Pod-Name),
 // puts the 503s beside the unready pod with no pod terminating, and
@@ -237,9 +236,9 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 // seconds) or by edge-had-no-backend (while it
 // still listed the pod: a Traefik that heard of the change first), and by
 // nothing else; the gap's finding says, from each path's own traffic,
-// that the default Traefik failed the whole route (none served by the
-// other Service's pod) and the other Traefik and the Gateway kept it
-// (some served), and its fix keeps the route.
+// that the default Traefik failed the whole route, plain and nested (none
+// served by the other Service's pod), and the other Traefik and the
+// Gateway kept it (some served), and its fix keeps the route.
 func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 	t.Helper()
 	leading := func(ev []string, has string) int {
@@ -268,8 +267,9 @@ func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 		}
 		explained += inGap
 		ev := strings.Join(gap.Evidence, "\n")
-		// Each path's own line: the default Traefik's TraefikService
-		// dropped the route, the other Traefik and the Gateway kept it.
+		// Each path's own line: the default Traefik's TraefikServices,
+		// plain and nested, dropped the route; the other Traefik and the
+		// Gateway kept it.
 		for path, verdict := range map[string]string{
 			"edge":        "served none of them: the edge failed the whole route",
 			"nested":      "served none of them: the edge failed the whole route",
