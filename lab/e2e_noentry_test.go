@@ -1,7 +1,9 @@
 package lab_test
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +63,7 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 			}
 		}
 	}
-	requireNodesOwnRejects(t, r.rep.Failures, r.rejects, r.out())
+	requireNodesOwnRejects(t, r, r.rep.Failures)
 	if r.exit != 1 {
 		t.Errorf("exit %d with %d requests the node refused: want 1", r.exit, len(r.rep.Failures))
 	}
@@ -91,8 +93,9 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 // pod's refusal is a reset from the pod's address, captured on its
 // node's pod side before the rewrite back (to the client's port, or, for
 // a connection a node masqueraded, to that node), and never matches.
-func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*capture.Capture, out string) {
+func requireNodesOwnRejects(t *testing.T, r *runResult, failures []report.Failure) {
 	t.Helper()
+	rejects, out := r.rejects, r.out()
 	if rejects == nil {
 		t.Fatalf("%d failed, and no capture to tell who refused them\n%s", len(failures), out)
 	}
@@ -104,8 +107,9 @@ func requireNodesOwnRejects(t *testing.T, failures []report.Failure, rejects []*
 		}
 		how := wire.how(f)
 		if how == "" {
-			t.Fatalf("failure #%d (refused at %+.2fs from %s): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured)\n%s",
-				f.Seq, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, len(wire.unreachables), len(wire.resets), out)
+			t.Fatalf("failure #%d (refused at %+.2fs from %s, %s to %s): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured; %s; the wall clock moved %v against the monotonic one over the run)\n%s",
+				f.Seq, f.AtMS/1000, f.LocalAddr, f.Start.Format(time.RFC3339Nano), f.End.Format(time.RFC3339Nano), f.RemoteAddr,
+				len(wire.unreachables), len(wire.resets), wire.samePort(f), r.wallStep, out)
 		}
 		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, how, f.RemoteAddr, f.Context)
 	}
@@ -135,6 +139,26 @@ func readOwnRejects(rejects []*capture.Capture) *ownRejects {
 		w.nodes[netip.MustParseAddr(n.IP)] = true
 	}
 	return w
+}
+
+// samePort lists the captured resets to f's local port with their time
+// against f's, for a failure how could not match: which of its rules the
+// wire missed.
+func (w *ownRejects) samePort(f report.Failure) string {
+	local, err := netip.ParseAddrPort(f.LocalAddr)
+	if err != nil {
+		return "no local port"
+	}
+	var seen []string
+	for _, s := range w.resets {
+		if s.Dst.Port() == local.Port() || s.Src.Port() == local.Port() {
+			seen = append(seen, fmt.Sprintf("%s > %s %s at start%+v, end%+v", s.Src, s.Dst, s.Flags, s.At.Sub(f.Start), s.At.Sub(f.End)))
+		}
+	}
+	if len(seen) == 0 {
+		return "no reset to or from its port"
+	}
+	return "resets of its port: " + strings.Join(seen, "; ")
 }
 
 // how says how the wire shows that a node's own rules refused f, a

@@ -299,6 +299,12 @@ type runResult struct {
 	junitPath  string
 	htmlPath   string
 	output     *syncBuffer
+	// wallStep is how far the wall clock moved against the monotonic one
+	// from the run's start to its end, as this process saw them: the
+	// report's times are its start's wall time plus monotonic offsets, a
+	// capture's the kernel's wall clock at each packet, so a step of the
+	// wall clock (NTP, a paused VM's) between them sets the two apart.
+	wallStep time.Duration
 }
 
 func (r *runResult) out() string { return r.output.String() }
@@ -308,6 +314,7 @@ type startedRun struct {
 	output  *syncBuffer
 	dir     string
 	rejects []*capture.Capture
+	began   time.Time // when the command started, for runResult.wallStep
 }
 
 // startRun starts rollprobe run on a sample inside the lab with short
@@ -348,6 +355,7 @@ func startWorkloadRunKeeping(t *testing.T, host []string, kind rollout.Kind, sam
 	cmd := exec.Command(filepath.Join(binDir, "rollprobe"), full...)
 	buf := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = buf, buf
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +365,7 @@ func startWorkloadRunKeeping(t *testing.T, host []string, kind rollout.Kind, sam
 			_ = cmd.Wait()
 		}
 	})
-	return &startedRun{cmd: cmd, output: buf, dir: dir, rejects: rejects}
+	return &startedRun{cmd: cmd, output: buf, dir: dir, rejects: rejects, began: began}
 }
 
 // logRejectionsIfFailed captures every TCP reset and ICMP error on the
@@ -398,8 +406,12 @@ func (s *startedRun) waitFor(t *testing.T, text string) {
 func (s *startedRun) wait(t *testing.T) *runResult {
 	t.Helper()
 	err := s.cmd.Wait()
+	ended := time.Now()
 	r := &runResult{output: s.output, reportPath: filepath.Join(s.dir, "report.json"), junitPath: filepath.Join(s.dir, "junit.xml"),
 		htmlPath: filepath.Join(s.dir, "report.html"), rejects: s.rejects}
+	if !s.began.IsZero() {
+		r.wallStep = ended.Round(0).Sub(s.began.Round(0)) - ended.Sub(s.began)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.exit = ee.ExitCode()
 	} else if err != nil {
@@ -566,7 +578,7 @@ func checkNaive(t *testing.T, r *runResult) {
 		}
 	}
 	if len(own) > 0 {
-		requireNodesOwnRejects(t, own, r.rejects, r.out())
+		requireNodesOwnRejects(t, r, own)
 		if findingByID(rep, analysis.ProxyRulesWithoutEndpoint) == nil {
 			t.Errorf("%d refusals by the probing host's own rules, and no %s finding: %v", len(own), analysis.ProxyRulesWithoutEndpoint, findingIDs(rep))
 		}
