@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -833,6 +834,14 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 			want: []string{"TraefikService split weighs service web with no weight set beside traefikservice mirror, service other/web-b", "deployment web runs 1 replica"}},
 		{name: "nested", replicas: &one, routes: []WeightedRoute{{Name: "outer", Weight: ptr.To[int64](2), Through: []string{"traefikservice inner"}, Others: []string{"service web-d"}}},
 			want: []string{"TraefikService outer weighs service web through traefikservice inner (which holds it) at weight 2 beside service web-d", "deployment web runs 1 replica"}},
+		{name: "a mirror", replicas: &one, routes: []WeightedRoute{{Name: "shadow", Kind: TraefikMirroring, Mirror: true, Percent: ptr.To[int64](100), Others: []string{"service web-main"}}},
+			want: []string{"TraefikService shadow mirrors to service web the requests it sends to service web-main (a copy of 100% of them, whose answers Traefik throws away)", "deployment web runs 1 replica"}},
+		{name: "a mirror, no percent", replicas: &one, routes: []WeightedRoute{{Name: "shadow", Kind: TraefikMirroring, Mirror: true, Others: []string{"service web-main"}}},
+			want: []string{"TraefikService shadow mirrors to service web the requests it sends to service web-main (no percent set: a copy of none, whose answers Traefik throws away)", "deployment web runs 1 replica"}},
+		{name: "mirrored", replicas: &one, routes: []WeightedRoute{{Name: "main", Kind: TraefikMirroring, Others: []string{"service web-shadow", "traefikservice other-shadow"}}},
+			want: []string{"TraefikService main sends to service web, mirroring to service web-shadow, traefikservice other-shadow", "deployment web runs 1 replica"}},
+		{name: "highest random weight", replicas: &one, routes: []WeightedRoute{{Name: "pick", Kind: TraefikHRW, Weight: ptr.To[int64](2), Others: []string{"service web-b"}}},
+			want: []string{"TraefikService pick chooses by highest random weight (by client address) service web at weight 2 beside service web-b", "deployment web runs 1 replica"}},
 		{name: "three replicas", replicas: &three, routes: route},
 		{name: "no route", replicas: &one},
 	} {
@@ -849,6 +858,10 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 			}
 			if !strings.Contains(f.Fix, "allowEmptyServices=true") || !strings.Contains(f.Fix, "two pods or more behind each Service") {
 				t.Errorf("fix %q", f.Fix)
+			}
+			mirror := tt.routes[0].Mirror
+			if strings.Contains(f.Fix, "a mirror's copies are then lost") != mirror || strings.Contains(f.Evidence[len(f.Evidence)-1], "as a mirror") != mirror {
+				t.Errorf("fix %q and reason %q: want the mirror's case said when, and only when, the Service is a mirror", f.Fix, f.Evidence[len(f.Evidence)-1])
 			}
 		})
 	}
@@ -885,6 +898,13 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 // served; the reason where the list fails.
 func TestGatherWeightedRoutes(t *testing.T) {
 	d, svc, pdbs := good()
+	spec := func(name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+			"metadata": map[string]any{"name": name, "namespace": "prod"},
+			"spec":     spec,
+		}}
+	}
 	ts := func(name string, children ...map[string]any) *unstructured.Unstructured {
 		services := make([]any, len(children))
 		for i, c := range children {
@@ -912,6 +932,17 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		ts("top", map[string]any{"name": "middle", "kind": "TraefikService"}, map[string]any{"name": "web-g"}),
 		ts("loop-a", map[string]any{"name": "loop-b", "kind": "TraefikService"}, map[string]any{"name": "web-e"}),
 		ts("loop-b", map[string]any{"name": "loop-a", "kind": "TraefikService"}, map[string]any{"name": "web-f"}),
+		// Mirroring: web a mirror (50%) of web-m's requests; web main,
+		// mirrored to web-x; web-y mirrored to inner (web alone); web
+		// alone with no mirror (nothing beside it); and a weighted one
+		// over shadow beside web-z. Highest random weight: web at 2
+		// beside web-h.
+		spec("shadow", map[string]any{"mirroring": map[string]any{"name": "web-m", "mirrors": []any{map[string]any{"name": "web", "percent": int64(50)}}}}),
+		spec("main", map[string]any{"mirroring": map[string]any{"name": "web", "port": int64(80), "mirrors": []any{map[string]any{"name": "web-x"}}}}),
+		spec("shadow-nested", map[string]any{"mirroring": map[string]any{"name": "web-y", "mirrors": []any{map[string]any{"name": "inner", "kind": "TraefikService"}}}}),
+		spec("main-alone", map[string]any{"mirroring": map[string]any{"name": "web"}}),
+		ts("over-shadow", map[string]any{"name": "shadow", "kind": "TraefikService"}, map[string]any{"name": "web-z"}),
+		spec("pick", map[string]any{"highestRandomWeight": map[string]any{"services": []any{map[string]any{"name": "web", "weight": int64(2)}, map[string]any{"name": "web-h"}}}}),
 	}
 	clients := func(served bool, objs ...runtime.Object) rollout.DynamicClients {
 		kube := fake.NewClientset(d, svc, &pdbs[0])
@@ -929,7 +960,41 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(in.WeightedRoutes, func(i, j int) bool { return in.WeightedRoutes[i].Name < in.WeightedRoutes[j].Name })
-	routes := in.WeightedRoutes
+	byName := map[string]WeightedRoute{}
+	var routes []WeightedRoute
+	for _, r := range in.WeightedRoutes {
+		switch r.Name {
+		case "shadow", "main", "shadow-nested", "main-alone", "over-shadow", "pick":
+			byName[r.Name] = r
+		default:
+			routes = append(routes, r)
+		}
+	}
+	for name, want := range map[string]string{
+		"shadow":        "mirroring mirror 50 [] [service web-m]",
+		"main":          "mirroring main <nil> [] [service web-x]",
+		"shadow-nested": "mirroring mirror <nil> [traefikservice inner] [service web-y]",
+		"over-shadow":   "weighted main <nil> [traefikservice shadow] [service web-z]",
+		"pick":          "highestRandomWeight main <nil> [] [service web-h] weight 2",
+	} {
+		r, ok := byName[name]
+		role, percent, weight := "main", "<nil>", ""
+		if r.Mirror {
+			role = "mirror"
+		}
+		if r.Percent != nil {
+			percent = fmt.Sprint(*r.Percent)
+		}
+		if r.Weight != nil {
+			weight = fmt.Sprintf(" weight %d", *r.Weight)
+		}
+		if got := fmt.Sprintf("%s %s %s %v %v%s", r.Kind, role, percent, r.Through, r.Others, weight); !ok || got != want {
+			t.Errorf("route %s: %q (found %v), want %q", name, got, ok, want)
+		}
+	}
+	if _, ok := byName["main-alone"]; ok {
+		t.Errorf("main-alone, web mirrored to nothing, listed: nothing beside it")
+	}
 	if in.WeightedRoutesUnread != "" || len(routes) != 4 || routes[0].Name != "outer" || routes[1].Name != "split" || routes[2].Name != "top" || routes[3].Name != "twice" ||
 		routes[0].Weight == nil || *routes[0].Weight != 2 || strings.Join(routes[0].Others, ",") != "service web-d" || strings.Join(routes[0].Through, ",") != "traefikservice inner" ||
 		routes[1].Weight == nil || *routes[1].Weight != 3 || strings.Join(routes[1].Others, ",") != "service web-b" || routes[1].Through != nil ||

@@ -16,29 +16,51 @@ import (
 	"github.com/rollprobe/rollprobe/rollout"
 )
 
-// TraefikServicesGVR is Traefik's TraefikService: a weighted round robin
-// (or a mirror) over Kubernetes Services and other TraefikServices.
+// TraefikServicesGVR is Traefik's TraefikService: a weighted round robin,
+// a mirror or a highest-random-weight choice over Kubernetes Services and
+// other TraefikServices.
 var TraefikServicesGVR = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "traefikservices"}
 
-// WeightedRoute is a TraefikService that weighs the target's Service
-// beside other children: Traefik builds it only while each of its
-// Services has a serving endpoint (allowEmptyServices is false by
-// default), so the target's Service going empty drops it whole.
+// The three kinds of TraefikService (its spec's one field), as
+// WeightedRoute.Kind says them.
+const (
+	TraefikWeighted  = "weighted"
+	TraefikMirroring = "mirroring"
+	TraefikHRW       = "highestRandomWeight"
+)
+
+// WeightedRoute is a TraefikService that holds the target's Service beside
+// other children: Traefik builds it only while each of its Services has a
+// serving endpoint (allowEmptyServices is false by default; the same for
+// the three kinds: each child is built by the CRD provider's
+// nameAndService, which fails on an empty Service), so the target's
+// Service going empty drops it whole, even as a mirror, whose answers
+// Traefik throws away.
 type WeightedRoute struct {
 	Name string
-	// Weight is the Service's weight in it; nil when unset.
+	// Kind is how it holds the Service: TraefikWeighted,
+	// TraefikMirroring or TraefikHRW.
+	Kind string
+	// Weight is the Service's weight in it (weighted, highest random
+	// weight); nil when unset.
 	Weight *int64
+	// Mirror: the Service is one of a mirroring TraefikService's mirrors,
+	// sent a copy of Percent percent of the requests (nil: unset, 0 for
+	// Traefik); otherwise, for a mirroring one, it is the main Service.
+	Mirror  bool
+	Percent *int64
 	// Through are the TraefikServices of its children that hold the
 	// Service (nested, at any depth) rather than the Service itself: each
 	// "traefikservice NAME". Traefik builds none of them while the Service
 	// is empty, and the route then names a service that does not exist.
 	Through []string
 	// Others are its other children, each "service NAME" or
-	// "traefikservice NAME" (with the namespace when another).
+	// "traefikservice NAME" (with the namespace when another); for a
+	// mirroring one, its main Service first.
 	Others []string
 }
 
-// weightedRoutes lists the TraefikServices of namespace ns that weigh
+// weightedRoutes lists the TraefikServices of namespace ns that hold
 // service, itself or through TraefikServices of ns that hold it, beside
 // another child. unread says why they could not be read
 // ("" when read, or when Traefik's CRDs are not served: no TraefikService
@@ -62,7 +84,7 @@ func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service 
 	var names []string
 	for i := range list.Items {
 		var ts traefikService
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &ts) == nil && ts.Spec.Weighted != nil {
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &ts) == nil && ts.kind() != "" {
 			all[list.Items[i].GetName()] = &ts
 			names = append(names, list.Items[i].GetName())
 		}
@@ -76,11 +98,11 @@ func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service 
 	return routes, ""
 }
 
-// holdsService returns whether the weighted TraefikService of ns named
-// (one of all) has service among its children, itself or through weighted
-// TraefikServices of ns at any depth (a cycle holds nothing more). No
-// memo: a namespace holds a handful, and a name's answer found inside a
-// cycle depends on where the walk began.
+// holdsService returns whether the TraefikService of ns named (one of all)
+// has service among its children, itself or through TraefikServices of ns
+// at any depth (a cycle holds nothing more). No memo: a namespace holds a
+// handful, and a name's answer found inside a cycle depends on where the
+// walk began.
 func holdsService(all map[string]*traefikService, ns, service string) func(name string) bool {
 	var holds func(name string, seen map[string]bool) bool
 	holds = func(name string, seen map[string]bool) bool {
@@ -90,7 +112,7 @@ func holdsService(all map[string]*traefikService, ns, service string) func(name 
 		}
 		seen[name] = true
 		found := false
-		for _, c := range ts.Spec.Weighted.Services {
+		for _, c := range ts.children() {
 			if c.Namespace != "" && c.Namespace != ns {
 				continue
 			}
@@ -106,7 +128,7 @@ func holdsService(all map[string]*traefikService, ns, service string) func(name 
 	return func(name string) bool { return holds(name, map[string]bool{}) }
 }
 
-// childKind is a weighted child's kind, lower case: Service when unset.
+// childKind is a child's kind, lower case: Service when unset.
 func childKind(kind string) string {
 	if kind == "" {
 		return "service"
@@ -114,27 +136,84 @@ func childKind(kind string) string {
 	return strings.ToLower(kind)
 }
 
+// traefikChild is one child of a TraefikService: a weighted or highest-
+// random-weight one's service, or a mirroring one's main service or a
+// mirror.
+type traefikChild struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Weight    *int64 `json:"weight"`
+	Percent   *int64 `json:"percent"`
+}
+
+// heldChild is a child as children lists it: a mirror or not.
+type heldChild struct {
+	traefikChild
+	mirror bool
+}
+
 // traefikService is the part of a TraefikService the check reads.
 type traefikService struct {
 	Spec struct {
 		Weighted *struct {
-			Services []struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-				Kind      string `json:"kind"`
-				Weight    *int64 `json:"weight"`
-			} `json:"services"`
+			Services []traefikChild `json:"services"`
 		} `json:"weighted"`
+		HighestRandomWeight *struct {
+			Services []traefikChild `json:"services"`
+		} `json:"highestRandomWeight"`
+		Mirroring *struct {
+			Name      string         `json:"name"`
+			Namespace string         `json:"namespace"`
+			Kind      string         `json:"kind"`
+			Mirrors   []traefikChild `json:"mirrors"`
+		} `json:"mirroring"`
 	} `json:"spec"`
 }
 
-// weighing: ts, the weighted TraefikService name of namespace ns, weighs
-// service (a child of kind Service, Traefik's default, in ns, or a
-// TraefikService of ns that holds it) beside at least one other child.
+// kind is which of the three it is (Traefik builds the first its spec
+// has, in this order), "" for none.
+func (ts *traefikService) kind() string {
+	switch {
+	case ts.Spec.Weighted != nil:
+		return TraefikWeighted
+	case ts.Spec.Mirroring != nil:
+		return TraefikMirroring
+	case ts.Spec.HighestRandomWeight != nil:
+		return TraefikHRW
+	}
+	return ""
+}
+
+// children are its children, a mirroring one's main Service first.
+func (ts *traefikService) children() []heldChild {
+	var cs []heldChild
+	switch ts.kind() {
+	case TraefikWeighted:
+		for _, c := range ts.Spec.Weighted.Services {
+			cs = append(cs, heldChild{traefikChild: c})
+		}
+	case TraefikHRW:
+		for _, c := range ts.Spec.HighestRandomWeight.Services {
+			cs = append(cs, heldChild{traefikChild: c})
+		}
+	case TraefikMirroring:
+		m := ts.Spec.Mirroring
+		cs = append(cs, heldChild{traefikChild: traefikChild{Name: m.Name, Namespace: m.Namespace, Kind: m.Kind}})
+		for _, c := range m.Mirrors {
+			cs = append(cs, heldChild{traefikChild: c, mirror: true})
+		}
+	}
+	return cs
+}
+
+// weighing: ts, the TraefikService name of namespace ns, holds service (a
+// child of kind Service, Traefik's default, in ns, or a TraefikService of
+// ns that holds it) beside at least one other child.
 func weighing(name string, ts *traefikService, ns, service string, holds func(string) bool) (WeightedRoute, bool) {
-	r := WeightedRoute{Name: name}
+	r := WeightedRoute{Name: name, Kind: ts.kind()}
 	found := false
-	for _, c := range ts.Spec.Weighted.Services {
+	for _, c := range ts.children() {
 		kind := childKind(c.Kind)
 		local := c.Namespace == "" || c.Namespace == ns
 		direct := kind == "service" && c.Name == service && local
@@ -143,13 +222,14 @@ func weighing(name string, ts *traefikService, ns, service string, holds func(st
 			if nested {
 				r.Through = append(r.Through, "traefikservice "+c.Name)
 			}
-			if found {
+			switch {
+			case !found:
+				found, r.Weight, r.Mirror, r.Percent = true, c.Weight, c.mirror, c.Percent
+			case r.Kind != TraefikMirroring:
 				// Listed again: Traefik weighs each listing (1 when
 				// unset), so the Service's share is their sum.
 				sum := weightOrOne(r.Weight) + weightOrOne(c.Weight)
 				r.Weight = &sum
-			} else {
-				found, r.Weight = true, c.Weight
 			}
 			continue
 		}
@@ -168,6 +248,33 @@ func weightOrOne(w *int64) int64 {
 		return 1
 	}
 	return *w
+}
+
+// holding says how r holds svc, for the evidence: "TraefikService split
+// weighs service web at weight 1 beside service web-other".
+func (r WeightedRoute) holding(svc string) string {
+	through := ""
+	if len(r.Through) > 0 {
+		through = " through " + strings.Join(r.Through, ", ") + " (which holds it)"
+	}
+	weight := "with no weight set"
+	if r.Weight != nil {
+		weight = fmt.Sprintf("at weight %d", *r.Weight)
+	}
+	others := strings.Join(r.Others, ", ")
+	switch {
+	case r.Kind == TraefikMirroring && r.Mirror:
+		copies := "no percent set: a copy of none"
+		if r.Percent != nil {
+			copies = fmt.Sprintf("a copy of %d%% of them", *r.Percent)
+		}
+		return fmt.Sprintf("TraefikService %s mirrors to service %s%s the requests it sends to %s (%s, whose answers Traefik throws away)", r.Name, svc, through, others, copies)
+	case r.Kind == TraefikMirroring:
+		return fmt.Sprintf("TraefikService %s sends to service %s%s, mirroring to %s", r.Name, svc, through, others)
+	case r.Kind == TraefikHRW:
+		return fmt.Sprintf("TraefikService %s chooses by highest random weight (by client address) service %s%s %s beside %s", r.Name, svc, through, weight, others)
+	}
+	return fmt.Sprintf("TraefikService %s weighs service %s%s %s beside %s", r.Name, svc, through, weight, others)
 }
 
 // onePod names the workload when it runs a single pod (its replicas, 1 by
@@ -210,16 +317,10 @@ func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 		return report.Finding{}, false
 	}
 	var evidence []string
+	mirrored := false
 	for _, r := range s.WeightedRoutes {
-		weight := "with no weight set"
-		if r.Weight != nil {
-			weight = fmt.Sprintf("at weight %d", *r.Weight)
-		}
-		through := ""
-		if len(r.Through) > 0 {
-			through = " through " + strings.Join(r.Through, ", ") + " (which holds it)"
-		}
-		evidence = append(evidence, fmt.Sprintf("TraefikService %s weighs service %s%s %s beside %s", r.Name, s.Service.Name, through, weight, strings.Join(r.Others, ", ")))
+		evidence = append(evidence, r.holding(s.Service.Name))
+		mirrored = mirrored || r.Mirror
 	}
 	evidence = append(evidence, who+" runs 1 replica behind service "+s.Service.Name+": while that pod is unready (a failed readiness probe, a restart, an eviction, "+
 		"its own rollout) the Service has no serving endpoint")
@@ -228,11 +329,19 @@ func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 	}); len(n) > 0 {
 		evidence = append(evidence, fmt.Sprintf("its readiness probe takes the pod out on one failed probe (failureThreshold: 1 in %s): one slow answer does it", strings.Join(n, ", ")))
 	}
-	evidence = append(evidence, "Traefik builds a weighted TraefikService only while each of its Services has a serving endpoint (allowEmptyServices is false by default): "+
-		"while this one has none it drops the TraefikService (and any TraefikService holding it: the one weighing it is left naming a service that does not exist) and the routes over it, and answers 404 for every request of the host, not this Service's share")
+	share := "not this Service's share"
+	if mirrored {
+		share = "not this Service's share (as a mirror it has none: the requests it only gets copies of fail too)"
+	}
+	evidence = append(evidence, "Traefik builds a TraefikService (weighted, mirroring or highest random weight) only while each of its Services, mirrors too, has a serving endpoint "+
+		"(allowEmptyServices is false by default): while this one has none it drops the TraefikService (and any TraefikService holding it: the one weighing it is left naming a service that does not exist) "+
+		"and the routes over it, and answers 404 for every request of the host, "+share)
+	fix := "run two pods or more behind each Service of the route, with a readiness probe that outlasts one slow answer (failureThreshold above 1); " +
+		"and in Traefik providers.kubernetesCRD.allowEmptyServices=true: it keeps the route while a Service is empty and answers only that " +
+		"Service's share 503 (set its weight to 0 while it has no pod to have none fail)"
+	if mirrored {
+		fix += "; a mirror's copies are then lost and the route's answers are not (or take the mirror out of the route while it has no pod)"
+	}
 	return report.Finding{Title: "a Service weighed in a Traefik route runs one pod: its readiness is the whole route's",
-		Evidence: evidence,
-		Fix: "run two pods or more behind each Service of the route, with a readiness probe that outlasts one slow answer (failureThreshold above 1); " +
-			"and in Traefik providers.kubernetesCRD.allowEmptyServices=true: it keeps the route while a Service is empty and answers only that " +
-			"Service's share 503 (set its weight to 0 while it has no pod to have none fail)"}, true
+		Evidence: evidence, Fix: fix}, true
 }
