@@ -178,6 +178,25 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 		"8 requests failed (proxy_5xx 8) from +8.63s to +10.38s through the edge with status 503 and without X-Pod-Name, while a pod was unready and none was terminating") {
 		t.Errorf("finding %+v: want %s with the 503s' line", fd, EdgeHadNoBackend)
 	}
+	// The edge heard of c's unreadiness before rollprobe's watch did: a
+	// 503 that began 15 ms before the watch's PodUnready, within the
+	// receive tolerance (20 ms: the trigger's round trip), is put beside
+	// c too (as the Service's gap counts such early failures its own); one
+	// 40 ms before, beyond it, is not.
+	r = build("X-Pod-Name", 503, true)
+	early, tooEarly := fail(8605, report.ClassProxy5xx, false, ""), fail(8580, report.ClassProxy5xx, false, "")
+	for _, f := range []*report.Failure{&early, &tooEarly} {
+		f.Status, f.ViaEdge = 503, true
+	}
+	r.Failures = append([]report.Failure{tooEarly, early}, r.Failures...)
+	analyse(r)
+	if f := r.Failures[1]; !strings.Contains(f.Context, "while pod c was unready and no pod was terminating") {
+		t.Errorf("503 15 ms before the watch heard c unready: context %q, want c named", f.Context)
+	}
+	if f := r.Failures[0]; strings.Contains(f.Context, "while pod c was unready") {
+		t.Errorf("503 40 ms before the watch heard c unready, beyond the tolerance: context %q, want c not named", f.Context)
+	}
+
 	// Beside a pod being deleted, a 503 without the header may be the edge
 	// relaying a pod it could not reach: the timeline's, as before.
 	r = build("X-Pod-Name", 503, true)
@@ -218,7 +237,11 @@ func TestEdgeAnsweredWithoutTheBackendHeader(t *testing.T) {
 // answered 10 ms before rollprobe's watch heard of it too, and says, from
 // each path's own traffic in the whole seconds of the edge's answers,
 // which edge failed the whole route: its fix then keeps the route. A path
-// whose route reached no pod outside web says nothing of a share.
+// whose route reached no pod outside web says nothing of a share. A path
+// that never got an answer from web's pods (its Service a mirror of the
+// route: the lab's traefik-weighted-mirror) yet failed whole in the gap
+// is said to depend on web; one that went on serving says nothing, nor
+// does one when no path's header named web's pods.
 func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 	build := func(paths ...string) *report.Report {
 		r := &report.Report{StartedAt: t0, EndedAt: at(12000),
@@ -240,12 +263,15 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 			}
 			for sec := int64(0); sec < 12; sec++ {
 				row := report.SeriesRow{T: sec, Backends: map[string]uint64{"a": 50, "b-1": 50}}
-				if name == "by-version" {
+				switch name {
+				case "by-version":
 					row.Backends = map[string]uint64{"v1": 100}
+				case "mirror", "elsewhere":
+					row.Backends = map[string]uint64{"b-1": 100}
 				}
 				if sec >= 5 && sec < 8 {
 					row.Backends = map[string]uint64{}
-					if name == "allow-empty" {
+					if name == "allow-empty" || name == "elsewhere" {
 						row.Backends["b-1"] = 50
 					}
 					// From 10 ms before the gap (+4.99 s): the edge heard
@@ -263,6 +289,8 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 				p.Totals.ByBackend = map[string]uint64{"a": 900}
 			case "by-version":
 				p.Totals.ByBackend = map[string]uint64{"v1": 900}
+			case "mirror", "elsewhere":
+				p.Totals.ByBackend = map[string]uint64{"b-1": 900}
 			}
 			r.Paths = append(r.Paths, p)
 		}
@@ -322,5 +350,29 @@ func TestEmptyServiceBehindAWeightedRoute(t *testing.T) {
 	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "outside service web") ||
 		strings.Contains(fd.Fix, "allowEmptyServices") {
 		t.Errorf("finding %+v: want no share line when the header names no pod", fd)
+	}
+
+	// A route that got no answer from web's pods yet failed whole in the
+	// gap, while another path's header named them: it depends on web (a
+	// mirror), and its fix keeps the route.
+	r = build("edge", "mirror")
+	analyse(r)
+	fd = find(r, NoServingEndpoint)
+	mirrored := "path mirror's route got every answer of the run from outside service web (the backend header named b-1), none from its pods, yet in the 2 whole seconds within its 30 answers of the edge's own, " +
+		"while service web had no serving endpoint, it served none: the route depends on service web without sending it requests to answer"
+	if fd == nil || !strings.Contains(strings.Join(fd.Evidence, "\n"), mirrored) || !strings.Contains(fd.Fix, "allowEmptyServices=true") {
+		t.Errorf("finding %+v: want %q and the fix keeping the route", fd, mirrored)
+	}
+	// Alone, nothing says the header names pods: nothing said.
+	r = build("mirror")
+	analyse(r)
+	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "path mirror's route") || strings.Contains(fd.Fix, "allowEmptyServices") {
+		t.Errorf("finding %+v: want no line for a path of other pods when no path named web's", fd)
+	}
+	// Another Service's route that went on serving: nothing of web's.
+	r = build("edge", "elsewhere")
+	analyse(r)
+	if fd := find(r, NoServingEndpoint); fd == nil || strings.Contains(strings.Join(fd.Evidence, "\n"), "path elsewhere's route") {
+		t.Errorf("finding %+v: want no line for a route that kept serving other pods", fd)
 	}
 }

@@ -21,6 +21,11 @@ type routeShare struct {
 	outside []string // pods outside the Service the path reached in the run
 	served  uint64   // responses from them in the whole seconds of the own answers
 	seconds int      // how many seconds those are
+	// none: the route got no answer of the run from the Service's pods
+	// (while the backend header named them on other paths): it reaches
+	// the Service, if at all, without sending it requests to answer (a
+	// mirror's copies, whose answers are thrown away).
+	none bool
 }
 
 // routeShares measures, for each path with failures the edge answered
@@ -32,9 +37,15 @@ type routeShare struct {
 // Gateway API routes, and TraefikServices allowing empty Services). Paths whose
 // route reached no pod outside the Service (a route of this Service
 // alone, or a run without the backend header), whose backend header named
-// none of the timeline's pods (it names something else then), or whose own
-// answers span no whole second of the series, say nothing and are left
-// out.
+// none of the timeline's pods on any path (it names something else then),
+// or whose own answers span no whole second of the series, say nothing and
+// are left out. A path whose header named none of them while another
+// path's did got no answer from the Service at all: it is measured too
+// (none), and said only when it served nothing in those seconds (a route
+// dropped whole for a Service it never sent a request to answer: Traefik's
+// mirroring TraefikService, with the Service as a mirror, or its
+// highest-random-weight one, whose hash of the client's address sent it to
+// the other Service; both measured in the lab).
 func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []routeShare {
 	type pathData struct {
 		series    []report.SeriesRow
@@ -64,6 +75,16 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 			sp.last = at
 		}
 		sp.n++
+	}
+	// Whether the backend header names pods: it named one of the
+	// timeline's on some path.
+	headerNamesPods := false
+	for _, d := range paths {
+		for name, n := range d.byBackend {
+			if n > 0 && len(pods.Incarnations(name)) > 0 {
+				headerNamesPods = true
+			}
+		}
 	}
 	var out []routeShare
 	for path, sp := range own {
@@ -97,10 +118,10 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 				namesPods = true
 			}
 		}
-		if len(outside) == 0 || !namesPods {
+		if len(outside) == 0 || !headerNamesPods {
 			continue
 		}
-		s := routeShare{path: path, own: sp.n, seconds: len(secs)}
+		s := routeShare{path: path, own: sp.n, seconds: len(secs), none: !namesPods}
 		for name := range outside {
 			s.outside = append(s.outside, name)
 		}
@@ -114,6 +135,9 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 					s.served += n
 				}
 			}
+		}
+		if s.none && s.served > 0 {
+			continue // a route of other Services that went on serving: nothing of this one's
 		}
 		out = append(out, s)
 	}
@@ -132,6 +156,15 @@ func routeShareEvidence(r *report.Report, pods *Pods, edgeOwn []report.Failure, 
 		outside := strings.Join(s.outside, ", ")
 		if len(s.outside) > 3 {
 			outside = strings.Join(s.outside[:3], ", ") + fmt.Sprintf(" and %d more", len(s.outside)-3)
+		}
+		if s.none {
+			droppedWhole = true
+			ev = append(ev, fmt.Sprintf("%s got every answer of the run from outside %s (the backend header named %s), none from its pods, yet in the %s within its %d answers of the edge's own, while %s had no serving endpoint, it served none: "+
+				"the route depends on %s without sending it requests to answer, and the edge failed it whole; Traefik so drops a TraefikService, and the routes that use it, "+
+				"while any Service it holds has no serving endpoint, also one that answers this route nothing: a mirror (its answers are thrown away), or one a highest-random-weight "+
+				"TraefikService chooses for other clients (providers.kubernetesCRD.allowEmptyServices is false by default), answering 404 for the host",
+				on, svc, outside, wholeSeconds(s.seconds), s.own, svc, svc))
+			continue
 		}
 		if s.served == 0 {
 			droppedWhole = true
@@ -158,6 +191,6 @@ func wholeSeconds(n int) string {
 
 // keepTheRouteFix is the fix for a route an edge dropped whole while one
 // of its Services was empty.
-const keepTheRouteFix = "; where the edge dropped a route over several Services whole while one was empty (Traefik's weighted TraefikService), " +
+const keepTheRouteFix = "; where the edge dropped a route over several Services whole while one was empty (Traefik's weighted or mirroring TraefikService), " +
 	"set providers.kubernetesCRD.allowEmptyServices=true: Traefik keeps the route, the other Services serve their share, and the empty one's share is answered 503 " +
-	"(none, when its weight is 0: Argo Rollouts so weighs a canary with no available pod)"
+	"(none, when its weight is 0: Argo Rollouts so weighs a canary with no available pod; none either when it is only a mirror: its copies are lost, the answers are not)"
