@@ -618,8 +618,11 @@ func unreadySpans(r *report.Report) []unreadySpan {
 // noBackendWhileUnready: f is a 503 the edge made itself (on a connection
 // to the edge, proxy_5xx without the backend header the run's pods put on
 // every response of their own, no access-log line naming a pod) while a
-// pod was unready, not deleted, from unreadyLead before it began to its
-// end, and no pod was terminating (the caller's check). An edge answers
+// pod was unready, not deleted, from unreadyLead before it began to the
+// receive tolerance after its end (the edge can hear of the pod's
+// unreadiness before rollprobe's watch does, as the Service's gap counts
+// its early failures: svcGapJustAfter), and no pod was terminating (the
+// caller's check). An edge answers
 // 503 for a route whose Service has no serving endpoint (Traefik's "no
 // available server" for an empty Service behind a weighted route with
 // allowEmptyServices; nginx's and Envoy's with no upstream), and a 5xx it
@@ -635,7 +638,7 @@ func (a attributor) noBackendWhileUnready(f *report.Failure, c prober.Class) (st
 	if !f.ViaEdge || a.backendHeader == "" || f.Backend != "" || f.UpstreamAddr != "" || c != prober.Proxy5xx || f.Status != 503 {
 		return "", false
 	}
-	from, to := beganAt(f).Add(-unreadyLead), f.End
+	from, to := beganAt(f).Add(-unreadyLead), f.End.Add(a.tol)
 	pod := ""
 	var latest time.Time
 	for _, sp := range a.unready {
