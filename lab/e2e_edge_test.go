@@ -301,7 +301,7 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("gRPC through the ingress over https (ALPN h2)", func(t *testing.T) { testGRPCThroughTheEdge(t, ctx, c) })
 
-	t.Run("a route weighted by hand loses a Service: 404s, or 503s allowing empty Services or through a Gateway", func(t *testing.T) {
+	t.Run("a route weighted by hand, or mirrored, loses a Service: 404s, or 503s allowing empty Services or through a Gateway", func(t *testing.T) {
 		testTraefikWeightedByHand(t, ctx, c)
 	})
 

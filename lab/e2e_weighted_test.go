@@ -27,12 +27,16 @@ import (
 // Probed through the lab's Traefik and, side by side, through a second
 // one with allowEmptyServices=true, and through the lab's Gateway (the
 // first Traefik), whose HTTPRoute weighs the same two Services by its
-// backendRefs, and through a nested route on the first Traefik (a
+// backendRefs, through a nested route on the first Traefik (a
 // TraefikService weighing, beside the other Service, a TraefikService over
-// traefik-weighted alone). Referees: each Traefik's access log. Through
-// the default one's TraefikService, plain or nested, every request of the
-// host failed while the Service was empty, each a 404 Traefik answered
-// itself (it dropped the route); through the other, and through the
+// traefik-weighted alone), and through a mirrored one on both Traefiks (a
+// TraefikService sending to the other Service and copying every request
+// to traefik-weighted). Referees: each Traefik's access log. Through
+// the default one's TraefikService, plain, nested or mirrored, every
+// request of the host failed while the Service was empty, each a 404
+// Traefik answered itself (it dropped the route; the mirrored route so
+// too, though the Service never answers it); the other Traefik failed
+// none on the mirrored route, serving it meanwhile; through the other, and through the
 // Gateway (Traefik's Gateway provider builds an empty Service as a
 // balancer with no server, not an error), that Service's half failed, each a 503 Traefik answered itself ("no
 // available server"), the other half served by the other Service's pod.
@@ -47,6 +51,12 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 		// A TraefikService weighing, beside the other Service, another
 		// TraefikService over sample's Service alone.
 		nestedHost = sample + "-nested.lab.example"
+		// A TraefikService sending to the other Service and mirroring
+		// every request to sample's.
+		mirrorHost = sample + "-mirror.lab.example"
+		// A TraefikService choosing one of the two by highest random
+		// weight (a hash of the client's address).
+		hrwHost = sample + "-hrw.lab.example"
 	)
 	cfg := lab.Config{StateDir: stateDir}
 	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample)
@@ -55,6 +65,8 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	waitEdge(t, "https://"+host+"/", cfg.EdgeCAPath())
 	waitEdge(t, "https://"+gwHost+"/", cfg.EdgeCAPath())
 	waitEdge(t, "https://"+nestedHost+"/", cfg.EdgeCAPath())
+	waitEdge(t, "https://"+mirrorHost+"/", cfg.EdgeCAPath())
+	waitEdge(t, "https://"+hrwHost+"/", cfg.EdgeCAPath())
 	traefikLogOnFailure(t)
 	emptyURL := startTraefikAllowingEmpty(t, ctx, host)
 
@@ -68,16 +80,23 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// Traefiks to hear of it, within the command so the run probes on.
 	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
 	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
-		"--target", "gateway=https://"+gwHost+"/", "--target", "nested=https://"+nestedHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
+		"--target", "gateway=https://"+gwHost+"/", "--target", "nested=https://"+nestedHost+"/", "--target", "mirror=https://"+mirrorHost+"/",
+		"--target", "allow-empty-mirror="+strings.Replace(emptyURL, host, mirrorHost, 1), "--target", "hrw=https://"+hrwHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
 	// no_change: the deploy command changed no workload.
 	checkEdgeReportWith(t, r, report.StatusNoChange)
 	if r.exit != 1 {
 		t.Fatalf("exit %d, want 1 (requests failed)\n%s", r.exit, r.out())
 	}
-	if len(r.rep.Paths) != 4 || r.rep.Paths[0].Name != "edge" || r.rep.Paths[1].Name != "allow-empty" || r.rep.Paths[2].Name != "gateway" || r.rep.Paths[3].Name != "nested" {
-		t.Fatalf("paths %+v, want edge, allow-empty, gateway and nested", r.rep.Paths)
+	want := []string{"edge", "allow-empty", "gateway", "nested", "mirror", "allow-empty-mirror", "hrw"}
+	if len(r.rep.Paths) != len(want) {
+		t.Fatalf("paths %+v, want %v", r.rep.Paths, want)
 	}
-	edge, empty, gw, nested := r.rep.Paths[0], r.rep.Paths[1], r.rep.Paths[2], r.rep.Paths[3]
+	for i, name := range want {
+		if r.rep.Paths[i].Name != name {
+			t.Fatalf("paths %+v, want %v", r.rep.Paths, want)
+		}
+	}
+	edge, empty, gw, nested, mirror, emptyMirror, hrw := r.rep.Paths[0], r.rep.Paths[1], r.rep.Paths[2], r.rep.Paths[3], r.rep.Paths[4], r.rep.Paths[5], r.rep.Paths[6]
 	unready := false
 	for _, e := range r.rep.Timeline {
 		if e.Kind == report.PodUnready && e.Pod == pod {
@@ -94,6 +113,30 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	own404 := checkRouteDropped(t, "the default Traefik", byEdge, edge)
 	byNested := readAccessLog(t, cfg, nested.RunID, nestedHost)
 	nested404 := checkRouteDropped(t, "the default Traefik's nested route", byNested, nested)
+	byMirror := readAccessLog(t, cfg, mirror.RunID, mirrorHost)
+	mirror404 := checkRouteDropped(t, "the default Traefik's mirrored route", byMirror, mirror)
+	byHRW := readAccessLog(t, cfg, hrw.RunID, hrwHost)
+	hrw404 := checkRouteDropped(t, "the default Traefik's highest-random-weight route", byHRW, hrw)
+	// The prober's one address keeps to one of the two Services: which
+	// one decides what rollprobe can say of the route (checkWeightedFindings).
+	hrwChose := ""
+	for _, e := range byHRW {
+		if e.DownstreamStatus == 200 {
+			chose := sample
+			if strings.HasPrefix(e.OriginPod, sample+"-other-") {
+				chose = sample + "-other"
+			}
+			if hrwChose != "" && chose != hrwChose {
+				t.Errorf("the highest-random-weight route answered one client from both Services (%s, %s): want one", hrwChose, chose)
+			}
+			hrwChose = chose
+		}
+	}
+	for _, e := range byMirror {
+		if e.DownstreamStatus == 200 && !strings.HasPrefix(e.OriginPod, sample+"-other-") {
+			t.Errorf("request %s of the mirrored route answered by %q: want only the other Service's pod (the mirror's answers are thrown away)", e.RequestID, e.OriginPod)
+		}
+	}
 
 	// The Traefik allowing empty Services, and the Gateway: their own
 	// 503s, the empty Service's half; the other half served meanwhile.
@@ -101,12 +144,20 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	kept := checkRouteKept(t, "the Traefik allowing empty Services", byEmpty, empty, sample)
 	byGateway := readAccessLog(t, cfg, gw.RunID, gwHost)
 	keptByGateway := checkRouteKept(t, "the Gateway", byGateway, gw, sample)
+	// The Traefik allowing empty Services builds the mirroring
+	// TraefikService with an empty mirror: the host loses nothing.
+	byEmptyMirror := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{emptyMirror.RunID}, mirrorHost)
+	keptMirrored := checkMirrorKept(t, byEmptyMirror, emptyMirror, byEdge, sample)
 
 	for _, f := range r.rep.Failures {
 		byID, want := byEdge, 404
 		switch f.Path {
 		case nested.Name:
 			byID = byNested
+		case mirror.Name:
+			byID = byMirror
+		case hrw.Name:
+			byID = byHRW
 		case empty.Name:
 			byID, want = byEmpty, 503
 		case gw.Name:
@@ -122,17 +173,19 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 			t.Errorf("503 failure %s on %s: context %q, want the unready pod named", f.RequestID, f.Path, f.Context)
 		}
 	}
-	checkWeightedFindings(t, r, sample)
+	checkWeightedFindings(t, r, sample, hrwChose)
 	// The doctor named the risk before any traffic, from the
 	// TraefikService it read, and the nested one through the TraefikService
 	// that holds the Service.
 	if f := findingByID(r.rep, doctor.TraefikWeightedRouteOnePod); f == nil || f.Source != report.SourceDoctor || f.Severity != report.SeverityWarning ||
 		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+" weighs service "+sample+" at weight 1 beside service "+sample+"-other") ||
-		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+"-nested weighs service "+sample+" through traefikservice "+sample+"-inner (which holds it) at weight 1 beside service "+sample+"-other") {
-		t.Errorf("doctor finding %+v: want the warning naming TraefikServices %s and %s-nested", f, sample, sample)
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+"-nested weighs service "+sample+" through traefikservice "+sample+"-inner (which holds it) at weight 1 beside service "+sample+"-other") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+"-mirror mirrors to service "+sample+" the requests it sends to service "+sample+"-other (a copy of 100% of them") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "TraefikService "+sample+"-hrw chooses by highest random weight (by client address) service "+sample+" at weight 1 beside service "+sample+"-other") {
+		t.Errorf("doctor finding %+v: want the warning naming TraefikServices %s, %s-nested, %s-mirror and %s-hrw", f, sample, sample, sample, sample)
 	}
-	t.Logf("%s unready: the default Traefik answered %d requests 404 itself (%d on the nested route); the one allowing empty Services %s; the Gateway %s",
-		pod, own404, nested404, kept, keptByGateway)
+	t.Logf("%s unready: the default Traefik answered %d requests 404 itself (%d on the nested route, %d on the mirrored one, %d on the highest-random-weight one, which chose service %s for the prober); the one allowing empty Services %s, and on the mirrored route %s; the Gateway %s",
+		pod, own404, nested404, mirror404, hrw404, hrwChose, kept, keptMirrored, keptByGateway)
 }
 
 // checkRouteDropped: through path, an edge that dropped the weighted route
@@ -198,6 +251,43 @@ func checkRouteKept(t *testing.T, edge string, byLog map[string]accessEntry, pat
 		own503, from.Format("15:04:05.000"), to.Format("15:04:05.000"), servedMeanwhile, sentMeanwhile)
 }
 
+// checkMirrorKept: through path, an edge that kept a route mirroring to
+// sample's Service while that Service was empty (Traefik allowing empty
+// Services): no request failed, by rollprobe and by the access log
+// (byLog), every answer came from the other Service's pod, and some were
+// served while the default Traefik answered its own 404s (byDropped):
+// while the mirror was empty.
+func checkMirrorKept(t *testing.T, byLog map[string]accessEntry, path report.PathReport, byDropped map[string]accessEntry, sample string) string {
+	t.Helper()
+	var from, to time.Time
+	for _, e := range byDropped {
+		if e.DownstreamStatus == 404 && e.ServiceAddr == "" {
+			if from.IsZero() || e.StartUTC.Before(from) {
+				from = e.StartUTC
+			}
+			if e.StartUTC.After(to) {
+				to = e.StartUTC
+			}
+		}
+	}
+	var served, meanwhile uint64
+	for _, e := range byLog {
+		if e.DownstreamStatus != 200 || !strings.HasPrefix(e.OriginPod, sample+"-other-") {
+			t.Errorf("request %s of the mirrored route kept: status %d from %q, want 200 from the other Service's pod", e.RequestID, e.DownstreamStatus, e.OriginPod)
+			continue
+		}
+		served++
+		if !from.IsZero() && !e.StartUTC.Before(from) && !e.StartUTC.After(to) {
+			meanwhile++
+		}
+	}
+	if path.Totals.Failed != 0 || served == 0 || meanwhile == 0 {
+		t.Fatalf("the mirrored route through the Traefik allowing empty Services: rollprobe counted %d failed %v; its access log %d served, %d of them while the default Traefik dropped the route (%s to %s)\n%s",
+			path.Totals.Failed, nonZero(path.Totals.ByClass), served, meanwhile, from.Format("15:04:05.000"), to.Format("15:04:05.000"), tallyBySecond(byLog))
+	}
+	return fmt.Sprintf("failed none, serving %d (%d of them while the default Traefik dropped its route)", served, meanwhile)
+}
+
 // deleteWeightedAtEnd deletes traefik-weighted's objects when the test
 // ends: its Deployments go with the group's others anyway, but a route
 // left over Services without endpoints has Traefik log an error on every
@@ -217,8 +307,9 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 			gvr  schema.GroupVersionResource
 			name string
 		}{
-			{traefik("ingressroutes"), sample}, {traefik("ingressroutes"), sample + "-nested"},
+			{traefik("ingressroutes"), sample}, {traefik("ingressroutes"), sample + "-nested"}, {traefik("ingressroutes"), sample + "-mirror"}, {traefik("ingressroutes"), sample + "-hrw"},
 			{traefik("traefikservices"), sample}, {traefik("traefikservices"), sample + "-nested"}, {traefik("traefikservices"), sample + "-inner"},
+			{traefik("traefikservices"), sample + "-mirror"}, {traefik("traefikservices"), sample + "-hrw"},
 			{schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}, sample},
 		} {
 			del(o.gvr.Resource+" "+o.name, c.Dynamic.Resource(o.gvr).Namespace("default").Delete(ctx, o.name, metav1.DeleteOptions{}))
@@ -238,8 +329,10 @@ func deleteWeightedAtEnd(t *testing.T, c *lab.Client, sample string) {
 // nothing else; the gap's finding says, from each path's own traffic,
 // that the default Traefik failed the whole route, plain and nested (none
 // served by the other Service's pod), and the other Traefik and the
-// Gateway kept it (some served), and its fix keeps the route.
-func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
+// Gateway kept it (some served), that the mirrored route, which never got
+// an answer from the Service, was failed whole all the same, and its fix
+// keeps the route.
+func checkWeightedFindings(t *testing.T, r *runResult, sample, hrwChose string) {
 	t.Helper()
 	leading := func(ev []string, has string) int {
 		for _, line := range ev {
@@ -285,6 +378,35 @@ func checkWeightedFindings(t *testing.T, r *runResult, sample string) {
 			if !strings.Contains(line, verdict) {
 				t.Errorf("%s's evidence for path %s: %q, want %q:\n%s", gap.ID, path, line, verdict, ev)
 			}
+		}
+		// The mirrored route: no answer from the Service, dropped whole.
+		mirrored := ""
+		for _, l := range gap.Evidence {
+			if strings.HasPrefix(l, "path mirror's route got every answer of the run from outside service "+sample+" (the backend header named "+sample+"-other-") {
+				mirrored = l
+			}
+		}
+		if !strings.Contains(mirrored, "none from its pods, yet in the ") || !strings.Contains(mirrored, "it served none: the route depends on service "+sample+" without sending it requests to answer, and the edge failed it whole") {
+			t.Errorf("%s's evidence for path mirror: %q, want the route dropped whole for a Service it sends nothing to answer:\n%s", gap.ID, mirrored, ev)
+		}
+		// The highest-random-weight route, dropped whole too: said as the
+		// weighted route's if the prober's address chose the Service (its
+		// other pods reached only by other clients: none said), as the
+		// mirror's if it chose the other.
+		hrwLine := ""
+		for _, l := range gap.Evidence {
+			if strings.HasPrefix(l, "path hrw's route") {
+				hrwLine = l
+			}
+		}
+		switch {
+		case hrwChose == sample && hrwLine != "":
+			t.Errorf("%s's evidence for path hrw, whose client kept to service %s: %q, want none (no other pod reached)", gap.ID, sample, hrwLine)
+		case hrwChose == sample+"-other" && !strings.Contains(hrwLine, "none from its pods, yet in the "):
+			t.Errorf("%s's evidence for path hrw, whose client kept to service %s-other: %q, want the route dropped for a Service that answers it nothing", gap.ID, sample, hrwLine)
+		}
+		if strings.Contains(ev, "path allow-empty-mirror's") {
+			t.Errorf("%s's evidence names path allow-empty-mirror, which failed nothing:\n%s", gap.ID, ev)
 		}
 		if !strings.Contains(gap.Fix, "allowEmptyServices=true: Traefik keeps the route") {
 			t.Errorf("%s's fix %q: want the route kept", gap.ID, gap.Fix)
