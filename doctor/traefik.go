@@ -293,23 +293,25 @@ func onePod(w rollout.Workload) (string, bool) {
 }
 
 // checkHandWeightedRoutes: the target's Service is one child of a
-// TraefikService weighted by hand (a fixed split, a blue/green nobody
-// reweighs) and its workload runs one pod: while that pod is unready
-// Traefik drops the whole route (its own 404 for every request of the
-// host). The lab's traefik-weighted sample measured it: 596 to 602
-// requests, every one of the host, while one of two Services was empty
-// for about 3 s; with allowEmptyServices=true, only that Service's half
-// (its own 503s). TraefikServices that could not be read leave the check
-// unmade, said as such (info), never passed.
+// TraefikService set by hand (a fixed split, a blue/green nobody
+// reweighs, a shadow copy of the traffic, a highest-random-weight choice)
+// and its workload runs one pod: while that pod is unready Traefik drops
+// the whole route (its own 404 for every request of the host). The lab's
+// traefik-weighted sample measured it: 596 to 602 requests, every one of
+// the host, while one of two Services was empty for about 3 s; with
+// allowEmptyServices=true, only that Service's half (its own 503s); as a
+// mirror, 599 to 612, though the Service answered none of the host's
+// requests (none with allowEmptyServices=true). TraefikServices that could
+// not be read leave the check unmade, said as such (info), never passed.
 func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 	if s.Service == nil {
 		return report.Finding{}, false
 	}
 	if s.WeightedRoutesUnread != "" {
 		return report.Finding{Severity: report.SeverityInfo,
-			Title: "not checked: whether a route Traefik weighs over service " + s.Service.Name + " turns on one pod",
-			Evidence: []string{"Traefik's TraefikServices could not be read (" + s.WeightedRoutesUnread + "): a route weighted over this Service " +
-				"and others, which Traefik drops whole while any of them is empty, is not known"},
+			Title: "not checked: whether a TraefikService holding service " + s.Service.Name + " turns on one pod",
+			Evidence: []string{"Traefik's TraefikServices could not be read (" + s.WeightedRoutesUnread + "): a route over this Service and others " +
+				"(weighted, mirrored, chosen by highest random weight), which Traefik drops whole while any of them is empty, is not known"},
 			Fix: "grant list on traefikservices.traefik.io in the namespace (deploy/rbac.yaml does) to have it checked"}, true
 	}
 	who, one := onePod(s.Workload)
@@ -342,6 +344,6 @@ func checkHandWeightedRoutes(s *subject) (report.Finding, bool) {
 	if mirrored {
 		fix += "; a mirror's copies are then lost and the route's answers are not (or take the mirror out of the route while it has no pod)"
 	}
-	return report.Finding{Title: "a Service weighed in a Traefik route runs one pod: its readiness is the whole route's",
+	return report.Finding{Title: "a Service a TraefikService holds runs one pod: its readiness is the whole route's",
 		Evidence: evidence, Fix: fix}, true
 }
