@@ -859,7 +859,7 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	}
 	var out []report.Outage
 	for _, w := range ws.List() {
-		out = append(out, w.Outage(start))
+		out = append(out, w.Outage(report.WallClock{Start: start})) // offsets from wall times already
 	}
 	for i := range out {
 		o := &out[i]

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // growAfterLag: a request still unclaimed this long after its intended time
@@ -60,6 +62,9 @@ type Prober struct {
 	bindPort uint16
 
 	start time.Time
+	// clock: the wall clock against the monotonic one through the run,
+	// noted by Run's goroutine alone (Summary.Clock).
+	clock report.WallClock
 	// startAt, when set before Run, is the run's start instead of the
 	// time Run begins: a Group's paths share one clock.
 	startAt time.Time
@@ -233,6 +238,10 @@ type Summary struct {
 	// (with its stack): the run stopped there, and its results are
 	// rollprobe's own failure, not the target's (exit 70).
 	Fault string
+	// Clock places the run's offsets (every Result's times) on the wall
+	// clock as it read then, sampled every sampleEvery: see
+	// report.WallClock.
+	Clock report.WallClock
 }
 
 // Run probes until the duration ends or ctx is cancelled, then waits for
@@ -250,6 +259,7 @@ func (p *Prober) Run(ctx context.Context) (Summary, error) {
 	if p.start.IsZero() {
 		p.start = time.Now()
 	}
+	p.clock = report.NewWallClock(p.start)
 	close(p.started)
 	defer p.dialer.holds.release()
 	if p.engine == EngineLoops {
@@ -339,6 +349,7 @@ wait:
 	for {
 		select {
 		case <-tick.C:
+			p.clock.Note(p.start, time.Now())
 			p.rec.Tick(p.Elapsed())
 			if tuner != nil && !tuner.Done() {
 				tuner.step(p.Elapsed())
@@ -388,7 +399,9 @@ wait:
 		sendEnd = p.cfg.Duration
 	}
 	p.rec.Tick(time.Duration(1 << 62))
+	p.clock.Note(p.start, time.Now())
 	return Summary{
+		Clock:    p.clock.Clone(),
 		Fault:    p.fault, // final: every goroutine has exited (done)
 		Start:    p.start,
 		Elapsed:  max(p.Elapsed(), sendEnd),

@@ -176,6 +176,7 @@ func (g *Group) combine(outs []Outcome) Outcome {
 		sums[i] = s
 		if i == 0 || sum.Start.IsZero() {
 			sum.Start, sum.Target, sum.Procs, sum.Engine = s.Start, s.Target, s.Procs, s.Engine
+			sum.Clock = s.Clock // one host's clock: any path's samples serve them all
 		}
 		if s.Engine != sum.Engine {
 			sum.Engine = "" // the paths differ: each path's summary says which

@@ -20,10 +20,14 @@ type Window struct {
 	ByClass    map[string]uint64
 }
 
-// Outage is w as the report holds it, its offsets placed after start.
-func (w Window) Outage(start time.Time) Outage {
-	from, to := start.Add(w.Start).UTC(), start.Add(w.End).UTC()
-	return Outage{Start: from, End: to, DurationS: math.Round(to.Sub(from).Seconds()*1000) / 1000, Count: int(w.Count), ByClass: w.ByClass}
+// Outage is w as the report holds it, its offsets placed on the wall
+// clock by c (a run's offsets; or wall-clock offsets from a start with no
+// sample: WallClock{Start: start}).
+func (w Window) Outage(c WallClock) Outage {
+	from, to := c.At(w.Start), c.At(w.End)
+	// Its length by the offsets: a step of the wall clock within it is
+	// not its length.
+	return Outage{Start: from, End: to, DurationS: math.Round((w.End-w.Start).Seconds()*1000) / 1000, Count: int(w.Count), ByClass: w.ByClass}
 }
 
 // Windows is the one definition of an outage, shared by the report (the

@@ -71,6 +71,7 @@ func (run probeRun) paths() []pathRun {
 func build(run probeRun) *report.Report {
 	cfg := run.Config
 	sum := run.Summary
+	clock := wallClockOf(sum)
 	snap := run.Recorder.Snapshot()
 	latency, service := run.Recorder.Latencies()
 	tot := snap.Totals
@@ -81,7 +82,7 @@ func build(run probeRun) *report.Report {
 		Command:     run.Command,
 		Target:      cfg.RedactedTarget(),
 		StartedAt:   sum.Start.UTC(),
-		EndedAt:     sum.Start.Add(sum.Elapsed).UTC(),
+		EndedAt:     clock.At(sum.Elapsed),
 		DurationS:   seconds(sum.Elapsed),
 		Interrupted: sum.Canceled,
 		Config: report.Config{
@@ -202,7 +203,7 @@ func build(run probeRun) *report.Report {
 		if src >= len(runIDs) {
 			src = 0
 		}
-		f := failure(&kept[i], sum.Start, runIDs[src])
+		f := failure(&kept[i], clock, runIDs[src])
 		f.Prober, f.Node = pods[src], nodes[src]
 		if path := int(kept[i].Path); len(paths) > 0 && path < len(paths) {
 			f.Path = paths[path].Name
@@ -221,7 +222,7 @@ func build(run probeRun) *report.Report {
 	// the pods were doing).
 	windows, _ := run.Recorder.OutagesFrom(0)
 	for _, w := range windows {
-		r.Outages = append(r.Outages, w.Outage(sum.Start))
+		r.Outages = append(r.Outages, w.Outage(clock))
 	}
 
 	var pathFacts []report.PathFacts
@@ -272,16 +273,29 @@ func buildPaths(run probeRun, paths []pathRun) ([]report.PathReport, []report.Pa
 	return reports, facts
 }
 
-func failure(res *prober.Result, start time.Time, runID string) report.Failure {
+// wallClockOf is sum's clock: its samples when the prober noted them, the
+// start alone otherwise (an in-cluster fleet's summary).
+func wallClockOf(sum prober.Summary) report.WallClock {
+	if sum.Clock.Start.IsZero() {
+		return report.WallClock{Start: sum.Start.Round(0)}
+	}
+	return sum.Clock
+}
+
+// failure is res as the report holds it, its times placed on the wall
+// clock as it read then (clock: see report.WallClock), its at_ms from the
+// run's start by that clock too, as the timeline's times are.
+func failure(res *prober.Result, clock report.WallClock, runID string) report.Failure {
+	intended := clock.At(res.Intended)
 	f := report.Failure{
 		Seq:           res.Seq,
 		RequestID:     runID + "-" + strconv.FormatUint(res.Seq, 10),
 		Class:         res.Class.String(),
 		Phase:         res.Phase.String(),
-		Intended:      start.Add(res.Intended).UTC(),
-		Start:         start.Add(res.Start).UTC(),
-		End:           start.Add(res.End).UTC(),
-		AtMS:          ms(res.Intended),
+		Intended:      intended,
+		Start:         clock.At(res.Start),
+		End:           clock.At(res.End),
+		AtMS:          ms(intended.Sub(clock.At(0))),
 		LatencyMS:     ms(res.Latency()),
 		Status:        res.Status,
 		Fresh:         res.Fresh,

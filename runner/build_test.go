@@ -192,3 +192,36 @@ func TestPathsClient(t *testing.T) {
 		}
 	}
 }
+
+// The wall clock set 2.7 s forward during the run (as this project's CI
+// machines did theirs): a failure after the step is placed at the wall
+// clock's reading then, as the timeline's events and the referees outside
+// rollprobe are, its at_ms and its outage by that clock too; one before
+// it, where it was; the end at the last reading's lead.
+func TestBuildPlacesFailuresOnTheWallClock(t *testing.T) {
+	run := syntheticRun(t)
+	start := run.Summary.Start
+	clock := report.NewWallClock(start)
+	clock.NoteAt(1000*time.Millisecond, start.Add(1000*time.Millisecond))
+	clock.NoteAt(1100*time.Millisecond, start.Add(1100*time.Millisecond+2700*time.Millisecond))
+	run.Summary.Clock = clock
+	r := build(run)
+	byIntended := map[time.Duration]report.Failure{}
+	for _, f := range r.Failures {
+		byIntended[time.Duration(f.Seq)*200*time.Millisecond] = f
+	}
+	before, after := byIntended[1000*time.Millisecond], byIntended[1400*time.Millisecond]
+	if !before.Intended.Equal(start.Add(time.Second)) || before.AtMS != 1000 {
+		t.Errorf("failure before the step: intended %v, at_ms %v; want +1s as it was", before.Intended, before.AtMS)
+	}
+	step := 2700 * time.Millisecond
+	if !after.Intended.Equal(start.Add(1400*time.Millisecond+step)) || !after.Start.Equal(start.Add(1401*time.Millisecond+step)) || after.AtMS != 4100 {
+		t.Errorf("failure after the step: intended %v, start %v, at_ms %v; want 2.7 s later than the offsets", after.Intended, after.Start, after.AtMS)
+	}
+	if !r.EndedAt.Equal(start.Add(2050*time.Millisecond + step)) {
+		t.Errorf("ended at %v, want the end's offset plus the step", r.EndedAt)
+	}
+	if len(r.Outages) != 1 || !r.Outages[0].Start.Equal(start.Add(time.Second)) || !r.Outages[0].End.Equal(start.Add(1800*time.Millisecond+step)) || r.Outages[0].DurationS != 0.8 {
+		t.Errorf("outages %+v: want one from +1s to +1.8s plus the step, 0.8 s long (the step is not its length)", r.Outages)
+	}
+}

@@ -1,0 +1,60 @@
+package report
+
+import (
+	"testing"
+	"time"
+)
+
+// The wall clock as this project's CI machine showed it (a watcher beside
+// a rehearsal, 2026-12-03): in step with the monotonic clock, then set 2.7
+// s forward at once, then slewed 5 ms a second. Offsets are placed on the
+// wall clock as it read then: before the step at the start's time plus
+// the offset; during the slew exactly (the samples' lead in proportion);
+// beyond the last sample at its lead. A clock with no sample is the
+// start plus the offset.
+func TestWallClockFollowsStepsAndSlews(t *testing.T) {
+	start := time.Date(2026, 12, 3, 23, 47, 0, 0, time.UTC)
+	c := NewWallClock(start)
+	wall := func(at, lead time.Duration) time.Time { return start.Add(at + lead) }
+	c.NoteAt(100*time.Millisecond, wall(100*time.Millisecond, 0)) // in step
+	c.NoteAt(200*time.Millisecond, wall(200*time.Millisecond, 0)) // in step: replaces 100 ms's
+	// Stepped between 200 and 300 ms, then slewing 500 µs a tick.
+	c.NoteAt(300*time.Millisecond, wall(300*time.Millisecond, 2700*time.Millisecond))
+	c.NoteAt(400*time.Millisecond, wall(400*time.Millisecond, 2700500*time.Microsecond))
+	c.NoteAt(500*time.Millisecond, wall(500*time.Millisecond, 2701*time.Millisecond))
+	if c.Steps() != 3 || c.Lead() != 2701*time.Millisecond || len(c.samples) != 5 {
+		t.Fatalf("steps %d, lead %v, samples %v: want 3 moves, lead 2.701s, 5 samples (0 and 200 ms in step)", c.Steps(), c.Lead(), c.samples)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		want time.Duration // the wall clock's lead then
+	}{
+		{0, 0},
+		{150 * time.Millisecond, 0},
+		{250 * time.Millisecond, 1350 * time.Millisecond}, // within the step's tick: in proportion
+		{300 * time.Millisecond, 2700 * time.Millisecond},
+		{450 * time.Millisecond, 2700750 * time.Microsecond}, // the slew, exactly
+		{10 * time.Second, 2701 * time.Millisecond},          // beyond the last sample
+	} {
+		if got := c.At(tt.at); !got.Equal(wall(tt.at, tt.want)) || got.Location() != time.UTC {
+			t.Errorf("At(%v) = %v, want %v (lead %v), UTC", tt.at, got, wall(tt.at, tt.want), tt.want)
+		}
+	}
+	// A copy is not changed by later samples.
+	kept := c.Clone()
+	c.NoteAt(600*time.Millisecond, wall(600*time.Millisecond, 3*time.Second))
+	if kept.Lead() != 2701*time.Millisecond || c.Lead() != 3*time.Second {
+		t.Errorf("clone's lead %v, clock's %v: want 2.701s and 3s", kept.Lead(), c.Lead())
+	}
+	// No sample: the start plus the offset.
+	if got := (WallClock{Start: start}).At(time.Second); !got.Equal(start.Add(time.Second)) {
+		t.Errorf("a clock with no sample: %v", got)
+	}
+	// Readings with their monotonic part, a moment apart: in step.
+	now := time.Now()
+	real := NewWallClock(now)
+	real.Note(now, time.Now())
+	if real.Steps() > 1 || real.Lead() > time.Millisecond || real.Lead() < -time.Millisecond {
+		t.Errorf("two readings a moment apart: %d steps, lead %v", real.Steps(), real.Lead())
+	}
+}
