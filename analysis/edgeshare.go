@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -86,6 +85,7 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 			}
 		}
 	}
+	clock := r.WallClock() // the series' seconds on the failures' clock
 	var out []routeShare
 	for path, sp := range own {
 		d, ok := paths[path]
@@ -96,7 +96,11 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 		// second they only began or ended in holds the route's successes
 		// before or after too.
 		secs := map[int64]bool{}
-		for sec := int64(math.Ceil(sp.first.Sub(r.StartedAt).Seconds())); r.StartedAt.Add(time.Duration(sec+1)*time.Second).Compare(sp.last) <= 0; sec++ {
+		first := clock.SecondOf(sp.first)
+		if clock.SecondAt(first).Before(sp.first) {
+			first++
+		}
+		for sec := first; !clock.SecondAt(sec + 1).After(sp.last); sec++ {
 			secs[sec] = true
 		}
 		if len(secs) == 0 {

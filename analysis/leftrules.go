@@ -26,7 +26,9 @@ const leftTheRulesChance = 1e-6
 // or in-cluster probers (their responses, merged into the series, passed
 // other nodes' rules).
 type choices struct {
-	start time.Time
+	// clock places the series' seconds on the failures' and timeline's
+	// wall clock (report.WallClock).
+	clock report.WallClock
 	// series is each path's, by name ("" for a run of one path).
 	series map[string][]report.SeriesRow
 	// failed is each path's own prober's failures, in the order they
@@ -44,7 +46,7 @@ func choicesOf(r *report.Report) *choices {
 	if r.Config.Conn != "new" || len(r.Probers) > 0 {
 		return nil
 	}
-	c := &choices{start: r.StartedAt, series: map[string][]report.SeriesRow{}, failed: map[string][]*report.Failure{},
+	c := &choices{clock: r.WallClock(), series: map[string][]report.SeriesRow{}, failed: map[string][]*report.Failure{},
 		lastMaybe: map[maybeKey]int64{}, timeline: r.Timeline}
 	if len(r.Paths) == 0 {
 		c.series[""] = r.Series
@@ -62,8 +64,8 @@ func choicesOf(r *report.Report) *choices {
 	return c
 }
 
-// second is the whole second of the run t falls in.
-func (ch *choices) second(t time.Time) int64 { return int64(math.Floor(t.Sub(ch.start).Seconds())) }
+// second is the whole second of the run (a series row's) t falls in.
+func (ch *choices) second(t time.Time) int64 { return ch.clock.SecondOf(t) }
 
 // maybeKey is lastMaybeOf's question: pod, path, and how many of the
 // path's failures (in the order they began).
@@ -139,7 +141,7 @@ func (a attributor) leftTheRules(p *Pod, f *report.Failure, c prober.Class) (lef
 	earlier := sort.Search(len(fails), func(i int) bool { return !beganAt(fails[i]).Before(began) })
 	from := max(last, a.lastMaybeOf(p, f.Path, earlier))
 	reach := a.reachable(a.pods.All(), f)
-	counted := ch.start.Add(time.Duration(from+1) * time.Second)
+	counted := ch.clock.SecondAt(from + 1)
 	if !slices.ContainsFunc(reach, func(q *Pod) bool {
 		return q != p && q.ReadyAt != nil && q.ReadyAt.Before(counted) &&
 			(q.DeletedAt == nil || q.DeletedAt.After(began)) && (q.GoneAt == nil || q.GoneAt.After(began)) &&

@@ -29,11 +29,15 @@ type Report struct {
 	// Target and Config are the first path's when the run probed several
 	// (Paths gives each path's target, connect_to, tls_roots and
 	// grpc_client; Config.GRPCClient is then "both" if they differ).
-	Target      string      `json:"target"`
-	StartedAt   time.Time   `json:"started_at"`
-	EndedAt     time.Time   `json:"ended_at"`
-	DurationS   float64     `json:"duration_s"`
-	Interrupted bool        `json:"interrupted"`
+	Target      string    `json:"target"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at"`
+	DurationS   float64   `json:"duration_s"`
+	Interrupted bool      `json:"interrupted"`
+	// Clock: where the wall clock moved against the monotonic one during
+	// the run (WallClock's samples); absent when it kept pace. Series
+	// seconds are placed on the wall clock by it (SecondAt).
+	Clock       []ClockLead `json:"clock,omitempty"`
 	Config      Config      `json:"config"`
 	Totals      Totals      `json:"totals"`
 	LatencyMS   Quantiles   `json:"latency_ms"`

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -115,4 +116,56 @@ func (c WallClock) lead(d time.Duration) time.Duration {
 	}
 	a, b := c.samples[i-1], c.samples[i]
 	return a.lead + time.Duration(float64(b.lead-a.lead)*float64(d-a.at)/float64(b.at-a.at))
+}
+
+// ClockLead is one sample of a WallClock as a report holds it: at AtMS
+// (the monotonic clock's, from the run's start) the wall clock read
+// LeadMS ahead of started_at plus AtMS.
+type ClockLead struct {
+	AtMS   float64 `json:"at_ms"`
+	LeadMS float64 `json:"lead_ms"`
+}
+
+// Leads is c's samples for a report: nil when the wall clock kept pace
+// with the monotonic one throughout.
+func (c WallClock) Leads() []ClockLead {
+	if c.Steps() == 0 {
+		return nil
+	}
+	out := make([]ClockLead, len(c.samples))
+	for i, s := range c.samples {
+		out[i] = ClockLead{AtMS: float64(s.at) / 1e6, LeadMS: float64(s.lead) / 1e6}
+	}
+	return out
+}
+
+// WallClock is the run's clock as the report holds it: started_at and
+// its clock's samples.
+func (r *Report) WallClock() WallClock {
+	c := WallClock{Start: r.StartedAt}
+	for _, l := range r.Clock {
+		c.samples = append(c.samples, wallSample{at: time.Duration(l.AtMS * 1e6), lead: time.Duration(l.LeadMS * 1e6)})
+	}
+	return c
+}
+
+// SecondAt is when the run's second t (a series row's T: the monotonic
+// clock's [t, t+1) s from the start) began, on the wall clock as it read
+// then, as failures' and the timeline's times are.
+func (c WallClock) SecondAt(t int64) time.Time {
+	return c.At(time.Duration(t) * time.Second)
+}
+
+// SecondOf is the run's second at wall time w: the last whose start
+// (SecondAt) is not after it; -1 before the run.
+func (c WallClock) SecondOf(w time.Time) int64 {
+	// Guess by the offset alone, then step to the second.
+	t := max(-1, int64(math.Floor(w.Sub(c.Start).Seconds())))
+	for t > -1 && c.SecondAt(t).After(w) {
+		t--
+	}
+	for !c.SecondAt(t + 1).After(w) {
+		t++
+	}
+	return t
 }

@@ -58,3 +58,43 @@ func TestWallClockFollowsStepsAndSlews(t *testing.T) {
 		t.Errorf("two readings a moment apart: %d steps, lead %v", real.Steps(), real.Lead())
 	}
 }
+
+// A report holds the clock's samples (clock), and places a series row's
+// second on the wall clock by them: after a 2.7 s step the second 2 of
+// the run began 2.7 s later than started_at plus 2 s, and a failure's
+// wall time falls in the second that holds it. With no samples, seconds
+// are started_at plus T, and a time falls in the floor of its offset.
+func TestReportSecondsOnTheWallClock(t *testing.T) {
+	start := time.Date(2026, 12, 3, 23, 47, 0, 0, time.UTC)
+	c := NewWallClock(start)
+	c.NoteAt(1000*time.Millisecond, start.Add(1000*time.Millisecond))
+	c.NoteAt(1100*time.Millisecond, start.Add(1100*time.Millisecond+2700*time.Millisecond))
+	r := &Report{StartedAt: start, Clock: c.Leads()}
+	if len(r.Clock) != 3 || r.Clock[2] != (ClockLead{AtMS: 1100, LeadMS: 2700}) {
+		t.Fatalf("clock %+v: want the start's, 1000 ms's and 1100 ms's samples", r.Clock)
+	}
+	rc := r.WallClock()
+	step := 2700 * time.Millisecond
+	if !rc.SecondAt(2).Equal(start.Add(2*time.Second+step)) || !rc.SecondAt(1).Equal(start.Add(time.Second)) {
+		t.Errorf("seconds 1 and 2 began at %v and %v: want +1s and +2s plus the step", rc.SecondAt(1), rc.SecondAt(2))
+	}
+	for _, tt := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{start.Add(-time.Millisecond), -1},
+		{start.Add(500 * time.Millisecond), 0},
+		{start.Add(1050 * time.Millisecond), 1},
+		{start.Add(2*time.Second + step), 2},     // the second's first instant
+		{start.Add(2*time.Second + step - 1), 1}, // just before it: still second 1 (stretched by the step)
+		{start.Add(5500*time.Millisecond + step), 5},
+	} {
+		if got := rc.SecondOf(tt.at); got != tt.want {
+			t.Errorf("SecondOf(+%v) = %d, want %d", tt.at.Sub(start), got, tt.want)
+		}
+	}
+	plain := (&Report{StartedAt: start}).WallClock()
+	if plain.SecondOf(start.Add(2500*time.Millisecond)) != 2 || !plain.SecondAt(3).Equal(start.Add(3*time.Second)) || NewWallClock(start).Leads() != nil {
+		t.Errorf("no samples: second of +2.5s %d, second 3 at %v: want 2 and +3s; a clock that kept pace writes none", plain.SecondOf(start.Add(2500*time.Millisecond)), plain.SecondAt(3))
+	}
+}

@@ -85,6 +85,7 @@ func build(run probeRun) *report.Report {
 		EndedAt:     clock.At(sum.Elapsed),
 		DurationS:   seconds(sum.Elapsed),
 		Interrupted: sum.Canceled,
+		Clock:       clock.Leads(),
 		Config: report.Config{
 			RunID:            run.RunID,
 			Method:           cfg.Method,

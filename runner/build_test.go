@@ -224,4 +224,10 @@ func TestBuildPlacesFailuresOnTheWallClock(t *testing.T) {
 	if len(r.Outages) != 1 || !r.Outages[0].Start.Equal(start.Add(time.Second)) || !r.Outages[0].End.Equal(start.Add(1800*time.Millisecond+step)) || r.Outages[0].DurationS != 0.8 {
 		t.Errorf("outages %+v: want one from +1s to +1.8s plus the step, 0.8 s long (the step is not its length)", r.Outages)
 	}
+	// The report keeps the samples (its series' seconds are placed by
+	// them), and the schema knows them.
+	if len(r.Clock) != 3 || r.Clock[2].LeadMS != 2700 || !r.WallClock().SecondAt(2).Equal(start.Add(2*time.Second+step)) {
+		t.Errorf("clock %+v: want the samples, second 2 placed after the step", r.Clock)
+	}
+	validate(t, r)
 }
