@@ -81,7 +81,7 @@ func TestLostConntrackEventsAreCountedNotGuessed(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // their events are read
 			stop()
 			r.dialled = len(r.rep.Failures)
-			r.ct = mapConnections(r.rep, tb, newDials(r.rep.Failures, nil, time.Time{}))
+			r.ct = mapConnections(r.rep, tb, newDials(r.rep.Failures, nil, report.WallClock{}))
 			return nil
 		})
 		res <- r

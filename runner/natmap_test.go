@@ -32,7 +32,7 @@ func TestMapConnections(t *testing.T) {
 		{Class: report.ClassRefused, Fresh: true, Start: t0, LocalAddr: "0.0.0.0:40999", RemoteAddr: svc.String()},
 		{Class: report.ClassDNS, Fresh: true, Start: t0},
 	}}
-	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, report.WallClock{}))
 	if rep.Failures[0].PodAddr != "10.244.1.5:8080" || rep.Failures[1].PodAddr != "10.244.2.6:8080" || rep.Failures[2].PodAddr != "" || rep.Failures[3].PodAddr != "" {
 		t.Errorf("pod addresses %q %q %q %q", rep.Failures[0].PodAddr, rep.Failures[1].PodAddr, rep.Failures[2].PodAddr, rep.Failures[3].PodAddr)
 	}
@@ -67,7 +67,7 @@ func TestMapConnectionsNoEntry(t *testing.T) {
 		// refused it; its event names the pod.
 		{Class: report.ClassRefused, Fresh: true, Start: t0, End: t0.Add(2 * time.Second), LocalAddr: "0.0.0.0:40003", RemoteAddr: svc.String()},
 	}}
-	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, report.WallClock{}))
 	var noEntry []bool
 	for _, f := range rep.Failures {
 		noEntry = append(noEntry, f.NoConntrackEntry)
@@ -107,7 +107,7 @@ func TestMapConnectionsJoined(t *testing.T) {
 		{Class: report.ClassRefused, Fresh: true, Start: t0, End: t0.Add(time.Millisecond), LocalAddr: "0.0.0.0:40001", RemoteAddr: svc.String()},
 		{Class: report.ClassConnectTimeout, Fresh: true, Start: t0.Add(6 * time.Second), End: t0.Add(7 * time.Second), LocalAddr: "0.0.0.0:40001", RemoteAddr: svc.String()},
 	}}
-	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, time.Time{}))
+	ct := mapConnections(rep, nat, newDials(rep.Failures, nil, report.WallClock{}))
 	var got []string
 	for _, f := range rep.Failures {
 		got = append(got, fmt.Sprintf("%s %v %s", f.PodAddr, f.JoinedConntrackEntry, f.PriorPodAddr))
@@ -245,7 +245,7 @@ func TestMapResponses(t *testing.T) {
 		{Addr: local(40005), Dialed: 3700 * time.Millisecond, Responses: 2},
 	}
 	ct := &report.Conntrack{Watching: true}
-	mapResponses(ct, nat, records, newDials(nil, records, proberStart), proberStart, t0)
+	mapResponses(ct, nat, records, newDials(nil, records, report.WallClock{Start: proberStart}), report.WallClock{Start: proberStart}, t0)
 	want := []report.ConntrackResponses{
 		{Addr: podA.String(), T: 0, Connections: 2, Responses: 11},
 		{Addr: podB.String(), T: 2, Connections: 1, Responses: 5},

@@ -239,11 +239,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			if conns != nil {
 				logged = conns.Conns()
 			}
-			dials := newDials(rep.Failures, logged, p.Start())
+			clock := wallClockOf(res.Summary) // the failures' clock: see build
+			dials := newDials(rep.Failures, logged, clock)
 			rep.Conntrack = mapConnections(rep, nat, dials)
 			rep.Conntrack.StalePortsHeld = staleHeld
 			if conns != nil {
-				mapResponses(rep.Conntrack, nat, logged, dials, p.Start(), rep.StartedAt)
+				mapResponses(rep.Conntrack, nat, logged, dials, clock, rep.StartedAt)
 			}
 		}
 		if fl != nil && cfg.Probers.Conntrack {
@@ -1003,29 +1004,32 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 
 // mapResponses counts the responses of the logged connections by where
 // conntrack saw each go (Conntrack.Responses): the analysis puts them on
-// the pods that bore those addresses. start is when the prober's offsets
-// begin; the counts' seconds are from the report's start.
-func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, start, reportStart time.Time) {
-	served, unmapped := nat.Serve(carried(conns, start), dials, reportStart)
+// the pods that bore those addresses. clock places the prober's offsets
+// on the wall clock, as the failures' times are; the counts' seconds are
+// from the report's start by that clock.
+func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, clock report.WallClock, reportStart time.Time) {
+	served, unmapped := nat.Serve(carried(conns, clock), dials, reportStart)
 	ct.ResponsesUnmapped += unmapped
 	for _, s := range served {
 		ct.Responses = append(ct.Responses, report.ConntrackResponses{Addr: s.Dest.String(), T: s.Second, Connections: s.Conns, Responses: s.Responses})
 	}
 }
 
-// carried is the logged connections as natwatch counts them; start is
-// when the prober's offsets begin.
-func carried(conns []prober.ConnRecord, start time.Time) []natwatch.Carried {
+// carried is the logged connections as natwatch counts them, their
+// offsets placed on the wall clock by clock: the conntrack events' and
+// the failures' clock.
+func carried(conns []prober.ConnRecord, clock report.WallClock) []natwatch.Carried {
 	out := make([]natwatch.Carried, len(conns))
 	for i, c := range conns {
-		out[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: start.Add(c.Dialed), Connected: start.Add(c.Connected), Responses: uint64(c.Responses)}
+		out[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: clock.At(c.Dialed), Connected: clock.At(c.Connected), Responses: uint64(c.Responses)}
 	}
 	return out
 }
 
 // newDials notes the dial times of the run's connections by local port:
-// the fresh failures' and the logged connections'.
-func newDials(failures []report.Failure, conns []prober.ConnRecord, start time.Time) natwatch.Dials {
+// the fresh failures' and the logged connections' (their offsets placed
+// by clock, as the failures' times are).
+func newDials(failures []report.Failure, conns []prober.ConnRecord, clock report.WallClock) natwatch.Dials {
 	d := natwatch.Dials{}
 	for _, f := range failures {
 		if local, err := netip.ParseAddrPort(f.LocalAddr); err == nil && f.Fresh {
@@ -1033,7 +1037,7 @@ func newDials(failures []report.Failure, conns []prober.ConnRecord, start time.T
 		}
 	}
 	for _, c := range conns {
-		d.Add(c.Addr.Local.Port(), start.Add(c.Dialed))
+		d.Add(c.Addr.Local.Port(), clock.At(c.Dialed))
 	}
 	d.Sort()
 	return d
