@@ -118,6 +118,44 @@ func (c WallClock) lead(d time.Duration) time.Duration {
 	return a.lead + time.Duration(float64(b.lead-a.lead)*float64(d-a.at)/float64(b.at-a.at))
 }
 
+// SecondFrom is the first of the run's seconds to begin at wall time w or
+// after it: the first whole second from w.
+func (c WallClock) SecondFrom(w time.Time) int64 {
+	t := c.SecondOf(w)
+	if c.SecondAt(t).Before(w) {
+		t++
+	}
+	return t
+}
+
+// Offset is the offset from the start, on the monotonic clock, at which
+// the wall clock read w: the inverse of At, so a time stamped by the wall
+// clock (a pod's deletion, a capture's packet) is set on the run's own
+// seconds, the series' T. Within a step's tick it is placed in
+// proportion, as At places the tick's offsets. Should the wall clock have
+// been set back, a reading it gave twice is placed at its first offset.
+func (c WallClock) Offset(w time.Time) time.Duration {
+	x := w.Sub(c.Start) // the offset plus the lead then
+	n := len(c.samples)
+	if n == 0 {
+		return x
+	}
+	reads := func(s wallSample) time.Duration { return s.at + s.lead }
+	i := sort.Search(n, func(i int) bool { return reads(c.samples[i]) > x })
+	switch {
+	case i == 0:
+		return x - c.samples[0].lead
+	case i == n:
+		return x - c.samples[n-1].lead
+	}
+	a, b := c.samples[i-1], c.samples[i]
+	ra, rb := reads(a), reads(b)
+	if rb <= ra {
+		return a.at
+	}
+	return a.at + time.Duration(float64(b.at-a.at)*float64(x-ra)/float64(rb-ra))
+}
+
 // ClockLead is one sample of a WallClock as a report holds it: at AtMS
 // (the monotonic clock's, from the run's start) the wall clock read
 // LeadMS ahead of started_at plus AtMS.

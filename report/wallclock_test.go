@@ -93,8 +93,47 @@ func TestReportSecondsOnTheWallClock(t *testing.T) {
 			t.Errorf("SecondOf(+%v) = %d, want %d", tt.at.Sub(start), got, tt.want)
 		}
 	}
+	// The first whole second from a time: the one it begins, or the next.
+	if rc.SecondFrom(start.Add(2*time.Second+step)) != 2 || rc.SecondFrom(start.Add(2*time.Second+step+1)) != 3 || rc.SecondFrom(start.Add(1050*time.Millisecond)) != 2 {
+		t.Errorf("SecondFrom: %d at second 2's first instant, %d just after, %d inside second 1: want 2, 3, 2",
+			rc.SecondFrom(start.Add(2*time.Second+step)), rc.SecondFrom(start.Add(2*time.Second+step+1)), rc.SecondFrom(start.Add(1050*time.Millisecond)))
+	}
 	plain := (&Report{StartedAt: start}).WallClock()
 	if plain.SecondOf(start.Add(2500*time.Millisecond)) != 2 || !plain.SecondAt(3).Equal(start.Add(3*time.Second)) || NewWallClock(start).Leads() != nil {
 		t.Errorf("no samples: second of +2.5s %d, second 3 at %v: want 2 and +3s; a clock that kept pace writes none", plain.SecondOf(start.Add(2500*time.Millisecond)), plain.SecondAt(3))
+	}
+}
+
+// Offset undoes At: a wall time is set back on the run's monotonic
+// offsets, through a step (a reading inside the step's tick in
+// proportion), a slew, beyond the last sample, before the start, and with
+// no samples at all. A wall clock set back gives a reading twice: the
+// first offset that read it.
+func TestWallClockOffsetUndoesAt(t *testing.T) {
+	start := time.Date(2026, 12, 3, 23, 47, 0, 0, time.UTC)
+	c := NewWallClock(start)
+	c.NoteAt(1000*time.Millisecond, start.Add(1000*time.Millisecond))
+	c.NoteAt(1100*time.Millisecond, start.Add(1100*time.Millisecond+2700*time.Millisecond)) // the step
+	c.NoteAt(1200*time.Millisecond, start.Add(1200*time.Millisecond+2701*time.Millisecond)) // a slew
+	c.NoteAt(1300*time.Millisecond, start.Add(1300*time.Millisecond+2702*time.Millisecond))
+	for _, at := range []time.Duration{-time.Second, 0, 500 * time.Millisecond, 1000 * time.Millisecond, 1050 * time.Millisecond,
+		1100 * time.Millisecond, 1150 * time.Millisecond, 1250 * time.Millisecond, 30 * time.Second} {
+		if got := c.Offset(c.At(at)); got < at-time.Microsecond || got > at+time.Microsecond {
+			t.Errorf("Offset(At(%v)) = %v", at, got)
+		}
+	}
+	// Inside the step: the wall read +2.4s (1000 ms + 1.4 s) only while
+	// the tick from 1000 to 1100 ms carried it 2.7 s forward.
+	if got := c.Offset(start.Add(2400 * time.Millisecond)); got <= 1000*time.Millisecond || got >= 1100*time.Millisecond {
+		t.Errorf("a reading inside the step at %v: want within its tick (1000-1100 ms)", got)
+	}
+	if got := (WallClock{Start: start}).Offset(start.Add(3 * time.Second)); got != 3*time.Second {
+		t.Errorf("no samples: %v, want 3s", got)
+	}
+	back := NewWallClock(start)
+	back.NoteAt(1000*time.Millisecond, start.Add(1000*time.Millisecond))
+	back.NoteAt(1100*time.Millisecond, start.Add(1100*time.Millisecond-500*time.Millisecond)) // set back 0.5 s
+	if got := back.Offset(start.Add(800 * time.Millisecond)); got != 800*time.Millisecond {
+		t.Errorf("set back: a reading given twice placed at %v, want its first, 800ms", got)
 	}
 }
