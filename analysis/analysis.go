@@ -916,8 +916,9 @@ func servedByAccessLog(r *report.Report, pods *Pods) map[*Pod]uint64 {
 		return nil
 	}
 	var out map[*Pod]uint64
+	clock := r.WallClock()
 	for _, n := range r.EdgeLog.Responses {
-		if p := podAtAddr(r, pods, n.Addr, n.T); p != nil {
+		if p := podAtAddr(clock, pods, n.Addr, n.T); p != nil {
 			if out == nil {
 				out = map[*Pod]uint64{}
 			}
@@ -946,9 +947,10 @@ func edgeFailedByPod(r *report.Report, pods *Pods) map[*Pod]uint64 {
 // countSlowConnects adds to each outage the successes that needed a
 // retransmitted SYN in the seconds it spans (the series has 1 s rows).
 func countSlowConnects(outs []report.Outage, r *report.Report) {
+	clock := r.WallClock() // the outages' times are the wall clock's; the series' seconds the run's
 	for i := range outs {
 		o := &outs[i]
-		from, to := int64(o.Start.Sub(r.StartedAt)/time.Second), int64(o.End.Sub(r.StartedAt)/time.Second)
+		from, to := clock.SecondOf(o.Start), clock.SecondOf(o.End)
 		for _, row := range r.Series {
 			if row.T >= from && row.T <= to {
 				o.SlowConnects += row.SlowConnects
@@ -961,6 +963,7 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	var out []report.PodTraffic
 	known := map[string]bool{}
 	byConntrack, byAccessLog, edgeFailed := servedByConntrack(r, pods), servedByAccessLog(r, pods), edgeFailedByPod(r, pods)
+	clock := r.WallClock() // the timeline's times are the wall clock's; the series' seconds the run's
 	for _, p := range pods.All() {
 		known[p.PodName] = true
 		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
@@ -982,11 +985,11 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 		}
 		cut := int64(-1)
 		if p.DeletedAt != nil {
-			cut = int64(p.DeletedAt.Sub(r.StartedAt) / time.Second)
+			cut = clock.SecondOf(*p.DeletedAt) // -1 before the run: a pod already going is not judged
 		}
 		for _, row := range r.Series {
 			n := row.Backends[p.PodName]
-			if n == 0 || (shared && !pods.ServedIn(p, r.StartedAt, row.T)) {
+			if n == 0 || (shared && !pods.ServedIn(p, clock, row.T)) {
 				continue
 			}
 			if shared {

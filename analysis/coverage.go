@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -80,16 +79,19 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 		}
 	}
 	byConntrack := conntrackBySecond(r, pods)
+	clock := r.WallClock()
 	var out []pathCoverage
 	for _, pa := range paths {
 		c := pathCoverage{path: pa.name}
-		// named(lo, hi) is how many responses in seconds lo..hi named any
-		// pod, and each pod's share of them.
-		var named func(lo, hi int64) (uint64, map[*Pod]uint64)
+		// named(from, to) is how many responses in the whole seconds from
+		// from to the one holding to named any pod, and each pod's share
+		// of them.
+		var named func(from, to time.Time) (uint64, map[*Pod]uint64)
 		switch {
 		case r.Config.BackendHeader != "":
 			c.source = "backend header"
-			named = func(lo, hi int64) (uint64, map[*Pod]uint64) {
+			named = func(from, to time.Time) (uint64, map[*Pod]uint64) {
+				lo, hi := clock.SecondFrom(from), clock.SecondOf(to) // the run's seconds, whole from from
 				var all uint64
 				each := map[*Pod]uint64{}
 				for _, row := range pa.series {
@@ -98,8 +100,7 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 					}
 					for name, n := range row.Backends {
 						all += n
-						at := r.StartedAt.Add(time.Duration(row.T) * time.Second)
-						if p := pods.Served(name, at); p != nil {
+						if p := pods.Served(name, clock.SecondAt(row.T)); p != nil {
 							each[p] += n
 						}
 					}
@@ -108,7 +109,8 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 			}
 		case len(paths) == 1 && byConntrack != nil:
 			c.source = "conntrack"
-			named = func(lo, hi int64) (uint64, map[*Pod]uint64) {
+			named = func(from, to time.Time) (uint64, map[*Pod]uint64) {
+				lo, hi := clock.SecondFrom(from), clock.SecondOf(to) // the run's seconds, whole from from
 				var all uint64
 				each := map[*Pod]uint64{}
 				for t := lo; t <= hi; t++ {
@@ -140,9 +142,7 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 			if switchedAway(switches, p) != nil {
 				continue // a blue/green's switch took its traffic away
 			}
-			lo := int64(math.Ceil(from.Sub(r.StartedAt).Seconds())) // whole seconds only
-			hi := int64(del.Sub(r.StartedAt) / time.Second)
-			all, each := named(lo, hi)
+			all, each := named(from, del)
 			if all == 0 {
 				continue // no response named any pod then: unknown
 			}
@@ -172,6 +172,7 @@ func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
 	if r.Conntrack == nil || len(r.Conntrack.Responses) == 0 {
 		return nil
 	}
+	clock := r.WallClock()
 	out := map[int64]conntrackSecond{}
 	for _, n := range r.Conntrack.Responses {
 		s := out[n.T]
@@ -179,7 +180,7 @@ func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
 			s.each = map[*Pod]uint64{}
 		}
 		s.all += n.Responses
-		if p := podAtAddr(r, pods, n.Addr, n.T); p != nil {
+		if p := podAtAddr(clock, pods, n.Addr, n.T); p != nil {
 			s.each[p] += n.Responses
 		}
 		out[n.T] = s
@@ -188,14 +189,15 @@ func conntrackBySecond(r *report.Report, pods *Pods) map[int64]conntrackSecond {
 }
 
 // podAtAddr is the pod that bore the address addr (ip:port) in second t of
-// the run, at its middle: an address passes to a new pod only after the
-// old one is gone; nil for an address no pod of the timeline had.
-func podAtAddr(r *report.Report, pods *Pods, addr string, t int64) *Pod {
+// the run (placed on the timeline's wall clock by clock), at its middle:
+// an address passes to a new pod only after the old one is gone; nil for
+// an address no pod of the timeline had.
+func podAtAddr(clock report.WallClock, pods *Pods, addr string, t int64) *Pod {
 	a, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil
 	}
-	return pods.ByIP(a.Addr().String(), r.StartedAt.Add(time.Duration(t)*time.Second+time.Second/2))
+	return pods.ByIP(a.Addr().String(), clock.At(time.Duration(t)*time.Second+time.Second/2))
 }
 
 func maxTime(t time.Time, more ...time.Time) time.Time {

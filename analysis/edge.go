@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -68,11 +67,12 @@ func scheduleLagDuring(r *report.Report, fails []report.Failure) (float64, bool)
 		series[p.Name] = p.Series
 	}
 	seconds := map[string]map[int64]bool{}
+	clock := r.WallClock() // failures' times are the wall clock's, the series' seconds the run's
 	for _, f := range fails {
 		if seconds[f.Path] == nil {
 			seconds[f.Path] = map[int64]bool{}
 		}
-		seconds[f.Path][int64(math.Floor(beganAt(&f).Sub(r.StartedAt).Seconds()))] = true
+		seconds[f.Path][clock.SecondOf(beganAt(&f))] = true
 	}
 	lag, found := 0.0, false
 	for path, secs := range seconds {

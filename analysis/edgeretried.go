@@ -33,12 +33,13 @@ type failedOn struct {
 // the last failed attempt on it came, at most: counted to the end of the
 // second the edge received its request in (the log's resolution), as a
 // latency spike is. 0 when the pod's deletion was not requested or came
-// after that second.
-func (f *failedOn) afterDeletion(start time.Time) time.Duration {
+// after that second. clock places the run's seconds on the deletion's
+// wall clock.
+func (f *failedOn) afterDeletion(clock report.WallClock) time.Duration {
 	if f.pod == nil || f.pod.DeletedAt == nil {
 		return 0
 	}
-	return max(0, start.Add(time.Duration(f.last+1)*time.Second).Sub(*f.pod.DeletedAt))
+	return max(0, clock.SecondAt(f.last+1).Sub(*f.pod.DeletedAt))
 }
 
 // edgeFailedOn groups the edge log's failed attempts by backend address
@@ -50,8 +51,9 @@ func edgeFailedOn(r *report.Report, pods *Pods) []*failedOn {
 		return nil
 	}
 	var on []*failedOn
+	clock := r.WallClock()
 	for _, a := range e.FailedAttempts {
-		pod := podAtAddr(r, pods, a.Addr, a.T)
+		pod := podAtAddr(clock, pods, a.Addr, a.T)
 		k := slices.IndexFunc(on, func(f *failedOn) bool { return f.addr == a.Addr && f.pod == pod })
 		if k < 0 {
 			on = append(on, &failedOn{addr: a.Addr, pod: pod, first: a.T, last: a.T})
@@ -72,8 +74,9 @@ func edgeFailedOn(r *report.Report, pods *Pods) []*failedOn {
 // fails in it). 0 without such attempts.
 func edgeRetryWindow(r *report.Report, pods *Pods) time.Duration {
 	var w time.Duration
+	clock := r.WallClock()
 	for _, f := range edgeFailedOn(r, pods) {
-		w = max(w, f.afterDeletion(r.StartedAt))
+		w = max(w, f.afterDeletion(clock))
 	}
 	return w
 }
@@ -89,6 +92,7 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 		attempts += f.attempts
 	}
 	rel := func(t time.Time) float64 { return t.Sub(x.r.StartedAt).Seconds() }
+	clock := x.r.WallClock()
 	evidence := []string{fmt.Sprintf("the edge's access log (%s, %s) lists %d attempts that failed on a backend before it sent the request to another: "+
 		"%d of the run's requests failed there first, and the client saw only the last attempt's answer", e.File, e.Format, attempts, *e.Retried)}
 	var pods []string
@@ -105,7 +109,7 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 		case f.pod.DeletedAt != nil:
 			pods = append(pods, f.pod.Name)
 			line := fmt.Sprintf("%d on pod %s (%s), %s; rollprobe received its deletion at %+.2fs", f.attempts, f.pod.Name, f.addr, seconds, rel(*f.pod.DeletedAt))
-			if after := f.afterDeletion(x.r.StartedAt); after > 0 {
+			if after := f.afterDeletion(clock); after > 0 {
 				sized = true
 				line += fmt.Sprintf(", the last failed attempt at most %.2fs after it (by the second)", after.Seconds())
 			}

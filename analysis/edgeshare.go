@@ -96,11 +96,7 @@ func routeShares(r *report.Report, pods *Pods, edgeOwn []report.Failure) []route
 		// second they only began or ended in holds the route's successes
 		// before or after too.
 		secs := map[int64]bool{}
-		first := clock.SecondOf(sp.first)
-		if clock.SecondAt(first).Before(sp.first) {
-			first++
-		}
-		for sec := first; !clock.SecondAt(sec + 1).After(sp.last); sec++ {
+		for sec := clock.SecondFrom(sp.first); !clock.SecondAt(sec + 1).After(sp.last); sec++ {
 			secs[sec] = true
 		}
 		if len(secs) == 0 {

@@ -539,15 +539,16 @@ func servedAfterDeletionByPath(x facts) string {
 	}
 	var parts []string
 	servedAfter := false
+	clock := x.r.WallClock() // deletions on the wall clock, the series' seconds on the run's
 	for _, p := range x.r.Paths {
 		longest := int64(-1)
 		for _, pod := range x.pods.All() {
 			if pod.DeletedAt == nil {
 				continue
 			}
-			deleted := int64(pod.DeletedAt.Sub(x.r.StartedAt) / time.Second)
+			deleted := clock.SecondOf(*pod.DeletedAt)
 			for _, row := range p.Series {
-				if row.T > deleted && row.Backends[pod.PodName] > 0 && x.pods.ServedIn(pod, x.r.StartedAt, row.T) {
+				if row.T > deleted && row.Backends[pod.PodName] > 0 && x.pods.ServedIn(pod, clock, row.T) {
 					longest = max(longest, row.T-deleted)
 				}
 			}

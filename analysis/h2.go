@@ -128,11 +128,12 @@ func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
 		return report.Finding{}, false
 	}
 	var evidence, pods []string
+	clock := r.WallClock() // a series second's end on the deletion's clock
 	for _, pt := range traffic(r, x.pods) {
 		if pt.DeletedAt == nil || pt.ServedAfterDeletion == 0 || pt.LastServedS == nil {
 			continue
 		}
-		after := max(0, float64(*pt.LastServedS+1)-pt.DeletedAt.Sub(r.StartedAt).Seconds())
+		after := max(0, clock.SecondAt(*pt.LastServedS+1).Sub(*pt.DeletedAt).Seconds())
 		evidence = append(evidence, fmt.Sprintf("%s answered %d requests after its deletion was requested, the last in the second ending %.0fs after it", pt.Pod, pt.ServedAfterDeletion, math.Ceil(after)))
 		pods = append(pods, pt.Pod)
 	}
@@ -253,7 +254,9 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 	if edge, _ := throughEdge(r); edge == edgeAll || edge == edgeSome {
 		return report.Finding{}, false // an edge picks a pod for each call: no connection is placed on one
 	}
-	from := int64(math.Ceil(ro.OldPodsGoneAt.Sub(r.StartedAt).Seconds()))
+	// The first whole second of the run after the old pods were gone (the
+	// series' seconds are the run's; the timeline's times the wall's).
+	from := r.WallClock().SecondFrom(*ro.OldPodsGoneAt)
 	served := map[string]uint64{}
 	for _, p := range x.pods.All() {
 		if p.Revision == ro.NewRevision && p.DeletedAt == nil {

@@ -119,10 +119,11 @@ func (ps *Pods) Served(name string, t time.Time) *Pod {
 	return out
 }
 
-// ServedIn reports whether second t of the run (from start) belongs to p
-// among the pods of its name: whether a response naming it then was p's.
-func (ps *Pods) ServedIn(p *Pod, start time.Time, t int64) bool {
-	return ps.Served(p.PodName, start.Add(time.Duration(t)*time.Second)) == p
+// ServedIn reports whether second t of the run (a series row's T, placed
+// on the wall clock by clock) belongs to p among the pods of its name:
+// whether a response naming it then was p's.
+func (ps *Pods) ServedIn(p *Pod, clock report.WallClock, t int64) bool {
+	return ps.Served(p.PodName, clock.SecondAt(t)) == p
 }
 
 // Incarnations are the pods that bore name, in order.

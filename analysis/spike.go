@@ -89,9 +89,10 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 		at  time.Duration // since the run's start
 	}
 	var dels []deletion
+	clock := r.WallClock() // deletions on the run's offsets, as the series' seconds are
 	for _, p := range pods.All() {
 		if p.DeletedAt != nil {
-			dels = append(dels, deletion{p.Name, p.DeletedAt.Sub(r.StartedAt)})
+			dels = append(dels, deletion{p.Name, clock.Offset(*p.DeletedAt)})
 		}
 	}
 	if len(dels) == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -397,7 +398,10 @@ func (n *natTrack) responses(logged []prober.ConnRecord, dials natwatch.Dials) (
 	for i, c := range logged {
 		carried[i] = natwatch.Carried{Local: c.Addr.Local, Remote: c.Addr.Remote, Dialed: n.start.Add(c.Dialed), Connected: n.start.Add(c.Connected), Responses: uint64(c.Responses)}
 	}
-	served, unmapped := n.table.Serve(carried, dials, n.start)
+	// The prober's start plus the offset: the CLI places the agent's
+	// seconds on the run's from that start, and samples its own clock.
+	second := func(t time.Time) int64 { return int64(math.Floor(t.Sub(n.start).Seconds())) }
+	served, unmapped := n.table.Serve(carried, dials, second)
 	for _, s := range served {
 		out = append(out, wire.NatResponses{Addr: s.Dest.String(), Second: s.Second, Conns: s.Conns, Responses: s.Responses})
 	}

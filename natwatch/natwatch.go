@@ -601,11 +601,13 @@ type Served struct {
 }
 
 // Serve counts carried connections' responses by the address conntrack
-// saw each go to and the second it was dialled in, each connection found
-// as a fresh request's is (Find, its window ended by the next dial
-// from its port in dials); in order of second, then address as text.
-// unmapped is the responses of the connections it did not find.
-func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Served, unmapped uint64) {
+// saw each go to and the second it was dialled in (second: the run's
+// second a wall time falls in; one before the run counts in the first),
+// each connection found as a fresh request's is (Find, its window ended
+// by the next dial from its port in dials); in order of second, then
+// address as text. unmapped is the responses of the connections it did
+// not find.
+func (t *Table) Serve(carried []Carried, dials Dials, second func(time.Time) int64) (out []Served, unmapped uint64) {
 	type key struct {
 		dest   netip.AddrPort
 		second int64
@@ -617,7 +619,7 @@ func (t *Table) Serve(carried []Carried, dials Dials, epoch time.Time) (out []Se
 			unmapped += c.Responses
 			continue
 		}
-		k := key{got.Dest, max(0, int64(c.Dialed.Sub(epoch)/time.Second))}
+		k := key{got.Dest, max(0, second(c.Dialed))}
 		i, seen := at[k]
 		if !seen {
 			i = len(out)

@@ -1,6 +1,7 @@
 package natwatch
 
 import (
+	"math"
 	"net/netip"
 	"slices"
 	"testing"
@@ -219,7 +220,7 @@ func TestServe(t *testing.T) {
 	dials.Add(late.Port(), lateDial)
 	carried = append(carried, Carried{Local: late, Remote: svc, Dialed: lateDial, Connected: lateDial.Add(2 * time.Second), Responses: 6})
 	dials.Sort()
-	got, unmapped := tb.Serve(carried, dials, epoch)
+	got, unmapped := tb.Serve(carried, dials, func(t time.Time) int64 { return int64(math.Floor(t.Sub(epoch).Seconds())) })
 	want := []Served{
 		{Dest: ap("10.244.1.9:8080"), Second: 0, Conns: 1, Responses: 1},
 		{Dest: ap("10.244.1.10:8080"), Second: 1, Conns: 1, Responses: 5},

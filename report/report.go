@@ -508,7 +508,10 @@ type ProberStats struct {
 }
 
 // SeriesRow is one second of the run: Sent counts requests begun in it,
-// the rest requests completed in it.
+// the rest requests completed in it. T counts the run's seconds on the
+// monotonic clock; WallClock.SecondAt places one on the wall clock, where
+// the timeline and the failures are. Every per-second count of a report
+// (the edge log's, conntrack's responses) is by these seconds.
 type SeriesRow struct {
 	T       int64             `json:"t"`
 	Sent    uint64            `json:"sent"`
@@ -583,9 +586,9 @@ type EdgeLog struct {
 	// FailedAttempts are the attempts of those retried requests that
 	// failed before the edge tried another backend (Entry.FailedOn), by
 	// backend address and the second of the run the edge received the
-	// request in (by the edge's clock): which pods failed requests the
-	// clients never saw fail. Absent when none failed, and where Retried
-	// is absent (not known).
+	// request in (the log's time, placed by the run's clock): which pods
+	// failed requests the clients never saw fail. Absent when none
+	// failed, and where Retried is absent (not known).
 	FailedAttempts []EdgeFailedAttempts `json:"failed_attempts,omitempty"`
 	// Error says why the log could not be read, when it could not.
 	Error string `json:"error,omitempty"`
@@ -593,7 +596,8 @@ type EdgeLog struct {
 	// answered below 500 (a 5xx may be the edge's own: Traefik logs its
 	// own 502 with an origin status too) and the client got the answer of
 	// (not 499), by backend address and
-	// second of the run the edge received them in (by the edge's clock):
+	// second of the run the edge received them in (the log's time, placed
+	// by the run's clock):
 	// what each pod served, known without a backend header
 	// (PodTraffic.ServedAccessLog).
 	Responses []EdgeResponses `json:"responses,omitempty"`
@@ -613,7 +617,7 @@ const EdgeWaitFloor = 100 * time.Millisecond
 
 // EdgeWaits counts the requests of one path that waited at least
 // EdgeWaitFloor inside the edge outside the attempt that answered them, in
-// one second of the run (by the edge's clock).
+// one second of the run (the log's time, placed by the run's clock).
 type EdgeWaits struct {
 	Path     string `json:"path,omitempty"`
 	T        int64  `json:"t"`
@@ -629,7 +633,7 @@ type EdgeResponses struct {
 
 // EdgeFailedAttempts counts the attempts that failed on one backend
 // address, of requests the edge received in one second of the run (T,
-// from its start) and then sent on to another backend.
+// the series' second) and then sent on to another backend.
 type EdgeFailedAttempts struct {
 	Addr     string `json:"addr"`
 	T        int64  `json:"t"`

@@ -122,11 +122,14 @@ func readEdgeLog(ctx context.Context, rep *report.Report, path, format string, w
 			out.RequestsByPath[pathOf[idPrefix(id)]]++
 		}
 	}
-	out.Responses = edgeResponses(rep.StartedAt, log)
-	out.Waits = edgeWaits(rep.StartedAt, log, pathOf)
+	// The log's times are the wall clock's; its counts are by the run's
+	// seconds, the series' (placed by the run's clock samples).
+	second := rep.WallClock().SecondOf
+	out.Responses = edgeResponses(second, log)
+	out.Waits = edgeWaits(second, log, pathOf)
 	if retried, known := log.Retried(); known {
 		out.Retried = &retried
-		out.FailedAttempts = edgeFailedAttempts(rep.StartedAt, log)
+		out.FailedAttempts = edgeFailedAttempts(second, log)
 	}
 	for i := range rep.Failures {
 		f := &rep.Failures[i]
@@ -167,9 +170,9 @@ func missingEdgeLines(rep *report.Report, log edgelog.Log) int {
 
 // edgeResponses counts the log's requests that a backend answered below
 // 500 and the client got the answer of, by the backend's address and the
-// second of the run (from start) the edge received them in, in that
-// order.
-func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
+// second of the run the edge received them in (second: the series' second
+// a wall time falls in), in that order.
+func edgeResponses(second func(time.Time) int64, log edgelog.Log) []report.EdgeResponses {
 	counts := map[addrSecond]uint64{}
 	for _, e := range log.ByID {
 		// A backend's answer the client got: not one it closed before
@@ -180,7 +183,7 @@ func edgeResponses(start time.Time, log edgelog.Log) []report.EdgeResponses {
 		if e.Upstream == "" || e.OriginStatus == 0 || e.Status == 499 || e.Status >= 500 || e.Start.IsZero() {
 			continue
 		}
-		counts[addrSecond{e.Upstream, secondOf(start, e.Start)}]++
+		counts[addrSecond{e.Upstream, second(e.Start)}]++
 	}
 	return byAddrSecond(counts, func(k addrSecond, n uint64) report.EdgeResponses {
 		return report.EdgeResponses{Addr: k.addr, T: k.t, Responses: n}
@@ -207,16 +210,16 @@ func byAddrSecond[T any](counts map[addrSecond]uint64, row func(addrSecond, uint
 
 // edgeFailedAttempts counts the attempts the log lists as failed before
 // the edge tried another backend (edgelog.Entry.FailedOn), by address and
-// the second of the run (from start) the edge received the request in;
-// nil when none.
-func edgeFailedAttempts(start time.Time, log edgelog.Log) []report.EdgeFailedAttempts {
+// the second of the run the edge received the request in (second: the
+// series' second a wall time falls in); nil when none.
+func edgeFailedAttempts(second func(time.Time) int64, log edgelog.Log) []report.EdgeFailedAttempts {
 	counts := map[addrSecond]uint64{}
 	for _, e := range log.ByID {
 		if e.Start.IsZero() {
 			continue
 		}
 		for _, a := range e.FailedOn {
-			counts[addrSecond{a, secondOf(start, e.Start)}]++
+			counts[addrSecond{a, second(e.Start)}]++
 		}
 	}
 	return byAddrSecond(counts, func(k addrSecond, n uint64) report.EdgeFailedAttempts {
@@ -227,8 +230,8 @@ func edgeFailedAttempts(start time.Time, log edgelog.Log) []report.EdgeFailedAtt
 // edgeWaits counts the log's requests that waited inside the edge outside
 // the attempt that answered them at least report.EdgeWaitFloor, by path
 // (pathOf: a request ID's prefix to its path's name) and the second of the
-// run (from start) the edge received them in, in that order.
-func edgeWaits(start time.Time, log edgelog.Log, pathOf map[string]string) []report.EdgeWaits {
+// run the edge received them in (second, as above), in that order.
+func edgeWaits(second func(time.Time) int64, log edgelog.Log, pathOf map[string]string) []report.EdgeWaits {
 	type key struct {
 		path string
 		t    int64
@@ -238,7 +241,7 @@ func edgeWaits(start time.Time, log edgelog.Log, pathOf map[string]string) []rep
 		if e.Overhead < report.EdgeWaitFloor || e.Start.IsZero() {
 			continue
 		}
-		k := key{pathOf[idPrefix(id)], secondOf(start, e.Start)}
+		k := key{pathOf[idPrefix(id)], second(e.Start)}
 		c := counts[k]
 		if c == nil {
 			c = &report.EdgeWaits{Path: k.path, T: k.t}
@@ -254,15 +257,6 @@ func edgeWaits(start time.Time, log edgelog.Log, pathOf map[string]string) []rep
 		return cmp.Or(cmp.Compare(a.T, b.T), strings.Compare(a.Path, b.Path))
 	})
 	return out
-}
-
-// secondOf is the second of the run (from start) t falls in; -1 before it
-// (an edge's clock behind the run's).
-func secondOf(start, t time.Time) int64 {
-	if t.Before(start) {
-		return -1
-	}
-	return int64(t.Sub(start) / time.Second)
 }
 
 // idPrefix is the run, path or prober ID a request ID begins with

@@ -213,8 +213,8 @@ func TestMapProberConnections(t *testing.T) {
 }
 
 // Each logged connection's responses count for the address conntrack saw
-// it go to, in the second it was dialled in (from the report's start,
-// which may differ from the prober's); a connection conntrack has no event
+// it go to, in the second of the run it was dialled in (the run's clock
+// starts with the prober); a connection conntrack has no event
 // for (or only one long before its dial: an earlier connection on the
 // port) counts its responses unmapped. A port used again within the
 // second toward another pod is told apart by the next dial from it.
@@ -245,7 +245,7 @@ func TestMapResponses(t *testing.T) {
 		{Addr: local(40005), Dialed: 3700 * time.Millisecond, Responses: 2},
 	}
 	ct := &report.Conntrack{Watching: true}
-	mapResponses(ct, nat, records, newDials(nil, records, report.WallClock{Start: proberStart}), report.WallClock{Start: proberStart}, t0)
+	mapResponses(ct, nat, records, newDials(nil, records, report.WallClock{Start: proberStart}), report.WallClock{Start: proberStart})
 	want := []report.ConntrackResponses{
 		{Addr: podA.String(), T: 0, Connections: 2, Responses: 11},
 		{Addr: podB.String(), T: 2, Connections: 1, Responses: 5},

@@ -244,7 +244,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			rep.Conntrack = mapConnections(rep, nat, dials)
 			rep.Conntrack.StalePortsHeld = staleHeld
 			if conns != nil {
-				mapResponses(rep.Conntrack, nat, logged, dials, clock, rep.StartedAt)
+				mapResponses(rep.Conntrack, nat, logged, dials, clock)
 			}
 		}
 		if fl != nil && cfg.Probers.Conntrack {
@@ -1006,9 +1006,9 @@ func mapConnections(rep *report.Report, nat *natwatch.Table, dials natwatch.Dial
 // conntrack saw each go (Conntrack.Responses): the analysis puts them on
 // the pods that bore those addresses. clock places the prober's offsets
 // on the wall clock, as the failures' times are; the counts' seconds are
-// from the report's start by that clock.
-func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, clock report.WallClock, reportStart time.Time) {
-	served, unmapped := nat.Serve(carried(conns, clock), dials, reportStart)
+// the run's, the series' (the run's start is the prober's).
+func mapResponses(ct *report.Conntrack, nat *natwatch.Table, conns []prober.ConnRecord, dials natwatch.Dials, clock report.WallClock) {
+	served, unmapped := nat.Serve(carried(conns, clock), dials, clock.SecondOf)
 	ct.ResponsesUnmapped += unmapped
 	for _, s := range served {
 		ct.Responses = append(ct.Responses, report.ConntrackResponses{Addr: s.Dest.String(), T: s.Second, Connections: s.Conns, Responses: s.Responses})
