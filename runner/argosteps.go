@@ -55,8 +55,9 @@ func argoSteps(rep *report.Report, r *rollout.ArgoRollout, budget report.Budget)
 		}
 		steps[k].EndS = round3(max(stepEnd.Sub(rep.StartedAt).Seconds(), steps[k].StartS))
 	}
+	clock := rep.WallClock() // the steps' times are the wall clock's, the series' seconds the run's
 	for _, row := range rep.Series {
-		at := rep.StartedAt.Add(time.Duration(row.T) * time.Second)
+		at := clock.SecondAt(row.T)
 		k := -1
 		for j := range steps {
 			if !at.Before(starts[j]) {

@@ -82,6 +82,19 @@ func TestArgoSteps(t *testing.T) {
 	if argoSteps(rep, &rollout.ArgoRollout{}, report.Budget{}) != nil {
 		t.Error("a Rollout without a canary has no steps")
 	}
+
+	// The wall clock set 1 s forward in the run's first second (the
+	// timeline's times are the wall clock's): second t, from 1 on, began
+	// at +t+1 s, so seconds 1 to 3 are the pause's, 5 the second pause's
+	// (its responses named their pods) and 6 and 7 the promotion's.
+	rep.Clock = []report.ClockLead{{AtMS: 0}, {AtMS: 400}, {AtMS: 500, LeadMS: 1000}}
+	var got [][3]uint64
+	for _, s := range argoSteps(rep, r, report.Budget{}) {
+		got = append(got, [3]uint64{s.Sent, s.Failed, s.Named})
+	}
+	if want := [][3]uint64{{0, 0, 0}, {30, 2, 30}, {10, 0, 10}, {10, 0, 10}, {20, 0, 10}}; !slices.Equal(got, want) {
+		t.Errorf("on the stepped clock, each step's sent, failed and named: %v, want %v", got, want)
+	}
 }
 
 // A finding of the traffic found after the analysis goes after the
