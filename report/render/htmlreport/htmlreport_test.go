@@ -857,3 +857,29 @@ func TestEdgeRetriedColumn(t *testing.T) {
 		}
 	}
 }
+
+// The charts' seconds are drawn where the timeline's events are: on the
+// wall clock. With the clock set 3 s forward in the run's second 1, the
+// run's second 4 (its failures) is drawn from +7 s, one second wide, next
+// to a pod's deletion received at +7.2 s, and the axis reaches the run's
+// last second's end, +13 s.
+func TestSecondsDrawnOnTheWallClock(t *testing.T) {
+	t0 := fixture.T0
+	r := &report.Report{StartedAt: t0, EndedAt: t0.Add(13 * time.Second), DurationS: 10, Command: "run",
+		Clock:    []report.ClockLead{{AtMS: 0}, {AtMS: 1000}, {AtMS: 1100, LeadMS: 3000}},
+		Timeline: []report.Event{{At: t0.Add(7200 * time.Millisecond), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old"}}}
+	for s := int64(0); s < 10; s++ {
+		row := report.SeriesRow{T: s, Sent: 10, OK: 10}
+		if s == 4 {
+			row.OK, row.Failed, row.ByClass = 7, 3, map[string]uint64{report.ClassRefused: 3}
+		}
+		r.Series = append(r.Series, row)
+	}
+	m := newModel(r)
+	if len(m.FailSeconds) != 1 || m.FailSeconds[0].T != 7 || m.FailSeconds[0].Span != 1 || m.FailSeconds[0].perSecond(m.FailSeconds[0].Failed) != 3 {
+		t.Errorf("the failed second drawn at %+v: want from +7s, one second wide, 3 a second", m.FailSeconds)
+	}
+	if m.Buckets[1].T != 1 || m.Buckets[2].T != 5 || m.To != 13 {
+		t.Errorf("seconds 1 and 2 drawn from %v and %v, the axis to %v: want +1s, +5s (after the step) and +13s", m.Buckets[1].T, m.Buckets[2].T, m.To)
+	}
+}

@@ -19,7 +19,11 @@ const maxBars = 3600
 
 // bucket is one bar of the charts: one second, or several for a long run.
 type bucket struct {
-	T, Span float64 // start offset and width, seconds
+	// T is where its first second began, in seconds from the start on
+	// the wall clock (placed by the run's clock samples, as the timeline's
+	// events and the failures are); Span is how many of the run's seconds
+	// it holds: its width, and what its rates are per.
+	T, Span float64
 	Sent    uint64
 	OK      uint64
 	ByClass map[string]uint64 // failures
@@ -35,8 +39,9 @@ func (b bucket) perSecond(n uint64) float64 { return float64(n) / b.Span }
 
 // buckets folds the series into at most maxBars buckets. Every failure of
 // a second is in the bucket holding that second: folding sums, it never
-// drops a count.
-func buckets(rows []report.SeriesRow) []bucket {
+// drops a count. placed is where the run's second t began, in seconds
+// from the start on the wall clock.
+func buckets(rows []report.SeriesRow, placed func(t int64) float64) []bucket {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -44,7 +49,7 @@ func buckets(rows []report.SeriesRow) []bucket {
 	out := make([]bucket, 0, (len(rows)+per-1)/per)
 	for i := 0; i < len(rows); i += per {
 		group := rows[i:min(i+per, len(rows))]
-		b := bucket{T: float64(group[0].T), Span: float64(len(group)), ByClass: map[string]uint64{}}
+		b := bucket{T: placed(group[0].T), Span: float64(len(group)), ByClass: map[string]uint64{}}
 		var p50s, svc50s float64
 		var n50, nsvc int
 		for _, r := range group {
@@ -193,9 +198,14 @@ type pathStrip struct {
 }
 
 func newModel(r *report.Report) *model {
-	m := &model{r: r, Buckets: buckets(r.Series)}
+	clock := r.WallClock()
+	placed := func(t int64) float64 { return clock.SecondAt(t).Sub(r.StartedAt).Seconds() }
+	m := &model{r: r, Buckets: buckets(r.Series, placed)}
 	off := func(t time.Time) float64 { return t.Sub(r.StartedAt).Seconds() }
-	m.To = max(r.DurationS, float64(len(r.Series)))
+	m.To = max(r.DurationS, float64(len(r.Series)), off(r.EndedAt))
+	if n := len(m.Buckets); n > 0 {
+		m.To = max(m.To, m.Buckets[n-1].T+m.Buckets[n-1].Span)
+	}
 	for _, e := range r.Timeline {
 		m.To = max(m.To, off(e.At))
 	}
@@ -211,7 +221,7 @@ func newModel(r *report.Report) *model {
 	if len(r.Paths) > 1 {
 		for _, p := range r.Paths {
 			strip := pathStrip{Name: p.Name}
-			for _, b := range buckets(p.Series) {
+			for _, b := range buckets(p.Series, placed) {
 				if b.Failed > 0 {
 					strip.FailSeconds = append(strip.FailSeconds, b)
 				}
