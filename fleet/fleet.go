@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/fleet/wire"
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Streams is how the CLI reaches a prober pod through the API server:
@@ -90,8 +91,16 @@ type Fleet struct {
 	members []*member
 	start   time.Time // the run's start on the CLI's clock (T0)
 	startMu sync.Mutex
-	cancel  context.CancelFunc
-	closed  sync.Once
+	// clock is the CLI's wall clock against its monotonic one through
+	// the run (guarded by startMu): the probers' offsets are on the CLI's
+	// run clock (each moved by its start, measured on the CLI's clock),
+	// and the timeline is the CLI's too, so its samples place both.
+	clock report.WallClock
+	// noteClock notes the wall clock now on c, a run begun at start
+	// (nil: c.Note(start, time.Now()); tests set a clock that steps).
+	noteClock func(c *report.WallClock, start time.Time)
+	cancel    context.CancelFunc
+	closed    sync.Once
 	// canceled: the run was interrupted (Go's context); final once Go's
 	// outcome is sent.
 	canceled atomic.Bool
@@ -347,7 +356,10 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 	start := time.Now().Add(startLead)
 	f.startMu.Lock()
 	f.start = start
+	f.clock = report.NewWallClock(start)
 	f.startMu.Unlock()
+	sampled := make(chan struct{})
+	go f.sampleClock(start, sampled)
 	for _, m := range f.members {
 		if err := m.send(fmt.Sprintf("start %d\n", start.Add(m.ClockOffset).UnixNano())); err != nil {
 			f.lose(m, fmt.Errorf("start: %w", err))
@@ -378,6 +390,7 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 			<-m.ended
 		}
 		close(stopped)
+		close(sampled)
 		// The watcher may have seen ctx end as the last prober ended:
 		// whether the run was interrupted is known once it has returned.
 		<-watched
@@ -385,6 +398,35 @@ func (f *Fleet) Go(ctx context.Context) <-chan prober.Outcome {
 		out <- prober.Outcome{Summary: f.summary(f.canceled.Load())}
 	}()
 	return out
+}
+
+// clockTick is how often the CLI samples its wall clock during a run, as
+// a prober does (a step is placed within it).
+const clockTick = 100 * time.Millisecond
+
+// sampleClock notes the CLI's wall clock against its monotonic one every
+// clockTick from start until done closes, and once more then.
+func (f *Fleet) sampleClock(start time.Time, done <-chan struct{}) {
+	tick := time.NewTicker(clockTick)
+	defer tick.Stop()
+	note := func() {
+		f.startMu.Lock()
+		if f.noteClock != nil {
+			f.noteClock(&f.clock, start)
+		} else {
+			f.clock.Note(start, time.Now()) // before start: ignored
+		}
+		f.startMu.Unlock()
+	}
+	for {
+		select {
+		case <-tick.C:
+			note()
+		case <-done:
+			note()
+			return
+		}
+	}
 }
 
 // Stop tells every prober to end its send window; Go's outcome comes once
@@ -422,6 +464,11 @@ func (f *Fleet) summary(canceled bool) prober.Summary {
 // -1), whose rate was target.
 func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summary {
 	s := prober.Summary{Start: f.runStart(), Target: target, Canceled: canceled}
+	f.startMu.Lock()
+	if !f.clock.Start.IsZero() {
+		s.Clock = f.clock.Clone()
+	}
+	f.startMu.Unlock()
 	for _, m := range f.members {
 		if path >= 0 && m.Path != path {
 			continue

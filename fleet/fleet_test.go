@@ -21,6 +21,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/internal/faultserver"
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // cluster is a fake API server whose prober pods run in-process agents:
@@ -266,7 +267,20 @@ func TestFleetRunsAndMergesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// The CLI's wall clock set 3 s forward half way: the summary carries
+	// its samples, which place the merged offsets where the CLI's
+	// timeline is.
+	f.noteClock = func(c *report.WallClock, start time.Time) {
+		at, wall := time.Since(start), time.Now().Round(0)
+		if at > 500*time.Millisecond {
+			wall = wall.Add(3 * time.Second)
+		}
+		c.NoteAt(at, wall)
+	}
 	out := runForASecond(t, f)
+	if c := out.Summary.Clock; c.Steps() == 0 || c.Lead() < 2900*time.Millisecond || !c.At(0).Equal(f.Start().UTC()) {
+		t.Errorf("the summary's clock: %d moves, lead %v at the end, offset 0 at %v: want the step of 3 s, from the run's start %v", c.Steps(), c.Lead(), c.At(0), f.Start().UTC())
+	}
 	nodes := map[string]bool{}
 	for _, m := range f.Members() {
 		if m.Lost != "" || m.Started.IsZero() || m.Share != 100 {

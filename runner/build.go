@@ -274,8 +274,9 @@ func buildPaths(run probeRun, paths []pathRun) ([]report.PathReport, []report.Pa
 	return reports, facts
 }
 
-// wallClockOf is sum's clock: its samples when the prober noted them, the
-// start alone otherwise (an in-cluster fleet's summary).
+// wallClockOf is sum's clock: the samples its prober (or, for in-cluster
+// probers, the CLI driving them) noted, the start alone without them (an
+// older or hand-made summary).
 func wallClockOf(sum prober.Summary) report.WallClock {
 	if sum.Clock.Start.IsZero() {
 		return report.WallClock{Start: sum.Start.Round(0)}
