@@ -1,10 +1,13 @@
 package lab_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,9 +82,18 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// within 3 s), then time for it to be ready again and for both
 	// Traefiks to hear of it, within the command so the run probes on.
 	deploy := fmt.Sprintf("%s get http://%s/unready?for=5s && sleep 15", filepath.Join(binDir, "demoapp"), net.JoinHostPort(ip, "8080"))
+	// Seven paths at 50 requests/s each, 350 in all (the mirrored routes
+	// send Traefik a copy of each): at the default 200 each, 1,400 TLS
+	// requests/s through two Traefiks beside the control plane, a slow
+	// machine's Traefiks (2026-12-04, alone) answered late from the
+	// start, the prober opened connections to keep its schedule (623 and
+	// 820 workers on one path) and their handshakes failed (tls up to
+	// 1,269 on a path, connect and request timeouts), in 2 of 4 runs and
+	// in both CI rehearsals: load, not the route. 50 a second still puts
+	// about 150 requests of each path in the Service's 3 s gap.
 	r := startWorkloadRun(t, nil, rollout.KindDeployment, sample, "edge=https://"+host+"/", "--target", "allow-empty="+emptyURL,
 		"--target", "gateway=https://"+gwHost+"/", "--target", "nested=https://"+nestedHost+"/", "--target", "mirror=https://"+mirrorHost+"/",
-		"--target", "allow-empty-mirror="+strings.Replace(emptyURL, host, mirrorHost, 1), "--target", "hrw=https://"+hrwHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--exec", "--", "sh", "-c", deploy).wait(t)
+		"--target", "allow-empty-mirror="+strings.Replace(emptyURL, host, mirrorHost, 1), "--target", "hrw=https://"+hrwHost+"/", "--cacert", cfg.EdgeCAPath(), "--conn", "keepalive", "--rate", "50", "--exec", "--", "sh", "-c", deploy).wait(t)
 	// no_change: the deploy command changed no workload.
 	checkEdgeReportWith(t, r, report.StatusNoChange)
 	if r.exit != 1 {
@@ -110,13 +122,13 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// The default Traefik: its own 404s, every request of the host, on
 	// the TraefikService and on the one nesting another over the Service.
 	byEdge := readAccessLog(t, cfg, edge.RunID, host)
-	own404 := checkRouteDropped(t, "the default Traefik", byEdge, edge)
+	own404 := checkRouteDropped(t, r.rep, "the default Traefik", byEdge, edge)
 	byNested := readAccessLog(t, cfg, nested.RunID, nestedHost)
-	nested404 := checkRouteDropped(t, "the default Traefik's nested route", byNested, nested)
+	nested404 := checkRouteDropped(t, r.rep, "the default Traefik's nested route", byNested, nested)
 	byMirror := readAccessLog(t, cfg, mirror.RunID, mirrorHost)
-	mirror404 := checkRouteDropped(t, "the default Traefik's mirrored route", byMirror, mirror)
+	mirror404 := checkRouteDropped(t, r.rep, "the default Traefik's mirrored route", byMirror, mirror)
 	byHRW := readAccessLog(t, cfg, hrw.RunID, hrwHost)
-	hrw404 := checkRouteDropped(t, "the default Traefik's highest-random-weight route", byHRW, hrw)
+	hrw404 := checkRouteDropped(t, r.rep, "the default Traefik's highest-random-weight route", byHRW, hrw)
 	// The prober's one address keeps to one of the two Services: which
 	// one decides what rollprobe can say of the route (checkWeightedFindings).
 	hrwChose := ""
@@ -141,13 +153,13 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 	// The Traefik allowing empty Services, and the Gateway: their own
 	// 503s, the empty Service's half; the other half served meanwhile.
 	byEmpty := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{empty.RunID}, host)
-	kept := checkRouteKept(t, "the Traefik allowing empty Services", byEmpty, empty, sample)
+	kept := checkRouteKept(t, r.rep, "the Traefik allowing empty Services", byEmpty, empty, sample)
 	byGateway := readAccessLog(t, cfg, gw.RunID, gwHost)
-	keptByGateway := checkRouteKept(t, "the Gateway", byGateway, gw, sample)
+	keptByGateway := checkRouteKept(t, r.rep, "the Gateway", byGateway, gw, sample)
 	// The Traefik allowing empty Services builds the mirroring
 	// TraefikService with an empty mirror: the host loses nothing.
 	byEmptyMirror := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{emptyMirror.RunID}, mirrorHost)
-	keptMirrored := checkMirrorKept(t, byEmptyMirror, emptyMirror, byEdge, sample)
+	keptMirrored := checkMirrorKept(t, r.rep, byEmptyMirror, emptyMirror, byEdge, sample)
 
 	for _, f := range r.rep.Failures {
 		byID, want := byEdge, 404
@@ -191,7 +203,7 @@ func testTraefikWeightedByHand(t *testing.T, ctx context.Context, c *lab.Client)
 // checkRouteDropped: through path, an edge that dropped the weighted route
 // while a Service in it was empty: every failure is its own 404 (no
 // backend in its access log, byLog), and rollprobe's count equals them.
-func checkRouteDropped(t *testing.T, edge string, byLog map[string]accessEntry, path report.PathReport) uint64 {
+func checkRouteDropped(t *testing.T, rep *report.Report, edge string, byLog map[string]accessEntry, path report.PathReport) uint64 {
 	t.Helper()
 	var own404 uint64
 	for _, e := range byLog {
@@ -203,7 +215,7 @@ func checkRouteDropped(t *testing.T, edge string, byLog map[string]accessEntry, 
 		}
 	}
 	if own404 == 0 || path.Totals.Failed != own404 || path.Totals.ByClass[report.ClassHTTPStatus] != own404 {
-		t.Fatalf("%s answered %d requests 404 itself; rollprobe counted %d failed %v on path %s\n%s", edge, own404, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog))
+		t.Fatalf("%s answered %d requests 404 itself; rollprobe counted %d failed %v on path %s\n%s\nrollprobe's failures of the path:\n%s", edge, own404, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog), failuresBySecond(rep, path.Name))
 	}
 	return own404
 }
@@ -213,7 +225,7 @@ func checkRouteDropped(t *testing.T, edge string, byLog map[string]accessEntry, 
 // its access log, byLog), rollprobe's count equals them, and the other
 // Service's pod served requests between the first and the last of them.
 // It returns what it measured, for the log.
-func checkRouteKept(t *testing.T, edge string, byLog map[string]accessEntry, path report.PathReport, sample string) string {
+func checkRouteKept(t *testing.T, rep *report.Report, edge string, byLog map[string]accessEntry, path report.PathReport, sample string) string {
 	t.Helper()
 	var own503 uint64
 	var from, to time.Time
@@ -232,7 +244,7 @@ func checkRouteKept(t *testing.T, edge string, byLog map[string]accessEntry, pat
 		}
 	}
 	if own503 == 0 || path.Totals.Failed != own503 || path.Totals.ByClass[report.ClassProxy5xx] != own503 {
-		t.Fatalf("%s answered %d requests 503 itself; rollprobe counted %d failed %v on path %s\n%s", edge, own503, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog))
+		t.Fatalf("%s answered %d requests 503 itself; rollprobe counted %d failed %v on path %s\n%s\nrollprobe's failures of the path:\n%s", edge, own503, path.Totals.Failed, nonZero(path.Totals.ByClass), path.Name, tallyBySecond(byLog), failuresBySecond(rep, path.Name))
 	}
 	var servedMeanwhile, sentMeanwhile uint64
 	for _, e := range byLog {
@@ -257,7 +269,7 @@ func checkRouteKept(t *testing.T, edge string, byLog map[string]accessEntry, pat
 // (byLog), every answer came from the other Service's pod, and some were
 // served while the default Traefik answered its own 404s (byDropped):
 // while the mirror was empty.
-func checkMirrorKept(t *testing.T, byLog map[string]accessEntry, path report.PathReport, byDropped map[string]accessEntry, sample string) string {
+func checkMirrorKept(t *testing.T, rep *report.Report, byLog map[string]accessEntry, path report.PathReport, byDropped map[string]accessEntry, sample string) string {
 	t.Helper()
 	var from, to time.Time
 	for _, e := range byDropped {
@@ -282,8 +294,8 @@ func checkMirrorKept(t *testing.T, byLog map[string]accessEntry, path report.Pat
 		}
 	}
 	if path.Totals.Failed != 0 || served == 0 || meanwhile == 0 {
-		t.Fatalf("the mirrored route through the Traefik allowing empty Services: rollprobe counted %d failed %v; its access log %d served, %d of them while the default Traefik dropped the route (%s to %s)\n%s",
-			path.Totals.Failed, nonZero(path.Totals.ByClass), served, meanwhile, from.Format("15:04:05.000"), to.Format("15:04:05.000"), tallyBySecond(byLog))
+		t.Fatalf("the mirrored route through the Traefik allowing empty Services: rollprobe counted %d failed %v; its access log %d served, %d of them while the default Traefik dropped the route (%s to %s)\n%s\nrollprobe's failures of the path:\n%s",
+			path.Totals.Failed, nonZero(path.Totals.ByClass), served, meanwhile, from.Format("15:04:05.000"), to.Format("15:04:05.000"), tallyBySecond(byLog), failuresBySecond(rep, path.Name))
 	}
 	return fmt.Sprintf("failed none, serving %d (%d of them while the default Traefik dropped its route)", served, meanwhile)
 }
@@ -429,4 +441,39 @@ func checkWeightedFindings(t *testing.T, r *runResult, sample, hrwChose string) 
 			t.Errorf("error finding %s for the edges' own answers: %s", f.ID, f.Title)
 		}
 	}
+}
+
+// failuresBySecond tallies the failures of path the report kept by the
+// second they began in (UTC, as tallyBySecond tallies an access log) and
+// class, after the path's prober figures: where a count beyond the
+// edge's own answers came from (a loaded machine's handshakes to the edge
+// failed as the run began).
+func failuresBySecond(rep *report.Report, path string) string {
+	type key struct {
+		sec   int64
+		class string
+	}
+	n := map[key]int{}
+	kept := 0
+	for _, f := range rep.Failures {
+		if f.Path == path {
+			n[key{f.Start.Unix(), f.Class}]++
+			kept++
+		}
+	}
+	keys := slices.Collect(maps.Keys(n))
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.sec, b.sec), strings.Compare(a.class, b.class))
+	})
+	var b strings.Builder
+	for _, p := range rep.Paths {
+		if p.Name == path {
+			fmt.Fprintf(&b, "prober: %.1f of %.0f requests/s, %d workers, schedule lag up to %.0f ms; %d failures kept\n",
+				p.Prober.AchievedRate, p.Prober.TargetRate, p.Prober.Workers, p.Prober.MaxScheduleLagMS, kept)
+		}
+	}
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s %s: %d\n", time.Unix(k.sec, 0).UTC().Format("15:04:05"), k.class, n[k])
+	}
+	return b.String()
 }
