@@ -26,6 +26,7 @@ import (
 	"github.com/rollprobe/rollprobe/internal/testbin"
 	"github.com/rollprobe/rollprobe/internal/testenv"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
 )
 
 var binary string
@@ -163,6 +164,14 @@ func TestExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := run(t, tt.args...)
+			// A run the machine stalled (a CI run: 5 of 10 requests sent
+			// in 1 s, each on time, the process then held 1.2 s) is
+			// rightly inconclusive, and proves nothing of the exit code
+			// asked for: it is run once more. Never for a failure.
+			if tt.code != int(exitcode.Inconclusive) && r.code == int(exitcode.Inconclusive) && strings.Contains(r.stdout, "req/s, below") {
+				t.Logf("the machine held the prober back (%s): once more", lastLine(r.stdout))
+				r = run(t, tt.args...)
+			}
 			if r.code != tt.code {
 				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.code, r.stdout, r.stderr)
 			}
@@ -171,6 +180,12 @@ func TestExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastLine is s's last non-empty line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // TestUsageErrorWritesNothing: a bad invocation changes nothing, not even
