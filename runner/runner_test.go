@@ -357,8 +357,18 @@ func TestExecThatChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Rollout.Status != report.StatusNoChange || !strings.Contains(rep.Rollout.Message, "changed nothing") ||
-		!rep.Verdict.Pass || !hasEvent(rep, report.NoRollout) {
-		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
+		!hasEvent(rep, report.NoRollout) || rep.Totals.Failed != 0 {
+		t.Fatalf("rollout %+v verdict %+v, %d failed", rep.Rollout, rep.Verdict, rep.Totals.Failed)
+	}
+	// It passes, unless the prober could not hold its rate (a starved
+	// machine: 16.3 of 50 requests/s once), which proves nothing and says
+	// so: inconclusive for that reason alone, never a failure.
+	if !rep.Verdict.Pass && (rep.Verdict.ExitCode != exitcode.Inconclusive || len(rep.Verdict.Reasons) != 1 ||
+		!strings.Contains(rep.Verdict.Reasons[0], "req/s, below")) {
+		t.Fatalf("verdict %+v: want a pass, or inconclusive for a rate not held alone", rep.Verdict)
+	}
+	if !rep.Verdict.Pass {
+		t.Logf("the machine starved the prober: %s", rep.Verdict.Reasons[0])
 	}
 	if took := time.Since(start); took > cfg.Timeout/2 {
 		t.Fatalf("took %v: it waited for the timeout", took)
