@@ -35,6 +35,10 @@ type pathCoverage struct {
 	path    string // "" for a run of one path
 	deleted int    // pods whose deletion was judged
 	missed  []*Pod // those of them the path's traffic did not meet
+	// judgedFrom holds, for a missed pod judged on the seconds since it
+	// was ready and probed (no response named any pod in its window), the
+	// first of them.
+	judgedFrom map[*Pod]time.Time
 	// source is what named the pods: "backend header" or "conntrack".
 	source string
 }
@@ -47,7 +51,11 @@ type pathCoverage struct {
 // it, a response on the path named it, or when any failure on the path
 // was put on it or had it among its candidates. A window in which no
 // response named any pod is not judged (the evidence is missing, not the
-// traffic). Argo Rollouts are not judged: their steps move traffic off
+// traffic), unless the path sent requests in it (every one failed: under a
+// Local policy, the entry node's own pod gone first) and, in the seconds
+// since the pod was ready and probed, responses named pods and never it:
+// then its traffic met the pod at no time, so not as it went either. Had
+// one named it, whether the path met it as it went stays unknown. Argo Rollouts are not judged: their steps move traffic off
 // pods before they go (weights, the active Service's switch) by design.
 // failures are the run's, attributed.
 func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) []pathCoverage {
@@ -82,7 +90,19 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 	clock := r.WallClock()
 	var out []pathCoverage
 	for _, pa := range paths {
-		c := pathCoverage{path: pa.name}
+		c := pathCoverage{path: pa.name, judgedFrom: map[*Pod]time.Time{}}
+		// sent(from, to) is how many requests the path began in the same
+		// seconds as named's.
+		sent := func(from, to time.Time) uint64 {
+			lo, hi := clock.SecondFrom(from), clock.SecondOf(to)
+			var n uint64
+			for _, row := range pa.series {
+				if row.T >= lo && row.T <= hi {
+					n += row.Sent
+				}
+			}
+			return n
+		}
 		// named(from, to) is how many responses in the whole seconds from
 		// from to the one holding to named any pod, and each pod's share
 		// of them.
@@ -143,12 +163,23 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 				continue // a blue/green's switch took its traffic away
 			}
 			all, each := named(from, del)
+			widened := false
+			if all == 0 && sent(from, del) > 0 {
+				since := maxTime(r.StartedAt, *p.ReadyAt)
+				if sinceAll, sinceEach := named(since, del); sinceAll > 0 && sinceEach[p] == 0 {
+					all, each, widened = sinceAll, sinceEach, true
+					from = since
+				}
+			}
 			if all == 0 {
 				continue // no response named any pod then: unknown
 			}
 			c.deleted++
 			if each[p] == 0 && !hit[pa.name][p] {
 				c.missed = append(c.missed, p)
+				if widened {
+					c.judgedFrom[p] = from
+				}
 			}
 		}
 		if c.deleted > 0 {
@@ -229,7 +260,11 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 				where = "on " + p.Node + ", "
 				onOtherNodes = onOtherNodes || (entry != "" && p.Node != entry && c.path == entryPath(r))
 			}
-			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs)", p.Name, where, p.DeletedAt.Sub(r.StartedAt).Seconds()))
+			judged := ""
+			if from, ok := c.judgedFrom[p]; ok {
+				judged = fmt.Sprintf("; in those seconds no response named any pod: none named it from %+.2fs, when it was ready and probed, on", from.Sub(r.StartedAt).Seconds())
+			}
+			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs%s)", p.Name, where, p.DeletedAt.Sub(r.StartedAt).Seconds(), judged))
 			if !slices.Contains(names, p.Name) {
 				names = append(names, p.Name)
 			}

@@ -83,6 +83,31 @@ func TestShutdownNotExercised(t *testing.T) {
 		t.Fatalf("nothing named a pod around b's deletion, yet: %+v", f)
 	}
 
+	// Requests sent in b's window, every one failed (no response named
+	// any pod: a Local policy's entry node without its pod, the
+	// DaemonSet having rolled it first), and before it only a named: the
+	// path met b at no time, judged on the seconds since it was ready.
+	gap := func(named map[string]uint64) *report.Report {
+		rows := each(named)[:3]
+		for s := int64(3); s < 10; s++ {
+			rows = append(rows, report.SeriesRow{T: s, Sent: 100, Failed: 100})
+		}
+		return coverageRun(rows...)
+	}
+	blank := gap(map[string]uint64{"a": 50})
+	analyse(blank)
+	if f := find(blank, ShutdownNotExercised); f == nil || strings.Join(f.Pods, ",") != "b" ||
+		!strings.Contains(strings.Join(f.Evidence, " "), "b (on n2, deletion requested at +8.00s; in those seconds no response named any pod: none named it from +0.00s, when it was ready and probed, on)") {
+		t.Fatalf("b's window all failures, b never named before: want b named, judged from the start: %+v", blank.Findings)
+	}
+	// The same, b named before its window: whether the path met it as it
+	// went is unknown.
+	namedBefore := gap(map[string]uint64{"a": 50, "b": 50})
+	analyse(namedBefore)
+	if f := find(namedBefore, ShutdownNotExercised); f != nil {
+		t.Fatalf("b answered before a window of failures: unknown, yet: %+v", f)
+	}
+
 	// Without a backend header (nor conntrack) nothing says which pod
 	// answered: nothing said.
 	noHeader := coverageRun(each(map[string]uint64{"a": 50, "c": 50})...)
