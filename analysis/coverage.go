@@ -55,9 +55,10 @@ type pathCoverage struct {
 // Local policy, the entry node's own pod gone first) and, in the seconds
 // since the pod was ready and probed, responses named pods and never it:
 // then its traffic met the pod at no time, so not as it went either. Had
-// one named it, whether the path met it as it went stays unknown. Argo Rollouts are not judged: their steps move traffic off
-// pods before they go (weights, the active Service's switch) by design.
-// failures are the run's, attributed.
+// one named it, whether the path met it as it went stays unknown. Argo
+// Rollouts are not judged: their steps move traffic off pods before they
+// go (weights, the active Service's switch) by design. failures are the
+// run's, attributed.
 func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) []pathCoverage {
 	if r.Rollout != nil && r.Rollout.Kind == "Rollout" {
 		return nil
