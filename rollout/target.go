@@ -346,18 +346,26 @@ type noAnswer struct{ error }
 func (e noAnswer) Unwrap() error        { return e.error }
 func (e noAnswer) Is(target error) bool { return target == ErrNoAnswer }
 
-// EntryOf says how a target URL reaches svc: at its cluster IP and port, at
-// a node's address and one of its node ports (nodeIPs maps node addresses
-// to node names, as Watcher.NodeIPs gives them), or at a load balancer
-// ingress IP of its status; nil when none matches (a name, say).
+// EntryOf says how a target URL reaches svc: at its cluster IP and port
+// (by address, or by the Service's own cluster DNS name, NAME.NS.svc or
+// NAME.NS.svc.ZONE, which resolves to it), at a node's address and one of
+// its node ports (nodeIPs maps node addresses to node names, as
+// Watcher.NodeIPs gives them), or at a load balancer ingress IP of its
+// status; nil when none matches (another name, an address of nothing the
+// run saw: an ingress, a proxy). Shorter names (NAME, NAME.NS) are left
+// unknown: what they resolve to depends on the resolver's search list,
+// which differs between the CLI's host and a prober pod. A headless
+// Service's name resolves to pod addresses, not a cluster IP: nil.
 func EntryOf(svc *corev1.Service, target *url.URL, nodeIPs map[string]string) *report.Entry {
 	if svc == nil || target == nil {
 		return nil
 	}
 	host := target.Hostname()
 	port := prober.URLPort(target)
+	clusterIP := host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host) ||
+		(clusterDNSName(svc, host) && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone)
 	for _, sp := range svc.Spec.Ports {
-		if int(sp.Port) == port && (host == svc.Spec.ClusterIP || slices.Contains(svc.Spec.ClusterIPs, host)) {
+		if int(sp.Port) == port && clusterIP {
 			return &report.Entry{Via: report.ViaClusterIP, Port: sp.Port}
 		}
 		if sp.NodePort != 0 && int(sp.NodePort) == port {
@@ -372,4 +380,12 @@ func EntryOf(svc *corev1.Service, target *url.URL, nodeIPs map[string]string) *r
 		}
 	}
 	return nil
+}
+
+// clusterDNSName: host is svc's fully qualified cluster DNS name,
+// NAME.NS.svc, or it followed by the cluster's zone.
+func clusterDNSName(svc *corev1.Service, host string) bool {
+	name := svc.Name + "." + svc.Namespace + ".svc"
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return svc.Name != "" && svc.Namespace != "" && (host == name || strings.HasPrefix(host, name+"."))
 }
