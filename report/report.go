@@ -89,13 +89,20 @@ type PathReport struct {
 	TLSRoots  string `json:"tls_roots,omitempty"`
 	// GRPCClient: who made this path's gRPC calls (--grpc-client both
 	// probes one target as two paths, raw and grpc-go).
-	GRPCClient string      `json:"grpc_client,omitempty"`
-	Totals     Totals      `json:"totals"`
-	LatencyMS  Quantiles   `json:"latency_ms"`
-	ServiceMS  Quantiles   `json:"service_time_ms"`
-	Prober     ProberStats `json:"prober"`
-	Series     []SeriesRow `json:"series"`
-	Outages    []Outage    `json:"outages"`
+	GRPCClient string `json:"grpc_client,omitempty"`
+	// Entry is how this path's target (its ConnectTo when set) reaches
+	// the run's Service with no HTTP proxy between: its cluster IP (by
+	// address or by its cluster DNS name), a node port, its load
+	// balancer's address; nil when that is not known (another name, an
+	// address of nothing the run saw: an ingress, a proxy). The first
+	// path's is Rollout.Entry too.
+	Entry     *Entry      `json:"entry,omitempty"`
+	Totals    Totals      `json:"totals"`
+	LatencyMS Quantiles   `json:"latency_ms"`
+	ServiceMS Quantiles   `json:"service_time_ms"`
+	Prober    ProberStats `json:"prober"`
+	Series    []SeriesRow `json:"series"`
+	Outages   []Outage    `json:"outages"`
 	// Pods, for rollprobe run, are the pods as this path saw them: the
 	// responses each served on it.
 	Pods []PodTraffic `json:"pods,omitempty"`
@@ -269,7 +276,8 @@ type Rollout struct {
 	ExternalTrafficPolicy string `json:"external_traffic_policy,omitempty"`
 	HealthCheckNodePort   int32  `json:"health_check_node_port,omitempty"`
 	// Entry is how the target reaches the Service; nil when it is not
-	// known (a name, an address of nothing the run saw).
+	// known (a name other than the Service's cluster DNS name, an address
+	// of nothing the run saw).
 	Entry *Entry `json:"entry,omitempty"`
 	// Steps are an Argo canary's steps as the run saw them, each with its
 	// own verdict; absent for the other kinds and strategies.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/rollout"
 )
 
 // markEdgeConnections sets Failure.ViaEdge on each failure whose
@@ -66,6 +68,22 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 			continue // no connection was attempted (dns, a local error)
 		}
 		f.ViaEdge = !direct[remote.Addr().Unmap()] && !nodePorts[remote.Port()]
+	}
+}
+
+// setPathEntries sets each path's Entry (rollout.EntryOf) from the
+// target it dialled: its ConnectTo when set.
+func setPathEntries(rep *report.Report, svc *corev1.Service, nodeIPs map[string]string) {
+	for i := range rep.Paths {
+		p := &rep.Paths[i]
+		u, err := url.Parse(p.Target)
+		if err != nil {
+			continue
+		}
+		if p.ConnectTo != "" {
+			u.Host = p.ConnectTo
+		}
+		p.Entry = rollout.EntryOf(svc, u, nodeIPs)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollprobe/rollprobe/edgelog"
 	"github.com/rollprobe/rollprobe/report"
@@ -40,6 +41,28 @@ func TestMarkEdgeConnections(t *testing.T) {
 	markEdgeConnections(rep, nil, nodes)
 	if rep.Failures[7].ViaEdge {
 		t.Errorf("marked with no Service known")
+	}
+}
+
+// Each path's entry is read from the address it dialled: its ConnectTo
+// when set (a name pinned to the edge's address is the edge's), else its
+// target, the Service's cluster DNS name among them.
+func TestSetPathEntries(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, ClusterIP: "10.96.0.10"}}
+	rep := &report.Report{Paths: []report.PathReport{
+		{Name: "svc", Target: "http://web.prod.svc/"},
+		{Name: "ip", Target: "http://10.96.0.10/"},
+		{Name: "edge", Target: "https://web.example/"},
+		{Name: "pinned", Target: "http://web.example/", ConnectTo: "10.96.0.10:80"},
+		{Name: "pinned-away", Target: "http://web.prod.svc/", ConnectTo: "10.100.0.1:80"},
+	}}
+	setPathEntries(rep, svc, nil)
+	want := map[string]bool{"svc": true, "ip": true, "pinned": true}
+	for _, p := range rep.Paths {
+		if got := p.Entry != nil && p.Entry.Via == report.ViaClusterIP && p.Entry.Port == 80; got != want[p.Name] {
+			t.Errorf("%s: entry %+v, want a cluster IP entry: %v", p.Name, p.Entry, want[p.Name])
+		}
 	}
 }
 

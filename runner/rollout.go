@@ -255,6 +255,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		rep.Rollout.Entry = rollout.EntryOf(svc, dialedURL(cfg.Probe), w.NodeIPs())
+		setPathEntries(rep, svc, w.NodeIPs())
 		rep.Timeline = tl.Events()
 		markEdgeConnections(rep, svc, w.NodeIPs())
 		if cfg.EdgeAccessLog != "" {
