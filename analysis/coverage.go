@@ -263,7 +263,8 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 			}
 			judged := ""
 			if from, ok := c.judgedFrom[p]; ok {
-				judged = fmt.Sprintf("; in those seconds no response named any pod: none named it from %+.2fs, when it was ready and probed, on", from.Sub(r.StartedAt).Seconds())
+				judged = fmt.Sprintf("; no response named any pod in the %.0f s before it, so it is judged from %+.2fs, when it was ready and probed: none named it from then on",
+					exercisedBefore.Seconds(), from.Sub(r.StartedAt).Seconds())
 			}
 			each = append(each, fmt.Sprintf("%s (%sdeletion requested at %+.2fs%s)", p.Name, where, p.DeletedAt.Sub(r.StartedAt).Seconds(), judged))
 			if !slices.Contains(names, p.Name) {

@@ -97,7 +97,7 @@ func TestShutdownNotExercised(t *testing.T) {
 	blank := gap(map[string]uint64{"a": 50})
 	analyse(blank)
 	if f := find(blank, ShutdownNotExercised); f == nil || strings.Join(f.Pods, ",") != "b" ||
-		!strings.Contains(strings.Join(f.Evidence, " "), "b (on n2, deletion requested at +8.00s; in those seconds no response named any pod: none named it from +0.00s, when it was ready and probed, on)") {
+		!strings.Contains(strings.Join(f.Evidence, " "), "b (on n2, deletion requested at +8.00s; no response named any pod in the 5 s before it, so it is judged from +0.00s, when it was ready and probed: none named it from then on)") {
 		t.Fatalf("b's window all failures, b never named before: want b named, judged from the start: %+v", blank.Findings)
 	}
 	// The same, b named before its window: whether the path met it as it
