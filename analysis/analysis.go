@@ -327,6 +327,48 @@ func proxiedPaths(r *report.Report) map[string]bool {
 	return out
 }
 
+// directPaths are the paths known to reach the Service with no HTTP proxy
+// between (PathReport.Entry; for a report without it, Rollout.Entry for
+// the first path) that the run showed none on either: no proxy met
+// (proxiedPaths) and none of their requests in the edge's access log.
+// What the run measured wins over what the target's address says.
+func directPaths(r *report.Report) map[string]bool {
+	out := map[string]bool{}
+	proxied := proxiedPaths(r)
+	logged := func(path string) bool {
+		e := r.EdgeLog
+		if e == nil || e.Error != "" {
+			return false
+		}
+		if len(e.RequestsByPath) == 0 {
+			return e.Requests > 0 // one path, or a log not split by path
+		}
+		return e.RequestsByPath[path] > 0
+	}
+	entry := func(i int) *report.Entry {
+		if len(r.Paths) > 0 && r.Paths[i].Entry != nil {
+			return r.Paths[i].Entry
+		}
+		if i == 0 && r.Rollout != nil {
+			return r.Rollout.Entry
+		}
+		return nil
+	}
+	names := []string{""}
+	if len(r.Paths) > 0 {
+		names = names[:0]
+		for _, p := range r.Paths {
+			names = append(names, p.Name)
+		}
+	}
+	for i, name := range names {
+		if entry(i) != nil && !proxied[name] && !logged(name) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
 // proxiedOn: f's path met a proxy.
 func (a attributor) proxiedOn(f *report.Failure) bool { return a.proxied[f.Path] }
 

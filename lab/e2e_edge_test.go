@@ -143,6 +143,12 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("paths %+v\n%s", rep.Paths, r.out())
 		}
 		retry := rep.Paths[1]
+		// The Service's path, by its cluster DNS name, is known to enter
+		// at its cluster IP (so its slow seconds are not read as a
+		// proxy's retries); the retry path's name is the edge's.
+		if e := rep.Paths[0].Entry; e == nil || e.Via != report.ViaClusterIP || retry.Entry != nil {
+			t.Errorf("entries: svc %+v, retry %+v: want the Service's cluster IP, then none", e, retry.Entry)
+		}
 		f := findingByID(rep, analysis.LatencySpikeAtDeletion)
 		if f == nil {
 			t.Fatalf("no %s finding (findings %v); the retry path's seconds:\n%s", analysis.LatencySpikeAtDeletion, findingIDs(rep), seriesLines(retry.Series))
