@@ -345,15 +345,6 @@ func directPaths(r *report.Report) map[string]bool {
 		}
 		return e.RequestsByPath[path] > 0
 	}
-	entry := func(i int) *report.Entry {
-		if len(r.Paths) > 0 && r.Paths[i].Entry != nil {
-			return r.Paths[i].Entry
-		}
-		if i == 0 && r.Rollout != nil {
-			return r.Rollout.Entry
-		}
-		return nil
-	}
 	names := []string{""}
 	if len(r.Paths) > 0 {
 		names = names[:0]
@@ -362,11 +353,24 @@ func directPaths(r *report.Report) map[string]bool {
 		}
 	}
 	for i, name := range names {
-		if entry(i) != nil && !proxied[name] && !logged(name) {
+		if pathEntry(r, i) != nil && !proxied[name] && !logged(name) {
 			out[name] = true
 		}
 	}
 	return out
+}
+
+// pathEntry is how the run's i-th path (0 for a run of one) enters the
+// Service: PathReport.Entry, or for a report without it, Rollout.Entry
+// for the first path; nil when not known.
+func pathEntry(r *report.Report, i int) *report.Entry {
+	if i < len(r.Paths) && r.Paths[i].Entry != nil {
+		return r.Paths[i].Entry
+	}
+	if i == 0 && r.Rollout != nil {
+		return r.Rollout.Entry
+	}
+	return nil
 }
 
 // proxiedOn: f's path met a proxy.

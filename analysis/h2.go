@@ -185,7 +185,7 @@ const (
 // says so: the edge's access log holding a path's requests, or a path's
 // failed connections to an address that is none of the Service's, a
 // node's or a pod's (Failure.ViaEdge). A path whose target is the
-// Service's own address (Rollout.Entry, the run's first path) is direct.
+// Service's own address or name (pathEntry) is direct.
 func throughEdge(r *report.Report) (edgeReach, string) {
 	names := []string{""}
 	if len(r.Paths) > 0 {
@@ -222,7 +222,7 @@ func throughEdge(r *report.Report) (edgeReach, string) {
 			if why == "" {
 				why = "failed connections went to an address that is none of the Service's, a node's or a pod's"
 			}
-		case i == 0 && r.Rollout != nil && r.Rollout.Entry != nil:
+		case pathEntry(r, i) != nil:
 			direct++
 		}
 	}

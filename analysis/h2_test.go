@@ -125,20 +125,26 @@ func TestH2ConnectionFindings(t *testing.T) {
 		edit        func(*report.Report)
 		title, says string
 		uneven      bool
+		unsaid      string // the evidence must not say it
 	}{
 		{"at the Service's address", func(r *report.Report) {
 			r.Rollout.Entry = &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30093}
 		},
-			"HTTP/2 connections kept sending", "an endpoint change never moves an established HTTP/2 connection", true},
+			"HTTP/2 connections kept sending", "an endpoint change never moves an established HTTP/2 connection", true, ""},
+		{"two paths, each at the Service's address or name", func(r *report.Report) {
+			at := &report.Entry{Via: report.ViaClusterIP, Port: 80}
+			r.Paths = []report.PathReport{{Name: "ip", Entry: at, Series: r.Series}, {Name: "name", Entry: at, Series: r.Series}}
+		},
+			"HTTP/2 connections kept sending", "an endpoint change never moves an established HTTP/2 connection", true, "nothing in this run says"},
 		{"by a name, nothing measured", nil,
-			"HTTP/2 connections kept sending", "if the target is an edge (an ingress or a proxy: nothing in this run says)", true},
+			"HTTP/2 connections kept sending", "if the target is an edge (an ingress or a proxy: nothing in this run says)", true, ""},
 		{"through the edge, by its access log", func(r *report.Report) { r.EdgeLog = &report.EdgeLog{Format: "traefik", Requests: 2000} },
-			"the edge kept sending HTTP/2 calls", "the run's connections end at an edge (the edge's access log holds the run's requests), which picks a pod for each call", false},
+			"the edge kept sending HTTP/2 calls", "the run's connections end at an edge (the edge's access log holds the run's requests), which picks a pod for each call", false, ""},
 		{"through the edge, by a failed connection", func(r *report.Report) {
 			r.Failures = []report.Failure{{Class: report.ClassProxy5xx, RemoteAddr: "10.100.0.1:443", ViaEdge: true}}
-		}, "the edge kept sending HTTP/2 calls", "failed connections went to an address that is none of the Service's", false},
+		}, "the edge kept sending HTTP/2 calls", "failed connections went to an address that is none of the Service's", false, ""},
 		{"an access log that holds none of the run's requests", func(r *report.Report) { r.EdgeLog = &report.EdgeLog{Format: "traefik"} },
-			"HTTP/2 connections kept sending", "nothing in this run says", true},
+			"HTTP/2 connections kept sending", "nothing in this run says", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 100, "n2": 30, "n3": 20}})
@@ -149,6 +155,9 @@ func TestH2ConnectionFindings(t *testing.T) {
 			p := find(run, H2PinnedToTerminating)
 			if p == nil || !strings.HasPrefix(p.Title, tc.title) || !strings.Contains(strings.Join(p.Evidence, "\n"), tc.says) {
 				t.Fatalf("pinned: %+v, want a title from %q saying %q", p, tc.title, tc.says)
+			}
+			if tc.unsaid != "" && strings.Contains(strings.Join(p.Evidence, "\n"), tc.unsaid) {
+				t.Errorf("pinned evidence says %q:\n%s", tc.unsaid, strings.Join(p.Evidence, "\n"))
 			}
 			if edge := strings.HasPrefix(tc.title, "the edge"); edge != strings.Contains(p.Fix, "does not move the edge's calls") ||
 				edge == strings.Contains(p.Fix, "cap connection age") {
