@@ -92,7 +92,7 @@ type Explanation struct {
 	Failures    []report.Failure
 	Attribution *report.Attribution
 	Outages     []report.Outage
-	// NodeGaps: the entry node's gaps without a serving local endpoint
+	// NodeGaps: the entry nodes' gaps without a serving local endpoint
 	// (NodeGaps), each with the failures placed in it.
 	NodeGaps []report.NodeGap
 	Pods     []report.PodTraffic
@@ -131,7 +131,7 @@ func Explain(r *report.Report) Explanation {
 		source += fmt.Sprintf("; %d deletions also count from the apiserver's order of writes (made after a pods list with a lower resourceVersion was sent)", ordered)
 	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
-		localEntry: localEntryOf(r), localPath: entryPath(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader,
+		localEntries: localEntries(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader,
 		unready: unreadySpans(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
@@ -240,15 +240,16 @@ type attributor struct {
 	// forwarded to a pod already gone). By path name ("" for a run of one
 	// path): a proxy on one path says nothing of another.
 	proxied map[string]bool
-	// localEntry is the node whose pods alone can receive the run's own
-	// prober's traffic on the entry path (localPath): the entry is that
-	// node's NodePort and externalTrafficPolicy is Local, so kube-proxy
-	// there sends what enters only to its own endpoints (NodeGaps rests on
-	// the same premise). "" otherwise. A pod on another node is no
-	// candidate for such a failure: the lab's CI once named one "certain"
-	// for a refusal 0.06 s after its deletion, a pod that traffic entering
-	// that node cannot reach.
-	localEntry, localPath string
+	// localEntries are, by path, the Local-policy NodePort entries
+	// (localEntries): on such a path the node whose pods alone can
+	// receive the run's own prober's traffic, since kube-proxy there sends
+	// what enters only to its own endpoints (NodeGaps rests on the same
+	// premise). A pod on another node is no candidate for such a failure:
+	// the lab's CI once named one "certain" for a refusal 0.06 s after its
+	// deletion, a pod that traffic entering that node cannot reach. Each
+	// path has its own: probing every node's NodePort, one path each, is
+	// what shutdown-not-exercised advises under a Local policy.
+	localEntries map[string]*report.Entry
 	// choices: the proxy's choices the run's own responses show (nil when
 	// they show none); see leftTheRules.
 	choices *choices
@@ -268,27 +269,67 @@ type attributor struct {
 	clock time.Duration
 }
 
-// localEntryOf is the entry node of a Local-policy NodePort entry (see
-// attributor.localEntry), "" for any other.
-func localEntryOf(r *report.Report) string {
-	ro := r.Rollout
-	if ro == nil || ro.ExternalTrafficPolicy != "Local" || ro.Entry == nil || ro.Entry.Via != report.ViaNodePort {
-		return ""
+// localEntries are the paths (by name, "" for a run of one) that enter
+// the Service at a node's NodePort under externalTrafficPolicy: Local,
+// each with its entry (pathEntry; the node known); nil when none does.
+func localEntries(r *report.Report) map[string]*report.Entry {
+	if ro := r.Rollout; ro == nil || ro.ExternalTrafficPolicy != "Local" {
+		return nil
 	}
-	return ro.Entry.Node
+	var out map[string]*report.Entry
+	for i, name := range pathNames(r) {
+		if e := pathEntry(r, i); e != nil && e.Via == report.ViaNodePort && e.Node != "" {
+			if out == nil {
+				out = map[string]*report.Entry{}
+			}
+			out[name] = e
+		}
+	}
+	return out
 }
 
-// entersLocal: f is the run's own prober's, on the path that enters the
-// Local-policy node (see localEntry).
-func (a attributor) entersLocal(f *report.Failure) bool {
-	return entersLocalNode(a.localEntry, a.localPath, f)
+// pathNames are the run's paths' names in order: "" alone for a run of
+// one path.
+func pathNames(r *report.Report) []string {
+	if len(r.Paths) == 0 {
+		return []string{""}
+	}
+	names := make([]string, 0, len(r.Paths))
+	for _, p := range r.Paths {
+		names = append(names, p.Name)
+	}
+	return names
 }
 
-// entersLocalNode: f is the run's own prober's on path, which enters
-// node, a Local-policy entry ("" for none: then never).
-func entersLocalNode(node, path string, f *report.Failure) bool {
-	return node != "" && f.Path == path && f.Prober == ""
+// localNodes are the distinct entry nodes of entries, sorted.
+func localNodes(entries map[string]*report.Entry) []string {
+	var nodes []string
+	for _, e := range entries {
+		if !slices.Contains(nodes, e.Node) {
+			nodes = append(nodes, e.Node)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
 }
+
+// entryNodeOf is the Local-policy node f entered (see localEntries): its
+// path's, when f is the run's own prober's; "" otherwise. An in-cluster
+// prober in the pod network is short-circuited to the whole Service by
+// kube-proxy.
+func entryNodeOf(entries map[string]*report.Entry, f *report.Failure) string {
+	if e := entries[f.Path]; e != nil && f.Prober == "" {
+		return e.Node
+	}
+	return ""
+}
+
+// entersLocal: f is the run's own prober's, on a path that enters a
+// Local-policy node (see localEntries).
+func (a attributor) entersLocal(f *report.Failure) bool { return a.entryNode(f) != "" }
+
+// entryNode is the Local-policy node f entered, "" for none.
+func (a attributor) entryNode(f *report.Failure) string { return entryNodeOf(a.localEntries, f) }
 
 // reachable keeps the pods f's traffic can have reached: all of them,
 // unless f entered a Local-policy node (localEntry), where only that
@@ -296,12 +337,13 @@ func entersLocalNode(node, path string, f *report.Failure) bool {
 // probers' failures keep them all: a prober in the pod network is
 // short-circuited to the whole Service by kube-proxy.
 func (a attributor) reachable(pods []*Pod, f *report.Failure) []*Pod {
-	if !a.entersLocal(f) {
+	node := a.entryNode(f)
+	if node == "" {
 		return pods
 	}
 	out := pods[:0:0]
 	for _, p := range pods {
-		if p.Node == "" || p.Node == a.localEntry {
+		if p.Node == "" || p.Node == node {
 			out = append(out, p)
 		}
 	}
@@ -345,14 +387,7 @@ func directPaths(r *report.Report) map[string]bool {
 		}
 		return e.RequestsByPath[path] > 0
 	}
-	names := []string{""}
-	if len(r.Paths) > 0 {
-		names = names[:0]
-		for _, p := range r.Paths {
-			names = append(names, p.Name)
-		}
-	}
-	for i, name := range names {
+	for i, name := range pathNames(r) {
 		if pathEntry(r, i) != nil && !proxied[name] && !logged(name) {
 			out[name] = true
 		}
@@ -547,8 +582,8 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 	}
 	if len(cands) == 0 {
 		f.Context = "no pod was terminating or just ready"
-		if a.entersLocal(f) {
-			f.Context = fmt.Sprintf("no pod on %s (the entry: externalTrafficPolicy Local sends what enters it only to its own pods) was terminating or just ready", a.localEntry)
+		if node := a.entryNode(f); node != "" {
+			f.Context = fmt.Sprintf("no pod on %s (the entry: externalTrafficPolicy Local sends what enters it only to its own pods) was terminating or just ready", node)
 		}
 		if len(left) > 0 {
 			which := "no pod its SYN can have reached"

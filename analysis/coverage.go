@@ -58,7 +58,9 @@ type pathCoverage struct {
 // one named it, whether the path met it as it went stays unknown. Argo
 // Rollouts are not judged: their steps move traffic off pods before they
 // go (weights, the active Service's switch) by design. failures are the
-// run's, attributed.
+// run's, attributed. A pod is missed only when no path met it and none
+// left it unknown: the run's traffic as a whole did not reach it; each
+// path that judged it says so.
 func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) []pathCoverage {
 	if r.Rollout != nil && r.Rollout.Kind == "Rollout" {
 		return nil
@@ -90,6 +92,12 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 	byConntrack := conntrackBySecond(r, pods)
 	clock := r.WallClock()
 	var out []pathCoverage
+	// notMissed: pods some path met, or sent requests to in their window
+	// without any response saying which pod answered (unknown there). The
+	// finding is about the run's traffic: a pod one path missed and
+	// another met was exercised (probing every node's NodePort, a path
+	// each, is this finding's own fix under a Local policy).
+	notMissed := map[*Pod]bool{}
 	for _, pa := range paths {
 		c := pathCoverage{path: pa.name, judgedFrom: map[*Pod]time.Time{}}
 		// sent(from, to) is how many requests the path began in the same
@@ -173,7 +181,10 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 				}
 			}
 			if all == 0 {
-				continue // no response named any pod then: unknown
+				// No response named any pod then: unknown, if the path
+				// sent any request then (else it met no pod at all).
+				notMissed[p] = notMissed[p] || sent(from, del) > 0
+				continue
 			}
 			c.deleted++
 			if each[p] == 0 && !hit[pa.name][p] {
@@ -181,11 +192,16 @@ func shutdownCoverage(r *report.Report, failures []report.Failure, pods *Pods) [
 				if widened {
 					c.judgedFrom[p] = from
 				}
+			} else {
+				notMissed[p] = true
 			}
 		}
 		if c.deleted > 0 {
 			out = append(out, c)
 		}
+	}
+	for i := range out {
+		out[i].missed = slices.DeleteFunc(out[i].missed, func(p *Pod) bool { return notMissed[p] })
 	}
 	return out
 }
@@ -248,8 +264,11 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 	covered := shutdownCoverage(r, x.failures, x.pods)
 	var evidence []string
 	var names []string
-	onOtherNodes := false
-	entry := localEntryOf(r)
+	entries := localEntries(r)
+	// offEntry: the Local-policy nodes whose paths missed a pod on
+	// another node, in the order met, each with those paths.
+	var offEntry []string
+	offEntryPaths := map[string][]string{}
 	for _, c := range covered {
 		if len(c.missed) == 0 {
 			continue
@@ -259,7 +278,12 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 			where := ""
 			if p.Node != "" {
 				where = "on " + p.Node + ", "
-				onOtherNodes = onOtherNodes || (entry != "" && p.Node != entry && c.path == entryPath(r))
+				if e := entries[c.path]; e != nil && p.Node != e.Node && !slices.Contains(offEntryPaths[e.Node], c.path) {
+					if offEntryPaths[e.Node] == nil {
+						offEntry = append(offEntry, e.Node)
+					}
+					offEntryPaths[e.Node] = append(offEntryPaths[e.Node], c.path)
+				}
 			}
 			judged := ""
 			if from, ok := c.judgedFrom[p]; ok {
@@ -283,8 +307,17 @@ func renderShutdownNotExercised(_ *group, x facts) (report.Finding, bool) {
 	}
 	evidence = append(evidence, "so the verdict says nothing of how those pods went away: clients that did reach them (from other addresses, through other nodes) may have had requests dropped there")
 	switch {
-	case onOtherNodes:
-		evidence = append(evidence, fmt.Sprintf("the target enters %s at a NodePort under externalTrafficPolicy: Local, which sends what enters a node only to that node's own pods", entry))
+	case len(offEntry) > 0:
+		for _, node := range offEntry {
+			who, enters := "the target", "enters"
+			switch paths := offEntryPaths[node]; {
+			case len(paths) > 1:
+				who, enters = "paths "+strings.Join(paths, ", "), "enter"
+			case paths[0] != "":
+				who = "path " + paths[0]
+			}
+			evidence = append(evidence, fmt.Sprintf("%s %s %s at a NodePort under externalTrafficPolicy: Local, which sends what enters a node only to that node's own pods", who, enters, node))
+		}
 	case namesOnePod(r, x.pods):
 		evidence = append(evidence, "the target is one pod's own DNS name: no other pod is reached through it")
 	default:

@@ -162,6 +162,41 @@ func TestShutdownNotExercisedCauses(t *testing.T) {
 		t.Fatalf("local policy: %+v", f)
 	}
 
+	// One path per node's NodePort (the finding's own fix): each path
+	// misses the other node's pod, but the run's traffic met every pod.
+	perNode := func(p2 []report.SeriesRow) *report.Report {
+		r := coverageRun()
+		r.Rollout = &report.Rollout{TriggerSeenAfterMS: 20, ExternalTrafficPolicy: "Local"}
+		r.Paths = []report.PathReport{
+			{Name: "p1", Entry: &report.Entry{Node: "n1", Via: report.ViaNodePort}, Series: each(map[string]uint64{"a": 50, "c": 50})},
+			{Name: "p2", Entry: &report.Entry{Node: "n2", Via: report.ViaNodePort}, Series: p2}}
+		analyse(r)
+		return r
+	}
+	if r := perNode(each(map[string]uint64{"b": 50})); find(r, ShutdownNotExercised) != nil {
+		t.Fatalf("a path per node, every pod met by one: %+v", find(r, ShutdownNotExercised))
+	}
+	// n2's path sent requests but no response named a pod: whether it met
+	// b is unknown, so the run's traffic is not said to have missed it.
+	var unnamed []report.SeriesRow
+	for s := int64(0); s < 10; s++ {
+		unnamed = append(unnamed, report.SeriesRow{T: s, Sent: 50, OK: 50})
+	}
+	if r := perNode(unnamed); find(r, ShutdownNotExercised) != nil {
+		t.Fatalf("b unknown on p2, yet: %+v", find(r, ShutdownNotExercised))
+	}
+	// n2's path never met b (only c, as n2's pod): b is named, and the
+	// evidence says which path enters which node.
+	r := perNode(each(map[string]uint64{"c": 50}))
+	f = find(r, ShutdownNotExercised)
+	if f == nil || strings.Join(f.Pods, ",") != "b" {
+		t.Fatalf("b met by no path: %+v", f)
+	}
+	if ev := strings.Join(f.Evidence, " | "); !strings.Contains(ev, "path p1 enters n1 at a NodePort") || strings.Contains(ev, "path p2 enters") ||
+		!strings.Contains(ev, "on path p1") || !strings.Contains(ev, "on path p2") {
+		t.Fatalf("b met by no path: %s", ev)
+	}
+
 	// Conntrack's per-second counts, mapped by the pods' addresses.
 	ct := coverageRun()
 	ct.Config.BackendHeader = ""

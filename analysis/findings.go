@@ -295,7 +295,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			p := firstDeleted(pods.Incarnations(s.named))
 			s.namedDeleted = p != nil && a.deletedBy(p, causeBy(f, s.class))
 		}
-		if i := gapOf(gaps, f, entryPath(r)); i >= 0 {
+		if i := gapOf(gaps, f, a.localEntries); i >= 0 {
 			s.gap = &gaps[i]
 			gaps[i].Failed++
 		} else if i := svcGapOf(svcGaps, f); i >= 0 {
@@ -757,8 +757,9 @@ func nodeLagOn(x facts, path string) (nodeLag, bool) {
 
 func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	which := "no pod"
-	if node := localEntryOf(x.r); node != "" && !slices.ContainsFunc(g.fails, func(f report.Failure) bool {
-		return !entersLocalNode(node, entryPath(x.r), &f)
+	entries := localEntries(x.r)
+	if node := entryNodeOf(entries, &g.fails[0]); node != "" && !slices.ContainsFunc(g.fails, func(f report.Failure) bool {
+		return entryNodeOf(entries, &f) != node
 	}) {
 		// Pods on other nodes may have been terminating: out of reach.
 		which = "no pod on " + node + " (the entry: externalTrafficPolicy Local keeps what enters it there)"

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,9 +15,11 @@ import (
 // the EndpointSlice change reaches it (1-3 s typically).
 const gapSlack = 3 * time.Second
 
-// NodeGaps finds the times the entry node had no serving endpoint of the
-// Service, when traffic enters through a node (a NodePort target) and the
-// Service's externalTrafficPolicy is Local: kube-proxy on that node then
+// NodeGaps finds the times an entry node had no serving endpoint of the
+// Service, when traffic enters through a node (a NodePort target: each
+// path's, localEntries) and the Service's externalTrafficPolicy is Local,
+// node by node (sorted), each node's gaps in time order: kube-proxy on
+// that node then
 // uses only the node's own endpoints, ready ones first and, when none is
 // ready, terminating ones that still serve (ProxyTerminatingEndpoints);
 // with no serving endpoint on the node it drops what enters, although
@@ -31,10 +34,15 @@ const gapSlack = 3 * time.Second
 // false, when the report of it came later (unreadyMarks), until the pod is
 // reported Ready again. Failed is left for the analysis to count.
 func NodeGaps(r *report.Report) []report.NodeGap {
-	node := localEntryOf(r)
-	if node == "" {
-		return nil
+	var gaps []report.NodeGap
+	for _, node := range localNodes(localEntries(r)) {
+		gaps = append(gaps, nodeGaps(r, node)...)
 	}
+	return gaps
+}
+
+// nodeGaps are node's gaps (see NodeGaps).
+func nodeGaps(r *report.Report, node string) []report.NodeGap {
 	type endpoint struct {
 		pod, node      string
 		serving, ready bool
@@ -125,14 +133,18 @@ func NodeGaps(r *report.Report) []report.NodeGap {
 	return gaps
 }
 
-// gapOf is the index of the gap f began in (or within gapSlack after), -1
-// if none.
-func gapOf(gaps []report.NodeGap, f *report.Failure, entryPath string) int {
-	if f.Path != entryPath {
-		return -1 // another path enters elsewhere: the entry is the first path's
+// gapOf is the index of the gap of the node f's path entered (entries)
+// that f began in (or within gapSlack after), -1 if none. An in-cluster
+// prober's failure on that path counts too, as it always has: whether
+// kube-proxy short-circuits its traffic to the whole Service (as the
+// attribution assumes) has not been measured for a gap.
+func gapOf(gaps []report.NodeGap, f *report.Failure, entries map[string]*report.Entry) int {
+	e := entries[f.Path]
+	if e == nil {
+		return -1 // its path enters no Local-policy node
 	}
 	for i, g := range gaps {
-		if beganInGap(f, g.Start, g.End) {
+		if g.Node == e.Node && beganInGap(f, g.Start, g.End) {
 			return i
 		}
 	}
@@ -151,9 +163,29 @@ func beganInGap(f *report.Failure, start, end time.Time) bool {
 // the Local policy keeping traffic on a node with nothing to serve it.
 func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 	ro := x.r.Rollout
-	node := ro.Entry.Node
-	ev := []string{fmt.Sprintf("the target is node %s's NodePort %d of service %s (type %s, externalTrafficPolicy: Local): kube-proxy there sends what enters only to endpoints on %s, and drops it when none of them serves",
-		node, ro.Entry.Port, ro.Service, orUnknown(ro.ServiceType), node)}
+	// The entries whose gaps the failures fell in, path by path.
+	failedOn := map[string]bool{}
+	for _, gap := range x.gaps {
+		failedOn[gap.Node] = failedOn[gap.Node] || gap.Failed > 0
+	}
+	entries := localEntries(x.r)
+	var ev, nodes []string
+	for _, name := range pathNames(x.r) {
+		e := entries[name]
+		if e == nil || !failedOn[e.Node] {
+			continue
+		}
+		who := "the target is"
+		if name != "" {
+			who = "path " + name + "'s target is"
+		}
+		ev = append(ev, fmt.Sprintf("%s node %s's NodePort %d of service %s (type %s, externalTrafficPolicy: Local): kube-proxy there sends what enters only to endpoints on %s, and drops it when none of them serves",
+			who, e.Node, e.Port, ro.Service, orUnknown(ro.ServiceType), e.Node))
+		if !slices.Contains(nodes, e.Node) {
+			nodes = append(nodes, e.Node)
+		}
+	}
+	node := strings.Join(nodes, " and ")
 	elsewhere := map[string]bool{}
 	marks := unreadyMarks(x.r)
 	for _, gap := range x.gaps {
@@ -202,8 +234,12 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 		fix += fmt.Sprintf("; or put a load balancer in front that health-checks healthCheckNodePort %d", hc)
 	}
 	fix += "; or, if the app does not need the client's IP, externalTrafficPolicy: Cluster"
+	title := fmt.Sprintf("traffic entered node %s while it had no serving endpoint (externalTrafficPolicy: Local), and was dropped there", node)
+	if len(nodes) > 1 {
+		title = fmt.Sprintf("traffic entered nodes %s while each had no serving endpoint (externalTrafficPolicy: Local), and was dropped there", node)
+	}
 	return report.Finding{
-		Title:    fmt.Sprintf("traffic entered node %s while it had no serving endpoint (externalTrafficPolicy: Local), and was dropped there", node),
+		Title:    title,
 		Evidence: ev, Fix: fix, Pods: g.podList(),
 	}, true
 }

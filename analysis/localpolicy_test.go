@@ -230,3 +230,70 @@ func TestNodeGapByTheKubeletsTime(t *testing.T) {
 		t.Errorf("gaps %+v from the endpoints alone, which served throughout on n1", gaps)
 	}
 }
+
+// Probing every node's NodePort, one path each (what
+// shutdown-not-exercised advises under a Local policy): each path enters
+// its own node. A refusal on n2's path while only n1's pod was going is
+// no pod's (the rollout's entry, the first path's, said nothing of the
+// second path before), each node's gap holds its own path's failures,
+// and the finding names each entry that dropped traffic.
+func TestEachPathEntersItsOwnLocalNode(t *testing.T) {
+	build := func(n2Gap bool) *report.Report {
+		r := localPolicyRun(false)
+		r.Paths = []report.PathReport{
+			{Name: "p1", Entry: &report.Entry{Via: report.ViaNodePort, Node: "n1", Port: 30080}},
+			{Name: "p2", Entry: &report.Entry{Via: report.ViaNodePort, Node: "n2", Port: 30080}}}
+		for i := range r.Failures {
+			r.Failures[i].Path = "p1"
+		}
+		if n2Gap { // b goes at +12s, its replacement d serves at +15s
+			r.Timeline = append(r.Timeline,
+				report.Event{At: at(12000), Kind: report.PodDeletionRequested, Pod: "b", Revision: "old", Node: "n2"},
+				report.Event{At: at(12100), Kind: report.EndpointNotServing, Pod: "b", Node: "n2", Terminating: true},
+				report.Event{At: at(13000), Kind: report.PodCreated, Pod: "d", Revision: "new", Node: "n2"},
+				report.Event{At: at(15000), Kind: report.EndpointServing, Pod: "d", Node: "n2", Ready: true, Serving: true})
+			for ms := 12500; ms <= 14500; ms += 1000 {
+				f := fail(ms, "connect_timeout", true, "")
+				f.Path = "p2"
+				r.Failures = append(r.Failures, f)
+			}
+		} else {
+			f := fail(5200, "refused", true, "")
+			f.Path = "p2"
+			r.Failures = append(r.Failures, f)
+		}
+		return r
+	}
+	r := build(false)
+	x := Explain(r)
+	r.Failures, r.Findings, r.NodeGaps = x.Failures, x.Findings, x.NodeGaps
+	refused := r.Failures[len(r.Failures)-1]
+	if refused.LikelyPod != "" || len(refused.Candidates) != 0 || !strings.Contains(refused.Context, "no pod on n2") {
+		t.Errorf("p2's refusal: pod %q, candidates %v, context %q: only n2's pods can have refused it, and none was going", refused.LikelyPod, refused.Candidates, refused.Context)
+	}
+	if len(x.NodeGaps) != 1 || x.NodeGaps[0].Node != "n1" || x.NodeGaps[0].Failed != len(r.Failures)-1 {
+		t.Fatalf("gaps %+v: want n1's alone, with p1's %d failures", x.NodeGaps, len(r.Failures)-1)
+	}
+	f := find(r, LocalPolicyNoLocalEndpoint)
+	if f == nil || !strings.Contains(f.Evidence[0], "path p1's target is node n1's NodePort 30080") || strings.Contains(strings.Join(f.Evidence, "\n"), "node n2's NodePort") ||
+		!strings.HasPrefix(f.Title, "traffic entered node n1 while it had") {
+		t.Errorf("local-policy finding %+v: want p1's entry alone", f)
+	}
+
+	r = build(true)
+	x = Explain(r)
+	r.Failures, r.Findings = x.Failures, x.Findings
+	if len(x.NodeGaps) != 2 || x.NodeGaps[0].Node != "n1" || x.NodeGaps[1].Node != "n2" || x.NodeGaps[1].Failed != 3 ||
+		x.NodeGaps[0].Failed != len(r.Failures)-3 || x.NodeGaps[1].StoppedServing != "b" || x.NodeGaps[1].ServingAgain != "d" {
+		t.Fatalf("gaps %+v: want n1's with p1's failures, then n2's with p2's 3", x.NodeGaps)
+	}
+	f = find(r, LocalPolicyNoLocalEndpoint)
+	ev := ""
+	if f != nil {
+		ev = strings.Join(f.Evidence, "\n")
+	}
+	if f == nil || !strings.Contains(ev, "path p1's target is node n1's NodePort") || !strings.Contains(ev, "path p2's target is node n2's NodePort") ||
+		!strings.Contains(ev, "n2 had no serving endpoint from +12.10s to +15.00s") || !strings.HasPrefix(f.Title, "traffic entered nodes n1 and n2 while each had") {
+		t.Errorf("local-policy finding %+v: want both entries and gaps", f)
+	}
+}

@@ -63,8 +63,9 @@ type Report struct {
 	// followed, see Attribution.RevisionMarks).
 	ViewStalls []ViewStall `json:"view_stalls,omitempty"`
 	Outages    []Outage    `json:"outages,omitempty"`
-	// NodeGaps: the entry node's gaps without a serving local endpoint
-	// (externalTrafficPolicy: Local, a NodePort target).
+	// NodeGaps: the entry nodes' gaps without a serving local endpoint
+	// (externalTrafficPolicy: Local, a NodePort target: each path's own),
+	// node by node.
 	NodeGaps []NodeGap    `json:"node_gaps,omitempty"`
 	Pods     []PodTraffic `json:"pods,omitempty"`
 	Findings []Finding    `json:"findings,omitempty"`
@@ -351,7 +352,7 @@ const (
 	ViaLoadBalancer = "load_balancer"
 )
 
-// NodeGap is a time the entry node had no serving endpoint of the Service
+// NodeGap is a time an entry node had no serving endpoint of the Service
 // while its externalTrafficPolicy was Local: kube-proxy there had nowhere
 // to send what entered (it does not forward to other nodes under Local).
 type NodeGap struct {
