@@ -324,15 +324,11 @@ func entryNodeOf(entries map[string]*report.Entry, f *report.Failure) string {
 	return ""
 }
 
-// entersLocal: f is the run's own prober's, on a path that enters a
-// Local-policy node (see localEntries).
-func (a attributor) entersLocal(f *report.Failure) bool { return a.entryNode(f) != "" }
-
 // entryNode is the Local-policy node f entered, "" for none.
 func (a attributor) entryNode(f *report.Failure) string { return entryNodeOf(a.localEntries, f) }
 
 // reachable keeps the pods f's traffic can have reached: all of them,
-// unless f entered a Local-policy node (localEntry), where only that
+// unless f entered a Local-policy node (entryNode), where only that
 // node's pods (and pods whose node is not known) can have. In-cluster
 // probers' failures keep them all: a prober in the pod network is
 // short-circuited to the whole Service by kube-proxy.
@@ -410,15 +406,6 @@ func pathEntry(r *report.Report, i int) *report.Entry {
 
 // proxiedOn: f's path met a proxy.
 func (a attributor) proxiedOn(f *report.Failure) bool { return a.proxied[f.Path] }
-
-// entryPath is the path the rollout's entry describes: the first (the
-// report's target), "" for a run of one path.
-func entryPath(r *report.Report) string {
-	if len(r.Paths) == 0 {
-		return ""
-	}
-	return r.Paths[0].Name
-}
 
 // needsAnswer: the class needs something at the pod's IP to answer (see
 // answered), unless a proxy between them (proxied) makes a timeout

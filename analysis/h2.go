@@ -187,13 +187,7 @@ const (
 // node's or a pod's (Failure.ViaEdge). A path whose target is the
 // Service's own address or name (pathEntry) is direct.
 func throughEdge(r *report.Report) (edgeReach, string) {
-	names := []string{""}
-	if len(r.Paths) > 0 {
-		names = names[:0]
-		for _, p := range r.Paths {
-			names = append(names, p.Name)
-		}
-	}
+	names := pathNames(r)
 	logged := func(path string) bool {
 		e := r.EdgeLog
 		if e == nil || e.Error != "" {
