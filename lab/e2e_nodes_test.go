@@ -178,6 +178,96 @@ func testLocalPolicy(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 }
 
+// testLocalPolicyEveryNode probes every node's NodePort of the dropping
+// Local-policy sample, one path each (what shutdown-not-exercised advises
+// under a Local policy). Each path's own responses are the referee of the
+// premise the analysis rests on: their backend header names only pods on
+// the node the path enters. Against it: each path's entry is its node,
+// every failure is put only on pods of its path's node, each node's gap
+// holds failures (both nodes' only pods go), the finding names both
+// entries, and no pod is left unexercised, the run's paths together
+// having met every one.
+func testLocalPolicyEveryNode(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, nodePort = "local-policy", 30080
+	apply(t, sample)
+	waitRollout(t, ctx, c, sample)
+	nodes := netns.Nodes(lab.DefaultNodes)
+	var targets []string
+	for _, n := range nodes {
+		u := fmt.Sprintf("http://%s:%d/", n.IP, nodePort)
+		if err := waitServingFrom(ctx, netns.LabNetNS, u); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, n.Name+"="+u)
+	}
+	args := []string{"--conn", "new", "--settle", "3s"}
+	for _, tg := range targets[1:] {
+		args = append(args, "--target", tg)
+	}
+	r := startRunOn(t, []string{"--client"}, sample, targets[0], args...).wait(t)
+	if r.repErr != nil {
+		t.Fatalf("exit %d: %v\n%s", r.exit, r.repErr, r.out())
+	}
+	rep := r.rep
+	if r.exit != 1 || rep.Totals.Failed == 0 || len(rep.Paths) != len(nodes) {
+		t.Fatalf("exit %d, %d failed, %d paths: want drops on %d paths\n%s", r.exit, rep.Totals.Failed, len(rep.Paths), len(nodes), r.out())
+	}
+	nodeOf := map[string]string{} // pod -> node
+	for _, p := range rep.Pods {
+		nodeOf[p.Pod] = p.Node
+	}
+	pathNode := map[string]string{}
+	for i, p := range rep.Paths {
+		pathNode[p.Name] = nodes[i].Name
+		if e := p.Entry; e == nil || e.Via != report.ViaNodePort || e.Node != nodes[i].Name || int(e.Port) != nodePort {
+			t.Errorf("path %s: entry %+v, want %s's NodePort %d", p.Name, p.Entry, nodes[i].Name, nodePort)
+		}
+		served := 0
+		for _, pt := range p.Pods {
+			if pt.Served == 0 {
+				continue
+			}
+			served++
+			if nodeOf[pt.Pod] != nodes[i].Name {
+				t.Errorf("path %s answered by %s on %q: the Local policy's premise does not hold here", p.Name, pt.Pod, nodeOf[pt.Pod])
+			}
+		}
+		if served == 0 {
+			t.Errorf("path %s: no response named a pod", p.Name)
+		}
+		t.Logf("path %s: %d of %d failed %v", p.Name, p.Totals.Failed, p.Totals.Sent, nonZero(p.Totals.ByClass))
+	}
+	for _, f := range rep.Failures {
+		for _, pod := range append([]string{f.LikelyPod}, f.Candidates...) {
+			if pod != "" && nodeOf[pod] != pathNode[f.Path] {
+				t.Errorf("a failure on path %s (%s at %s) put on %s, on %q: traffic entering %s cannot reach it", f.Path, f.Class,
+					f.Intended.Sub(rep.StartedAt), pod, nodeOf[pod], pathNode[f.Path])
+			}
+		}
+	}
+	failedIn := map[string]int{}
+	for _, g := range rep.NodeGaps {
+		failedIn[g.Node] += g.Failed
+	}
+	for _, n := range nodes {
+		if failedIn[n.Name] == 0 {
+			t.Errorf("no failure in a gap of %s (gaps %+v)", n.Name, rep.NodeGaps)
+		}
+	}
+	local := findingByID(rep, "local-policy-node-without-serving-endpoint")
+	if local == nil {
+		t.Fatalf("no local-policy finding (gaps %+v): %v", rep.NodeGaps, findingIDs(rep))
+	}
+	ev := strings.Join(local.Evidence, "\n")
+	for _, n := range nodes {
+		if want := fmt.Sprintf("path %s's target is node %s's NodePort %d", n.Name, n.Name, nodePort); !strings.Contains(ev, want) {
+			t.Errorf("the finding does not say %q:\n%s", want, ev)
+		}
+	}
+	checkEveryShutdownExercised(t, r)
+	t.Logf("finding: %s | %s", local.Title, strings.Join(local.Evidence, " | "))
+}
+
 // checkOutsideGaps holds the failures of a Local-policy run that fall
 // outside the entry node's gaps to the wire. The sample's drops are the
 // gaps'; but a CI run (706acaf) had one refusal 4.6 s before the gap, 55 ms
