@@ -373,22 +373,28 @@ func proxiedPaths(r *report.Report) map[string]bool {
 func directPaths(r *report.Report) map[string]bool {
 	out := map[string]bool{}
 	proxied := proxiedPaths(r)
-	logged := func(path string) bool {
-		e := r.EdgeLog
-		if e == nil || e.Error != "" {
-			return false
-		}
-		if len(e.RequestsByPath) == 0 {
-			return e.Requests > 0 // one path, or a log not split by path
-		}
-		return e.RequestsByPath[path] > 0
-	}
+	// A log not split by path (an older report of several) may hold any
+	// path's requests: none is direct then.
+	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
 	for i, name := range pathNames(r) {
-		if pathEntry(r, i) != nil && !proxied[name] && !logged(name) {
+		if pathEntry(r, i) != nil && !proxied[name] && !edgeLogHolds(r, name) && !unsplit {
 			out[name] = true
 		}
 	}
 	return out
+}
+
+// edgeLogHolds: the edge's access log, read by the run, holds requests
+// of path (for a run of one path, "", any of its requests).
+func edgeLogHolds(r *report.Report, path string) bool {
+	e := r.EdgeLog
+	if e == nil || e.Error != "" {
+		return false
+	}
+	if path == "" {
+		return e.Requests > 0
+	}
+	return e.RequestsByPath[path] > 0
 }
 
 // pathEntry is how the run's i-th path (0 for a run of one) enters the

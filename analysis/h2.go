@@ -188,16 +188,6 @@ const (
 // Service's own address or name (pathEntry) is direct.
 func throughEdge(r *report.Report) (edgeReach, string) {
 	names := pathNames(r)
-	logged := func(path string) bool {
-		e := r.EdgeLog
-		if e == nil || e.Error != "" {
-			return false
-		}
-		if path == "" {
-			return e.Requests > 0
-		}
-		return e.RequestsByPath[path] > 0
-	}
 	failedAtEdge := map[string]bool{}
 	for i := range r.Failures {
 		if r.Failures[i].ViaEdge {
@@ -208,7 +198,7 @@ func throughEdge(r *report.Report) (edgeReach, string) {
 	var why string
 	for i, name := range names {
 		switch {
-		case logged(name):
+		case edgeLogHolds(r, name):
 			edge++
 			why = "the edge's access log holds the run's requests"
 		case failedAtEdge[name]:

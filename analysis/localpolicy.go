@@ -19,9 +19,9 @@ const gapSlack = 3 * time.Second
 // Service, when traffic enters through a node (a NodePort target: each
 // path's, localEntries) and the Service's externalTrafficPolicy is Local,
 // node by node (sorted), each node's gaps in time order: kube-proxy on
-// that node then
-// uses only the node's own endpoints, ready ones first and, when none is
-// ready, terminating ones that still serve (ProxyTerminatingEndpoints);
+// that node then uses only the node's own endpoints, ready ones first
+// and, when none is ready, terminating ones that still serve
+// (ProxyTerminatingEndpoints);
 // with no serving endpoint on the node it drops what enters, although
 // other nodes may have ready pods. nil when the run is not of that kind.
 //
