@@ -50,8 +50,8 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, " (%s)", ro.Message)
 		}
 		b.WriteString("\n")
-		if e := ro.Entry; e != nil && e.Via == report.ViaNodePort {
-			fmt.Fprintf(&b, "  entry     node %s's NodePort %d (service type %s, externalTrafficPolicy %s)\n", orDash(e.Node), e.Port, orDash(ro.ServiceType), orDash(ro.ExternalTrafficPolicy))
+		if entries := nodePortEntries(r); entries != "" {
+			fmt.Fprintf(&b, "  entry     %s (service type %s, externalTrafficPolicy %s)\n", entries, orDash(ro.ServiceType), orDash(ro.ExternalTrafficPolicy))
 		}
 		for i, line := range StepLines(ro) {
 			label := "          "
@@ -414,6 +414,27 @@ func writePaths(b *strings.Builder, r *report.Report) {
 		}
 		fmt.Fprintf(b, "  p99 %s  %s\n", Millis(p.LatencyMS.P99), pathVerdict(p.Verdict))
 	}
+}
+
+// nodePortEntries names the node ports the run's traffic entered the
+// Service by: each path's own when there are several (probing a Local
+// policy at every node is a path per node), else the run's; "" when none
+// entered by a node port.
+func nodePortEntries(r *report.Report) string {
+	say := func(e *report.Entry) string { return fmt.Sprintf("node %s's NodePort %d", orDash(e.Node), e.Port) }
+	if len(r.Paths) < 2 {
+		if r.Rollout != nil && r.Rollout.Entry != nil && r.Rollout.Entry.Via == report.ViaNodePort {
+			return say(r.Rollout.Entry)
+		}
+		return ""
+	}
+	var parts []string
+	for _, p := range r.Paths {
+		if e := p.Entry; e != nil && e.Via == report.ViaNodePort {
+			parts = append(parts, say(e)+" (path "+p.Name+")")
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // pathVerdict is a path's verdict in a word and its exit code.

@@ -82,3 +82,39 @@ func TestAbortedPodsGoneIsSaid(t *testing.T) {
 		t.Errorf("Markdown's rollout line %q", first)
 	}
 }
+
+// The entry line names each path's node port when the paths entered by
+// different nodes (a Local policy probed at every node), and the run's
+// one when there is one path; none when no path entered by a node port.
+func TestEntryLineNamesEveryPathsNodePort(t *testing.T) {
+	line := func(r *report.Report) string {
+		var b bytes.Buffer
+		if err := Text(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "  entry ") {
+				return l
+			}
+		}
+		return ""
+	}
+	r := fixture.NaiveRun()
+	r.Rollout.ServiceType, r.Rollout.ExternalTrafficPolicy = "NodePort", "Local"
+	r.Rollout.Entry = &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30080}
+	if got, want := line(r), "  entry     node node-1's NodePort 30080 (service type NodePort, externalTrafficPolicy Local)"; got != want {
+		t.Errorf("one path: %q, want %q", got, want)
+	}
+	r.Paths = []report.PathReport{
+		{Name: "n1", Entry: &report.Entry{Via: report.ViaNodePort, Node: "node-1", Port: 30080}},
+		{Name: "svc", Entry: &report.Entry{Via: report.ViaClusterIP}},
+		{Name: "n2", Entry: &report.Entry{Via: report.ViaNodePort, Node: "node-2", Port: 30080}},
+	}
+	if got, want := line(r), "  entry     node node-1's NodePort 30080 (path n1), node node-2's NodePort 30080 (path n2) (service type NodePort, externalTrafficPolicy Local)"; got != want {
+		t.Errorf("three paths: %q, want %q", got, want)
+	}
+	r.Rollout.Entry, r.Paths[0].Entry, r.Paths[2].Entry = nil, nil, &report.Entry{Via: report.ViaLoadBalancer}
+	if got := line(r); got != "" {
+		t.Errorf("no path by a node port: %q", got)
+	}
+}
