@@ -842,6 +842,8 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 			want: []string{"TraefikService main sends to service web, mirroring to service web-shadow, traefikservice other-shadow", "deployment web runs 1 replica"}},
 		{name: "highest random weight", replicas: &one, routes: []WeightedRoute{{Name: "pick", Kind: TraefikHRW, Weight: ptr.To[int64](2), Others: []string{"service web-b"}}},
 			want: []string{"TraefikService pick chooses by highest random weight (by client address) service web at weight 2 beside service web-b", "deployment web runs 1 replica"}},
+		{name: "another namespace's", replicas: &one, routes: []WeightedRoute{{Name: "edge/split", Weight: ptr.To[int64](4), Others: []string{"service edge/web-e"}, CrossNamespace: true}},
+			want: []string{"TraefikService edge/split weighs service web at weight 4 beside service edge/web-e (it names another namespace's: Traefik builds it only with its CRD provider's allowCrossNamespace)", "deployment web runs 1 replica"}},
 		{name: "three replicas", replicas: &three, routes: route},
 		{name: "no route", replicas: &one},
 	} {
@@ -916,6 +918,10 @@ func TestGatherWeightedRoutes(t *testing.T) {
 			"spec":     map[string]any{"weighted": map[string]any{"services": services}},
 		}}
 	}
+	inNS := func(ns string, u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetNamespace(ns)
+		return u
+	}
 	objs := []runtime.Object{
 		ts("split", map[string]any{"name": "web", "port": int64(80), "weight": int64(3)}, map[string]any{"name": "web-b", "port": int64(80), "weight": int64(1)}),
 		ts("alone", map[string]any{"name": "web", "port": int64(80)}),
@@ -943,6 +949,13 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		spec("main-alone", map[string]any{"mirroring": map[string]any{"name": "web"}}),
 		ts("over-shadow", map[string]any{"name": "shadow", "kind": "TraefikService"}, map[string]any{"name": "web-z"}),
 		spec("pick", map[string]any{"highestRandomWeight": map[string]any{"services": []any{map[string]any{"name": "web", "weight": int64(2)}, map[string]any{"name": "web-h"}}}}),
+		// Across namespaces: edge's split weighs prod's web beside its own
+		// web-e; edge's own web is not prod's; prod's via-edge weighs
+		// edge's inner (prod's web alone) beside web-k.
+		inNS("edge", ts("edge-split", map[string]any{"name": "web", "namespace": "prod", "weight": int64(4)}, map[string]any{"name": "web-e"})),
+		inNS("edge", ts("edge-other", map[string]any{"name": "web"}, map[string]any{"name": "web-b"})),
+		inNS("edge", ts("edge-inner", map[string]any{"name": "web", "namespace": "prod"})),
+		ts("via-edge", map[string]any{"name": "edge-inner", "namespace": "edge", "kind": "TraefikService"}, map[string]any{"name": "web-k"}),
 	}
 	clients := func(served bool, objs ...runtime.Object) rollout.DynamicClients {
 		kube := fake.NewClientset(d, svc, &pdbs[0])
@@ -964,18 +977,20 @@ func TestGatherWeightedRoutes(t *testing.T) {
 	var routes []WeightedRoute
 	for _, r := range in.WeightedRoutes {
 		switch r.Name {
-		case "shadow", "main", "shadow-nested", "main-alone", "over-shadow", "pick":
+		case "shadow", "main", "shadow-nested", "main-alone", "over-shadow", "pick", "edge/edge-split", "edge/edge-other", "edge/edge-inner", "via-edge":
 			byName[r.Name] = r
 		default:
 			routes = append(routes, r)
 		}
 	}
 	for name, want := range map[string]string{
-		"shadow":        "mirroring mirror 50 [] [service web-m]",
-		"main":          "mirroring main <nil> [] [service web-x]",
-		"shadow-nested": "mirroring mirror <nil> [traefikservice inner] [service web-y]",
-		"over-shadow":   "weighted main <nil> [traefikservice shadow] [service web-z]",
-		"pick":          "highestRandomWeight main <nil> [] [service web-h] weight 2",
+		"shadow":          "mirroring mirror 50 [] [service web-m]",
+		"main":            "mirroring main <nil> [] [service web-x]",
+		"shadow-nested":   "mirroring mirror <nil> [traefikservice inner] [service web-y]",
+		"over-shadow":     "weighted main <nil> [traefikservice shadow] [service web-z]",
+		"pick":            "highestRandomWeight main <nil> [] [service web-h] weight 2",
+		"edge/edge-split": "weighted main <nil> [] [service edge/web-e] weight 4 cross",
+		"via-edge":        "weighted main <nil> [traefikservice edge/edge-inner] [service web-k] cross",
 	} {
 		r, ok := byName[name]
 		role, percent, weight := "main", "<nil>", ""
@@ -988,12 +1003,17 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		if r.Weight != nil {
 			weight = fmt.Sprintf(" weight %d", *r.Weight)
 		}
+		if r.CrossNamespace {
+			weight += " cross"
+		}
 		if got := fmt.Sprintf("%s %s %s %v %v%s", r.Kind, role, percent, r.Through, r.Others, weight); !ok || got != want {
 			t.Errorf("route %s: %q (found %v), want %q", name, got, ok, want)
 		}
 	}
-	if _, ok := byName["main-alone"]; ok {
-		t.Errorf("main-alone, web mirrored to nothing, listed: nothing beside it")
+	for _, name := range []string{"main-alone", "edge/edge-other", "edge/edge-inner"} {
+		if _, ok := byName[name]; ok {
+			t.Errorf("%s listed: it holds no prod/web beside another child", name)
+		}
 	}
 	if in.WeightedRoutesUnread != "" || len(routes) != 4 || routes[0].Name != "outer" || routes[1].Name != "split" || routes[2].Name != "top" || routes[3].Name != "twice" ||
 		routes[0].Weight == nil || *routes[0].Weight != 2 || strings.Join(routes[0].Others, ",") != "service web-d" || strings.Join(routes[0].Through, ",") != "traefikservice inner" ||
@@ -1017,5 +1037,24 @@ func TestGatherWeightedRoutes(t *testing.T) {
 	in, err = Gather(context.Background(), c, target)
 	if err != nil || in.WeightedRoutes != nil || !strings.Contains(in.WeightedRoutesUnread, "forbidden") || len(in.PDBs) != 1 {
 		t.Errorf("forbidden: %+v %q %v; want the reason and the rest gathered", in.WeightedRoutes, in.WeightedRoutesUnread, err)
+	}
+
+	// Forbidden cluster-wide only (deploy/rbac.yaml's Role): the
+	// namespace's own, none of edge's, nothing said.
+	c = clients(true, objs...)
+	c.Dynamic().(*dynamicfake.FakeDynamicClient).PrependReactor("list", "traefikservices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "" {
+			return true, nil, apierrors.NewForbidden(TraefikServicesGVR.GroupResource(), "", errors.New("no rule"))
+		}
+		return false, nil, nil
+	})
+	in, err = Gather(context.Background(), c, target)
+	var names []string
+	for _, r := range in.WeightedRoutes {
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	if err != nil || in.WeightedRoutesUnread != "" || strings.Join(names, ",") != "main,outer,over-shadow,pick,shadow,shadow-nested,split,top,twice" {
+		t.Errorf("the namespace's alone: %v %q %v; want prod's routes, via-edge not among them (edge's inner unread)", names, in.WeightedRoutesUnread, err)
 	}
 }

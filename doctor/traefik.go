@@ -37,6 +37,8 @@ const (
 // Service going empty drops it whole, even as a mirror, whose answers
 // Traefik throws away.
 type WeightedRoute struct {
+	// Name is its name, NAMESPACE/NAME when it is of another namespace
+	// than the Service (as are the names in Through and Others).
 	Name string
 	// Kind is how it holds the Service: TraefikWeighted,
 	// TraefikMirroring or TraefikHRW.
@@ -58,14 +60,21 @@ type WeightedRoute struct {
 	// "traefikservice NAME" (with the namespace when another); for a
 	// mirroring one, its main Service first.
 	Others []string
+	// CrossNamespace: one of its own children is of another namespace
+	// than it. Traefik builds it only with its CRD provider's
+	// allowCrossNamespace (false by default).
+	CrossNamespace bool
 }
 
-// weightedRoutes lists the TraefikServices of namespace ns that hold
-// service, itself or through TraefikServices of ns that hold it, beside
-// another child. unread says why they could not be read
-// ("" when read, or when Traefik's CRDs are not served: no TraefikService
-// can exist then); a client without a dynamic side (a test's fake) reads
-// none and says nothing.
+// weightedRoutes lists the TraefikServices that hold service of namespace
+// ns, itself or through TraefikServices that hold it, beside another
+// child. It reads every namespace's where the identity may list them
+// cluster-wide (a TraefikService of another namespace can name the
+// Service, when Traefik's CRD provider allows cross-namespace
+// references), else ns's alone: deploy/rbac.yaml's Role grants only that.
+// unread says why none could be read ("" when read, or when Traefik's CRDs
+// are not served: no TraefikService can exist then); a client without a
+// dynamic side (a test's fake) reads none and says nothing.
 func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service string) (routes []WeightedRoute, unread string) {
 	d, ok := kube.(rollout.DynamicClients)
 	if !ok || !rollout.Served(kube, TraefikServicesGVR) {
@@ -73,59 +82,72 @@ func weightedRoutes(ctx context.Context, kube kubernetes.Interface, ns, service 
 	}
 	call, cancel := rollout.Bound(ctx)
 	defer cancel()
-	list, err := d.Dynamic().Resource(TraefikServicesGVR).Namespace(ns).List(call, metav1.ListOptions{})
+	list, err := d.Dynamic().Resource(TraefikServicesGVR).List(call, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		list, err = d.Dynamic().Resource(TraefikServicesGVR).Namespace(ns).List(call, metav1.ListOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, ""
 	case err != nil:
 		return nil, fmt.Sprintf("list %s.%s: %v", TraefikServicesGVR.Resource, TraefikServicesGVR.Group, rollout.CallError(call, err))
 	}
-	all := map[string]*traefikService{}
-	var names []string
+	all := map[traefikRef]*traefikService{}
+	var refs []traefikRef
 	for i := range list.Items {
 		var ts traefikService
 		if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &ts) == nil && ts.kind() != "" {
-			all[list.Items[i].GetName()] = &ts
-			names = append(names, list.Items[i].GetName())
+			ref := traefikRef{list.Items[i].GetNamespace(), list.Items[i].GetName()}
+			all[ref] = &ts
+			refs = append(refs, ref)
 		}
 	}
-	holds := holdsService(all, ns, service)
-	for _, name := range names {
-		if r, ok := weighing(name, all[name], ns, service, holds); ok {
+	target := traefikRef{ns, service}
+	holds := holdsService(all, target)
+	for _, ref := range refs {
+		if r, ok := weighing(ref, all[ref], target, holds); ok {
 			routes = append(routes, r)
 		}
 	}
 	return routes, ""
 }
 
-// holdsService returns whether the TraefikService of ns named (one of all)
-// has service among its children, itself or through TraefikServices of ns
-// at any depth (a cycle holds nothing more). No memo: a namespace holds a
-// handful, and a name's answer found inside a cycle depends on where the
-// walk began.
-func holdsService(all map[string]*traefikService, ns, service string) func(name string) bool {
-	var holds func(name string, seen map[string]bool) bool
-	holds = func(name string, seen map[string]bool) bool {
-		ts := all[name]
-		if ts == nil || seen[name] {
+// traefikRef names a Service or a TraefikService: its namespace and name.
+type traefikRef struct{ Namespace, Name string }
+
+// ref is what c names, read from a TraefikService of namespace ns: a
+// child without a namespace is in its parent's, as Traefik reads it.
+func (c traefikChild) ref(ns string) traefikRef {
+	if c.Namespace != "" {
+		ns = c.Namespace
+	}
+	return traefikRef{ns, c.Name}
+}
+
+// holdsService returns whether the TraefikService named (one of all) has
+// service among its children, itself or through TraefikServices at any
+// depth (a cycle holds nothing more). No memo: there are a handful, and a
+// name's answer found inside a cycle depends on where the walk began.
+func holdsService(all map[traefikRef]*traefikService, service traefikRef) func(traefikRef) bool {
+	var holds func(ref traefikRef, seen map[traefikRef]bool) bool
+	holds = func(ref traefikRef, seen map[traefikRef]bool) bool {
+		ts := all[ref]
+		if ts == nil || seen[ref] {
 			return false
 		}
-		seen[name] = true
+		seen[ref] = true
 		found := false
 		for _, c := range ts.children() {
-			if c.Namespace != "" && c.Namespace != ns {
-				continue
-			}
 			switch childKind(c.Kind) {
 			case "service":
-				found = found || c.Name == service
+				found = found || c.ref(ref.Namespace) == service
 			case "traefikservice":
-				found = found || holds(c.Name, seen)
+				found = found || holds(c.ref(ref.Namespace), seen)
 			}
 		}
 		return found
 	}
-	return func(name string) bool { return holds(name, map[string]bool{}) }
+	return func(ref traefikRef) bool { return holds(ref, map[traefikRef]bool{}) }
 }
 
 // childKind is a child's kind, lower case: Service when unset.
@@ -207,20 +229,27 @@ func (ts *traefikService) children() []heldChild {
 	return cs
 }
 
-// weighing: ts, the TraefikService name of namespace ns, holds service (a
-// child of kind Service, Traefik's default, in ns, or a TraefikService of
-// ns that holds it) beside at least one other child.
-func weighing(name string, ts *traefikService, ns, service string, holds func(string) bool) (WeightedRoute, bool) {
-	r := WeightedRoute{Name: name, Kind: ts.kind()}
+// weighing: ts, the TraefikService at ref, holds service (a child of kind
+// Service, Traefik's default, or a TraefikService that holds it) beside at
+// least one other child. Names are as seen from service's namespace: one
+// of another namespace is written NAMESPACE/NAME.
+func weighing(ref traefikRef, ts *traefikService, service traefikRef, holds func(traefikRef) bool) (WeightedRoute, bool) {
+	seen := func(r traefikRef) string {
+		if r.Namespace != service.Namespace {
+			return r.Namespace + "/" + r.Name
+		}
+		return r.Name
+	}
+	r := WeightedRoute{Name: seen(ref), Kind: ts.kind()}
 	found := false
 	for _, c := range ts.children() {
-		kind := childKind(c.Kind)
-		local := c.Namespace == "" || c.Namespace == ns
-		direct := kind == "service" && c.Name == service && local
-		nested := kind == "traefikservice" && local && holds(c.Name)
+		kind, child := childKind(c.Kind), c.ref(ref.Namespace)
+		direct := kind == "service" && child == service
+		nested := kind == "traefikservice" && holds(child)
+		r.CrossNamespace = r.CrossNamespace || child.Namespace != ref.Namespace
 		if direct || nested {
 			if nested {
-				r.Through = append(r.Through, "traefikservice "+c.Name)
+				r.Through = append(r.Through, "traefikservice "+seen(child))
 			}
 			switch {
 			case !found:
@@ -233,11 +262,7 @@ func weighing(name string, ts *traefikService, ns, service string, holds func(st
 			}
 			continue
 		}
-		name := c.Name
-		if c.Namespace != "" && c.Namespace != ns {
-			name = c.Namespace + "/" + name
-		}
-		r.Others = append(r.Others, kind+" "+name)
+		r.Others = append(r.Others, kind+" "+seen(child))
 	}
 	return r, found && len(r.Others) > 0
 }
@@ -262,6 +287,14 @@ func (r WeightedRoute) holding(svc string) string {
 		weight = fmt.Sprintf("at weight %d", *r.Weight)
 	}
 	others := strings.Join(r.Others, ", ")
+	if r.CrossNamespace {
+		return r.says(svc, through, weight, others) + " (it names another namespace's: Traefik builds it only with its CRD provider's allowCrossNamespace)"
+	}
+	return r.says(svc, through, weight, others)
+}
+
+// says is holding's sentence.
+func (r WeightedRoute) says(svc, through, weight, others string) string {
 	switch {
 	case r.Kind == TraefikMirroring && r.Mirror:
 		copies := "no percent set: a copy of none"
