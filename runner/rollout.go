@@ -202,6 +202,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 			sending: func() error { return loadSending(bounded, p, proberEnded) }}
 		if fl != nil {
 			f.baselineCheck = func() error { return fleetBaselineHealthy(fl, probeCfg) }
+			f.baselineSettle = fleetBaselineSettle(fl, probeCfg)
 		}
 		out := f.follow(ctx, bounded)
 		stopClock()
@@ -443,8 +444,10 @@ type follower struct {
 	tl       *rollout.Timeline
 	setPhase func(Phase)
 	// baselineCheck, when set, must pass after the baseline for the
-	// trigger to fire.
-	baselineCheck func() error
+	// trigger to fire; it is made until baselineSettle after the
+	// baseline (awaitBaseline).
+	baselineCheck  func() error
+	baselineSettle time.Duration
 	// sending must return nil, the load sending, for the trigger to fire.
 	sending func() error
 	// fault is a panic recovered while following (follow then returns the
@@ -475,7 +478,11 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		return f.ended(ctx, bounded, out, "")
 	}
 	if f.baselineCheck != nil {
-		if err := f.baselineCheck(); err != nil {
+		ended, err := f.awaitBaseline(bounded)
+		if ended {
+			return f.ended(ctx, bounded, out, "")
+		}
+		if err != nil {
 			out.baselineErr = err
 			cfg.logf("%v: nothing triggered", err)
 			return out
@@ -827,9 +834,48 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// baselinePoll is how often awaitBaseline asks while it waits.
+const baselinePoll = 250 * time.Millisecond
+
+// awaitBaseline judges the probers' baseline once its requests have their
+// outcomes. A request sent near the baseline's end can take its whole
+// timeout to fail (a connect timeout against a node that drops its SYN),
+// and until that outcome is merged the baseline looks healthy: a run in
+// the lab passed the check while half of one prober's connections timed
+// out from the first second, then put them on the rollout. It checks
+// every baselinePoll and returns the first failure at once, else the
+// verdict after baselineSettle; ended when bounded ended first.
+func (f *follower) awaitBaseline(bounded context.Context) (ended bool, err error) {
+	if f.baselineSettle > 0 {
+		f.cfg.logf("baseline: judged once its requests have their outcomes (up to %s)", f.baselineSettle)
+	}
+	deadline := time.Now().Add(f.baselineSettle)
+	for {
+		left := time.Until(deadline)
+		if err := f.baselineCheck(); err != nil || left <= 0 {
+			return false, err
+		}
+		if !sleep(bounded, min(baselinePoll, left)) {
+			return true, nil
+		}
+	}
+}
+
+// fleetBaselineSettle is how long after the baseline its last requests
+// can still be without a merged outcome: the longest request timeout of
+// the probers' paths, and a second for a prober's export (every 250 ms)
+// to reach this process.
+func fleetBaselineSettle(fl *fleet.Fleet, c prober.Config) time.Duration {
+	longest := c.Timeout
+	for _, p := range fl.Paths() {
+		longest = max(longest, p.Config.Timeout)
+	}
+	return longest + time.Second
+}
+
 // baselineHealthy says whether the baseline the probers measured holds
 // only successes (the check checkBaseline makes when probing from here).
-func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
+func baselineHealthy(rec *prober.Recorder, c prober.Config, members []fleet.Member) error {
 	tot := rec.Totals()
 	sent, ok := tot.Sent(), tot.Classes[prober.OK]
 	if sent > 0 && ok == sent {
@@ -841,6 +887,9 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
 		if fails[0].Err != nil {
 			detail += " " + fails[0].Err.Error()
 		}
+		if i := int(fails[0].Source) - 1; i >= 0 && i < len(members) {
+			detail += fmt.Sprintf(" (prober %s on node %s)", members[i].Pod, members[i].Node)
+		}
 	}
 	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests from the probers succeeded%s",
 		c.RedactedTarget(), ok, sent, detail)
@@ -850,11 +899,12 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config) error {
 // path's, when they probe several.
 func fleetBaselineHealthy(fl *fleet.Fleet, c prober.Config) error {
 	paths := fl.Paths()
+	members := fl.Members()
 	if len(paths) < 2 {
-		return baselineHealthy(fl.Recorder(), c)
+		return baselineHealthy(fl.Recorder(), c, members)
 	}
 	for i, rec := range fl.PathRecorders() {
-		if err := baselineHealthy(rec, paths[i].Config); err != nil {
+		if err := baselineHealthy(rec, paths[i].Config, members); err != nil {
 			return fmt.Errorf("path %s: %w", paths[i].Name, err)
 		}
 	}
