@@ -499,6 +499,12 @@ func TestNodeRoutesLate(t *testing.T) {
 			checkNodeFinding(t, r, tc.want)
 		})
 	}
+	// Probed at node a's NodePort, node a routes every prober's traffic:
+	// the probers' nodes say nothing of their kube-proxies.
+	r := &report.Report{StartedAt: t0, Failures: []report.Failure{nodeFail(3000, "a"), nodeFail(4000, "a"), nodeFail(3000, "b"), nodeFail(6500, "b")},
+		Probers: []report.ProberInfo{{Pod: "p1", Node: "a"}, {Pod: "p2", Node: "b"}},
+		Rollout: &report.Rollout{Entry: &report.Entry{Via: report.ViaNodePort, Node: "a", Port: 30080}}}
+	checkNodeFinding(t, r, "")
 }
 
 // checkNodeFinding analyses r and checks its node finding's title (want

@@ -652,10 +652,20 @@ const nodeLagAtLeast = time.Second
 // connect_timeout): they are what stale routing makes. When the run
 // probed several paths, nodes are compared within each path (each has its
 // own probers: a node whose prober probed another path says nothing of
-// this one's routing), and the path with the longest lag is named.
+// this one's routing), and the path with the longest lag is named. A path
+// that enters at a node port is left out: the node that owns the port
+// routes it, not the probers' (the lab's Local-policy sample probed at one
+// node's NodePort from both nodes: every failure was that node's gap, and
+// the prober on the other node was named as lagging).
 func renderNodeRoutesLate(_ *group, x facts) (report.Finding, bool) {
+	names := pathNames(x.r)
 	var paths []string
 	for _, p := range x.r.Probers {
+		if i := slices.Index(names, p.Path); i >= 0 {
+			if e := pathEntry(x.r, i); e != nil && e.Via == report.ViaNodePort {
+				continue
+			}
+		}
 		if !slices.Contains(paths, p.Path) {
 			paths = append(paths, p.Path)
 		}

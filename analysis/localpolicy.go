@@ -135,13 +135,16 @@ func nodeGaps(r *report.Report, node string) []report.NodeGap {
 
 // gapOf is the index of the gap of the node f's path entered (entries)
 // that f began in (or within gapSlack after), -1 if none. An in-cluster
-// prober's failure on that path counts too, as it always has: whether
-// kube-proxy short-circuits its traffic to the whole Service (as the
-// attribution assumes) has not been measured for a gap.
+// prober's failure counts when the prober ran on another node: its SYN
+// came to the entry node from outside, and the Local policy held it there
+// (the lab: a prober on the other node's network had 266 of 266 failures
+// in the entry node's gap). One on the entry node itself does not:
+// kube-proxy sends what a node or its pods send to their own node port to
+// the whole Service (the lab: 0 failures from it in the same gaps).
 func gapOf(gaps []report.NodeGap, f *report.Failure, entries map[string]*report.Entry) int {
 	e := entries[f.Path]
-	if e == nil {
-		return -1 // its path enters no Local-policy node
+	if e == nil || (f.Prober != "" && f.Node == e.Node) {
+		return -1 // its path enters no Local-policy node, or it did not come in from outside
 	}
 	for i, g := range gaps {
 		if g.Node == e.Node && beganInGap(f, g.Start, g.End) {

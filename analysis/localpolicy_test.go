@@ -297,3 +297,36 @@ func TestEachPathEntersItsOwnLocalNode(t *testing.T) {
 		t.Errorf("local-policy finding %+v: want both entries and gaps", f)
 	}
 }
+
+// An in-cluster prober's failures count in the entry node's gap when the
+// prober ran on another node (its traffic came to the node port from
+// outside, as the lab measured), and not when it ran on the entry node
+// itself: kube-proxy sends what a node and its pods send to their own
+// node port to the whole Service.
+func TestNodeGapsCountProbersOnOtherNodes(t *testing.T) {
+	for _, tc := range []struct {
+		node   string
+		inGaps bool
+	}{
+		{"n2", true},
+		{"n1", false},
+	} {
+		r := localPolicyRun(false)
+		r.Probers = []report.ProberInfo{{Pod: "p-" + tc.node, Node: tc.node}}
+		for i := range r.Failures {
+			r.Failures[i].Prober, r.Failures[i].Node = "p-"+tc.node, tc.node
+		}
+		x := Explain(r)
+		want := 0
+		if tc.inGaps {
+			want = len(r.Failures)
+		}
+		if len(x.NodeGaps) != 1 || x.NodeGaps[0].Failed != want {
+			t.Errorf("prober on %s: gaps %+v, want n1's holding %d failures", tc.node, x.NodeGaps, want)
+		}
+		r.Failures, r.Findings = x.Failures, x.Findings
+		if got := find(r, LocalPolicyNoLocalEndpoint) != nil; got != tc.inGaps {
+			t.Errorf("prober on %s: local-policy finding %v, want %v (%v)", tc.node, got, tc.inGaps, r.Findings)
+		}
+	}
+}
