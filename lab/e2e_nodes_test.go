@@ -374,3 +374,85 @@ func pollStatus(t *testing.T, ctx context.Context, url string) func() []int {
 	t.Cleanup(func() { stop() })
 	return stop
 }
+
+// testLocalPolicyFromProbers probes the dropping Local-policy sample at
+// the first node's NodePort from in-cluster probers, one per node.
+//
+// On the nodes' network (--probers-conntrack) the prober on the other node
+// comes to the node port from outside and meets the Local policy: its
+// failures are the node's gap, every one; the prober on the entry node is
+// sent to the whole Service by kube-proxy (what a node sends to its own
+// node port) and fails none. No node's kube-proxy is named as lagging: the
+// entry node routed all of it (before, the other node's prober was).
+//
+// In the pod network the prober on the other node keeps its pod address
+// to the entry node, whose kube-proxy sends pod traffic to the whole
+// Service: to the other node's pod too, whose answer goes straight back to
+// the prober, unrewritten, and is dropped (about half its connections
+// time out, before any change). The baseline must refuse that, naming the
+// prober; it passed before, its timeouts merged only after the baseline's
+// end, and the run put them on the rollout.
+func testLocalPolicyFromProbers(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, nodePort = "local-policy", 30080
+	node := firstNode()
+	apply(t, sample)
+	waitRollout(t, ctx, c, sample)
+	target := fmt.Sprintf("http://%s:%d/", node.IP, nodePort)
+	if err := waitServingFrom(ctx, netns.LabNetNS, target); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("pod network: refused at the baseline", func(t *testing.T) {
+		before, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{}, proberArgs...), "--conn", "new")
+		r := startRunOn(t, []string{"--client"}, sample, target, args...).wait(t)
+		other := netns.Nodes(lab.DefaultNodes)[1].Name
+		if out := r.out(); r.exit != 2 || !strings.Contains(out, "is not healthy before the rollout") || !strings.Contains(out, "connect_timeout") ||
+			!strings.Contains(out, "on node "+other+")") || !strings.Contains(out, "nothing triggered") {
+			t.Errorf("exit %d: want 2, the baseline refused for the connect timeouts of the prober on %s\n%s", r.exit, other, out)
+		}
+		for _, line := range strings.Split(r.out(), "\n") {
+			if strings.Contains(line, "not healthy") {
+				t.Log(line)
+			}
+		}
+		if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{}); err != nil || d.Generation != before.Generation {
+			t.Errorf("the Deployment after the refused run: %v, generation %d, was %d", err, d.Generation, before.Generation)
+		}
+	})
+	t.Run("nodes' network: the other node's prober meets the gap", func(t *testing.T) {
+		args := append(append([]string{}, proberArgs...), "--probers-conntrack", "--conn", "new", "--settle", "3s")
+		r := startRunOn(t, []string{"--client"}, sample, target, args...).wait(t)
+		if r.repErr != nil {
+			t.Fatalf("exit %d: %v\n%s", r.exit, r.repErr, r.out())
+		}
+		rep := r.rep
+		if r.exit != 1 || rep.Totals.Failed == 0 {
+			t.Fatalf("exit %d, %d failed: want the gap's drops\n%s", r.exit, rep.Totals.Failed, r.out())
+		}
+		for _, p := range rep.Probers {
+			t.Logf("prober %s on %s: sent %d, failed %d %v", p.Pod, p.Node, p.Sent, p.Failed, p.ByClass)
+			if p.Node == node.Name && p.Failed != 0 {
+				t.Errorf("the prober on the entry node %s failed %d: kube-proxy should send a node's own traffic to its node port to the whole Service", node.Name, p.Failed)
+			}
+		}
+		inGaps := 0
+		for _, g := range rep.NodeGaps {
+			inGaps += g.Failed
+		}
+		if inGaps != len(rep.Failures) {
+			for _, f := range rep.Failures {
+				t.Logf("%s from %s on %s: %s started %s, pod %s (%s)", f.RequestID, f.Prober, f.Node, f.Class, f.Start.Sub(rep.StartedAt), f.LikelyPod, f.PodAddr)
+			}
+			t.Errorf("%d of %d failures in the gaps %+v: every one should be", inGaps, len(rep.Failures), rep.NodeGaps)
+		}
+		if local := findingByID(rep, "local-policy-node-without-serving-endpoint"); local == nil {
+			t.Errorf("no local-policy finding: %v", findingIDs(rep))
+		}
+		if late := findingByID(rep, "node-routes-to-terminating-pods-longer"); late != nil {
+			t.Errorf("a node's kube-proxy named, though the entry node routed every request: %s", late.Title)
+		}
+	})
+}

@@ -221,6 +221,7 @@ func TestLab(t *testing.T) {
 	times.run(t, "termination", func(t *testing.T) { testTermination(t, ctx, client) })
 	times.run(t, "externalTrafficPolicy Local", func(t *testing.T) { testLocalPolicy(t, ctx, client) })
 	times.run(t, "externalTrafficPolicy Local at every node's NodePort", func(t *testing.T) { testLocalPolicyEveryNode(t, ctx, client) })
+	times.run(t, "externalTrafficPolicy Local from in-cluster probers", func(t *testing.T) { testLocalPolicyFromProbers(t, ctx, client) })
 	times.run(t, "the samples deleted before the edge", func(t *testing.T) { deleteAllBut(t, ctx, client, "") })
 	times.run(t, "the edge", func(t *testing.T) { testEdge(t, ctx, client) })
 	times.run(t, "attribution agrees with the wire", func(t *testing.T) { testAttributionAgainstTheWire(t, ctx, client) })
