@@ -222,6 +222,8 @@ type dialer struct {
 	// holds keeps the ports of unanswered connects from being reused
 	// while conntrack remembers where they went.
 	holds portHold
+	// dialled: where the connections were sent (Summary.Dialled).
+	dialled *dialledSet
 }
 
 // dialSlot is a worker's own view of the dialer: a copy of the prober's
@@ -235,11 +237,14 @@ type dialSlot struct {
 	// nanoseconds; 0 when none is): the pool's growth reads it (see
 	// handshakingBriefly).
 	handshakeSince atomic.Int64
+	// dialled is the dialer's set; dialledSeen what this slot noted in it.
+	dialled     *dialledSet
+	dialledSeen []netip.AddrPort
 }
 
 // newSlot makes a worker's slot.
 func (d *dialer) newSlot() *dialSlot {
-	s := &dialSlot{net: d.net}
+	s := &dialSlot{net: d.net, dialled: d.dialled}
 	s.net.ControlContext = s.bindEphemeral
 	return s
 }
@@ -253,6 +258,7 @@ func (d *dialer) newSlot() *dialSlot {
 // evidence, never the request.
 func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c syscall.RawConn) error {
 	s.addr.Remote, _ = netip.ParseAddrPort(address)
+	s.noteDialled(s.addr.Remote)
 	_ = c.Control(func(fd uintptr) {
 		var wildcard syscall.Sockaddr = &syscall.SockaddrInet4{}
 		if network == "tcp6" {
@@ -308,7 +314,7 @@ func newDialer(cfg *Config) *dialer {
 			port = "443"
 		}
 	}
-	d := &dialer{address: net.JoinHostPort(u.Hostname(), port)}
+	d := &dialer{address: net.JoinHostPort(u.Hostname(), port), dialled: &dialledSet{}}
 	if cfg.ConnectTo != "" {
 		d.address = cfg.ConnectTo
 	}

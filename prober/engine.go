@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -242,6 +243,11 @@ type Summary struct {
 	// clock as it read then, sampled every sampleEvery: see
 	// report.WallClock.
 	Clock report.WallClock
+	// Dialled are the distinct addresses its connections were sent to,
+	// in the order first seen (at most maxDialled; DialledMore when there
+	// were more): what a target's name resolved to, as dialled.
+	Dialled     []netip.AddrPort
+	DialledMore bool
 }
 
 // Run probes until the duration ends or ctx is cancelled, then waits for
@@ -400,17 +406,20 @@ wait:
 	}
 	p.rec.Tick(time.Duration(1 << 62))
 	p.clock.Note(p.start, time.Now())
+	dialled, more := p.dialer.dialled.list()
 	return Summary{
-		Clock:    p.clock.Clone(),
-		Fault:    p.fault, // final: every goroutine has exited (done)
-		Start:    p.start,
-		Elapsed:  max(p.Elapsed(), sendEnd),
-		Sending:  sendEnd,
-		Target:   p.cfg.Rate,
-		Workers:  p.Workers(),
-		Canceled: canceled,
-		Procs:    runtime.GOMAXPROCS(0),
-		Engine:   p.engine,
+		Dialled:     dialled,
+		DialledMore: more,
+		Clock:       p.clock.Clone(),
+		Fault:       p.fault, // final: every goroutine has exited (done)
+		Start:       p.start,
+		Elapsed:     max(p.Elapsed(), sendEnd),
+		Sending:     sendEnd,
+		Target:      p.cfg.Rate,
+		Workers:     p.Workers(),
+		Canceled:    canceled,
+		Procs:       runtime.GOMAXPROCS(0),
+		Engine:      p.engine,
 	}, nil
 }
 

@@ -100,7 +100,13 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string) (*grpcGoPool, error
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
 		// One connection per ClientConn, dialed as the prober dials.
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{KeepAlive: -1, Timeout: cfg.ConnectTimeout}).DialContext(ctx, "tcp", addr)
+			conn, err := (&net.Dialer{KeepAlive: -1, Timeout: cfg.ConnectTimeout}).DialContext(ctx, "tcp", addr)
+			if err == nil {
+				if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+					d.dialled.add(ta.AddrPort())
+				}
+			}
+			return conn, err
 		}),
 	}
 	pool := &grpcGoPool{}

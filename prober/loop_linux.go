@@ -258,6 +258,7 @@ const (
 // sharing the run as the contract says.
 func startLoops(p *Prober, target netip.AddrPort, n int) (*loopEngine, error) {
 	e := &loopEngine{p: p, target: target, closed: p.pacer == nil, family: syscall.AF_INET6, h2: p.cfg.Protocol.Multiplexed()}
+	p.dialer.dialled.add(target) // the loops dial nothing else
 	if target.Addr().Is4() {
 		e.family = syscall.AF_INET
 	}

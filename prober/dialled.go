@@ -1,0 +1,61 @@
+package prober
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// maxDialled bounds the distinct addresses a prober keeps of where its
+// connections were sent: a name behind a few addresses is told apart;
+// past the bound the list says it is incomplete.
+const maxDialled = 8
+
+// dialledSet is the distinct addresses a prober's connections were sent
+// to (after its name's resolution, or --connect-to): what the target, as
+// dialled, reached. Each worker checks its own short list first
+// (dialSlot.noteDialled), so the lock is taken once per worker and
+// address, not once per connection.
+type dialledSet struct {
+	mu    sync.Mutex
+	addrs []netip.AddrPort
+	more  bool // more than maxDialled
+}
+
+// add notes a (nothing on a nil set: a dialer made by hand, in a test).
+func (s *dialledSet) add(a netip.AddrPort) {
+	if s == nil || !a.IsValid() {
+		return
+	}
+	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case slices.Contains(s.addrs, a):
+	case len(s.addrs) < maxDialled:
+		s.addrs = append(s.addrs, a)
+	default:
+		s.more = true
+	}
+}
+
+// list is what was noted, in the order first seen, and whether there were
+// more than it holds.
+func (s *dialledSet) list() ([]netip.AddrPort, bool) {
+	if s == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.addrs), s.more
+}
+
+// noteDialled notes a, once per worker and address (up to one past the
+// bound, so that the set learns it has more).
+func (s *dialSlot) noteDialled(a netip.AddrPort) {
+	if slices.Contains(s.dialledSeen, a) || len(s.dialledSeen) > maxDialled {
+		return
+	}
+	s.dialledSeen = append(s.dialledSeen, a)
+	s.dialled.add(a)
+}
