@@ -145,9 +145,11 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		retry := rep.Paths[1]
 		// The Service's path, by its cluster DNS name, is known to enter
 		// at its cluster IP (so its slow seconds are not read as a
-		// proxy's retries); the retry path's name is the edge's.
-		if e := rep.Paths[0].Entry; e == nil || e.Via != report.ViaClusterIP || retry.Entry != nil {
-			t.Errorf("entries: svc %+v, retry %+v: want the Service's cluster IP, then none", e, retry.Entry)
+		// proxy's retries), by where its connections went; the retry
+		// path's name is the edge's.
+		if e := rep.Paths[0].Entry; e == nil || e.Via != report.ViaClusterIP || e.From != report.EntryFromDialled || retry.Entry != nil {
+			t.Errorf("entries: svc %+v (dialled %v), retry %+v (dialled %v): want the Service's cluster IP from what it dialled, then none",
+				e, rep.Paths[0].Prober.Dialled, retry.Entry, retry.Prober.Dialled)
 		}
 		f := findingByID(rep, analysis.LatencySpikeAtDeletion)
 		if f == nil {

@@ -94,9 +94,10 @@ type PathReport struct {
 	// Entry is how this path's target (its ConnectTo when set) reaches
 	// the run's Service with no HTTP proxy between: its cluster IP (by
 	// address or by its cluster DNS name), a node port, its load
-	// balancer's address; nil when that is not known (another name, an
-	// address of nothing the run saw: an ingress, a proxy). The first
-	// path's is Rollout.Entry too.
+	// balancer's address; a name by the addresses its connections were
+	// sent to (Prober.Dialled) when recorded; nil when that is not known
+	// (another name, an address of nothing the run saw: an ingress, a
+	// proxy). The first path's is Rollout.Entry too.
 	Entry     *Entry      `json:"entry,omitempty"`
 	Totals    Totals      `json:"totals"`
 	LatencyMS Quantiles   `json:"latency_ms"`
@@ -343,6 +344,11 @@ type Entry struct {
 	// (known from the pods the run saw there; "" if none ran there).
 	Node string `json:"node,omitempty"`
 	Port int32  `json:"port,omitempty"`
+	// From says what it was read from: EntryFromTarget (the target's
+	// address, or its cluster DNS name's spec) or EntryFromDialled (the
+	// addresses a name's connections were sent to, every one the same
+	// way in).
+	From string `json:"from,omitempty"`
 }
 
 // Ways a target reaches a Service (Entry.Via).
@@ -350,6 +356,12 @@ const (
 	ViaClusterIP    = "cluster_ip"
 	ViaNodePort     = "node_port"
 	ViaLoadBalancer = "load_balancer"
+)
+
+// What an Entry was read from (Entry.From).
+const (
+	EntryFromTarget  = "target"
+	EntryFromDialled = "dialled"
 )
 
 // NodeGap is a time an entry node had no serving endpoint of the Service
@@ -514,6 +526,12 @@ type ProberStats struct {
 	// StartSpreadMS, when probing from the cluster: from the first
 	// prober's start to the last one's.
 	StartSpreadMS float64 `json:"start_spread_ms,omitempty"`
+	// Dialled are the distinct addresses this process's connections were
+	// sent to (ip:port, in the order first seen, at most 8; DialledMore
+	// when there were more): what a target's name resolved to, as
+	// dialled. Absent when not recorded (in-cluster probers).
+	Dialled     []string `json:"dialled,omitempty"`
+	DialledMore bool     `json:"dialled_more,omitempty"`
 }
 
 // SeriesRow is one second of the run: Sent counts requests begun in it,

@@ -157,6 +157,10 @@ func build(run probeRun) *report.Report {
 		LocalErrors:      tot.Classes[prober.Local],
 		Canceled:         tot.Canceled,
 		SendingS:         seconds(sum.Sending),
+		DialledMore:      sum.DialledMore,
+	}
+	for _, a := range sum.Dialled {
+		r.Prober.Dialled = append(r.Prober.Dialled, a.String())
 	}
 
 	for _, row := range snap.Rows {

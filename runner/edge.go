@@ -71,8 +71,9 @@ func markEdgeConnections(rep *report.Report, svc *corev1.Service, nodeIPs map[st
 	}
 }
 
-// setPathEntries sets each path's Entry (rollout.EntryOf) from the
-// target it dialled: its ConnectTo when set.
+// setPathEntries sets each path's Entry (entryOf) from the target it
+// dialled (its ConnectTo when set) and the addresses its prober sent its
+// connections to.
 func setPathEntries(rep *report.Report, svc *corev1.Service, nodeIPs map[string]string) {
 	for i := range rep.Paths {
 		p := &rep.Paths[i]
@@ -83,8 +84,38 @@ func setPathEntries(rep *report.Report, svc *corev1.Service, nodeIPs map[string]
 		if p.ConnectTo != "" {
 			u.Host = p.ConnectTo
 		}
-		p.Entry = rollout.EntryOf(svc, u, nodeIPs)
+		p.Entry = entryOf(svc, u, nodeIPs, p.Prober)
 	}
+}
+
+// entryOf is how u reaches svc (rollout.EntryOf). For an address, the
+// address says it. For a name, what its connections were sent to
+// (stats.Dialled) does, when recorded in full: the entry every one of them
+// gives, or none when they differ or one is of nothing the run knows (a
+// name can resolve elsewhere than its spec: a hosts file, a split DNS).
+// Unrecorded (in-cluster probers), the name's reading stands: the cluster
+// DNS name's spec, else unknown.
+func entryOf(svc *corev1.Service, u *url.URL, nodeIPs map[string]string, stats report.ProberStats) *report.Entry {
+	from := func(e *report.Entry, how string) *report.Entry {
+		if e != nil {
+			e.From = how
+		}
+		return e
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err == nil || len(stats.Dialled) == 0 || stats.DialledMore {
+		return from(rollout.EntryOf(svc, u, nodeIPs), report.EntryFromTarget)
+	}
+	var e *report.Entry
+	for i, a := range stats.Dialled {
+		v := *u
+		v.Host = a
+		got := rollout.EntryOf(svc, &v, nodeIPs)
+		if got == nil || (i > 0 && *got != *e) {
+			return nil
+		}
+		e = got
+	}
+	return from(e, report.EntryFromDialled)
 }
 
 // DefaultEdgeLogWait bounds how long the run waits, after the rollout, for

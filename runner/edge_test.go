@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -60,8 +61,44 @@ func TestSetPathEntries(t *testing.T) {
 	setPathEntries(rep, svc, nil)
 	want := map[string]bool{"svc": true, "ip": true, "pinned": true}
 	for _, p := range rep.Paths {
-		if got := p.Entry != nil && p.Entry.Via == report.ViaClusterIP && p.Entry.Port == 80; got != want[p.Name] {
-			t.Errorf("%s: entry %+v, want a cluster IP entry: %v", p.Name, p.Entry, want[p.Name])
+		if got := p.Entry != nil && p.Entry.Via == report.ViaClusterIP && p.Entry.Port == 80 && p.Entry.From == report.EntryFromTarget; got != want[p.Name] {
+			t.Errorf("%s: entry %+v, want a cluster IP entry from the target: %v", p.Name, p.Entry, want[p.Name])
+		}
+	}
+}
+
+// A name's entry is what its connections were sent to, when recorded in
+// full: every address the same way in gives that entry, read from them;
+// addresses that differ, one of nothing the run knows, or a list cut
+// short give none, whatever the name's spec says. An address, or a name
+// with nothing recorded, is read from the target.
+func TestEntryFromWhatWasDialled(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080}}, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10", "fd00::10"}}}
+	nodes := map[string]string{"10.100.0.11": "node-1", "10.100.0.12": "node-2"}
+	for _, tc := range []struct {
+		name, target string
+		dialled      []string
+		more         bool
+		want         string // via/node/from, "" for none
+	}{
+		{"a name at a node's port", "http://shop.example:30080/", []string{"10.100.0.11:30080"}, false, "node_port/node-1/dialled"},
+		{"a name at both stacks' cluster IPs", "http://shop.example/", []string{"[fd00::10]:80", "10.96.0.10:80"}, false, "cluster_ip//dialled"},
+		{"a name at two nodes", "http://shop.example:30080/", []string{"10.100.0.11:30080", "10.100.0.12:30080"}, false, ""},
+		{"the cluster DNS name resolved elsewhere", "http://web.prod.svc/", []string{"10.100.0.1:80"}, false, ""},
+		{"the cluster DNS name, nothing recorded", "http://web.prod.svc/", nil, false, "cluster_ip//target"},
+		{"a list cut short", "http://web.prod.svc/", []string{"10.96.0.10:80"}, true, "cluster_ip//target"},
+		{"an address", "http://10.96.0.10/", []string{"10.96.0.10:80"}, false, "cluster_ip//target"},
+		{"another name, nothing recorded", "http://shop.example/", nil, false, ""},
+	} {
+		u, _ := url.Parse(tc.target)
+		e := entryOf(svc, u, nodes, report.ProberStats{Dialled: tc.dialled, DialledMore: tc.more})
+		got := ""
+		if e != nil {
+			got = e.Via + "/" + e.Node + "/" + e.From
+		}
+		if got != tc.want {
+			t.Errorf("%s: entry %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
