@@ -135,12 +135,15 @@ func nodeGaps(r *report.Report, node string) []report.NodeGap {
 
 // gapOf is the index of the gap of the node f's path entered (entries)
 // that f began in (or within gapSlack after), -1 if none. An in-cluster
-// prober's failure counts when the prober ran on another node: its SYN
-// came to the entry node from outside, and the Local policy held it there
-// (the lab: a prober on the other node's network had 266 of 266 failures
-// in the entry node's gap). One on the entry node itself does not:
-// kube-proxy sends what a node or its pods send to their own node port to
-// the whole Service (the lab: 0 failures from it in the same gaps).
+// prober's failure counts when the prober ran on another node: on the
+// nodes' network its SYN comes to the entry node from outside and the
+// Local policy holds it there (the lab: every failure of the other node's
+// prober in the gap, 265 and 246 in two runs). From the pod network that
+// holds only where the network masquerades pod traffic to node addresses
+// (the lab's does not, and its baseline refuses such a run); it counts
+// as before. One on the entry node itself does not count: kube-proxy
+// sends what a node or its pods send to their own node port to the whole
+// Service (the lab: 0 failures from it in the same runs).
 func gapOf(gaps []report.NodeGap, f *report.Failure, entries map[string]*report.Entry) int {
 	e := entries[f.Path]
 	if e == nil || (f.Prober != "" && f.Node == e.Node) {

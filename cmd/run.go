@@ -134,7 +134,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.DurationVar(&o.promoteAfter, "promote-after", 5*time.Second, "with --promote: how long each pause is observed (the traffic at its weight measured) before it is promoted")
 	f.BoolVar(&o.promote, "promote", false, "with --rollout: promote the Argo Rollout through each pause that waits for a person, as kubectl argo rollouts promote (a timed pause ends by itself; without --promote, someone else must)")
 	f.DurationVar(&o.wait, "wait", o.wait, "with --watch: how long to wait for the rollout to start")
-	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering")
+	f.DurationVar(&o.baseline, "baseline", o.baseline, "probe this long before triggering (with --probers, then up to the request timeout and 1s more for the baseline's outcomes)")
 	f.DurationVar(&o.settle, "settle", o.settle, "probe this long after the last old pod is gone")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; a rollout not finished by then failed (exit 3)")
 	f.DurationVar(&o.expectedDrain, "expected-drain", doctor.DefaultExpectedDrain, "the app's drain time after SIGTERM, for the doctor's grace period check")

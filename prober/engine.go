@@ -408,8 +408,6 @@ wait:
 	p.clock.Note(p.start, time.Now())
 	dialled, more := p.dialer.dialled.list()
 	return Summary{
-		Dialled:     dialled,
-		DialledMore: more,
 		Clock:       p.clock.Clone(),
 		Fault:       p.fault, // final: every goroutine has exited (done)
 		Start:       p.start,
@@ -420,6 +418,8 @@ wait:
 		Canceled:    canceled,
 		Procs:       runtime.GOMAXPROCS(0),
 		Engine:      p.engine,
+		Dialled:     dialled,
+		DialledMore: more,
 	}, nil
 }
 

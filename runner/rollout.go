@@ -255,10 +255,11 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
-		rep.Rollout.Entry = entryOf(svc, dialedURL(cfg.Probe), w.NodeIPs(), rep.Prober)
 		setPathEntries(rep, svc, w.NodeIPs())
 		if len(rep.Paths) > 0 {
 			rep.Rollout.Entry = rep.Paths[0].Entry // the first path's, by what it dialled
+		} else {
+			rep.Rollout.Entry = entryOf(svc, dialedURL(cfg.Probe), w.NodeIPs(), rep.Prober)
 		}
 		rep.Timeline = tl.Events()
 		markEdgeConnections(rep, svc, w.NodeIPs())
