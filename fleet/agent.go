@@ -192,7 +192,8 @@ wait:
 
 // endWith writes the end line: the summary, and err if the run failed.
 func endWith(w *wire.Writer, s prober.Summary, err error) error {
-	end := &wire.End{ElapsedNS: int64(s.Elapsed), SendingNS: int64(s.Sending), Target: s.Target, Workers: s.Workers, Canceled: s.Canceled, Engine: string(s.Engine)}
+	end := &wire.End{ElapsedNS: int64(s.Elapsed), SendingNS: int64(s.Sending), Target: s.Target, Workers: s.Workers, Canceled: s.Canceled, Engine: string(s.Engine),
+		Dialled: wire.FromDialled(s.Dialled, s.DialledMore)}
 	if err != nil {
 		end.Error = err.Error()
 	}

@@ -461,7 +461,9 @@ func (f *Fleet) summary(canceled bool) prober.Summary {
 }
 
 // summaryOf is the summary of the probers of one path (all when path is
-// -1), whose rate was target.
+// -1), whose rate was target. Its Dialled is every prober's, when every
+// one sent its own (none when one did not, or ended without saying: where
+// its connections went is unknown, so the entry is read from the target).
 func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summary {
 	s := prober.Summary{Start: f.runStart(), Target: target, Canceled: canceled}
 	f.startMu.Lock()
@@ -469,11 +471,18 @@ func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summar
 		s.Clock = f.clock.Clone()
 	}
 	f.startMu.Unlock()
+	// Where the connections went is known when every prober said it.
+	dialledKnown := true
 	for _, m := range f.members {
 		if path >= 0 && m.Path != path {
 			continue
 		}
 		m.mu.Lock()
+		if e := m.end; e == nil || e.Dialled == nil {
+			dialledKnown = false
+		} else if addrs, err := e.Dialled.AddrPorts(); err == nil { // validated as the line was read
+			s.Dialled, s.DialledMore = prober.UnionDialled(s.Dialled, s.DialledMore, addrs, e.Dialled.More)
+		}
 		if e := m.end; e != nil {
 			shift := m.Started.Sub(s.Start)
 			s.Elapsed = max(s.Elapsed, shift+time.Duration(e.ElapsedNS))
@@ -486,6 +495,9 @@ func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summar
 			// interruption of the run: only the CLI's own is.
 		}
 		m.mu.Unlock()
+	}
+	if !dialledKnown {
+		s.Dialled, s.DialledMore = nil, false
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/rollprobe/rollprobe/fleet/wire"
 	"github.com/rollprobe/rollprobe/internal/faultserver"
 	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
@@ -531,5 +533,48 @@ func TestFleetProbesPathsSideBySide(t *testing.T) {
 	sums := f.PathSummaries()
 	if len(sums) != 2 || sums[0].Target != 300 || sums[1].Target != 200 || out.Summary.Target != 500 || sums[0].Workers == 0 || sums[1].Workers == 0 {
 		t.Errorf("path summaries %+v, run's %+v", sums, out.Summary)
+	}
+	// Where each path's probers sent their connections came over the
+	// wire: each path its own server, the run both, once each.
+	for i, want := range []string{fmt.Sprint("[", healthy.Addr(), "]"), fmt.Sprint("[", failing.Addr(), "]")} {
+		if got := fmt.Sprint(sums[i].Dialled); got != want || sums[i].DialledMore {
+			t.Errorf("path %d dialled %s (more %v), want %s", i, got, sums[i].DialledMore, want)
+		}
+	}
+	if got, want := fmt.Sprint(out.Summary.Dialled), fmt.Sprint("[", healthy.Addr(), " ", failing.Addr(), "]"); got != want {
+		t.Errorf("the run dialled %s, want %s", got, want)
+	}
+}
+
+// Where a fleet's connections went is every prober's list, once each;
+// unknown (no list) when one prober did not say it (a prober of an older
+// rollprobe, or one lost before its end line), never the others' alone.
+func TestFleetSummaryDialled(t *testing.T) {
+	a, b := netip.MustParseAddrPort("10.96.0.10:80"), netip.MustParseAddrPort("10.96.0.11:80")
+	ended := func(path int, d *wire.Dialled) *member {
+		return &member{Member: Member{Path: path}, end: &wire.End{Dialled: d}}
+	}
+	f := &Fleet{members: []*member{
+		ended(0, wire.FromDialled([]netip.AddrPort{a}, false)),
+		ended(0, wire.FromDialled([]netip.AddrPort{a, b}, false)),
+		ended(1, wire.FromDialled([]netip.AddrPort{b}, false)),
+		ended(1, nil), // an end without the field
+	}}
+	if s := f.summaryOf(0, 1, false); fmt.Sprint(s.Dialled) != fmt.Sprint([]netip.AddrPort{a, b}) || s.DialledMore {
+		t.Errorf("path 0 dialled %v (more %v), want %v and %v", s.Dialled, s.DialledMore, a, b)
+	}
+	if s := f.summaryOf(1, 1, false); s.Dialled != nil || s.DialledMore {
+		t.Errorf("path 1, one prober silent: dialled %v (more %v), want unknown", s.Dialled, s.DialledMore)
+	}
+	if s := f.summaryOf(-1, 1, false); s.Dialled != nil {
+		t.Errorf("the run, one prober silent: dialled %v, want unknown", s.Dialled)
+	}
+	f.members[3].end = nil // lost before its end line
+	if s := f.summaryOf(1, 1, false); s.Dialled != nil {
+		t.Errorf("path 1, one prober lost: dialled %v, want unknown", s.Dialled)
+	}
+	f.members[3].end = &wire.End{Dialled: wire.FromDialled(nil, true)}
+	if s := f.summaryOf(1, 1, false); fmt.Sprint(s.Dialled) != fmt.Sprint([]netip.AddrPort{b}) || !s.DialledMore {
+		t.Errorf("path 1, one prober's list incomplete: dialled %v (more %v), want %v and more", s.Dialled, s.DialledMore, b)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -188,10 +189,20 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("%d paths, %d of %d ok: want two paths, all ok\n%s", len(rep.Paths), rep.Totals.OK, rep.Totals.Sent, out)
 		}
 		checkPathProbers(t, rep, 50)
+		// What each path's probers dialled came back over the wire: the
+		// name, resolved by CoreDNS in the pods, went where the address
+		// did, the Service's cluster IP (the API server's word for it).
+		want := fmt.Sprint([]string{net.JoinHostPort(ip, "80")})
 		for _, p := range rep.Paths {
 			if !p.Verdict.Pass || p.Totals.Sent < 280 || p.Totals.Sent > 320 {
 				t.Errorf("path %s: sent %d, pass %v: want about 300, passing", p.Name, p.Totals.Sent, p.Verdict.Pass)
 			}
+			if got := fmt.Sprint(p.Prober.Dialled); got != want || p.Prober.DialledMore {
+				t.Errorf("path %s: its probers dialled %s (more %v), want %s", p.Name, got, p.Prober.DialledMore, want)
+			}
+		}
+		if got := fmt.Sprint(rep.Prober.Dialled); got != want {
+			t.Errorf("the run's probers dialled %s, want %s", got, want)
 		}
 		noProberPods(t, ctx, c)
 	})

@@ -6,10 +6,10 @@ import (
 	"sync"
 )
 
-// maxDialled bounds the distinct addresses a prober keeps of where its
+// MaxDialled bounds the distinct addresses a prober keeps of where its
 // connections were sent: a name behind a few addresses is told apart;
 // past the bound the list says it is incomplete.
-const maxDialled = 8
+const MaxDialled = 8
 
 // dialledSet is the distinct addresses a prober's connections were sent
 // to (after its name's resolution, or --connect-to): what the target, as
@@ -19,7 +19,7 @@ const maxDialled = 8
 type dialledSet struct {
 	mu    sync.Mutex
 	addrs []netip.AddrPort
-	more  bool // more than maxDialled
+	more  bool // more than MaxDialled
 }
 
 // add notes a (nothing on a nil set: a dialer made by hand, in a test).
@@ -32,7 +32,7 @@ func (s *dialledSet) add(a netip.AddrPort) {
 	defer s.mu.Unlock()
 	switch {
 	case slices.Contains(s.addrs, a):
-	case len(s.addrs) < maxDialled:
+	case len(s.addrs) < MaxDialled:
 		s.addrs = append(s.addrs, a)
 	default:
 		s.more = true
@@ -53,9 +53,26 @@ func (s *dialledSet) list() ([]netip.AddrPort, bool) {
 // noteDialled notes a, once per worker and address (up to one past the
 // bound, so that the set learns it has more).
 func (s *dialSlot) noteDialled(a netip.AddrPort) {
-	if slices.Contains(s.dialledSeen, a) || len(s.dialledSeen) > maxDialled {
+	if slices.Contains(s.dialledSeen, a) || len(s.dialledSeen) > MaxDialled {
 		return
 	}
 	s.dialledSeen = append(s.dialledSeen, a)
 	s.dialled.add(a)
+}
+
+// UnionDialled is the addresses of a and b (each with whether it was
+// incomplete), in the order first seen and within MaxDialled: where the
+// connections of several probers, or several paths, were sent.
+func UnionDialled(a []netip.AddrPort, aMore bool, b []netip.AddrPort, bMore bool) ([]netip.AddrPort, bool) {
+	out, more := slices.Clone(a), aMore || bMore
+	for _, x := range b {
+		switch {
+		case slices.Contains(out, x):
+		case len(out) < MaxDialled:
+			out = append(out, x)
+		default:
+			more = true
+		}
+	}
+	return out, more
 }

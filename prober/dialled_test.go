@@ -11,20 +11,20 @@ import (
 )
 
 // The set keeps each address once, in the order first seen, up to
-// maxDialled, and says when there were more; a slot notes an address it
+// MaxDialled, and says when there were more; a slot notes an address it
 // has noted before without the set's lock.
 func TestDialledSet(t *testing.T) {
 	s := &dialledSet{}
 	slot := &dialSlot{dialled: s}
-	for i := range maxDialled + 2 {
+	for i := range MaxDialled + 2 {
 		a := netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:80", i+1))
 		slot.noteDialled(a)
 		slot.noteDialled(a)
 	}
 	s.add(netip.MustParseAddrPort("[::ffff:10.0.0.1]:80")) // the same, mapped
 	got, more := s.list()
-	if len(got) != maxDialled || !more || got[0] != netip.MustParseAddrPort("10.0.0.1:80") || got[maxDialled-1] != netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:80", maxDialled)) {
-		t.Errorf("%v more=%v: want the first %d, once each, and more", got, more, maxDialled)
+	if len(got) != MaxDialled || !more || got[0] != netip.MustParseAddrPort("10.0.0.1:80") || got[MaxDialled-1] != netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:80", MaxDialled)) {
+		t.Errorf("%v more=%v: want the first %d, once each, and more", got, more, MaxDialled)
 	}
 	var none *dialledSet
 	none.add(got[0])
@@ -81,5 +81,35 @@ func TestSummaryDialled(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("localhost: dialled %v, want %v among them", sum.Dialled, addr)
+	}
+}
+
+// A union keeps each address once, in the order first seen, within
+// MaxDialled, and is incomplete when either side was or it overflowed.
+func TestUnionDialled(t *testing.T) {
+	addrs := func(from, to int) []netip.AddrPort {
+		var out []netip.AddrPort
+		for i := from; i <= to; i++ {
+			out = append(out, netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:80", i)))
+		}
+		return out
+	}
+	a := addrs(1, 3)
+	got, more := UnionDialled(a, false, addrs(2, 4), false)
+	if fmt.Sprint(got) != fmt.Sprint(addrs(1, 4)) || more {
+		t.Errorf("1-3 and 2-4: %v more=%v, want 1-4, complete", got, more)
+	}
+	if len(a) != 3 {
+		t.Errorf("the union changed its first list: %v", a)
+	}
+	if _, more := UnionDialled(a, false, nil, true); !more {
+		t.Error("an incomplete side made a complete union")
+	}
+	got, more = UnionDialled(addrs(1, 5), false, addrs(6, 9), false)
+	if len(got) != MaxDialled || !more || got[MaxDialled-1] != addrs(8, 8)[0] {
+		t.Errorf("nine addresses: %v more=%v, want the first %d and more", got, more, MaxDialled)
+	}
+	if got, more = UnionDialled(nil, false, nil, false); got != nil || more {
+		t.Errorf("two empty lists: %v more=%v", got, more)
 	}
 }

@@ -244,7 +244,7 @@ type Summary struct {
 	// report.WallClock.
 	Clock report.WallClock
 	// Dialled are the distinct addresses its connections were sent to,
-	// in the order first seen (at most maxDialled; DialledMore when there
+	// in the order first seen (at most MaxDialled; DialledMore when there
 	// were more): what a target's name resolved to, as dialled.
 	Dialled     []netip.AddrPort
 	DialledMore bool

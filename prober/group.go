@@ -185,6 +185,7 @@ func (g *Group) combine(outs []Outcome) Outcome {
 		sum.Sending = max(sum.Sending, s.Sending)
 		sum.Workers += s.Workers
 		sum.Canceled = sum.Canceled || s.Canceled
+		sum.Dialled, sum.DialledMore = UnionDialled(sum.Dialled, sum.DialledMore, s.Dialled, s.DialledMore)
 		if sum.Fault == "" {
 			sum.Fault = s.Fault
 		}

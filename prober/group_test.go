@@ -37,6 +37,10 @@ func TestGroupMergesItsPathsExactly(t *testing.T) {
 	if len(sums) != 2 || out.Summary.Start != g.Start() || sums[0].Start != sums[1].Start {
 		t.Fatalf("the paths do not share the group's clock: %+v", sums)
 	}
+	// Both paths dialled the one server: the group's summary says it once.
+	if d := out.Summary.Dialled; len(d) != 1 || d[0].String() != srv.Addr() || out.Summary.DialledMore {
+		t.Errorf("the group dialled %v (more %v), want %s once", d, out.Summary.DialledMore, srv.Addr())
+	}
 
 	whole := g.Recorder().Snapshot()
 	var parts []Snapshot

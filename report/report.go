@@ -526,10 +526,11 @@ type ProberStats struct {
 	// StartSpreadMS, when probing from the cluster: from the first
 	// prober's start to the last one's.
 	StartSpreadMS float64 `json:"start_spread_ms,omitempty"`
-	// Dialled are the distinct addresses this process's connections were
-	// sent to (ip:port, in the order first seen, at most 8; DialledMore
-	// when there were more): what a target's name resolved to, as
-	// dialled. Absent when not recorded (in-cluster probers).
+	// Dialled are the distinct addresses the run's connections were sent
+	// to, this process's or every in-cluster prober's (ip:port, in the
+	// order first seen, at most 8; DialledMore when there were more): what
+	// a target's name resolved to, as dialled. Absent when not known (a
+	// prober of an older rollprobe, or one lost before it said).
 	Dialled     []string `json:"dialled,omitempty"`
 	DialledMore bool     `json:"dialled_more,omitempty"`
 }

@@ -92,9 +92,10 @@ func setPathEntries(rep *report.Report, svc *corev1.Service, nodeIPs map[string]
 // address says it. For a name, what its connections were sent to
 // (stats.Dialled) does, when recorded in full: the entry every one of them
 // gives, or none when they differ or one is of nothing the run knows (a
-// name can resolve elsewhere than its spec: a hosts file, a split DNS).
-// Unrecorded (in-cluster probers), the name's reading stands: the cluster
-// DNS name's spec, else unknown.
+// name can resolve elsewhere than its spec: a hosts file, a split DNS;
+// in-cluster probers send theirs). Unrecorded (a prober lost before it
+// said), the name's reading stands: the cluster DNS name's spec, else
+// unknown.
 func entryOf(svc *corev1.Service, u *url.URL, nodeIPs map[string]string, stats report.ProberStats) *report.Entry {
 	from := func(e *report.Entry, how string) *report.Entry {
 		if e != nil {

@@ -19,7 +19,8 @@
 //     second, with latency, service-time and after-write HDR
 //     histograms in hdrhistogram-go's V2 compressed encoding; after-write
 //     is optional: probers before it did not send it) and final marks (seconds
-//     before it are final), and end last (the prober's summary). pong
+//     before it are final), and end last (the prober's summary; where its
+//     connections were sent is optional too). pong
 //     answers a ping from the CLI (clock offset estimation) at any time.
 //   - Times of results and seconds are offsets from the prober's start,
 //     which the CLI sets to the run's start (so every prober's offsets are
@@ -240,6 +241,45 @@ type End struct {
 	Engine string `json:"engine,omitempty"`
 	// Error is why the prober ended early, if it did.
 	Error string `json:"error,omitempty"`
+	// Dialled is where the prober's connections were sent (optional:
+	// probers before it did not send it, and where they went is then
+	// unknown).
+	Dialled *Dialled `json:"dialled,omitempty"`
+}
+
+// Dialled is prober.Summary's Dialled and DialledMore: the distinct
+// addresses (ip:port) a prober's connections were sent to, in the order
+// first seen, at most prober.MaxDialled, and whether there were more.
+// Present, with no address, from a prober that made no connection.
+type Dialled struct {
+	Addrs []string `json:"addrs,omitempty"`
+	More  bool     `json:"more,omitempty"`
+}
+
+// FromDialled is a summary's Dialled and DialledMore as a line's field.
+func FromDialled(addrs []netip.AddrPort, more bool) *Dialled {
+	d := &Dialled{More: more}
+	for _, a := range addrs {
+		d.Addrs = append(d.Addrs, a.String())
+	}
+	return d
+}
+
+// AddrPorts is d's addresses, parsed; an error for one that is not
+// ip:port, or for more than prober.MaxDialled.
+func (d *Dialled) AddrPorts() ([]netip.AddrPort, error) {
+	if len(d.Addrs) > prober.MaxDialled {
+		return nil, fmt.Errorf("%d dialled addresses, at most %d", len(d.Addrs), prober.MaxDialled)
+	}
+	var out []netip.AddrPort
+	for _, s := range d.Addrs {
+		a, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return nil, fmt.Errorf("dialled address: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // Encode renders l as one protocol line, newline included.
@@ -315,6 +355,10 @@ func (l Line) validate() error {
 		return fmt.Errorf("protocol line %d: nat out of range", l.Seq)
 	case l.End != nil && (l.End.ElapsedNS < 0 || l.End.SendingNS < 0 || l.End.Workers < 0 || !finite(l.End.Target)):
 		return fmt.Errorf("protocol line %d: end out of range", l.Seq)
+	case l.End != nil && l.End.Dialled != nil:
+		if _, err := l.End.Dialled.AddrPorts(); err != nil {
+			return fmt.Errorf("protocol line %d: %w", l.Seq, err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"reflect"
@@ -173,6 +174,36 @@ func TestSequence(t *testing.T) {
 		got, err := s.Accept(step.seq)
 		if got != step.want || errors.Is(err, ErrGap) != step.gap {
 			t.Fatalf("Accept(%d) = %v, %v", step.seq, got, err)
+		}
+	}
+}
+
+// An end line's dialled addresses come back as they were noted; one
+// that is not ip:port, or more than a prober keeps, is refused.
+func TestEndDialled(t *testing.T) {
+	addrs := []netip.AddrPort{netip.MustParseAddrPort("10.96.0.10:80"), netip.MustParseAddrPort("[fd00::1]:443")}
+	b, err := Encode(Line{Seq: 1, Kind: KindEnd, End: &End{Dialled: FromDialled(addrs, true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.End.Dialled.AddrPorts()
+	if err != nil || !reflect.DeepEqual(got, addrs) || !l.End.Dialled.More {
+		t.Fatalf("%s: dialled %v (more %v), %v", b, got, l.End.Dialled.More, err)
+	}
+	if l, err := Parse([]byte(`rp1 {"seq":1,"k":"end","end":{}}`)); err != nil || l.End.Dialled != nil {
+		t.Errorf("an end without dialled: %+v, %v; want it unknown (nil)", l.End, err)
+	}
+	many := make([]string, prober.MaxDialled+1)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"10.0.0.%d:80"`, i+1)
+	}
+	for _, bad := range []string{`["10.96.0.10"]`, `["a name:80"]`, "[" + strings.Join(many, ",") + "]"} {
+		if _, err := Parse([]byte(`rp1 {"seq":1,"k":"end","end":{"dialled":{"addrs":` + bad + `}}}`)); err == nil {
+			t.Errorf("dialled %s accepted", bad)
 		}
 	}
 }
