@@ -879,7 +879,9 @@ func fleetBaselineSettle(fl *fleet.Fleet, c prober.Config) time.Duration {
 
 // baselineHealthy says whether the baseline the probers measured holds
 // only successes (the check checkBaseline makes when probing from here).
-func baselineHealthy(rec *prober.Recorder, c prober.Config, members []fleet.Member) error {
+// over is how long they have probed: what rec holds by then, the
+// baseline's requests and those sent while the last ones ended.
+func baselineHealthy(rec *prober.Recorder, c prober.Config, members []fleet.Member, over time.Duration) error {
 	tot := rec.Totals()
 	sent, ok := tot.Sent(), tot.Classes[prober.OK]
 	if sent > 0 && ok == sent {
@@ -895,20 +897,19 @@ func baselineHealthy(rec *prober.Recorder, c prober.Config, members []fleet.Memb
 			detail += fmt.Sprintf(" (prober %s on node %s)", members[i].Pod, members[i].Node)
 		}
 	}
-	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d baseline requests from the probers succeeded%s",
-		c.RedactedTarget(), ok, sent, detail)
+	return fmt.Errorf("the target %s is not healthy before the rollout: %d of %d requests the probers sent in their first %s succeeded (the baseline, and while its last requests ended)%s",
+		c.RedactedTarget(), ok, sent, over.Round(100*time.Millisecond), detail)
 }
 
 // fleetBaselineHealthy is baselineHealthy for the probers' traffic: each
 // path's, when they probe several.
 func fleetBaselineHealthy(fl *fleet.Fleet, c prober.Config) error {
-	paths := fl.Paths()
-	members := fl.Members()
+	paths, members, over := fl.Paths(), fl.Members(), fl.Elapsed()
 	if len(paths) < 2 {
-		return baselineHealthy(fl.Recorder(), c, members)
+		return baselineHealthy(fl.Recorder(), c, members, over)
 	}
 	for i, rec := range fl.PathRecorders() {
-		if err := baselineHealthy(rec, paths[i].Config, members); err != nil {
+		if err := baselineHealthy(rec, paths[i].Config, members, over); err != nil {
 			return fmt.Errorf("path %s: %w", paths[i].Name, err)
 		}
 	}
