@@ -421,6 +421,7 @@ func testLocalPolicyFromProbers(t *testing.T, ctx context.Context, c *lab.Client
 		if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{}); err != nil || d.Generation != before.Generation {
 			t.Errorf("the Deployment after the refused run: %v, generation %d, was %d", err, d.Generation, before.Generation)
 		}
+		noProberPods(t, ctx, c) // a refused run deletes its probers too
 	})
 	t.Run("nodes' network: the other node's prober meets the gap", func(t *testing.T) {
 		args := append(append([]string{}, proberArgs...), "--probers-conntrack", "--conn", "new", "--settle", "3s")
@@ -454,5 +455,6 @@ func testLocalPolicyFromProbers(t *testing.T, ctx context.Context, c *lab.Client
 		if late := findingByID(rep, "node-routes-to-terminating-pods-longer"); late != nil {
 			t.Errorf("a node's kube-proxy named, though the entry node routed every request: %s", late.Title)
 		}
+		noProberPods(t, ctx, c)
 	})
 }
