@@ -313,6 +313,10 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		testTraefikWeightedByHand(t, ctx, c)
 	})
 
+	t.Run("a route across namespaces: the doctor reads it, only a Traefik allowing it builds it", func(t *testing.T) {
+		testTraefikCrossNamespace(t, ctx, c)
+	})
+
 	t.Run("one edge address by IP with the name users take (--connect-to)", func(t *testing.T) {
 		ensureSample(t, ctx, c, "graceful")
 		waitEdge(t, "https://graceful.lab.example/", cfg.EdgeCAPath())

@@ -3,6 +3,7 @@ package lab_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -476,4 +478,108 @@ func failuresBySecond(rep *report.Report, path string) string {
 		fmt.Fprintf(&b, "%s %s: %d\n", time.Unix(k.sec, 0).UTC().Format("15:04:05"), k.class, n[k])
 	}
 	return b.String()
+}
+
+// testTraefikCrossNamespace: traefik-cross-namespace, a TraefikService of
+// namespace edge-cross weighing traefik-weighted's two Services of
+// default, routed from default. The doctor reads it (TraefikServices of
+// every namespace, as the lab's admin may list them) and says that
+// Traefik builds it only with allowCrossNamespace. Referees: the lab's
+// Traefik (the default, false) logs that it refused the reference and
+// answers every request of the host 404 itself (its access log); the
+// second one (allowCrossNamespace=true) serves each from one of the two
+// Services' pods (its access log).
+func testTraefikCrossNamespace(t *testing.T, ctx context.Context, c *lab.Client) {
+	const (
+		sample = "traefik-weighted"
+		ns     = "edge-cross"
+		host   = "traefik-cross.lab.example"
+	)
+	cfg := lab.Config{StateDir: stateDir}
+	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample)
+	ensureWorkload(t, ctx, c, rollout.KindDeployment, sample+"-other")
+	deleteWeightedAtEnd(t, c, sample)
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		route := schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutes"}
+		if err := c.Dynamic.Resource(route).Namespace("default").Delete(context.Background(), "traefik-cross", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete ingressroute traefik-cross: %v", err)
+		}
+		// The namespace takes its TraefikService with it.
+		if err := c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	since := time.Now().Add(-time.Second).Truncate(time.Second)
+	traefikLogOnFailure(t)
+	apply(t, "traefik-cross-namespace")
+	allowing := startTraefikAllowingEmpty(t, ctx, host) // waits until it serves the host
+
+	out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+		"doctor", "--deployment", "default/"+sample, "-o", "json")
+	var res report.DoctorResult
+	if jerr := json.Unmarshal([]byte(out), &res); jerr != nil {
+		t.Fatalf("doctor: exit %d, %v\n%s", exitCode(err), jerr, out)
+	}
+	want := "TraefikService " + ns + "/traefik-cross weighs service " + sample + " at weight 1 beside service " + sample + "-other (it names another namespace's: Traefik builds it only with its CRD provider's allowCrossNamespace)"
+	var weighted *report.Finding
+	for i, f := range res.Findings {
+		if f.ID == doctor.TraefikWeightedRouteOnePod {
+			weighted = &res.Findings[i]
+		}
+	}
+	if weighted == nil || !slices.Contains(weighted.Evidence, want) {
+		t.Errorf("doctor's %s: %+v\nwant the evidence %q", doctor.TraefikWeightedRouteOnePod, weighted, want)
+	}
+
+	probe := func(url string) *report.Report {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "probe.json")
+		out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
+			"probe", url, "--cacert", cfg.EdgeCAPath(), "--backend-header", "X-Pod-Name", "--rate", "20", "--duration", "1s",
+			"--progress", "0", "--report", path)
+		rep, rerr := report.ReadFile(path)
+		if rerr != nil || rep.Totals.Sent == 0 {
+			t.Fatalf("probe %s: exit %d, %v\n%s", url, exitCode(err), rerr, out)
+		}
+		return rep
+	}
+	// The second Traefik, allowing it: every request served by a pod of
+	// one of the two Services.
+	served := probe(allowing)
+	byAllowing := readAccessLogFile(t, cfg.TraefikAllowingEmptyAccessLog(), []string{served.Config.RunID}, host)
+	pods := map[string]bool{}
+	for _, e := range byAllowing {
+		pod := strings.TrimPrefix(strings.TrimPrefix(e.OriginPod, sample+"-other-"), sample+"-")
+		if e.DownstreamStatus != 200 || pod == e.OriginPod {
+			t.Errorf("request %s through the Traefik allowing it: %d from %q, want 200 from a pod of %s or %s-other", e.RequestID, e.DownstreamStatus, e.OriginPod, sample, sample)
+		}
+		pods[e.OriginPod] = true
+	}
+	if served.Totals.OK != served.Totals.Sent || uint64(len(byAllowing)) != served.Totals.Sent {
+		t.Errorf("through the Traefik allowing it: %d of %d ok, its access log %d lines", served.Totals.OK, served.Totals.Sent, len(byAllowing))
+	}
+	// The default Traefik: its own 404 for every request of the host.
+	refused := probe("https://" + host + "/")
+	byDefault := readAccessLog(t, cfg, refused.Config.RunID, host)
+	for _, e := range byDefault {
+		if e.DownstreamStatus != 404 || e.ServiceAddr != "" || e.OriginPod != "" {
+			t.Errorf("request %s through the lab's Traefik: %d from %q (%s), want its own 404", e.RequestID, e.DownstreamStatus, e.OriginPod, e.ServiceAddr)
+		}
+	}
+	if refused.Totals.ByStatus["404"] != refused.Totals.Sent || uint64(len(byDefault)) != refused.Totals.Sent {
+		t.Errorf("through the lab's Traefik: %v of %d sent, its access log %d lines: want every one its own 404", refused.Totals.ByStatus, refused.Totals.Sent, len(byDefault))
+	}
+	var said []string
+	for _, l := range traefikLogLines(t, since) {
+		if strings.Contains(l, "not in the parent resource namespace") && strings.Contains(l, "traefik-cross") {
+			said = append(said, l)
+		}
+	}
+	if len(said) == 0 {
+		t.Errorf("the lab's Traefik logged no refusal of the cross-namespace reference since %s", since.Format(time.RFC3339))
+	}
+	t.Logf("served by %d pods through the Traefik allowing it; the lab's Traefik: %d 404s, and said %q", len(pods), len(byDefault), said[:min(len(said), 1)])
 }

@@ -70,7 +70,9 @@ func (c Config) TraefikAllowingEmptyAccessLog() string {
 
 // StartTraefikAllowingEmptyServices starts a second Traefik on the hub: the
 // lab's build and arguments, but with its CRD provider alone (IngressRoutes,
-// TraefikServices) and providers.kubernetesCRD.allowEmptyServices=true, its
+// TraefikServices), providers.kubernetesCRD.allowEmptyServices=true and
+// allowCrossNamespace=true (routes naming another namespace's services,
+// which the default Traefik refuses; no other route changes by it), its
 // websecure entry point on AllowEmptyEdgePort (web on 8000, its ping on the
 // hub's loopback) and its own logs. It serves the same routes as the
 // default Traefik, so one request stream through each, side by side, shows
@@ -99,7 +101,7 @@ func (c Config) StartTraefikAllowingEmptyServices(ctx context.Context) (stop fun
 		}
 		args = append(args, a)
 	}
-	args = append(args, "--providers.kubernetesCRD.allowEmptyServices=true")
+	args = append(args, "--providers.kubernetesCRD.allowEmptyServices=true", "--providers.kubernetesCRD.allowCrossNamespace=true")
 	pidFile := c.path("pids", compTraefikEmpty+".pid")
 	if pid, ok := readPID(pidFile); ok && Alive(pid) {
 		return nil, fmt.Errorf("%s is running already (pid %d)", compTraefikEmpty, pid)
