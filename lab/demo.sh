@@ -20,6 +20,10 @@ rp="$PWD/$bin/rollprobe"
 # does): the run measures how much longer it routes to deleted pods.
 "$rp" lab up --bins "$bins" --edge-lag 2s
 ca=/run/rollprobe-lab/pki/edge-ca.crt
+# Traefik's JSON access log (every request's ID kept): where the edge sent
+# each failed request, so the pod is named for certain on the edge's path
+# too, as conntrack names it on the Service's.
+edge_log=/run/rollprobe-lab/logs/traefik-access.log
 trap '"$rp" lab down >/dev/null 2>&1 || true; echo "demo: lab taken down"' EXIT
 
 for sample in naive graceful; do
@@ -45,7 +49,7 @@ for sample in naive graceful; do
   echo
   echo "demo: === rollprobe run on '$sample' ($(head -1 "lab/manifests/$sample.yaml" | sed 's/^# [a-z-]*: //')), at its Service and through the edge"
   set +e
-  "$rp" lab exec -- "$rp" run --deployment "$sample" "${!paths}" --cacert "$ca" --backend-header X-Pod-Name \
+  "$rp" lab exec -- "$rp" run --deployment "$sample" "${!paths}" --cacert "$ca" --backend-header X-Pod-Name --edge-access-log "$edge_log" \
     --baseline 3s --settle 3s --progress 0 --exit-when-done --report "$out/$sample.json" --html "$out/$sample.html"
   codes+=($?)
   set -e
