@@ -478,12 +478,13 @@ func (f *Fleet) summaryOf(path int, target float64, canceled bool) prober.Summar
 			continue
 		}
 		m.mu.Lock()
-		if e := m.end; e == nil || e.Dialled == nil {
+		e := m.end
+		if e == nil || e.Dialled == nil {
 			dialledKnown = false
 		} else if addrs, err := e.Dialled.AddrPorts(); err == nil { // validated as the line was read
 			s.Dialled, s.DialledMore = prober.UnionDialled(s.Dialled, s.DialledMore, addrs, e.Dialled.More)
 		}
-		if e := m.end; e != nil {
+		if e != nil {
 			shift := m.Started.Sub(s.Start)
 			s.Elapsed = max(s.Elapsed, shift+time.Duration(e.ElapsedNS))
 			s.Sending = max(s.Sending, shift+time.Duration(e.SendingNS))

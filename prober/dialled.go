@@ -30,13 +30,20 @@ func (s *dialledSet) add(a netip.AddrPort) {
 	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addrs, s.more = appendDialled(s.addrs, s.more, a)
+}
+
+// appendDialled adds a to list unless it holds it, or says more when the
+// list is full: the one rule of a dialled list, noted or merged.
+func appendDialled(list []netip.AddrPort, more bool, a netip.AddrPort) ([]netip.AddrPort, bool) {
 	switch {
-	case slices.Contains(s.addrs, a):
-	case len(s.addrs) < MaxDialled:
-		s.addrs = append(s.addrs, a)
+	case slices.Contains(list, a):
+	case len(list) < MaxDialled:
+		list = append(list, a)
 	default:
-		s.more = true
+		more = true
 	}
+	return list, more
 }
 
 // list is what was noted, in the order first seen, and whether there were
@@ -66,13 +73,7 @@ func (s *dialSlot) noteDialled(a netip.AddrPort) {
 func UnionDialled(a []netip.AddrPort, aMore bool, b []netip.AddrPort, bMore bool) ([]netip.AddrPort, bool) {
 	out, more := slices.Clone(a), aMore || bMore
 	for _, x := range b {
-		switch {
-		case slices.Contains(out, x):
-		case len(out) < MaxDialled:
-			out = append(out, x)
-		default:
-			more = true
-		}
+		out, more = appendDialled(out, more, x)
 	}
 	return out, more
 }
