@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -240,11 +241,21 @@ type dialSlot struct {
 	// dialled is the dialer's set; dialledSeen what this slot noted in it.
 	dialled     *dialledSet
 	dialledSeen []netip.AddrPort
+	// icmpMu guards icmpFD, a duplicate of the connecting socket's fd kept
+	// so that its error queue can be read after a failed connect (the
+	// dialer closes the socket then): -1 when none. icmpArmed: it is an
+	// IPv6 socket armed to queue ICMPv6 errors. (A name with IPv4 and IPv6
+	// addresses is dialled on two goroutines at once.)
+	icmpMu    sync.Mutex
+	icmpFD    int
+	icmpArmed bool
+	// icmp is what the last failed dial's error queue held (Result.DialICMP).
+	icmp *DialICMP
 }
 
 // newSlot makes a worker's slot.
 func (d *dialer) newSlot() *dialSlot {
-	s := &dialSlot{net: d.net, dialled: d.dialled}
+	s := &dialSlot{net: d.net, dialled: d.dialled, icmpFD: -1}
 	s.net.ControlContext = s.bindEphemeral
 	return s
 }
@@ -264,6 +275,7 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 		if network == "tcp6" {
 			wildcard = &syscall.SockaddrInet6{}
 		}
+		s.keepForICMP(int(fd), network == "tcp6")
 		if syscall.Bind(int(fd), wildcard) != nil {
 			return
 		}
@@ -275,6 +287,56 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 		}
 	})
 	return nil
+}
+
+// keepForICMP keeps a duplicate of the connecting socket fd (and arms an
+// IPv6 one to queue ICMPv6 errors): see icmpFD. Two system calls per
+// fresh connection (dup, close) on top of the dial's; none for the
+// connection itself.
+func (s *dialSlot) keepForICMP(fd int, v6 bool) {
+	dup := dupForICMP(fd)
+	armed := dup >= 0 && v6 && armDialICMP(fd)
+	s.icmpMu.Lock()
+	old := s.icmpFD
+	s.icmpFD, s.icmpArmed = dup, armed
+	s.icmpMu.Unlock()
+	closeICMPFD(old)
+}
+
+// doneWithICMP ends a dial's hold on its socket: after a failed connect it
+// reads the error queue into icmp (only when the error is the socket's
+// own: a name's dial tries its addresses in turn and reports the first
+// one's error, which icmpFD, the last one's, can then not explain); after
+// a connect it disarms an IPv6 socket. Then it closes the duplicate.
+func (s *dialSlot) doneWithICMP(err error) {
+	s.icmpMu.Lock()
+	fd, armed := s.icmpFD, s.icmpArmed
+	s.icmpFD, s.icmpArmed = -1, false
+	remote := s.addr.Remote
+	s.icmpMu.Unlock()
+	if fd < 0 {
+		return
+	}
+	var op *net.OpError
+	switch {
+	case err == nil:
+		if armed {
+			disarmDialICMP(fd)
+		}
+	case errors.As(err, &op) && op.Op == "dial" && addrIs(op.Addr, remote):
+		s.icmp = readDialICMP(fd, remote.Addr().Is6(), armed)
+	}
+	closeICMPFD(fd)
+}
+
+// addrIs reports whether a is the address ap.
+func addrIs(a net.Addr, ap netip.AddrPort) bool {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || !ap.IsValid() {
+		return false
+	}
+	got := t.AddrPort()
+	return netip.AddrPortFrom(got.Addr().Unmap(), got.Port()) == netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // errDialStartedLate: the connect deadline passed before the prober made
@@ -346,10 +408,11 @@ func newDialer(cfg *Config) *dialer {
 // slot receives the connection's addresses, as far as they are known,
 // whether or not the dial succeeds.
 func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (net.Conn, net.Conn, Phase, error) {
-	slot.addr = ConnAddr{}
+	slot.addr, slot.icmp = ConnAddr{}, nil
 	dialCtx, cancel := context.WithDeadline(ctx, deadline)
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
+	slot.doneWithICMP(err)
 	if err != nil {
 		if ctx.Err() == nil && !slot.addr.Remote.IsValid() && isTimeout(err) && !isDNSError(err) {
 			err = noConnectAttempt(d.address, err)

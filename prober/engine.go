@@ -777,6 +777,9 @@ func (w *worker) fail(res *Result, phase Phase, err error, reused bool, c *conn)
 	case res.Fresh: // the dial failed: the port its SYN left from
 		addr := w.dialed.addr
 		res.Addr = &addr
+		if phase == PhaseDial {
+			res.DialICMP = w.dialed.icmp
+		}
 	}
 	if w.p.running.Err() != nil {
 		// Our own stop cut it short (abortInFlight, or the dial context).

@@ -425,6 +425,9 @@ func (w *worker) failH2(res *Result, phase Phase, err error) {
 	if res.Fresh {
 		addr := w.dialed.addr
 		res.Addr = &addr
+		if phase == PhaseDial {
+			res.DialICMP = w.dialed.icmp
+		}
 	}
 	if w.p.running.Err() != nil {
 		res.Canceled = true

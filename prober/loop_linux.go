@@ -152,6 +152,12 @@ type loopConn struct {
 	addr       ConnAddr
 	localIP    bool // addr.Local has its IP (asked for on the failure path only)
 	dials      int  // connect attempts for the current request (a self-connect is retried)
+	// icmpArmed: the connecting IPv6 socket queues ICMPv6 errors
+	// (armDialICMP), until it connects.
+	icmpArmed bool
+	// toItself: the connect reached its own socket (see maxSelfConnects):
+	// refused by nobody, so its error queue says nothing.
+	toItself bool
 
 	res      Result
 	deadline time.Duration // of the current phase: the connect, the request, or the linger
@@ -864,6 +870,8 @@ func (l *loop) connect(c *loopConn) {
 	e := l.e
 	c.dials++
 	c.addr = ConnAddr{Remote: e.target}
+	c.icmpArmed = e.family == syscall.AF_INET6 && armDialICMP(c.fd)
+	c.toItself = false
 	unspecified := netip.IPv4Unspecified()
 	var wildcard syscall.Sockaddr = &syscall.SockaddrInet4{Port: int(l.p.bindPort)}
 	if e.family == syscall.AF_INET6 {
@@ -935,12 +943,17 @@ func (l *loop) connected(c *loopConn) {
 		l.fail(c, PhaseDial, l.dialError(os.NewSyscallError("connect", err)))
 		return
 	}
+	if c.icmpArmed {
+		disarmDialICMP(c.fd)
+		c.icmpArmed = false
+	}
 	now := l.p.Elapsed()
 	if c.addr.Local.Port() == c.addr.Remote.Port() && l.selfConnected(c) {
 		if c.dials < maxSelfConnects {
 			l.redial(c)
 			return
 		}
+		c.toItself = true
 		l.fail(c, PhaseDial, l.dialError(os.NewSyscallError("connect", syscall.ECONNREFUSED)))
 		return
 	}
@@ -1150,6 +1163,9 @@ func (l *loop) fail(c *loopConn, phase Phase, err error) {
 	addr := c.addr
 	res.Addr = &addr
 	l.classify(res, phase, err, res.ConnReqs > 0)
+	if !res.Canceled && !established && phase == PhaseDial && !c.toItself {
+		res.DialICMP = readDialICMP(c.fd, l.e.family == syscall.AF_INET6, c.icmpArmed)
+	}
 	if !res.Canceled && established && (res.Class == EOF || res.Class == EOFReused) {
 		res.ServerClose = serverCloseOfFD(c.fd)
 	}

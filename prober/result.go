@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -64,6 +65,62 @@ type Result struct {
 	Canceled bool
 	// Path is which of a Group's paths it was sent on (Group.Names).
 	Path uint8
+	// DialICMP, for a failed connect, is what its socket's error queue
+	// held: the ICMP error that ended it, or none (From invalid: a
+	// refusal was then a TCP reset). nil when the queue was not read (no
+	// connect failed, or this host or socket cannot say).
+	DialICMP *DialICMP
+}
+
+// DialICMP is the ICMP destination-unreachable error the kernel queued on
+// a connecting socket when it ended the connect (Linux queues one received
+// in SYN_SENT on the socket's error queue since 5.10; IPv4 always, IPv6
+// with IPV6_RECVERR set). It tells who refused a connection: a host's
+// reject rule (kube-proxy rejects a Service address it holds no endpoint
+// for with an ICMP port unreachable) answers so, a TCP stack with no
+// listener (a pod) with a reset, which queues nothing; both reach the
+// caller as ECONNREFUSED.
+type DialICMP struct {
+	// From is the error's sender (SO_EE_OFFENDER); invalid when the queue
+	// held no ICMP error.
+	From netip.Addr
+	// Type and Code are ICMP's (IPv4) or ICMPv6's (V6).
+	Type, Code uint8
+	V6         bool
+}
+
+// PortUnreachable reports a port unreachable: what a reject rule sends
+// for a refused TCP SYN (ECONNREFUSED).
+func (d DialICMP) PortUnreachable() bool {
+	if d.V6 {
+		return d.From.IsValid() && d.Type == 1 && d.Code == 4
+	}
+	return d.From.IsValid() && d.Type == 3 && d.Code == 3
+}
+
+// Name says what the error is in words ("port unreachable"), or its type
+// and code when it has no common name; "" when none was queued.
+func (d DialICMP) Name() string {
+	if !d.From.IsValid() {
+		return ""
+	}
+	type tc struct{ t, c uint8 }
+	v4 := map[tc]string{{3, 0}: "net unreachable", {3, 1}: "host unreachable", {3, 3}: "port unreachable",
+		{3, 9}: "net prohibited", {3, 10}: "host prohibited", {3, 13}: "administratively prohibited"}
+	v6 := map[tc]string{{1, 0}: "no route", {1, 1}: "administratively prohibited", {1, 3}: "address unreachable",
+		{1, 4}: "port unreachable", {1, 6}: "reject route"}
+	names := v4
+	if d.V6 {
+		names = v6
+	}
+	if n, ok := names[tc{d.Type, d.Code}]; ok {
+		return n
+	}
+	family := "ICMP"
+	if d.V6 {
+		family = "ICMPv6"
+	}
+	return fmt.Sprintf("%s type %d code %d", family, d.Type, d.Code)
 }
 
 // SlowConnectAfter is the connect time from which a SYN must have been
