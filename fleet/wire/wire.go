@@ -191,6 +191,18 @@ type Result struct {
 	Retries     uint8  `json:"retries,omitempty"`
 	RetryNS     int64  `json:"retry_ns,omitempty"`
 	Canceled    bool   `json:"canceled,omitempty"`
+	// DialICMP is prober.Result.DialICMP; optional: probers before it
+	// did not send it (not known then).
+	DialICMP *DialICMP `json:"dial_icmp,omitempty"`
+}
+
+// DialICMP is a prober.DialICMP: From empty when the failed connect's
+// error queue held no ICMP error.
+type DialICMP struct {
+	From string `json:"from,omitempty"`
+	Type uint8  `json:"type,omitempty"`
+	Code uint8  `json:"code,omitempty"`
+	V6   bool   `json:"v6,omitempty"`
 }
 
 // Agg is a prober.Aggregate: one second's OK results, as deltas.
@@ -383,6 +395,12 @@ func FromResult(res *prober.Result) *Result {
 			r.Remote = a.Remote.String()
 		}
 	}
+	if d := res.DialICMP; d != nil {
+		r.DialICMP = &DialICMP{Type: d.Type, Code: d.Code, V6: d.V6}
+		if d.From.IsValid() {
+			r.DialICMP.From = d.From.String()
+		}
+	}
 	return r
 }
 
@@ -432,6 +450,14 @@ func (r *Result) ToResult() (prober.Result, error) {
 			}
 		}
 		res.Addr = &a
+	}
+	if d := r.DialICMP; d != nil {
+		res.DialICMP = &prober.DialICMP{Type: d.Type, Code: d.Code, V6: d.V6}
+		if d.From != "" {
+			if res.DialICMP.From, err = netip.ParseAddr(d.From); err != nil {
+				return prober.Result{}, fmt.Errorf("result %d: dial_icmp: %w", r.Seq, err)
+			}
+		}
 	}
 	return res, nil
 }

@@ -28,7 +28,14 @@ func TestResultRoundTrip(t *testing.T) {
 	grpc := in
 	grpc.Class, grpc.ServerClose, grpc.GRPCStatus = prober.GRPCStatus, prober.CloseUnknown, "UNAVAILABLE"
 	grpc.HiddenRetries, grpc.RetryDelay = 2, 3*time.Millisecond
-	for _, in := range []prober.Result{in, h2, grpc} {
+	rejected := in
+	rejected.Class, rejected.Phase, rejected.ServerClose = prober.Refused, prober.PhaseDial, prober.CloseUnknown
+	rejected.DialICMP = &prober.DialICMP{From: netip.MustParseAddr("10.244.1.1"), Type: 3, Code: 3}
+	reset := rejected
+	reset.DialICMP = &prober.DialICMP{} // the queue read, empty
+	rejected6 := rejected
+	rejected6.DialICMP = &prober.DialICMP{From: netip.MustParseAddr("fd00::1"), Type: 1, Code: 4, V6: true}
+	for _, in := range []prober.Result{in, h2, grpc, rejected, reset, rejected6} {
 		l := roundTrip(t, Line{Seq: 1, Kind: KindResult, Result: FromResult(&in)})
 		out, err := l.Result.ToResult()
 		if err != nil {
@@ -137,6 +144,7 @@ func TestParseRefuses(t *testing.T) {
 		`rp1 {"seq":1,"k":"hello","hello":{"protocol":2}}`,                              // another version
 		`rp1 {"seq":1,"k":"agg","a":{"s":1,"latency":"AAAA"}}`,                          // one histogram of two
 		`rp1 {"seq":1,"k":"agg","a":{"s":1,"status":{"0":1}}}`,                          // status 0
+		`rp1 {"seq":1,"k":"result","r":{"class":"refused","dial_icmp":{"from":"gw"}}}`,  // no address
 	} {
 		if _, err := Parse([]byte(bad)); err == nil || errors.Is(err, ErrNotProtocol) {
 			t.Errorf("%s: accepted (%v)", bad, err)
