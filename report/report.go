@@ -735,6 +735,31 @@ type ConntrackResponses struct {
 	Responses   uint64 `json:"responses"`
 }
 
+// Values of Failure.RefusedBy.
+const (
+	// RefusedByICMP: an ICMP port unreachable refused the SYN (Failure.ICMP
+	// names its sender): a host's reject rule, as kube-proxy's for a
+	// Service address it holds no endpoint for; a TCP stack answers with
+	// a reset instead.
+	RefusedByICMP = "icmp"
+	// RefusedByRST: a TCP reset refused it: the SYN reached a TCP stack
+	// with nothing listening on its port (a pod not, or no longer,
+	// listening), not a reject rule.
+	RefusedByRST = "rst"
+)
+
+// ICMPError is an ICMP (or ICMPv6) error a failed connect received.
+type ICMPError struct {
+	// From is its sender's address.
+	From string `json:"from"`
+	Type int    `json:"type"`
+	Code int    `json:"code"`
+	// Name says what it is ("port unreachable", "host unreachable"), or
+	// its family, type and code.
+	Name string `json:"name"`
+	V6   bool   `json:"v6,omitempty"`
+}
+
 // Failure is one failed attempt in full.
 type Failure struct {
 	Seq       uint64    `json:"seq"`
@@ -776,6 +801,14 @@ type Failure struct {
 	// to a pod (kube-proxy rejects a Service address it holds no endpoint
 	// for). No pod was reached: LikelyPod and Evidence are empty.
 	NoConntrackEntry bool `json:"no_conntrack_entry,omitempty"`
+	// RefusedBy, for a refused connection whose socket's error queue was
+	// read (Linux), says what refused it: RefusedByICMP or RefusedByRST.
+	// Empty when not known.
+	RefusedBy string `json:"refused_by,omitempty"`
+	// ICMP is the ICMP error that ended a failed connect, as the kernel
+	// queued it on its socket: who sent it and what it said. nil when none
+	// came or the queue was not read.
+	ICMP *ICMPError `json:"icmp,omitempty"`
 	// JoinedConntrackEntry: the fresh connection's SYN left no conntrack
 	// entry of its own; it joined the one an earlier unanswered connection
 	// from the same local port to the same address left, still alive

@@ -326,6 +326,17 @@ func failure(res *prober.Result, clock report.WallClock, runID string) report.Fa
 			f.RemoteAddr = a.Remote.String()
 		}
 	}
+	if d := res.DialICMP; d != nil {
+		if d.From.IsValid() {
+			f.ICMP = &report.ICMPError{From: d.From.String(), Type: int(d.Type), Code: int(d.Code), Name: d.Name(), V6: d.V6}
+		}
+		if res.Class == prober.Refused {
+			f.RefusedBy = report.RefusedByRST // the queue held nothing
+			if d.From.IsValid() {
+				f.RefusedBy = report.RefusedByICMP
+			}
+		}
+	}
 	return f
 }
 
