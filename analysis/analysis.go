@@ -534,6 +534,13 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		f.Context = noEntryContext(c)
 		return
 	}
+	if a.rejectedByRules(f) {
+		// The kernel's record of who refused it: a reject rule's ICMP
+		// error, from no pod. No pod to name.
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = icmpRejectContext(f)
+		return
+	}
 	defer func() {
 		if f.LikelyPod != "" {
 			f.Evidence = report.EvidenceTimeline
@@ -752,6 +759,27 @@ func edgeContext(f *report.Failure, c prober.Class) string {
 const joinedContext = "its SYN joined the conntrack entry an earlier unanswered connection from the same local port left " +
 	"(the kernel keeps it nf_conntrack_tcp_timeout_syn_sent, two minutes by default, and kube-proxy clears no TCP entry: kubernetes#101607), " +
 	"so it went where that one went, whatever the rules said by then"
+
+// rejectedByRules reports whether a host's own rules refused f's SYN
+// before any pod: conntrack on the probing host shows it left no entry
+// (Failure.NoConntrackEntry), or an ICMP port unreachable refused it
+// (Failure.RefusedBy) from an address none of the run's pods held by
+// then. A pod's TCP stack refuses a SYN with a reset; an ICMP error from a
+// pod's own address (its own rules) is not taken for the hosts'.
+func (a attributor) rejectedByRules(f *report.Failure) bool {
+	if f.NoConntrackEntry {
+		return true
+	}
+	return f.RefusedBy == report.RefusedByICMP && f.ICMP != nil && class(f) == prober.Refused &&
+		a.pods.ByIP(f.ICMP.From, beganAt(f)) == nil
+}
+
+// icmpRejectContext is the context of a failure a reject rule refused
+// (rejectedByRules, by its ICMP error).
+func icmpRejectContext(f *report.Failure) string {
+	return fmt.Sprintf("reached no pod: an ICMP %s from %s, no pod's address, refused the SYN: a host's reject rule, not a pod (a pod's TCP stack refuses with a reset); "+
+		"kube-proxy rejects a Service address it holds no endpoint for, and a SYN can meet its rules mid-update", f.ICMP.Name, f.ICMP.From)
+}
 
 // noEntryContext is a no-entry failure's context (Failure.NoConntrackEntry).
 func noEntryContext(c prober.Class) string {

@@ -66,6 +66,9 @@ type seen struct {
 	namedDeleted bool
 	// edgeAnswered: the response shows the edge made it (edgeAnswered).
 	edgeAnswered bool
+	// rulesRejected: a host's own rules refused its SYN before any pod
+	// (attributor.rejectedByRules).
+	rulesRejected bool
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -211,9 +214,10 @@ var rules = []rule{
 		return (s.svcGap != nil && s.svcGap.emptiedByBudgetedDrain() && s.class != prober.HTTP5xx) || overloadedByBudgetedDrain(s)
 	}, renderBudgetTooLoose},
 	{NoServingEndpoint, report.SeverityError, func(s seen) bool { return s.svcGap != nil && s.class != prober.HTTP5xx }, renderNoServingEndpoint},
-	// Then: the kernel showed no pod was reached, the host's own rules
-	// stopped the SYN, while the Service had endpoints: no pod's doing.
-	{ProxyRulesWithoutEndpoint, report.SeverityError, func(s seen) bool { return s.f.NoConntrackEntry }, renderProxyRulesWithoutEndpoint},
+	// Then: the kernel showed no pod was reached, a host's own rules
+	// stopped the SYN (conntrack, or the ICMP error that refused it),
+	// while the Service had endpoints: no pod's doing.
+	{ProxyRulesWithoutEndpoint, report.SeverityError, func(s seen) bool { return s.rulesRejected }, renderProxyRulesWithoutEndpoint},
 	// Then: the edge's log shows it sent the request to no pod, while the
 	// Service had endpoints: the edge's doing, not a pod's.
 	{EdgeHadNoBackend, report.SeverityError, func(s seen) bool { return s.f.EdgeNoBackend || s.edgeAnswered }, renderEdgeNoBackend},
@@ -276,7 +280,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 	for i := range failures {
 		f := &failures[i]
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed(),
-			edgeAnswered: edgeAnswered(f, r.Config.BackendHeader)}
+			edgeAnswered: edgeAnswered(f, r.Config.BackendHeader), rulesRejected: a.rejectedByRules(f)}
 		if _, ok := a.noBackendWhileUnready(f, s.class); ok && f.LikelyPod == "" {
 			s.edgeAnswered = true
 		}
@@ -303,7 +307,7 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			svcGaps[i].failed++
 		} else if i := shortfallOf(shortfalls, f); i >= 0 {
 			s.shortfall = &shortfalls[i]
-		} else if i := svcGapJustAfter(svcGaps, f, a.tol); i >= 0 && (f.NoConntrackEntry || f.EdgeNoBackend || s.edgeAnswered) {
+		} else if i := svcGapJustAfter(svcGaps, f, a.tol); i >= 0 && (s.rulesRejected || f.EdgeNoBackend || s.edgeAnswered) {
 			// The node's rules already held no endpoint, or the edge had
 			// none: kube-proxy or the edge's controller heard of the last
 			// one's end before rollprobe's watch did.

@@ -214,8 +214,8 @@ func (a attributor) mayBeOf(p *Pod, g *report.Failure) bool {
 			return q == p
 		}
 	}
-	if g.NoConntrackEntry {
-		return false // the host's own rules stopped its SYN
+	if a.rejectedByRules(g) {
+		return false // a host's own rules stopped its SYN
 	}
 	c := class(g)
 	if c != prober.Refused && c != prober.ConnectTimeout {

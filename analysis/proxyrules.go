@@ -9,9 +9,10 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
-// ProxyRulesWithoutEndpoint: requests were refused (or dropped) by the
-// probing host's own rules before any pod, conntrack shows
-// (Failure.NoConntrackEntry), while the API listed serving endpoints for
+// ProxyRulesWithoutEndpoint: requests were refused (or dropped) by a
+// host's own rules before any pod, conntrack on the probing host shows
+// (Failure.NoConntrackEntry) or the ICMP error that refused them does
+// (Failure.RefusedBy, from no pod's address), while the API listed serving endpoints for
 // the Service: kube-proxy there held none it could use at that moment, or
 // the packet met its rules mid-update (kube-proxy's nftables mode rewrites
 // a Service's DNAT rule, an anonymous numgen map, on each sync of its
@@ -60,6 +61,25 @@ func hostOf(f *report.Failure) string {
 	return "the probing host"
 }
 
+// rejecterOf names the host whose rules refused f's SYN: the probing
+// host when conntrack there showed it (Failure.NoConntrackEntry), else the
+// sender of the ICMP error that refused it, as the probing host saw it.
+func rejecterOf(f *report.Failure) string {
+	if f.NoConntrackEntry || f.ICMP == nil {
+		return hostOf(f)
+	}
+	return "the host at " + f.ICMP.From
+}
+
+// icmpSaid is ", an ICMP port unreachable from X" for a failure an ICMP
+// error refused, else "".
+func icmpSaid(f *report.Failure) string {
+	if f.RefusedBy != report.RefusedByICMP || f.ICMP == nil {
+		return ""
+	}
+	return ", an ICMP " + f.ICMP.Name + " from " + f.ICMP.From
+}
+
 func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 	r := x.r
 	svc := "the Service"
@@ -69,9 +89,15 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 	hosts := map[string]bool{}
 	listed := 0 // the fewest serving endpoints the API listed at one of them
 	var each []string
+	byConntrack, byICMP := 0, 0
 	for i := range g.fails {
 		f := &g.fails[i]
-		hosts[hostOf(f)] = true
+		hosts[rejecterOf(f)] = true
+		if f.NoConntrackEntry {
+			byConntrack++
+		} else {
+			byICMP++
+		}
 		at := beganAt(f)
 		n, changed := endpointsAt(r, at)
 		if i == 0 || n < listed {
@@ -80,7 +106,7 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 		if i >= noEntryShown {
 			continue
 		}
-		line := fmt.Sprintf("%+.2fs (%s, from %s): the API listed %d serving endpoints", at.Sub(r.StartedAt).Seconds(), f.Class, hostOf(f), n)
+		line := fmt.Sprintf("%+.2fs (%s, from %s%s): the API listed %d serving endpoints", at.Sub(r.StartedAt).Seconds(), f.Class, hostOf(f), icmpSaid(f), n)
 		if !changed.IsZero() {
 			line += fmt.Sprintf(", unchanged since %+.2fs (%.2fs before)", changed.Sub(r.StartedAt).Seconds(), at.Sub(changed).Seconds())
 		}
@@ -95,9 +121,12 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 	}
 	sort.Strings(hostList)
 	on := strings.Join(hostList, ", ")
-	ev := []string{
-		fmt.Sprintf("%d requests failed (%s) from %s, and conntrack on %s has no entry for any of them: their SYN met no rewrite to a pod and was refused by that host's own rules (conntrack was read throughout, nothing lost; only refusals are judged so)",
-			len(g.fails), g.classes(), g.span(r.StartedAt), on),
+	ev := []string{fmt.Sprintf("%d requests failed (%s) from %s, and reached no pod", len(g.fails), g.classes(), g.span(r.StartedAt))}
+	if byConntrack > 0 {
+		ev = append(ev, fmt.Sprintf("%d of them: conntrack on the probing host has no entry for them: their SYN met no rewrite to a pod and was refused by that host's own rules (conntrack was read throughout, nothing lost; only refusals are judged so)", byConntrack))
+	}
+	if byICMP > 0 {
+		ev = append(ev, fmt.Sprintf("%d of them: an ICMP port unreachable refused the SYN, from an address no pod of the run held (the kernel queued it on the socket): a reject rule's answer; a pod's TCP stack refuses with a reset", byICMP))
 	}
 	ev = append(ev, each...)
 	if listed > 0 {

@@ -77,6 +77,80 @@ func TestNoConntrackEntryReachedNoPod(t *testing.T) {
 	}
 }
 
+// The same scene seen from a prober on the pod network, where conntrack
+// cannot be read: the refusal's socket held an ICMP port unreachable from
+// the node's pod gateway, no pod's address. A reject rule answered it, no
+// pod (a pod's TCP stack answers with a reset): named on no pod, no
+// preStop sizing, the rules' finding naming the ICMP's sender. A reset,
+// or the ICMP error from a pod's own address, leaves the inference as it
+// was.
+func TestICMPRejectReachedNoPod(t *testing.T) {
+	timeline := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "old-a", Revision: "a", Ready: true, IP: "10.244.1.10"},
+		endpointAt(1, report.EndpointAdded, "old-a", "10.244.1.10", true, true),
+		{At: at(9000), Kind: report.PodCreated, Pod: "new-1", Revision: "b"},
+		{At: at(13100), Kind: report.PodReady, Pod: "new-1", Revision: "b", IP: "10.244.2.7"},
+		endpointAt(13100, report.EndpointReady, "new-1", "10.244.2.7", true, true),
+		ev(12950, report.PodDeletionRequested, "old-a", "a"),
+		endpointAt(13000, report.EndpointTerminating, "old-a", "10.244.1.10", false, true),
+		endpointAt(16000, report.EndpointRemoved, "old-a", "10.244.1.10", false, false),
+		ev(19300, report.PodGone, "old-a", "a"),
+	}
+	build := func(refusedBy string, from string) *report.Report {
+		f := fail(19410, report.ClassRefused, true, "")
+		f.LocalAddr, f.RemoteAddr, f.Node, f.Prober, f.RefusedBy = "0.0.0.0:40000", "10.96.76.245:80", "lab-node-2", "p-0", refusedBy
+		if from != "" {
+			f.ICMP = &report.ICMPError{From: from, Type: 3, Code: 3, Name: "port unreachable"}
+		}
+		return &report.Report{StartedAt: t0, EndedAt: at(25000), Timeline: timeline, Failures: []report.Failure{f},
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", TriggerSeenAfterMS: 20}}
+	}
+	for _, tc := range []struct{ name, by, from string }{
+		{"a reset", report.RefusedByRST, ""},
+		{"the pod's own ICMP error", report.RefusedByICMP, "10.244.1.10"},
+	} {
+		r := build(tc.by, tc.from)
+		analyse(r)
+		if f := r.Failures[0]; f.LikelyPod == "" || f.Evidence != report.EvidenceTimeline || find(r, ProxyRulesWithoutEndpoint) != nil {
+			t.Errorf("%s: %+v, findings %+v; want a pod inferred from the timeline, not the rules' finding", tc.name, f, r.Findings)
+		}
+	}
+
+	r := build(report.RefusedByICMP, "10.244.2.1")
+	analyse(r)
+	f := r.Failures[0]
+	if f.LikelyPod != "" || f.Confidence != 0 || f.Candidates != nil || f.Evidence != "" ||
+		!strings.Contains(f.Context, "reached no pod: an ICMP port unreachable from 10.244.2.1, no pod's address, refused the SYN") {
+		t.Errorf("failure %+v: want no pod named, the context saying a reject rule refused it", f)
+	}
+	if r.Attribution.Certain != 0 || r.Attribution.Unattributed != 1 {
+		t.Errorf("attribution %+v", r.Attribution)
+	}
+	if find(r, StopsBeforePropagation) != nil || find(r, Unexplained) != nil {
+		t.Errorf("findings %+v: the refusal is no pod's race and not unexplained", r.Findings)
+	}
+	fd := find(r, ProxyRulesWithoutEndpoint)
+	if fd == nil {
+		t.Fatalf("findings %+v: want %s", r.Findings, ProxyRulesWithoutEndpoint)
+	}
+	ev := strings.Join(fd.Evidence, "\n")
+	for _, want := range []string{"1 of them: an ICMP port unreachable refused the SYN, from an address no pod of the run held",
+		"+19.41s (refused, from node lab-node-2, an ICMP port unreachable from 10.244.2.1): the API listed 1 serving endpoints"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if strings.Contains(ev, "conntrack") {
+		t.Errorf("evidence speaks of conntrack, which was not read:\n%s", ev)
+	}
+	if !strings.Contains(fd.Title, "the rules on the host at 10.244.2.1 sent no request to a pod of service web while the API listed 1 serving endpoints") {
+		t.Errorf("title %q", fd.Title)
+	}
+	if x := Explain(r); x.PreStopSeconds != 0 {
+		t.Errorf("preStop advice %ds sized from a failure that reached no pod", x.PreStopSeconds)
+	}
+}
+
 // A connect timeout an in-cluster prober's node dropped is said as a
 // drop, on that node.
 func TestNoConntrackEntryFromAProber(t *testing.T) {
