@@ -52,7 +52,12 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 	// host whose conntrack sees none of them (a node port probed from
 	// outside: the rewrite is on the node), is held to the wire alone.
 	watched := r.rep.Conntrack != nil && r.rep.Conntrack.Watching && r.rep.Conntrack.Connections > 0
+	// So must one whose probers read the ICMP error that refused a
+	// connection (refused_by icmp, held to the wire's below), wherever
+	// they ran: the finding, and no pod named.
+	byICMP := false
 	for _, f := range r.rep.Failures {
+		byICMP = byICMP || f.RefusedBy == report.RefusedByICMP
 		if (watched && !f.NoConntrackEntry) || f.LikelyPod != "" {
 			t.Fatalf("failure #%d (%s at %+.2fs, no conntrack entry %v, pod %q) on a graceful rollout\n%s",
 				f.Seq, f.Class, f.AtMS/1000, f.NoConntrackEntry, f.LikelyPod, r.out())
@@ -67,7 +72,7 @@ func checkCleanBesidesTheNodesOwn(t *testing.T, r *runResult, windows [][2]float
 	if r.exit != 1 {
 		t.Errorf("exit %d with %d requests the node refused: want 1", r.exit, len(r.rep.Failures))
 	}
-	if watched && findingByID(r.rep, analysis.ProxyRulesWithoutEndpoint) == nil {
+	if (watched || byICMP) && findingByID(r.rep, analysis.ProxyRulesWithoutEndpoint) == nil {
 		t.Errorf("findings %+v: want %s", r.rep.Findings, analysis.ProxyRulesWithoutEndpoint)
 	}
 	for _, f := range r.rep.Findings {
@@ -105,13 +110,21 @@ func requireNodesOwnRejects(t *testing.T, r *runResult, failures []report.Failur
 			t.Fatalf("failure #%d (%s at %+.2fs, %s > %s): not a refusal a node's own rules can have made\n%s",
 				f.Seq, f.Class, f.AtMS/1000, f.LocalAddr, f.RemoteAddr, out)
 		}
-		how := wire.how(f)
+		how, from := wire.how(f)
 		if how == "" {
 			t.Fatalf("failure #%d (refused at %+.2fs from %s, %s to %s): neither an ICMP unreachable a node's rules sent quoting its SYN to %s, nor a reset from a node port no pod's reset preceded (%d unreachables, %d resets captured; %s; the wall clock moved %v against the monotonic one over the run)\n%s",
 				f.Seq, f.AtMS/1000, f.LocalAddr, f.Start.Format(time.RFC3339Nano), f.End.Format(time.RFC3339Nano), f.RemoteAddr,
 				len(wire.unreachables), len(wire.resets), wire.samePort(f), r.wallStep, out)
 		}
-		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire; context %q", f.Seq, f.AtMS/1000, f.Node, how, f.RemoteAddr, f.Context)
+		// What the prober read from its socket's error queue, where it
+		// did (refused_by), is what the wire shows: the same sender.
+		switch read := f.RefusedBy; {
+		case read == report.RefusedByICMP && (f.ICMP == nil || f.ICMP.From != from.String()):
+			t.Fatalf("failure #%d (refused at %+.2fs): rollprobe read an ICMP error %+v; the wire shows %s (from %v)\n%s", f.Seq, f.AtMS/1000, f.ICMP, how, from, out)
+		case read == report.RefusedByRST && from.IsValid():
+			t.Fatalf("failure #%d (refused at %+.2fs): rollprobe read a reset; the wire shows %s from %s\n%s", f.Seq, f.AtMS/1000, how, from, out)
+		}
+		t.Logf("failure #%d (refused at %+.2fs %s): %s of %s, on the wire (refused_by %q, icmp %+v); context %q", f.Seq, f.AtMS/1000, f.Node, how, f.RemoteAddr, f.RefusedBy, f.ICMP, f.Context)
 	}
 }
 
@@ -162,23 +175,24 @@ func (w *ownRejects) samePort(f report.Failure) string {
 }
 
 // how says how the wire shows that a node's own rules refused f, a
-// refusal ("" when it does not).
-func (w *ownRejects) how(f report.Failure) string {
+// refusal ("" when it does not), and the sender of the ICMP unreachable
+// that did (invalid for a reset).
+func (w *ownRejects) how(f report.Failure) (string, netip.Addr) {
 	local, err1 := netip.ParseAddrPort(f.LocalAddr)
 	remote, err2 := netip.ParseAddrPort(f.RemoteAddr)
 	if f.Class != report.ClassRefused || err1 != nil || err2 != nil {
-		return ""
+		return "", netip.Addr{}
 	}
 	during := func(at time.Time) bool {
 		return !at.Before(f.Start.Add(-time.Millisecond)) && !at.After(f.End.Add(time.Millisecond))
 	}
 	for _, u := range w.unreachables {
 		if u.Src.Port() == local.Port() && u.Dst == remote && (u.From == u.Src.Addr() || w.gateways[u.From]) && during(u.At) {
-			return "the node's own ICMP reject"
+			return "the node's own ICMP reject", u.From
 		}
 	}
 	if !w.nodes[remote.Addr()] {
-		return ""
+		return "", netip.Addr{}
 	}
 	// A pod's reset of a connection a node masqueraded goes to the node's
 	// address, perhaps from another port: any pod's reset to a node in
@@ -196,7 +210,7 @@ func (w *ownRejects) how(f report.Failure) string {
 		}
 	}
 	if fromNode > 0 && fromOthers == 0 {
-		return "the node's own reset at its node port"
+		return "the node's own reset at its node port", netip.Addr{}
 	}
-	return ""
+	return "", netip.Addr{}
 }

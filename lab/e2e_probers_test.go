@@ -3,12 +3,14 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,6 +24,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rollprobe/rollprobe/fleet"
 	"github.com/rollprobe/rollprobe/lab"
@@ -117,20 +121,12 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("rollout %+v on the %q engine: want complete, on the goroutines\n%s", ro, r.rep.Prober.Engine, r.out())
 		}
 		// Nothing fails but kube-proxy's reject of the Service address while
-		// it rewrites its rules (checkCleanBesidesTheNodesOwn), each held to
-		// the wire. checkClean also asks that rollprobe name no pod for
-		// them, which from the pod network, without conntrack, it cannot
-		// know (a terminating pod may have refused: README's attribution);
-		// the first run of this test met one such, put among two
-		// terminating candidates. The entry is this test's subject.
-		if n := r.rep.Totals.Failed; n > 0 {
-			requireNodesOwnRejects(t, r, r.rep.Failures)
-			if r.exit != 1 {
-				t.Errorf("exit %d with %d requests refused: want 1", r.exit, n)
-			}
-		} else if r.exit != 0 {
-			t.Errorf("exit %d with nothing failed\n%s", r.exit, r.out())
-		}
+		// it rewrites its rules, each held to the wire, put on no pod: the
+		// probers read the ICMP error that refused it (refused_by), which
+		// tells a rule's reject from a pod's reset from the pod network,
+		// without conntrack (checkClean). The first run of this test, before
+		// they did, met one such and put it among two terminating pods.
+		checkClean(t, r)
 		checkProbers(t, ctx, c, r.rep)
 		want := fmt.Sprint([]string{net.JoinHostPort(ip, "80")})
 		if e, got := r.rep.Rollout.Entry, fmt.Sprint(r.rep.Prober.Dialled); e == nil || e.Via != report.ViaClusterIP || e.From != report.EntryFromDialled || got != want {
@@ -242,6 +238,10 @@ func testProbers(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("the run's probers dialled %s, want %s", got, want)
 		}
 		noProberPods(t, ctx, c)
+	})
+
+	t.Run("a Service with no endpoint, from two probers and a node: each refusal is the node's ICMP reject", func(t *testing.T) {
+		testRefusedByTheRules(t, ctx, c)
 	})
 
 	t.Run("a namespace whose PodSecurity refuses host-network probers changes nothing", func(t *testing.T) {
@@ -567,4 +567,97 @@ func lastConnectFailures(r *report.Report, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// testRefusedByTheRules probes a Service with no endpoint, which
+// kube-proxy rejects on every node with an ICMP port unreachable, from two
+// prober pods on the pod network (no conntrack there), by its address
+// (the loops engine) and by its name (the goroutine engine), and from a
+// node (its own rules, in its output path):
+// every request refused, each failure saying an ICMP error refused it,
+// from the sender the nodes' captures show (requireNodesOwnRejects: the
+// pods' gateway of the prober's node, or the node itself), and no pod
+// named. Without reading the socket's error queue nothing in the report
+// tells this refusal from a pod's reset.
+func testRefusedByTheRules(t *testing.T, ctx context.Context, c *lab.Client) {
+	const name = "no-endpoint"
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	svc, err := c.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	url := "http://" + svc.Spec.ClusterIP + "/"
+	// Every node's kube-proxy holds the Service (and rejects it) before
+	// the probe: a refusal from each, not a SYN that met no rule yet.
+	for _, n := range netns.Nodes(lab.DefaultNodes) {
+		client := clientIn(n.NS, time.Second)
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			_, err := client.Get(url)
+			return errors.Is(err, syscall.ECONNREFUSED), nil
+		})
+		if err != nil {
+			t.Fatalf("%s never refused from %s: %v", url, n.Name, err)
+		}
+	}
+	// A node sends the pods' rejects at most one a second per pod after a
+	// burst of six (the kernel's ICMP rate limit, net.ipv4.icmp_ratelimit;
+	// its own, over loopback, unlimited): beyond that a SYN is dropped
+	// unanswered and ends in connect_timeout (a first run at 50/s had 85 of
+	// 102 so). The probers' rate stays within it: each refusal a reject.
+	// By the Service's name too: CoreDNS resolves it in the pods, and the
+	// goroutine engine dials it (the loops probe an address).
+	for _, tc := range []struct {
+		name, url, rate, duration string
+		extra                     []string
+	}{{"from two probers", url, "4", "3s", proberArgs}, {"by its name from two probers", "http://" + name + ".default.svc/", "4", "3s", proberArgs},
+		{"from a node", url, "50", "2s", nil}} {
+		rejects := logRejectionsIfFailed(t)
+		if rejects == nil {
+			t.Skip("no tcpdump: nothing to hold the refusals to")
+		}
+		path := filepath.Join(t.TempDir(), "probe.json")
+		args := []string{"lab", "exec", "--state-dir", stateDir}
+		if tc.extra != nil {
+			args = append(args, "--client") // the probers' own client
+		}
+		args = append(args, "--", filepath.Join(binDir, "rollprobe"), "probe", tc.url, "--rate", tc.rate, "--duration", tc.duration, "--conn", "new",
+			"--progress", "0", "--report", path)
+		out, err := rollprobe(t, append(args, tc.extra...)...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("%s: probe exited %v, want 1 (every request refused)\n%s", tc.name, err, out)
+		}
+		rep, err := report.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		validateSchema(t, path)
+		if tc.extra != nil && (len(rep.Probers) != 2 || rep.Probers[0].Node == rep.Probers[1].Node) {
+			t.Fatalf("%s: probers %+v, want two on two nodes", tc.name, rep.Probers)
+		}
+		if engine := map[bool]string{true: "goroutines", false: "loops"}[tc.url != url]; rep.Prober.Engine != engine {
+			t.Fatalf("%s: the %s engine probed, want the %s", tc.name, rep.Prober.Engine, engine)
+		}
+		refused := rep.Totals.ByClass[report.ClassRefused]
+		if refused == 0 || refused != rep.Totals.Sent || uint64(len(rep.Failures)) != refused {
+			t.Fatalf("%s: %v of %d sent, %d kept: want every request refused, each kept\n%s", tc.name, nonZero(rep.Totals.ByClass), rep.Totals.Sent, len(rep.Failures), out)
+		}
+		for _, f := range rep.Failures {
+			if f.RefusedBy != report.RefusedByICMP || f.ICMP == nil || f.ICMP.Name != "port unreachable" || f.LikelyPod != "" {
+				t.Fatalf("%s: failure %s refused by %q (icmp %+v), pod %q: want a port unreachable read, no pod", tc.name, f.RequestID, f.RefusedBy, f.ICMP, f.LikelyPod)
+			}
+		}
+		buf := &syncBuffer{}
+		_, _ = buf.Write([]byte(out))
+		requireNodesOwnRejects(t, &runResult{rep: rep, rejects: rejects, output: buf}, rep.Failures)
+		t.Logf("%s: %d refusals, each a rule's ICMP reject as the wire shows (the first from %s)", tc.name, refused, rep.Failures[0].ICMP.From)
+	}
+	noProberPods(t, ctx, c)
 }

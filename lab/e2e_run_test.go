@@ -598,7 +598,7 @@ func checkNaive(t *testing.T, r *runResult) {
 			if wire == nil {
 				wire = readOwnRejects(r.rejects)
 			}
-			if how := wire.how(f); how != "" {
+			if how, _ := wire.how(f); how != "" {
 				ownOnTheWire[failureKey(f)] = true
 				t.Logf("a refusal put on no pod, %s on the wire: %s", how, failureJSON(&f))
 			}
