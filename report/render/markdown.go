@@ -78,6 +78,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 	if line := AttributionLine(r); line != "" {
 		fmt.Fprintf(&b, "Attributed: %s\n\n", line)
 	}
+	if line := RefusalsLine(r); line != "" {
+		fmt.Fprintf(&b, "Refused: %s\n\n", line)
+	}
 	if e := r.EdgeLog; e != nil {
 		fmt.Fprintf(&b, "Edge access log: %s\n\n", EdgeLogLine(e))
 	}

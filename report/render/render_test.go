@@ -330,3 +330,35 @@ func TestAttributionIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// Every face says who refused the run's refused connections, as their
+// sockets showed: a reject rule's ICMP error (with its senders) or a
+// reset, and how many could not say; a run whose sockets said nothing
+// says nothing of it.
+func TestRefusalsAreCountedByWhoRefused(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Failures = nil
+	for i, by := range []string{report.RefusedByICMP, report.RefusedByICMP, report.RefusedByICMP, report.RefusedByRST, ""} {
+		f := report.Failure{Seq: uint64(i), Class: report.ClassRefused, Phase: "dial", Fresh: true, RefusedBy: by,
+			Start: r.StartedAt.Add(time.Second), End: r.StartedAt.Add(time.Second), Intended: r.StartedAt.Add(time.Second)}
+		if by == report.RefusedByICMP {
+			f.ICMP = &report.ICMPError{From: []string{"10.244.2.1", "10.244.1.1", "10.244.2.1"}[i], Type: 3, Code: 3, Name: "port unreachable"}
+		}
+		r.Failures = append(r.Failures, f)
+	}
+	r.Failures = append(r.Failures, report.Failure{Seq: 9, Class: report.ClassReset, Phase: "read_headers"})
+	want := "3 of 5 refused connections by a reject rule's ICMP error (from 10.244.1.1, 10.244.2.1: no pod's TCP stack), 1 by a TCP reset (a stack with nothing listening); 1 not known (their sockets could not say)"
+	for face, out := range summaries(t, r) {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", face, want, out)
+		}
+	}
+	for i := range r.Failures {
+		r.Failures[i].RefusedBy, r.Failures[i].ICMP = "", nil
+	}
+	for face, out := range summaries(t, r) {
+		if strings.Contains(out, "refused connections by") {
+			t.Errorf("%s speaks of who refused, which no socket said:\n%s", face, out)
+		}
+	}
+}

@@ -134,6 +134,9 @@ func Text(w io.Writer, r *report.Report) error {
 	if line := AttributionLine(r); line != "" {
 		fmt.Fprintf(&b, "  attributed %s\n", line)
 	}
+	if line := RefusalsLine(r); line != "" {
+		fmt.Fprintf(&b, "  refused   %s\n", line)
+	}
 	if e := r.EdgeLog; e != nil {
 		fmt.Fprintf(&b, "  edge log  %s\n", EdgeLogLine(e))
 	}
@@ -552,6 +555,45 @@ func AttributionLine(r *report.Report) string {
 	}
 	return fmt.Sprintf("%d to one pod for certain, %d among several candidates, %d to none (a pod's change counts from %.0fms before rollprobe received it: %s)",
 		a.Certain, a.Ambiguous, a.Unattributed, a.ReceiveToleranceMS, a.ToleranceSource)
+}
+
+// RefusalsLine says, for every face, who refused the run's refused
+// connections as their sockets showed (Failure.RefusedBy): a reject
+// rule's ICMP error (and from where) or a TCP reset; "" when no refused
+// failure was kept or none was read.
+func RefusalsLine(r *report.Report) string {
+	refused, byICMP, byRST := 0, 0, 0
+	var from []string
+	seen := map[string]bool{}
+	for _, f := range r.Failures {
+		if f.Class != report.ClassRefused {
+			continue
+		}
+		refused++
+		switch f.RefusedBy {
+		case report.RefusedByICMP:
+			byICMP++
+			if f.ICMP != nil && !seen[f.ICMP.From] {
+				seen[f.ICMP.From] = true
+				from = append(from, f.ICMP.From)
+			}
+		case report.RefusedByRST:
+			byRST++
+		}
+	}
+	if byICMP+byRST == 0 {
+		return ""
+	}
+	sort.Strings(from)
+	line := fmt.Sprintf("%d of %d refused connections by a reject rule's ICMP error (from %s: no pod's TCP stack), %d by a TCP reset (a stack with nothing listening)",
+		byICMP, refused, strings.Join(from, ", "), byRST)
+	if byICMP == 0 {
+		line = fmt.Sprintf("%d of %d refused connections by a TCP reset (a stack with nothing listening), none by a reject rule's ICMP error", byRST, refused)
+	}
+	if rest := refused - byICMP - byRST; rest > 0 {
+		line += fmt.Sprintf("; %d not known (their sockets could not say)", rest)
+	}
+	return line
 }
 
 // ConntrackLines is what the conntrack watch saw, for every face: the

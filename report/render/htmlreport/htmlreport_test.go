@@ -682,6 +682,25 @@ func TestAttributionIsShown(t *testing.T) {
 	}
 }
 
+// Who refused the refused connections is said in the text's words; a
+// run whose sockets said nothing says nothing of it.
+func TestRefusalsAreShown(t *testing.T) {
+	r := lab(t, "naive")
+	r.Failures = []report.Failure{
+		{Class: report.ClassRefused, RefusedBy: report.RefusedByICMP, ICMP: &report.ICMPError{From: "10.244.1.1", Type: 3, Code: 3, Name: "port unreachable"}},
+		{Class: report.ClassRefused, RefusedBy: report.RefusedByRST},
+	}
+	_, doc := render(t, r)
+	notes := find(doc, "p", "class", "muted refusals")
+	if want := "Refused: 1 of 2 refused connections by a reject rule's ICMP error (from 10.244.1.1: no pod's TCP stack), 1 by a TCP reset (a stack with nothing listening)"; len(notes) != 1 || text(notes[0]) != want {
+		t.Errorf("refusal notes %d, want 1 saying %q", len(notes), want)
+	}
+	r.Failures[0].RefusedBy, r.Failures[0].ICMP, r.Failures[1].RefusedBy = "", nil, ""
+	if _, doc := render(t, r); len(find(doc, "p", "class", "muted refusals")) != 0 {
+		t.Error("a run whose sockets said nothing shows a refusal line")
+	}
+}
+
 // A failed rollout's end and an abort's way back are marked on the
 // timeline beside the trigger.
 func TestAbortIsMarked(t *testing.T) {

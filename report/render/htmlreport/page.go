@@ -54,6 +54,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"edgeLog":     textrender.EdgeLogLine,
 	"conntrack":   textrender.ConntrackLines,
 	"attribution": textrender.AttributionLine,
+	"refusals":    textrender.RefusalsLine,
 	"inc":         func(i int) int { return i + 1 },
 	"pct":         func(p *float64) string { return fmt.Sprintf("%.1f%%", *p) },
 }).Parse(pageTemplate))
