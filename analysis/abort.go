@@ -73,8 +73,8 @@ func renderAbortScaleDown(g *group, x facts) (report.Finding, bool) {
 		// status, which may be seen after the deletions it led to.
 		fmt.Sprintf("the rollout was aborted: seen at %+.2fs (the Rollout Degraded); an abort moves the traffic back to the stable revision, then deletes the aborted revision %s's pods: deleted from %+.2fs (%+.2fs from the abort as seen)",
 			a.at.Sub(start).Seconds(), a.revision, firstDeletion.Sub(start).Seconds(), firstDeletion.Sub(a.at).Seconds()),
-		fmt.Sprintf("%d requests failed (%s) from %s on the aborted pods, still sent traffic while they went: the last began %.2fs after the abort was seen, so the move back had not reached every proxy by then",
-			len(g.fails), g.classes(), g.span(start), lag.Seconds()),
+		fmt.Sprintf("%s failed (%s) %s on the aborted pods, still sent traffic while they went: the last began %.2fs after the abort was seen, so the move back had not reached every proxy by then",
+			nOf(len(g.fails), "request"), g.classes(), g.span(start), lag.Seconds()),
 	}
 	// A blue/green's move back is a switch of its active Service (the
 	// Rollout's status.blueGreen.activeSelector, as the watch saw it):

@@ -953,7 +953,7 @@ func TestDNSFailuresAreNoPods(t *testing.T) {
 			}
 			// Beside failures that sent something, the first line
 			// ("while no pod was terminating") speaks of those only.
-			if len(tc.fails) > 1 && u != nil && (strings.Contains(u.Evidence[0], "dns") || !strings.HasPrefix(u.Evidence[0], "1 requests failed (refused 1) from +9.00s to +9.00s while no pod")) {
+			if len(tc.fails) > 1 && u != nil && (strings.Contains(u.Evidence[0], "dns") || !strings.HasPrefix(u.Evidence[0], "1 request failed (refused 1) at +9.00s while no pod")) {
 				t.Errorf("first line %q: want the refusal alone", u.Evidence[0])
 			}
 		})

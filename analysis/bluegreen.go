@@ -97,8 +97,8 @@ func renderBlueGreenScaleDown(g *group, x facts) (report.Finding, bool) {
 		// %+.2fs, never "after" a negative time).
 		fmt.Sprintf("the active Service switched from revision %s to %s at %+.2fs (as the Rollout's status showed it); the old revision's pods were deleted from %+.2fs (%+.2fs from the switch)",
 			old, sw.to, sw.at.Sub(start).Seconds(), firstDeletion.Sub(start).Seconds(), firstDeletion.Sub(sw.at).Seconds()),
-		fmt.Sprintf("%d requests failed (%s) from %s on the old pods, still sent new traffic while they went: the last began %.2fs after the switch, so it had not reached every proxy by then",
-			len(g.fails), g.classes(), g.span(start), lag.Seconds()),
+		fmt.Sprintf("%s failed (%s) %s on the old pods, still sent new traffic while they went: the last began %.2fs after the switch, so it had not reached every proxy by then",
+			nOf(len(g.fails), "request"), g.classes(), g.span(start), lag.Seconds()),
 	}
 	// Without a deadline on the old ReplicaSet the controller scaled it
 	// down without waiting: scaleDownDelayRevisionLimit 0 does that

@@ -46,8 +46,8 @@ func CanaryShare(r *report.Report, routed bool) (report.Finding, bool) {
 		if *s.NewSharePct > float64(s.Weight)-canaryShareMargin(s.Weight) {
 			continue
 		}
-		below = append(below, fmt.Sprintf("step %d (%s, weight %d%%), %+.1fs to %+.1fs: the new revision answered %.1f%% of the %d responses that named their pod",
-			s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, *s.NewSharePct, s.Named))
+		below = append(below, fmt.Sprintf("step %d (%s, weight %d%%), %+.1fs to %+.1fs: the new revision answered %.1f%% of the %s that named their pod",
+			s.Index+1, s.Step, s.Weight, s.StartS, s.EndS, *s.NewSharePct, nOf(s.Named, "response")))
 	}
 	if len(below) == 0 {
 		return report.Finding{}, false

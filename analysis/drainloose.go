@@ -65,13 +65,13 @@ func renderBudgetTooLoose(g *group, x facts) (report.Finding, bool) {
 		if sf.open {
 			end = "to the end of the run"
 		}
-		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; %s had %d ready endpoints before the drain and %d (at the fewest) from %+.2fs %s, and %d requests that the pods left serving answered with an error or too late (shed or queued: overloaded) began in it or within %s after",
-			podsOfTheService(len(sf.out)), strings.Join(pods, ", "), svc, sf.before, sf.least, sf.start.Sub(r.StartedAt).Seconds(), end, sf.failed, gapSlack))
+		ev = append(ev, fmt.Sprintf("the drain evicted %s: %s; %s had %d ready endpoints before the drain and %d (at the fewest) from %+.2fs %s, and %s that the pods left serving answered with an error or too late (shed or queued: overloaded) began in it or within %s after",
+			podsOfTheService(len(sf.out)), strings.Join(pods, ", "), svc, sf.before, sf.least, sf.start.Sub(r.StartedAt).Seconds(), end, nOf(sf.failed, "request"), gapSlack))
 	}
 	if len(ev) == 0 {
 		return report.Finding{}, false
 	}
-	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(r.StartedAt)))
+	ev = append(ev, fmt.Sprintf("%s failed (%s) %s", nOf(len(g.fails), "request"), g.classes(), g.span(r.StartedAt)))
 	if emptied {
 		ev = append(ev, "a budget that keeps the Service serving refuses the eviction of its last serving pods until replacements are ready (429, asked again); this one allowed them all at once: it counts pods of other workloads (a selector shared with them), or keeps fewer than the Service needs")
 	} else {

@@ -32,7 +32,7 @@ func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
 	slices.Sort(addrs)
 	at := strings.Join(addrs, ", ")
 	ev := []string{
-		fmt.Sprintf("%d requests to %s failed (%s) from %s before they were sent: the connection or its TLS handshake with the edge failed", len(g.fails), at, g.classes(), g.span(x.r.StartedAt)),
+		fmt.Sprintf("%s to %s failed (%s) %s before they were sent: the connection or its TLS handshake with the edge failed", nOf(len(g.fails), "request"), at, g.classes(), g.span(x.r.StartedAt)),
 		at + " is none of the Service's addresses, no node's and no pod's of the run: an ingress or proxy ends the connection there, so no pod took part in these; a proxy that cannot reach a pod answers 5xx or keeps the client waiting (proxy_5xx, timeout), counted apart",
 	}
 	if len(causes) > 0 {
@@ -48,7 +48,7 @@ func renderEdgeFailed(g *group, x facts) (report.Finding, bool) {
 			"a probing host that far behind also connects and finishes handshakes late, so some of these may be its own", lag))
 	}
 	return report.Finding{
-		Title:    fmt.Sprintf("%d requests failed on their connections to the edge at %s: they never reached a pod", len(g.fails), at),
+		Title:    fmt.Sprintf("%s failed on their connections to the edge at %s: they never reached a pod", nOf(len(g.fails), "request"), at),
 		Evidence: ev,
 		Fix: "look at the edge at those times: its CPU (each new TLS connection costs it a handshake), its connection and accept limits, " +
 			"its own restarts or configuration reloads, its error log, the network between the clients and it, and the probing host's own load " +

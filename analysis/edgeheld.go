@@ -133,7 +133,7 @@ func requests(n int) string {
 	if n == 1 {
 		return "1 request"
 	}
-	return fmt.Sprintf("%d requests", n)
+	return nOf(n, "request")
 }
 
 func isAre(n int) string {

@@ -69,17 +69,17 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 	}
 	var ev []string
 	if len(byLog.fails) > 0 {
-		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge, and %s names no backend for any of them: the edge answered them itself, and no pod took part",
-			len(byLog.fails), byLog.classes(), byLog.span(r.StartedAt), from))
+		ev = append(ev, fmt.Sprintf("%s failed (%s) %s through the edge, and %s names no backend for any of them: the edge answered them itself, and no pod took part",
+			nOf(len(byLog.fails), "request"), byLog.classes(), byLog.span(r.StartedAt), from))
 	}
 	if len(byHeader.fails) > 0 {
-		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge with a status below 500 and without %s, which the pods put on every response of their own: the edge answered them itself, and no pod took part",
-			len(byHeader.fails), byHeader.classes(), byHeader.span(r.StartedAt), r.Config.BackendHeader))
+		ev = append(ev, fmt.Sprintf("%s failed (%s) %s through the edge with a status below 500 and without %s, which the pods put on every response of their own: the edge answered them itself, and no pod took part",
+			nOf(len(byHeader.fails), "request"), byHeader.classes(), byHeader.span(r.StartedAt), r.Config.BackendHeader))
 	}
 	if len(byUnready.fails) > 0 {
-		ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s through the edge with status 503 and without %s, while a pod was unready and none was terminating: "+
+		ev = append(ev, fmt.Sprintf("%s failed (%s) %s through the edge with status 503 and without %s, while a pod was unready and none was terminating: "+
 			"the edge answered them itself, most likely for a route with no serving endpoint (a 5xx it relays for a pod it could not reach needs a pod that stopped, and none did)",
-			len(byUnready.fails), byUnready.classes(), byUnready.span(r.StartedAt), r.Config.BackendHeader))
+			nOf(len(byUnready.fails), "request"), byUnready.classes(), byUnready.span(r.StartedAt), r.Config.BackendHeader))
 	}
 	ev = append(ev, each...)
 	ev = append(ev, unreadyAround(r, g)...)
@@ -95,7 +95,7 @@ func renderEdgeNoBackend(g *group, x facts) (report.Finding, bool) {
 		"with no available pod) it gets no request, above 0 Traefik answers its share 503 itself; "+
 		"an Argo canary of one pod empties its canary Service whenever that pod turns unready")
 	return report.Finding{
-		Title:    fmt.Sprintf("the edge had no pod of %s to send %d requests to while the API listed %d serving endpoints", svc, len(g.fails), listed),
+		Title:    fmt.Sprintf("the edge had no pod of %s to send %s to while the API listed %d serving endpoints", svc, nOf(len(g.fails), "request"), listed),
 		Evidence: ev,
 		Fix: "where the edge takes pods out after failed attempts (nginx's max_fails and fail_timeout), stop the failures that do it: a preStop sleep that outlasts " +
 			"the edge's view of each deletion, so it never tries a pod that has stopped (the propagation finding sizes it when the run measured the race), " +

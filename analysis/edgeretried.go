@@ -123,7 +123,7 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 	evidence = append(evidence, "nginx tries the next server only as proxy_next_upstream allows (by default after a connect error or timeout, or an error before the response header), "+
 		"within proxy_next_upstream_tries and proxy_next_upstream_timeout, and never passes on a POST, PATCH or LOCK it had already sent to a server "+
 		"(unless non_idempotent is set): the same moments can fail such requests, or any request once the tries run out")
-	title := fmt.Sprintf("the edge retried %d requests on another backend after attempts failed on %s: failures your clients did not see", *e.Retried, backendsNamed(on))
+	title := fmt.Sprintf("the edge retried %s on another backend after attempts failed on %s: failures your clients did not see", nOf(*e.Retried, "request"), backendsNamed(on))
 	// The one preStop the findings size: it covers the attempts' window
 	// (edgeRetryWindow counts in x.preStop) where one was measured, and
 	// the clients' where they met the race.
@@ -134,7 +134,7 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 	first := "find why those backends failed the attempts; "
 	switch {
 	case allGoing && len(pods) > 0:
-		title = fmt.Sprintf("the edge retried %d requests on another pod after attempts failed on pods being deleted: failures your clients did not see", *e.Retried)
+		title = fmt.Sprintf("the edge retried %s on another pod after attempts failed on pods being deleted: failures your clients did not see", nOf(*e.Retried, "request"))
 		first = "keep the edge from sending requests to pods that have stopped: " + stopGap + "; "
 	case sized:
 		first += "for the pods being deleted, " + stopGap + "; "

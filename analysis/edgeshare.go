@@ -174,9 +174,9 @@ func routeShareEvidence(r *report.Report, pods *Pods, edgeOwn []report.Failure, 
 				on, svc, outside, wholeSeconds(s.seconds), s.own, svc))
 			continue
 		}
-		ev = append(ev, fmt.Sprintf("%s also reached pods outside %s during the run (%s), and in the %s within its %d answers of the edge's own it served %d requests from them: "+
+		ev = append(ev, fmt.Sprintf("%s also reached pods outside %s during the run (%s), and in the %s within its %d answers of the edge's own it served %s from them: "+
 			"the edge kept the route and failed %s's share alone (Traefik so answers an empty Service's share 503 itself through a Gateway API HTTPRoute, or a TraefikService with allowEmptyServices=true)",
-			on, svc, outside, wholeSeconds(s.seconds), s.own, s.served, svc))
+			on, svc, outside, wholeSeconds(s.seconds), s.own, nOf(s.served, "request"), svc))
 	}
 	return ev, droppedWhole
 }

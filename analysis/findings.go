@@ -410,9 +410,22 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 	return out, preStop
 }
 
+// span says when the group's failures were sent: "at +X" for one, "from
+// +X to +Y" for more.
 func (g *group) span(start time.Time) string {
 	first, last := g.fails[0].Intended, g.fails[len(g.fails)-1].Intended
-	return fmt.Sprintf("%+.2fs to %+.2fs", first.Sub(start).Seconds(), last.Sub(start).Seconds())
+	if len(g.fails) == 1 {
+		return fmt.Sprintf("at %+.2fs", first.Sub(start).Seconds())
+	}
+	return fmt.Sprintf("from %+.2fs to %+.2fs", first.Sub(start).Seconds(), last.Sub(start).Seconds())
+}
+
+// nOf is n noun, plural unless n is 1: "1 request", "3 requests".
+func nOf[N ~int | ~int64 | ~uint64 | ~uint32](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // has: a failure of the group is of class c.
@@ -452,7 +465,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// earliest possible deletion where the pod is not certain, so the fix
 	// covers what was seen whichever pod it was.
 	sleep := x.preStop
-	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s", len(g.fails), g.classes(), g.span(x.r.StartedAt))}
+	evidence := []string{fmt.Sprintf("%s failed (%s) %s", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt))}
 	switch timed := len(g.fails) - g.joined - g.followed; {
 	case timed == 0:
 		evidence = append(evidence, "each came after the deletion of the pod it hit had been requested")
@@ -572,7 +585,7 @@ func servedAfterDeletionByPath(x facts) string {
 
 func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
 	evidence := []string{
-		fmt.Sprintf("%d requests on reused connections failed (%s) from %s, after their pods' deletion was requested", len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+		fmt.Sprintf("%s on reused connections failed (%s) %s, after their pods' deletion was requested", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt)),
 		"endpoint changes never touch established connections: kept-alive clients keep sending to a terminating pod until it closes the connection",
 	}
 	closes := map[string]int{}
@@ -594,7 +607,7 @@ func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
 func renderReadyTooEarly(g *group, x facts) (report.Finding, bool) {
 	return report.Finding{
 		Title:    "new pods received traffic before they could serve it",
-		Evidence: []string{fmt.Sprintf("%d requests failed (%s) from %s, within %s after a new pod turned ready", len(g.fails), g.classes(), g.span(x.r.StartedAt), readyWindow)},
+		Evidence: []string{fmt.Sprintf("%s failed (%s) %s, within %s after a new pod turned ready", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)},
 		Fix:      "add a readiness probe that succeeds only when the app serves requests (an HTTP check of a real endpoint, not a process or TCP check), and a startupProbe for slow starts",
 		Pods:     g.podList(),
 	}, true
@@ -618,7 +631,7 @@ func renderServerErrors(g *group, x facts) (report.Finding, bool) {
 	}
 	return report.Finding{
 		Title:    "5xx responses during the rollout",
-		Evidence: []string{fmt.Sprintf("%d 5xx responses from %s", len(g.fails), g.span(x.r.StartedAt)), source},
+		Evidence: []string{fmt.Sprintf("%s %s", nOf(len(g.fails), "5xx response"), g.span(x.r.StartedAt)), source},
 		Fix:      fix, Pods: g.podList(),
 	}, true
 }
@@ -796,14 +809,14 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	if len(sent.fails) == 0 {
 		sent = g
 	}
-	evidence := []string{fmt.Sprintf("%d requests failed (%s) from %s while %s was terminating or just ready", len(sent.fails), sent.classes(), sent.span(x.r.StartedAt), which)}
+	evidence := []string{fmt.Sprintf("%s failed (%s) %s while %s was terminating or just ready", nOf(len(sent.fails), "request"), sent.classes(), sent.span(x.r.StartedAt), which)}
 	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
 	if len(left) > 0 {
 		reach := "that their SYNs can have reached"
 		if !anyLeftByMisses(left) {
 			reach = "that can have refused them"
 		}
-		evidence[0] = fmt.Sprintf("%d requests failed (%s) from %s while %s %s was terminating or just ready", len(sent.fails), sent.classes(), sent.span(x.r.StartedAt), which, reach)
+		evidence[0] = fmt.Sprintf("%s failed (%s) %s while %s %s was terminating or just ready", nOf(len(sent.fails), "request"), sent.classes(), sent.span(x.r.StartedAt), which, reach)
 		text := leftRulesText(left, x.r.StartedAt)
 		if anyLeftByMisses(left) {
 			text += ": where a pod is picked at random or in turn, the chance it was still there is below one in a million"
@@ -821,11 +834,11 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	switch {
 	case dns == len(g.fails):
 		title = "names did not resolve in time: no pod received these requests"
-		evidence = []string{fmt.Sprintf("%d requests failed (dns %d) from %s before anything was sent: the name did not resolve, or resolved with no time left to connect; "+
-			"no pod received them, whatever the pods were doing", dns, dns, g.span(x.r.StartedAt))}
+		evidence = []string{fmt.Sprintf("%s failed (dns %d) %s before anything was sent: the name did not resolve, or resolved with no time left to connect; "+
+			"no pod received them, whatever the pods were doing", nOf(dns, "request"), dns, g.span(x.r.StartedAt))}
 		fix = dnsFix
 	case dns > 0:
-		evidence = append(evidence, fmt.Sprintf("%d more (dns %d) from %s sent nothing: the name did not resolve, or resolved with no time left to connect; "+
+		evidence = append(evidence, fmt.Sprintf("%d more (dns %d) %s sent nothing: the name did not resolve, or resolved with no time left to connect; "+
 			"no pod received them, whatever the pods were doing", dns, dns, unsent.span(x.r.StartedAt)))
 		fix += "; " + dnsFix
 	}

@@ -51,8 +51,8 @@ func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
 	return report.Finding{
 		Title: "HTTP/2 connections to terminating pods closed without a GOAWAY",
 		Evidence: []string{
-			fmt.Sprintf("%d streams in flight failed (%s) from %s: their connections, to pods whose deletion was requested, closed with no GOAWAY first",
-				len(g.fails), g.classes(), g.span(x.r.StartedAt)),
+			fmt.Sprintf("%s in flight failed (%s) %s: their connections, to pods whose deletion was requested, closed with no GOAWAY first",
+				nOf(len(g.fails), "stream"), g.classes(), g.span(x.r.StartedAt)),
 			"without a GOAWAY the client cannot tell which streams the server processed, and no client resends them safely",
 		},
 		Fix: "on SIGTERM, announce the end and finish the streams in flight before closing: Go's http.Server.Shutdown (never Close, never exiting with connections open), " +
@@ -68,8 +68,8 @@ func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 		n[f.Class]++
 		kinds[f.GoAway]++
 	}
-	evidence := []string{fmt.Sprintf("%d streams failed (%s) from %s on connections to pods whose deletion was requested, as their servers shut down",
-		len(g.fails), g.classes(), g.span(x.r.StartedAt))}
+	evidence := []string{fmt.Sprintf("%s failed (%s) %s on connections to pods whose deletion was requested, as their servers shut down",
+		nOf(len(g.fails), "stream"), g.classes(), g.span(x.r.StartedAt))}
 	if kinds[report.GoAwaySingle]+kinds[report.GoAwayGraceful] > 0 {
 		evidence = append(evidence, fmt.Sprintf("their connections' GOAWAY: single (one frame naming the last stream) for %d, graceful (2^31-1, then the last stream) for %d, none for %d",
 			kinds[report.GoAwaySingle], kinds[report.GoAwayGraceful], kinds[""]))
@@ -134,7 +134,7 @@ func renderH2Pinned(_ *group, x facts) (report.Finding, bool) {
 			continue
 		}
 		after := max(0, clock.SecondAt(*pt.LastServedS+1).Sub(*pt.DeletedAt).Seconds())
-		evidence = append(evidence, fmt.Sprintf("%s answered %d requests after its deletion was requested, the last in the second ending %.0fs after it", pt.Pod, pt.ServedAfterDeletion, math.Ceil(after)))
+		evidence = append(evidence, fmt.Sprintf("%s answered %s after its deletion was requested, the last in the second ending %.0fs after it", pt.Pod, nOf(pt.ServedAfterDeletion, "request"), math.Ceil(after)))
 		pods = append(pods, pt.Pod)
 	}
 	if len(pods) == 0 {

@@ -213,7 +213,7 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 		if gap.ServingAgain != "" {
 			line += ", and " + gap.ServingAgain + " served again"
 		}
-		ev = append(ev, line+fmt.Sprintf("; %d requests failed in it", gap.Failed))
+		ev = append(ev, line+fmt.Sprintf("; %s failed in it", nOf(gap.Failed, "request")))
 		for _, m := range marks {
 			if m.pod == gap.StoppedServing && m.by.Equal(gap.Start) {
 				ev = append(ev, (&svcGap{unready: []unreadyMark{m}}).unreadyEvidence(x.r.StartedAt)...)
@@ -232,7 +232,7 @@ func renderLocalPolicy(g *group, x facts) (report.Finding, bool) {
 		sort.Strings(names)
 		ev = append(ev, "meanwhile ready on other nodes: "+strings.Join(names, ", ")+" (capacity the Local policy kept out of reach)")
 	}
-	ev = append(ev, fmt.Sprintf("%d requests failed %s (%s)", len(g.fails), g.span(x.r.StartedAt), g.classes()))
+	ev = append(ev, fmt.Sprintf("%s failed %s (%s)", nOf(len(g.fails), "request"), g.span(x.r.StartedAt), g.classes()))
 	fix := "keep the pod passing readiness while it drains (its endpoint stays serving, and kube-proxy falls back to a terminating endpoint that still serves: ProxyTerminatingEndpoints, on by default since 1.26); " +
 		"or have a replacement ready on the same node before the old pod stops serving"
 	if hc := ro.HealthCheckNodePort; hc > 0 {

@@ -111,8 +111,8 @@ func renderPodDNSStale(g *group, x facts) (report.Finding, bool) {
 		if addr == "" {
 			addr = "its address"
 		}
-		ev = append(ev, fmt.Sprintf("%d requests (%s) went to the deleted pod's address %s from %s to %s, the last %.2fs after its deletion: resolvers still answered with it (a positive answer is cached up to its TTL, 5 s from CoreDNS's kubernetes plugin by default) after the pod had stopped",
-			len(conn), classesOf(conn), addr, at(first.Intended), at(last.Intended), beganAt(&last).Sub(*old.DeletedAt).Seconds()))
+		ev = append(ev, fmt.Sprintf("%s (%s) went to the deleted pod's address %s from %s to %s, the last %.2fs after its deletion: resolvers still answered with it (a positive answer is cached up to its TTL, 5 s from CoreDNS's kubernetes plugin by default) after the pod had stopped",
+			nOf(len(conn), "request"), classesOf(conn), addr, at(first.Intended), at(last.Intended), beganAt(&last).Sub(*old.DeletedAt).Seconds()))
 	}
 	if len(dns) > 0 {
 		first, last := dns[0], dns[len(dns)-1]
@@ -124,8 +124,8 @@ func renderPodDNSStale(g *group, x facts) (report.Finding, bool) {
 				tail = "all before the successor was ready"
 			}
 		}
-		ev = append(ev, fmt.Sprintf("%d requests failed to resolve the name from %s to %s: a headless Service publishes only ready pods, so the name had no address from the old pod's removal until the successor was ready; %s",
-			len(dns), at(first.Intended), at(last.Intended), tail))
+		ev = append(ev, fmt.Sprintf("%s failed to resolve the name from %s to %s: a headless Service publishes only ready pods, so the name had no address from the old pod's removal until the successor was ready; %s",
+			nOf(len(dns), "request"), at(first.Intended), at(last.Intended), tail))
 	}
 	span := beganAt(&g.fails[len(g.fails)-1]).Sub(beganAt(&g.fails[0]))
 	svc := "the Service in front of the pods"

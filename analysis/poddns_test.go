@@ -41,7 +41,7 @@ func TestPodDNSNameStale(t *testing.T) {
 	for _, want := range []string{
 		"web-0.web-pods.default.svc is one pod's own (web-0",
 		"its successor web-0#2 was ready at +7.00s, 2.00s later",
-		"1 requests (refused 1) went to the deleted pod's address 10.0.0.5 from +5.30s to +5.30s, the last 0.30s after its deletion",
+		"1 request (refused 1) went to the deleted pod's address 10.0.0.5 from +5.30s to +5.30s, the last 0.30s after its deletion",
 		"2 requests failed to resolve the name from +6.00s to +9.80s",
 		"the last 2.80s after the successor was ready",
 	} {

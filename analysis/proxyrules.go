@@ -121,7 +121,7 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 	}
 	sort.Strings(hostList)
 	on := strings.Join(hostList, ", ")
-	ev := []string{fmt.Sprintf("%d requests failed (%s) from %s, and reached no pod", len(g.fails), g.classes(), g.span(r.StartedAt))}
+	ev := []string{fmt.Sprintf("%s failed (%s) %s, and reached no pod", nOf(len(g.fails), "request"), g.classes(), g.span(r.StartedAt))}
 	if byConntrack > 0 {
 		ev = append(ev, fmt.Sprintf("%d of them: conntrack on the probing host has no entry for them: their SYN met no rewrite to a pod and was refused by that host's own rules (conntrack was read throughout, nothing lost; only refusals are judged so)", byConntrack))
 	}
@@ -135,9 +135,9 @@ func renderProxyRulesWithoutEndpoint(g *group, x facts) (report.Finding, bool) {
 			"rare, at the moments kube-proxy syncs)")
 	}
 	ev = append(ev, "no pod was reached: not the pods' shutdown, so no preStop sleep or grace period changes it; a client may retry a refused connect safely (no request was sent)")
-	title := fmt.Sprintf("the rules on %s sent no request to a pod of %s while the API listed %d serving endpoints: %d requests reached no pod", on, svc, listed, len(g.fails))
+	title := fmt.Sprintf("the rules on %s sent no request to a pod of %s while the API listed %d serving endpoints: %s reached no pod", on, svc, listed, nOf(len(g.fails), "request"))
 	if listed == 0 {
-		title = fmt.Sprintf("kube-proxy on %s held no endpoint for %s: %d requests reached no pod", on, svc, len(g.fails))
+		title = fmt.Sprintf("kube-proxy on %s held no endpoint for %s: %s reached no pod", on, svc, nOf(len(g.fails), "request"))
 	}
 	return report.Finding{
 		Title:    title,

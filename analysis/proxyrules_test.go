@@ -62,7 +62,7 @@ func TestNoConntrackEntryReachedNoPod(t *testing.T) {
 		t.Fatalf("findings %+v: want %s", r.Findings, ProxyRulesWithoutEndpoint)
 	}
 	ev := strings.Join(fd.Evidence, "\n")
-	for _, want := range []string{"1 requests failed (refused 1)", "conntrack on the probing host has no entry",
+	for _, want := range []string{"1 request failed (refused 1) at +19.41s", "conntrack on the probing host has no entry",
 		"+19.41s (refused, from the probing host): the API listed 4 serving endpoints, unchanged since +16.00s (3.41s before)", "no preStop sleep"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
@@ -162,7 +162,7 @@ func TestNoConntrackEntryFromAProber(t *testing.T) {
 		t.Errorf("context %q", c)
 	}
 	fd := find(r, ProxyRulesWithoutEndpoint)
-	if fd == nil || !strings.Contains(fd.Title, "kube-proxy on node lab-node-2 held no endpoint for the Service: 1 requests reached no pod") {
+	if fd == nil || !strings.Contains(fd.Title, "kube-proxy on node lab-node-2 held no endpoint for the Service: 1 request reached no pod") {
 		t.Errorf("findings %+v", r.Findings)
 	}
 }

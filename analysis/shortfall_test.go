@@ -72,7 +72,7 @@ func TestBudgetTooLooseWhenThePodsLeftAreOverloaded(t *testing.T) {
 		!strings.Contains(f.Fix, "maxUnavailable: 1 (or minAvailable: 2 of the 3)") || !strings.Contains(f.Fix, "fix web") {
 		t.Errorf("title %q, fix %q", f.Title, f.Fix)
 	}
-	if s := find(r, ServerErrors); s == nil || !strings.HasPrefix(s.Evidence[0], "1 5xx responses from +15.00s") {
+	if s := find(r, ServerErrors); s == nil || !strings.HasPrefix(s.Evidence[0], "1 5xx response at +15.00s") {
 		t.Errorf("findings %+v: the 503 after the replacement was ready is the 5xx finding's", r.Findings)
 	}
 	for _, id := range []string{NoServingEndpoint} {

@@ -184,7 +184,7 @@ func svcGapOf(gaps []svcGap, f *report.Failure) int {
 // many began just before it: the nodes' rules or the edge had no endpoint
 // left before rollprobe's watch heard of the last one's end.
 func (g svcGap) failedText() string {
-	s := fmt.Sprintf("%d requests failed in it or within %s after", g.failed, gapSlack)
+	s := fmt.Sprintf("%s failed in it or within %s after", nOf(g.failed, "request"), gapSlack)
 	if g.early > 0 {
 		s += fmt.Sprintf(" (%d of them began up to %.3fs before it: the nodes' rules or the edge had no endpoint left before rollprobe's watch heard)",
 			g.early, g.earlyLead.Seconds())
@@ -213,7 +213,7 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 			svc, gap.start.Sub(r.StartedAt).Seconds(), end, strings.Join(gap.went, ", "), gap.failedText()))
 		ev = append(ev, gap.unreadyEvidence(r.StartedAt)...)
 	}
-	ev = append(ev, fmt.Sprintf("%d requests failed (%s) from %s: not a propagation race (a preStop sleep does not help a pod that has no successor yet) but capacity: no pod was there to serve", len(g.fails), g.classes(), g.span(r.StartedAt)))
+	ev = append(ev, fmt.Sprintf("%s failed (%s) %s: not a propagation race (a preStop sleep does not help a pod that has no successor yet) but capacity: no pod was there to serve", nOf(len(g.fails), "request"), g.classes(), g.span(r.StartedAt)))
 	fix := "keep a pod serving through the change: more replicas, a PodDisruptionBudget (evictions and drains honour it), a strategy that starts the new pod before the old one goes, and a preStop sleep so an old pod serves until its replacement is ready"
 	droppedWhole := false
 	if len(g.edgeOwn) > 0 {

@@ -193,7 +193,7 @@ func testArgoBlueGreenFast(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	// Every failure is a new connection's (--conn new): the finding claims
 	// them all but the edge's own, none left to another.
-	if want := fmt.Sprintf("%d requests failed (", r.rep.Totals.Failed-edgeOwn); !strings.Contains(ev, want) {
+	if want := nRequests(r.rep.Totals.Failed-edgeOwn) + " failed ("; !strings.Contains(ev, want) {
 		t.Errorf("the finding does not claim all %d failures on pods (%d the edge's own):\n%s", r.rep.Totals.Failed-edgeOwn, edgeOwn, ev)
 	}
 	// The controller set no deadline (the revision limit of 0 does not
@@ -1033,7 +1033,7 @@ func checkAbortWayBack(t *testing.T, r *runResult, hub *capture.Capture, sample,
 	if f == nil {
 		t.Fatalf("findings %v: want the abort's\n%s", findingIDs(r.rep), r.out())
 	}
-	if want := fmt.Sprintf("%d requests failed (", onPods); !strings.Contains(strings.Join(f.Evidence, "\n"), want) {
+	if want := nRequests(onPods) + " failed ("; !strings.Contains(strings.Join(f.Evidence, "\n"), want) {
 		t.Errorf("the finding does not claim all %d failures on pods:\n%s", onPods, strings.Join(f.Evidence, "\n"))
 	}
 	if want := `{"spec":{"strategy":{"` + strategy + `":{"abortScaleDownDelaySeconds":`; !strings.Contains(f.Fix, want) {
@@ -1085,4 +1085,12 @@ func startTraefikAllowingEmpty(t *testing.T, ctx context.Context, host string) s
 	url := fmt.Sprintf("https://%s:%d/", host, lab.AllowEmptyEdgePort)
 	waitEdge(t, url, cfg.EdgeCAPath())
 	return url
+}
+
+// nRequests is how findings count requests: "1 request", "3 requests".
+func nRequests[N ~int | ~uint64](n N) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }

@@ -191,7 +191,7 @@ func testNginxEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Logf("%s: %s", fr.Title, ev)
 	}
 	fd := findingByID(rep, analysis.EdgeHadNoBackend)
-	if fd == nil || !strings.Contains(fd.Title, fmt.Sprintf("to send %d requests to", nowhere)) || strings.Contains(fd.Title, "listed 0 serving") {
+	if fd == nil || !strings.Contains(fd.Title, "to send "+nRequests(nowhere)+" to") || strings.Contains(fd.Title, "listed 0 serving") {
 		t.Errorf("findings %v (%+v): want %s for the %d sent nowhere, while the API listed serving endpoints", findingIDs(rep), fd, analysis.EdgeHadNoBackend, nowhere)
 	}
 	t.Logf("through nginx's fixed view: %d of %d failed (%v); %d named on the pod nginx's log names, %d sent nowhere; %d retried on another pod",
