@@ -116,9 +116,13 @@ func requireNodesOwnRejects(t *testing.T, r *runResult, failures []report.Failur
 				f.Seq, f.AtMS/1000, f.LocalAddr, f.Start.Format(time.RFC3339Nano), f.End.Format(time.RFC3339Nano), f.RemoteAddr,
 				len(wire.unreachables), len(wire.resets), wire.samePort(f), r.wallStep, out)
 		}
-		// What the prober read from its socket's error queue, where it
-		// did (refused_by), is what the wire shows: the same sender.
+		// What the prober read from its socket's error queue is what the
+		// wire shows: the same sender. It reads it on every Linux socket
+		// (the lab's probers and nodes are), so an ICMP reject on the wire
+		// must have been read.
 		switch read := f.RefusedBy; {
+		case from.IsValid() && read != report.RefusedByICMP:
+			t.Fatalf("failure #%d (refused at %+.2fs): the wire shows %s from %s; rollprobe read %q\n%s", f.Seq, f.AtMS/1000, how, from, read, out)
 		case read == report.RefusedByICMP && (f.ICMP == nil || f.ICMP.From != from.String()):
 			t.Fatalf("failure #%d (refused at %+.2fs): rollprobe read an ICMP error %+v; the wire shows %s (from %v)\n%s", f.Seq, f.AtMS/1000, f.ICMP, how, from, out)
 		case read == report.RefusedByRST && from.IsValid():
