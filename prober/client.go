@@ -243,12 +243,15 @@ type dialSlot struct {
 	dialledSeen []netip.AddrPort
 	// icmpMu guards icmpFD, a duplicate of the connecting socket's fd kept
 	// so that its error queue can be read after a failed connect (the
-	// dialer closes the socket then): -1 when none. icmpArmed: it is an
-	// IPv6 socket armed to queue ICMPv6 errors. (A name with IPv4 and IPv6
-	// addresses is dialled on two goroutines at once.)
+	// dialer closes the socket then): -1 when none; icmpArmed: it is an
+	// IPv6 socket armed to queue ICMPv6 errors; dialing: a dial is under
+	// way (a socket the dialer makes after it ended, a losing attempt of
+	// a name with IPv4 and IPv6 addresses, dialled on two goroutines at
+	// once, is not kept: its duplicate would hold it open).
 	icmpMu    sync.Mutex
 	icmpFD    int
 	icmpArmed bool
+	dialing   bool
 	// icmp is what the last failed dial's error queue held (Result.DialICMP).
 	icmp *DialICMP
 }
@@ -294,39 +297,63 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 // fresh connection (dup, close) on top of the dial's; none for the
 // connection itself.
 func (s *dialSlot) keepForICMP(fd int, v6 bool) {
-	dup := dupForICMP(fd)
-	armed := dup >= 0 && v6 && armDialICMP(fd)
 	s.icmpMu.Lock()
-	old := s.icmpFD
-	s.icmpFD, s.icmpArmed = dup, armed
-	s.icmpMu.Unlock()
-	closeICMPFD(old)
+	defer s.icmpMu.Unlock()
+	if !s.dialing {
+		return
+	}
+	dup := dupForICMP(fd)
+	if dup < 0 {
+		return
+	}
+	if v6 {
+		armDialICMP(fd) // disarmed once connected: see dial
+	}
+	closeICMPFD(s.icmpFD)
+	s.icmpFD, s.icmpArmed = dup, v6
 }
 
-// doneWithICMP ends a dial's hold on its socket: after a failed connect it
-// reads the error queue into icmp (only when the error is the socket's
-// own: a name's dial tries its addresses in turn and reports the first
-// one's error, which icmpFD, the last one's, can then not explain); after
-// a connect it disarms an IPv6 socket. Then it closes the duplicate.
+// startDial opens the slot to keepForICMP for one dial.
+func (s *dialSlot) startDial() {
+	s.icmpMu.Lock()
+	s.dialing = true
+	s.icmpMu.Unlock()
+}
+
+// doneWithICMP ends a dial's hold on its sockets: after a failed connect
+// it reads the error queue into icmp (only when the error is the kept
+// socket's own: a name's dial tries its addresses in turn and reports the
+// first one's error, which the last one's socket cannot explain), then
+// closes the duplicate.
 func (s *dialSlot) doneWithICMP(err error) {
 	s.icmpMu.Lock()
 	fd, armed := s.icmpFD, s.icmpArmed
-	s.icmpFD, s.icmpArmed = -1, false
+	s.icmpFD, s.icmpArmed, s.dialing = -1, false, false
 	remote := s.addr.Remote
 	s.icmpMu.Unlock()
 	if fd < 0 {
 		return
 	}
 	var op *net.OpError
-	switch {
-	case err == nil:
-		if armed {
-			disarmDialICMP(fd)
-		}
-	case errors.As(err, &op) && op.Op == "dial" && addrIs(op.Addr, remote):
+	if err != nil && errors.As(err, &op) && op.Op == "dial" && addrIs(op.Addr, remote) {
 		s.icmp = readDialICMP(fd, remote.Addr().Is6(), armed)
 	}
 	closeICMPFD(fd)
+}
+
+// disarmConn undoes armDialICMP on an IPv6 connection that connected:
+// on the connection itself, as the socket kept may be another attempt's.
+func disarmConn(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if a, ok := tc.RemoteAddr().(*net.TCPAddr); !ok || a.IP.To4() != nil {
+		return
+	}
+	if rc, err := tc.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { disarmDialICMP(int(fd)) })
+	}
 }
 
 // addrIs reports whether a is the address ap.
@@ -410,9 +437,13 @@ func newDialer(cfg *Config) *dialer {
 func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (net.Conn, net.Conn, Phase, error) {
 	slot.addr, slot.icmp = ConnAddr{}, nil
 	dialCtx, cancel := context.WithDeadline(ctx, deadline)
+	slot.startDial()
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
 	slot.doneWithICMP(err)
+	if err == nil {
+		disarmConn(raw)
+	}
 	if err != nil {
 		if ctx.Err() == nil && !slot.addr.Remote.IsValid() && isTimeout(err) && !isDNSError(err) {
 			err = noConnectAttempt(d.address, err)

@@ -3,6 +3,7 @@
 package prober
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rollprobe/rollprobe/internal/netnstest"
 )
@@ -92,4 +95,71 @@ func freePort(t *testing.T) uint16 {
 	}
 	defer ln.Close()
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// The goroutine engine's dial leaves nothing of its reading behind: a
+// connection it opened no longer queues ICMPv6 errors (with IPV6_RECVERR
+// set, Linux would fail its next read on one, where a real client's
+// connection would not), and no duplicate of a socket stays open, after
+// connects and refusals, to an address and to a name with an IPv4 and an
+// IPv6 address (dialled on two goroutines at once).
+func TestGoroutineDialLeavesNoTrace(t *testing.T) {
+	openFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	for _, host := range []string{"127.0.0.1", "::1", "localhost"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Skipf("no %s here: %v", host, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		before := openFDs()
+		for _, listening := range []bool{true, false} {
+			if !listening {
+				ln.Close()
+			}
+			target, err := ParseTarget("http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := newDialer(&Config{Target: target})
+			slot := d.newSlot()
+			for range 20 {
+				_, conn, _, err := d.dial(context.Background(), time.Now().Add(time.Second), slot)
+				if listening != (err == nil) {
+					t.Fatalf("%s (listening %v): %v", host, listening, err)
+				}
+				if err != nil {
+					continue
+				}
+				if a := conn.RemoteAddr().(*net.TCPAddr); a.IP.To4() == nil {
+					rc, _ := conn.(*net.TCPConn).SyscallConn()
+					var v int
+					var gerr error
+					_ = rc.Control(func(fd uintptr) { v, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IPV6, unix.IPV6_RECVERR) })
+					if gerr != nil || v != 0 {
+						t.Fatalf("%s: a connection to %s still queues ICMPv6 errors (IPV6_RECVERR %d, %v)", host, a, v, gerr)
+					}
+				}
+				conn.Close()
+			}
+			d.holds.release()
+		}
+		if after := openFDs(); after > before {
+			t.Errorf("%s: %d file descriptors open after the dials, %d before", host, after, before)
+		}
+	}
 }
