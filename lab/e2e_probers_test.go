@@ -576,9 +576,11 @@ func lastConnectFailures(r *report.Report, n int) string {
 // node (its own rules, in its output path):
 // every request refused, each failure saying an ICMP error refused it,
 // from the sender the nodes' captures show (requireNodesOwnRejects: the
-// pods' gateway of the prober's node, or the node itself), and no pod
-// named. Without reading the socket's error queue nothing in the report
-// tells this refusal from a pod's reset.
+// pods' gateway of the prober's node, or the node itself). Without reading
+// the socket's error queue nothing in the report tells this refusal from a
+// pod's reset. (probe attributes nothing, so its failures name no pod in
+// any case: that a run puts such a refusal on no pod is the analysis'
+// unit test's and checkClean's, for a rollout that meets one.)
 func testRefusedByTheRules(t *testing.T, ctx context.Context, c *lab.Client) {
 	const name = "no-endpoint"
 	svc := &corev1.Service{

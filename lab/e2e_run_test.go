@@ -584,10 +584,11 @@ func checkNaive(t *testing.T, r *runResult) {
 		}
 	}
 	// Where conntrack was not read (an in-cluster prober without
-	// --probers-conntrack), rollprobe puts such a refusal on no pod when no
-	// pod can have made it, and nothing else tells it apart: the wire does.
-	// 74ffbc6's CI failed on one ("no pod was terminating or just ready");
-	// its log could not show an ICMP error by port (logWhoRefusedUnattributed).
+	// --probers-conntrack), rollprobe puts such a refusal on no pod by the
+	// ICMP error its socket held (refused_by), or when no pod can have made
+	// it; the wire is the referee either way. 74ffbc6's CI failed on one
+	// ("no pod was terminating or just ready"); its log could not show an
+	// ICMP error by port (logWhoRefusedUnattributed).
 	ownOnTheWire := map[string]bool{}
 	if r.rejects != nil {
 		var wire *ownRejects

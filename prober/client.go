@@ -294,8 +294,8 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 
 // keepForICMP keeps a duplicate of the connecting socket fd (and arms an
 // IPv6 one to queue ICMPv6 errors): see icmpFD. Two system calls per
-// fresh connection (dup, close) on top of the dial's; none for the
-// connection itself.
+// fresh connection (dup, close) on top of the dial's, two more on IPv6
+// (arm, and disarm once connected); none per request.
 func (s *dialSlot) keepForICMP(fd int, v6 bool) {
 	s.icmpMu.Lock()
 	defer s.icmpMu.Unlock()

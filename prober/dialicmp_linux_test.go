@@ -56,7 +56,7 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 	rejecting, resetting := freePort(t), freePort(t)
 	run(nft, "add table inet dialicmp; add chain inet dialicmp in { type filter hook input priority 0 ; }; "+
 		"add rule inet dialicmp in tcp dport "+strconv.Itoa(int(rejecting))+" reject")
-	time.Sleep(100 * time.Millisecond) // ::1 leaves tentative state (DAD is off on lo, but be safe)
+	time.Sleep(100 * time.Millisecond) // a margin for the new namespace's lo to settle; no assertion is timed
 	forEachEngine(t, func(t *testing.T) {
 		for _, host := range []string{"127.0.0.1", "::1"} {
 			loop := netip.MustParseAddr(host)

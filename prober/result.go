@@ -89,6 +89,16 @@ type DialICMP struct {
 	V6         bool
 }
 
+// icmpTypeCode keys the common destination-unreachable errors' names.
+type icmpTypeCode struct{ typ, code uint8 }
+
+var (
+	icmpNames = map[icmpTypeCode]string{{3, 0}: "net unreachable", {3, 1}: "host unreachable", {3, 3}: "port unreachable",
+		{3, 9}: "net prohibited", {3, 10}: "host prohibited", {3, 13}: "administratively prohibited"}
+	icmp6Names = map[icmpTypeCode]string{{1, 0}: "no route", {1, 1}: "administratively prohibited", {1, 3}: "address unreachable",
+		{1, 4}: "port unreachable", {1, 6}: "reject route"}
+)
+
 // PortUnreachable reports a port unreachable: what a reject rule sends
 // for a refused TCP SYN (ECONNREFUSED).
 func (d DialICMP) PortUnreachable() bool {
@@ -104,16 +114,11 @@ func (d DialICMP) Name() string {
 	if !d.From.IsValid() {
 		return ""
 	}
-	type tc struct{ t, c uint8 }
-	v4 := map[tc]string{{3, 0}: "net unreachable", {3, 1}: "host unreachable", {3, 3}: "port unreachable",
-		{3, 9}: "net prohibited", {3, 10}: "host prohibited", {3, 13}: "administratively prohibited"}
-	v6 := map[tc]string{{1, 0}: "no route", {1, 1}: "administratively prohibited", {1, 3}: "address unreachable",
-		{1, 4}: "port unreachable", {1, 6}: "reject route"}
-	names := v4
+	names := icmpNames
 	if d.V6 {
-		names = v6
+		names = icmp6Names
 	}
-	if n, ok := names[tc{d.Type, d.Code}]; ok {
+	if n, ok := names[icmpTypeCode{d.Type, d.Code}]; ok {
 		return n
 	}
 	family := "ICMP"
