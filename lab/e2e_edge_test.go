@@ -151,9 +151,17 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("entries: svc %+v (dialled %v), retry %+v (dialled %v): want the Service's cluster IP from what it dialled, then none",
 				e, rep.Paths[0].Prober.Dialled, retry.Entry, retry.Prober.Dialled)
 		}
+		byID := readAccessLog(t, cfg, retry.RunID, "naive-retry.lab.example")
 		f := findingByID(rep, analysis.LatencySpikeAtDeletion)
 		if f == nil {
-			t.Fatalf("no %s finding (findings %v); the retry path's seconds:\n%s", analysis.LatencySpikeAtDeletion, findingIDs(rep), seriesLines(retry.Series))
+			// Every path's seconds, the pods' steps and Traefik's slowest
+			// entries: the rule also weighs the Service path's p99 in the
+			// same second, and one warm CI run (of e2c5d98) had the retry
+			// path at 286-326ms for three seconds with no finding and only
+			// the retry path shown.
+			last := len(retry.Series)
+			t.Fatalf("no %s finding (findings %v):\n%s", analysis.LatencySpikeAtDeletion, findingIDs(rep),
+				spikeContext(rep, byID, 0, last, rep.StartedAt.Add(-time.Second), rep.StartedAt.Add(time.Duration(last+1)*time.Second)))
 		}
 		// Only the path through a proxy can have retried: the Service path
 		// has nothing between the prober and the pods.
@@ -164,7 +172,6 @@ func testEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 		// Referee: Traefik's access log. Every spike rollprobe flagged on
 		// the retry path holds successes that waited inside Traefik, outside
 		// the attempt that answered, at least the finding's floor.
-		byID := readAccessLog(t, cfg, retry.RunID, "naive-retry.lab.example")
 		spikes := regexp.MustCompile(`retry: the successes' p99 time from the request's write reached \d+ms from \+(\d+)s to \+(\d+)s`).FindAllStringSubmatch(ev, -1)
 		for _, m := range spikes {
 			from, _ := strconv.Atoi(m[1])
@@ -840,17 +847,6 @@ func spikeContext(rep *report.Report, byID map[string]accessEntry, from, to int,
 	for _, e := range in[:min(len(in), 8)] {
 		fmt.Fprintf(&b, "  %s began %+.3fs status %d took %s, %s outside the answering attempt, pod %q\n",
 			e.RequestID, e.StartUTC.Sub(rep.StartedAt).Seconds(), e.DownstreamStatus, e.Duration, e.Overhead, e.OriginPod)
-	}
-	return b.String()
-}
-
-// seriesLines shows a path's seconds for a failure message: sent, failed,
-// the successes' p99 from the request's write (what the spike rule reads)
-// and from the send, and slow connects.
-func seriesLines(series []report.SeriesRow) string {
-	var b strings.Builder
-	for _, row := range series {
-		fmt.Fprintf(&b, "  +%ds sent %d failed %d ok p99 %.1fms from the write (%.1fms from the send) slow connects %d\n", row.T, row.Sent, row.Failed, row.OKAfterWriteP99MS, row.OKServiceP99MS, row.SlowConnects)
 	}
 	return b.String()
 }
