@@ -652,8 +652,9 @@ func testRefusedByTheRules(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("%s: %v of %d sent, %d kept: want every request refused, each kept\n%s", tc.name, nonZero(rep.Totals.ByClass), rep.Totals.Sent, len(rep.Failures), out)
 		}
 		for _, f := range rep.Failures {
-			// (No pod to weigh: a probe watches none, so likely_pod is
-			// not asked about here.)
+			// likely_pod is not checked: a probe watches no pods (its
+			// runner.Live has no timeline), so it is empty whatever the
+			// analysis would make of these refusals.
 			if f.RefusedBy != report.RefusedByICMP || f.ICMP == nil || f.ICMP.Name != "port unreachable" {
 				t.Fatalf("%s: failure %s refused by %q (icmp %+v): want a port unreachable read", tc.name, f.RequestID, f.RefusedBy, f.ICMP)
 			}
