@@ -243,11 +243,13 @@ func fmtEndpoints(eps map[string]discoveryv1.EndpointConditions) string {
 // liveness probe (it would fail too, and restart the container).
 //
 // The liveness probe fails at its first miss (period 1 s, threshold 1), so
-// that one run during the 6 s drain would show. The same probe could also
-// restart the container at start, when it runs before the app listens (a
-// cold CI run saw that: a refused probe, then a second start); a startup
-// probe holds the liveness probe back until the app answers, as users are
-// told to do, and restarts are counted from the scale-down on.
+// that one run during the 6 s drain would show. The same probe can also
+// restart the container at its start, when it runs before the app listens:
+// the likely reading of a cold CI run that failed here with a restart, its
+// new events a start's and a readiness probe refused before the app
+// listened (not reproduced since). A startup probe holds the liveness probe
+// back until the app answers, as users are told to do, and restarts are
+// counted from the scale-down on; one before it is logged with its cause.
 func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Client) {
 	const name = "probes"
 	d := demoDeployment(name, 1)
@@ -271,9 +273,9 @@ func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Clien
 		t.Fatalf("pods: %v", err)
 	}
 	pod := pods.Items[0]
-	restartsBefore := restartCount(&pod)
-	if restartsBefore > 0 {
-		t.Logf("the container restarted %d time(s) before the scale-down (last: %s); counting restarts from here", restartsBefore, lastTermination(&pod))
+	restartsSeen := restartCount(&pod) // those before the scale-down, then each one reported
+	if restartsSeen > 0 {
+		t.Logf("the container restarted %d time(s) before the scale-down (last: %s); counting restarts from here", restartsSeen, lastTermination(&pod))
 	}
 	events := func() map[string]int32 { // "reason: message" -> count
 		list, _ := c.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", pod.Name).String()})
@@ -315,9 +317,9 @@ watch:
 					unreadyWhileRunning = true
 				}
 			}
-			if n := restartCount(p); n > restartsBefore {
-				t.Errorf("the container was restarted while the pod terminated (restarts %d, were %d; last: %s)", n, restartsBefore, lastTermination(p))
-				restartsBefore = n // one error per restart, not per watch event
+			if n := restartCount(p); n > restartsSeen {
+				t.Errorf("the container was restarted while the pod terminated (restarts %d, were %d; last: %s)", n, restartsSeen, lastTermination(p))
+				restartsSeen = n // one error per restart, not per watch event
 			}
 		case <-deadline:
 			t.Fatal("the pod was not gone within 60s")
