@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +251,9 @@ func fmtEndpoints(eps map[string]discoveryv1.EndpointConditions) string {
 // listened (not reproduced since). A startup probe holds the liveness probe
 // back until the app answers, as users are told to do, and restarts are
 // counted from the scale-down on; one before it is logged with its cause.
+// The liveness probe is seen running before the scale-down (the kubelet's
+// count of its successful runs), or "not during termination" would prove
+// nothing.
 func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Client) {
 	const name = "probes"
 	d := demoDeployment(name, 1)
@@ -273,6 +277,27 @@ func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Clien
 		t.Fatalf("pods: %v", err)
 	}
 	pod := pods.Items[0]
+	// The liveness probe must be seen running before the scale-down: a probe
+	// that never started would pass the "not during termination" half below.
+	// The referee is the kubelet's own count of the probe's runs.
+	var livenessOK float64
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		runs, err := probeRuns(ctx, c, pod.Spec.NodeName, pod.Name, "Liveness")
+		if err != nil {
+			t.Logf("the kubelet's probe counts: %v", err)
+			return false, nil
+		}
+		livenessOK = runs["successful"]
+		return livenessOK > 0, nil
+	}); err != nil {
+		t.Fatalf("the kubelet never counted a successful liveness probe of %s before the scale-down", pod.Name)
+	}
+	t.Logf("the kubelet counted %v successful liveness probe(s) before the scale-down", livenessOK)
+	if p, err := c.Kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else {
+		pod = *p // restarts and the watch's resource version from now on
+	}
 	restartsSeen := restartCount(&pod) // those before the scale-down, then each one reported
 	if restartsSeen > 0 {
 		t.Logf("the container restarted %d time(s) before the scale-down (last: %s); counting restarts from here", restartsSeen, lastTermination(&pod))
@@ -341,6 +366,43 @@ watch:
 	if livenessFailed {
 		t.Errorf("the liveness probe ran during termination")
 	}
+}
+
+// probeRuns is the kubelet's count of a pod's probe runs of one type
+// (Liveness, Readiness, Startup) by result (successful, failed, unknown):
+// its prober_probe_total, read from the node's /metrics/probes through the
+// API server's node proxy.
+func probeRuns(ctx context.Context, c *lab.Client, node, pod, probeType string) (map[string]float64, error) {
+	body, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics", "probes").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s's /metrics/probes: %w", node, err)
+	}
+	runs := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || name != "prober_probe_total" {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		set := map[string]string{}
+		for _, kv := range strings.Split(labels, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				set[k] = strings.Trim(v, `"`)
+			}
+		}
+		if set["pod"] != pod || set["namespace"] != "default" || set["probe_type"] != probeType {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", line, err)
+		}
+		runs[set["result"]] += n
+	}
+	return runs, nil
 }
 
 // restartCount is the pod's one container's restart count (0 without a
