@@ -241,24 +241,41 @@ type dialSlot struct {
 	// dialled is the dialer's set; dialledSeen what this slot noted in it.
 	dialled     *dialledSet
 	dialledSeen []netip.AddrPort
-	// icmpMu guards icmpFD, a duplicate of the connecting socket's fd kept
-	// so that its error queue can be read after a failed connect (the
-	// dialer closes the socket then): -1 when none; icmpArmed: it is an
-	// IPv6 socket armed to queue ICMPv6 errors; dialing: a dial is under
-	// way (a socket the dialer makes after it ended, a losing attempt of
-	// a name with IPv4 and IPv6 addresses, dialled on two goroutines at
-	// once, is not kept: its duplicate would hold it open).
-	icmpMu    sync.Mutex
-	icmpFD    int
-	icmpArmed bool
-	dialing   bool
+	// mu guards attempts and dialing. attempts are the current dial's
+	// connection attempts in the order begun: a name's dial tries its
+	// addresses in turn (and an IPv4 and an IPv6 address on two goroutines
+	// at once) and reports the first one's error, so the failure's
+	// addresses and error queue must be that attempt's, not the last's.
+	// dialing: a dial is under way (a socket the dialer makes after it
+	// ended, a losing attempt of a dual-stack name, is not kept: its
+	// duplicate would hold it open). The slice is reused from dial to dial.
+	mu       sync.Mutex
+	attempts []dialAttempt
+	dialing  bool
 	// icmp is what the last failed dial's error queue held (Result.DialICMP).
 	icmp *DialICMP
 }
 
+// dialAttempt is one connect of a dial: its addresses, and until it is
+// read a duplicate of its socket's fd (so that the error queue can be read
+// after a failed connect, when the dialer has closed the socket; -1 when
+// none), armed when it is an IPv6 socket asked to queue ICMPv6 errors.
+// Once a later attempt of the same family has begun this one has ended
+// (the dialer tries one family's addresses in turn): its queue is read
+// into queued and the duplicate closed, so that an unanswered socket does
+// not go on sending SYNs while the next address is tried.
+type dialAttempt struct {
+	addr   ConnAddr
+	fd     int
+	armed  bool
+	v6     bool
+	read   bool // queued holds the queue's reading
+	queued *DialICMP
+}
+
 // newSlot makes a worker's slot.
 func (d *dialer) newSlot() *dialSlot {
-	s := &dialSlot{net: d.net, dialled: d.dialled, icmpFD: -1}
+	s := &dialSlot{net: d.net, dialled: d.dialled}
 	s.net.ControlContext = s.bindEphemeral
 	return s
 }
@@ -271,74 +288,117 @@ func (d *dialer) newSlot() *dialSlot {
 // fresh connection (bind, getsockname); a failure here only loses the
 // evidence, never the request.
 func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c syscall.RawConn) error {
-	s.addr.Remote, _ = netip.ParseAddrPort(address)
-	s.noteDialled(s.addr.Remote)
+	var a dialAttempt
+	a.fd, a.v6 = -1, network == "tcp6"
+	a.addr.Remote, _ = netip.ParseAddrPort(address)
 	_ = c.Control(func(fd uintptr) {
 		var wildcard syscall.Sockaddr = &syscall.SockaddrInet4{}
-		if network == "tcp6" {
+		if a.v6 {
 			wildcard = &syscall.SockaddrInet6{}
 		}
-		s.keepForICMP(int(fd), network == "tcp6")
+		a.fd, a.armed = keepForICMP(int(fd), a.v6)
 		if syscall.Bind(int(fd), wildcard) != nil {
 			return
 		}
 		switch sa, _ := syscall.Getsockname(int(fd)); sa := sa.(type) {
 		case *syscall.SockaddrInet4:
-			s.addr.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(sa.Port))
+			a.addr.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(sa.Port))
 		case *syscall.SockaddrInet6:
-			s.addr.Local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(sa.Port))
+			a.addr.Local = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(sa.Port))
 		}
 	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteDialled(a.addr.Remote)
+	if !s.dialing {
+		closeICMPFD(a.fd)
+		return nil
+	}
+	for i := range s.attempts {
+		if p := &s.attempts[i]; p.v6 == a.v6 {
+			p.readQueue()
+		}
+	}
+	s.attempts = append(s.attempts, a)
 	return nil
 }
 
-// keepForICMP keeps a duplicate of the connecting socket fd (and arms an
-// IPv6 one to queue ICMPv6 errors): see icmpFD. Two system calls per
-// fresh connection (dup, close) on top of the dial's, two more on IPv6
-// (arm, and disarm once connected); none per request.
-func (s *dialSlot) keepForICMP(fd int, v6 bool) {
-	s.icmpMu.Lock()
-	defer s.icmpMu.Unlock()
-	if !s.dialing {
-		return
-	}
-	dup := dupForICMP(fd)
+// keepForICMP duplicates the connecting socket's fd (and arms an IPv6 one
+// to queue ICMPv6 errors): see dialAttempt. -1 when it cannot. Two system
+// calls per fresh connection (dup, close) on top of the dial's, two more
+// on IPv6 (arm, and disarm once connected); none per request.
+func keepForICMP(fd int, v6 bool) (dup int, armed bool) {
+	dup = dupForICMP(fd)
 	if dup < 0 {
-		return
+		return -1, false
 	}
 	if v6 {
 		armDialICMP(fd) // disarmed once connected: see dial
 	}
-	closeICMPFD(s.icmpFD)
-	s.icmpFD, s.icmpArmed = dup, v6
+	return dup, v6
 }
 
-// startDial opens the slot to keepForICMP for one dial.
-func (s *dialSlot) startDial() {
-	s.icmpMu.Lock()
-	s.dialing = true
-	s.icmpMu.Unlock()
-}
-
-// doneWithICMP ends a dial's hold on its sockets: after a failed connect
-// it reads the error queue into icmp (only when the error is the kept
-// socket's own: a name's dial tries its addresses in turn and reports the
-// first one's error, which the last one's socket cannot explain), then
-// closes the duplicate.
-func (s *dialSlot) doneWithICMP(err error) {
-	s.icmpMu.Lock()
-	fd, armed := s.icmpFD, s.icmpArmed
-	s.icmpFD, s.icmpArmed, s.dialing = -1, false, false
-	remote := s.addr.Remote
-	s.icmpMu.Unlock()
-	if fd < 0 {
+// readQueue reads an ended attempt's error queue and closes its duplicate.
+func (a *dialAttempt) readQueue() {
+	if a.fd < 0 {
 		return
 	}
+	a.queued, a.read = readDialICMP(a.fd, a.v6, a.armed), true
+	closeICMPFD(a.fd)
+	a.fd = -1
+}
+
+// startDial opens the slot to its attempts for one dial.
+func (s *dialSlot) startDial() {
+	s.mu.Lock()
+	s.dialing = true
+	s.attempts = s.attempts[:0]
+	s.mu.Unlock()
+}
+
+// endDial ends a dial's hold on its sockets and sets the slot's addresses
+// and error queue: after a failed connect, those of the attempt whose
+// error the dialer returned (the first whose address the error names);
+// with no such attempt (an error of none of them), the last attempt's
+// addresses and no queue. A dial that connected leaves the addresses to
+// the connection.
+func (s *dialSlot) endDial(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dialing = false
 	var op *net.OpError
-	if err != nil && errors.As(err, &op) && op.Op == "dial" && addrIs(op.Addr, remote) {
-		s.icmp = readDialICMP(fd, remote.Addr().Is6(), armed)
+	failed := err != nil && errors.As(err, &op) && op.Op == "dial"
+	var reported *dialAttempt
+	for i := range s.attempts {
+		a := &s.attempts[i]
+		if failed && reported == nil && addrIs(op.Addr, a.addr.Remote) {
+			reported = a
+			a.readQueue()
+		}
+		closeICMPFD(a.fd)
+		a.fd = -1
 	}
-	closeICMPFD(fd)
+	switch {
+	case reported != nil:
+		s.addr = reported.addr
+		if reported.read {
+			s.icmp = reported.queued
+		}
+	case len(s.attempts) > 0:
+		s.addr = s.attempts[len(s.attempts)-1].addr
+	}
+}
+
+// holdPorts holds the source ports of every attempt of the dial that just
+// ended (see portHold): the dialer returns only the first attempt's error,
+// so a later attempt that went unanswered too is not known as such, and a
+// port held that need not be costs one file descriptor for holdFor.
+func (s *dialSlot) holdPorts(h *portHold, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.attempts {
+		h.hold(a.addr.Local, now)
+	}
 }
 
 // disarmConn undoes armDialICMP on an IPv6 connection that connected:
@@ -410,6 +470,7 @@ func newDialer(cfg *Config) *dialer {
 	// No TCP keepalive probes: they would only add traffic; the request
 	// deadline bounds every wait.
 	d.net.KeepAlive = -1
+	d.net.Resolver = cfg.resolver
 	if u.Scheme == "https" {
 		d.tls = &tls.Config{
 			ServerName:         u.Hostname(),
@@ -440,18 +501,22 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	slot.startDial()
 	raw, err := slot.net.DialContext(dialCtx, "tcp", d.address)
 	cancel()
-	slot.doneWithICMP(err)
-	if err == nil {
-		disarmConn(raw)
-	}
+	slot.endDial(err)
 	if err != nil {
 		if ctx.Err() == nil && !slot.addr.Remote.IsValid() && isTimeout(err) && !isDNSError(err) {
 			err = noConnectAttempt(d.address, err)
 		}
 		if ctx.Err() == nil && classify(err, PhaseDial, false) == ConnectTimeout {
-			d.holds.hold(slot.addr.Local, time.Now()) // no answer: see portHold
+			slot.holdPorts(&d.holds, time.Now()) // no answer: see portHold
 		}
 		return nil, nil, PhaseDial, err
+	}
+	disarmConn(raw)
+	// The connection's own: of a name's several attempts, the one that
+	// connected.
+	if remote, ok := raw.RemoteAddr().(*net.TCPAddr); ok {
+		ap := remote.AddrPort()
+		slot.addr.Remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	if local, ok := raw.LocalAddr().(*net.TCPAddr); ok {
 		slot.addr.Local = local.AddrPort()

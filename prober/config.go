@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -118,6 +119,10 @@ type Config struct {
 	TuneProcs  int
 	Workers    int // open model: workers to start with
 	MaxWorkers int // open model: upper bound when falling behind
+
+	// resolver, when set, resolves the target's name (tests: a name with
+	// the addresses they choose); nil is the system's.
+	resolver *net.Resolver
 
 	Conn           ConnMode
 	Timeout        time.Duration // whole request, connect included

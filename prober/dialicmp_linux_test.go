@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rollprobe/rollprobe/internal/netnstest"
+	"github.com/rollprobe/rollprobe/internal/testenv"
 )
 
 // dialICMPChild marks the test binary's run in a namespace of its own
@@ -52,10 +54,17 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 		}
 	}
 	run("ip", "link", "set", "lo", "up")
-	// A free port of each kind, found before the rule holds them.
-	rejecting, resetting := freePort(t), freePort(t)
+	// A free port of each kind, found before the rule holds them; mixed
+	// rejects on 127.0.0.1 only (and resets on 127.0.0.2). The set syns
+	// records each IPv4 SYN's destination and source port as it leaves:
+	// the referee of the addresses a failure is put on.
+	rejecting, resetting, mixed := freePort(t), freePort(t), freePort(t)
 	run(nft, "add table inet dialicmp; add chain inet dialicmp in { type filter hook input priority 0 ; }; "+
-		"add rule inet dialicmp in tcp dport "+strconv.Itoa(int(rejecting))+" reject")
+		"add rule inet dialicmp in tcp dport "+strconv.Itoa(int(rejecting))+" reject; "+
+		"add rule inet dialicmp in ip daddr 127.0.0.1 tcp dport "+strconv.Itoa(int(mixed))+" reject; "+
+		"add set inet dialicmp syns { type ipv4_addr . inet_service ; flags dynamic ; size 65535 ; }; "+
+		"add chain inet dialicmp out { type filter hook output priority 0 ; }; "+
+		"add rule inet dialicmp out tcp flags & (syn | ack) == syn add @syns { ip daddr . tcp sport }")
 	time.Sleep(100 * time.Millisecond) // a margin for the new namespace's lo to settle; no assertion is timed
 	forEachEngine(t, func(t *testing.T) {
 		for _, host := range []string{"127.0.0.1", "::1"} {
@@ -84,6 +93,69 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a name with two addresses", func(t *testing.T) {
+		testenv.Timed(t)
+		first, second := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")
+		for _, c := range []struct {
+			port  uint16
+			addrs []netip.Addr
+			// icmpFrom: the reported attempt's queue holds a port
+			// unreachable from it; invalid: a reset (the queue is empty).
+			icmpFrom netip.Addr
+		}{
+			{rejecting, []netip.Addr{first, second}, first},
+			{mixed, []netip.Addr{first, second}, netip.Addr{}},
+			{mixed, []netip.Addr{second, first}, second},
+		} {
+			p, snap := runTestProber(t, "http://two.rollprobe.test:"+strconv.Itoa(int(c.port))+"/", func(cfg *Config) {
+				cfg.Rate, cfg.Duration = 40, 200*time.Millisecond
+				cfg.Engine = EngineGoroutines
+				cfg.resolver = resolverOf(t, c.addrs...)
+				fresh(cfg)
+			}, nil)
+			fails := p.Recorder().Failures()
+			if len(fails) == 0 || uint64(len(fails)) != snap.Totals.Classes[Refused] {
+				t.Fatalf("%v port %d: %d failures, classes %v: want every attempt refused", c.addrs, c.port, len(fails), snap.Totals.Classes)
+			}
+			syns := sentSYNs(t, nft)
+			for _, f := range fails {
+				// The dialer tries both addresses and returns the first's
+				// error: the failure's addresses and queue must be its.
+				want := netip.AddrPortFrom(c.addrs[0], c.port)
+				if f.Addr == nil || f.Addr.Remote != want || !strings.Contains(f.Err.Error(), want.String()) {
+					t.Fatalf("%v port %d: a failure put on %+v with the error %q, want %s's", c.addrs, c.port, f.Addr, f.Err, want)
+				}
+				if !syns[netip.AddrPortFrom(want.Addr(), f.Addr.Local.Port())] {
+					t.Fatalf("%v port %d: no SYN left port %d for %s (the SYNs: %v)", c.addrs, c.port, f.Addr.Local.Port(), want.Addr(), syns)
+				}
+				d := f.DialICMP
+				switch {
+				case d == nil:
+					t.Fatalf("%v port %d: a refusal without its error queue read", c.addrs, c.port)
+				case c.icmpFrom.IsValid() && (!d.PortUnreachable() || d.From != c.icmpFrom):
+					t.Fatalf("%v port %d: the reject read as %+v (%q), want a port unreachable from %s", c.addrs, c.port, *d, d.Name(), c.icmpFrom)
+				case !c.icmpFrom.IsValid() && d.From.IsValid():
+					t.Fatalf("%v port %d: a reset read as %s from %s", c.addrs, c.port, d.Name(), d.From)
+				}
+			}
+		}
+	})
+}
+
+// sentSYNs is the set syns of TestDialICMPTellsARejectFromAReset's table:
+// the destination address and source port of each SYN sent so far.
+func sentSYNs(t *testing.T, nft string) map[netip.AddrPort]bool {
+	t.Helper()
+	out, err := exec.Command(nft, "list", "set", "inet", "dialicmp", "syns").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list set: %v: %s", err, out)
+	}
+	syns := map[netip.AddrPort]bool{}
+	for _, m := range regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. (\d+)`).FindAllStringSubmatch(string(out), -1) {
+		port, _ := strconv.ParseUint(m[2], 10, 16)
+		syns[netip.AddrPortFrom(netip.MustParseAddr(m[1]), uint16(port))] = true
+	}
+	return syns
 }
 
 // freePort is a TCP port nothing listens on (any address).
@@ -102,7 +174,9 @@ func freePort(t *testing.T) uint16 {
 // set, Linux would fail its next read on one, where a real client's
 // connection would not), and no duplicate of a socket stays open, after
 // connects and refusals, to an address and to a name with an IPv4 and an
-// IPv6 address (dialled on two goroutines at once).
+// IPv6 address (dialled on two goroutines at once), and to a name with two
+// IPv4 addresses, the first refusing (tried in turn): where such a dial
+// connects, its addresses are the connection's.
 func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 	openFDs := func() int {
 		ents, err := os.ReadDir("/proc/self/fd")
@@ -111,8 +185,13 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 		}
 		return len(ents)
 	}
-	for _, host := range []string{"127.0.0.1", "::1", "localhost"} {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	const twoAddresses = "two.rollprobe.test" // 127.0.0.2, refusing, then 127.0.0.1
+	for _, host := range []string{"127.0.0.1", "::1", "localhost", twoAddresses} {
+		listenOn := host
+		if host == twoAddresses {
+			listenOn = "127.0.0.1"
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(listenOn, "0"))
 		if err != nil {
 			t.Skipf("no %s here: %v", host, err)
 		}
@@ -135,7 +214,11 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := newDialer(&Config{Target: target})
+			cfg := &Config{Target: target}
+			if host == twoAddresses {
+				cfg.resolver = resolverOf(t, netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1"))
+			}
+			d := newDialer(cfg)
 			slot := d.newSlot()
 			for range 20 {
 				_, conn, _, err := d.dial(context.Background(), time.Now().Add(time.Second), slot)
@@ -144,6 +227,9 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 				}
 				if err != nil {
 					continue
+				}
+				if got, want := slot.addr, (ConnAddr{Local: conn.LocalAddr().(*net.TCPAddr).AddrPort(), Remote: conn.RemoteAddr().(*net.TCPAddr).AddrPort()}); got != want {
+					t.Fatalf("%s: the slot says %+v, the connection %+v", host, got, want)
 				}
 				if a := conn.RemoteAddr().(*net.TCPAddr); a.IP.To4() == nil {
 					rc, _ := conn.(*net.TCPConn).SyscallConn()

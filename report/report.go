@@ -781,7 +781,9 @@ type Failure struct {
 	// LocalAddr and RemoteAddr are the failed request's connection's two
 	// ends (ip:port), fresh or reused, to find it in conntrack, a packet
 	// capture or server logs. When the connect failed, the local IP is
-	// unspecified (0.0.0.0) and the port is the one its SYN left from.
+	// unspecified (0.0.0.0) and the port is the one its SYN left from;
+	// of a name's several addresses, none connecting, the attempt whose error
+	// the failure carries (the first).
 	// Prober and Node name the in-cluster prober that measured the
 	// failure (run --probers); empty when this process probed.
 	Prober     string `json:"prober,omitempty"`
