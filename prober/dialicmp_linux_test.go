@@ -4,6 +4,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -226,6 +227,12 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 					t.Fatalf("%s (listening %v): %v", host, listening, err)
 				}
 				if err != nil {
+					// The dialer returns its first attempt's error: the
+					// slot's addresses and queue must be that attempt's.
+					var op *net.OpError
+					if !errors.As(err, &op) || !addrIs(op.Addr, slot.addr.Remote) || slot.addr.Local.Port() == 0 || slot.icmp == nil {
+						t.Fatalf("%s: the slot says %+v (queue read: %v) for %v", host, slot.addr, slot.icmp != nil, err)
+					}
 					continue
 				}
 				if got, want := slot.addr, (ConnAddr{Local: conn.LocalAddr().(*net.TCPAddr).AddrPort(), Remote: conn.RemoteAddr().(*net.TCPAddr).AddrPort()}); got != want {
