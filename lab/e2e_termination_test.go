@@ -281,16 +281,16 @@ func testProbesDuringTermination(t *testing.T, ctx context.Context, c *lab.Clien
 	// that never started would pass the "not during termination" half below.
 	// The referee is the kubelet's own count of the probe's runs.
 	var livenessOK float64
+	var readErr error // the last reading's, for the failure message
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		runs, err := probeRuns(ctx, c, pod.Spec.NodeName, pod.Name, "Liveness")
-		if err != nil {
-			t.Logf("the kubelet's probe counts: %v", err)
+		if readErr = err; err != nil {
 			return false, nil
 		}
 		livenessOK = runs["successful"]
 		return livenessOK > 0, nil
 	}); err != nil {
-		t.Fatalf("the kubelet never counted a successful liveness probe of %s before the scale-down", pod.Name)
+		t.Fatalf("the kubelet never counted a successful liveness probe of %s before the scale-down (the last reading's error: %v)", pod.Name, readErr)
 	}
 	t.Logf("the kubelet counted %v successful liveness probe(s) before the scale-down", livenessOK)
 	if p, err := c.Kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
@@ -396,7 +396,11 @@ func probeRuns(ctx context.Context, c *lab.Client, node, pod, probeType string) 
 		if set["pod"] != pod || set["namespace"] != "default" || set["probe_type"] != probeType {
 			continue
 		}
-		n, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		parts := strings.Fields(value) // the value, then an optional timestamp
+		if len(parts) == 0 {
+			return nil, fmt.Errorf("a sample with no value: %s", line)
+		}
+		n, err := strconv.ParseFloat(parts[0], 64)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", line, err)
 		}

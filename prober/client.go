@@ -228,10 +228,12 @@ type dialer struct {
 }
 
 // dialSlot is a worker's own view of the dialer: a copy of the prober's
-// net.Dialer whose control hook writes the dial's addresses here. One per
-// worker, made once, so a dial allocates nothing to pass them (a context
-// value would, on every fresh connection).
+// net.Dialer whose control hook records each connection attempt here. One
+// per worker, made once, so a dial allocates nothing to pass them (a
+// context value would, on every fresh connection).
 type dialSlot struct {
+	// addr is the last dial's addresses: the connection's, or the failed
+	// attempt's whose error the dial returned (endDial).
 	addr ConnAddr
 	net  net.Dialer
 	// handshakeSince is when the TLS handshake in progress began (Unix
