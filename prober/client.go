@@ -289,7 +289,15 @@ func (d *dialer) newSlot() *dialSlot {
 // inside connect(2) and it is gone with the socket. Two system calls per
 // fresh connection (bind, getsockname); a failure here only loses the
 // evidence, never the request.
-func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c syscall.RawConn) error {
+//
+// An attempt whose context is canceled belongs to a dial that has ended:
+// the losing racer of a dual-stack name (the dialer cancels it as it
+// returns the winner), which can reach here after this slot's next dial
+// began. It is not kept, and its socket is closed before connect(2): a SYN
+// from it would go out on a port no dial records. The check is made under
+// mu, which endDial takes after the dialer returned (and so after the
+// cancel): an attempt that sees its context live is in the current dial.
+func (s *dialSlot) bindEphemeral(ctx context.Context, network, address string, c syscall.RawConn) error {
 	var a dialAttempt
 	a.fd, a.v6 = -1, network == "tcp6"
 	a.addr.Remote, _ = netip.ParseAddrPort(address)
@@ -311,11 +319,14 @@ func (s *dialSlot) bindEphemeral(_ context.Context, network, address string, c s
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.noteDialled(a.addr.Remote)
-	if !s.dialing {
+	if err := ctx.Err(); !s.dialing || errors.Is(err, context.Canceled) {
 		closeICMPFD(a.fd)
-		return nil
+		if err == nil {
+			err = context.Canceled // a dial's racer outliving it, uncanceled: cannot happen (see above)
+		}
+		return fmt.Errorf("a connection attempt of a dial that has ended: %w", err)
 	}
+	s.noteDialled(a.addr.Remote)
 	for i := range s.attempts {
 		if p := &s.attempts[i]; p.v6 == a.v6 {
 			p.readQueue()

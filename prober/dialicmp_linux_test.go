@@ -256,3 +256,66 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 		}
 	}
 }
+
+// A connection attempt whose context is canceled belongs to a dial that
+// has ended (a dual-stack name's losing racer, which the dialer cancels as
+// it returns the winner, can reach the control hook after the worker's
+// next dial began): the slot must not take it for the current dial's, and
+// its socket must fail before connect(2), so that no SYN leaves from a
+// port no dial records. One whose deadline passed is still the current
+// dial's: Go connects before it checks the deadline.
+func TestBindEphemeralLeavesOutAnEndedDialsAttempt(t *testing.T) {
+	openFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	socket := func() (syscall.RawConn, func()) {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fd), "attempt")
+		rc, err := f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc, func() { f.Close() }
+	}
+	target, err := ParseTarget("http://127.0.0.1:1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := newDialer(&Config{Target: target}).newSlot()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelExpired()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		kept bool
+	}{
+		{"live", context.Background(), true},
+		{"past its deadline", expired, true},
+		{"canceled", canceled, false},
+	} {
+		before := openFDs()
+		rc, closeSocket := socket()
+		slot.startDial()
+		err := slot.bindEphemeral(c.ctx, "tcp4", "127.0.0.1:1", rc)
+		if got := len(slot.attempts); c.kept != (err == nil) || got != map[bool]int{true: 1}[c.kept] {
+			t.Errorf("%s: bindEphemeral returned %v, the slot keeps %d attempts", c.name, err, got)
+		}
+		if !c.kept && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: the error %v does not say the dial was canceled", c.name, err)
+		}
+		slot.endDial(nil)
+		closeSocket()
+		if after := openFDs(); after != before {
+			t.Errorf("%s: %d file descriptors open after the attempt, %d before", c.name, after, before)
+		}
+	}
+}
