@@ -280,7 +280,10 @@ var userinfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@:]*):[^/@]*@`
 // the default secret parameters), even a string that does not parse.
 func RedactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		return RedactTarget(u, nil)
+		if r := RedactTarget(u, nil); r != u.String() {
+			return r
+		}
+		return raw // nothing to hide: as given ("http://" would print as "http:")
 	}
 	return userinfo.ReplaceAllString(raw, "${1}:xxxxx@")
 }

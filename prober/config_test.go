@@ -150,4 +150,18 @@ func TestRedactTarget(t *testing.T) {
 	if got := RedactURL("ftp://bob:Hunter2@host/ x"); strings.Contains(got, "Hunter2") {
 		t.Errorf("RedactURL of a URL that does not parse: %s", got)
 	}
+	// With nothing to hide, a URL is shown as the user gave it (an error
+	// about "http://" quoted "http:"); with something, redacted.
+	for in, want := range map[string]string{
+		"http://":              "http://",
+		"http://h?token=s":     "http://h?token=xxxxx",
+		"http://bob:pw@h:80/x": "http://bob:xxxxx@h:80/x",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := ParseTarget("http://"); err == nil || !strings.Contains(err.Error(), `"http://"`) {
+		t.Errorf("ParseTarget(http://): %v, want the URL quoted as given", err)
+	}
 }
