@@ -202,6 +202,33 @@ func TestUsageErrorWritesNothing(t *testing.T) {
 	}
 }
 
+// A misspelt subcommand of a command group is a usage error (exit 2), with
+// the one meant suggested: cobra printed the group's help and exited 0, so
+// a CI step's `rollprobe report shwo report.json` passed having done
+// nothing. A group alone still prints its help and exits 0.
+func TestUnknownSubcommandIsAUsageError(t *testing.T) {
+	testbin.Required(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "shwo", "report.json"}, `unknown command "shwo" for "rollprobe report" (did you mean show?)`},
+		{[]string{"lab", "upp"}, `unknown command "upp" for "rollprobe lab" (did you mean up?)`},
+		{[]string{"report", "diff", "a.json", "b.json"}, `unknown command "diff" for "rollprobe report"`},
+		{[]string{"rport", "show"}, `unknown command "rport" for "rollprobe"`},
+	} {
+		if r := run(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %s", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	if r := run(t, "report"); r.code != 0 || !strings.Contains(r.stdout, "Usage:\n  rollprobe report [command]\n\n") {
+		t.Errorf("report alone: exit %d, stdout %q, stderr %q; want its help naming its subcommands alone, exit 0", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "report", "show", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Usage:\n  rollprobe report show FILE [flags]\n") {
+		t.Errorf("report show --help: exit %d, stdout %q; want its own usage line", r.code, r.stdout)
+	}
+}
+
 // Asking for the dashboard without a terminal is a usage error found
 // before anything runs, not a run cut short when the dashboard fails.
 func TestDashboardWithoutATerminalIsAUsageError(t *testing.T) {

@@ -129,7 +129,42 @@ Documentation: ` + report.DocsURL + ` (each finding in a report links its own pa
 	root.AddCommand(newProbeCommand(g), newRunCommand(g), newDoctorCommand(g), newReportCommand(g), newLabCommand(g), newFleetAgentCommand(g), newInstallCommand(g),
 		&cobra.Command{Use: "version", Short: "Print rollprobe's version", Args: cobra.NoArgs,
 			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(g.stdout, "rollprobe version %s\n", version()) }})
+	rejectUnknownSubcommands(root)
 	return root
+}
+
+// rejectUnknownSubcommands makes every command group under c (report, lab)
+// fail, exit 2, on an argument that names none of its subcommands. Cobra
+// prints a group's help and returns no error for it, so a script's
+// `rollprobe report shwo r.json` exited 0 having done nothing, which a CI
+// step takes for success. With no argument a group still prints its help.
+// (The root command already rejects an unknown command.)
+//
+// Such a group is runnable, only to say this: the usage of c and every
+// command under it shows a command's own line only where it has no
+// subcommands, so a group's still names its subcommands alone.
+func rejectUnknownSubcommands(c *cobra.Command) {
+	if !c.HasParent() {
+		c.SetUsageTemplate(strings.Replace(c.UsageTemplate(), "Usage:{{if .Runnable}}", "Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	}
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && !sub.Runnable() {
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return cmd.Help()
+				}
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+				if cmd.SuggestionsMinimumDistance <= 0 {
+					cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only on its own path
+				}
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+				}
+				return exitcode.UsageError(errors.New(msg))
+			}
+		}
+		rejectUnknownSubcommands(sub)
+	}
 }
 
 // Execute runs the command line and returns the process exit code. SIGINT,
