@@ -140,6 +140,8 @@ func TestExitCodes(t *testing.T) {
 		{"negative edge log wait", []string{"run", "--deployment", "web", "--target", "http://x/", "--edge-access-log", "/dev/null", "--edge-log-wait", "-1s"}, 2, "--edge-log-wait -1s: must not be negative"},
 		{"rate beyond any machine", []string{"probe", srv.URL("/ok"), "--rate", "1e12", "--duration", "100ms", "--progress", "0", "--workers", "2", "--max-workers", "8"}, 4,
 			"--rate 1e+12 is beyond what one machine can send"},
+		{"concurrency at a fixed rate", []string{"probe", srv.URL("/ok"), "--concurrency", "32"}, 2, "--concurrency 32 applies only with --rate 0"},
+		{"workers in the closed model", []string{"run", "--deployment", "web", "--target", "http://x/", "--rate", "0", "--max-workers", "8"}, 2, "--max-workers applies only at a fixed --rate"},
 		{"doctor without deployment", []string{"doctor"}, 2, "one of --deployment, --statefulset, --daemonset, --rollout is required"},
 		{"run without workload", []string{"run", "--target", "http://x/"}, 2, "one of --deployment, --statefulset, --daemonset, --rollout is required"},
 		{"run with two workloads", []string{"run", "--deployment", "web", "--statefulset", "db", "--target", "http://x/"}, 2, "--deployment and --statefulset: give one workload"},

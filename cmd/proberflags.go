@@ -187,6 +187,18 @@ func (f *proberFlags) configOf(target string, tlsOnly bool) (prober.Config, erro
 		cfg.Conn = prober.ConnMode{FreshFraction: 0}
 	}
 	cfg.Connections, cfg.GRPCMethod, cfg.Streams = f.connections, f.grpcMethod, f.streams
+	// Each model reads its own in-flight bound and ignores the other's: a
+	// bound given to the model not in use would be ignored without a word
+	// (a gate run believed held to 32 in flight sent at its rate all the
+	// same).
+	if f.fs != nil && f.fs.Changed("concurrency") && f.rate != 0 {
+		errs = append(errs, fmt.Errorf("--concurrency %d applies only with --rate 0 (the closed model); at a fixed rate the requests in flight are --workers, up to --max-workers", f.concurrency))
+	}
+	for _, name := range []string{"workers", "max-workers"} {
+		if f.fs != nil && f.fs.Changed(name) && f.rate == 0 {
+			errs = append(errs, fmt.Errorf("--%s applies only at a fixed --rate (the open model); with --rate 0 the requests in flight are --concurrency", name))
+		}
+	}
 	if f.fs != nil && f.fs.Changed("streams") && !cfg.Protocol.Multiplexed() {
 		errs = append(errs, fmt.Errorf("--streams %d: only with --protocol h2 or grpc", f.streams))
 	}
