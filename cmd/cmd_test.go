@@ -142,6 +142,7 @@ func TestExitCodes(t *testing.T) {
 			"--rate 1e+12 is beyond what one machine can send"},
 		{"concurrency at a fixed rate", []string{"probe", srv.URL("/ok"), "--concurrency", "32"}, 2, "--concurrency 32 applies only with --rate 0"},
 		{"workers in the closed model", []string{"run", "--deployment", "web", "--target", "http://x/", "--rate", "0", "--max-workers", "8"}, 2, "--max-workers applies only at a fixed --rate"},
+		{"a prober image without probers", []string{"run", "--deployment", "web", "--target", "http://x/", "--prober-image", "r/p:1", "--validate"}, 2, "--prober-image: only with --probers N"},
 		{"doctor without deployment", []string{"doctor"}, 2, "one of --deployment, --statefulset, --daemonset, --rollout is required"},
 		{"run without workload", []string{"run", "--target", "http://x/"}, 2, "one of --deployment, --statefulset, --daemonset, --rollout is required"},
 		{"run with two workloads", []string{"run", "--deployment", "web", "--statefulset", "db", "--target", "http://x/"}, 2, "--deployment and --statefulset: give one workload"},

@@ -22,6 +22,7 @@ type proberPodFlags struct {
 	namespace    string
 	startTimeout time.Duration
 	conntrack    bool
+	fs           *pflag.FlagSet // what bind bound: which flags were given
 }
 
 // maxProbers bounds --probers: the merge was measured to this scale.
@@ -32,6 +33,7 @@ func defaultProberPodFlags() proberPodFlags {
 }
 
 func (p *proberPodFlags) bind(f *pflag.FlagSet, namespaceDefault string) {
+	p.fs = f
 	f.IntVar(&p.count, "probers", 0, "probe from N prober pods in the cluster (spread over the nodes; --rate is their total) instead of from here; with several --target paths, N for each path, each path's --rate split among its own")
 	f.StringVar(&p.image, "prober-image", p.image, "with --probers: the probers' image (this rollprobe's version)")
 	f.StringVar(&p.namespace, "prober-namespace", "", "with --probers: where the prober pods go (default: "+namespaceDefault+")")
@@ -53,6 +55,13 @@ func (p *proberPodFlags) validate() error {
 	}
 	if p.conntrack && p.count == 0 {
 		errs = append(errs, errors.New("--probers-conntrack: only with --probers N (probing from here reads this host's conntrack already when it can)"))
+	}
+	// Given without --probers they would be ignored: the run probes from
+	// here, which a user who set them did not expect.
+	for _, name := range []string{"prober-image", "prober-namespace", "prober-start-timeout"} {
+		if p.count == 0 && p.fs != nil && p.fs.Changed(name) {
+			errs = append(errs, fmt.Errorf("--%s: only with --probers N (without it the run probes from here)", name))
+		}
 	}
 	if p.count > 0 && (p.image == "" || p.startTimeout <= 0) {
 		errs = append(errs, errors.New("--probers: --prober-image must be set and --prober-start-timeout positive"))
