@@ -965,9 +965,16 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	}
 	for i := range out {
 		o := &out[i]
+		// The pods terminating when it began and those whose deletion came
+		// while it lasted: a long outage of a rollout spans several (the
+		// demo's naive one, three, of which its start named one).
 		var names []string
-		for _, p := range a.terminatingAt(o.Start, o.Start, anyClass, false) {
-			names = append(names, p.Name)
+		for _, t := range []time.Time{o.Start, o.End} {
+			for _, p := range a.terminatingAt(t, t, anyClass, false) {
+				if !slices.Contains(names, p.Name) {
+					names = append(names, p.Name)
+				}
+			}
 		}
 		sort.Strings(names)
 		switch {

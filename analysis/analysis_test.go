@@ -58,6 +58,33 @@ func find(r *report.Report, id string) *report.Finding {
 	return nil
 }
 
+// One outage over two pods' deletions (a rollout whose pods go one after
+// another while the endpoint changes lag): its context names both, not only
+// the one terminating when it began, and not the pod deleted after it ended.
+func TestOutageContextNamesEveryPodTerminatingInIt(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5600, report.PodGone, "a", "old"),
+		ev(6000, report.PodDeletionRequested, "b", "old"),
+		ev(6600, report.PodGone, "b", "old"),
+		ev(9000, report.PodDeletionRequested, "c", "old"),
+		ev(9600, report.PodGone, "c", "old"),
+	}, Failures: []report.Failure{
+		fail(5020, "refused", true, ""), fail(5500, "refused", true, ""), fail(6100, "refused", true, ""),
+		fail(6400, "refused", true, ""),
+	}}
+	analyse(r)
+	if len(r.Outages) != 1 {
+		t.Fatalf("outages %+v, want one", r.Outages)
+	}
+	if got := r.Outages[0].Context; got != "while terminating: a, b" {
+		t.Errorf("outage context %q, want both pods deleted in it and not c", got)
+	}
+}
+
 // A naive rollout: old pod a is deleted at +5s and stops listening; requests
 // refused until +5.8s, then a connect timeout to its vanished IP at +6.2s.
 func TestPropagationFinding(t *testing.T) {
