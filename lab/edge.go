@@ -181,7 +181,7 @@ func (c Config) traefikArgs(apiServer string) []string {
 			"--providers."+p+"=true",
 			"--providers."+p+".endpoint="+apiServer,
 			"--providers."+p+".token="+c.path("pki", "traefik.token"),
-			"--providers."+p+".certAuthFilePath="+c.path("pki", "apiserver", "apiserver.crt"),
+			"--providers."+p+".certAuthFilePath="+c.apiServerCA(),
 		)
 	}
 	return args
@@ -325,7 +325,7 @@ func (c Config) startEdge(ctx context.Context, tokens map[string]string) error {
 
 	files := map[string]string{
 		c.path("Corefile"):             c.corefile(),
-		c.path("coredns.kubeconfig"):   string(kubeconfig(apiServerURL, "lab-coredns", tokens["coredns"])),
+		c.path("coredns.kubeconfig"):   string(kubeconfig(apiServerURL, c.apiServerCA(), "lab-coredns", tokens["coredns"])),
 		c.path("pki", "traefik.token"): tokens["traefik"],
 	}
 	for path, content := range files {

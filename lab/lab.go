@@ -125,6 +125,18 @@ func (c Config) path(parts ...string) string {
 	return filepath.Join(append([]string{c.StateDir}, parts...)...)
 }
 
+// apiServerCA is the apiserver's certificate with the CA that signed it,
+// which it makes itself in --cert-dir (for the hub's address, the
+// kubernetes Service's and names): what the lab's kubeconfigs verify it
+// against. Absolute: a kubeconfig's relative paths are its directory's.
+func (c Config) apiServerCA() string {
+	p := c.path("pki", "apiserver", "apiserver.crt")
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
 // KubeconfigPath is the admin kubeconfig. Its server is the apiserver's
 // address on the lab network, so it works from every lab host and pod, or
 // from outside with a client that dials through netns.DialContextIn.
@@ -239,7 +251,7 @@ func up(ctx context.Context, c Config) error {
 		return err
 	}
 	for name, id := range map[string]string{"kubeconfig": "admin", "controller-manager.kubeconfig": "controller-manager", "scheduler.kubeconfig": "scheduler"} {
-		if err := os.WriteFile(c.path(name), kubeconfig(apiServerURL, id, tokens[id]), 0o600); err != nil {
+		if err := os.WriteFile(c.path(name), kubeconfig(apiServerURL, c.apiServerCA(), id, tokens[id]), 0o600); err != nil {
 			return err
 		}
 	}
@@ -302,7 +314,7 @@ func up(ctx context.Context, c Config) error {
 		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-route,-service",
 		"--leader-elect=false", "--bind-address=127.0.0.1",
 		"--service-account-private-key-file="+c.path("pki", "sa.key"),
-		"--root-ca-file="+c.path("pki", "apiserver", "apiserver.crt"),
+		"--root-ca-file="+c.apiServerCA(),
 		"--v=1"); err != nil {
 		return err
 	}

@@ -76,14 +76,14 @@ func (c Config) startNode(ctx context.Context, n netns.Node, nodeToken, proxyTok
 		c.nodeDir(n, "containerd", "config.toml"):       c.containerdConfig(n),
 		c.nodeDir(n, "cni", "net.d", "10-lab.conflist"): c.cniConfig(n),
 		c.nodeDir(n, "kubelet", "config.yaml"):          c.kubeletConfig(n),
-		c.nodeDir(n, "kubelet", "kubeconfig"):           string(kubeconfig(apiServerURL, "system:node:"+n.Name, nodeToken)),
+		c.nodeDir(n, "kubelet", "kubeconfig"):           string(kubeconfig(apiServerURL, c.apiServerCA(), "system:node:"+n.Name, nodeToken)),
 		c.nodeDir(n, "kube-proxy", "config.yaml"):       kubeProxyConfig(n, c.nodeDir(n, "kube-proxy", "kubeconfig")),
 	}
 	proxyServer := apiServerURL
 	if c.ProxyLag[n.Name] > 0 {
 		proxyServer = "https://" + delayAddr
 	}
-	files[c.nodeDir(n, "kube-proxy", "kubeconfig")] = string(kubeconfig(proxyServer, "system:kube-proxy", proxyToken))
+	files[c.nodeDir(n, "kube-proxy", "kubeconfig")] = string(kubeconfig(proxyServer, c.apiServerCA(), "system:kube-proxy", proxyToken))
 	for k, v := range hostSysctls {
 		files[c.nodeDir(n, "fakesysctl", k)] = v + "\n"
 	}

@@ -82,17 +82,25 @@ func writePKI(dir string, nodes []string) (map[string]string, error) {
 	return tokens, nil
 }
 
-// kubeconfig returns a kubeconfig for server authenticated by token. The
-// apiserver's certificate is self-signed by --cert-dir, so TLS verification
-// is off: the connection never leaves the lab's network.
-func kubeconfig(server, user, token string) []byte {
+// kubeconfig returns a kubeconfig for server authenticated by token that
+// verifies the apiserver's certificate: against caFile, the certificate
+// and CA the apiserver makes itself in --cert-dir (apiServerCA), for the
+// hub's address (a delay proxy in front of it is reached at another).
+// The file is this machine's, and a client run outside the lab's
+// namespaces reaches the hub's address on this machine's own network,
+// where anything may answer: with verification off, whatever answered got
+// the token (found running doctor from the host: a proxy there answered
+// 404 and was sent the admin token). The apiserver writes caFile when it
+// first starts, before any component reads its kubeconfig.
+func kubeconfig(server, caFile, user, token string) []byte {
 	return []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: lab
   cluster:
     server: %s
-    insecure-skip-tls-verify: true
+    certificate-authority: %s
+    tls-server-name: %s
 users:
 - name: %s
   user:
@@ -104,7 +112,7 @@ contexts:
     user: %s
     namespace: default
 current-context: lab
-`, server, user, token, user))
+`, server, caFile, netns.HubIP, user, token, user))
 }
 
 // writeEdgePKI creates the edge's CA (edge-ca.crt: what a client of the

@@ -60,6 +60,12 @@ func GetWorkload(ctx context.Context, kube kubernetes.Interface, ref Ref) (Workl
 		w.Deployment, err = apps.Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	}
 	err = CallError(ctx, err)
+	if apierrors.IsUnexpectedServerError(err) {
+		// The first call of doctor and run: a 404 in a body that is not the
+		// API's Status (a proxy's page, a web server at the kubeconfig's
+		// address) is no answer about the workload.
+		return Workload{}, fmt.Errorf("get %s: %w: the server's answer is not the Kubernetes API's (is the kubeconfig's server an API server? this host may not reach the address it names)", ref, err)
+	}
 	if apierrors.IsNotFound(err) {
 		if ref.Kind == KindRollout && !rolloutsServed(kube) {
 			return Workload{}, fmt.Errorf("%s: %w", ref, ErrNoArgoRollouts)

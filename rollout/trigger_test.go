@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -226,5 +231,44 @@ func TestCanRoll(t *testing.T) {
 	}
 	if err := (Workload{StatefulSet: webStatefulSet()}).CanRoll(); err != nil {
 		t.Errorf("a rolling StatefulSet: %v", err)
+	}
+}
+
+// A server at the kubeconfig's address that is not an API server (a proxy,
+// a web server on the network a host outside the lab reaches) answers 404
+// in a page of its own: that is no answer about the workload, and the
+// error says so instead of "not found". The API's own 404 (a Status) is
+// still "not found".
+func TestGetWorkloadTellsAForeignServerFromNotFound(t *testing.T) {
+	ctx := context.Background()
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	}))
+	defer foreign.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"deployments.apps \"web\" not found","reason":"NotFound","details":{"name":"web","group":"apps","kind":"deployments"},"code":404}`)
+	}))
+	defer api.Close()
+	ref := Ref{Kind: KindDeployment, Namespace: "prod", Name: "web"}
+	for _, c := range []struct {
+		server, want string
+		notFound     bool
+	}{
+		{foreign.URL, "the server's answer is not the Kubernetes API's", false},
+		{api.URL, "deployment prod/web not found", true},
+	} {
+		kube, err := kubernetes.NewForConfig(&rest.Config{Host: c.server})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = GetWorkload(ctx, kube, ref)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v, want it to say %q", c.server, err, c.want)
+		}
+		if got := strings.HasSuffix(err.Error(), "not found"); got != c.notFound {
+			t.Errorf("%s: %v: ends in \"not found\" %v, want %v", c.server, err, got, c.notFound)
+		}
 	}
 }
