@@ -179,13 +179,6 @@ func freePort(t *testing.T) uint16 {
 // IPv4 addresses, the first refusing (tried in turn): where such a dial
 // connects, its addresses are the connection's.
 func TestGoroutineDialLeavesNoTrace(t *testing.T) {
-	openFDs := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
 	const twoAddresses = "two.rollprobe.test" // 127.0.0.2, refusing, then 127.0.0.1
 	for _, host := range []string{"127.0.0.1", "::1", "localhost", twoAddresses} {
 		listenOn := host
@@ -206,7 +199,7 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 				c.Close()
 			}
 		}()
-		before := openFDs()
+		before := openFDs(t)
 		for _, listening := range []bool{true, false} {
 			if !listening {
 				ln.Close()
@@ -251,7 +244,7 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 			}
 			d.holds.release()
 		}
-		if after := openFDs(); after > before {
+		if after := openFDs(t); after > before {
 			t.Errorf("%s: %d file descriptors open after the dials, %d before", host, after, before)
 		}
 	}
@@ -265,13 +258,6 @@ func TestGoroutineDialLeavesNoTrace(t *testing.T) {
 // port no dial records. One whose deadline passed is still the current
 // dial's: Go connects before it checks the deadline.
 func TestBindEphemeralLeavesOutAnEndedDialsAttempt(t *testing.T) {
-	openFDs := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents)
-	}
 	socket := func() (syscall.RawConn, func()) {
 		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -302,7 +288,7 @@ func TestBindEphemeralLeavesOutAnEndedDialsAttempt(t *testing.T) {
 		{"past its deadline", expired, true},
 		{"canceled", canceled, false},
 	} {
-		before := openFDs()
+		before := openFDs(t)
 		rc, closeSocket := socket()
 		slot.startDial()
 		err := slot.bindEphemeral(c.ctx, "tcp4", "127.0.0.1:1", rc)
@@ -314,8 +300,18 @@ func TestBindEphemeralLeavesOutAnEndedDialsAttempt(t *testing.T) {
 		}
 		slot.endDial(nil)
 		closeSocket()
-		if after := openFDs(); after != before {
+		if after := openFDs(t); after != before {
 			t.Errorf("%s: %d file descriptors open after the attempt, %d before", c.name, after, before)
 		}
 	}
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
