@@ -966,8 +966,9 @@ func outages(failures []report.Failure, start time.Time, a attributor) []report.
 	for i := range out {
 		o := &out[i]
 		// The pods terminating when it began and those whose deletion came
-		// while it lasted: a long outage of a rollout spans several (the
-		// demo's naive one, three, of which its start named one).
+		// while it lasted (as terminatingAt judges it, within the view's
+		// tolerance): a long outage of a rollout spans several (the demo's
+		// naive one, three, of which its start named one).
 		var names []string
 		for _, t := range []time.Time{o.Start, o.End} {
 			for _, p := range a.terminatingAt(t, t, anyClass, false) {

@@ -164,7 +164,7 @@ func (o *labUpOptions) run(ctx context.Context) error {
 	if err := lab.Up(ctx, o.cfg); err != nil {
 		return exitcode.UsageError(err)
 	}
-	fmt.Fprintf(o.stdout, "kubeconfig: %s (on the lab's hosts: this machine's own network does not reach the lab, and the kubeconfig verifies the lab's API server)\n", o.cfg.KubeconfigPath())
+	fmt.Fprintf(o.stdout, "kubeconfig: %s (for commands on the lab's hosts, which lab exec runs: this machine's own network does not reach the lab)\n", o.cfg.KubeconfigPath())
 	fmt.Fprintf(o.stdout, "run commands on a node: rollprobe lab exec -- kubectl get nodes -o wide\n")
 	fmt.Fprintf(o.stdout, "samples: rollprobe lab apply -f lab/manifests/naive.yaml\n")
 	return nil

@@ -60,7 +60,7 @@ func (p *proberPodFlags) validate() error {
 	// here, which a user who set them did not expect.
 	for _, name := range []string{"prober-image", "prober-namespace", "prober-start-timeout"} {
 		if p.count == 0 && p.fs != nil && p.fs.Changed(name) {
-			errs = append(errs, fmt.Errorf("--%s: only with --probers N (without it the run probes from here)", name))
+			errs = append(errs, fmt.Errorf("--%s: only with --probers N (without it rollprobe probes from here)", name))
 		}
 	}
 	if p.count > 0 && (p.image == "" || p.startTimeout <= 0) {

@@ -249,8 +249,8 @@ type dialSlot struct {
 	// at once) and reports the first one's error, so the failure's
 	// addresses and error queue must be that attempt's, not the last's.
 	// dialing: a dial is under way (a socket the dialer makes after it
-	// ended, a losing attempt of a dual-stack name, is not kept: its
-	// duplicate would hold it open). The slice is reused from dial to dial.
+	// ended, a losing attempt of a dual-stack name, is neither kept nor
+	// connected: see bindEphemeral). The slice is reused from dial to dial.
 	mu       sync.Mutex
 	attempts []dialAttempt
 	dialing  bool
@@ -322,7 +322,7 @@ func (s *dialSlot) bindEphemeral(ctx context.Context, network, address string, c
 	if err := ctx.Err(); !s.dialing || errors.Is(err, context.Canceled) {
 		closeICMPFD(a.fd)
 		if err == nil {
-			err = context.Canceled // a dial's racer outliving it, uncanceled: cannot happen (see above)
+			err = context.Canceled // not dialing with a live context: not expected (the dialer cancels before it returns)
 		}
 		return fmt.Errorf("a connection attempt of a dial that has ended: %w", err)
 	}

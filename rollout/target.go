@@ -61,9 +61,9 @@ func GetWorkload(ctx context.Context, kube kubernetes.Interface, ref Ref) (Workl
 	}
 	err = CallError(ctx, err)
 	if apierrors.IsUnexpectedServerError(err) {
-		// The first call of doctor and run: a 404 in a body that is not the
-		// API's Status (a proxy's page, a web server at the kubeconfig's
-		// address) is no answer about the workload.
+		// doctor's and run's first look at the workload: an answer (a 404,
+		// say) whose body is not the API's Status (a proxy's page, a web
+		// server at the kubeconfig's address) says nothing of the workload.
 		return Workload{}, fmt.Errorf("get %s: %w: the server's answer is not the Kubernetes API's (is the kubeconfig's server an API server? this host may not reach the address it names)", ref, err)
 	}
 	if apierrors.IsNotFound(err) {
