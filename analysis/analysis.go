@@ -7,6 +7,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -157,7 +158,7 @@ func Explain(r *report.Report) Explanation {
 			x.Attribution.Unattributed++
 		}
 	}
-	x.Outages = outages(x.Failures, r.StartedAt, a)
+	x.Outages = outages(r, x.Failures, a)
 	countSlowConnects(x.Outages, r)
 	x.Pods = traffic(r, pods)
 	for _, p := range r.Paths {
@@ -951,17 +952,28 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 // outages groups the failures into windows by the one definition every
 // output uses (report.Windows: from the first failure's intended send time
 // to the last one's, a gap over report.OutageGap splits), and says which
-// pods were changing then.
-func outages(failures []report.Failure, start time.Time, a attributor) []report.Outage {
-	var ws report.Windows
-	for _, f := range failures {
-		if class(&f) != prober.Local {
-			ws.Add(f.Intended.Sub(start), f.Class)
-		}
-	}
+// pods were changing then. When the report kept only the first failures in
+// full (failures_info), its own outages, over every failure, are kept and
+// described: windows of the kept alone would end where keeping did.
+func outages(r *report.Report, failures []report.Failure, a attributor) []report.Outage {
+	start := r.StartedAt
 	var out []report.Outage
-	for _, w := range ws.List() {
-		out = append(out, w.Outage(report.WallClock{Start: start})) // offsets from wall times already
+	if r.FailureInfo.Total > uint64(r.FailureInfo.Kept) && len(r.Outages) > 0 {
+		for _, o := range r.Outages {
+			o.ByClass = maps.Clone(o.ByClass)
+			o.Context, o.SlowConnects = "", 0 // this analysis's, afresh
+			out = append(out, o)
+		}
+	} else {
+		var ws report.Windows
+		for _, f := range failures {
+			if class(&f) != prober.Local {
+				ws.Add(f.Intended.Sub(start), f.Class)
+			}
+		}
+		for _, w := range ws.List() {
+			out = append(out, w.Outage(report.WallClock{Start: start})) // offsets from wall times already
+		}
 	}
 	for i := range out {
 		o := &out[i]

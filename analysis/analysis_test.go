@@ -986,3 +986,24 @@ func TestDNSFailuresAreNoPods(t *testing.T) {
 		})
 	}
 }
+
+// With only the first failures kept in full, the report's outages (the
+// runner's, over every failure) stay whole: the analysis describes them
+// and does not shrink them to the kept failures' span.
+func TestOutagesStayWholeWhenFailuresWereNotAllKept(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(9000, report.PodGone, "a", "old"),
+	}, Failures: []report.Failure{
+		fail(5020, "refused", true, ""), fail(5100, "refused", true, ""), fail(5200, "refused", true, ""),
+	}, FailureInfo: report.FailureInfo{Total: 30, Kept: 3, Limit: 3},
+		Outages: []report.Outage{{Start: at(5020), End: at(8000), DurationS: 2.98, Count: 30, ByClass: map[string]uint64{"refused": 30}}}}
+	analyse(r)
+	if len(r.Outages) != 1 || r.Outages[0].Count != 30 || !r.Outages[0].End.Equal(at(8000)) || r.Outages[0].ByClass["refused"] != 30 {
+		t.Fatalf("outages %+v, want the one of 30 failures to +8s", r.Outages)
+	}
+	if o := r.Outages[0]; o.Context != "while terminating: a" {
+		t.Errorf("outage described as %q, want a terminating", o.Context)
+	}
+}
