@@ -106,6 +106,10 @@ type Explanation struct {
 	// PathPods are the pods as each path saw them (report.PathReport.Pods),
 	// in the order of the report's paths.
 	PathPods [][]report.PodTraffic
+	// PathOutages are each path's outages (report.PathReport.Outages) with
+	// the pods its failures were put on, in the order of the report's
+	// paths.
+	PathOutages [][]report.Outage
 	// ViewStalls are the report's, with the failures begun in each counted.
 	ViewStalls []report.ViewStall
 }
@@ -164,6 +168,18 @@ func Explain(r *report.Report) Explanation {
 	for _, p := range r.Paths {
 		view := report.Report{StartedAt: r.StartedAt, Totals: p.Totals, Series: p.Series}
 		x.PathPods = append(x.PathPods, traffic(&view, pods))
+		var theirs []report.Failure
+		for _, f := range x.Failures {
+			if f.Path == p.Name {
+				theirs = append(theirs, f)
+			}
+		}
+		outs := slices.Clone(p.Outages)
+		for i := range outs {
+			outs[i].Pods = nil // this analysis's, afresh
+		}
+		putPodsOnOutages(outs, theirs, r.StartedAt)
+		x.PathOutages = append(x.PathOutages, outs)
 	}
 	x.NodeGaps = NodeGaps(r)
 	x.Findings, x.PreStopSeconds = findings(r, x.Failures, left, x.Outages, x.NodeGaps, a)
@@ -952,16 +968,17 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 // outages groups the failures into windows by the one definition every
 // output uses (report.Windows: from the first failure's intended send time
 // to the last one's, a gap over report.OutageGap splits), and says which
-// pods were changing then. When the report kept only the first failures in
-// full (failures_info), its own outages, over every failure, are kept and
-// described: windows of the kept alone would end where keeping did.
+// pods were changing then and which its failures were put on. When the
+// report kept only the first failures in full (failures_info), its own
+// outages, over every failure, are kept and described: windows of the
+// kept alone would end where keeping did.
 func outages(r *report.Report, failures []report.Failure, a attributor) []report.Outage {
 	start := r.StartedAt
 	var out []report.Outage
 	if r.FailureInfo.Total > uint64(r.FailureInfo.Kept) && len(r.Outages) > 0 {
 		for _, o := range r.Outages {
 			o.ByClass = maps.Clone(o.ByClass)
-			o.Context, o.SlowConnects = "", 0 // this analysis's, afresh
+			o.Context, o.Pods, o.SlowConnects = "", nil, 0 // this analysis's, afresh
 			out = append(out, o)
 		}
 	} else {
@@ -975,6 +992,7 @@ func outages(r *report.Report, failures []report.Failure, a attributor) []report
 			out = append(out, w.Outage(report.WallClock{Start: start})) // offsets from wall times already
 		}
 	}
+	putPodsOnOutages(out, failures, start)
 	for i := range out {
 		o := &out[i]
 		// The pods terminating when it began and those whose deletion came
@@ -1004,6 +1022,42 @@ func outages(r *report.Report, failures []report.Failure, a attributor) []report
 		}
 	}
 	return out
+}
+
+// putPodsOnOutages counts, per outage, its failures by the pod they were
+// put on. A failure is in the outage its intended time falls in, compared
+// as offsets from start, as Windows placed it (wall times read back from
+// offsets may differ by the monotonic clock's drift).
+func putPodsOnOutages(out []report.Outage, failures []report.Failure, start time.Time) {
+	for i := range out {
+		o := &out[i]
+		from, to := o.Start.Sub(start), o.End.Sub(start)
+		byPod := map[string]*report.OutagePod{}
+		for _, f := range failures {
+			at := f.Intended.Sub(start)
+			if class(&f) == prober.Local || f.LikelyPod == "" || at < from || at > to {
+				continue
+			}
+			p := byPod[f.LikelyPod]
+			if p == nil {
+				p = &report.OutagePod{Pod: f.LikelyPod}
+				byPod[f.LikelyPod] = p
+			}
+			p.Failures++
+			if f.Confidence == 1 {
+				p.Certain++
+			}
+		}
+		for _, p := range byPod {
+			o.Pods = append(o.Pods, *p)
+		}
+		slices.SortFunc(o.Pods, func(a, b report.OutagePod) int {
+			if a.Failures != b.Failures {
+				return b.Failures - a.Failures
+			}
+			return strings.Compare(a.Pod, b.Pod)
+		})
+	}
 }
 
 // servedByConntrack puts the responses conntrack mapped

@@ -3,10 +3,12 @@ package analysis
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -82,6 +84,11 @@ func TestOutageContextNamesEveryPodTerminatingInIt(t *testing.T) {
 	}
 	if got := r.Outages[0].Context; got != "while terminating: a, b" {
 		t.Errorf("outage context %q, want both pods deleted in it and not c", got)
+	}
+	// a alone was terminating (b live and ready) for the first two; b
+	// alone, a gone, for the last two.
+	if got, want := r.Outages[0].Pods, []report.OutagePod{{Pod: "a", Failures: 2, Certain: 2}, {Pod: "b", Failures: 2, Certain: 2}}; !slices.Equal(got, want) {
+		t.Errorf("outage pods %+v, want %+v", got, want)
 	}
 }
 
@@ -987,6 +994,31 @@ func TestDNSFailuresAreNoPods(t *testing.T) {
 	}
 }
 
+// An outage's pods are its failures by the pod they were put on, most
+// first, with how many of them were certain; a failure just outside the
+// outage's span and a local one are left out, and one on no pod is counted
+// only in the outage's total.
+func TestOutagePodsCountItsFailuresByPod(t *testing.T) {
+	start := t0
+	failAt := func(ms int, class, pod string, confidence float64) report.Failure {
+		at := start.Add(time.Duration(ms) * time.Millisecond)
+		return report.Failure{Class: class, Intended: at, LikelyPod: pod, Confidence: confidence}
+	}
+	out := []report.Outage{{Start: start.Add(5 * time.Second), End: start.Add(7 * time.Second), Count: 6}}
+	putPodsOnOutages(out, []report.Failure{
+		failAt(5000, "refused", "a", 1), failAt(5500, "refused", "a", 0.5),
+		failAt(6000, "refused", "b", 1), failAt(6500, "reset", "b", 1), failAt(7000, "refused", "b", 1),
+		failAt(6200, "connect_timeout", "", 0),      // on no pod
+		failAt(4999, "refused", "c", 1),             // before it
+		failAt(7001, "refused", "c", 1),             // after it
+		failAt(6300, prober.Local.String(), "d", 1), // the prober's own
+	}, start)
+	want := []report.OutagePod{{Pod: "b", Failures: 3, Certain: 3}, {Pod: "a", Failures: 2, Certain: 1}}
+	if !slices.Equal(out[0].Pods, want) {
+		t.Errorf("pods %+v, want %+v", out[0].Pods, want)
+	}
+}
+
 // With only the first failures kept in full, the report's outages (the
 // runner's, over every failure) stay whole: the analysis describes them
 // and does not shrink them to the kept failures' span.
@@ -1003,7 +1035,34 @@ func TestOutagesStayWholeWhenFailuresWereNotAllKept(t *testing.T) {
 	if len(r.Outages) != 1 || r.Outages[0].Count != 30 || !r.Outages[0].End.Equal(at(8000)) || r.Outages[0].ByClass["refused"] != 30 {
 		t.Fatalf("outages %+v, want the one of 30 failures to +8s", r.Outages)
 	}
-	if o := r.Outages[0]; o.Context != "while terminating: a" {
-		t.Errorf("outage described as %q, want a terminating", o.Context)
+	o := r.Outages[0]
+	if o.Context != "while terminating: a" || !slices.Equal(o.Pods, []report.OutagePod{{Pod: "a", Failures: 3, Certain: 3}}) {
+		t.Errorf("outage described as %q, pods %+v; want a terminating, its 3 kept failures on a", o.Context, o.Pods)
+	}
+}
+
+// Each path's outages get the pods of that path's failures only.
+func TestPathOutagesGetTheirOwnFailuresPods(t *testing.T) {
+	tl := aGoneGracefully()
+	svc := fail(5200, report.ClassRefused, true, "")
+	svc.Path = "svc"
+	edge := fail(5200, report.ClassProxy5xx, true, "")
+	edge.Status, edge.Path = 502, "edge"
+	window := func() []report.Outage {
+		return []report.Outage{{Start: at(5200), End: at(5200), Count: 1, ByClass: map[string]uint64{}}}
+	}
+	r := &report.Report{StartedAt: t0, Timeline: tl, Failures: []report.Failure{svc, edge}, Rollout: &report.Rollout{TriggerSeenAfterMS: 20},
+		Paths: []report.PathReport{{Name: "svc", Outages: window()}, {Name: "edge", Outages: window()}, {Name: "quiet", Outages: []report.Outage{}}}}
+	x := Explain(r)
+	if len(x.PathOutages) != 3 {
+		t.Fatalf("path outages %+v, want one list per path", x.PathOutages)
+	}
+	for i, name := range []string{"svc", "edge"} {
+		if got := x.PathOutages[i]; len(got) != 1 || !slices.Equal(got[0].Pods, []report.OutagePod{{Pod: "a", Failures: 1, Certain: 1}}) {
+			t.Errorf("%s: outages %+v, want its one failure on a", name, got)
+		}
+	}
+	if got := x.PathOutages[2]; got == nil || len(got) != 0 {
+		t.Errorf("quiet: %#v, want an empty list (the schema requires one)", got)
 	}
 }

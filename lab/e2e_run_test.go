@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"github.com/rollprobe/rollprobe/internal/tmuxtest"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
+	"github.com/rollprobe/rollprobe/prober"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
 )
@@ -526,6 +528,43 @@ func checkCleanAndEveryPodMet(t *testing.T, r *runResult) {
 	checkEveryShutdownExercised(t, r)
 }
 
+// checkOutagePods: each outage's pods are its failures' likely pods, as
+// the failures in the JSON report say (recounted here by intended time),
+// and each is a pod of the run's timeline.
+func checkOutagePods(t *testing.T, rep *report.Report) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, e := range rep.Timeline {
+		known[e.Pod] = true
+	}
+	for i, o := range rep.Outages {
+		want := map[string][2]int{}
+		for _, f := range rep.Failures {
+			if f.LikelyPod == "" || f.Class == prober.Local.String() || f.Intended.Before(o.Start) || f.Intended.After(o.End) {
+				continue
+			}
+			n := want[f.LikelyPod]
+			n[0]++
+			if f.Confidence == 1 {
+				n[1]++
+			}
+			want[f.LikelyPod] = n
+		}
+		got := map[string][2]int{}
+		sum := 0
+		for _, p := range o.Pods {
+			got[p.Pod] = [2]int{p.Failures, p.Certain}
+			sum += p.Failures
+			if !known[p.Pod] {
+				t.Errorf("outage %d names pod %s, not in the timeline", i+1, p.Pod)
+			}
+		}
+		if !maps.Equal(got, want) || sum > o.Count {
+			t.Errorf("outage %d (%d failed): pods %+v, its failures say %v", i+1, o.Count, o.Pods, want)
+		}
+	}
+}
+
 // checkNaive: the propagation finding, its preStop suggestion covering the
 // measured window, and every failure attributed to an old pod but the
 // edge's own (tls and connect_timeout via the edge), which it leaves out
@@ -547,6 +586,7 @@ func checkNaive(t *testing.T, r *runResult) {
 	// findings that explain them (checkOutsideTheRace).
 	window, last := deletionWindow(rep, racePod)
 	checkOutsideTheRace(t, rep)
+	checkOutagePods(t, rep)
 	if window <= 0 {
 		for i, f := range rep.Failures {
 			if f.Fresh {

@@ -186,6 +186,24 @@ type Outage struct {
 	SlowConnects uint64 `json:"slow_connects,omitempty"`
 	// Context says what the pods were doing around it.
 	Context string `json:"context,omitempty"`
+	// Pods are the pods its failures were put on (their likely_pod), most
+	// failures first: where the outage happened, by the same evidence as
+	// each failure's. Count less their sum failed on no pod (an edge's own
+	// refusal, a Service with no endpoint), on none named, or were not kept
+	// in full (failures_info: only kept failures are put on pods). Absent
+	// when no failure in it names a pod.
+	Pods []OutagePod `json:"pods,omitempty"`
+}
+
+// OutagePod is the part of an outage's failures put on one pod.
+type OutagePod struct {
+	Pod string `json:"pod"`
+	// Failures is how many of the outage's failures name it as their
+	// likely_pod; Certain how many of them with confidence 1 (conntrack,
+	// the edge's log, a backend header, or the only pod the timeline
+	// leaves).
+	Failures int `json:"failures"`
+	Certain  int `json:"certain"`
 }
 
 // PodTraffic is one pod's part in the run.

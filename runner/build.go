@@ -223,8 +223,9 @@ func build(run probeRun) *report.Report {
 	r.FailureInfo = report.FailureInfo{Total: tot.FailuresIn, Kept: len(kept), Limit: cfg.KeepFailures}
 	// Outages by the one definition (report.Windows), over every target
 	// failure the recorder saw, kept in full or not: a probe has them too
-	// (a run's analysis replaces them with the same windows and adds what
-	// the pods were doing).
+	// (a run's analysis adds what the pods were doing and which its
+	// failures were put on; with every failure kept it makes the same
+	// windows from them).
 	windows, _ := run.Recorder.OutagesFrom(0)
 	for _, w := range windows {
 		r.Outages = append(r.Outages, w.Outage(clock))

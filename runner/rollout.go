@@ -317,7 +317,7 @@ func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Inp
 	rep.ViewStalls = x.ViewStalls
 	rep.Findings = x.Findings
 	for i := range rep.Paths {
-		rep.Paths[i].Pods = x.PathPods[i]
+		rep.Paths[i].Pods, rep.Paths[i].Outages = x.PathPods[i], x.PathOutages[i]
 	}
 	if doctorOK { // run after the analysis: its advice names what the traffic measured
 		measured := &doctor.Measured{Sent: rep.Totals.Sent, Failed: rep.Totals.Failed}

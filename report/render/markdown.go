@@ -63,9 +63,9 @@ func Markdown(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "Closed without an answer: %s\n\n", line)
 	}
 	if len(r.Outages) > 0 {
-		b.WriteString("| outage | duration | failed | context |\n|---|---|---|---|\n")
+		b.WriteString("| outage | duration | failed | on pods | context |\n|---|---|---|---|---|\n")
 		for _, o := range r.Outages {
-			fmt.Fprintf(&b, "| %+.2fs | %.2fs | %d | %s |\n", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count, o.Context)
+			fmt.Fprintf(&b, "| %+.2fs | %.2fs | %d | %s | %s |\n", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count, OutagePods(r, o, 5), o.Context)
 		}
 		b.WriteString("\n")
 	}
@@ -130,6 +130,43 @@ func Markdown(w io.Writer, r *report.Report) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, Printable(b.String()))
 	return err
+}
+
+// OutagePods says on which pods an outage's failures fell, the most hit
+// first, up to max of them: "web-1 17 (12 certain), web-2 3 (certain); 2
+// on no pod named" (an edge's own refusal, or a failure put on none).
+// "" when none was put on a pod.
+func OutagePods(r *report.Report, o report.Outage, max int) string {
+	if len(o.Pods) == 0 {
+		return ""
+	}
+	var parts []string
+	onPods := 0
+	for i, p := range o.Pods {
+		onPods += p.Failures
+		if i >= max {
+			continue
+		}
+		switch p.Certain {
+		case 0:
+			parts = append(parts, fmt.Sprintf("%s %d (none certain)", p.Pod, p.Failures))
+		case p.Failures:
+			parts = append(parts, fmt.Sprintf("%s %d (certain)", p.Pod, p.Failures))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d (%d certain)", p.Pod, p.Failures, p.Certain))
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if more := len(o.Pods) - max; more > 0 {
+		s += fmt.Sprintf(" and %d more pods", more)
+	}
+	switch rest := o.Count - onPods; {
+	case rest > 0 && r.FailureInfo.Total > uint64(r.FailureInfo.Kept):
+		s += fmt.Sprintf("; %d not kept in full or on no pod named", rest)
+	case rest > 0:
+		s += fmt.Sprintf("; %d on no pod named", rest)
+	}
+	return s
 }
 
 // ViewStallLine says one stall of the view of the cluster in a sentence:

@@ -362,3 +362,25 @@ func TestRefusalsAreCountedByWhoRefused(t *testing.T) {
 		}
 	}
 }
+
+// An outage's pods: the most hit first, certainty said in words, the rest
+// counted, and the failures on no pod named.
+func TestOutagePods(t *testing.T) {
+	o := report.Outage{Count: 10, Pods: []report.OutagePod{
+		{Pod: "a", Failures: 4, Certain: 4}, {Pod: "b", Failures: 3, Certain: 1}, {Pod: "c", Failures: 2}, {Pod: "d", Failures: 1, Certain: 1}}}
+	r := &report.Report{}
+	if got, want := OutagePods(r, o, 3), "a 4 (certain), b 3 (1 certain), c 2 (none certain) and 1 more pods"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	o.Count = 12
+	if got, want := OutagePods(r, o, 5), "a 4 (certain), b 3 (1 certain), c 2 (none certain), d 1 (certain); 2 on no pod named"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	r.FailureInfo = report.FailureInfo{Total: 20, Kept: 10, Limit: 10}
+	if got, want := OutagePods(r, o, 5), "a 4 (certain), b 3 (1 certain), c 2 (none certain), d 1 (certain); 2 not kept in full or on no pod named"; got != want {
+		t.Errorf("failures not all kept: got %q, want %q", got, want)
+	}
+	if got := OutagePods(r, report.Outage{Count: 3}, 3); got != "" {
+		t.Errorf("no pods: got %q, want nothing", got)
+	}
+}

@@ -173,6 +173,9 @@ func Text(w io.Writer, r *report.Report) error {
 			if o.Context != "" {
 				fmt.Fprintf(&b, ", %s", o.Context)
 			}
+			if on := OutagePods(r, o, 3); on != "" {
+				fmt.Fprintf(&b, "; on %s", on)
+			}
 			b.WriteString(")")
 		}
 		b.WriteString("\n")

@@ -464,6 +464,9 @@ func bands(r *report.Report, off func(time.Time) float64) []band {
 	var out []band
 	for i, o := range r.Outages {
 		b := band{N: i + 1, From: off(o.Start), To: off(o.End), Count: o.Count, Classes: classList(o.ByClass), Context: o.Context}
+		if on := textrender.OutagePods(r, o, 5); on != "" {
+			b.Context = strings.TrimPrefix(b.Context+"; on "+on, "; ")
+		}
 		pods := map[string]bool{}
 		for _, f := range r.Failures {
 			if f.Intended.Before(o.Start) || f.Intended.After(o.End) {
