@@ -92,6 +92,7 @@ type Model struct {
 	bodyScroll    int    // the end screen and the help: rows from the top
 	showHelp      bool
 	done          *Done
+	endPanes      bool // after the end: the panes shown instead of the verdict (tab)
 	stopping      bool
 	st            styles
 	help          help.Model
@@ -150,6 +151,17 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	switch {
+	case key.Matches(msg, keys.Focus) && m.done != nil:
+		// The end screen cycles through the verdict, then the pods and
+		// the events panes as they were when the run ended.
+		switch {
+		case !m.endPanes:
+			m.endPanes, m.focus = true, panePods
+		case m.focus == panePods:
+			m.focus = paneLog
+		default:
+			m.endPanes = false
+		}
 	case key.Matches(msg, keys.Focus):
 		m.focus = 1 - m.focus
 	case key.Matches(msg, keys.Help):
@@ -180,7 +192,7 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 // scrollBy moves the focused pane (the end screen or help when shown); the
 // log scrolls up from its newest line.
 func (m *Model) scrollBy(n int) {
-	if m.done != nil || m.showHelp {
+	if m.endScreen() || m.showHelp {
 		m.bodyScroll = max(0, m.bodyScroll+n)
 		return
 	}
@@ -189,6 +201,10 @@ func (m *Model) scrollBy(n int) {
 	}
 	m.scroll[m.focus] = max(0, m.scroll[m.focus]+n)
 }
+
+// endScreen says whether the body shows the run's end (verdict,
+// findings, files) rather than the panes.
+func (m Model) endScreen() bool { return m.done != nil && !m.endPanes }
 
 // Done reports whether the model has seen the run end.
 func (m Model) Done() bool { return m.done != nil }

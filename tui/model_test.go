@@ -211,6 +211,47 @@ func TestDoneWaitsForAKey(t *testing.T) {
 	}
 }
 
+// After the end, tab cycles from the verdict to the pods and events panes
+// as they were when the run ended (the verdict kept on the footer), and
+// back; arrows scroll the pane in focus there.
+func TestEndScreenShowsThePanesOnTab(t *testing.T) {
+	m := withSnapshot(New(Options{}), naiveMidRollout())
+	next, _ := m.Update(DoneMsg{Verdict: "FAIL", ExitCode: 1, Reasons: []string{"116 of 2860 requests failed, above the budget of 0"}})
+	m = next.(Model)
+	tab := func(m Model) Model {
+		next, cmd := m.Update(tea.KeyPressMsg{Code: tea.KeyTab})
+		if quits(cmd) {
+			t.Fatal("tab on the end screen left")
+		}
+		return next.(Model)
+	}
+	lastLine := func(out string) string { lines := strings.Split(out, "\n"); return lines[len(lines)-1] }
+	if out := render(m, 80, 24); !strings.Contains(out, "verdict: FAIL (exit 1)") || strings.Contains(out, "naive-5d45cdff87-gq7m2") {
+		t.Fatalf("end screen before tab:\n%s", out)
+	}
+	m = tab(m)
+	out := render(m, 80, 24)
+	if !strings.Contains(out, "naive-5d45cdff87-gq7m2") || !strings.Contains(out, "outage: requests failing") ||
+		strings.Contains(out, "verdict: FAIL") || !strings.HasPrefix(lastLine(out), "FAIL (exit 1)") || !strings.Contains(lastLine(out), "tab: events") {
+		t.Fatalf("tab on the end screen shows the panes, the verdict on the footer:\n%s", out)
+	}
+	m = tab(m)
+	if m.focus != paneLog || !strings.Contains(lastLine(render(m, 80, 24)), "tab: the verdict") {
+		t.Fatalf("second tab: focus %v, footer %q", m.focus, lastLine(render(m, 80, 24)))
+	}
+	next, _ = m.Update(tea.KeyPressMsg{Code: tea.KeyUp})
+	if m = next.(Model); m.scroll[paneLog] != 1 || m.bodyScroll != 0 {
+		t.Fatalf("up on the events pane after the end: scroll %v, body %d", m.scroll, m.bodyScroll)
+	}
+	m = tab(m)
+	if out := render(m, 80, 24); !strings.Contains(out, "verdict: FAIL (exit 1)") {
+		t.Fatalf("third tab: back to the verdict:\n%s", out)
+	}
+	if _, cmd := m.Update(tea.KeyPressMsg{Code: 'q', Text: "q"}); !quits(cmd) {
+		t.Fatal("q on the end screen must leave")
+	}
+}
+
 // Sampling is paced by the model: one sample in flight, the next a frame
 // after the last one arrived.
 func TestSamplingCadence(t *testing.T) {

@@ -62,12 +62,12 @@ func (m Model) render() string {
 	switch {
 	case m.showHelp:
 		body = m.helpLines(w)
-	case m.done != nil:
+	case m.endScreen():
 		body = m.doneLines(w)
 	default:
 		body = m.panes(w, rest)
 	}
-	body = fit(body, rest, m.bodyScroll, m.done != nil || m.showHelp)
+	body = fit(body, rest, m.bodyScroll, m.endScreen() || m.showHelp)
 	lines := append(append(top, body...), footer)
 	for i, l := range lines {
 		lines[i] = ansi.Truncate(l, w, "…")
@@ -400,8 +400,18 @@ func (m Model) helpLines(w int) []string {
 
 func (m Model) footer(w int) string {
 	switch {
+	case m.endScreen():
+		return m.st.dim.Render("q/enter: exit   tab: pods, events   ?: help   ↑↓: scroll")
 	case m.done != nil:
-		return m.st.dim.Render("q/enter: exit   tab: focus   ?: help   ↑↓: scroll")
+		next := "events"
+		if m.focus == paneLog {
+			next = "the verdict"
+		}
+		style := m.st.good
+		if m.done.ExitCode != 0 {
+			style = m.st.bad
+		}
+		return style.Render(fmt.Sprintf("%s (exit %d)", m.done.Verdict, m.done.ExitCode)) + m.st.dim.Render("   q/enter: exit   tab: "+next+"   ↑↓: scroll")
 	case m.stopping:
 		return m.st.warn.Render("stopping: finishing in-flight requests and writing the report…")
 	}
