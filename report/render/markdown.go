@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +64,20 @@ func Markdown(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(&b, "Closed without an answer: %s\n\n", line)
 	}
 	if len(r.Outages) > 0 {
-		b.WriteString("| outage | duration | failed | on pods | context |\n|---|---|---|---|---|\n")
+		// The pods column only when an outage names pods (a probe's, or an
+		// earlier version's report, never do).
+		withPods := slices.ContainsFunc(r.Outages, func(o report.Outage) bool { return len(o.Pods) > 0 })
+		if withPods {
+			b.WriteString("| outage | duration | failed | on pods | context |\n|---|---|---|---|---|\n")
+		} else {
+			b.WriteString("| outage | duration | failed | context |\n|---|---|---|---|\n")
+		}
 		for _, o := range r.Outages {
-			fmt.Fprintf(&b, "| %+.2fs | %.2fs | %d | %s | %s |\n", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count, OutagePods(r, o, 5), o.Context)
+			fmt.Fprintf(&b, "| %+.2fs | %.2fs | %d |", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count)
+			if withPods {
+				fmt.Fprintf(&b, " %s |", OutagePods(r, o, 5))
+			}
+			fmt.Fprintf(&b, " %s |\n", o.Context)
 		}
 		b.WriteString("\n")
 	}

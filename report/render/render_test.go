@@ -384,3 +384,17 @@ func TestOutagePods(t *testing.T) {
 		t.Errorf("no pods: got %q, want nothing", got)
 	}
 }
+
+// The Markdown outage table has its pods column only when an outage names
+// pods: an empty column would read as "none".
+func TestMarkdownOutagePodsColumnOnlyWithPods(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Outages[0].Pods = nil
+	var md bytes.Buffer
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| outage | duration | failed | context |\n") || strings.Contains(md.String(), "on pods") {
+		t.Errorf("outage table:\n%s", md.String())
+	}
+}
