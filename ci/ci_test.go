@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/fleet"
@@ -365,5 +366,31 @@ func TestDropCheckFollowsTheBudget(t *testing.T) {
 				t.Fatalf("per-path checks %+v, want svc passing and edge failed %v", checks[:2], tc.failed)
 			}
 		})
+	}
+}
+
+// A failed drop check says where its failures fell: each path's own
+// outages, at most maxOutageLines of them, the rest counted.
+func TestDropCheckListsItsOutages(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	outage := func(sec int, pod string) report.Outage {
+		return report.Outage{Start: t0.Add(time.Duration(sec) * time.Second), End: t0.Add(time.Duration(sec) * time.Second), Count: 1,
+			Pods: []report.OutagePod{{Pod: pod, Failures: 1, Certain: 1}}}
+	}
+	var many []report.Outage
+	for i := range maxOutageLines + 2 {
+		many = append(many, outage(10+2*i, fmt.Sprintf("web-%d", i)))
+	}
+	totals := report.Totals{Sent: 1000, Failed: 7, ByClass: map[string]uint64{"refused": 7}}
+	r := &report.Report{Command: "run", StartedAt: t0, Totals: totals,
+		Paths: []report.PathReport{{Name: "svc", Totals: totals, Outages: many}, {Name: "edge", Totals: totals, Outages: many[:1]}}}
+	checks := Checks(r)
+	svc, edge := checks[0].Detail, checks[1].Detail
+	if strings.Count(svc, "\noutage ") != maxOutageLines || !strings.Contains(svc, "outage +10.00s for 0.00s (1 failed; on web-0 1 (certain))") ||
+		!strings.Contains(svc, "... and 2 more outages") {
+		t.Errorf("svc's detail:\n%s", svc)
+	}
+	if strings.Count(edge, "\noutage ") != 1 || strings.Contains(edge, "more outages") {
+		t.Errorf("edge's detail:\n%s", edge)
 	}
 }

@@ -73,6 +73,9 @@ type Check struct {
 	Detail  string
 }
 
+// maxOutageLines is how many outages a drop check's detail lists.
+const maxOutageLines = 5
+
 // Checks derives the checks of a report: no dropped requests, the rollout
 // completed (run), no SIGKILL during termination (run), and one per finding
 // (the doctor's static findings named "doctor: ID"; an error fails).
@@ -81,14 +84,15 @@ func Checks(r *report.Report) []Check {
 	// One drop check per path when the run probed several: a path that
 	// dropped fails its own case, whatever the others did.
 	type traffic struct {
-		suffix string
-		totals report.Totals
+		suffix  string
+		totals  report.Totals
+		outages []report.Outage
 	}
-	runs := []traffic{{"", r.Totals}}
+	runs := []traffic{{"", r.Totals, r.Outages}}
 	if len(r.Paths) > 1 {
 		runs = runs[:0]
 		for _, p := range r.Paths {
-			runs = append(runs, traffic{": " + p.Name, p.Totals})
+			runs = append(runs, traffic{": " + p.Name, p.Totals, p.Outages})
 		}
 	}
 	budget := report.Budget{MaxFailures: r.Config.MaxFailures, MaxFailureRate: r.Config.MaxFailureRate}
@@ -97,6 +101,15 @@ func Checks(r *report.Report) []Check {
 		if budget.Exceeded(t.totals.Sent, t.totals.Failed) {
 			drop.Failed = true
 			drop.Detail = render.ClassCounts(t.totals.ByClass)
+			// Where they fell: the outages, and the pods their failures
+			// were put on (a run's).
+			for i, o := range t.outages {
+				if i == maxOutageLines {
+					drop.Detail += fmt.Sprintf("\n... and %d more outages", len(t.outages)-i)
+					break
+				}
+				drop.Detail += "\noutage " + render.OutageLine(r, o)
+			}
 			if len(r.Findings) > 0 {
 				drop.Detail += "\nfix: " + r.Findings[0].Fix
 			}

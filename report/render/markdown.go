@@ -144,6 +144,19 @@ func Markdown(w io.Writer, r *report.Report) error {
 	return err
 }
 
+// OutageLine says an outage of r in a line: "+5.20s for 0.90s (20 failed,
+// while terminating: web-1; on web-1 17 (12 certain); 3 on no pod named)".
+func OutageLine(r *report.Report, o report.Outage) string {
+	s := fmt.Sprintf("%+.2fs for %.2fs (%d failed", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count)
+	if o.Context != "" {
+		s += ", " + o.Context
+	}
+	if on := OutagePods(r, o, 3); on != "" {
+		s += "; on " + on
+	}
+	return s + ")"
+}
+
 // OutagePods says on which pods an outage's failures fell, the most hit
 // first, up to max of them: "web-1 17 (12 certain), web-2 3 (certain); 2
 // on no pod named" (an edge's own refusal, or a failure put on none).

@@ -169,14 +169,7 @@ func Text(w io.Writer, r *report.Report) error {
 				fmt.Fprintf(&b, " ...")
 				break
 			}
-			fmt.Fprintf(&b, " %+.2fs for %.2fs (%d failed", o.Start.Sub(r.StartedAt).Seconds(), o.DurationS, o.Count)
-			if o.Context != "" {
-				fmt.Fprintf(&b, ", %s", o.Context)
-			}
-			if on := OutagePods(r, o, 3); on != "" {
-				fmt.Fprintf(&b, "; on %s", on)
-			}
-			b.WriteString(")")
+			b.WriteString(" " + OutageLine(r, o))
 		}
 		b.WriteString("\n")
 	}
