@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rollprobe/rollprobe/internal/fixture"
@@ -64,5 +65,29 @@ func TestSeverityAndFailOn(t *testing.T) {
 	}
 	if _, ok := report.ParseFailOn("fatal"); ok {
 		t.Error("fail-on fatal accepted")
+	}
+}
+
+// A file that is not a report says what it is instead, in a user's words.
+func TestReadFileSaysWhatTheFileIsNot(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, content, want string }{
+		{"empty", "\n", "the file is empty"},
+		{"html", "<!doctype html>", "not JSON"},
+		{"junit", `<?xml version="1.0"?><testsuites/>`, "not the --html page or the --junit file"},
+		{"array", "[1, 2]", "JSON but not an object"},
+		{"cut", `{"schema": "rollprobe.report/v1", "totals": {`, "not valid JSON at byte"},
+		{"no schema", `{"sent": 3}`, `without a "schema" field`},
+		{"schema not a string", `{"schema": 1}`, `"schema" is not a string`},
+		{"another schema", `{"schema": "rollprobe.report/v2"}`, `schema "rollprobe.report/v2": this rollprobe reads "rollprobe.report/v1"`},
+	} {
+		path := filepath.Join(dir, tc.name+".json")
+		if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := report.ReadFile(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, want it to name the file and say %q", tc.name, err, tc.want)
+		}
 	}
 }

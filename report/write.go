@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,14 +40,8 @@ func ReadFile(path string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
 	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
+	if err := checkHead(data); err != nil {
 		return nil, fmt.Errorf("read report %s: %w", path, err)
-	}
-	if head.Schema != Schema {
-		return nil, fmt.Errorf("read report %s: schema %q, want %q", path, head.Schema, Schema)
 	}
 	if err := Validate(data); err != nil {
 		return nil, fmt.Errorf("read report %s: %w", path, err)
@@ -56,6 +51,39 @@ func ReadFile(path string) (*Report, error) {
 		return nil, fmt.Errorf("read report %s: %w", path, err)
 	}
 	return &r, nil
+}
+
+// checkHead says, in a user's words, why data is not a report of this
+// schema: empty, not JSON (the HTML or JUnit output given by mistake), not
+// an object, no schema, or another one.
+func checkHead(data []byte) error {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return errors.New("the file is empty, not a rollprobe report (the JSON that --report writes)")
+	}
+	if trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			return errors.New("not JSON, so not a rollprobe report (the JSON that --report writes; not the --html page or the --junit file)")
+		}
+		return errors.New("JSON but not an object, so not a rollprobe report (the JSON that --report writes)")
+	}
+	var head struct {
+		Schema *string `json:"schema"`
+	}
+	if err := json.Unmarshal(trimmed, &head); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return fmt.Errorf("not valid JSON at byte %d (%w): a report cut short or edited?", syntax.Offset, err)
+		}
+		return fmt.Errorf("its \"schema\" is not a string, so not a rollprobe report: %w", err)
+	}
+	switch {
+	case head.Schema == nil:
+		return fmt.Errorf("JSON without a \"schema\" field, so not a rollprobe report (want %q)", Schema)
+	case *head.Schema != Schema:
+		return fmt.Errorf("schema %q: this rollprobe reads %q", *head.Schema, Schema)
+	}
+	return nil
 }
 
 //go:embed report.schema.json
