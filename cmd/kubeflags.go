@@ -1,8 +1,12 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -163,6 +167,13 @@ func (k *kubeFlags) validate() error {
 func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if k.kubeconfig != "" {
+		if _, err := os.Stat(k.kubeconfig); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is in the message already
+			}
+			return nil, nil, "", fmt.Errorf("--kubeconfig %s: %w", k.kubeconfig, err)
+		}
 		rules.ExplicitPath = k.kubeconfig
 	}
 	if k.requestTimeout < 0 {
@@ -178,7 +189,23 @@ func (k *kubeFlags) connection() (kubernetes.Interface, *rest.Config, string, er
 	restCfg, err := loader.ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
 		// client-go's own message names KUBERNETES_MASTER, which nothing
-		// here reads.
+		// here reads; and it skips KUBECONFIG's files that do not exist
+		// without a word.
+		if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" && k.kubeconfig == "" {
+			var missing []string
+			for _, p := range filepath.SplitList(env) {
+				if _, err := os.Stat(p); err != nil {
+					missing = append(missing, p)
+				}
+			}
+			switch {
+			case len(missing) == 1 && missing[0] == env:
+				return nil, nil, "", fmt.Errorf("no kubeconfig: KUBECONFIG=%s: no such file; pass --kubeconfig (or --server and --token)", env)
+			case len(missing) > 0:
+				return nil, nil, "", fmt.Errorf("no kubeconfig: KUBECONFIG=%s: no such file: %s; pass --kubeconfig (or --server and --token)", env, strings.Join(missing, ", "))
+			}
+			return nil, nil, "", fmt.Errorf("no kubeconfig: KUBECONFIG=%s names no cluster; pass --kubeconfig (or --server and --token)", env)
+		}
 		return nil, nil, "", fmt.Errorf("no kubeconfig: pass --kubeconfig (or --server and --token), set KUBECONFIG, or create ~/.kube/config")
 	}
 	if err != nil {

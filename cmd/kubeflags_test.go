@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,43 @@ func TestPatchForKind(t *testing.T) {
 	}
 	if _, err := patchFor(rollout.KindRollout, []byte("{not json")); err == nil {
 		t.Error("a bad patch was accepted")
+	}
+}
+
+// A kubeconfig that cannot be found says which: the --kubeconfig given,
+// or KUBECONFIG's files (client-go skips a missing one without a word),
+// or that none is set.
+func TestMissingKubeconfigSaysWhich(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	t.Setenv("HOME", dir)
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"--kubeconfig missing", "", []string{"--kubeconfig", missing}, "--kubeconfig " + missing + ": no such file or directory"},
+		{"KUBECONFIG missing", missing, nil, "no kubeconfig: KUBECONFIG=" + missing + ": no such file; pass --kubeconfig"},
+		{"one of KUBECONFIG's missing", missing + ":" + empty, nil, "no kubeconfig: KUBECONFIG=" + missing + ":" + empty + ": no such file: " + missing + ";"},
+		{"KUBECONFIG without a cluster", empty, nil, "no kubeconfig: KUBECONFIG=" + empty + " names no cluster"},
+		{"none", "", nil, "no kubeconfig: pass --kubeconfig (or --server and --token), set KUBECONFIG, or create ~/.kube/config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tc.env)
+			var k kubeFlags
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			k.bind(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := k.connection()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
