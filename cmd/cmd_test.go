@@ -93,7 +93,7 @@ func TestExitCodes(t *testing.T) {
 		{"cacert and insecure", []string{"probe", "https://127.0.0.1:1/", "--cacert", ca, "--insecure"}, 2, "choose one"},
 		{"cacert missing", []string{"probe", "https://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem"}, 2, "--cacert: open /nonexistent/ca.pem"},
 		{"connect-to not an address", []string{"probe", srv.URL("/ok"), "--connect-to", "edge.example:443"}, 2, "--connect-to \"edge.example:443\": want IP:PORT"},
-		{"no url", []string{"probe"}, 2, "requires at least 1 arg"},
+		{"no url", []string{"probe"}, 2, "probe needs a URL to probe"},
 		{"bad conn mode", []string{"probe", srv.URL("/ok"), "--conn", "sometimes"}, 2, "want new, keepalive or mixed=F"},
 		{"bad protocol", []string{"probe", srv.URL("/ok"), "--protocol", "h3"}, 2, "--protocol \"h3\": want http1, h2 or grpc"},
 		{"connections on HTTP/1.1", []string{"probe", srv.URL("/ok"), "--connections", "3"}, 2, "--connections 3: only with --protocol h2 or grpc"},
@@ -219,6 +219,22 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 		{[]string{"lab", "upp"}, `unknown command "upp" for "rollprobe lab" (did you mean up?)`},
 		{[]string{"report", "diff", "a.json", "b.json"}, `unknown command "diff" for "rollprobe report"`},
 		{[]string{"rport", "show"}, `unknown command "rport" for "rollprobe"`},
+	} {
+		if r := run(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %s", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	// Missing or extra arguments say what the command takes, with its
+	// usage line (cobra's own: "requires at least 1 arg(s)").
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"probe"}, "rollprobe: probe needs a URL to probe (usage: rollprobe probe URL|NAME=URL... [flags])"},
+		{[]string{"report", "show"}, "rollprobe: report show needs one report file (the JSON --report wrote) (usage: rollprobe report show FILE [flags])"},
+		{[]string{"report", "show", "a.json", "b.json"}, "rollprobe: report show takes one report file (the JSON --report wrote); extra: b.json"},
+		{[]string{"install"}, "rollprobe: install needs one directory"},
+		{[]string{"lab", "exec"}, "rollprobe: lab exec needs a command to run after --"},
 	} {
 		if r := run(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %s", c.args, r.code, r.stdout, r.stderr, c.want)

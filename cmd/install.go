@@ -21,7 +21,7 @@ func newInstallCommand(g *globalOptions) *cobra.Command {
 		Short: "Copy this rollprobe binary into DIR (for init containers: the image has no shell)",
 		Example: `  # an init container of another pod, with a shared emptyDir at /tools:
   args: ["install", "/tools"]`,
-		Args: cobra.ExactArgs(1),
+		Args: positional(1, 1, "one directory to copy the binary into"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

@@ -313,7 +313,7 @@ lab.example is the ingress (Traefik) on the client host.`,
   rollprobe lab exec -- rollprobe probe http://10.96.12.34/
   rollprobe lab exec --node lab-node-2 -- rollprobe probe http://10.96.12.34/ --duration 5s
   rollprobe lab exec --client -- rollprobe probe http://10.100.0.11:30080/`,
-		Args: cobra.MinimumNArgs(1),
+		Args: positional(1, -1, "a command to run after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
 			if err := o.validate(); err != nil {
@@ -438,7 +438,7 @@ func newLabServiceIPCommand(o *labOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "svc-ip SERVICE",
 		Short: "Print a Service's ClusterIP, or with --node-port NAME its NodePort (for scripts)",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional(1, 1, "one Service's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := lab.NewClient(o.stateDir)
 			if err != nil {

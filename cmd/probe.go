@@ -59,7 +59,7 @@ Docs: ` + report.DocsURL + `probe.md`,
   rollprobe probe http://svc.ns:80/healthz --conn new --backend-header X-Pod-Name --report report.json
   rollprobe probe http://127.0.0.1:8080/ --rate 0 --concurrency 32 --duration 10s
   rollprobe probe svc=http://web.prod.svc/ edge=https://shop.example.com/ --rate 200 --duration 1m`,
-		Args: cobra.MinimumNArgs(1),
+		Args: positional(1, -1, "a URL to probe"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("timeout") {
 				fmt.Fprintln(o.stderr, "rollprobe: --timeout is deprecated in probe: use --request-timeout (in run and doctor --timeout bounds the whole command)")

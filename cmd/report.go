@@ -23,7 +23,7 @@ to their findings) that opens offline: rollprobe report show r.json -o html > r.
 -o openmetrics writes the key numbers (requests by class, failures, outage
 seconds, latency quantiles, how long the old pods took to go) for GitLab's
 metrics report: rollprobe report show r.json -o openmetrics > metrics.txt`,
-		Args: cobra.ExactArgs(1),
+		Args: positional(1, 1, "one report file (the JSON --report wrote)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "markdown" && format != "html" && format != "json" && format != "openmetrics" {
 				return exitcode.UsageError(fmt.Errorf("-o %q: want text, markdown, html, json or openmetrics", format))

@@ -167,6 +167,23 @@ func rejectUnknownSubcommands(c *cobra.Command) {
 	}
 }
 
+// positional checks a command's arguments: fewer than min or more than max
+// (max < 0: no bound) is a usage error that names what is missing or extra
+// and shows the command's usage line (cobra's own says "requires at least
+// 1 arg(s), only received 0").
+func positional(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") // after "rollprobe: "
+		switch {
+		case len(args) < min:
+			return fmt.Errorf("%s needs %s (usage: %s)", name, what, cmd.UseLine())
+		case max >= 0 && len(args) > max:
+			return fmt.Errorf("%s takes %s; extra: %s (usage: %s)", name, what, strings.Join(args[max:], " "), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
 // Execute runs the command line and returns the process exit code. SIGINT,
 // SIGTERM and SIGHUP (a closed terminal) cancel the command's context: commands stop cleanly, write
 // their reports and return an interruption (exit 130).
