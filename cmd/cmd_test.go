@@ -235,6 +235,7 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 		{[]string{"report", "show", "a.json", "b.json"}, "rollprobe: report show takes one report file (the JSON --report wrote); extra: b.json"},
 		{[]string{"install"}, "rollprobe: install needs one directory"},
 		{[]string{"lab", "exec"}, "rollprobe: lab exec needs a command to run after --"},
+		{[]string{"doctor", "web"}, "rollprobe: doctor takes no arguments; extra: web (usage: rollprobe doctor --deployment|--statefulset|--daemonset|--rollout [NS/]NAME [flags])"},
 	} {
 		if r := run(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %s", c.args, r.code, r.stdout, r.stderr, c.want)

@@ -57,7 +57,7 @@ Docs: ` + report.DocsURL + `doctor.md`,
   rollprobe doctor --deployment web -n prod --fail-on warning --junit doctor.xml
   rollprobe doctor --statefulset prod/db-proxy
   rollprobe doctor --rollout prod/web`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.kube.warnDeprecated(o.stderr)
 			if err := o.validate(); err != nil {

@@ -64,7 +64,7 @@ func newLabUpCommand(lo *labOptions) *cobra.Command {
 		Example: `  rollprobe lab up                           # 2 nodes
   rollprobe lab up --nodes 3 --proxy-lag lab-node-2=3s   # node 2's kube-proxy hears of changes 3s late
   rollprobe lab up --edge-lag 3s             # the ingress (Traefik) hears of changes 3s late`,
-		Args: cobra.NoArgs,
+		Args: positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
 				return exitcode.UsageError(err)
@@ -232,7 +232,7 @@ func newLabDownCommand(o *labOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "down",
 		Short: "Stop every lab process (pods and shims too), remove its namespaces, cgroups, nft tables and state",
-		Args:  cobra.NoArgs,
+		Args:  positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
 			if err := lab.Down(o.stateDir, o.stderr); err != nil {
@@ -248,7 +248,7 @@ func newLabStatusCommand(o *labOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the lab's processes",
-		Args:  cobra.NoArgs,
+		Args:  positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SilenceUsage = true
 			st := lab.GetStatus(o.stateDir)
@@ -405,7 +405,7 @@ func newLabApplyCommand(o *labOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Create or update the workloads, Services and routes in a manifest (the samples)",
-		Args:  cobra.NoArgs,
+		Args:  positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(files) == 0 {
 				return exitcode.UsageError(errors.New("-f FILE is required"))
@@ -472,7 +472,7 @@ func newLabDelayProxyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "delay-proxy",
 		Hidden: true,
-		Args:   cobra.NoArgs,
+		Args:   positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return p.Serve(cmd.Context())
 		},
