@@ -236,6 +236,11 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 		{[]string{"install"}, "rollprobe: install needs one directory"},
 		{[]string{"lab", "exec"}, "rollprobe: lab exec needs a command to run after --"},
 		{[]string{"doctor", "web"}, "rollprobe: doctor takes no arguments; extra: web (usage: rollprobe doctor --deployment|--statefulset|--daemonset|--rollout [NS/]NAME [flags])"},
+		// A flag's unreadable value, in words rather than Go's.
+		{[]string{"probe", "http://127.0.0.1:9/", "--rate", "abc"}, `rollprobe: --rate "abc": want a number` + "\n"},
+		{[]string{"probe", "http://127.0.0.1:9/", "--max-failures", "-1"}, `rollprobe: --max-failures "-1": want a whole number, 0 or more` + "\n"},
+		{[]string{"run", "--deployment", "web", "--target", "http://127.0.0.1:9/", "--timeout", "5"}, `rollprobe: --timeout "5": want a duration with its unit, like 500ms, 30s or 2m` + "\n"},
+		{[]string{"report", "show", "r.json", "-o"}, "rollprobe: flag needs an argument: 'o' in -o"},
 	} {
 		if r := run(t, c.args...); r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 saying %s", c.args, r.code, r.stdout, r.stderr, c.want)
@@ -512,7 +517,7 @@ func TestErrorsNameTheFlag(t *testing.T) {
 	// still works, deprecated.
 	for _, args := range [][]string{{"doctor", "--deployment", "web", "--kube-request-timeout", "soon"},
 		{"run", "--deployment", "web", "--target", "http://x/", "--kube-request-timeout", "5"}} {
-		if r = run(t, args...); r.code != 2 || !strings.Contains(r.stderr, "--kube-request-timeout") || !strings.Contains(r.stderr, "invalid argument") {
+		if r = run(t, args...); r.code != 2 || !strings.Contains(r.stderr, "--kube-request-timeout") || !strings.Contains(r.stderr, "want a duration with its unit") {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -130,7 +131,39 @@ Documentation: ` + report.DocsURL + ` (each finding in a report links its own pa
 		&cobra.Command{Use: "version", Short: "Print rollprobe's version", Args: cobra.NoArgs,
 			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintf(g.stdout, "rollprobe version %s\n", version()) }})
 	rejectUnknownSubcommands(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagValueError(err) })
 	return root
+}
+
+var pflagValueError = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: (.*)$`)
+
+// flagValueError says a flag's unreadable value in a user's words: pflag's
+// own are Go's ("strconv.ParseFloat: parsing \"abc\": invalid syntax",
+// "time: missing unit in duration \"5\""). Other errors pass as they are.
+func flagValueError(err error) error {
+	m := pflagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	value, flag, cause := m[1], m[2], m[3]
+	var want string
+	switch {
+	case strings.HasSuffix(cause, "value out of range"):
+		want = "a number in range"
+	case strings.Contains(cause, "strconv.ParseFloat"):
+		want = "a number"
+	case strings.Contains(cause, "strconv.ParseUint"):
+		want = "a whole number, 0 or more"
+	case strings.Contains(cause, "strconv.ParseInt"):
+		want = "a whole number"
+	case strings.Contains(cause, "strconv.ParseBool"):
+		want = "true or false"
+	case strings.HasPrefix(cause, "time: "):
+		want = "a duration with its unit, like 500ms, 30s or 2m"
+	default:
+		return err
+	}
+	return fmt.Errorf("%s %q: want %s", flag, value, want)
 }
 
 // rejectUnknownSubcommands makes every command group under c (report, lab)
@@ -173,7 +206,7 @@ func rejectUnknownSubcommands(c *cobra.Command) {
 // 1 arg(s), only received 0").
 func positional(min, max int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") // after "rollprobe: "
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().CommandPath()+" ") // after "rollprobe: "
 		switch {
 		case len(args) < min:
 			return fmt.Errorf("%s needs %s (usage: %s)", name, what, cmd.UseLine())
