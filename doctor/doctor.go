@@ -38,6 +38,7 @@ const (
 	GraceBelowPreStop          = "grace-below-prestop-plus-drain"
 	NoReadiness                = "no-readiness-probe"
 	ReadinessIsLiveness        = "readiness-same-as-liveness"
+	PublishesNotReady          = "service-publishes-not-ready-addresses"
 	ZeroReadyPossible          = "rollout-can-leave-no-ready-pod"
 	ETPLocalBefore126          = "external-traffic-policy-local-before-1.26"
 	NoPDB                      = "no-pod-disruption-budget"
@@ -144,6 +145,7 @@ var checks = []check{
 	{GraceBelowPreStop, "the grace period covers preStop plus the app's drain", report.SeverityError, checkGrace},
 	{NoReadiness, "containers have a readiness probe", report.SeverityError, checkReadiness},
 	{ReadinessIsLiveness, "readiness and liveness probes differ", report.SeverityWarning, checkReadinessIsLiveness},
+	{PublishesNotReady, "the Service routes only to ready pods that are not terminating", report.SeverityError, checkPublishesNotReady},
 	{ZeroReadyPossible, "the rollout strategy keeps a ready pod", report.SeverityError, func(s *subject) (report.Finding, bool) { return zeroReady(s.Workload, s.Service) }},
 	{ScaleDownBeforeProp, "an Argo Rollout keeps its old pods until the traffic's move has propagated", report.SeverityError, checkScaleDownDelay},
 	{CanaryWeightRounded, "an Argo canary's pods can express each setWeight", report.SeverityWarning, checkCanaryWeights},
@@ -520,6 +522,42 @@ func checkReadinessIsLiveness(s *subject) (report.Finding, bool) {
 		Evidence: []string{fmt.Sprintf("container(s) %s: readinessProbe and livenessProbe use the same handler", strings.Join(same, ", ")),
 			"a pod that should only stop receiving traffic (overloaded, draining) is restarted instead, and a readiness check that may not fail while draining cannot take the pod out early"},
 		Fix: "liveness: the process is not wedged (cheap, generous thresholds); readiness: the app can serve now (fails while starting and while draining)"}, true
+}
+
+// checkPublishesNotReady: a Service with publishNotReadyAddresses has its
+// EndpointSlices mark every pod with an address ready, whatever its
+// readiness and while it terminates (the EndpointConditions contract:
+// ready is never true for a terminating endpoint unless the Service
+// overrides readiness so). kube-proxy, a headless Service's DNS records
+// and ingress controllers reading the slices then route to a pod from its
+// start to its removal: neither a readiness probe nor a preStop sleep can
+// take it out of rotation.
+func checkPublishesNotReady(s *subject) (report.Finding, bool) {
+	svc := s.Service
+	if svc == nil || !svc.Spec.PublishNotReadyAddresses {
+		return report.Finding{}, false
+	}
+	evidence := []string{fmt.Sprintf("service %s has publishNotReadyAddresses: true: its EndpointSlices mark each pod ready from the moment it has an address, whatever its readiness probe says, and still while it terminates", svc.Name),
+		"kube-proxy, DNS (a headless Service's records) and ingress controllers route to a new pod before the app listens and to an old one until the pod is gone: neither a readiness probe nor a preStop sleep takes a pod out of rotation"}
+	fix := "send clients through a Service without publishNotReadyAddresses; a StatefulSet that needs it for peer discovery keeps it on its own headless Service (its serviceName) and gives clients another"
+	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
+		return report.Finding{Severity: report.SeverityInfo,
+			Title:    "the Service publishes not-ready addresses, but this run measured no drop: the app listens from its start until it is gone",
+			Evidence: append(evidence, fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed", m.PodsDeleted, m.Sent)),
+			Fix:      fix + "; or keep the app listening from its first instant to SIGKILL, as it did here"}, true
+	}
+	f := report.Finding{Title: "the Service publishes not-ready addresses: traffic reaches pods before they are ready and while they terminate",
+		Evidence: evidence, Fix: fix}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		// A headless Service's setting may be deliberate: each pod's own
+		// name resolves as soon as it has an address, which shortens a
+		// recreated pod's "no such name" (pod-dns-name-stale's trade).
+		// Clients of the Service's name are still sent to pods that
+		// cannot serve.
+		f.Severity = report.SeverityWarning
+		f.Evidence = append(f.Evidence, "it is headless: a pod's own name then resolves as soon as the pod has an address, which shortens its absence across a recreation for a client that must reach that one pod; clients of the Service's name are the ones sent to pods that cannot serve")
+	}
+	return f, true
 }
 
 func checkETPLocal(s *subject) (report.Finding, bool) {

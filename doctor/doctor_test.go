@@ -99,6 +99,12 @@ func TestChecks(t *testing.T) {
 			d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
 		},
 			ZeroReadyPossible, "error", "Recreate"},
+		{"publishes not-ready addresses", func(_ *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			svc.Spec.PublishNotReadyAddresses = true
+		}, PublishesNotReady, "error", "service web has publishNotReadyAddresses: true"},
+		{"a headless Service publishes not-ready addresses", func(_ *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			svc.Spec.PublishNotReadyAddresses, svc.Spec.ClusterIP = true, corev1.ClusterIPNone
+		}, PublishesNotReady, "warning", "it is headless: a pod's own name then resolves as soon as the pod has an address"},
 		{"ETP Local on 1.25", func(_ *appsv1.Deployment, svc *corev1.Service, in *Input) {
 			svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
 			in.Version = advice.Version{Major: 1, Minor: 25}
@@ -1056,5 +1062,31 @@ func TestGatherWeightedRoutes(t *testing.T) {
 	sort.Strings(names)
 	if err != nil || in.WeightedRoutesUnread != "" || strings.Join(names, ",") != "main,outer,over-shadow,pick,shadow,shadow-nested,split,top,twice" {
 		t.Errorf("the namespace's alone: %v %q %v; want prod's routes, via-edge not among them (edge's inner unread)", names, in.WeightedRoutesUnread, err)
+	}
+}
+
+// publishNotReadyAddresses is an error for doctor alone and for a run that
+// dropped requests; a run that deleted pods under load and dropped
+// nothing makes it a note that says so.
+func TestPublishesNotReadyYieldsToAMeasuredClean(t *testing.T) {
+	d, svc, pdbs := good()
+	svc.Spec.PublishNotReadyAddresses = true
+	in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+	for _, tc := range []struct {
+		name     string
+		measured *Measured
+		want     report.Severity
+	}{
+		{"doctor alone", nil, report.SeverityError},
+		{"drops", &Measured{PodsDeleted: 3, Sent: 5000, Failed: 7}, report.SeverityError},
+		{"no drop", &Measured{PodsDeleted: 3, Sent: 5000}, report.SeverityInfo},
+	} {
+		fs := Run(in, Options{Measured: tc.measured})
+		if len(fs) != 1 || fs[0].ID != PublishesNotReady || fs[0].Severity != tc.want {
+			t.Fatalf("%s: %+v", tc.name, fs)
+		}
+		if tc.want == report.SeverityInfo && !strings.Contains(strings.Join(fs[0].Evidence, "\n"), "none of its 5000 requests failed") {
+			t.Errorf("%s: the note does not say what was measured: %+v", tc.name, fs[0])
+		}
 	}
 }
