@@ -269,7 +269,8 @@ func abruptClose(s seen) bool {
 }
 
 // findings applies the rules; preStop is the sleep the propagation finding
-// suggests (0 without one).
+// suggests (0 without one, or when the Service publishes not-ready
+// addresses).
 func findings(r *report.Report, failures []report.Failure, left [][]leftRules, outs []report.Outage, gaps []report.NodeGap, a attributor) (out []report.Finding, preStop int) {
 	pods := a.pods
 	groups := map[string]*group{}
@@ -407,6 +408,12 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		f.ID, f.Severity = rl.id, rl.severity
 		out = append(out, f)
 	}
+	if publishesNotReady(r) {
+		// The windows measured end when the pods were removed, not when
+		// the endpoint change propagated: no preStop sleep is sized from
+		// them (the doctor's advice must not name one).
+		preStop = 0
+	}
 	return out, preStop
 }
 
@@ -466,13 +473,17 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	// covers what was seen whichever pod it was.
 	sleep := x.preStop
 	evidence := []string{fmt.Sprintf("%s failed (%s) %s", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt))}
+	why := ": the endpoint change had not reached every proxy yet"
+	if publishesNotReady(x.r) {
+		why = "" // the Service's setting kept the endpoint: said below
+	}
 	switch timed := len(g.fails) - g.joined - g.followed; {
 	case timed == 0:
 		evidence = append(evidence, "each came after the deletion of the pod it hit had been requested")
 	case g.ambiguous < timed:
-		evidence = append(evidence, fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it: the endpoint change had not reached every proxy yet", g.window.Seconds()))
+		evidence = append(evidence, fmt.Sprintf("each came after the deletion of the pod it most likely hit had been requested; the last certain one %.2fs after it%s", g.window.Seconds(), why))
 	default:
-		evidence = append(evidence, "each came after the deletion of a pod it could have hit had been requested (none could be put on one pod for certain): the endpoint change had not reached every proxy yet")
+		evidence = append(evidence, "each came after the deletion of a pod it could have hit had been requested (none could be put on one pod for certain)"+why)
 	}
 	if g.ambiguous > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d of them could have come from more than one terminating pod; counted from the earliest of those deletions, the last came %.2fs after it, and the fix is sized from that",
@@ -499,14 +510,38 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	if slow > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d more requests in the same outages succeeded only after their SYN was retransmitted (about 1 s late): the same race, seen by users as latency spikes", slow))
 	}
+	fix := fmt.Sprintf("give the container a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
+		sleep, advice.PreStopSleep(sleep, x.version), sleep)
+	if publishesNotReady(x.r) {
+		// The window measured is not propagation's: the endpoint stays
+		// listed ready until the pod is gone, so a longer preStop only
+		// moves it later.
+		evidence = append(evidence, publishesNotReadyEvidence(x.r, "a terminating pod's endpoint stays listed as ready until the pod object is gone, so traffic follows the pod past any preStop sleep: these failures came after the app stopped listening and before the pod was removed"))
+		fix = publishesNotReadyFix
+	}
 	return report.Finding{
 		Title:    "pods stopped accepting connections while traffic was still routed to them",
 		Evidence: evidence,
-		Fix: fmt.Sprintf("give the container a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
-			sleep, advice.PreStopSleep(sleep, x.version), sleep),
-		Pods: g.podList(),
+		Fix:      fix,
+		Pods:     g.podList(),
 	}, true
 }
+
+// publishesNotReady: the run's Service lists its pods' endpoints as ready
+// from their start and while they terminate (publishNotReadyAddresses).
+func publishesNotReady(r *report.Report) bool {
+	return r.Rollout != nil && r.Rollout.PublishNotReadyAddresses
+}
+
+// publishesNotReadyEvidence is the evidence line naming the Service's
+// setting, then what it did here.
+func publishesNotReadyEvidence(r *report.Report, what string) string {
+	return fmt.Sprintf("service %s has publishNotReadyAddresses: true: %s", r.Rollout.Service, what)
+}
+
+// publishesNotReadyFix is the one fix for what publishNotReadyAddresses
+// does (the doctor's check of the same name gives it too).
+const publishesNotReadyFix = "send clients through a Service without publishNotReadyAddresses (a StatefulSet that needs it for peer discovery keeps it on its own headless Service, its serviceName, and gives clients another): a readiness probe and a preStop sleep cannot take a pod out of rotation while it is set"
 
 // pathWindows compares the paths of a run that probed several: how long
 // after a pod's deletion each kept failing, and by how much the slowest
@@ -605,12 +640,29 @@ func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
 }
 
 func renderReadyTooEarly(g *group, x facts) (report.Finding, bool) {
-	return report.Finding{
+	// Those begun before their pod turned ready: traffic a ready-only
+	// endpoint list would not have sent it.
+	before := 0
+	for _, f := range g.fails {
+		if p := x.pods.Get(f.LikelyPod); p != nil && p.ReadyAt != nil && beganAt(&f).Before(*p.ReadyAt) {
+			before++
+		}
+	}
+	f := report.Finding{
 		Title:    "new pods received traffic before they could serve it",
-		Evidence: []string{fmt.Sprintf("%s failed (%s) %s, within %s after a new pod turned ready", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)},
+		Evidence: []string{fmt.Sprintf("%s failed (%s) %s, within %s of a new pod turning ready", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)},
 		Fix:      "add a readiness probe that succeeds only when the app serves requests (an HTTP check of a real endpoint, not a process or TCP check), and a startupProbe for slow starts",
 		Pods:     g.podList(),
-	}, true
+	}
+	if before > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d of them began before the pod they hit had turned ready", before))
+	}
+	if publishesNotReady(x.r) {
+		f.Title = "new pods received traffic before they were ready"
+		f.Evidence = append(f.Evidence, publishesNotReadyEvidence(x.r, "a new pod's endpoint is listed as ready from the moment it has an address, whatever its readiness probe says"))
+		f.Fix = publishesNotReadyFix
+	}
+	return f, true
 }
 
 func renderServerErrors(g *group, x facts) (report.Finding, bool) {

@@ -295,6 +295,10 @@ type Rollout struct {
 	ServiceType           string `json:"service_type,omitempty"`
 	ExternalTrafficPolicy string `json:"external_traffic_policy,omitempty"`
 	HealthCheckNodePort   int32  `json:"health_check_node_port,omitempty"`
+	// PublishNotReadyAddresses: the Service lists every pod's endpoint as
+	// ready from the pod's start and while it terminates, whatever its
+	// readiness: traffic reaches a pod from its start until it is gone.
+	PublishNotReadyAddresses bool `json:"publish_not_ready_addresses,omitempty"`
 	// Entry is how the target reaches the Service; nil when it is not
 	// known (a name other than the Service's cluster DNS name, an address
 	// of nothing the run saw).

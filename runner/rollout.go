@@ -255,6 +255,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+		rep.Rollout.PublishNotReadyAddresses = svc.Spec.PublishNotReadyAddresses
 		setPathEntries(rep, svc, w.NodeIPs())
 		if len(rep.Paths) > 0 {
 			rep.Rollout.Entry = rep.Paths[0].Entry // the first path's, by what it dialled

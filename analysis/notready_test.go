@@ -1,0 +1,67 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// A Service with publishNotReadyAddresses lists a new pod from its start
+// and an old one until it is gone: the failures before the new pod was
+// ready and after the old one stopped listening are its doing, and neither
+// a readiness probe nor a preStop sleep is the fix (the lab's experiment
+// of 2026-12-05: 381 refusals on new pods up to 3 s before they turned
+// ready, 131 on old pods up to 7.4 s after their deletion with a 3 s
+// preStop). Without the setting the same failures keep their usual fixes.
+func TestPublishedNotReadyAddressesChangeTheFixes(t *testing.T) {
+	publishing := func(publish bool) *report.Report {
+		return &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20, Service: "web", PublishNotReadyAddresses: publish},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.1"},
+				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.2"},
+				{At: at(4000), Kind: report.PodCreated, Pod: "n", Revision: "new", IP: "10.0.0.3"},
+				ev(6000, report.PodReady, "n", "new"),
+				ev(7000, report.PodDeletionRequested, "a", "old"),
+				ev(13000, report.PodGone, "a", "old"),
+			}, Failures: []report.Failure{
+				{Intended: at(5500), Start: at(5500), End: at(5502), Class: "refused", Fresh: true, PodAddr: "10.0.0.3:8080"},
+				{Intended: at(12500), Start: at(12500), End: at(12502), Class: "refused", Fresh: true, PodAddr: "10.0.0.1:8080"},
+			}}
+	}
+	r := publishing(true)
+	x := Explain(r)
+	ready, prop := findIn(x.Findings, ReadyTooEarly), findIn(x.Findings, StopsBeforePropagation)
+	if ready == nil || prop == nil {
+		t.Fatalf("findings %+v: want both", x.Findings)
+	}
+	for _, f := range []*report.Finding{ready, prop} {
+		if f.Fix != publishesNotReadyFix || !strings.Contains(strings.Join(f.Evidence, "\n"), "service web has publishNotReadyAddresses: true") {
+			t.Errorf("%s: fix %q evidence %q; want the Service's setting named and its fix", f.ID, f.Fix, f.Evidence)
+		}
+	}
+	if strings.Contains(strings.Join(prop.Evidence, "\n"), "had not reached every proxy") {
+		t.Errorf("propagation blamed while the Service kept the endpoint: %q", prop.Evidence)
+	}
+	if ready.Title != "new pods received traffic before they were ready" || !strings.Contains(strings.Join(ready.Evidence, "\n"), "1 of them began before the pod they hit had turned ready") {
+		t.Errorf("ready: %+v", ready)
+	}
+	if x.PreStopSeconds != 0 {
+		t.Errorf("preStop sized at %ds from a window the setting made", x.PreStopSeconds)
+	}
+
+	x = Explain(publishing(false))
+	ready, prop = findIn(x.Findings, ReadyTooEarly), findIn(x.Findings, StopsBeforePropagation)
+	if ready == nil || prop == nil || ready.Fix == publishesNotReadyFix || prop.Fix == publishesNotReadyFix || !strings.Contains(prop.Fix, "preStop") || x.PreStopSeconds == 0 {
+		t.Errorf("without the setting: findings %+v, preStop %d; want the usual fixes", x.Findings, x.PreStopSeconds)
+	}
+}
+
+func findIn(fs []report.Finding, id string) *report.Finding {
+	for i := range fs {
+		if fs[i].ID == id {
+			return &fs[i]
+		}
+	}
+	return nil
+}
