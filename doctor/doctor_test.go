@@ -305,28 +305,41 @@ func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
 // static guess: the missing preStop hook becomes a note saying what was
 // measured (it printed an ERROR next to verdict PASS). A run that dropped
 // requests, one that deleted nothing, and doctor alone keep the error.
+//
+// The same holds for a Service that publishes not-ready addresses: a run
+// that deleted pods under load with no failure measured an app that
+// listens from its start until it is gone.
 func TestMeasuredNoDropOutranksTheStaticCheck(t *testing.T) {
-	d, svc, pdbs := good()
-	app(d).Lifecycle = nil
-	in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
-	for _, tc := range []struct {
-		name     string
-		measured *Measured
-		want     report.Severity
+	for _, subject := range []struct {
+		id     string
+		mutate func(d *appsv1.Deployment, svc *corev1.Service)
 	}{
-		{"doctor alone", nil, report.SeverityError},
-		{"no drop", &Measured{PodsDeleted: 3, Sent: 9247, ServedAfterDeletion: 40}, report.SeverityInfo},
-		{"drops", &Measured{PodsDeleted: 3, Sent: 9247, Failed: 12}, report.SeverityError},
-		{"nothing deleted", &Measured{Sent: 9247}, report.SeverityError},
+		{NoPreStop, func(d *appsv1.Deployment, _ *corev1.Service) { app(d).Lifecycle = nil }},
+		{PublishesNotReady, func(_ *appsv1.Deployment, svc *corev1.Service) { svc.Spec.PublishNotReadyAddresses = true }},
 	} {
-		fs := Run(in, Options{Measured: tc.measured})
-		if len(fs) != 1 || fs[0].ID != NoPreStop || fs[0].Severity != tc.want {
-			t.Fatalf("%s: %+v", tc.name, fs)
-		}
-		if tc.want == report.SeverityInfo && (!strings.Contains(fs[0].Title, "this run measured no drop") ||
-			!strings.Contains(strings.Join(fs[0].Evidence, "\n"), "none of its 9247 requests failed") ||
-			!strings.Contains(strings.Join(fs[0].Evidence, "\n"), "40 responses")) {
-			t.Errorf("%s: the note does not say what was measured: %+v", tc.name, fs[0])
+		d, svc, pdbs := good()
+		subject.mutate(d, svc)
+		in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
+		for _, tc := range []struct {
+			name     string
+			measured *Measured
+			want     report.Severity
+		}{
+			{"doctor alone", nil, report.SeverityError},
+			{"no drop", &Measured{PodsDeleted: 3, Sent: 9247, ServedAfterDeletion: 40}, report.SeverityInfo},
+			{"drops", &Measured{PodsDeleted: 3, Sent: 9247, Failed: 12}, report.SeverityError},
+			{"nothing deleted", &Measured{Sent: 9247}, report.SeverityError},
+		} {
+			fs := Run(in, Options{Measured: tc.measured})
+			if len(fs) != 1 || fs[0].ID != subject.id || fs[0].Severity != tc.want {
+				t.Fatalf("%s, %s: %+v", subject.id, tc.name, fs)
+			}
+			evidence := strings.Join(fs[0].Evidence, "\n")
+			if tc.want == report.SeverityInfo && (!strings.Contains(fs[0].Title, "this run measured no drop") ||
+				!strings.Contains(evidence, "none of its 9247 requests failed") ||
+				(subject.id == NoPreStop && !strings.Contains(evidence, "40 responses"))) {
+				t.Errorf("%s, %s: the note does not say what was measured: %+v", subject.id, tc.name, fs[0])
+			}
 		}
 	}
 }
@@ -1062,31 +1075,5 @@ func TestGatherWeightedRoutes(t *testing.T) {
 	sort.Strings(names)
 	if err != nil || in.WeightedRoutesUnread != "" || strings.Join(names, ",") != "main,outer,over-shadow,pick,shadow,shadow-nested,split,top,twice" {
 		t.Errorf("the namespace's alone: %v %q %v; want prod's routes, via-edge not among them (edge's inner unread)", names, in.WeightedRoutesUnread, err)
-	}
-}
-
-// publishNotReadyAddresses is an error for doctor alone and for a run that
-// dropped requests; a run that deleted pods under load and dropped
-// nothing makes it a note that says so.
-func TestPublishesNotReadyYieldsToAMeasuredClean(t *testing.T) {
-	d, svc, pdbs := good()
-	svc.Spec.PublishNotReadyAddresses = true
-	in := Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}
-	for _, tc := range []struct {
-		name     string
-		measured *Measured
-		want     report.Severity
-	}{
-		{"doctor alone", nil, report.SeverityError},
-		{"drops", &Measured{PodsDeleted: 3, Sent: 5000, Failed: 7}, report.SeverityError},
-		{"no drop", &Measured{PodsDeleted: 3, Sent: 5000}, report.SeverityInfo},
-	} {
-		fs := Run(in, Options{Measured: tc.measured})
-		if len(fs) != 1 || fs[0].ID != PublishesNotReady || fs[0].Severity != tc.want {
-			t.Fatalf("%s: %+v", tc.name, fs)
-		}
-		if tc.want == report.SeverityInfo && !strings.Contains(strings.Join(fs[0].Evidence, "\n"), "none of its 5000 requests failed") {
-			t.Errorf("%s: the note does not say what was measured: %+v", tc.name, fs[0])
-		}
 	}
 }
