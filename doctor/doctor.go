@@ -242,16 +242,27 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withNotReadyPublished(s, withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
-				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}),
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"})),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}),
+		Evidence: withNotReadyPublished(s, withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"})),
 		Fix: preStopFix(s)}, true
+}
+
+// withNotReadyPublished adds, for a Service that publishes not-ready
+// addresses, that the hook is not enough there: the endpoint stays listed
+// until the pod is gone (checkPublishesNotReady), so a preStop sleep only
+// moves the window.
+func withNotReadyPublished(s *subject, evidence []string) []string {
+	if s.Service == nil || !s.Service.Spec.PublishNotReadyAddresses {
+		return evidence
+	}
+	return append(evidence, fmt.Sprintf("service %s publishes not-ready addresses (%s): its endpoints stay listed until the pod is gone, so a preStop sleep alone does not keep traffic off a terminating pod there", s.Service.Name, PublishesNotReady))
 }
 
 // traefikServersScheme is the Service annotation by which Traefik's

@@ -1077,3 +1077,22 @@ func TestGatherWeightedRoutes(t *testing.T) {
 		t.Errorf("the namespace's alone: %v %q %v; want prod's routes, via-edge not among them (edge's inner unread)", names, in.WeightedRoutesUnread, err)
 	}
 }
+
+// Without a preStop hook behind a Service that publishes not-ready
+// addresses, the hook's finding says the hook alone is not enough there.
+func TestNoPreStopBehindAServiceThatPublishesNotReady(t *testing.T) {
+	d, svc, pdbs := good()
+	app(d).Lifecycle = nil
+	svc.Spec.PublishNotReadyAddresses = true
+	fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}, Options{})
+	if len(fs) != 2 || fs[0].ID != NoPreStop || fs[1].ID != PublishesNotReady {
+		t.Fatalf("findings %+v, want the hook's and the Service's", fs)
+	}
+	if !strings.Contains(strings.Join(fs[0].Evidence, "\n"), "a preStop sleep alone does not keep traffic off a terminating pod there") {
+		t.Errorf("the hook's evidence %q does not say the hook is not enough", fs[0].Evidence)
+	}
+	svc.Spec.PublishNotReadyAddresses = false
+	if fs := Run(Input{Workload: rollout.Workload{Deployment: d}, Service: svc, PDBs: pdbs, Version: advice.Version{Major: 1, Minor: 36}}, Options{}); strings.Contains(strings.Join(fs[0].Evidence, "\n"), "not-ready") {
+		t.Errorf("without the setting: %q", fs[0].Evidence)
+	}
+}
