@@ -113,7 +113,10 @@ func renderEdgeHeld(_ *group, x facts) (report.Finding, bool) {
 	if allGone {
 		title = fmt.Sprintf("the edge held %s up to %s, long after the client's %s timeout, waiting on pods that were gone", requests(n), longest.Round(time.Second), timeout)
 		first = "keep the edge from sending requests to pods that are gone: a preStop sleep that outlasts its view of the endpoints"
-		if x.preStop > 0 {
+		switch {
+		case publishesNotReady(x.r):
+			first = "keep the edge from sending requests to pods that are gone: " + publishesNotReadyStop
+		case x.preStop > 0:
 			first += fmt.Sprintf(" (the %ds the %s finding sizes)", x.preStop, StopsBeforePropagation)
 		}
 		first += "; "

@@ -128,7 +128,10 @@ func renderEdgeRetried(_ *group, x facts) (report.Finding, bool) {
 	// (edgeRetryWindow counts in x.preStop) where one was measured, and
 	// the clients' where they met the race.
 	stopGap := "a preStop sleep that outlasts its view of the endpoints"
-	if x.preStop > 0 {
+	switch {
+	case publishesNotReady(x.r):
+		stopGap = publishesNotReadyStop
+	case x.preStop > 0:
 		stopGap = fmt.Sprintf("a preStop hook that waits at least %ds (%s), which outlasts its view of the endpoints as this run measured it", x.preStop, advice.PreStopSleep(x.preStop, x.version))
 	}
 	first := "find why those backends failed the attempts; "

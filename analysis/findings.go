@@ -539,6 +539,11 @@ func publishesNotReadyEvidence(r *report.Report, what string) string {
 	return fmt.Sprintf("service %s has publishNotReadyAddresses: true: %s", r.Rollout.Service, what)
 }
 
+// publishesNotReadyStop is what keeps traffic off a going pod behind a
+// Service that publishes not-ready addresses, where the findings would
+// otherwise name a preStop sleep.
+const publishesNotReadyStop = "a Service without publishNotReadyAddresses (the setting keeps a pod's endpoint listed until the pod is gone: no preStop sleep outlasts that)"
+
 // publishesNotReadyFix is the one fix for what publishNotReadyAddresses
 // does (the doctor's check of the same name gives it too).
 const publishesNotReadyFix = "send clients through a Service without publishNotReadyAddresses (a StatefulSet that needs it for peer discovery keeps it on its own headless Service, its serviceName, and gives clients another): a readiness probe and a preStop sleep cannot take a pod out of rotation while it is set"

@@ -65,3 +65,47 @@ func findIn(fs []report.Finding, id string) *report.Finding {
 	}
 	return nil
 }
+
+// Behind a Service that publishes not-ready addresses, the findings that
+// would name a preStop sleep to keep traffic off a going pod (a latency
+// spike an edge's retries paid for, the edge's hidden retries, requests
+// the edge held on a gone pod) name the setting instead.
+func TestPublishedNotReadyAddressesReplaceEveryPreStopAdvice(t *testing.T) {
+	publish := func(r *report.Report) *report.Report {
+		if r.Rollout == nil {
+			r.Rollout = &report.Rollout{TriggerSeenAfterMS: 20}
+		}
+		r.Rollout.Service, r.Rollout.PublishNotReadyAddresses = "web", true
+		return r
+	}
+	spike := publish(spikeRun(map[string]map[int64]float64{"svc": {6: 30}, "edge": {6: 1100, 7: 900}}, 20, 12))
+	retried := publish(clientRaceBesideEdgeAttempts(report.EdgeFailedAttempts{Addr: "10.244.1.5:8080", T: 3, Attempts: 1}))
+	held := func(ms int, upstream string, edgeMS float64) report.Failure {
+		f := fail(ms, report.ClassTimeout, false, "")
+		f.End = at(ms + 5000)
+		f.RemoteAddr, f.ViaEdge, f.UpstreamAddr, f.EdgeDurationMS = "10.100.0.1:443", true, upstream, edgeMS
+		return f
+	}
+	gone := publish(&report.Report{StartedAt: t0, Config: report.Config{Protocol: "grpc", TimeoutMS: 5000},
+		Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", IP: "10.244.1.5", Ready: true},
+			{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", IP: "10.244.2.6", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+		},
+		EdgeLog:  &report.EdgeLog{Format: "traefik", Requests: 2000, FailuresFound: 2},
+		Failures: []report.Failure{held(5200, "10.244.1.5:8080", 133478.4), held(5600, "10.244.1.5:8080", 72001)}})
+	for _, tc := range []struct {
+		r  *report.Report
+		id string
+	}{{spike, LatencySpikeAtDeletion}, {retried, EdgeRetriesHidFailures}, {gone, EdgeHeldPastTimeout}} {
+		analyse(tc.r)
+		f := find(tc.r, tc.id)
+		if f == nil {
+			t.Errorf("no %s: %+v", tc.id, tc.r.Findings)
+			continue
+		}
+		if !strings.Contains(f.Fix, publishesNotReadyStop) || strings.Contains(f.Fix, "preStop hook that waits") || strings.Contains(f.Fix, "finding sizes") {
+			t.Errorf("%s: fix %q; want the Service's setting, no preStop sized", tc.id, f.Fix)
+		}
+	}
+}

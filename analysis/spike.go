@@ -321,6 +321,9 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 	sort.Strings(podList)
 	fix := fmt.Sprintf("treat it as a drop the proxy paid for: give the container a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
 		x.preStop, advice.PreStopSleep(x.preStop, x.version))
+	if publishesNotReady(x.r) {
+		fix = "treat it as a drop the proxy paid for: send clients through " + publishesNotReadyStop + "; keep the retries as a safety net, not as what every rollout relies on"
+	}
 	if logged > 0 && retried == 0 {
 		// The log measured no retry: the preStop advice rests on one, so
 		// it is not given; what is left is to find where the wait is.
