@@ -58,3 +58,9 @@ func PreStopSleep(seconds int, v Version) string {
 	}
 	return sleep
 }
+
+// ClientsOffNotReadyService is the fix for a Service with
+// publishNotReadyAddresses, whose endpoints stay listed as ready from a
+// pod's start until it is gone: the doctor's check of the setting and the
+// run's findings it changes give it.
+const ClientsOffNotReadyService = "send clients through a Service without publishNotReadyAddresses (a StatefulSet that needs it for peer discovery keeps it on its own headless Service, its serviceName, and gives clients another): a readiness probe and a preStop sleep cannot take a pod out of rotation while it is set"

@@ -517,7 +517,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 		// listed ready until the pod is gone, so a longer preStop only
 		// moves it later.
 		evidence = append(evidence, publishesNotReadyEvidence(x.r, "a terminating pod's endpoint stays listed as ready until the pod object is gone, so traffic follows the pod past any preStop sleep: these failures came after the app stopped listening and before the pod was removed"))
-		fix = publishesNotReadyFix
+		fix = advice.ClientsOffNotReadyService
 	}
 	return report.Finding{
 		Title:    "pods stopped accepting connections while traffic was still routed to them",
@@ -543,10 +543,6 @@ func publishesNotReadyEvidence(r *report.Report, what string) string {
 // Service that publishes not-ready addresses, where the findings would
 // otherwise name a preStop sleep.
 const publishesNotReadyStop = "a Service without publishNotReadyAddresses (the setting keeps a pod's endpoint listed until the pod is gone: no preStop sleep outlasts that)"
-
-// publishesNotReadyFix is the one fix for what publishNotReadyAddresses
-// does (the doctor's check of the same name gives it too).
-const publishesNotReadyFix = "send clients through a Service without publishNotReadyAddresses (a StatefulSet that needs it for peer discovery keeps it on its own headless Service, its serviceName, and gives clients another): a readiness probe and a preStop sleep cannot take a pod out of rotation while it is set"
 
 // pathWindows compares the paths of a run that probed several: how long
 // after a pod's deletion each kept failing, and by how much the slowest
@@ -655,17 +651,19 @@ func renderReadyTooEarly(g *group, x facts) (report.Finding, bool) {
 	}
 	f := report.Finding{
 		Title:    "new pods received traffic before they could serve it",
-		Evidence: []string{fmt.Sprintf("%s failed (%s) %s, within %s of a new pod turning ready", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)},
+		Evidence: []string{fmt.Sprintf("%s failed (%s) %s, within %s after a new pod turned ready", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)},
 		Fix:      "add a readiness probe that succeeds only when the app serves requests (an HTTP check of a real endpoint, not a process or TCP check), and a startupProbe for slow starts",
 		Pods:     g.podList(),
 	}
 	if before > 0 {
+		// The rule takes them too (readyWindow bounds only the after).
+		f.Evidence[0] = fmt.Sprintf("%s failed (%s) %s, before a new pod turned ready or within %s after", nOf(len(g.fails), "request"), g.classes(), g.span(x.r.StartedAt), readyWindow)
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d of them began before the pod they hit had turned ready", before))
 	}
 	if publishesNotReady(x.r) {
 		f.Title = "new pods received traffic before they were ready"
 		f.Evidence = append(f.Evidence, publishesNotReadyEvidence(x.r, "a new pod's endpoint is listed as ready from the moment it has an address, whatever its readiness probe says"))
-		f.Fix = publishesNotReadyFix
+		f.Fix = advice.ClientsOffNotReadyService
 	}
 	return f, true
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -36,7 +37,7 @@ func TestPublishedNotReadyAddressesChangeTheFixes(t *testing.T) {
 		t.Fatalf("findings %+v: want both", x.Findings)
 	}
 	for _, f := range []*report.Finding{ready, prop} {
-		if f.Fix != publishesNotReadyFix || !strings.Contains(strings.Join(f.Evidence, "\n"), "service web has publishNotReadyAddresses: true") {
+		if f.Fix != advice.ClientsOffNotReadyService || !strings.Contains(strings.Join(f.Evidence, "\n"), "service web has publishNotReadyAddresses: true") {
 			t.Errorf("%s: fix %q evidence %q; want the Service's setting named and its fix", f.ID, f.Fix, f.Evidence)
 		}
 	}
@@ -52,7 +53,7 @@ func TestPublishedNotReadyAddressesChangeTheFixes(t *testing.T) {
 
 	x = Explain(publishing(false))
 	ready, prop = findIn(x.Findings, ReadyTooEarly), findIn(x.Findings, StopsBeforePropagation)
-	if ready == nil || prop == nil || ready.Fix == publishesNotReadyFix || prop.Fix == publishesNotReadyFix || !strings.Contains(prop.Fix, "preStop") || x.PreStopSeconds == 0 {
+	if ready == nil || prop == nil || ready.Fix == advice.ClientsOffNotReadyService || prop.Fix == advice.ClientsOffNotReadyService || !strings.Contains(prop.Fix, "preStop") || x.PreStopSeconds == 0 {
 		t.Errorf("without the setting: findings %+v, preStop %d; want the usual fixes", x.Findings, x.PreStopSeconds)
 	}
 }

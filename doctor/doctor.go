@@ -550,7 +550,7 @@ func checkPublishesNotReady(s *subject) (report.Finding, bool) {
 	}
 	evidence := []string{fmt.Sprintf("service %s has publishNotReadyAddresses: true: its EndpointSlices mark each pod ready from the moment it has an address, whatever its readiness probe says, and still while it terminates", svc.Name),
 		"kube-proxy, DNS (a headless Service's records) and ingress controllers route to a new pod before the app listens and to an old one until the pod is gone: neither a readiness probe nor a preStop sleep takes a pod out of rotation"}
-	fix := "send clients through a Service without publishNotReadyAddresses; a StatefulSet that needs it for peer discovery keeps it on its own headless Service (its serviceName) and gives clients another"
+	fix := advice.ClientsOffNotReadyService
 	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
 		return report.Finding{Severity: report.SeverityInfo,
 			Title:    "the Service publishes not-ready addresses, but this run measured no drop: the app listens from its start until it is gone",
