@@ -236,6 +236,7 @@ func TestUnknownSubcommandIsAUsageError(t *testing.T) {
 		{[]string{"install"}, "rollprobe: install needs one directory"},
 		{[]string{"lab", "exec"}, "rollprobe: lab exec needs a command to run after --"},
 		{[]string{"doctor", "web"}, "rollprobe: doctor takes no arguments; extra: web (usage: rollprobe doctor --deployment|--statefulset|--daemonset|--rollout [NS/]NAME [flags])"},
+		{[]string{"fleet-agent", "x"}, "rollprobe: fleet-agent takes no arguments; extra: x"},
 		// A flag's unreadable value, in words rather than Go's.
 		{[]string{"probe", "http://127.0.0.1:9/", "--rate", "abc"}, `rollprobe: --rate "abc": want a number` + "\n"},
 		{[]string{"probe", "http://127.0.0.1:9/", "--max-failures", "-1"}, `rollprobe: --max-failures "-1": want a whole number, 0 or more` + "\n"},

@@ -21,7 +21,7 @@ func newFleetAgentCommand(g *globalOptions) *cobra.Command {
 		Use:    "fleet-agent",
 		Short:  "Run as an in-cluster prober (started by rollprobe run --probers)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
+		Args:   positional(0, 0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.MaxDuration <= 0 || cfg.StartTimeout <= 0 {
 				return exitcode.UsageError(fmt.Errorf("--max-duration and --start-timeout must be positive"))
