@@ -78,7 +78,8 @@ func TestReadFileSaysWhatTheFileIsNot(t *testing.T) {
 		{"array", "[1, 2]", "JSON but not an object"},
 		{"cut", `{"schema": "rollprobe.report/v1", "totals": {`, "not valid JSON at byte"},
 		{"no schema", `{"sent": 3}`, `without a "schema" field`},
-		{"schema not a string", `{"schema": 1}`, `"schema" is not a string`},
+		{"schema not a string", `{"schema": 1}`, `its "schema" is a number, not a string`},
+		{"schema null", `{"schema": null}`, `its "schema" is null, not a string`},
 		{"another schema", `{"schema": "rollprobe.report/v2"}`, `schema "rollprobe.report/v2": this rollprobe reads "rollprobe.report/v1"`},
 	} {
 		path := filepath.Join(dir, tc.name+".json")
@@ -88,6 +89,9 @@ func TestReadFileSaysWhatTheFileIsNot(t *testing.T) {
 		_, err := report.ReadFile(path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: error %v, want it to name the file and say %q", tc.name, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go struct") || strings.Contains(err.Error(), "cannot unmarshal")) {
+			t.Errorf("%s: error %v speaks Go's decoder, not a user's words", tc.name, err)
 		}
 	}
 }

@@ -68,22 +68,48 @@ func checkHead(data []byte) error {
 		return errors.New("JSON but not an object, so not a rollprobe report (the JSON that --report writes)")
 	}
 	var head struct {
-		Schema *string `json:"schema"`
+		Schema json.RawMessage `json:"schema"`
 	}
 	if err := json.Unmarshal(trimmed, &head); err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) {
 			return fmt.Errorf("not valid JSON at byte %d (%w): a report cut short or edited?", syntax.Offset, err)
 		}
-		return fmt.Errorf("its \"schema\" is not a string, so not a rollprobe report: %w", err)
+		return fmt.Errorf("not a rollprobe report: %w", err)
 	}
-	switch {
-	case head.Schema == nil:
+	if head.Schema == nil {
 		return fmt.Errorf("JSON without a \"schema\" field, so not a rollprobe report (want %q)", Schema)
-	case *head.Schema != Schema:
-		return fmt.Errorf("schema %q: this rollprobe reads %q", *head.Schema, Schema)
+	}
+	var schema string
+	if kind := jsonKind(head.Schema); kind != "a string" {
+		return fmt.Errorf("its \"schema\" is %s, not a string, so not a rollprobe report (want %q)", kind, Schema)
+	} else if err := json.Unmarshal(head.Schema, &schema); err != nil {
+		return fmt.Errorf("not a rollprobe report: its \"schema\": %w", err)
+	}
+	if schema != Schema {
+		return fmt.Errorf("schema %q: this rollprobe reads %q", schema, Schema)
 	}
 	return nil
+}
+
+// jsonKind names the kind of a JSON value in words: "a number", "null", ...
+func jsonKind(v json.RawMessage) string {
+	switch b := bytes.TrimSpace(v); {
+	case len(b) == 0:
+		return "empty"
+	case b[0] == '{':
+		return "an object"
+	case b[0] == '[':
+		return "an array"
+	case b[0] == '"':
+		return "a string"
+	case b[0] == 't' || b[0] == 'f':
+		return "a boolean"
+	case b[0] == 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 //go:embed report.schema.json
