@@ -902,3 +902,42 @@ func TestSecondsDrawnOnTheWallClock(t *testing.T) {
 		t.Errorf("seconds 1 and 2 drawn from %v and %v, the axis to %v: want +1s, +5s (after the step) and +13s", m.Buckets[1].T, m.Buckets[2].T, m.To)
 	}
 }
+
+// A pod ready when the watch began has the watch's first sight as its
+// ready_at, a moment before the run's start: its cell says "before", as
+// the text and Markdown do, never "-0.00s" (which reads as a pod that
+// turned ready as the run began). Later times stay offsets.
+func TestPodsTableSaysBeforeForTimesBeforeTheStart(t *testing.T) {
+	r := lab(t, "naive")
+	_, doc := render(t, r)
+	before, after := 0, 0
+	for _, p := range r.Pods {
+		rows := find(doc, "tr", "data-pod", p.Pod)
+		if len(rows) != 1 || p.ReadyAt == nil {
+			t.Fatalf("pod %s: %d rows, ready_at %v", p.Pod, len(rows), p.ReadyAt)
+		}
+		var cells []*html.Node
+		for c := rows[0].FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.ElementNode && c.Data == "td" {
+				cells = append(cells, c)
+			}
+		}
+		if len(cells) < 3 {
+			t.Fatalf("pod %s: %d cells", p.Pod, len(cells))
+		}
+		got := text(cells[2])
+		want := fmt.Sprintf("%+.2fs", offset(r, *p.ReadyAt))
+		if !p.ReadyAt.After(r.StartedAt) {
+			want = "before"
+			before++
+		} else {
+			after++
+		}
+		if got != want {
+			t.Errorf("pod %s: ready cell %q, want %q", p.Pod, got, want)
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Fatalf("the lab's report has %d pods ready before the start and %d after; want both", before, after)
+	}
+}

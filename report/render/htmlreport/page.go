@@ -36,9 +36,15 @@ const maxFailureRows = 500
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"offset": func(r *report.Report, t time.Time) string { return fmt.Sprintf("%+.3fs", t.Sub(r.StartedAt).Seconds()) },
-	"offsetp": func(r *report.Report, t *time.Time) string {
-		if t == nil {
+	// A pod's time no later than the run's start is "before", as the
+	// text and Markdown say: a pod ready when the watch began has the
+	// watch's first sight as its ready_at, not the moment it turned ready.
+	"podAt": func(r *report.Report, t *time.Time) string {
+		switch {
+		case t == nil:
 			return ""
+		case !t.After(r.StartedAt):
+			return "before"
 		}
 		return fmt.Sprintf("%+.2fs", t.Sub(r.StartedAt).Seconds())
 	},
