@@ -137,7 +137,7 @@ func Explain(r *report.Report) Explanation {
 	}
 	a := attributor{pods: pods, tol: tol, serverLead: lead, start: r.StartedAt, proxied: proxiedPaths(r),
 		localEntries: localEntries(r), choices: choicesOf(r), backendHeader: r.Config.BackendHeader,
-		unready: unreadySpans(r)}
+		unready: unreadySpans(r), listedBeforeReady: publishesNotReady(r)}
 	x := Explanation{Failures: make([]report.Failure, len(r.Failures)),
 		Attribution: &report.Attribution{ReceiveToleranceMS: ms(tol), ToleranceSource: source, DeletionsOrdered: ordered}}
 	x.ViewStalls = slices.Clone(r.ViewStalls)
@@ -276,6 +276,13 @@ type attributor struct {
 	// unready: the spans the timeline shows pods unready without their
 	// deletion requested (unreadySpans), for noBackendWhileUnready.
 	unready []unreadySpan
+	// listedBeforeReady: the Service publishes not-ready addresses, so a
+	// new pod is routed to from when its endpoint is listed
+	// (Pod.ListedReadyAt), before it is ready (justReadyAt). In the lab,
+	// without it, the timeline put refusals from such pods on no pod, or
+	// for certain on an old pod still in its preStop sleep (the wire
+	// showed each SYN going to the new, unready pod).
+	listedBeforeReady bool
 	// clock is how far the failure being attributed may lie either side
 	// of the time it carries: an in-cluster prober's clock is known only
 	// to within half the round trip of the ping that measured it
@@ -887,22 +894,30 @@ func (a attributor) goneSlack(p *Pod) time.Duration {
 	return a.tol
 }
 
-// justReadyAt: pods that turned ready within readyWindow before t. A
-// connect_timeout is never theirs: a new pod's IP exists and answers, with a
-// refusal if nothing listens yet. Nor is a refusal one whose readiness
-// probe had connected where the Service sends traffic (it listened when it
-// turned ready), unless its container exited by then.
+// justReadyAt: pods that turned ready within readyWindow before t (behind
+// a Service that publishes not-ready addresses, whose endpoint was listed
+// within it: see listedBeforeReady). A connect_timeout is never theirs: a
+// new pod's IP exists and answers, with a refusal if nothing listens yet.
+// Nor is a refusal one whose readiness probe had connected where the
+// Service sends traffic (it listened when it turned ready), unless its
+// container exited by then; a pod listed before it was ready stays a
+// candidate for refusals until rollprobe received it ready.
 func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 	if c == prober.ConnectTimeout {
 		return nil
 	}
 	var out []*Pod
 	for _, p := range a.pods.All() {
-		if p.ReadyAt == nil || p.Present || p.ReadyAt.After(t.Add(a.tol+a.clock)) || t.Sub(*p.ReadyAt) >= readyWindow+a.clock {
+		since := p.ReadyAt
+		if a.listedBeforeReady && p.ListedReadyAt != nil && (since == nil || p.ListedReadyAt.Before(*since)) {
+			since = p.ListedReadyAt
+		}
+		if since == nil || p.Present || since.After(t.Add(a.tol+a.clock)) || t.Sub(*since) >= readyWindow+a.clock {
 			continue
 		}
 		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))
-		if c == prober.Refused && p.ReadinessConnects && !exited {
+		readyBy := p.ReadyAt != nil && !p.ReadyAt.After(t)
+		if c == prober.Refused && p.ReadinessConnects && !exited && (readyBy || since == p.ReadyAt) {
 			continue
 		}
 		out = append(out, p)

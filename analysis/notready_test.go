@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,46 @@ func TestPublishedNotReadyAddressesReplaceEveryPreStopAdvice(t *testing.T) {
 		if !strings.Contains(f.Fix, publishesNotReadyStop) || strings.Contains(f.Fix, "preStop hook that waits") || strings.Contains(f.Fix, "finding sizes") {
 			t.Errorf("%s: fix %q; want the Service's setting, no preStop sized", tc.id, f.Fix)
 		}
+	}
+}
+
+// Behind a Service that publishes not-ready addresses, a new pod is sent
+// connections from when its endpoint is listed, before it is ready: the
+// timeline's inference (no conntrack) keeps it a candidate for refusals
+// from then until rollprobe received it ready. In the lab (2026-12-06) the
+// timeline put such refusals on no pod before any deletion, and for
+// certain on an old pod still in its 3 s preStop sleep after one; the
+// wire showed every SYN going to the new, unready pod. Without the
+// setting a pod's listing before readiness changes nothing.
+func TestListedBeforeReadyIsACandidate(t *testing.T) {
+	run := func(publish bool) *report.Report {
+		return &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20, Service: "web", PublishNotReadyAddresses: publish},
+			Timeline: []report.Event{
+				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.1"},
+				{At: at(2000), Kind: report.PodCreated, Pod: "n", Revision: "new", IP: "10.0.0.3"},
+				endpointAt(2800, report.EndpointAdded, "n", "10.0.0.3", true, false),
+				{At: at(3500), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old", PreStopSleepS: 3},
+				{At: at(6000), Kind: report.PodReady, Pod: "n", Revision: "new", ReadinessConnects: true},
+				endpointAt(6020, report.EndpointServing, "n", "10.0.0.3", true, true),
+				ev(14000, report.PodGone, "a", "old"),
+			}, Failures: []report.Failure{
+				fail(3000, "refused", true, ""), // before any deletion: only n can have refused it
+				fail(5000, "refused", true, ""), // a in its preStop, n listed and not listening
+			}}
+	}
+	r := run(true)
+	x := Explain(r)
+	if f := x.Failures[0]; f.LikelyPod != "n" || f.Confidence != 1 {
+		t.Errorf("a refusal before any deletion: on %q (confidence %.2f, candidates %v: %s), want n for certain", f.LikelyPod, f.Confidence, f.Candidates, f.Context)
+	}
+	if f := x.Failures[1]; f.Confidence == 1 && f.LikelyPod != "n" || !slices.Contains(append(f.Candidates, f.LikelyPod), "n") {
+		t.Errorf("a refusal beside a's deletion: on %q (confidence %.2f, candidates %v), want n among them and a never certain", f.LikelyPod, f.Confidence, f.Candidates)
+	}
+	if fd := findIn(x.Findings, ReadyTooEarly); fd == nil || !slices.Contains(fd.Pods, "n") {
+		t.Errorf("ready-before-serving: %+v", x.Findings)
+	}
+	x = Explain(run(false))
+	if f := x.Failures[0]; f.LikelyPod != "" {
+		t.Errorf("without the setting, a refusal before n was ready and before any deletion: on %q (%s), want none", f.LikelyPod, f.Context)
 	}
 }

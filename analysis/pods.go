@@ -48,7 +48,12 @@ type Pod struct {
 	// PreStopSleep is how long after its deletion request none of its
 	// containers can yet have been told to stop (report.Event's
 	// PreStopSleepS; 0 when not known to be any).
-	PreStopSleep   time.Duration
+	PreStopSleep time.Duration
+	// ListedReadyAt is when its endpoint was first listed ready before its
+	// deletion was requested: with the pod's own readiness, unless the
+	// Service publishes not-ready addresses (then from the moment the pod
+	// has an address). Nil for a pod present when watching began.
+	ListedReadyAt  *time.Time
 	EndpointGoneAt *time.Time // removed from the EndpointSlice
 	ExitAt         *time.Time // its container terminated, with ExitCode
 	ExitCode       *int32
@@ -219,6 +224,9 @@ func (ps *Pods) Apply(e report.Event) {
 		p.Serving = false
 		p.EndpointGoneAt = &at
 	case e.Kind.IsEndpoint():
+		if e.Ready && p.ListedReadyAt == nil && p.DeletedAt == nil && !p.Present {
+			p.ListedReadyAt = &at
+		}
 		p.Serving = e.Serving
 		p.Terminating = p.Terminating || e.Terminating
 	case e.Kind == report.ContainerTerminated:
