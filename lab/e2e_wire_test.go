@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollprobe/rollprobe/advice"
 	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
@@ -52,20 +54,34 @@ func testAttributionAgainstTheWire(t *testing.T, ctx context.Context, c *lab.Cli
 		// apart with room for that spread.
 		minCertain float64
 		kind       rollout.Kind // "": a Deployment
+		// check, when set, judges the rest of the run's report.
+		check func(t *testing.T, r *runResult)
 	}{
-		{"naive", []string{"--conn", "new"}, true, 0.1, ""},
-		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false, 0, ""},
+		{"naive", []string{"--conn", "new"}, true, 0.1, "", nil},
+		{"late-ready", []string{"--conn", "new", "--settle", "5s"}, false, 0, "", nil},
 		// Cuts on kept-alive connections: each one's SYN was sent when its
 		// connection was made, before the rollout.
-		{"keepalive-close", []string{"--conn", "keepalive"}, false, 0, ""},
+		{"keepalive-close", []string{"--conn", "keepalive"}, false, 0, "", nil},
 		// A StatefulSet replaces each pod under its own name: the wire
 		// names pods by name and revision, so a failure put on the old pod
 		// where the new one of its name was hit (or the other way) is
 		// caught. Its failures are certain as often as naive's can be: no
 		// floor is set from a run or two.
-		{"naive-sts", []string{"--conn", "new"}, true, 0, rollout.KindStatefulSet},
+		{"naive-sts", []string{"--conn", "new"}, true, 0, rollout.KindStatefulSet, nil},
+		// A Service with publishNotReadyAddresses in front of pods that
+		// do everything else right: its new pods refuse before they
+		// listen, each refusal held here to the SYN the wire shows going
+		// to that pod, and the report says the Service's setting is the
+		// cause (the finding's page has the same Deployment without it:
+		// nothing dropped).
+		{"publish-not-ready", []string{"--conn", "new"}, false, 0, "", checkPublishNotReady},
 	} {
-		t.Run(tc.sample, func(t *testing.T) { wireCheck(t, ctx, c, tc.kind, tc.sample, tc.args, tc.spread, tc.minCertain) })
+		t.Run(tc.sample, func(t *testing.T) {
+			r := wireCheck(t, ctx, c, tc.kind, tc.sample, tc.args, tc.spread, tc.minCertain)
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
 	}
 	t.Run("a previous run's unanswered ports are held", func(t *testing.T) { staleEntriesHeld(t, ctx, c) })
 }
@@ -150,7 +166,7 @@ func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Logf("the first run: %d ports of unanswered connections; the second: %d stale entries found, %d ports held", len(unanswered), *ct.StaleEntries, ct.StalePortsHeld)
 }
 
-func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Kind, sample string, args []string, spread bool, minCertain float64) {
+func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Kind, sample string, args []string, spread bool, minCertain float64) *runResult {
 	if kind == "" {
 		kind = rollout.KindDeployment
 	}
@@ -234,6 +250,54 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	x := analysis.Explain(&inferred)
 	inferred.Failures, inferred.Attribution = x.Failures, x.Attribution
 	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain, followed)
+	return r
+}
+
+// checkPublishNotReady: the run records the Service's setting; some new
+// pod's refusals began before that pod turned ready, put on it for
+// certain by conntrack (judge has held each to the wire); the findings
+// name the setting as the cause: the doctor's static check, and the
+// traffic's ready-before-serving with the one fix that helps (no preStop
+// sized from the run, which could not help while the setting stands).
+func checkPublishNotReady(t *testing.T, r *runResult) {
+	rep := r.rep
+	if rep.Rollout == nil || !rep.Rollout.PublishNotReadyAddresses {
+		t.Errorf("rollout %+v: publish_not_ready_addresses not recorded", rep.Rollout)
+	}
+	if f := findingByID(rep, doctor.PublishesNotReady); f == nil || f.Severity != report.SeverityError || f.Source != report.SourceDoctor {
+		t.Errorf("the doctor's check %s: %+v, want an error from the static check", doctor.PublishesNotReady, f)
+	}
+	early := findingByID(rep, analysis.ReadyTooEarly)
+	if early == nil {
+		t.Fatalf("no %s finding: %v", analysis.ReadyTooEarly, findingIDs(rep))
+	}
+	if early.Fix != advice.ClientsOffNotReadyService {
+		t.Errorf("%s's fix %q, want the Service's: %q", analysis.ReadyTooEarly, early.Fix, advice.ClientsOffNotReadyService)
+	}
+	if f := findingByID(rep, analysis.StopsBeforePropagation); f != nil && (f.Fix != advice.ClientsOffNotReadyService || strings.Contains(f.Fix, "preStop.sleep.seconds")) {
+		t.Errorf("%s's fix %q, want the Service's, no preStop sized from the run", analysis.StopsBeforePropagation, f.Fix)
+	}
+	readyAt := map[string]time.Time{}
+	for _, p := range rep.Pods {
+		if p.Revision == rep.Rollout.NewRevision && p.ReadyAt != nil {
+			readyAt[p.Pod] = *p.ReadyAt
+		}
+	}
+	beforeReady := 0
+	for _, f := range rep.Failures {
+		at, isNew := readyAt[f.LikelyPod]
+		if !isNew || f.Confidence != 1 || f.Evidence != report.EvidenceConntrack || !f.Start.Before(at) {
+			continue
+		}
+		beforeReady++
+		if f.Class != report.ClassRefused {
+			t.Errorf("a new pod hit before it listened refuses; %s got %s (%s)", f.LikelyPod, f.Class, f.Context)
+		}
+	}
+	if beforeReady == 0 {
+		t.Fatalf("no failure put for certain on a new pod before it turned ready:\n%s", r.out())
+	}
+	t.Logf("%d of %d failures on new pods before they were ready, each for certain; findings %v", beforeReady, len(rep.Failures), findingIDs(rep))
 }
 
 // servedAgreesWithTheBackendHeader holds the per-pod counts conntrack
