@@ -908,16 +908,20 @@ func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 	}
 	var out []*Pod
 	for _, p := range a.pods.All() {
+		// since: when the Service began sending it traffic.
 		since := p.ReadyAt
-		if a.listedBeforeReady && p.ListedReadyAt != nil && (since == nil || p.ListedReadyAt.Before(*since)) {
+		listedFirst := a.listedBeforeReady && p.ListedReadyAt != nil && (since == nil || p.ListedReadyAt.Before(*since))
+		if listedFirst {
 			since = p.ListedReadyAt
 		}
 		if since == nil || p.Present || since.After(t.Add(a.tol+a.clock)) || t.Sub(*since) >= readyWindow+a.clock {
 			continue
 		}
 		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))
-		readyBy := p.ReadyAt != nil && !p.ReadyAt.After(t)
-		if c == prober.Refused && p.ReadinessConnects && !exited && (readyBy || since == p.ReadyAt) {
+		// A probe that connected says it listened from when it turned
+		// ready: before that (listed first), it may not have.
+		listening := !listedFirst || (p.ReadyAt != nil && !p.ReadyAt.After(t))
+		if c == prober.Refused && p.ReadinessConnects && !exited && listening {
 			continue
 		}
 		out = append(out, p)

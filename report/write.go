@@ -80,10 +80,11 @@ func checkHead(data []byte) error {
 	if head.Schema == nil {
 		return fmt.Errorf("JSON without a \"schema\" field, so not a rollprobe report (want %q)", Schema)
 	}
-	var schema string
 	if kind := jsonKind(head.Schema); kind != "a string" {
 		return fmt.Errorf("its \"schema\" is %s, not a string, so not a rollprobe report (want %q)", kind, Schema)
-	} else if err := json.Unmarshal(head.Schema, &schema); err != nil {
+	}
+	var schema string
+	if err := json.Unmarshal(head.Schema, &schema); err != nil {
 		return fmt.Errorf("not a rollprobe report: its \"schema\": %w", err)
 	}
 	if schema != Schema {
