@@ -932,15 +932,14 @@ func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 // narrow keeps the candidates the evidence allows, unless it allows none
 // (the evidence is what rollprobe saw, which can lag what the wire saw):
 // a connect_timeout means the pod's IP no longer answered, so its container
-// had exited or the pod was gone by then.
+// had exited or the pod was gone by then (canHaveEnded).
 func (a attributor) narrow(cands []*Pod, t time.Time, c prober.Class) []*Pod {
 	if c != prober.ConnectTimeout || len(cands) < 2 {
 		return cands
 	}
 	var out []*Pod
 	for _, p := range cands {
-		ended := (p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))) || (p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol+a.clock)))
-		if ended {
+		if a.canHaveEnded(p, t) {
 			out = append(out, p)
 		}
 	}
@@ -948,6 +947,29 @@ func (a attributor) narrow(cands []*Pod, t time.Time, c prober.Class) []*Pod {
 		return cands
 	}
 	return out
+}
+
+// canHaveEnded reports whether p's IP can have stopped answering by t: the
+// pod received gone within the tolerance, or its container can have exited
+// by then. The exit counts from the kubelet's own time of it (floored to
+// its second, moved back by the lead the servers' clocks showed), not from
+// its receipt: the status update carrying it can lag the exit by more than
+// the tolerance, which bounds only creations, deletions and readiness (a CI
+// run put a connect timeout for certain on the wrong old pod, the one that
+// timed it out having exited before it began but been received 0.7 s
+// after). Without the kubelet's time, a pod whose deletion was requested
+// by t can have exited by then; with no exit received, it had not.
+func (a attributor) canHaveEnded(p *Pod, t time.Time) bool {
+	if p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol+a.clock)) {
+		return true
+	}
+	switch {
+	case p.ExitAt == nil:
+		return false
+	case p.ExitServer != nil:
+		return !p.ExitServer.Add(-a.serverLead).After(t.Add(a.clock))
+	}
+	return a.deletedBy(p, t)
 }
 
 // rel formats x as seconds since the run's start.

@@ -57,7 +57,12 @@ type Pod struct {
 	EndpointGoneAt *time.Time // removed from the EndpointSlice
 	ExitAt         *time.Time // its container terminated, with ExitCode
 	ExitCode       *int32
-	GoneAt         *time.Time // the pod object deleted
+	// ExitServer is when the kubelet says that container finished, floored
+	// to its second: never later than the exit (nil when the timeline
+	// lacks it). The exit's receipt can lag it by more than the tolerance
+	// (the kubelet's status update; the lab saw 2 s).
+	ExitServer *time.Time
+	GoneAt     *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
 	// terminating conditions, and whether the object is gone.
@@ -230,7 +235,7 @@ func (ps *Pods) Apply(e report.Event) {
 		p.Serving = e.Serving
 		p.Terminating = p.Terminating || e.Terminating
 	case e.Kind == report.ContainerTerminated:
-		p.ExitCode, p.ExitAt = e.ExitCode, &at
+		p.ExitCode, p.ExitAt, p.ExitServer = e.ExitCode, &at, e.Server
 	case e.Kind == report.PodGone:
 		p.Gone, p.Ready, p.Serving = true, false, false
 		p.GoneAt = &at
