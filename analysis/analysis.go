@@ -917,7 +917,7 @@ func (a attributor) justReadyAt(t time.Time, c prober.Class) []*Pod {
 		if since == nil || p.Present || since.After(t.Add(a.tol+a.clock)) || t.Sub(*since) >= readyWindow+a.clock {
 			continue
 		}
-		exited := p.ExitAt != nil && !p.ExitAt.After(t.Add(a.tol+a.clock))
+		exited := a.exitedBy(p, t)
 		// A probe that connected says it listened from when it turned
 		// ready: before that (listed first), it may not have.
 		listening := !listedFirst || (p.ReadyAt != nil && !p.ReadyAt.After(t))
@@ -951,25 +951,24 @@ func (a attributor) narrow(cands []*Pod, t time.Time, c prober.Class) []*Pod {
 
 // canHaveEnded reports whether p's IP can have stopped answering by t: the
 // pod received gone within the tolerance, or its container can have exited
-// by then. The exit counts from the kubelet's own time of it (floored to
-// its second, moved back by the lead the servers' clocks showed), not from
-// its receipt: the status update carrying it can lag the exit by more than
-// the tolerance, which bounds only creations, deletions and readiness (a CI
-// run put a connect timeout for certain on the wrong old pod, the one that
-// timed it out having exited before it began but been received 0.7 s
-// after). Without the kubelet's time, a pod whose deletion was requested
-// by t can have exited by then; with no exit received, it had not.
+// by then (exitedBy).
 func (a attributor) canHaveEnded(p *Pod, t time.Time) bool {
-	if p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol+a.clock)) {
-		return true
-	}
-	switch {
-	case p.ExitAt == nil:
+	return (p.GoneAt != nil && !p.GoneAt.After(t.Add(a.tol+a.clock))) || a.exitedBy(p, t)
+}
+
+// exitedBy reports whether p's container can have exited by t. The exit
+// counts from the kubelet's own time of it (floored to its second, moved
+// back by the lead the servers' clocks showed), not from its receipt: the
+// status update carrying it can lag the exit by more than the tolerance,
+// which bounds only creations, deletions and readiness (a CI run put a
+// connect timeout for certain on the wrong old pod, the one that timed it
+// out having exited before it began but been received 0.7 s after).
+// Without the kubelet's time, an exit received at all can have come by t.
+func (a attributor) exitedBy(p *Pod, t time.Time) bool {
+	if p.ExitAt == nil {
 		return false
-	case p.ExitServer != nil:
-		return !p.ExitServer.Add(-a.serverLead).After(t.Add(a.clock))
 	}
-	return a.deletedBy(p, t)
+	return p.ExitServer == nil || !p.ExitServer.Add(-a.serverLead).After(t.Add(a.clock))
 }
 
 // rel formats x as seconds since the run's start.

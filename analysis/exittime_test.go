@@ -68,3 +68,29 @@ func TestConnectTimeoutCountsAnExitFromTheKubeletsTime(t *testing.T) {
 		t.Errorf("tolerance %s, want the trigger's 670ms (the test's premise)", tol)
 	}
 }
+
+// A new pod whose readiness probe connected was listening: a refusal is
+// not its own unless its container had exited by then, and that too is
+// dated by the kubelet. n crashed in the second after +2 s (received
+// +3.5 s, past the tolerance): a refusal at +2.6 s can be n's. m's exit
+// came in the second after +3 s (received +3.2 s, within it): at +2.6 s m
+// still listened, the refusal is not its.
+func TestRefusalCountsACrashFromTheKubeletsTime(t *testing.T) {
+	run := func(exitMS, exitServerMS int) *report.Report {
+		ready := ev(1000, report.PodReady, "n", "new")
+		ready.ReadinessConnects = true
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
+			ev(500, report.PodCreated, "n", "new"),
+			ready,
+			exited(exitMS, exitServerMS, "n"),
+		}, Failures: []report.Failure{fail(2600, "refused", true, "")}}
+		analyse(r)
+		return r
+	}
+	if f := run(3500, 2000).Failures[0]; f.LikelyPod != "n" {
+		t.Errorf("n's exit, dated before the refusal, received after the tolerance: %q among %v, want n (%s)", f.LikelyPod, f.Candidates, f.Context)
+	}
+	if f := run(3200, 3000).Failures[0]; f.LikelyPod != "" {
+		t.Errorf("n's exit, dated after the refusal: %q among %v, want no pod (%s)", f.LikelyPod, f.Candidates, f.Context)
+	}
+}

@@ -302,9 +302,10 @@ func anyLeftByMisses(left []leftRules) bool {
 // had not ended, counted from the earliest its deletion can have been
 // requested (deletionNotBefore), so the kubelet had sent no signal yet;
 // it had turned ready before its deletion with a readiness probe that
-// connects where the Service sends traffic (it listened), and neither a
-// container's exit nor its turning unready was received by the time f
-// was decided, give or take the tolerance (nothing else closed it).
+// connects where the Service sends traffic (it listened), no container
+// can have exited by the time f was decided (exitedBy: the kubelet's time
+// of the exit), and its turning unready was not received by then, give or
+// take the tolerance (nothing else closed it).
 // Without a lower bound on the request there is none on the signal.
 func (a attributor) stillListening(p *Pod, f *report.Failure, c prober.Class) (time.Time, bool) {
 	if c != prober.Refused || p.PreStopSleep <= 0 || p.DeletedAt == nil || p.ReadyAt == nil || !p.ReadinessConnects ||
@@ -320,8 +321,7 @@ func (a attributor) stillListening(p *Pod, f *report.Failure, c prober.Class) (t
 	if !by.Add(a.clock).Before(signal) {
 		return time.Time{}, false
 	}
-	known := by.Add(a.tol + a.clock)
-	if (p.ExitAt != nil && !p.ExitAt.After(known)) || (p.UnreadyAfterDeletion != nil && !p.UnreadyAfterDeletion.After(known)) {
+	if a.exitedBy(p, by) || (p.UnreadyAfterDeletion != nil && !p.UnreadyAfterDeletion.After(by.Add(a.tol+a.clock))) {
 		return time.Time{}, false
 	}
 	return signal, true

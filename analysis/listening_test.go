@@ -93,6 +93,10 @@ func TestStillListeningNeedsEveryPieceOfEvidence(t *testing.T) {
 			code := int32(2)
 			r.Timeline = append(r.Timeline, report.Event{At: at(11500), Kind: report.ContainerTerminated, Pod: "a", Revision: "old", Node: "n1", ExitCode: &code})
 		}},
+		{"a's container exited before the refusal by the kubelet's time, received 2.4s after it", func(r *report.Report) {
+			code, server := int32(2), at(11000)
+			r.Timeline = append(r.Timeline, report.Event{At: at(14000), Server: &server, Kind: report.ContainerTerminated, Pod: "a", Revision: "old", Node: "n1", ExitCode: &code})
+		}},
 		{"a turned unready after its deletion, before the refusal", func(r *report.Report) {
 			r.Timeline = append(r.Timeline, report.Event{At: at(11000), Kind: report.PodUnready, Pod: "a", Revision: "old", Node: "n1"})
 		}},
