@@ -34,32 +34,29 @@ func deleted(ms, serverMS int, pod string) report.Event {
 // receipt would keep: c's exit, received within the tolerance, came in a
 // second that began after the failure did.
 func TestConnectTimeoutCountsAnExitFromTheKubeletsTime(t *testing.T) {
-	present := func(pod string) report.Event {
-		return report.Event{At: at(0), Kind: report.PodPresent, Pod: pod, Revision: "old", Ready: true}
+	// twoOld analyses a connect timeout at failMS during the deletion of
+	// two old pods, first and second, each deleted and exited as the
+	// times say (received, then the server's).
+	twoOld := func(first, second string, times [8]int, failMS int) *report.Report {
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}}
+		for i, pod := range []string{first, second} {
+			ts := times[4*i:]
+			r.Timeline = append(r.Timeline, report.Event{At: at(0), Kind: report.PodPresent, Pod: pod, Revision: "old", Ready: true},
+				deleted(ts[0], ts[1], pod), exited(ts[2], ts[3], pod))
+		}
+		sortTimeline(r)
+		r.Failures = []report.Failure{fail(failMS, "connect_timeout", true, "")}
+		analyse(r)
+		return r
 	}
-	tolerance := &report.Rollout{TriggerSeenAfterMS: 670}
 
-	lagged := &report.Report{StartedAt: t0, Rollout: tolerance, Timeline: []report.Event{
-		present("a"), present("b"),
-		deleted(3030, 3000, "a"),
-		exited(3870, 3000, "a"),
-		deleted(4200, 4000, "b"),
-		exited(5100, 4000, "b"),
-	}, Failures: []report.Failure{fail(4362, "connect_timeout", true, "")}}
-	analyse(lagged)
+	lagged := twoOld("a", "b", [8]int{3030, 3000, 3870, 3000, 4200, 4000, 5100, 4000}, 4362)
 	if f := lagged.Failures[0]; f.Confidence == 1 || !slices.Contains(f.Candidates, "b") {
 		t.Errorf("b's exit was received late, the kubelet put it before the timeout began: %q (confidence %v) among %v, want b a candidate (%s)",
 			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
 	}
 
-	later := &report.Report{StartedAt: t0, Rollout: tolerance, Timeline: []report.Event{
-		present("a"), present("c"),
-		deleted(2100, 2000, "a"),
-		exited(2400, 2000, "a"),
-		deleted(3100, 3000, "c"),
-		exited(4200, 4000, "c"),
-	}, Failures: []report.Failure{fail(3700, "connect_timeout", true, "")}}
-	analyse(later)
+	later := twoOld("a", "c", [8]int{2100, 2000, 2400, 2000, 3100, 3000, 4200, 4000}, 3700)
 	if f := later.Failures[0]; f.LikelyPod != "a" || f.Confidence != 1 {
 		t.Errorf("c's container ran until at least +4s, after the timeout began (+3.7s): %q (confidence %v) among %v, want a for certain (%s)",
 			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
