@@ -34,15 +34,18 @@ func deleted(ms, serverMS int, pod string) report.Event {
 // receipt would keep: c's exit, received within the tolerance, came in a
 // second that began after the failure did.
 func TestConnectTimeoutCountsAnExitFromTheKubeletsTime(t *testing.T) {
-	// twoOld analyses a connect timeout at failMS during the deletion of
-	// two old pods, first and second, each deleted and exited as the
-	// times say (received, then the server's).
-	twoOld := func(first, second string, times [8]int, failMS int) *report.Report {
+	// old is an old pod's deletion and exit, each as received and as the
+	// server dated it (ms from the run's start).
+	type old struct {
+		name                                         string
+		deleted, deletedServer, exited, exitedServer int
+	}
+	// twoOld analyses a connect timeout at failMS while two old pods go.
+	twoOld := func(failMS int, pods ...old) *report.Report {
 		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}}
-		for i, pod := range []string{first, second} {
-			ts := times[4*i:]
-			r.Timeline = append(r.Timeline, report.Event{At: at(0), Kind: report.PodPresent, Pod: pod, Revision: "old", Ready: true},
-				deleted(ts[0], ts[1], pod), exited(ts[2], ts[3], pod))
+		for _, p := range pods {
+			r.Timeline = append(r.Timeline, report.Event{At: at(0), Kind: report.PodPresent, Pod: p.name, Revision: "old", Ready: true},
+				deleted(p.deleted, p.deletedServer, p.name), exited(p.exited, p.exitedServer, p.name))
 		}
 		sortTimeline(r)
 		r.Failures = []report.Failure{fail(failMS, "connect_timeout", true, "")}
@@ -50,13 +53,13 @@ func TestConnectTimeoutCountsAnExitFromTheKubeletsTime(t *testing.T) {
 		return r
 	}
 
-	lagged := twoOld("a", "b", [8]int{3030, 3000, 3870, 3000, 4200, 4000, 5100, 4000}, 4362)
+	lagged := twoOld(4362, old{"a", 3030, 3000, 3870, 3000}, old{"b", 4200, 4000, 5100, 4000})
 	if f := lagged.Failures[0]; f.Confidence == 1 || !slices.Contains(f.Candidates, "b") {
 		t.Errorf("b's exit was received late, the kubelet put it before the timeout began: %q (confidence %v) among %v, want b a candidate (%s)",
 			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
 	}
 
-	later := twoOld("a", "c", [8]int{2100, 2000, 2400, 2000, 3100, 3000, 4200, 4000}, 3700)
+	later := twoOld(3700, old{"a", 2100, 2000, 2400, 2000}, old{"c", 3100, 3000, 4200, 4000})
 	if f := later.Failures[0]; f.LikelyPod != "a" || f.Confidence != 1 {
 		t.Errorf("c's container ran until at least +4s, after the timeout began (+3.7s): %q (confidence %v) among %v, want a for certain (%s)",
 			f.LikelyPod, f.Confidence, f.Candidates, f.Context)
@@ -68,10 +71,10 @@ func TestConnectTimeoutCountsAnExitFromTheKubeletsTime(t *testing.T) {
 
 // A new pod whose readiness probe connected was listening: a refusal is
 // not its own unless its container had exited by then, and that too is
-// dated by the kubelet. n crashed in the second after +2 s (received
-// +3.5 s, past the tolerance): a refusal at +2.6 s can be n's. m's exit
-// came in the second after +3 s (received +3.2 s, within it): at +2.6 s m
-// still listened, the refusal is not its.
+// dated by the kubelet. If n crashed in the second after +2 s (received
+// +3.5 s, past the tolerance), a refusal at +2.6 s can be n's. If its exit
+// came in the second after +3 s (received +3.2 s, within it), at +2.6 s n
+// still listened: the refusal is not its.
 func TestRefusalCountsACrashFromTheKubeletsTime(t *testing.T) {
 	run := func(exitMS, exitServerMS int) *report.Report {
 		ready := ev(1000, report.PodReady, "n", "new")

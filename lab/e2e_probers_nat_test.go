@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/wirecheck"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/lab/netns"
 	"github.com/rollprobe/rollprobe/report"
@@ -60,7 +61,7 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 			syns[node][s.Src] = append(syns[node][s.Src], s)
 		}
 	}
-	podAt := podIPs(r.rep)
+	podAt := wirecheck.PodAt(r.rep)
 	gateway, podCIDR := map[string]string{}, map[string]netip.Prefix{}
 	for _, n := range netns.Nodes(lab.DefaultNodes) {
 		gateway[n.Name], podCIDR[n.Name] = n.PodGateway, netip.MustParsePrefix(n.PodCIDR)

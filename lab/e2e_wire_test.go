@@ -19,6 +19,7 @@ import (
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/internal/capture"
+	"github.com/rollprobe/rollprobe/internal/wirecheck"
 	"github.com/rollprobe/rollprobe/lab"
 	"github.com/rollprobe/rollprobe/report"
 	"github.com/rollprobe/rollprobe/rollout"
@@ -147,7 +148,7 @@ func staleEntriesHeld(t *testing.T, ctx context.Context, c *lab.Client) {
 	// second run held one (the lab gives a freed address to a new pod):
 	// only an old entry sends a SYN there (the kubelet probes no deleted
 	// pod; other samples' pods, which it does probe, are none of them).
-	podAt := podIPs(second.rep)
+	podAt := wirecheck.PodAt(second.rep)
 	deleted := map[netip.Addr]string{}
 	for _, e := range first.rep.Timeline {
 		if e.Kind == report.PodGone && e.IP != "" {
@@ -181,10 +182,10 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	// pod's port): the same destination either way.
 	wire := capture.Start(t, firstNode().NS, "any", capture.SYNFilter)
 	r := startWorkloadRun(t, nil, kind, sample, "http://"+ip+"/", args...).wait(t)
+	keepWire(t, r, wire)
 	if r.exit != 1 || r.repErr != nil {
 		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
 	}
-	keepWire(t, r, wire)
 	// By source address and port: the node's kubelet probes its pods from
 	// the same port range.
 	syns := map[netip.AddrPort][]capture.SYN{}
@@ -209,15 +210,10 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 		}
 		return last, found
 	}
-	podAt := podIPs(r.rep)
-	// The wire names a pod by name and revision (a StatefulSet's
-	// replacement bears its predecessor's name); so does the report's
-	// pod table, for the key a failure names.
-	ident := map[string]string{}
-	for _, p := range r.rep.Pods {
-		name, _, _ := strings.Cut(p.Pod, "#")
-		ident[p.Pod] = name + "@" + p.Revision
-	}
+	podAt := wirecheck.PodAt(r.rep)
+	// The wire names a pod by name and revision; so does the report's pod
+	// table, for the key a failure names.
+	ident := wirecheck.Idents(r.rep)
 	identOf := func(keys ...string) []string {
 		var out []string
 		for _, k := range keys {
@@ -238,21 +234,9 @@ func wireCheck(t *testing.T, ctx context.Context, c *lab.Client, kind rollout.Ki
 	judge(t, "with conntrack", r.rep, syns, synOf, podAt, ident, identOf, spread, minConntrack, nil)
 	servedAgreesWithTheBackendHeader(t, r.rep)
 	// The timeline's own inference, as it stands where conntrack cannot be
-	// read (a prober off the nodes): the same report analysed again
-	// without the pod addresses, judged against the same wire.
-	inferred := *r.rep
-	inferred.Failures = nil
-	// The failures conntrack shows (or makes likely) followed an earlier
-	// connection's entry past the rules: the timeline cannot know them.
-	followed := map[string]bool{}
-	for _, f := range r.rep.Failures {
-		followed[f.RequestID] = f.JoinedConntrackEntry || f.PriorPodAddr != ""
-		f.PodAddr, f.PriorPodAddr, f.JoinedConntrackEntry = "", "", false
-		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", 0, nil, "", ""
-		inferred.Failures = append(inferred.Failures, f)
-	}
-	x := analysis.Explain(&inferred)
-	inferred.Failures, inferred.Attribution = x.Failures, x.Attribution
+	// read: the same report analysed again without the pod addresses,
+	// judged against the same wire.
+	inferred, followed := wirecheck.TimelineAlone(r.rep)
 	judge(t, "from the timeline alone", &inferred, syns, synOf, podAt, ident, identOf, spread, minCertain, followed)
 	return r
 }
@@ -488,37 +472,6 @@ func staleEntriesOf(ct *report.Conntrack) any {
 		return nil
 	}
 	return *ct.StaleEntries
-}
-
-// podIPs returns a lookup of the pod that held an IP at a time, from the
-// timeline's pod events (the lab may give a freed IP to a new pod).
-//
-// A pod is named NAME@REVISION: a StatefulSet's replacement bears its
-// predecessor's name.
-func podIPs(rep *report.Report) func(netip.AddrPort, time.Time) string {
-	type holder struct {
-		pod  string
-		from time.Time
-	}
-	byIP := map[string][]holder{}
-	seen := map[string]bool{}
-	for _, e := range rep.Timeline {
-		if e.Pod == "" || e.IP == "" || e.Revision == "" || seen[e.Pod+"/"+e.IP] {
-			continue // only pod events carry the revision
-		}
-		seen[e.Pod+"/"+e.IP] = true
-		byIP[e.IP] = append(byIP[e.IP], holder{e.Pod + "@" + e.Revision, e.At})
-	}
-	return func(dst netip.AddrPort, at time.Time) string {
-		hs := byIP[dst.Addr().String()]
-		pod := ""
-		for _, h := range hs {
-			if !h.from.After(at) || pod == "" {
-				pod = h.pod
-			}
-		}
-		return pod
-	}
 }
 
 // synsOf lists SYNs by time from start and destination, for a failure

@@ -1,8 +1,8 @@
 // Command replaywire re-runs the timeline's inference on reports the lab's
 // wire checks kept (LAB_KEEP_WIRE) and holds it to what conntrack recorded
 // in the same run: for each failure conntrack mapped to a pod address (not
-// one that joined an earlier connection's entry, which the timeline cannot
-// know), is the pod named for certain the one conntrack names, or among the
+// one that followed an earlier connection's entry, which the timeline
+// cannot know), is the pod named for certain the one conntrack names, or among the
 // candidates? It prints the counts per report and in all, and every
 // contradiction. A change to the analysis is replayed on runs kept before
 // and after it:
@@ -20,9 +20,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
-	"github.com/rollprobe/rollprobe/analysis"
+	"github.com/rollprobe/rollprobe/internal/wirecheck"
 	"github.com/rollprobe/rollprobe/report"
 )
 
@@ -55,74 +54,48 @@ func main() {
 }
 
 // replay analyses the report at path again without conntrack's evidence
-// and compares the result with that evidence.
+// and compares the result with that evidence, naming pods as the wire
+// checks do (wirecheck: NAME@REVISION).
 func replay(path string) (map[string]int, []string, error) {
 	r, err := report.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	podAt := holders(r.Timeline)
+	podAt, ident := wirecheck.PodAt(r), wirecheck.Idents(r)
+	inferred, followed := wirecheck.TimelineAlone(r)
 	truth := map[string]string{}
-	inferred := *r
-	inferred.Failures = nil
 	for _, f := range r.Failures {
-		if addr, err := netip.ParseAddrPort(f.PodAddr); err == nil && !f.JoinedConntrackEntry {
-			truth[f.RequestID] = podAt(addr.Addr().String(), f.Start)
+		if addr, err := netip.ParseAddrPort(f.PodAddr); err == nil && !followed[f.RequestID] {
+			truth[f.RequestID] = podAt(addr, f.Start)
 		}
-		f.PodAddr, f.PriorPodAddr, f.JoinedConntrackEntry = "", "", false
-		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence, f.Context = "", 0, nil, "", ""
-		inferred.Failures = append(inferred.Failures, f)
 	}
-	x := analysis.Explain(&inferred)
 	counts := map[string]int{}
 	var contradictions []string
-	for _, f := range x.Failures {
+	for _, f := range inferred.Failures {
 		pod, ok := truth[f.RequestID]
 		if !ok || pod == "" {
 			continue
 		}
+		var candidates []string
+		for _, k := range f.Candidates {
+			candidates = append(candidates, ident[k])
+		}
 		switch {
-		case f.Confidence == 1 && f.LikelyPod == pod:
+		case f.Confidence == 1 && ident[f.LikelyPod] == pod:
 			counts["certain "+string(f.Class)]++
 		case f.Confidence == 1:
 			counts["contradicted "+string(f.Class)]++
 			contradictions = append(contradictions, fmt.Sprintf("%s (%s at %+.3fs): %s for certain, conntrack says %s (%s)",
-				f.RequestID, f.Class, f.Start.Sub(r.StartedAt).Seconds(), f.LikelyPod, pod, f.Context))
-		case slices.Contains(f.Candidates, pod):
+				f.RequestID, f.Class, f.Start.Sub(r.StartedAt).Seconds(), ident[f.LikelyPod], pod, f.Context))
+		case slices.Contains(candidates, pod):
 			counts["ambiguous "+string(f.Class)]++
 		default:
 			counts["missed "+string(f.Class)]++
 			contradictions = append(contradictions, fmt.Sprintf("%s (%s at %+.3fs): candidates %v, conntrack says %s (%s)",
-				f.RequestID, f.Class, f.Start.Sub(r.StartedAt).Seconds(), f.Candidates, pod, f.Context))
+				f.RequestID, f.Class, f.Start.Sub(r.StartedAt).Seconds(), candidates, pod, f.Context))
 		}
 	}
 	return counts, contradictions, nil
-}
-
-// holders says which pod held an address at a time: the last one seen with
-// it by then (the lab hands a freed address to a new pod), or the first.
-func holders(timeline []report.Event) func(ip string, at time.Time) string {
-	type holder struct {
-		pod  string
-		from time.Time
-	}
-	byIP := map[string][]holder{}
-	for _, e := range timeline {
-		hs := byIP[e.IP]
-		if e.IP == "" || e.Pod == "" || (len(hs) > 0 && hs[len(hs)-1].pod == e.Pod) {
-			continue
-		}
-		byIP[e.IP] = append(hs, holder{e.Pod, e.At})
-	}
-	return func(ip string, at time.Time) string {
-		pod := ""
-		for _, h := range byIP[ip] {
-			if pod == "" || !h.from.After(at) {
-				pod = h.pod
-			}
-		}
-		return pod
-	}
 }
 
 func format(counts map[string]int) string {
