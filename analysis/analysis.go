@@ -1183,6 +1183,10 @@ func traffic(r *report.Report, pods *Pods) []report.PodTraffic {
 	for _, p := range pods.All() {
 		known[p.PodName] = true
 		pt := report.PodTraffic{Pod: p.Name, Revision: p.Revision, Node: p.Node, ReadyAt: p.ReadyAt, DeletedAt: p.DeletedAt, GoneAt: p.GoneAt, ExitCode: p.ExitCode}
+		if p.Killed() {
+			killed := int32(report.SIGKILLExitCode)
+			pt.ExitCode = &killed
+		}
 		if byConntrack != nil {
 			n := byConntrack[p]
 			pt.ServedConntrack = &n

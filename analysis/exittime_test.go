@@ -94,3 +94,41 @@ func TestRefusalCountsACrashFromTheKubeletsTime(t *testing.T) {
 		t.Errorf("n's exit, dated after the refusal: %q among %v, want no pod (%s)", f.LikelyPod, f.Candidates, f.Context)
 	}
 }
+
+// A pod with a sidecar: the first container to exit is the one whose exit
+// the rules read, not the last received. n's app crashed in the second
+// after +2 s (received +2.3 s); its sidecar exited after +4 s (received
+// +4.1 s). A refusal at +2.6 s can be n's: keeping the sidecar's exit
+// would have said n still listened and named no pod where n is the one
+// candidate. Whichever exit came first, a SIGKILL of either container
+// marks the pod killed (the grace-period finding and its exit code).
+func TestTheFirstContainerToExitCounts(t *testing.T) {
+	ready := ev(1000, report.PodReady, "n", "new")
+	ready.ReadinessConnects = true
+	sidecar := exited(4100, 4000, "n")
+	killed := int32(report.SIGKILLExitCode)
+	sidecar.ExitCode = &killed
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
+		ev(500, report.PodCreated, "n", "new"),
+		ready,
+		exited(2300, 2000, "n"),
+		sidecar,
+	}, Failures: []report.Failure{fail(2600, "refused", true, "")}}
+	analyse(r)
+	if f := r.Failures[0]; f.LikelyPod != "n" {
+		t.Errorf("n's app exited before the refusal, its sidecar after: %q among %v, want n (%s)", f.LikelyPod, f.Candidates, f.Context)
+	}
+	i := slices.IndexFunc(r.Pods, func(p report.PodTraffic) bool { return p.Pod == "n" })
+	if i < 0 || r.Pods[i].ExitCode == nil || *r.Pods[i].ExitCode != report.SIGKILLExitCode {
+		t.Errorf("n's sidecar was SIGKILLed: pods %+v, want n's exit_code 137", r.Pods)
+	}
+
+	// Received in the other order (the sidecar's status first), the
+	// kubelet's times still say which exited first.
+	pods := NewPods()
+	pods.Apply(exited(4100, 4000, "m"))
+	pods.Apply(exited(4300, 2000, "m"))
+	if p := pods.Get("m"); p == nil || p.ExitServer == nil || !p.ExitServer.Equal(at(2000)) {
+		t.Errorf("m's exits, the later-dated received first: kept %+v, want the one dated +2s", p)
+	}
+}

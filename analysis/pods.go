@@ -55,14 +55,24 @@ type Pod struct {
 	// has an address). Nil for a pod present when watching began.
 	ListedReadyAt  *time.Time
 	EndpointGoneAt *time.Time // removed from the EndpointSlice
-	ExitAt         *time.Time // its container terminated, with ExitCode
-	ExitCode       *int32
+	// ExitAt is when rollprobe received the first of its containers'
+	// exits (ExitCode its code). The first, not the last: with a sidecar
+	// the app may have stopped listening before another container exits,
+	// and every rule that reads an exit ("can have stopped answering",
+	// "no longer listening") then keeps the pod a candidate rather than
+	// ruling it out. The first is the earliest by the kubelet's times where
+	// both have one, else by receipt.
+	ExitAt   *time.Time
+	ExitCode *int32
 	// ExitServer is when the kubelet says that container finished, floored
 	// to its second: never later than the exit (nil when the timeline
 	// lacks it). The exit's receipt can lag it by more than the tolerance
 	// (the kubelet's status update; the lab saw 2 s).
 	ExitServer *time.Time
-	GoneAt     *time.Time // the pod object deleted
+	// killed: one of its containers ended by SIGKILL (not only the first
+	// to exit).
+	killed bool
+	GoneAt *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
 	// terminating conditions, and whether the object is gone.
@@ -75,9 +85,21 @@ func (p *Pod) DeletedBy(t time.Time, slack time.Duration) bool {
 	return p.DeletedAt != nil && !p.DeletedAt.After(t.Add(slack))
 }
 
-// Killed reports whether the pod's container ended by SIGKILL.
-func (p *Pod) Killed() bool {
-	return p.ExitCode != nil && *p.ExitCode == report.SIGKILLExitCode
+// Killed reports whether one of the pod's containers ended by SIGKILL.
+func (p *Pod) Killed() bool { return p.killed }
+
+// exitedFirst reports whether e, a container's exit, came before the one
+// p keeps (ExitAt): by the kubelet's times where both have one, else by
+// receipt.
+func (p *Pod) exitedFirst(e report.Event) bool {
+	switch {
+	case p.ExitAt == nil:
+		return true
+	case e.Server != nil && p.ExitServer != nil && !e.Server.Equal(*p.ExitServer):
+		return e.Server.Before(*p.ExitServer)
+	default:
+		return e.At.Before(*p.ExitAt)
+	}
 }
 
 // Pods folds timeline events into pod lifecycles. Apply must not be called
@@ -235,7 +257,10 @@ func (ps *Pods) Apply(e report.Event) {
 		p.Serving = e.Serving
 		p.Terminating = p.Terminating || e.Terminating
 	case e.Kind == report.ContainerTerminated:
-		p.ExitCode, p.ExitAt, p.ExitServer = e.ExitCode, &at, e.Server
+		p.killed = p.killed || e.Killed()
+		if p.exitedFirst(e) {
+			p.ExitCode, p.ExitAt, p.ExitServer = e.ExitCode, &at, e.Server
+		}
 	case e.Kind == report.PodGone:
 		p.Gone, p.Ready, p.Serving = true, false, false
 		p.GoneAt = &at
