@@ -165,14 +165,15 @@ func (s *Sampler) Sample() Snapshot {
 		out.Seconds = out.Seconds[extra:]
 		out.SecondsFrom += extra
 	}
-	s.outages(out.Elapsed, out.Phase == "done")
-
+	// The timeline first: a closing outage's line names the pod changes
+	// around it.
 	if s.src.Timeline != nil {
 		for _, e := range s.src.Timeline.Since(s.events) {
 			s.event(e)
 			s.events++
 		}
 	}
+	s.outages(out.Elapsed, out.Phase == "done")
 	if s.src.Log != nil {
 		lines := s.src.Log.snapshot()
 		for _, l := range lines[min(s.sinkSeen, len(lines)):] {
@@ -219,8 +220,62 @@ func (s *Sampler) outages(elapsed time.Duration, final bool) {
 		s.log = append(s.log, LogLine{At: w.End, Bad: true,
 			Text: fmt.Sprintf("outage over: %d failed from %+.3fs to %+.3fs, %.3fs (%s)", w.Count, w.Start.Seconds(), w.End.Seconds(),
 				(w.End - w.Start).Seconds(), strings.Join(parts, ", "))})
+		if s.src.Timeline != nil {
+			s.log = append(s.log, LogLine{At: w.End, Text: s.changesAround(w.Start, w.End)})
+		}
 		s.closed = i + 1
 	}
+}
+
+// changesLead is how long before an outage a pod's change is listed with
+// it: a deletion's failures follow it by the proxies' lag and the pod's
+// own stop (seconds in the lab's naive runs).
+const changesLead = 5 * time.Second
+
+// changesShown bounds the pods one outage's line names.
+const changesShown = 4
+
+// changesAround says which pods changed from changesLead before start to
+// end (offsets from the run's start, as rollprobe received the changes).
+// It is a list of facts beside the outage, not an attribution: the report
+// says which pod each failure hit and how sure that is.
+func (s *Sampler) changesAround(start, end time.Duration) string {
+	in := func(t *time.Time) bool {
+		if t == nil {
+			return false
+		}
+		d := t.Sub(s.src.Start)
+		return d >= start-changesLead && d <= end
+	}
+	var pods []string
+	for _, p := range s.pods.All() {
+		var what []string
+		add := func(t *time.Time, word string) {
+			if in(t) {
+				what = append(what, fmt.Sprintf("%s %+.3fs", word, t.Sub(s.src.Start).Seconds()))
+			}
+		}
+		if !p.Present {
+			add(p.ReadyAt, "ready")
+		}
+		add(p.DeletedAt, "deletion requested")
+		if in(p.ExitAt) && p.ExitCode != nil {
+			what = append(what, fmt.Sprintf("exited %d %+.3fs", *p.ExitCode, p.ExitAt.Sub(s.src.Start).Seconds()))
+		}
+		add(p.EndpointGoneAt, "endpoint removed")
+		if len(what) > 0 {
+			pods = append(pods, fmt.Sprintf("%s (%s)", p.Name, strings.Join(what, ", ")))
+		}
+	}
+	if len(pods) == 0 {
+		return fmt.Sprintf("  no pod changed from %.0fs before it to its end", changesLead.Seconds())
+	}
+	more := ""
+	if len(pods) > changesShown {
+		more = fmt.Sprintf("; %d more", len(pods)-changesShown)
+		pods = pods[:changesShown]
+	}
+	return fmt.Sprintf("  pods changing around it: %s%s", strings.Join(pods, "; "), more)
 }
 
 // event folds a timeline event into the pod states (analysis.Pods), the

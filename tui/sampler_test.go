@@ -91,7 +91,8 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	}
 	log := logText(snap.Log)
 	for _, want := range []string{"pod naive-new-n ready", "deletion requested (grace 30s)", "outage: requests failing",
-		"outage over: 9 failed from +2.000s to +3.002s, 1.002s (connect_timeout 3, refused 6)", "rollprobe: triggered: restart"} {
+		"outage over: 9 failed from +2.000s to +3.002s, 1.002s (connect_timeout 3, refused 6)", "rollprobe: triggered: restart",
+		"pods changing around it: naive-old-a (deletion requested +2.000s); naive-new-n (ready +1.500s)"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
@@ -222,5 +223,37 @@ func TestSamplerSaysAStall(t *testing.T) {
 	log := logText(snap.Log)
 	if strings.Count(log, "stalled") != 1 || !strings.Contains(log, "no answer from the API server for 3.0s") || !strings.Contains(log, "live again after 8.0s") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// An outage's closing line lists the pod changes from changesLead before
+// it to its end, and says so when there were none (a probe, which has no
+// timeline, says nothing of pods: TestSamplerLongRunCarriesTheTail).
+func TestSamplerListsPodChangesAroundAnOutage(t *testing.T) {
+	outageAt := func(sec int, events ...report.Event) string {
+		rec := prober.NewRecorder(100)
+		tl := rollout.NewTimeline(nil)
+		for _, e := range events {
+			tl.Add(e)
+		}
+		record(rec, sec, 3, prober.Refused, "")
+		rec.Tick(time.Duration(sec+10) * time.Second)
+		s := NewSampler(Source{Command: "run", Start: start, Recorder: rec, Timeline: tl, Now: func() time.Time { return at((sec + 10) * 1000) }})
+		return logText(s.Sample().Log)
+	}
+	code := int32(0)
+	events := []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(1000), Kind: report.PodDeletionRequested, Pod: "a", Revision: "old"},
+		{At: at(7500), Kind: report.PodDeletionRequested, Pod: "b", Revision: "old"},
+		{At: at(8200), Kind: report.ContainerTerminated, Pod: "b", Revision: "old", ExitCode: &code},
+		{At: at(20000), Kind: report.PodReady, Pod: "c", Revision: "new"},
+	}
+	log := outageAt(12, events...)
+	if want := "pods changing around it: b (deletion requested +7.500s, exited 0 +8.200s)\n"; !strings.Contains(log, want) {
+		t.Errorf("an outage at +12s: want %q (a's deletion 11s before it, c ready after it, not listed):\n%s", want, log)
+	}
+	if log := outageAt(40, events...); !strings.Contains(log, "no pod changed from 5s before it to its end") {
+		t.Errorf("an outage at +40s, 20s after the last change:\n%s", log)
 	}
 }
