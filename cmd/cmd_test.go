@@ -394,6 +394,9 @@ func TestProgressLines(t *testing.T) {
 	if (quiet.code != 0 && quiet.code != 4) || strings.Contains(quiet.stderr, "req/s") { // 4 as above
 		t.Fatalf("--ui none printed progress:\n%s", quiet.stderr)
 	}
+	if !strings.Contains(quiet.stderr, "rollprobe: note: --progress has no effect with --ui none") {
+		t.Errorf("--ui none with --progress: no note that it has no effect:\n%s", quiet.stderr)
+	}
 }
 
 func TestVersion(t *testing.T) {

@@ -136,7 +136,7 @@ func (o *probeOptions) validate() error {
 	mode, err := o.ui.resolve(o.stdout, o.outputs.toStdout())
 	o.uiMode = mode
 	if err == nil {
-		for _, n := range o.flags.notes() {
+		for _, n := range append(o.flags.notes(), o.ui.notes()...) {
 			fmt.Fprintln(o.stderr, "rollprobe: note: "+n)
 		}
 	}

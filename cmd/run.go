@@ -219,7 +219,7 @@ func (o *runOptions) validate() error {
 	}
 	o.uiMode = mode
 	if len(errs) == 0 {
-		for _, n := range o.flags.notes() {
+		for _, n := range append(o.flags.notes(), o.ui.notes()...) {
 			fmt.Fprintln(o.stderr, "rollprobe: note: "+n)
 		}
 	}

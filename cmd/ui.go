@@ -36,9 +36,11 @@ const (
 type uiFlags struct {
 	mode         string // a uiMode
 	exitWhenDone bool
+	fs           *pflag.FlagSet // the command's, for which flags were given
 }
 
 func (u *uiFlags) bind(f *pflag.FlagSet) {
+	u.fs = f
 	f.StringVar(&u.mode, "ui", string(uiAuto), "live view: auto (tui on a terminal, plain otherwise), tui, plain (progress lines on stderr) or none")
 	f.BoolVar(&u.exitWhenDone, "exit-when-done", false, "tui: leave as soon as the run ends instead of waiting for a key")
 }
@@ -77,6 +79,25 @@ func (u *uiFlags) resolve(stdout io.Writer, artifactOnStdout bool) (uiMode, erro
 		return uiPlain, nil
 	}
 	return "", fmt.Errorf("--ui %q: want auto, tui, plain or none", u.mode)
+}
+
+// notes say which of the view's flags given will have no effect with the
+// --ui given: a script that names both may expect what it will not get.
+// Only an explicit --ui: under auto the view depends on the terminal, and
+// one command line serves both a terminal and CI.
+func (u *uiFlags) notes() []string {
+	if u.fs == nil || !u.fs.Changed("ui") {
+		return nil
+	}
+	var out []string
+	mode := uiMode(u.mode)
+	if u.fs.Changed("progress") && (mode == uiTUI || mode == uiNone) {
+		out = append(out, fmt.Sprintf("--progress has no effect with --ui %s (it sets the interval of --ui plain's lines)", mode))
+	}
+	if u.exitWhenDone && (mode == uiPlain || mode == uiNone) {
+		out = append(out, fmt.Sprintf("--exit-when-done has no effect with --ui %s (it makes the dashboard leave without waiting for a key)", mode))
+	}
+	return out
 }
 
 // view is what shows a run while it goes on: the dashboard, progress
