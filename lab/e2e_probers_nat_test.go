@@ -62,9 +62,9 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	}
 	podAt := wirecheck.PodAt(r.rep)
-	gateway, podCIDR := map[string]string{}, map[string]netip.Prefix{}
+	podCIDR := map[string]netip.Prefix{}
 	for _, n := range netns.Nodes(lab.DefaultNodes) {
-		gateway[n.Name], podCIDR[n.Name] = n.PodGateway, netip.MustParsePrefix(n.PodCIDR)
+		podCIDR[n.Name] = netip.MustParsePrefix(n.PodCIDR)
 	}
 	checked, agree, byNode := 0, 0, map[string]int{}
 	for _, f := range r.rep.Failures {
@@ -73,11 +73,12 @@ func testProbersConntrack(t *testing.T, ctx context.Context, c *lab.Client) {
 			continue
 		}
 		byNode[f.Node]++
-		// A failed connect's local address is unspecified: its SYN left
-		// from the node's pod bridge address (the route's source for
-		// Service addresses).
+		// A failed connect's local address is its SYN's source (the
+		// node's pod bridge address, the route's for Service addresses),
+		// held to the node's capture below.
 		if local.Addr().IsUnspecified() {
-			local = netip.AddrPortFrom(netip.MustParseAddr(gateway[f.Node]), local.Port())
+			t.Errorf("%s on %s (%s): local_addr %s has no IP", f.RequestID, f.Node, f.Class, local)
+			continue
 		}
 		// A fresh connection's SYN: the first from its port at or after the
 		// request began (tcpdump and the probers read the nodes' clock).

@@ -336,6 +336,27 @@ func (s *dialSlot) bindEphemeral(ctx context.Context, network, address string, c
 	return nil
 }
 
+// boundAddr is known (a connecting socket's address as bound: the
+// unspecified IP and its port) completed with the source IP the kernel
+// chose when it sent the SYN, which the socket keeps after a refusal or a
+// timeout: a failed connect's own address, the one its SYN carried, to
+// find it in a capture or conntrack. known unchanged where the socket has
+// none (the connect failed before sending: no route).
+func boundAddr(fd int, known netip.AddrPort) netip.AddrPort {
+	var ip netip.Addr
+	var port int
+	switch sa, _ := syscall.Getsockname(fd); sa := sa.(type) {
+	case *syscall.SockaddrInet4:
+		ip, port = netip.AddrFrom4(sa.Addr), sa.Port
+	case *syscall.SockaddrInet6:
+		ip, port = netip.AddrFrom16(sa.Addr).Unmap(), sa.Port
+	}
+	if !ip.IsValid() || ip.IsUnspecified() || port == 0 || (known.Port() != 0 && int(known.Port()) != port) {
+		return known
+	}
+	return netip.AddrPortFrom(ip, uint16(port))
+}
+
 // keepForICMP duplicates the connecting socket's fd (and arms an IPv6 one
 // to queue ICMPv6 errors): see dialAttempt. -1 when it cannot. Two system
 // calls per fresh connection (dup, close) on top of the dial's, two more
@@ -351,11 +372,13 @@ func keepForICMP(fd int, v6 bool) (dup int, armed bool) {
 	return dup, v6
 }
 
-// readQueue reads an ended attempt's error queue and closes its duplicate.
+// readQueue reads an ended attempt's error queue and source address (see
+// boundAddr) and closes its duplicate.
 func (a *dialAttempt) readQueue() {
 	if a.fd < 0 {
 		return
 	}
+	a.addr.Local = boundAddr(a.fd, a.addr.Local)
 	a.queued, a.read = readDialICMP(a.fd, a.v6, a.armed), true
 	closeICMPFD(a.fd)
 	a.fd = -1

@@ -56,16 +56,19 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 	}
 	run("ip", "link", "set", "lo", "up")
 	// A free port of each kind, found before the rule holds them; mixed
-	// rejects on 127.0.0.1 only (and resets on 127.0.0.2). The set syns
-	// records each IPv4 SYN's destination and source port as it leaves:
-	// the referee of the addresses a failure is put on.
+	// rejects on 127.0.0.1 only (and resets on 127.0.0.2). The sets syns
+	// and syns6 record each SYN's source address and port and its
+	// destination as it leaves: the referee of the addresses a failure is
+	// put on.
 	rejecting, resetting, mixed := freePort(t), freePort(t), freePort(t)
 	run(nft, "add table inet dialicmp; add chain inet dialicmp in { type filter hook input priority 0 ; }; "+
 		"add rule inet dialicmp in tcp dport "+strconv.Itoa(int(rejecting))+" reject; "+
 		"add rule inet dialicmp in ip daddr 127.0.0.1 tcp dport "+strconv.Itoa(int(mixed))+" reject; "+
-		"add set inet dialicmp syns { type ipv4_addr . inet_service ; flags dynamic ; size 65535 ; }; "+
+		"add set inet dialicmp syns { type ipv4_addr . inet_service . ipv4_addr ; flags dynamic ; size 65535 ; }; "+
+		"add set inet dialicmp syns6 { type ipv6_addr . inet_service . ipv6_addr ; flags dynamic ; size 65535 ; }; "+
 		"add chain inet dialicmp out { type filter hook output priority 0 ; }; "+
-		"add rule inet dialicmp out tcp flags & (syn | ack) == syn add @syns { ip daddr . tcp sport }")
+		"add rule inet dialicmp out meta nfproto ipv4 tcp flags & (syn | ack) == syn add @syns { ip saddr . tcp sport . ip daddr }; "+
+		"add rule inet dialicmp out meta nfproto ipv6 tcp flags & (syn | ack) == syn add @syns6 { ip6 saddr . tcp sport . ip6 daddr }")
 	time.Sleep(100 * time.Millisecond) // a margin for the new namespace's lo to settle; no assertion is timed
 	forEachEngine(t, func(t *testing.T) {
 		for _, host := range []string{"127.0.0.1", "::1"} {
@@ -80,7 +83,13 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 				if len(fails) == 0 || uint64(len(fails)) != snap.Totals.Classes[Refused] {
 					t.Fatalf("%s: %d failures, classes %v: want every attempt refused", target, len(fails), snap.Totals.Classes)
 				}
+				syns := sentSYNs(t, nft)
 				for _, f := range fails {
+					// A failed connect's local address is its SYN's source,
+					// the IP the kernel chose included.
+					if f.Addr == nil || !syns[sentSYN{f.Addr.Local, target.Addr()}] {
+						t.Fatalf("%s: a refusal put on %+v: no SYN left from its local address (the SYNs: %v)", target, f.Addr, syns)
+					}
 					d := f.DialICMP
 					switch {
 					case d == nil:
@@ -126,8 +135,8 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 				if f.Addr == nil || f.Addr.Remote != want || !strings.Contains(f.Err.Error(), want.String()) {
 					t.Fatalf("%v port %d: a failure put on %+v with the error %q, want %s's", c.addrs, c.port, f.Addr, f.Err, want)
 				}
-				if !syns[netip.AddrPortFrom(want.Addr(), f.Addr.Local.Port())] {
-					t.Fatalf("%v port %d: no SYN left port %d for %s (the SYNs: %v)", c.addrs, c.port, f.Addr.Local.Port(), want.Addr(), syns)
+				if !syns[sentSYN{f.Addr.Local, want.Addr()}] {
+					t.Fatalf("%v port %d: no SYN left %s for %s (the SYNs: %v)", c.addrs, c.port, f.Addr.Local, want.Addr(), syns)
 				}
 				d := f.DialICMP
 				switch {
@@ -143,18 +152,28 @@ func TestDialICMPTellsARejectFromAReset(t *testing.T) {
 	})
 }
 
-// sentSYNs is the set syns of TestDialICMPTellsARejectFromAReset's table:
-// the destination address and source port of each SYN sent so far.
-func sentSYNs(t *testing.T, nft string) map[netip.AddrPort]bool {
+// sentSYN is a SYN as TestDialICMPTellsARejectFromAReset's sets recorded
+// it leaving: its source address and port, and its destination.
+type sentSYN struct {
+	src netip.AddrPort
+	dst netip.Addr
+}
+
+func (s sentSYN) String() string { return s.src.String() + "->" + s.dst.String() }
+
+// sentSYNs reads the sets syns and syns6 of that test's table.
+func sentSYNs(t *testing.T, nft string) map[sentSYN]bool {
 	t.Helper()
-	out, err := exec.Command(nft, "list", "set", "inet", "dialicmp", "syns").CombinedOutput()
-	if err != nil {
-		t.Fatalf("nft list set: %v: %s", err, out)
-	}
-	syns := map[netip.AddrPort]bool{}
-	for _, m := range regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. (\d+)`).FindAllStringSubmatch(string(out), -1) {
-		port, _ := strconv.ParseUint(m[2], 10, 16)
-		syns[netip.AddrPortFrom(netip.MustParseAddr(m[1]), uint16(port))] = true
+	syns := map[sentSYN]bool{}
+	for _, set := range []string{"syns", "syns6"} {
+		out, err := exec.Command(nft, "list", "set", "inet", "dialicmp", set).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list set %s: %v: %s", set, err, out)
+		}
+		for _, m := range regexp.MustCompile(`([0-9a-f.:]+) \. (\d+) \. ([0-9a-f.:]+)`).FindAllStringSubmatch(string(out), -1) {
+			port, _ := strconv.ParseUint(m[2], 10, 16)
+			syns[sentSYN{netip.AddrPortFrom(netip.MustParseAddr(m[1]), uint16(port)), netip.MustParseAddr(m[3])}] = true
+		}
 	}
 	return syns
 }

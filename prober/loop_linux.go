@@ -1159,6 +1159,8 @@ func (l *loop) fail(c *loopConn, phase Phase, err error) {
 	established := c.state != connConnecting
 	if established {
 		l.learnLocalIP(c)
+	} else if phase == PhaseDial {
+		c.addr.Local = boundAddr(c.fd, c.addr.Local) // the SYN's source, on the failure path only
 	}
 	addr := c.addr
 	res.Addr = &addr

@@ -802,8 +802,9 @@ type Failure struct {
 	Error        string  `json:"error,omitempty"`
 	// LocalAddr and RemoteAddr are the failed request's connection's two
 	// ends (ip:port), fresh or reused, to find it in conntrack, a packet
-	// capture or server logs. When the connect failed, the local IP is
-	// unspecified (0.0.0.0) and the port is the one its SYN left from;
+	// capture or server logs. When the connect failed, the address its
+	// SYN left from (the kernel keeps the source it chose on the socket);
+	// unspecified (0.0.0.0) with the bound port when none left;
 	// of a name's several addresses, none connecting, the attempt whose error
 	// the failure carries (the first).
 	// Prober and Node name the in-cluster prober that measured the
