@@ -57,5 +57,5 @@ func (c Config) startArgo(ctx context.Context) error {
 		c.path("logs", compArgo+".log"), c.path("pids", compArgo+".pid")); err != nil {
 		return err
 	}
-	return waitHTTP(ctx, netns.LabNetNS, compArgo, argoHealthURL, "", 60*time.Second)
+	return waitHTTP(ctx, netns.LabNetNS, compArgo, argoHealthURL, "", "", 60*time.Second)
 }

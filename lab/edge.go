@@ -118,7 +118,7 @@ func (c Config) StartTraefikAllowingEmptyServices(ctx context.Context) (stop fun
 		}
 		return os.Remove(pidFile)
 	}
-	if err := waitHTTP(ctx, netns.LabNetNS, compTraefikEmpty, "http://"+traefikEmptyPingAddr+"/ping", "", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, compTraefikEmpty, "http://"+traefikEmptyPingAddr+"/ping", "", "", 60*time.Second); err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	return stop, nil
@@ -352,10 +352,10 @@ func (c Config) startEdge(ctx context.Context, tokens map[string]string) error {
 	if err := startHub(compTraefik, append([]string{filepath.Join(c.BinDir, "traefik")}, c.traefikArgs(traefikAPI)...)...); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, netns.LabNetNS, "coredns", corednsHealthURL, "", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, "coredns", corednsHealthURL, "", "", 60*time.Second); err != nil {
 		return err
 	}
-	return waitHTTP(ctx, netns.LabNetNS, "traefik", traefikPingURL, "", 60*time.Second)
+	return waitHTTP(ctx, netns.LabNetNS, "traefik", traefikPingURL, "", "", 60*time.Second)
 }
 
 // ResolvConf is the resolv.conf lab exec gives a command on host ns: the

@@ -10,11 +10,13 @@ package lab
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -283,7 +285,7 @@ func up(ctx context.Context, c Config) error {
 		"--initial-cluster=lab=http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level=warn"); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, netns.LabNetNS, "etcd", "http://"+etcdAddr+"/health", "", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, "etcd", "http://"+etcdAddr+"/health", "", "", 60*time.Second); err != nil {
 		return err
 	}
 	if err := startHub(compAPIServer, bin("kube-apiserver"),
@@ -302,7 +304,7 @@ func up(ctx context.Context, c Config) error {
 		"--profiling=false", "--v=1"); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, netns.LabNetNS, "kube-apiserver", apiServerURL+"/readyz", tokens["admin"], 90*time.Second); err != nil {
+	if err := waitHTTP(ctx, netns.LabNetNS, "kube-apiserver", apiServerURL+"/readyz", tokens["admin"], c.apiServerCA(), 90*time.Second); err != nil {
 		return err
 	}
 	// nodelifecycle removes the not-ready taint a kubelet registers with;
@@ -359,7 +361,7 @@ func up(ctx context.Context, c Config) error {
 		return err
 	}
 	for _, n := range nodes {
-		if err := waitHTTP(ctx, n.NS, n.Name+" kube-proxy", "http://127.0.0.1:10256/healthz", "", 60*time.Second); err != nil {
+		if err := waitHTTP(ctx, n.NS, n.Name+" kube-proxy", "http://127.0.0.1:10256/healthz", "", "", 60*time.Second); err != nil {
 			return err
 		}
 	}
@@ -371,31 +373,33 @@ func up(ctx context.Context, c Config) error {
 	return nil
 }
 
-// waitHTTP polls url from inside namespace ns until it answers 200.
-func waitHTTP(ctx context.Context, ns, what, url, token string, limit time.Duration) error {
-	client := &http.Client{
-		Timeout: 2 * time.Second,
-		Transport: &http.Transport{
-			DialContext:     netns.DialContextIn(ns),
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // lab-local self-signed
-		},
-	}
+// waitHTTP polls url in the namespace ns until it answers 200, for up to
+// limit. An https url is verified against the certificate in caFile
+// (read at each try: the apiserver writes its own as it starts); the
+// token, when given, goes as a bearer token, so never to an unverified
+// server.
+func waitHTTP(ctx context.Context, ns, what, url, token, caFile string, limit time.Duration) error {
+	dial := netns.DialContextIn(ns)
 	deadline := time.Now().Add(limit)
 	var last string
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
+		c, err := waitClient(url, caFile, dial)
 		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
 			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
-		} else {
+			var resp *http.Response
+			if resp, err = c.Do(req); err == nil {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+				last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+			}
+		}
+		if err != nil {
 			last = err.Error()
 		}
 		select {
@@ -405,4 +409,22 @@ func waitHTTP(ctx context.Context, ns, what, url, token string, limit time.Durat
 		}
 	}
 	return fmt.Errorf("%s not ready after %s (last: %s)", what, limit, last)
+}
+
+// waitClient is waitHTTP's client for url: an https one trusts only the
+// certificate in caFile.
+func waitClient(url, caFile string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*http.Client, error) {
+	tr := &http.Transport{DialContext: dial}
+	if strings.HasPrefix(url, "https://") {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("its certificate: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("its certificate %s: no PEM certificate in it", caFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: tr}, nil
 }
