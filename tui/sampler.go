@@ -84,9 +84,10 @@ type Sampler struct {
 	finalRows int      // final seconds consumed
 	tail      []Second // the last final seconds (at most 2*ChartSeconds)
 	// Outage windows (the recorder's, by the report's definition): the
-	// first closed ones are logged and done; opened counts the windows
-	// whose start is logged.
+	// first closed ones are logged over (lastClosed the last of them, as
+	// logged); opened counts the windows whose start is logged.
 	closed, opened int
+	lastClosed     report.Window
 
 	latency   Quantiles
 	latencyAt time.Time
@@ -173,7 +174,7 @@ func (s *Sampler) Sample() Snapshot {
 			s.events++
 		}
 	}
-	s.outages(out.Elapsed, out.Phase == "done")
+	s.outages(out.Elapsed, t.MaxLag, out.Phase == "done")
 	if s.src.Log != nil {
 		lines := s.src.Log.snapshot()
 		for _, l := range lines[min(s.sinkSeen, len(lines)):] {
@@ -198,10 +199,19 @@ func (s *Sampler) Sample() Snapshot {
 // outages logs the recorder's outage windows, which are the report's: the
 // start of each as it appears, and its end (with its count, classes and
 // length, the numbers the summary will print) once no failure can still
-// join it: a request begun within report.OutageGap of its last failure
-// can take up to the request timeout to fail.
-func (s *Sampler) outages(elapsed time.Duration, final bool) {
-	ws, total := s.src.Recorder.OutagesFrom(s.closed)
+// join it (closeAfter). Should one join all the same, the log says the
+// outage goes on, and says it over again with the final numbers.
+func (s *Sampler) outages(elapsed, maxLag time.Duration, final bool) {
+	from := max(0, s.closed-1) // the last one logged over, to see a late join
+	ws, total := s.src.Recorder.OutagesFrom(from)
+	if s.closed > 0 {
+		if len(ws) == 0 || ws[0].Start != s.lastClosed.Start || ws[0].End != s.lastClosed.End || ws[0].Count != s.lastClosed.Count {
+			s.log = append(s.log, LogLine{At: elapsed, Bad: true,
+				Text: fmt.Sprintf("outage goes on: a failure completed late joined the one logged over at %+.3fs", s.lastClosed.End.Seconds())})
+			s.closed--
+		}
+		ws = ws[s.closed-from:]
+	}
 	s.opened = min(s.opened, total) // windows a late failure bridged merge
 	for k, w := range ws {
 		i := s.closed + k
@@ -209,7 +219,7 @@ func (s *Sampler) outages(elapsed time.Duration, final bool) {
 			s.log = append(s.log, LogLine{At: w.Start, Bad: true, Text: "outage: requests failing"})
 			s.opened = i + 1
 		}
-		if !final && elapsed-w.End <= report.OutageGap+s.src.RequestTimeout {
+		if !final && elapsed-w.End <= s.closeAfter(maxLag) {
 			break
 		}
 		var parts []string
@@ -217,14 +227,30 @@ func (s *Sampler) outages(elapsed time.Duration, final bool) {
 			parts = append(parts, fmt.Sprintf("%s %d", c, n))
 		}
 		sort.Strings(parts)
-		s.log = append(s.log, LogLine{At: w.End, Bad: true,
+		s.log = append(s.log, LogLine{At: max(w.End, elapsed), Bad: true,
 			Text: fmt.Sprintf("outage over: %d failed from %+.3fs to %+.3fs, %.3fs (%s)", w.Count, w.Start.Seconds(), w.End.Seconds(),
 				(w.End - w.Start).Seconds(), strings.Join(parts, ", "))})
 		if s.src.Timeline != nil {
-			s.log = append(s.log, LogLine{At: w.End, Text: s.changesAround(w.Start, w.End)})
+			s.log = append(s.log, LogLine{At: max(w.End, elapsed), Text: s.changesAround(w.Start, w.End)})
 		}
-		s.closed = i + 1
+		s.closed, s.lastClosed = i+1, w
 	}
+}
+
+// mergeMargin covers a result's way to the windows: the recorder merges
+// the probers' results every 100 ms (prober.sampleEvery), and a frame
+// samples a moment after.
+const mergeMargin = 500 * time.Millisecond
+
+// closeAfter is how long after an outage's last failure (its intended
+// send time) a failure can still join it: one intended within
+// report.OutageGap of it is sent as late as the prober runs behind its
+// schedule (maxLag, the run's worst so far), fails up to the request
+// timeout after that, and reaches the recorder within mergeMargin. A
+// bound, not a certainty (the prober may fall further behind): a late
+// join is logged as such.
+func (s *Sampler) closeAfter(maxLag time.Duration) time.Duration {
+	return report.OutageGap + maxLag + s.src.RequestTimeout + mergeMargin
 }
 
 // changesLead is how long before an outage a pod's change is listed with

@@ -257,3 +257,46 @@ func TestSamplerListsPodChangesAroundAnOutage(t *testing.T) {
 		t.Errorf("an outage at +40s, 20s after the last change:\n%s", log)
 	}
 }
+
+// An outage is logged over only once no failure can still join it, the
+// prober's lag behind its schedule counted; a failure that joins it all the
+// same reopens it in the log, which then says it over again with the
+// final numbers.
+func TestSamplerOutageOverWaitsAndCorrects(t *testing.T) {
+	rec := prober.NewRecorder(100)
+	now := at(0)
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, RequestTimeout: time.Second, Now: func() time.Time { return now }})
+	failAt := func(intended, lag, took time.Duration) {
+		res := prober.Result{Intended: intended, Start: intended + lag, End: intended + lag + took, Class: prober.ConnectTimeout}
+		rec.Record(&res)
+	}
+	sampleAt := func(ms int) string {
+		rec.Tick(time.Duration(ms) * time.Millisecond)
+		now = at(ms)
+		return logText(s.Sample().Log)
+	}
+	// Sent 1.5 s behind its schedule: a failure intended within the gap
+	// can be sent as late, so the outage is not over 3 s after it (gap 1 s
+	// + lag 1.5 s + timeout 1 s + margin 0.5 s = 4 s).
+	failAt(2*time.Second, 1500*time.Millisecond, time.Second)
+	if log := sampleAt(5000); strings.Contains(log, "outage over") || !strings.Contains(log, "outage: requests failing") {
+		t.Fatalf("3 s after the failure, the prober 1.5 s behind:\n%s", log)
+	}
+	if log := sampleAt(6100); !strings.Contains(log, "outage over: 1 failed from +2.000s to +2.000s") {
+		t.Fatalf("4.1 s after it:\n%s", log)
+	}
+	// Beyond the bound as it stood: intended 0.5 s after it and sent 2 s
+	// behind, more than the worst lag when it was logged over.
+	failAt(2500*time.Millisecond, 2*time.Second, time.Second)
+	log := sampleAt(6200)
+	if !strings.Contains(log, "outage goes on: a failure completed late joined the one logged over at +2.000s") {
+		t.Fatalf("a late failure joined the outage logged over:\n%s", log)
+	}
+	log = sampleAt(12000)
+	if n := strings.Count(log, "outage: requests failing"); n != 1 {
+		t.Errorf("the outage opened %d times in the log:\n%s", n, log)
+	}
+	if n := strings.Count(log, "outage over"); n != 2 || !strings.Contains(log, "outage over: 2 failed from +2.000s to +2.500s") {
+		t.Errorf("want it over twice, the second with both failures:\n%s", log)
+	}
+}
