@@ -404,7 +404,7 @@ wait:
 	if p.cfg.Duration > 0 && !canceled && stoppedAt == 0 {
 		sendEnd = p.cfg.Duration
 	}
-	p.rec.Tick(time.Duration(1 << 62))
+	p.rec.Tick(EndOfRun)
 	p.clock.Note(p.start, time.Now())
 	dialled, more := p.dialer.dialled.list()
 	return Summary{

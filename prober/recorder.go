@@ -344,9 +344,14 @@ func (r *SecondRow) Failed() uint64 {
 // sampleEvery).
 const closeGrace = 500 * time.Millisecond
 
+// EndOfRun is Tick's now after the workers have stopped: it merges and
+// finalises everything, and the recorder is then Complete. (Not
+// math.MaxInt64: now-closeGrace must not overflow.)
+const EndOfRun = time.Duration(1 << 62)
+
 // Tick merges every stream's results since the last tick, then makes every
 // second that ended before now-closeGrace final (its quantiles computed).
-// Tick(math.MaxInt64) after the workers have stopped merges and finalises
+// Tick(EndOfRun) after the workers have stopped merges and finalises
 // everything. Safe to call from any goroutine; calls are serialised.
 func (r *Recorder) Tick(now time.Duration) {
 	r.tickMu.Lock()
@@ -525,6 +530,16 @@ func (r *Recorder) SnapshotFrom(first int) Snapshot {
 		}
 	}
 	return snap
+}
+
+// Complete reports whether every result of the run is in: the final
+// Tick(EndOfRun), or FinaliseBefore(math.MaxInt64) for a recorder others
+// feed, has been made. Until then a request in flight may still fail, and
+// join an outage that looks over.
+func (r *Recorder) Complete() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.closedUpTo >= int64((EndOfRun-closeGrace)/time.Second)
 }
 
 // OutagesFrom returns the target failures' outage windows so far, by the

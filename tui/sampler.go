@@ -174,7 +174,9 @@ func (s *Sampler) Sample() Snapshot {
 			s.events++
 		}
 	}
-	s.outages(out.Elapsed, t.MaxLag, out.Phase == "done")
+	// "done" is said as the load stops; requests in flight then complete
+	// for up to their timeout: outages are final once every one is in.
+	s.outages(out.Elapsed, t.MaxLag, out.Phase == "done" && s.src.Recorder.Complete())
 	if s.src.Log != nil {
 		lines := s.src.Log.snapshot()
 		for _, l := range lines[min(s.sinkSeen, len(lines)):] {

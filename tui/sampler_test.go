@@ -300,3 +300,25 @@ func TestSamplerOutageOverWaitsAndCorrects(t *testing.T) {
 		t.Errorf("want it over twice, the second with both failures:\n%s", log)
 	}
 }
+
+// The run says "done" as its load stops; requests still in flight complete
+// after it. Outages are closed at once only when every result is in.
+func TestSamplerClosesOutagesWhenEveryResultIsIn(t *testing.T) {
+	rec := prober.NewRecorder(100)
+	now := at(3000)
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, RequestTimeout: 5 * time.Second,
+		Phase: func() string { return "done" }, Now: func() time.Time { return now }})
+	res := prober.Result{Intended: 2 * time.Second, Start: 2 * time.Second, End: 2100 * time.Millisecond, Class: prober.Refused}
+	rec.Record(&res)
+	rec.Tick(3 * time.Second)
+	if log := logText(s.Sample().Log); strings.Contains(log, "outage over") {
+		t.Fatalf("done, requests still in flight (the recorder not complete):\n%s", log)
+	}
+	late := prober.Result{Intended: 2500 * time.Millisecond, Start: 2500 * time.Millisecond, End: 7500 * time.Millisecond, Class: prober.Timeout}
+	rec.Record(&late)
+	rec.Tick(prober.EndOfRun)
+	now = at(7600)
+	if log := logText(s.Sample().Log); !strings.Contains(log, "outage over: 2 failed from +2.000s to +2.500s") {
+		t.Fatalf("every result in:\n%s", log)
+	}
+}
