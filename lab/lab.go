@@ -382,8 +382,12 @@ func waitHTTP(ctx context.Context, ns, what, url, token, caFile string, limit ti
 	dial := netns.DialContextIn(ns)
 	deadline := time.Now().Add(limit)
 	var last string
+	var c *http.Client // built once its certificate can be read, then kept (one transport, its connection reused)
 	for time.Now().Before(deadline) {
-		c, err := waitClient(url, caFile, dial)
+		var err error
+		if c == nil {
+			c, err = waitClient(url, caFile, dial)
+		}
 		if err == nil {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if token != "" {

@@ -2,8 +2,8 @@
 // wire checks kept (LAB_KEEP_WIRE) and holds it to what conntrack recorded
 // in the same run: for each failure conntrack mapped to a pod address (not
 // one that followed an earlier connection's entry, which the timeline
-// cannot know), is the pod named for certain the one conntrack names, or among the
-// candidates? It prints the counts per report and in all, and every
+// cannot know), is the pod named for certain the one conntrack names, or
+// among the candidates? It prints the counts per report and in all, and every
 // contradiction. A change to the analysis is replayed on runs kept before
 // and after it:
 //
