@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,26 @@ func TestTheFirstContainerToExitCounts(t *testing.T) {
 	pods.Apply(exited(4300, 2000, "m"))
 	if p := pods.Get("m"); p == nil || p.ExitServer == nil || !p.ExitServer.Equal(at(2000)) {
 		t.Errorf("m's exits, the later-dated received first: kept %+v, want the one dated +2s", p)
+	}
+}
+
+// The context names the container whose exit it cites: with a sidecar,
+// "its container had exited" would not say which one had stopped.
+func TestTheContextNamesTheContainerThatExited(t *testing.T) {
+	ready := ev(1000, report.PodReady, "o", "old")
+	ready.ReadinessConnects = true
+	app, sidecar := exited(2300, 2000, "o"), exited(4100, 4000, "o")
+	app.Container, sidecar.Container = "app", "istio-proxy"
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
+		ev(500, report.PodCreated, "o", "old"),
+		ready,
+		deleted(1800, 1000, "o"),
+		sidecar,
+		app,
+	}, Failures: []report.Failure{fail(4500, "refused", true, "")}}
+	analyse(r)
+	f := r.Failures[0]
+	if want := "its container app had exited (+2.30s, code 0)"; f.LikelyPod != "o" || !strings.Contains(f.Context, want) {
+		t.Errorf("failure on %q with context %q, want o and %q", f.LikelyPod, f.Context, want)
 	}
 }

@@ -64,6 +64,9 @@ type Pod struct {
 	// both have one, else by receipt.
 	ExitAt   *time.Time
 	ExitCode *int32
+	// ExitContainer names the container of that exit ("" in a report
+	// older than the timeline's container field).
+	ExitContainer string
 	// ExitServer is when the kubelet says that container finished, floored
 	// to its second: never later than the exit (nil when the timeline
 	// lacks it). The exit's receipt can lag it by more than the tolerance
@@ -259,7 +262,7 @@ func (ps *Pods) Apply(e report.Event) {
 	case e.Kind == report.ContainerTerminated:
 		p.killed = p.killed || e.Killed()
 		if p.exitedFirst(e) {
-			p.ExitCode, p.ExitAt, p.ExitServer = e.ExitCode, &at, e.Server
+			p.ExitCode, p.ExitAt, p.ExitServer, p.ExitContainer = e.ExitCode, &at, e.Server, e.Container
 		}
 	case e.Kind == report.PodGone:
 		p.Gone, p.Ready, p.Serving = true, false, false

@@ -115,8 +115,11 @@ type Event struct {
 	// on: Ready, it was listening there.
 	ReadinessConnects bool   `json:"readiness_connects,omitempty"`
 	ExitCode          *int32 `json:"exit_code,omitempty"`
-	Reason            string `json:"reason,omitempty"`
-	Detail            string `json:"detail,omitempty"`
+	// Container, on container_started and container_terminated, is the
+	// container's name: with sidecars, which one stopped matters.
+	Container string `json:"container,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 	// Budgets, on pod_evicted, are the PodDisruptionBudgets that selected
 	// the pod when the drain began, each as its name, what its spec keeps
 	// and the disruptions its status allowed then ("web (maxUnavailable: 2;

@@ -455,13 +455,13 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		prev := old[cs.Name]
 		if r := cs.State.Running; r != nil && (prev.State.Running == nil || !prev.State.Running.StartedAt.Equal(&r.StartedAt)) {
 			e := podEvent(report.ContainerStarted, n)
-			e.Server, e.Detail = ptrTime(r.StartedAt), "container "+cs.Name
+			e.Server, e.Container, e.Detail = ptrTime(r.StartedAt), cs.Name, "container "+cs.Name
 			w.tl.Add(e)
 		}
 		if term := cs.State.Terminated; term != nil && prev.State.Terminated == nil {
 			e := podEvent(report.ContainerTerminated, n)
 			code := term.ExitCode
-			e.Server, e.ExitCode, e.Reason, e.Detail = ptrTime(term.FinishedAt), &code, term.Reason, "container "+cs.Name
+			e.Server, e.ExitCode, e.Reason, e.Container, e.Detail = ptrTime(term.FinishedAt), &code, term.Reason, cs.Name, "container "+cs.Name
 			if code == report.SIGKILLExitCode {
 				e.Detail += " (SIGKILL)"
 			}

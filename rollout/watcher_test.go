@@ -148,7 +148,7 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 				t.Errorf("deletion event %+v: want the request time (deadline minus grace) and the preStop sleep", e)
 			}
 		case report.ContainerTerminated:
-			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" {
+			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" || e.Container != "app" {
 				t.Errorf("terminated event %+v", e)
 			}
 		case report.EndpointUnready:
