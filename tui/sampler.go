@@ -84,10 +84,10 @@ type Sampler struct {
 	finalRows int      // final seconds consumed
 	tail      []Second // the last final seconds (at most 2*ChartSeconds)
 	// Outage windows (the recorder's, by the report's definition): the
-	// first closed ones are logged over (lastClosed the last of them, as
-	// logged); opened counts the windows whose start is logged.
+	// first closed ones are logged over (loggedOver: each as logged);
+	// opened counts the windows whose start is logged.
 	closed, opened int
-	lastClosed     report.Window
+	loggedOver     []report.Window
 
 	latency   Quantiles
 	latencyAt time.Time
@@ -204,19 +204,33 @@ func (s *Sampler) Sample() Snapshot {
 // join it (closeAfter). Should one join all the same, the log says the
 // outage goes on, and says it over again with the final numbers.
 func (s *Sampler) outages(elapsed, maxLag time.Duration, final bool) {
-	from := max(0, s.closed-1) // the last one logged over, to see a late join
-	ws, total := s.src.Recorder.OutagesFrom(from)
-	if s.closed > 0 {
-		if len(ws) == 0 || ws[0].Start != s.lastClosed.Start || ws[0].End != s.lastClosed.End || ws[0].Count != s.lastClosed.Count {
-			s.log = append(s.log, LogLine{At: elapsed, Bad: true,
-				Text: fmt.Sprintf("outage goes on: a failure completed late joined the one logged over at %+.3fs", s.lastClosed.End.Seconds())})
-			s.closed--
+	// A late failure changes the last window logged over, or bridges
+	// several into one: every window logged over that is no longer as
+	// logged goes on, and one line says so.
+	reopened := 0
+	for s.closed > 0 {
+		ws, _ := s.src.Recorder.OutagesFrom(s.closed - 1)
+		if was := s.loggedOver[s.closed-1]; len(ws) > 0 && ws[0].Start == was.Start && ws[0].End == was.End && ws[0].Count == was.Count {
+			break
 		}
-		ws = ws[s.closed-from:]
+		s.closed--
+		reopened++
 	}
+	switch {
+	case reopened == 1:
+		s.log = append(s.log, LogLine{At: elapsed, Bad: true,
+			Text: fmt.Sprintf("outage goes on: a failure completed late joined the one logged over at %+.3fs", s.loggedOver[s.closed].End.Seconds())})
+	case reopened > 1:
+		s.log = append(s.log, LogLine{At: elapsed, Bad: true,
+			Text: fmt.Sprintf("outages go on: failures completed late joined the %d logged over from %+.3fs to %+.3fs", reopened,
+				s.loggedOver[s.closed].End.Seconds(), s.loggedOver[s.closed+reopened-1].End.Seconds())})
+	}
+	s.loggedOver = s.loggedOver[:s.closed]
+	ws, total := s.src.Recorder.OutagesFrom(s.closed)
 	s.opened = min(s.opened, total) // windows a late failure bridged merge
+	base := s.closed
 	for k, w := range ws {
-		i := s.closed + k
+		i := base + k
 		if i >= s.opened {
 			s.log = append(s.log, LogLine{At: w.Start, Bad: true, Text: "outage: requests failing"})
 			s.opened = i + 1
@@ -235,7 +249,7 @@ func (s *Sampler) outages(elapsed, maxLag time.Duration, final bool) {
 		if s.src.Timeline != nil {
 			s.log = append(s.log, LogLine{At: max(w.End, elapsed), Text: s.changesAround(w.Start, w.End)})
 		}
-		s.closed, s.lastClosed = i+1, w
+		s.closed, s.loggedOver = i+1, append(s.loggedOver, w)
 	}
 }
 

@@ -301,6 +301,48 @@ func TestSamplerOutageOverWaitsAndCorrects(t *testing.T) {
 	}
 }
 
+// A late failure that bridges two outages already logged over merges
+// them: one line says both go on, and one says the merged outage over.
+func TestSamplerLogsAMergeOfOutagesOnce(t *testing.T) {
+	rec := prober.NewRecorder(100)
+	now := at(0)
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, RequestTimeout: time.Second, Now: func() time.Time { return now }})
+	failAt := func(intended, lag time.Duration) {
+		res := prober.Result{Intended: intended, Start: intended + lag, End: intended + lag + time.Second, Class: prober.ConnectTimeout}
+		rec.Record(&res)
+	}
+	sampleAt := func(ms int) string {
+		rec.Tick(time.Duration(ms) * time.Millisecond)
+		now = at(ms)
+		return logText(s.Sample().Log)
+	}
+	failAt(2*time.Second, 0)
+	failAt(4*time.Second, 0)
+	if log := sampleAt(8000); strings.Count(log, "outage over") != 2 {
+		t.Fatalf("two outages 2 s apart, 4 s after the second:\n%s", log)
+	}
+	// Both were logged over in one frame; nothing has changed since.
+	if log := sampleAt(8050); strings.Contains(log, "go on") || strings.Count(log, "outage over") != 2 {
+		t.Fatalf("the next frame, no failure since:\n%s", log)
+	}
+	// Intended between them, within the gap of each, sent 5 s late.
+	failAt(3*time.Second, 5*time.Second)
+	log := sampleAt(9100)
+	if n := strings.Count(log, "go on"); n != 1 || !strings.Contains(log, "outages go on: failures completed late joined the 2 logged over from +2.000s to +4.000s") {
+		t.Fatalf("a late failure bridged both: %d lines say so, want 1:\n%s", n, log)
+	}
+	log = sampleAt(20000)
+	if n := strings.Count(log, "go on"); n != 1 {
+		t.Errorf("%d lines say the outages go on, want 1:\n%s", n, log)
+	}
+	if n := strings.Count(log, "outage: requests failing"); n != 2 {
+		t.Errorf("%d outages opened in the log, want the 2 first seen:\n%s", n, log)
+	}
+	if !strings.Contains(log, "outage over: 3 failed from +2.000s to +4.000s") || strings.Count(log, "outage over") != 3 {
+		t.Errorf("want the merged outage over once more, with all three failures:\n%s", log)
+	}
+}
+
 // The run says "done" as its load stops; requests still in flight complete
 // after it. Outages are closed at once only when every result is in.
 func TestSamplerClosesOutagesWhenEveryResultIsIn(t *testing.T) {
