@@ -396,8 +396,8 @@ func (s *dialSlot) startDial() {
 // and error queue: after a failed connect, those of the attempt whose
 // error the dialer returned (the first whose address the error names);
 // with no such attempt (an error of none of them), the last attempt's
-// addresses and no queue. A dial that connected leaves the addresses to
-// the connection.
+// addresses (its source IP read as for the reported one) and no queue. A
+// dial that connected leaves the addresses to the connection.
 func (s *dialSlot) endDial(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -410,6 +410,9 @@ func (s *dialSlot) endDial(err error) {
 		if failed && reported == nil && addrIs(op.Addr, a.addr.Remote) {
 			reported = a
 			a.readQueue()
+		}
+		if err != nil && a.fd >= 0 {
+			a.addr.Local = boundAddr(a.fd, a.addr.Local) // the failure path only
 		}
 		closeICMPFD(a.fd)
 		a.fd = -1

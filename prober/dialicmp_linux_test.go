@@ -325,6 +325,63 @@ func TestBindEphemeralLeavesOutAnEndedDialsAttempt(t *testing.T) {
 	}
 }
 
+// A failed dial whose error names none of its attempts (so no queue is
+// read) still reports the source address its last attempt's SYN left
+// from, not the unspecified IP it was bound to: a refused connect on
+// loopback, whose source the kernel chose, is the referee.
+func TestAFailedDialNamingNoAttemptKeepsItsSourceIP(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now: a connect is refused
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "attempt")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := ParseTarget("http://" + closed + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := newDialer(&Config{Target: target}).newSlot()
+	slot.startDial()
+	if err := slot.bindEphemeral(context.Background(), "tcp4", closed, rc); err != nil {
+		t.Fatal(err)
+	}
+	// Non-blocking, as Go connects: a blocking connect(2) that fails
+	// disconnects the socket, which forgets its source IP.
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	remote := netip.MustParseAddrPort(closed)
+	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: remote.Addr().As4(), Port: int(remote.Port())}); err != nil && !errors.Is(err, syscall.EINPROGRESS) {
+		t.Fatalf("connect to %s: %v", closed, err)
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if _, err := unix.Poll(fds, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if soErr, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ERROR); err != nil || syscall.Errno(soErr) != syscall.ECONNREFUSED {
+		t.Fatalf("connect to %s: %v %v, want refused", closed, syscall.Errno(soErr), err)
+	}
+	bound := slot.attempts[0].addr.Local
+	slot.endDial(errors.New("an error naming no address"))
+	got := slot.addr.Local
+	if got.Addr() != netip.MustParseAddr("127.0.0.1") || got.Port() != bound.Port() || bound.Port() == 0 {
+		t.Errorf("local address %s after a refused connect bound to %s, want 127.0.0.1 and the bound port", got, bound)
+	}
+	if slot.icmp != nil {
+		t.Errorf("an error naming no attempt read a queue: %+v", slot.icmp)
+	}
+}
+
 // openFDs counts the process's open file descriptors.
 func openFDs(t *testing.T) int {
 	t.Helper()
