@@ -228,15 +228,17 @@ func (s *Sampler) outages(elapsed, maxLag time.Duration, final bool) {
 	s.loggedOver = s.loggedOver[:s.closed]
 	ws, total := s.src.Recorder.OutagesFrom(s.closed)
 	s.opened = min(s.opened, total) // windows a late failure bridged merge
-	base := s.closed
+	// Every window's start is logged as it appears; they are logged over
+	// in order, so one still open holds back those after it.
+	base, held := s.closed, false
 	for k, w := range ws {
 		i := base + k
 		if i >= s.opened {
 			s.log = append(s.log, LogLine{At: w.Start, Bad: true, Text: "outage: requests failing"})
 			s.opened = i + 1
 		}
-		if !final && elapsed-w.End <= s.closeAfter(maxLag) {
-			break
+		if held = held || (!final && elapsed-w.End <= s.closeAfter(maxLag)); held {
+			continue
 		}
 		var parts []string
 		for c, n := range w.ByClass {

@@ -348,6 +348,37 @@ func TestSamplerLogsAMergeOfOutagesOnce(t *testing.T) {
 	}
 }
 
+// An outage's start is logged as it appears, while one before it is not
+// over yet, and once, the third's too.
+func TestSamplerLogsEachOutagesStartOnce(t *testing.T) {
+	rec := prober.NewRecorder(100)
+	now := at(0)
+	s := NewSampler(Source{Command: "probe", Start: start, Recorder: rec, RequestTimeout: time.Second, Now: func() time.Time { return now }})
+	failAt := func(intended time.Duration) {
+		res := prober.Result{Intended: intended, Start: intended, End: intended + 100*time.Millisecond, Class: prober.Refused}
+		rec.Record(&res)
+	}
+	sampleAt := func(ms int) string {
+		rec.Tick(time.Duration(ms) * time.Millisecond)
+		now = at(ms)
+		return logText(s.Sample().Log)
+	}
+	failAt(2 * time.Second)
+	sampleAt(2500) // the first opens
+	failAt(4 * time.Second)
+	// The first is not over yet (2.5 s after it: gap, timeout and margin
+	// make 2.5 s); the second has begun and says so.
+	if log := sampleAt(4500); strings.Count(log, "outage: requests failing") != 2 || strings.Contains(log, "outage over") {
+		t.Errorf("the second outage begun, the first not over:\n%s", log)
+	}
+	sampleAt(5000) // the first is over
+	failAt(9 * time.Second)
+	log := sampleAt(9500)
+	if n := strings.Count(log, "outage: requests failing"); n != 3 {
+		t.Errorf("three outages began, %d logged:\n%s", n, log)
+	}
+}
+
 // The run says "done" as its load stops; requests still in flight complete
 // after it. Outages are closed at once only when every result is in.
 func TestSamplerClosesOutagesWhenEveryResultIsIn(t *testing.T) {
