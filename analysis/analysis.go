@@ -996,21 +996,13 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 			}
 		}
 		if p.ExitAt != nil && !p.ExitAt.After(t) {
-			parts = append(parts, fmt.Sprintf("its container %shad exited (%s, code %d)", withSpace(p.ExitContainer), a.rel(p.ExitAt), *p.ExitCode))
+			parts = append(parts, fmt.Sprintf("its %s had exited (%s, code %d)", report.ContainerNamed(p.ExitContainer), a.rel(p.ExitAt), *p.ExitCode))
 		}
 	}
 	if len(parts) == 0 {
 		return "served by " + p.Name
 	}
 	return strings.Join(parts, "; ")
-}
-
-// withSpace is s and a space, or "" when s is empty.
-func withSpace(s string) string {
-	if s == "" {
-		return ""
-	}
-	return s + " "
 }
 
 // outages groups the failures into windows by the one definition every

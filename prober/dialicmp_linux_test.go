@@ -355,6 +355,7 @@ func TestAFailedDialNamingNoAttemptKeepsItsSourceIP(t *testing.T) {
 	if err := slot.bindEphemeral(context.Background(), "tcp4", closed, rc); err != nil {
 		t.Fatal(err)
 	}
+	defer slot.endDial(nil) // closes the attempt's duplicate fd should the test stop early; a no-op after the endDial below
 	// Non-blocking, as Go connects: a blocking connect(2) that fails
 	// disconnects the socket, which forgets its source IP.
 	if err := syscall.SetNonblock(fd, true); err != nil {

@@ -130,6 +130,15 @@ type Event struct {
 	Budgets []string `json:"budgets,omitempty"`
 }
 
+// ContainerNamed is "container NAME" for prose, or "container" when the
+// name is unknown (a report written before timeline[].container).
+func ContainerNamed(name string) string {
+	if name == "" {
+		return "container"
+	}
+	return "container " + name
+}
+
 // Killed reports whether e is a container that ended by SIGKILL.
 func (e Event) Killed() bool {
 	return e.Kind == ContainerTerminated && e.ExitCode != nil && *e.ExitCode == SIGKILLExitCode

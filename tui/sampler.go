@@ -349,7 +349,7 @@ func (s *Sampler) event(e report.Event) {
 		if e.ExitCode != nil {
 			code = *e.ExitCode
 		}
-		logf(e.Killed(), "pod %s: container %sexited %d %s", e.Pod, withSpace(e.Container), code, e.Reason)
+		logf(e.Killed(), "pod %s: %s exited %d %s", e.Pod, report.ContainerNamed(e.Container), code, e.Reason)
 	case report.PodGone:
 		logf(false, "pod %s gone", e.Pod)
 	case report.EndpointTerminating:
@@ -541,12 +541,4 @@ func (l *LogSink) Text() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// withSpace is s and a space, or "" when s is empty.
-func withSpace(s string) string {
-	if s == "" {
-		return ""
-	}
-	return s + " "
 }
