@@ -21,7 +21,10 @@ import (
 // its container exits. False when no such port reaches the pod, or any
 // that does is not probed. (A Service of an http and a grpc port whose
 // readiness probe checks http: traffic to the http port is judged by the
-// http port alone.)
+// http port alone.) A native sidecar (an init container with
+// restartPolicy Always) counts as a container: a Service may target its
+// ports (Kubernetes 1.32 and later resolve their names), and its readiness
+// probe gates the pod's Ready as the app's does.
 func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 	if svc == nil {
 		return false
@@ -35,7 +38,7 @@ func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 		if target.Type == intstr.Int && target.IntVal == 0 {
 			target = intstr.FromInt32(sp.Port)
 		}
-		for _, c := range pod.Spec.Containers {
+		for _, c := range servingContainers(pod) {
 			port, ok := containerPort(c, target)
 			if !ok {
 				continue
@@ -47,6 +50,26 @@ func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 		}
 	}
 	return reached
+}
+
+// servingContainers are the containers that run while p serves: its
+// containers and its native sidecars (init containers with restartPolicy
+// Always); not the ordinary init containers, which end before.
+func servingContainers(p *corev1.Pod) []corev1.Container {
+	out := slices.Clone(p.Spec.Containers)
+	for _, c := range p.Spec.InitContainers {
+		if IsNativeSidecar(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// IsNativeSidecar reports whether c, an init container, is a native
+// sidecar: restartPolicy Always, so it runs beside the app's containers
+// for the pod's life and the kubelet stops it after them.
+func IsNativeSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // containerPort resolves a Service's target port on c: by name among its

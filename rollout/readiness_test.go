@@ -45,11 +45,31 @@ func TestReadinessConnects(t *testing.T) {
 		{"the Service reaches no container", pod(http(intstr.FromString("http"), ""), httpPort), svc(intstr.FromString("grpc")), false},
 		{"target 0 means the Service port", pod(tcp(intstr.FromInt32(80)), corev1.ContainerPort{ContainerPort: 80}), svc(intstr.FromInt32(0)), true},
 		{"no Service", pod(http(intstr.FromString("http"), ""), httpPort), nil, false},
+		{"the target is a native sidecar's port, probed", withSidecar(pod(nil, httpPort), tcp(intstr.FromString("tls"))), svc(intstr.FromString("tls")), true},
+		{"the target is a native sidecar's port, unprobed", withSidecar(pod(http(intstr.FromString("http"), ""), httpPort), nil), svc(intstr.FromString("tls")), false},
+		{"an ordinary init container's port is no target", withInit(pod(nil, httpPort), tcp(intstr.FromString("tls"))), svc(intstr.FromString("tls")), false},
 	} {
 		if got := ReadinessConnects(tc.pod, tc.svc, 0); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// withSidecar adds a native sidecar listening on port "tls" (8443), probed
+// by probe.
+func withSidecar(p *corev1.Pod, probe *corev1.Probe) *corev1.Pod {
+	p = withInit(p, probe)
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers[0].RestartPolicy = &always
+	return p
+}
+
+// withInit adds an ordinary init container declaring port "tls" (8443),
+// probed by probe (which the API would refuse: the kubelet never uses it).
+func withInit(p *corev1.Pod, probe *corev1.Probe) *corev1.Pod {
+	p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "tls", ReadinessProbe: probe,
+		Ports: []corev1.ContainerPort{{Name: "tls", ContainerPort: 8443}}})
+	return p
 }
 
 // A Service with an http and a grpc port whose readiness probe checks http
