@@ -996,7 +996,7 @@ func (a attributor) describe(p *Pod, t time.Time) string {
 			}
 		}
 		if p.ExitAt != nil && !p.ExitAt.After(t) {
-			parts = append(parts, fmt.Sprintf("its %s had exited (%s, code %d)", report.ContainerNamed(p.ExitContainer), a.rel(p.ExitAt), *p.ExitCode))
+			parts = append(parts, fmt.Sprintf("its %s had exited (%s, code %d)", report.ContainerNamed(p.ExitContainer, p.ExitSidecar), a.rel(p.ExitAt), *p.ExitCode))
 		}
 	}
 	if len(parts) == 0 {

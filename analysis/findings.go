@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -695,19 +696,41 @@ func renderServerErrors(g *group, x facts) (report.Finding, bool) {
 // deletion request cuts in-flight requests whether or not one was seen.
 func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 	var killed []string
+	pods := map[string]int{} // pods per container killed, named in prose
+	sidecar := false
 	for _, p := range x.pods.All() {
-		if p.Killed() && p.DeletedAt != nil {
-			killed = append(killed, p.Name)
+		if !p.Killed() || p.DeletedAt == nil {
+			continue
+		}
+		killed = append(killed, p.Name)
+		for _, c := range p.KilledContainers() {
+			pods[c]++
+			sidecar = sidecar || strings.HasPrefix(c, "sidecar ")
 		}
 	}
 	sort.Strings(killed)
 	if len(killed) == 0 {
 		return report.Finding{}, false
 	}
+	evidence := []string{fmt.Sprintf("%d pods ended with exit code %d after their deletion was requested: %s", len(killed), report.SIGKILLExitCode, strings.Join(killed, ", "))}
+	// A report older than timeline[].container names no container: then
+	// there is nothing to add to the pods' names.
+	delete(pods, report.ContainerNamed("", false))
+	if len(pods) > 0 {
+		var each []string
+		for _, c := range slices.Sorted(maps.Keys(pods)) {
+			each = append(each, fmt.Sprintf("%s in %s", c, nOf(pods[c], "pod")))
+		}
+		evidence = append(evidence, "SIGKILLed: "+strings.Join(each, "; "))
+	}
+	fix := "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here"
+	if sidecar {
+		fix += "; a native sidecar is sent SIGTERM only once the app's containers have exited (or the grace period has run out waiting for them), with what is left of the grace period (at least 2 s): the grace period must cover the app's drain and then the sidecar's own shutdown"
+	}
 	return report.Finding{
 		Title:    "containers were SIGKILLed at the end of their grace period",
-		Evidence: []string{fmt.Sprintf("%d pods ended with exit code %d after their deletion was requested: %s", len(killed), report.SIGKILLExitCode, strings.Join(killed, ", "))},
-		Fix:      "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here",
+		Evidence: evidence,
+		Fix:      fix,
 		Pods:     killed,
 	}, true
 }

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"time"
 
 	"github.com/rollprobe/rollprobe/report"
@@ -65,16 +66,18 @@ type Pod struct {
 	ExitAt   *time.Time
 	ExitCode *int32
 	// ExitContainer names the container of that exit ("" in a report
-	// older than the timeline's container field).
+	// older than the timeline's container field); ExitSidecar, that it is
+	// a native sidecar.
 	ExitContainer string
+	ExitSidecar   bool
 	// ExitServer is when the kubelet says that container finished, floored
 	// to its second: never later than the exit (nil when the timeline
 	// lacks it). The exit's receipt can lag it by more than the tolerance
 	// (the kubelet's status update; the lab saw 2 s).
 	ExitServer *time.Time
-	// killed: one of its containers ended by SIGKILL (not only the first
-	// to exit).
-	killed bool
+	// killed: the containers that ended by SIGKILL (not only the first
+	// to exit), in prose (report.ContainerNamed), in the order seen.
+	killed []string
 	GoneAt *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
@@ -89,7 +92,11 @@ func (p *Pod) DeletedBy(t time.Time, slack time.Duration) bool {
 }
 
 // Killed reports whether one of the pod's containers ended by SIGKILL.
-func (p *Pod) Killed() bool { return p.killed }
+func (p *Pod) Killed() bool { return len(p.killed) > 0 }
+
+// KilledContainers names the containers that ended by SIGKILL, in prose
+// ("container app", "sidecar proxy"), each once, in the order seen.
+func (p *Pod) KilledContainers() []string { return p.killed }
 
 // exitedFirst reports whether e, a container's exit, came before the one
 // p keeps (ExitAt): by the kubelet's times where both have one, else by
@@ -260,9 +267,11 @@ func (ps *Pods) Apply(e report.Event) {
 		p.Serving = e.Serving
 		p.Terminating = p.Terminating || e.Terminating
 	case e.Kind == report.ContainerTerminated:
-		p.killed = p.killed || e.Killed()
+		if named := report.ContainerNamed(e.Container, e.Sidecar); e.Killed() && !slices.Contains(p.killed, named) {
+			p.killed = append(p.killed, named)
+		}
 		if p.exitedFirst(e) {
-			p.ExitCode, p.ExitAt, p.ExitServer, p.ExitContainer = e.ExitCode, &at, e.Server, e.Container
+			p.ExitCode, p.ExitAt, p.ExitServer, p.ExitContainer, p.ExitSidecar = e.ExitCode, &at, e.Server, e.Container, e.Sidecar
 		}
 	case e.Kind == report.PodGone:
 		p.Gone, p.Ready, p.Serving = true, false, false

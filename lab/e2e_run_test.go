@@ -877,8 +877,16 @@ func checkLateReady(t *testing.T, r *runResult) {
 	t.Logf("%d of %d failures attributed to a new pod", onNew, len(rep.Failures))
 }
 
-// checkShortGrace: the SIGKILL finding names the three old pods, and the
-// JUnit check for it fails even when no request dropped.
+// checkShortGrace: the SIGKILL finding names the three old pods and the
+// container killed, and the JUnit check for it fails even when no request
+// dropped. The pods' native sidecar is in the timeline as one: started
+// before the app on each new pod and, on each old pod, ended (exit 0, at
+// once on SIGTERM) no earlier than the app or the end of the grace period
+// (the kubelet sends a sidecar SIGTERM when the app's containers have
+// exited or the grace period has run out waiting for them: here both come
+// at once, and a first rehearsal saw the sidecar's end dated the second
+// before the app's), in the kubelet's own times, floored to the second as
+// the API gives them.
 func checkShortGrace(t *testing.T, r *runResult) {
 	rep := r.rep
 	f := findingByID(rep, analysis.GraceTooShort)
@@ -889,6 +897,71 @@ func checkShortGrace(t *testing.T, r *runResult) {
 		if !strings.HasPrefix(p, "short-grace-"+rep.Rollout.OldRevision+"-") {
 			t.Errorf("SIGKILL finding names %s, not an old pod", p)
 		}
+	}
+	if want := "SIGKILLed: container app in 3 pods"; !slices.Contains(f.Evidence, want) {
+		t.Errorf("grace finding's evidence %q lacks %q: the app was killed, its sidecar exited on SIGTERM", f.Evidence, want)
+	}
+	type seen struct{ app, proxy *report.Event }
+	started, ended := map[string]*seen{}, map[string]*seen{}
+	deadline := map[string]time.Time{} // the grace period's end, floored
+	for i := range rep.Timeline {
+		e := &rep.Timeline[i]
+		var m map[string]*seen
+		switch e.Kind {
+		case report.PodDeletionRequested:
+			if e.Server != nil {
+				deadline[e.Pod] = e.Server.Add(3 * time.Second) // the sample's terminationGracePeriodSeconds
+			}
+			continue
+		case report.ContainerStarted:
+			m = started
+		case report.ContainerTerminated:
+			m = ended
+		default:
+			continue
+		}
+		if m[e.Pod] == nil {
+			m[e.Pod] = &seen{}
+		}
+		switch {
+		case e.Container == "app" && !e.Sidecar:
+			m[e.Pod].app = e
+		case e.Container == "proxy" && e.Sidecar:
+			m[e.Pod].proxy = e
+		default:
+			t.Errorf("%s of %s: container %q sidecar=%v, want app or the sidecar proxy", e.Kind, e.Pod, e.Container, e.Sidecar)
+		}
+	}
+	for _, p := range f.Pods {
+		s := ended[p]
+		if s == nil || s.app == nil || s.proxy == nil || s.app.Server == nil || s.proxy.Server == nil {
+			t.Errorf("old pod %s: exits %+v, want the app's and the sidecar's with the kubelet's times", p, s)
+			continue
+		}
+		if s.app.ExitCode == nil || *s.app.ExitCode != report.SIGKILLExitCode || s.proxy.ExitCode == nil || *s.proxy.ExitCode != 0 {
+			t.Errorf("old pod %s: app exit %v, sidecar exit %v; want 137 and 0", p, s.app.ExitCode, s.proxy.ExitCode)
+		}
+		end, ok := deadline[p]
+		if !ok {
+			t.Errorf("old pod %s: no deletion request with the apiserver's time", p)
+			continue
+		}
+		if first := minTime(*s.app.Server, end); s.proxy.Server.Before(first) {
+			t.Errorf("old pod %s: the sidecar ended at %s, before the app (%s) and the grace period's end (%s)", p, s.proxy.Server, s.app.Server, end)
+		}
+	}
+	newPods := 0
+	for p, s := range started {
+		if !strings.HasPrefix(p, "short-grace-"+rep.Rollout.NewRevision+"-") {
+			continue
+		}
+		newPods++
+		if s.app == nil || s.proxy == nil || s.app.Server == nil || s.proxy.Server == nil || s.app.Server.Before(*s.proxy.Server) {
+			t.Errorf("new pod %s: starts %+v, want the sidecar's, then the app's", p, s)
+		}
+	}
+	if newPods != 3 {
+		t.Errorf("starts seen on %d new pods, want 3: %v", newPods, started)
 	}
 	b, err := os.ReadFile(r.junitPath)
 	if err != nil {
@@ -1108,6 +1181,13 @@ func waitEveryEndpointServes(t *testing.T, ctx context.Context, c *lab.Client, s
 			t.Fatal(err)
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func findingByID(r *report.Report, id string) *report.Finding {

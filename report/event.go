@@ -118,8 +118,15 @@ type Event struct {
 	// Container, on container_started and container_terminated, is the
 	// container's name: with sidecars, which one stopped matters.
 	Container string `json:"container,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	Detail    string `json:"detail,omitempty"`
+	// Sidecar, on those events, is that the container is a native sidecar:
+	// an init container with restartPolicy Always, which runs beside the
+	// app's containers; at the pod's deletion the kubelet sends it SIGTERM
+	// once they have exited, or once the grace period has run out waiting
+	// for them. Ordinary init containers, which end before the pod serves,
+	// have no events.
+	Sidecar bool   `json:"sidecar,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 	// Budgets, on pod_evicted, are the PodDisruptionBudgets that selected
 	// the pod when the drain began, each as its name, what its spec keeps
 	// and the disruptions its status allowed then ("web (maxUnavailable: 2;
@@ -130,11 +137,15 @@ type Event struct {
 	Budgets []string `json:"budgets,omitempty"`
 }
 
-// ContainerNamed is "container NAME" for prose, or "container" when the
-// name is unknown (a report written before timeline[].container).
-func ContainerNamed(name string) string {
-	if name == "" {
+// ContainerNamed is "container NAME" (or "sidecar NAME" for a native
+// sidecar) for prose, or "container" when the name is unknown (a report
+// written before timeline[].container).
+func ContainerNamed(name string, sidecar bool) string {
+	switch {
+	case name == "":
 		return "container"
+	case sidecar:
+		return "sidecar " + name
 	}
 	return "container " + name
 }

@@ -447,26 +447,8 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		e.Detail = "node " + n.Spec.NodeName
 		w.tl.Add(e)
 	}
-	old := map[string]corev1.ContainerStatus{}
-	for _, cs := range o.Status.ContainerStatuses {
-		old[cs.Name] = cs
-	}
-	for _, cs := range n.Status.ContainerStatuses {
-		prev := old[cs.Name]
-		if r := cs.State.Running; r != nil && (prev.State.Running == nil || !prev.State.Running.StartedAt.Equal(&r.StartedAt)) {
-			e := podEvent(report.ContainerStarted, n)
-			e.Server, e.Container, e.Detail = ptrTime(r.StartedAt), cs.Name, "container "+cs.Name
-			w.tl.Add(e)
-		}
-		if term := cs.State.Terminated; term != nil && prev.State.Terminated == nil {
-			e := podEvent(report.ContainerTerminated, n)
-			code := term.ExitCode
-			e.Server, e.ExitCode, e.Reason, e.Container, e.Detail = ptrTime(term.FinishedAt), &code, term.Reason, cs.Name, "container "+cs.Name
-			if code == report.SIGKILLExitCode {
-				e.Detail += " (SIGKILL)"
-			}
-			w.tl.Add(e)
-		}
+	for _, e := range containerEvents(o, n) {
+		w.tl.Add(e)
 	}
 	if was, is := podReady(o), podReady(n); was != is {
 		kind := report.PodUnready
@@ -496,6 +478,58 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 	}
 }
 
+// containerEvents are the starts and exits between o's and n's container
+// statuses: the app's containers' and the native sidecars' (init
+// containers with restartPolicy Always: a proxy in the traffic's path is
+// often one, and its exit matters as the app's does). Ordinary init
+// containers are left out: they end before the pod serves, and their
+// exits are no part of its going away.
+func containerEvents(o, n *corev1.Pod) []report.Event {
+	sidecars := map[string]bool{}
+	for _, c := range n.Spec.InitContainers {
+		if IsNativeSidecar(c) {
+			sidecars[c.Name] = true
+		}
+	}
+	old := map[string]corev1.ContainerStatus{}
+	for _, cs := range o.Status.ContainerStatuses {
+		old[cs.Name] = cs
+	}
+	for _, cs := range o.Status.InitContainerStatuses {
+		if sidecars[cs.Name] {
+			old[cs.Name] = cs
+		}
+	}
+	var out []report.Event
+	add := func(cs corev1.ContainerStatus, sidecar bool) {
+		prev := old[cs.Name]
+		if r := cs.State.Running; r != nil && (prev.State.Running == nil || !prev.State.Running.StartedAt.Equal(&r.StartedAt)) {
+			e := podEvent(report.ContainerStarted, n)
+			e.Server, e.Container, e.Sidecar, e.Detail = ptrTime(r.StartedAt), cs.Name, sidecar, report.ContainerNamed(cs.Name, sidecar)
+			out = append(out, e)
+		}
+		if term := cs.State.Terminated; term != nil && prev.State.Terminated == nil {
+			e := podEvent(report.ContainerTerminated, n)
+			code := term.ExitCode
+			e.Server, e.ExitCode, e.Reason, e.Container, e.Sidecar = ptrTime(term.FinishedAt), &code, term.Reason, cs.Name, sidecar
+			e.Detail = report.ContainerNamed(cs.Name, sidecar)
+			if code == report.SIGKILLExitCode {
+				e.Detail += " (SIGKILL)"
+			}
+			out = append(out, e)
+		}
+	}
+	for _, cs := range n.Status.InitContainerStatuses {
+		if sidecars[cs.Name] {
+			add(cs, true)
+		}
+	}
+	for _, cs := range n.Status.ContainerStatuses {
+		add(cs, false)
+	}
+	return out
+}
+
 // PreStopSleep is how many seconds after p's deletion request none of its
 // containers can yet have been told to stop: the kubelet runs each
 // container's preStop hook before its SIGTERM, and a sleep action
@@ -504,7 +538,10 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 // containers, capped by the deletion's grace period (the kubelet stops a
 // hook at its end); 0 when a container has no sleep action. (The doctor's
 // preStopSeconds also reads `sleep N` in an exec hook: advice may guess,
-// the attribution this feeds may not.)
+// the attribution this feeds may not.) Native sidecars are left out: the
+// kubelet runs their preStop hooks at the deletion too, but then holds
+// their SIGTERM until the app's containers have exited, so none is told
+// to stop before the app is.
 func PreStopSleep(p *corev1.Pod, grace int64) int64 {
 	least := int64(-1)
 	for _, c := range p.Spec.Containers {

@@ -349,7 +349,7 @@ func (s *Sampler) event(e report.Event) {
 		if e.ExitCode != nil {
 			code = *e.ExitCode
 		}
-		logf(e.Killed(), "pod %s: %s exited %d %s", e.Pod, report.ContainerNamed(e.Container), code, e.Reason)
+		logf(e.Killed(), "pod %s: %s exited %d %s", e.Pod, report.ContainerNamed(e.Container, e.Sidecar), code, e.Reason)
 	case report.PodGone:
 		logf(false, "pod %s gone", e.Pod)
 	case report.EndpointTerminating:

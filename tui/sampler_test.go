@@ -106,12 +106,16 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 
 	// The pod goes; the next frame adds only what is new.
 	killed := int32(report.SIGKILLExitCode)
+	zero := int32(0)
 	tl.Add(report.Event{At: at(6050), Kind: report.ContainerTerminated, Pod: "naive-old-a", Revision: "old", Container: "app", ExitCode: &killed, Reason: "Error"})
+	tl.Add(report.Event{At: at(6060), Kind: report.ContainerTerminated, Pod: "naive-old-a", Revision: "old", Container: "proxy", Sidecar: true, ExitCode: &zero, Reason: "Completed"})
 	tl.Add(report.Event{At: at(6100), Kind: report.PodGone, Pod: "naive-old-a", Revision: "old"})
 	now = at(6200)
 	again := s.Sample()
-	if log := logText(again.Log); !strings.Contains(log, "pod naive-old-a: container app exited 137 Error") {
-		t.Errorf("log lacks the container's exit, named:\n%s", log)
+	for _, want := range []string{"pod naive-old-a: container app exited 137 Error", "pod naive-old-a: sidecar proxy exited 0 Completed"} {
+		if log := logText(again.Log); !strings.Contains(log, want) {
+			t.Errorf("log lacks the container's exit, named (%q):\n%s", want, log)
+		}
 	}
 	if n := strings.Count(logText(again.Log), "outage over"); n != 1 {
 		t.Errorf("the outage was logged %d times", n)

@@ -242,11 +242,12 @@ func TestEveryPodHasALane(t *testing.T) {
 // A pod's lane follows its events: ready, then terminating from the
 // deletion request, exited from the container's end, gone with the pod;
 // its endpoint ready, then terminating but serving, then not serving,
-// then removed. A SIGKILL is marked as one.
+// then removed. A SIGKILL is marked as one; each exit's mark names its
+// container, a native sidecar as one.
 func TestLaneFollowsTheLifecycle(t *testing.T) {
 	t0 := fixture.T0
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	killed := int32(137)
+	killed, zero := int32(137), int32(0)
 	r := &report.Report{StartedAt: t0, DurationS: 20, Command: "run",
 		Timeline: []report.Event{
 			{At: at(0), Kind: report.PodPresent, Pod: "web-1", Ready: true},
@@ -254,8 +255,9 @@ func TestLaneFollowsTheLifecycle(t *testing.T) {
 			{At: at(5), Kind: report.PodDeletionRequested, Pod: "web-1"},
 			{At: at(5.1), Kind: report.EndpointTerminating, Pod: "web-1", Serving: true, Terminating: true},
 			{At: at(8), Kind: report.EndpointNotServing, Pod: "web-1", Terminating: true},
-			{At: at(9), Kind: report.ContainerTerminated, Pod: "web-1", ExitCode: &killed},
+			{At: at(9), Kind: report.ContainerTerminated, Pod: "web-1", Container: "app", ExitCode: &killed},
 			{At: at(9.2), Kind: report.EndpointRemoved, Pod: "web-1"},
+			{At: at(9.5), Kind: report.ContainerTerminated, Pod: "web-1", Container: "proxy", Sidecar: true, ExitCode: &zero},
 			{At: at(10), Kind: report.PodGone, Pod: "web-1"},
 			{At: at(4), Kind: report.PodCreated, Pod: "web-2"},
 			{At: at(6), Kind: report.PodReady, Pod: "web-2"},
@@ -283,12 +285,16 @@ func TestLaneFollowsTheLifecycle(t *testing.T) {
 	if !slices.Equal(l1.Endpoint, wantEP) {
 		t.Errorf("web-1 endpoint %v, want %v", l1.Endpoint, wantEP)
 	}
-	kinds := []string{}
+	kinds, titles := []string{}, []string{}
 	for _, mk := range l1.Markers {
 		kinds = append(kinds, fmt.Sprintf("%s@%g", mk.Kind, mk.T))
+		titles = append(titles, mk.Title)
 	}
-	if !slices.Equal(kinds, []string{"deletion@5", "sigkill@9"}) {
+	if !slices.Equal(kinds, []string{"deletion@5", "sigkill@9", "exit@9.5"}) {
 		t.Errorf("web-1 markers %v", kinds)
+	}
+	if want := []string{"web-1: container app exited with code 137 at +9.00s", "web-1: sidecar proxy exited with code 0 at +9.50s"}; len(titles) != 3 || !slices.Equal(titles[1:], want) {
+		t.Errorf("web-1 marker titles %q, want the exits' %q", titles, want)
 	}
 	want2 := []segment{{4, 6, podStarting}, {6, 20, podReady}}
 	if !slices.Equal(l2.Life, want2) {

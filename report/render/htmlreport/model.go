@@ -381,7 +381,7 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 			if e.Killed() {
 				kind, label = "sigkill", "SIGKILL"
 			}
-			title := fmt.Sprintf("%s: container exited with code %s at %+.2fs", key, code, t)
+			title := fmt.Sprintf("%s: %s exited with code %s at %+.2fs", key, report.ContainerNamed(e.Container, e.Sidecar), code, t)
 			if e.Reason != "" {
 				title += " (" + e.Reason + ")"
 			}

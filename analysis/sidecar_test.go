@@ -1,0 +1,88 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// killedBy is a SIGKILL of pod's container name (a native sidecar when
+// sidecar), received at ms.
+func killedBy(ms int, pod, name string, sidecar bool) report.Event {
+	e := exited(ms, ms/1000*1000, pod)
+	code := int32(report.SIGKILLExitCode)
+	e.ExitCode, e.Container, e.Sidecar, e.Reason = &code, name, sidecar, "Error"
+	return e
+}
+
+// The grace finding says which containers the kubelet killed: a native
+// sidecar is sent SIGTERM only once the app's containers have exited (or
+// the grace period ran out), with what is left of it, so a sidecar killed
+// where the app drained in time needs its own shutdown looked at, not the
+// app's. A report written
+// before timeline[].container names none and adds no line.
+func TestTheGraceFindingNamesTheContainersKilled(t *testing.T) {
+	appDone := exited(5500, 5000, "b")
+	appDone.Container = "app"
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true},
+		deleted(2000, 2000, "a"),
+		deleted(2100, 2000, "b"),
+		deleted(2200, 2000, "c"),
+		killedBy(5100, "a", "app", false),
+		appDone,
+		killedBy(7600, "b", "proxy", true),
+		killedBy(5200, "c", "", false),
+	}}
+	analyse(r)
+	f := find(r, GraceTooShort)
+	if f == nil {
+		t.Fatalf("no grace finding among %+v", r.Findings)
+	}
+	if got := strings.Join(f.Pods, ","); got != "a,b,c" {
+		t.Errorf("pods %s, want a,b,c", got)
+	}
+	want := "SIGKILLed: container app in 1 pod; sidecar proxy in 1 pod"
+	if len(f.Evidence) != 2 || f.Evidence[1] != want {
+		t.Errorf("evidence %q, want a second line %q", f.Evidence, want)
+	}
+	if !strings.Contains(f.Fix, "native sidecar is sent SIGTERM only once the app's containers have exited") {
+		t.Errorf("fix %q does not say how a sidecar's stop is timed", f.Fix)
+	}
+
+	// Only unnamed containers: the pods' names are all there is to say.
+	old := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true},
+		deleted(2200, 2000, "c"),
+		killedBy(5200, "c", "", false),
+	}}
+	analyse(old)
+	if f := find(old, GraceTooShort); f == nil || len(f.Evidence) != 1 || strings.Contains(f.Fix, "sidecar") {
+		t.Errorf("grace finding of a report without container names: %+v", f)
+	}
+}
+
+// A native sidecar that exited before the app (it crashed: at a deletion
+// the kubelet stops sidecars after the app) is named as one in a failure's
+// context.
+func TestTheContextSaysASidecarExited(t *testing.T) {
+	ready := ev(1000, report.PodReady, "o", "old")
+	ready.ReadinessConnects = true
+	proxy, app := exited(2300, 2000, "o"), exited(4100, 4000, "o")
+	proxy.Container, proxy.Sidecar, app.Container = "proxy", true, "app"
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
+		ev(500, report.PodCreated, "o", "old"),
+		ready,
+		deleted(1800, 1000, "o"),
+		proxy,
+		app,
+	}, Failures: []report.Failure{fail(4500, "refused", true, "")}}
+	analyse(r)
+	f := r.Failures[0]
+	if want := "its sidecar proxy had exited (+2.30s, code 0)"; f.LikelyPod != "o" || !strings.Contains(f.Context, want) {
+		t.Errorf("failure on %q with context %q, want o and %q", f.LikelyPod, f.Context, want)
+	}
+}
