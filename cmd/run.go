@@ -125,7 +125,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	o.kube.bind(f)
 	f.StringArrayVar(&o.targets, "target", nil, "URL to probe (the Service's address as clients reach it); repeated as NAME=URL, probes several paths to the app side by side, each at --rate (the Service and the ingress, say)")
 	f.BoolVar(&o.restart, "restart", false, "trigger: restart the workload, as kubectl rollout restart (the default)")
-	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE")
+	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE (an init container too: a native sidecar, as kubectl set image)")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch (a JSON merge patch on an Argo Rollout), JSON or @FILE")
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")

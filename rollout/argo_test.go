@@ -664,3 +664,28 @@ func TestArgoAbortDelay(t *testing.T) {
 		}
 	}
 }
+
+// A Rollout's native sidecar is set by a JSON patch of its place among the
+// init containers, its name tested first, as a container's is.
+func TestArgoSetImageOfANativeSidecar(t *testing.T) {
+	ctx := context.Background()
+	withMesh := strings.Replace(canaryYAML, "      containers:\n", "      initContainers:\n      - {name: mesh, image: \"example/mesh:v1\", restartPolicy: Always}\n      containers:\n", 1)
+	if withMesh == canaryYAML {
+		t.Fatal("the fixture has no containers list to put an init container before")
+	}
+	clients, dyn := argoClients(t, unstructuredFrom(t, withMesh))
+	ref := Ref{Kind: KindRollout, Namespace: "prod", Name: "web"}
+	if err := (SetImage{Container: "mesh", Image: "example/mesh:v2"}).Fire(ctx, clients, ref); err != nil {
+		t.Fatal(err)
+	}
+	if patch := lastPatch(t, dyn); string(patch.GetPatch()) != `[{"op":"test","path":"/spec/template/spec/initContainers/0/name","value":"mesh"},{"op":"replace","path":"/spec/template/spec/initContainers/0/image","value":"example/mesh:v2"}]` {
+		t.Errorf("set image sent %s", patch.GetPatch())
+	}
+	u, err := dyn.Resource(RolloutsGVR).Namespace("prod").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := ArgoRolloutFrom(u); len(r.Spec.Template.Spec.InitContainers) != 1 || r.Spec.Template.Spec.InitContainers[0].Image != "example/mesh:v2" || r.Spec.Template.Spec.Containers[0].Image != "example/web:v1" {
+		t.Errorf("after set image: init containers %+v, containers %+v", r.Spec.Template.Spec.InitContainers, r.Spec.Template.Spec.Containers)
+	}
+}

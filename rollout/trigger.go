@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollprobe/rollprobe/internal/field"
 )
@@ -79,19 +80,29 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 	if err != nil {
 		return fmt.Errorf("set image: %w", err)
 	}
-	containers := w.Template().Spec.Containers
-	found := false
-	for _, c := range containers {
-		found = found || c.Name == s.Container
+	// A container's name is unique among a pod's containers and init
+	// containers together; kubectl set image looks in both, and so does
+	// this: a native sidecar (a mesh proxy, say) is rolled by its image.
+	spec := w.Template().Spec
+	list, i := "containers", slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == s.Container })
+	if i < 0 {
+		list, i = "initContainers", slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == s.Container })
 	}
-	if !found {
-		var names []string
-		for _, c := range containers {
+	if i < 0 {
+		var names, inits []string
+		for _, c := range spec.Containers {
 			names = append(names, c.Name)
 		}
-		return fmt.Errorf("set image: %s has no container %q (it has %s)", ref, s.Container, strings.Join(names, ", "))
+		has := strings.Join(names, ", ")
+		for _, c := range spec.InitContainers {
+			inits = append(inits, c.Name)
+		}
+		if len(inits) > 0 {
+			has += "; init containers: " + strings.Join(inits, ", ")
+		}
+		return fmt.Errorf("set image: %s has no container %q (it has %s)", ref, s.Container, has)
 	}
-	tmpl := map[string]any{"spec": map[string]any{"containers": []map[string]string{{"name": s.Container, "image": s.Image}}}}
+	tmpl := map[string]any{"spec": map[string]any{list: []map[string]string{{"name": s.Container, "image": s.Image}}}}
 	if r := w.Rollout; r != nil && r.Spec.WorkloadRef != nil {
 		return patchTemplateHolder(ctx, kube, r, types.StrategicMergePatchType, templatePatch(r.Spec.WorkloadRef.Kind, tmpl))
 	}
@@ -99,16 +110,12 @@ func (s SetImage) Fire(ctx context.Context, kube kubernetes.Interface, ref Ref) 
 		// A custom resource takes no strategic merge patch, and a merge
 		// patch would replace the whole list: a JSON patch of the one
 		// image, tested against the container's name at that index.
-		for i, c := range containers {
-			if c.Name == s.Container {
-				path := "/spec/template/spec/containers/" + strconv.Itoa(i)
-				patch, _ := json.Marshal([]map[string]string{
-					{"op": "test", "path": path + "/name", "value": s.Container},
-					{"op": "replace", "path": path + "/image", "value": s.Image},
-				})
-				return patchRollout(ctx, kube, ref, types.JSONPatchType, patch)
-			}
-		}
+		path := "/spec/template/spec/" + list + "/" + strconv.Itoa(i)
+		patch, _ := json.Marshal([]map[string]string{
+			{"op": "test", "path": path + "/name", "value": s.Container},
+			{"op": "replace", "path": path + "/image", "value": s.Image},
+		})
+		return patchRollout(ctx, kube, ref, types.JSONPatchType, patch)
 	}
 	return strategicPatch(ctx, kube, ref, templatePatch("", tmpl))
 }

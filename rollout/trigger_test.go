@@ -71,6 +71,31 @@ func TestSetImage(t *testing.T) {
 	}
 }
 
+// An init container's image is set as kubectl set image sets it: a native
+// sidecar (a mesh proxy) is rolled out by its image. The other init
+// container and the app's containers are left as they were, and a name
+// found nowhere lists the init containers too.
+func TestSetImageOfANativeSidecar(t *testing.T) {
+	d := webDeployment()
+	d.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "migrate:v1"},
+		{Name: "mesh", Image: "mesh:v1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	kube := fake.NewClientset(d)
+	ctx := context.Background()
+	if err := (SetImage{Container: "mesh", Image: "mesh:v2"}).Fire(ctx, kube, webRef); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := kube.AppsV1().Deployments("prod").Get(ctx, "web", metav1.GetOptions{})
+	spec := got.Spec.Template.Spec
+	if len(spec.InitContainers) != 2 || spec.InitContainers[0].Image != "migrate:v1" || spec.InitContainers[1].Image != "mesh:v2" ||
+		spec.InitContainers[1].RestartPolicy == nil || spec.Containers[0].Image != "web:v1" || spec.Containers[1].Image != "proxy:v1" {
+		t.Errorf("after set image mesh=mesh:v2: init containers %+v, containers %+v", spec.InitContainers, spec.Containers)
+	}
+	err := (SetImage{Container: "nope", Image: "x"}).Fire(ctx, kube, webRef)
+	if err == nil || !strings.Contains(err.Error(), "(it has app, sidecar; init containers: migrate, mesh)") {
+		t.Errorf("unknown container: %v", err)
+	}
+}
+
 func TestPatchAndExec(t *testing.T) {
 	if _, err := ParsePatch([]byte("not json")); err == nil {
 		t.Error("ParsePatch accepted garbage")
