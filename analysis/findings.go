@@ -699,11 +699,11 @@ func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 	pods := map[string]int{} // pods per container killed, named in prose
 	sidecar := false
 	for _, p := range x.pods.All() {
-		if !p.Killed() || p.DeletedAt == nil {
+		if len(p.KilledAfterDeletion()) == 0 {
 			continue
 		}
 		killed = append(killed, p.Name)
-		for _, c := range p.KilledContainers() {
+		for _, c := range p.KilledAfterDeletion() {
 			pods[c]++
 			sidecar = sidecar || strings.HasPrefix(c, "sidecar ")
 		}

@@ -75,9 +75,10 @@ type Pod struct {
 	// lacks it). The exit's receipt can lag it by more than the tolerance
 	// (the kubelet's status update; the lab saw 2 s).
 	ExitServer *time.Time
-	// killed: the containers that ended by SIGKILL (not only the first
-	// to exit), in prose (report.ContainerNamed), in the order seen.
-	killed []string
+	// kills: its containers' ends by SIGKILL (not only the first to
+	// exit), at any time: KilledAfterDeletion tells the grace period's
+	// from, say, an OOM kill before the deletion.
+	kills  []report.Event
 	GoneAt *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
@@ -92,11 +93,31 @@ func (p *Pod) DeletedBy(t time.Time, slack time.Duration) bool {
 }
 
 // Killed reports whether one of the pod's containers ended by SIGKILL.
-func (p *Pod) Killed() bool { return len(p.killed) > 0 }
+func (p *Pod) Killed() bool { return len(p.kills) > 0 }
 
-// KilledContainers names the containers that ended by SIGKILL, in prose
-// ("container app", "sidecar proxy"), each once, in the order seen.
-func (p *Pod) KilledContainers() []string { return p.killed }
+// KilledAfterDeletion names the containers that ended by SIGKILL after
+// the pod's deletion was requested, in prose ("container app", "sidecar
+// proxy"), each once, in the order seen: by the kubelet's time of the end
+// against the apiserver's of the request where both are known (a tie
+// within their second counts), else by receipt. One update can carry a
+// deletion and an exit, received at once, so receipt alone cannot order
+// them.
+func (p *Pod) KilledAfterDeletion() []string {
+	if p.DeletedAt == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range p.kills {
+		after := !e.At.Before(*p.DeletedAt)
+		if e.Server != nil && p.DeletedServer != nil {
+			after = !e.Server.Before(*p.DeletedServer)
+		}
+		if named := report.ContainerNamed(e.Container, e.Sidecar); after && !slices.Contains(out, named) {
+			out = append(out, named)
+		}
+	}
+	return out
+}
 
 // exitedFirst reports whether e, a container's exit, came before the one
 // p keeps (ExitAt): by the kubelet's times where both have one, else by
@@ -267,8 +288,8 @@ func (ps *Pods) Apply(e report.Event) {
 		p.Serving = e.Serving
 		p.Terminating = p.Terminating || e.Terminating
 	case e.Kind == report.ContainerTerminated:
-		if named := report.ContainerNamed(e.Container, e.Sidecar); e.Killed() && !slices.Contains(p.killed, named) {
-			p.killed = append(p.killed, named)
+		if e.Killed() {
+			p.kills = append(p.kills, e)
 		}
 		if p.exitedFirst(e) {
 			p.ExitCode, p.ExitAt, p.ExitServer, p.ExitContainer, p.ExitSidecar = e.ExitCode, &at, e.Server, e.Container, e.Sidecar

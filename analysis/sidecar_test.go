@@ -86,3 +86,38 @@ func TestTheContextSaysASidecarExited(t *testing.T) {
 		t.Errorf("failure on %q with context %q, want o and %q", f.LikelyPod, f.Context, want)
 	}
 }
+
+// The grace finding counts the kills that came after the deletion was
+// requested, by the kubelet's and the apiserver's times: an OOM kill
+// before it (the container restarted, the pod deleted later in the
+// rollout) is no grace period's, while a kill received in the same update
+// as the deletion, before it on the timeline, is.
+func TestTheGraceFindingCountsKillsAfterTheDeletion(t *testing.T) {
+	oom := killedBy(1500, "a", "app", false)
+	oom.Reason = "OOMKilled"
+	appDone := exited(6500, 6000, "a")
+	appDone.Container = "app"
+	sameUpdate := killedBy(5000, "b", "app", false) // the kubelet's end at +5s, the request's +2s
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		oom,
+		deleted(3000, 3000, "a"),
+		appDone,
+		sameUpdate,
+		deleted(5000, 2000, "b"),
+	}}
+	analyse(r)
+	f := find(r, GraceTooShort)
+	if f == nil || strings.Join(f.Pods, ",") != "b" {
+		t.Fatalf("grace finding %+v, want b's alone: a's kill was an OOM before its deletion", f)
+	}
+	if len(f.Evidence) != 2 || f.Evidence[1] != "SIGKILLed: container app in 1 pod" {
+		t.Errorf("evidence %q", f.Evidence)
+	}
+	for _, p := range r.Pods {
+		if p.Pod == "a" && (p.ExitCode == nil || *p.ExitCode != report.SIGKILLExitCode) {
+			t.Errorf("a's exit_code %v: its app was SIGKILLed (by the OOM killer), the pod's record says so", p.ExitCode)
+		}
+	}
+}
