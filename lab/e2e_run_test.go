@@ -58,17 +58,25 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		{"graceful drops none", "graceful", nil, judgedByCheck, "complete", checkCleanAndEveryPodMet},
 		{"keepalive-close cuts kept-alive connections", "keepalive-close", []string{"--conn", "keepalive"}, 1, "complete", checkKeepAliveClose},
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
-		{"short-grace is SIGKILLed", "short-grace", nil, -1, "complete", checkShortGrace},
+		{"short-grace is SIGKILLed", "short-grace", []string{"--image", "proxy=" + shortGraceNewSidecarImage}, -1, "complete", checkShortGrace},
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if slices.Contains(tc.args, "--image") {
+				// The image is set from the manifest's: a sample an
+				// earlier run left with the new one would not roll.
+				apply(t, tc.sample)
+			}
 			ip := ensureSample(t, ctx, c, tc.sample)
 			r := startRun(t, tc.sample, ip, tc.args...).wait(t)
 			if (tc.exit >= 0 && r.exit != tc.exit) || (tc.exit == -1 && r.exit != 0 && r.exit != 1) {
 				t.Fatalf("exit %d, want %d\n%s", r.exit, tc.exit, r.out())
 			}
 			checkRunReport(t, r, tc.status)
+			if i := slices.Index(tc.args, "--image"); i >= 0 {
+				checkImageSet(t, ctx, c, tc.sample, tc.args[i+1], r.rep)
+			}
 			if tc.check != nil {
 				tc.check(t, r)
 			}
@@ -877,7 +885,43 @@ func checkLateReady(t *testing.T, r *runResult) {
 	t.Logf("%d of %d failures attributed to a new pod", onNew, len(rep.Failures))
 }
 
-// checkShortGrace: the SIGKILL finding names the three old pods and the
+// checkImageSet: the run's --image NAME=IMAGE is what the Deployment's
+// template has after it, on the container or init container of that name,
+// and every other container's image is the sample manifest's (the lab's
+// samples all run rollprobe/demoapp:v1): set as kubectl set image sets it.
+func checkImageSet(t *testing.T, ctx context.Context, c *lab.Client, sample, set string, rep *report.Report) {
+	t.Helper()
+	if want := "set image " + set; rep.Rollout.Trigger != want {
+		t.Errorf("trigger %q, want %q", rep.Rollout.Trigger, want)
+	}
+	name, image, _ := strings.Cut(set, "=")
+	d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	spec := d.Spec.Template.Spec
+	for _, ct := range slices.Concat(spec.InitContainers, spec.Containers) {
+		want := "rollprobe/demoapp:v1"
+		if ct.Name == name {
+			found, want = true, image
+		}
+		if ct.Image != want {
+			t.Errorf("after the run %s's container %s runs %s, want %s", sample, ct.Name, ct.Image, want)
+		}
+	}
+	if !found {
+		t.Errorf("%s has no container %s after the run: %+v", sample, name, spec)
+	}
+}
+
+// shortGraceNewSidecarImage is the image the short-grace run sets on the
+// sample's native sidecar: the manifest's, spelt in full, so the template
+// changes (a new revision) while the nodes run the image they have.
+const shortGraceNewSidecarImage = "docker.io/rollprobe/demoapp:v1"
+
+// checkShortGrace: (the rollout was --image of the native sidecar:
+// checkImageSet) the SIGKILL finding names the three old pods and the
 // container killed, and the JUnit check for it fails even when no request
 // dropped. The pods' native sidecar is in the timeline as one: started
 // before the app on each new pod and, on each old pod, ended (exit 0, at
