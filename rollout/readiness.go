@@ -67,7 +67,8 @@ func servingContainers(p *corev1.Pod) []corev1.Container {
 
 // IsNativeSidecar reports whether c, an init container, is a native
 // sidecar: restartPolicy Always, so it runs beside the app's containers
-// for the pod's life and the kubelet stops it after them.
+// for the pod's life, and at a deletion the kubelet stops it after them
+// (or once the grace period has run out waiting for them).
 func IsNativeSidecar(c corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
