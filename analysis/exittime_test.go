@@ -135,22 +135,32 @@ func TestTheFirstContainerToExitCounts(t *testing.T) {
 }
 
 // The context names the container whose exit it cites: with a sidecar,
-// "its container had exited" would not say which one had stopped.
+// "its container had exited" would not say which one had stopped. A
+// native sidecar that exited first (it crashed: at a deletion the kubelet
+// stops sidecars after the app) is named as one.
 func TestTheContextNamesTheContainerThatExited(t *testing.T) {
-	ready := ev(1000, report.PodReady, "o", "old")
-	ready.ReadinessConnects = true
-	app, sidecar := exited(2300, 2000, "o"), exited(4100, 4000, "o")
-	app.Container, sidecar.Container = "app", "istio-proxy"
-	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
-		ev(500, report.PodCreated, "o", "old"),
-		ready,
-		deleted(1800, 1000, "o"),
-		sidecar,
-		app,
-	}, Failures: []report.Failure{fail(4500, "refused", true, "")}}
-	analyse(r)
-	f := r.Failures[0]
-	if want := "its container app had exited (+2.30s, code 0)"; f.LikelyPod != "o" || !strings.Contains(f.Context, want) {
-		t.Errorf("failure on %q with context %q, want o and %q", f.LikelyPod, f.Context, want)
+	for _, tc := range []struct {
+		first, then string
+		sidecar     bool // first is a native sidecar
+		want        string
+	}{
+		{"app", "istio-proxy", false, "its container app had exited (+2.30s, code 0)"},
+		{"proxy", "app", true, "its sidecar proxy had exited (+2.30s, code 0)"},
+	} {
+		ready := ev(1000, report.PodReady, "o", "old")
+		ready.ReadinessConnects = true
+		first, then := exited(2300, 2000, "o"), exited(4100, 4000, "o")
+		first.Container, first.Sidecar, then.Container = tc.first, tc.sidecar, tc.then
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
+			ev(500, report.PodCreated, "o", "old"),
+			ready,
+			deleted(1800, 1000, "o"),
+			then,
+			first,
+		}, Failures: []report.Failure{fail(4500, "refused", true, "")}}
+		analyse(r)
+		if f := r.Failures[0]; f.LikelyPod != "o" || !strings.Contains(f.Context, tc.want) {
+			t.Errorf("%s first: failure on %q with context %q, want o and %q", tc.first, f.LikelyPod, f.Context, tc.want)
+		}
 	}
 }

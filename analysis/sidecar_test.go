@@ -65,28 +65,6 @@ func TestTheGraceFindingNamesTheContainersKilled(t *testing.T) {
 	}
 }
 
-// A native sidecar that exited before the app (it crashed: at a deletion
-// the kubelet stops sidecars after the app) is named as one in a failure's
-// context.
-func TestTheContextSaysASidecarExited(t *testing.T) {
-	ready := ev(1000, report.PodReady, "o", "old")
-	ready.ReadinessConnects = true
-	proxy, app := exited(2300, 2000, "o"), exited(4100, 4000, "o")
-	proxy.Container, proxy.Sidecar, app.Container = "proxy", true, "app"
-	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: []report.Event{
-		ev(500, report.PodCreated, "o", "old"),
-		ready,
-		deleted(1800, 1000, "o"),
-		proxy,
-		app,
-	}, Failures: []report.Failure{fail(4500, "refused", true, "")}}
-	analyse(r)
-	f := r.Failures[0]
-	if want := "its sidecar proxy had exited (+2.30s, code 0)"; f.LikelyPod != "o" || !strings.Contains(f.Context, want) {
-		t.Errorf("failure on %q with context %q, want o and %q", f.LikelyPod, f.Context, want)
-	}
-}
-
 // The grace finding counts the kills that came after the deletion was
 // requested, by the kubelet's and the apiserver's times: an OOM kill
 // before it (the container restarted, the pod deleted later in the
