@@ -97,11 +97,11 @@ func (p *Pod) Killed() bool { return len(p.kills) > 0 }
 
 // KilledAfterDeletion names the containers that ended by SIGKILL after
 // the pod's deletion was requested, in prose ("container app", "sidecar
-// proxy"), each once, in the order seen: by the kubelet's time of the end
-// against the apiserver's of the request where both are known (a tie
-// within their second counts), else by receipt. One update can carry a
-// deletion and an exit, received at once, so receipt alone cannot order
-// them.
+// proxy"), each once, in the order seen. "After" compares the kubelet's
+// time of the end with the apiserver's of the request where both are
+// known (a tie within their second counts), else the receipts: one update
+// can carry a deletion and an exit, received at once, so receipt alone
+// cannot order them.
 func (p *Pod) KilledAfterDeletion() []string {
 	if p.DeletedAt == nil {
 		return nil

@@ -38,7 +38,7 @@ func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 		if target.Type == intstr.Int && target.IntVal == 0 {
 			target = intstr.FromInt32(sp.Port)
 		}
-		for _, c := range servingContainers(pod) {
+		for _, c := range appAndSidecars(pod) {
 			port, ok := containerPort(c, target)
 			if !ok {
 				continue
@@ -52,10 +52,10 @@ func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 	return reached
 }
 
-// servingContainers are the containers that run while p serves: its
+// appAndSidecars are the containers that run while p serves: its
 // containers and its native sidecars (init containers with restartPolicy
 // Always); not the ordinary init containers, which end before.
-func servingContainers(p *corev1.Pod) []corev1.Container {
+func appAndSidecars(p *corev1.Pod) []corev1.Container {
 	out := slices.Clone(p.Spec.Containers)
 	for _, c := range p.Spec.InitContainers {
 		if IsNativeSidecar(c) {
