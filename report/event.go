@@ -124,9 +124,15 @@ type Event struct {
 	// once they have exited, or once the grace period has run out waiting
 	// for them. Ordinary init containers, which end before the pod serves,
 	// have no events.
-	Sidecar bool   `json:"sidecar,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	Detail  string `json:"detail,omitempty"`
+	Sidecar bool `json:"sidecar,omitempty"`
+	// ServicePort, on those events, is that the container declares a port
+	// the run's Service sends its traffic to (rollout.ServiceContainers),
+	// so its exit ends the pod's share of that traffic. False where none
+	// does, or where it cannot be told (a target port given as a number
+	// no container declares).
+	ServicePort bool   `json:"service_port,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Detail      string `json:"detail,omitempty"`
 	// Budgets, on pod_evicted, are the PodDisruptionBudgets that selected
 	// the pod when the drain began, each as its name, what its spec keeps
 	// and the disruptions its status allowed then ("web (maxUnavailable: 2;

@@ -26,10 +26,41 @@ import (
 // ports (Kubernetes 1.32 and later resolve their names), and its readiness
 // probe gates the pod's Ready as the app's does.
 func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
-	if svc == nil {
-		return false
+	reached := targetedPorts(pod, svc, port)
+	for _, t := range reached {
+		if !probes(t.container, t.port) {
+			return false
+		}
 	}
-	reached := false
+	return len(reached) > 0
+}
+
+// ServiceContainers names the containers of pod (its app's and its native
+// sidecars) that declare a port svc sends traffic to (only service port
+// port's, when it is known; 0 for every port): the ones whose exit stops
+// the pod's share of the traffic. A target port given as a number that no
+// container declares reaches one that cannot be told, and names none.
+func ServiceContainers(pod *corev1.Pod, svc *corev1.Service, port int32) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range targetedPorts(pod, svc, port) {
+		out[t.container.Name] = true
+	}
+	return out
+}
+
+// targetedPort is a container's port that a Service port reaches.
+type targetedPort struct {
+	container corev1.Container
+	port      int32
+}
+
+// targetedPorts resolves every port of svc (only port's, when it is not 0)
+// on pod's app containers and native sidecars.
+func targetedPorts(pod *corev1.Pod, svc *corev1.Service, port int32) []targetedPort {
+	if svc == nil {
+		return nil
+	}
+	var out []targetedPort
 	for _, sp := range svc.Spec.Ports {
 		if port != 0 && sp.Port != port {
 			continue
@@ -39,17 +70,12 @@ func ReadinessConnects(pod *corev1.Pod, svc *corev1.Service, port int32) bool {
 			target = intstr.FromInt32(sp.Port)
 		}
 		for _, c := range appAndSidecars(pod) {
-			port, ok := containerPort(c, target)
-			if !ok {
-				continue
-			}
-			reached = true
-			if !probes(c, port) {
-				return false
+			if p, ok := containerPort(c, target); ok {
+				out = append(out, targetedPort{c, p})
 			}
 		}
 	}
-	return reached
+	return out
 }
 
 // appAndSidecars are the containers that run while p serves: its

@@ -1,7 +1,10 @@
 package rollout
 
 import (
+	"maps"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +101,45 @@ func TestReadinessConnectsOnTheProbedPort(t *testing.T) {
 		port := ServicePortOf(svc, u)
 		if port != tc.port || ReadinessConnects(pod, svc, port) != tc.want {
 			t.Errorf("%s: service port %d (want %d), readiness connects %v (want %v)", tc.target, port, tc.port, ReadinessConnects(pod, svc, port), tc.want)
+		}
+	}
+}
+
+// The containers a Service's ports reach are the ones whose exit stops
+// the pod's traffic: by the target port's name or declared number, on the
+// app's containers and native sidecars, for the probed Service port only
+// when one is known.
+func TestServiceContainers(t *testing.T) {
+	newPod := func() *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "proxy", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+			{Name: "app", Ports: []corev1.ContainerPort{{Name: "upstream", ContainerPort: 9090}, {Name: "admin", ContainerPort: 9091}}},
+		}}}
+	}
+	pod := newPod()
+	svc := func(ports ...corev1.ServicePort) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Ports: ports}}
+	}
+	web := corev1.ServicePort{Port: 80, TargetPort: intstr.FromString("http")}
+	admin := corev1.ServicePort{Port: 91, TargetPort: intstr.FromInt32(9091)}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		svc  *corev1.Service
+		port int32
+		want string
+	}{
+		{"by name, a container in front of the app", pod, svc(web), 0, "proxy"},
+		{"by declared number", pod, svc(admin), 0, "app"},
+		{"every port when none is probed", pod, svc(web, admin), 0, "app,proxy"},
+		{"only the probed port's", pod, svc(web, admin), 91, "app"},
+		{"an undeclared number names none", pod, svc(corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(7000)}), 0, ""},
+		{"a native sidecar's port", withSidecar(newPod(), nil), svc(corev1.ServicePort{Port: 443, TargetPort: intstr.FromString("tls")}), 0, "tls"},
+		{"no Service", pod, nil, 0, ""},
+	} {
+		got := slices.Sorted(maps.Keys(ServiceContainers(tc.pod, tc.svc, tc.port)))
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, got, tc.want)
 		}
 	}
 }

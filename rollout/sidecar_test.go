@@ -36,6 +36,9 @@ func TestContainerEventsReadNativeSidecars(t *testing.T) {
 		var out []string
 		for _, e := range es {
 			s := fmt.Sprintf("%s %s sidecar=%v", e.Kind, e.Detail, e.Sidecar)
+			if e.ServicePort {
+				s += " service_port"
+			}
 			if e.ExitCode != nil {
 				s += fmt.Sprintf(" code=%d", *e.ExitCode)
 			}
@@ -43,6 +46,7 @@ func TestContainerEventsReadNativeSidecars(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
+	serving := map[string]bool{"proxy": true} // the Service targets the sidecar's port
 	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
 
 	steps := []struct {
@@ -51,19 +55,19 @@ func TestContainerEventsReadNativeSidecars(t *testing.T) {
 		want     string
 	}{
 		{"init ran, sidecar started", pod(running, waiting, waiting), pod(done(0, "Completed"), running, waiting),
-			"container_started sidecar proxy sidecar=true"},
+			"container_started sidecar proxy sidecar=true service_port"},
 		{"app started", pod(done(0, "Completed"), running, waiting), pod(done(0, "Completed"), running, running),
 			"container_started container app sidecar=false"},
 		{"nothing changed", pod(done(0, "Completed"), running, running), pod(done(0, "Completed"), running, running), ""},
 		{"app exited, then the sidecar killed", pod(done(0, "Completed"), running, running), pod(done(0, "Completed"), done(137, "Error"), done(0, "Completed")),
-			"container_terminated sidecar proxy (SIGKILL) sidecar=true code=137; container_terminated container app sidecar=false code=0"},
+			"container_terminated sidecar proxy (SIGKILL) sidecar=true service_port code=137; container_terminated container app sidecar=false code=0"},
 	}
 	for _, s := range steps {
-		if got := describe(containerEvents(s.from, s.to)); got != s.want {
+		if got := describe(containerEvents(s.from, s.to, serving)); got != s.want {
 			t.Errorf("%s: events %q, want %q", s.name, got, s.want)
 		}
 	}
-	for _, e := range containerEvents(steps[3].from, steps[3].to) {
+	for _, e := range containerEvents(steps[3].from, steps[3].to, serving) {
 		if e.Container == "" || e.Pod != "web-1" || e.Server == nil {
 			t.Errorf("event %+v: want the container, the pod and the kubelet's time", e)
 		}

@@ -447,7 +447,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		e.Detail = "node " + n.Spec.NodeName
 		w.tl.Add(e)
 	}
-	for _, e := range containerEvents(o, n) {
+	for _, e := range containerEvents(o, n, ServiceContainers(n, w.target.Service, w.target.ServicePort)) {
 		w.tl.Add(e)
 	}
 	if was, is := podReady(o), podReady(n); was != is {
@@ -483,8 +483,9 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 // containers with restartPolicy Always: a proxy in the traffic's path is
 // often one, and its exit matters as the app's does). Ordinary init
 // containers are left out: they end before the pod serves, and their
-// exits are no part of its going away.
-func containerEvents(o, n *corev1.Pod) []report.Event {
+// exits are no part of its going away. serving names the containers with
+// a port the Service targets (ServiceContainers).
+func containerEvents(o, n *corev1.Pod, serving map[string]bool) []report.Event {
 	sidecars := map[string]bool{}
 	for _, c := range n.Spec.InitContainers {
 		if IsNativeSidecar(c) {
@@ -506,12 +507,14 @@ func containerEvents(o, n *corev1.Pod) []report.Event {
 		if r := cs.State.Running; r != nil && (prev.State.Running == nil || !prev.State.Running.StartedAt.Equal(&r.StartedAt)) {
 			e := podEvent(report.ContainerStarted, n)
 			e.Server, e.Container, e.Sidecar, e.Detail = ptrTime(r.StartedAt), cs.Name, sidecar, report.ContainerNamed(cs.Name, sidecar)
+			e.ServicePort = serving[cs.Name]
 			out = append(out, e)
 		}
 		if term := cs.State.Terminated; term != nil && prev.State.Terminated == nil {
 			e := podEvent(report.ContainerTerminated, n)
 			code := term.ExitCode
 			e.Server, e.ExitCode, e.Reason, e.Container, e.Sidecar = ptrTime(term.FinishedAt), &code, term.Reason, cs.Name, sidecar
+			e.ServicePort = serving[cs.Name]
 			e.Detail = report.ContainerNamed(cs.Name, sidecar)
 			if code == report.SIGKILLExitCode {
 				e.Detail += " (SIGKILL)"
