@@ -511,8 +511,10 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	if slow > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d more requests in the same outages succeeded only after their SYN was retransmitted (about 1 s late): the same race, seen by users as latency spikes", slow))
 	}
-	fix := fmt.Sprintf("give the container a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain",
-		sleep, advice.PreStopSleep(sleep, x.version), sleep)
+	stops := servingStopsOf(x.pods, g.podList())
+	evidence = append(evidence, stops.evidence()...)
+	fix := fmt.Sprintf("give %s a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain%s",
+		stops.holder(), sleep, advice.PreStopSleep(sleep, x.version), sleep, stops.earlyFix(x.version))
 	if publishesNotReady(x.r) {
 		// The window measured is not propagation's: the endpoint stays
 		// listed ready until the pod is gone, so a longer preStop only
@@ -633,10 +635,16 @@ func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("%d were closed after the server had the request (its kernel acknowledged it: cut in flight), "+
 			"%d met a connection the server had already closed while idle (the request was never acknowledged: the keep-alive race, which closing idle connections at shutdown causes)", a, b))
 	}
+	fix := "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain"
+	if stops := servingStopsOf(x.pods, g.podList()); len(stops.serving) > 0 {
+		// The container whose connections were cut: a proxy in front
+		// of the app closes them, not the app.
+		fix = "in " + stops.holder() + " (the Service's port), " + fix
+	}
 	return report.Finding{
 		Title:    "kept-alive connections were closed abruptly at pod termination",
 		Evidence: evidence,
-		Fix:      "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain",
+		Fix:      fix,
 		Pods:     g.podList(),
 	}, true
 }

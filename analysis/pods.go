@@ -70,6 +70,9 @@ type Pod struct {
 	// a native sidecar.
 	ExitContainer string
 	ExitSidecar   bool
+	// ExitServicePort: that container has a port the Service targets
+	// (report.Event's ServicePort).
+	ExitServicePort bool
 	// ExitServer is when the kubelet says that container finished, floored
 	// to its second: never later than the exit (nil when the timeline
 	// lacks it). The exit's receipt can lag it by more than the tolerance
@@ -78,7 +81,9 @@ type Pod struct {
 	// kills: its containers' ends by SIGKILL (not only the first to
 	// exit), at any time: KilledAfterDeletion tells the grace period's
 	// from, say, an OOM kill before the deletion.
-	kills  []report.Event
+	kills []report.Event
+	// exits: its containers' ends, every one, in the order received.
+	exits  []report.Event
 	GoneAt *time.Time // the pod object deleted
 
 	// State now: the pod's Ready condition, its endpoint's serving and
@@ -291,8 +296,10 @@ func (ps *Pods) Apply(e report.Event) {
 		if e.Killed() {
 			p.kills = append(p.kills, e)
 		}
+		p.exits = append(p.exits, e)
 		if p.exitedFirst(e) {
 			p.ExitCode, p.ExitAt, p.ExitServer, p.ExitContainer, p.ExitSidecar = e.ExitCode, &at, e.Server, e.Container, e.Sidecar
+			p.ExitServicePort = e.ServicePort
 		}
 	case e.Kind == report.PodGone:
 		p.Gone, p.Ready, p.Serving = true, false, false

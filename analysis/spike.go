@@ -319,8 +319,8 @@ func renderLatencySpike(_ *group, x facts) (report.Finding, bool) {
 		podList = append(podList, p)
 	}
 	sort.Strings(podList)
-	fix := fmt.Sprintf("treat it as a drop the proxy paid for: give the container a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
-		x.preStop, advice.PreStopSleep(x.preStop, x.version))
+	fix := fmt.Sprintf("treat it as a drop the proxy paid for: give %s a preStop hook that waits at least %ds (%s), so a pod keeps accepting until the proxy stops routing to it; keep the retries as a safety net, not as what every rollout relies on",
+		servingStopsOf(x.pods, podList).holder(), x.preStop, advice.PreStopSleep(x.preStop, x.version))
 	if publishesNotReady(x.r) {
 		fix = "treat it as a drop the proxy paid for: send clients through " + publishesNotReadyStop + "; keep the retries as a safety net, not as what every rollout relies on"
 	}

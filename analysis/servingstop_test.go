@@ -1,0 +1,126 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// The propagation finding's fix names the container to hold: the one with
+// the port the Service targets, as the exits say. A proxy in
+// spec.containers that exited seconds before the app behind it (whose own
+// preStop hook kept it up) is named in the evidence, and the fix says the
+// hook must be on the proxy: the kubelet stops each container on its own.
+func TestThePropagationFixNamesTheServingContainer(t *testing.T) {
+	type exit struct {
+		container        string
+		serverMS         int
+		servicePort, nat bool // nat: a native sidecar
+	}
+	for _, tc := range []struct {
+		name                  string
+		exits                 []exit
+		wantFix, wantEvidence string // "" for no such line
+		notFix                string
+	}{
+		{"one container, its port targeted", []exit{{"app", 2000, true, false}},
+			"give container app a preStop hook", "", "the hook must be on"},
+		{"a proxy in front stopped 5s before the app",
+			[]exit{{"proxy", 2000, true, false}, {"app", 7000, false, false}},
+			"give container proxy a preStop hook that waits at least",
+			"container proxy, which has the port the Service sends traffic to, exited first in 1 pod, 5s before container app (the kubelet's times, to the second)",
+			""},
+		{"the app with the port stopped last: nothing early",
+			[]exit{{"istio-proxy", 2000, false, false}, {"app", 7000, true, false}},
+			"give container app a preStop hook", "", "the hook must be on"},
+		{"the same second orders nothing",
+			[]exit{{"proxy", 2000, true, false}, {"app", 2000, false, false}},
+			"give container proxy a preStop hook", "", "the hook must be on"},
+		{"no container known to have the port (an undeclared number)",
+			[]exit{{"app", 2000, false, false}},
+			"give the container a preStop hook", "", "the hook must be on"},
+		{"a native sidecar that crashed first is not a legacy one",
+			[]exit{{"tls", 2000, true, true}, {"app", 7000, false, false}},
+			"give sidecar tls a preStop hook", "", "the hook must be on"},
+	} {
+		ready := ev(1000, report.PodReady, "o", "old")
+		ready.ReadinessConnects = true
+		timeline := []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o")}
+		for _, x := range tc.exits {
+			e := exited(x.serverMS+300, x.serverMS, "o")
+			e.Container, e.ServicePort, e.Sidecar = x.container, x.servicePort, x.nat
+			timeline = append(timeline, e)
+		}
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670}, Timeline: timeline,
+			Failures: []report.Failure{fail(2600, "refused", true, ""), fail(3100, "refused", true, "")}}
+		analyse(r)
+		f := find(r, StopsBeforePropagation)
+		if f == nil {
+			t.Fatalf("%s: no %s finding: %+v", tc.name, StopsBeforePropagation, r.Findings)
+		}
+		if !strings.Contains(f.Fix, tc.wantFix) || (tc.notFix != "" && strings.Contains(f.Fix, tc.notFix)) {
+			t.Errorf("%s: fix %q, want %q and not %q", tc.name, f.Fix, tc.wantFix, tc.notFix)
+		}
+		early := ""
+		for _, line := range f.Evidence {
+			if strings.Contains(line, "exited first in") {
+				early = line
+			}
+		}
+		if (tc.wantEvidence == "") != (early == "") || !strings.Contains(early, tc.wantEvidence) {
+			t.Errorf("%s: evidence %q, want a line with %q", tc.name, f.Evidence, tc.wantEvidence)
+		}
+	}
+}
+
+// Where a serving container stopped first, the fix says the hook belongs
+// on it, and offers a native sidecar where the server has them.
+func TestTheEarlyStopFixFollowsTheServerVersion(t *testing.T) {
+	proxy, app := exited(2300, 2000, "o"), exited(7300, 7000, "o")
+	proxy.Container, proxy.ServicePort, app.Container = "proxy", true, "app"
+	for _, tc := range []struct {
+		version      string
+		want, absent string
+	}{
+		{"1.36", "the hook must be on container proxy itself: another container's hook delays only its own stop (or run it as a native sidecar, an init container with restartPolicy: Always, which the kubelet stops only after the app's containers have exited)", "1.29+"},
+		{"", "which the kubelet stops only after the app's containers have exited; Kubernetes 1.29+)", ""},
+		{"1.28", "the hook must be on container proxy itself: another container's hook delays only its own stop", "native sidecar"},
+	} {
+		ready := ev(1000, report.PodReady, "o", "old")
+		ready.ReadinessConnects = true
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670, ServerVersion: tc.version},
+			Timeline: []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), proxy, app},
+			Failures: []report.Failure{fail(2600, "refused", true, "")}}
+		analyse(r)
+		f := find(r, StopsBeforePropagation)
+		if f == nil || !strings.Contains(f.Fix, tc.want) || (tc.absent != "" && strings.Contains(f.Fix, tc.absent)) {
+			t.Errorf("server %q: finding %+v, want a fix with %q and without %q", tc.version, f, tc.want, tc.absent)
+		}
+	}
+}
+
+// The abrupt-close finding's fix names the container to drain where the
+// exits say which has the Service's port: a proxy in front of the app
+// closes the kept-alive connections, not the app.
+func TestTheAbruptCloseFixNamesTheServingContainer(t *testing.T) {
+	for _, tc := range []struct {
+		servicePort bool
+		want        string
+	}{
+		{true, "in container proxy (the Service's port), drain on SIGTERM: "},
+		{false, "drain on SIGTERM: "},
+	} {
+		proxy := exited(2300, 2000, "o")
+		proxy.Container, proxy.ServicePort = "proxy", tc.servicePort
+		ready := ev(1000, report.PodReady, "o", "old")
+		ready.ReadinessConnects = true
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670},
+			Timeline: []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), proxy},
+			Failures: []report.Failure{cutInFlight(fail(2600, "eof_reused", false, "o"))}}
+		analyse(r)
+		if f := find(r, AbruptKeepAliveClose); f == nil || !strings.HasPrefix(f.Fix, tc.want) {
+			t.Errorf("service_port %v: finding %+v, want a fix starting %q", tc.servicePort, f, tc.want)
+		}
+	}
+}
