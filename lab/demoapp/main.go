@@ -43,6 +43,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -69,6 +71,7 @@ type options struct {
 	grpcViaHTTP   bool
 	linkDelay     time.Duration
 	shutdownAfter time.Duration
+	upstream      string
 }
 
 func main() {
@@ -99,6 +102,7 @@ func main() {
 	flag.BoolVar(&o.grpcViaHTTP, "grpc-via-http", os.Getenv("GRPC_VIA_HTTP") == "true", "serve the gRPC calls through the HTTP server (grpc-go's ServeHTTP): net/http's shutdown, one GOAWAY ($GRPC_VIA_HTTP=true)")
 	flag.DurationVar(&o.linkDelay, "link-delay", envDuration("LINK_DELAY"), "deliver everything written this much later, as over a long link ($LINK_DELAY)")
 	flag.DurationVar(&o.shutdownAfter, "shutdown-timeout", envDurationOr("SHUTDOWN_TIMEOUT", 30*time.Second), "graceful: how long requests in flight may take before the process exits ($SHUTDOWN_TIMEOUT)")
+	flag.StringVar(&o.upstream, "upstream", os.Getenv("UPSTREAM"), "forward / to this base URL (http://127.0.0.1:9090), as a proxy in front of an app in the same pod; the upstream's X-Pod-Name passes through ($UPSTREAM)")
 	flag.Parse()
 	mode, drain, err := parseShutdown(o.shutdown)
 	if err != nil {
@@ -181,6 +185,14 @@ func run(o options) error {
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "name=%s served=%d served_after_sigterm=%d terminating=%v shed=%d\n", o.name, served.Load(), afterTerm.Load(), terminating.Load(), shed.Load())
 	})
+	var upstream *httputil.ReverseProxy
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || u.Scheme != "http" || u.Host == "" {
+			return fmt.Errorf("--upstream %q: want http://HOST:PORT", o.upstream)
+		}
+		upstream = httputil.NewSingleHostReverseProxy(u)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if n := inFlight.Add(1); o.maxInFlight > 0 && n > int64(o.maxInFlight) {
 			inFlight.Add(-1)
@@ -196,6 +208,10 @@ func run(o options) error {
 		served.Add(1)
 		if terminating.Load() {
 			afterTerm.Add(1)
+		}
+		if upstream != nil {
+			upstream.ServeHTTP(w, r)
+			return
 		}
 		w.Header().Set("X-Pod-Name", o.name)
 		if closeConns.Load() {

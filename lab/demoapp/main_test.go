@@ -225,3 +225,37 @@ func TestUnreadyFailsReadinessOnly(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// --upstream makes a proxy in front of an app: / goes through with the
+// app's own X-Pod-Name (once), the proxy's /readyz stays its own, and with
+// the app gone the proxy answers 502 itself.
+func TestUpstreamProxiesToTheApp(t *testing.T) {
+	testbin.Required(t)
+	backend := start(t)
+	proxy := start(t, "--upstream", "http://"+backend.addr, "--name", "proxy-z")
+	resp, err := http.Get("http://" + proxy.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Values("X-Pod-Name"); resp.StatusCode != 200 || len(got) != 1 || got[0] != "pod-x" || string(body) != "hello from pod-x\n" {
+		t.Fatalf("through the proxy: %s, X-Pod-Name %q, body %q", resp.Status, got, body)
+	}
+	if resp, err := http.Get("http://" + proxy.addr + "/readyz"); err != nil || resp.Header.Get("X-Pod-Name") != "proxy-z" {
+		t.Fatalf("/readyz: %v %v", resp, err)
+	}
+	_ = backend.cmd.Process.Kill()
+	backend.exited(2 * time.Second)
+	if resp, err := http.Get("http://" + proxy.addr + "/"); err != nil || resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("with the app gone: %v %v, want 502", resp, err)
+	}
+}
+
+func TestBadUpstream(t *testing.T) {
+	testbin.Required(t)
+	out, err := exec.Command(binary, "--listen", freeAddr(t), "--upstream", "127.0.0.1:9090").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "want http://HOST:PORT") {
+		t.Fatalf("err %v, output %s", err, out)
+	}
+}
