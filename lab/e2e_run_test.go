@@ -59,6 +59,7 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		{"keepalive-close cuts kept-alive connections", "keepalive-close", []string{"--conn", "keepalive"}, 1, "complete", checkKeepAliveClose},
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
 		{"short-grace is SIGKILLed", "short-grace", []string{"--image", "proxy=" + shortGraceNewSidecarImage}, -1, "complete", checkShortGrace},
+		{"proxy-first stops before the app behind it", "proxy-first", nil, 1, "complete", checkProxyFirst},
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
 	}
 	for _, tc := range cases {
@@ -915,6 +916,86 @@ func checkImageSet(t *testing.T, ctx context.Context, c *lab.Client, sample, set
 	}
 }
 
+// checkProxyFirst: the sample's proxy, a second container in front of
+// the app and the one with the Service's port, exits at once on SIGTERM
+// while the app's preStop sleep (5 s) keeps it up. The kubelet's own times
+// (floored to the second, as the API gives them) are the referee: on each
+// old pod the proxy ended 4 s or more before the app. The propagation
+// finding says so for each old pod it names, and its fix puts the hook on
+// the proxy, not "the container". The containers' events say which one
+// has the Service's port: the proxy's, not the app's.
+func checkProxyFirst(t *testing.T, r *runResult) {
+	rep := r.rep
+	f := findingByID(rep, analysis.StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("no %s finding: %v", analysis.StopsBeforePropagation, findingIDs(rep))
+	}
+	old := func(p string) bool { return strings.HasPrefix(p, "proxy-first-"+rep.Rollout.OldRevision+"-") }
+	type exits struct{ proxy, app *report.Event }
+	ended := map[string]*exits{}
+	starts := 0
+	for i := range rep.Timeline {
+		e := &rep.Timeline[i]
+		if e.Kind != report.ContainerStarted && e.Kind != report.ContainerTerminated {
+			continue
+		}
+		if want := e.Container == "proxy"; e.ServicePort != want || e.Sidecar {
+			t.Errorf("%s of %s, container %q: service_port %v sidecar %v; want the Service's port on proxy only, no sidecar", e.Kind, e.Pod, e.Container, e.ServicePort, e.Sidecar)
+		}
+		if e.Kind == report.ContainerStarted {
+			starts++
+			continue
+		}
+		if ended[e.Pod] == nil {
+			ended[e.Pod] = &exits{}
+		}
+		if e.Container == "proxy" {
+			ended[e.Pod].proxy = e
+		} else {
+			ended[e.Pod].app = e
+		}
+	}
+	if starts != 6 {
+		t.Errorf("%d container starts, want the 3 new pods' proxy and app", starts)
+	}
+	var oldPods int
+	for p, x := range ended {
+		if !old(p) {
+			continue
+		}
+		oldPods++
+		if x.proxy == nil || x.app == nil || x.proxy.Server == nil || x.app.Server == nil {
+			t.Errorf("old pod %s: exits %+v, want the proxy's and the app's with the kubelet's times", p, x)
+			continue
+		}
+		if lead := x.app.Server.Sub(*x.proxy.Server); lead < 4*time.Second {
+			t.Errorf("old pod %s: the proxy ended %s before the app, want 4 s or more (the app's preStop sleep is 5 s)", p, lead)
+		}
+	}
+	if oldPods != 3 {
+		t.Errorf("exits of %d old pods, want 3", oldPods)
+	}
+	var named int
+	for _, p := range f.Pods {
+		if old(p) {
+			named++
+		}
+	}
+	pods := fmt.Sprintf("%d pods", named)
+	if named == 1 {
+		pods = "1 pod"
+	}
+	line := "container proxy, which has the port the Service sends traffic to, exited first in " + pods + ", "
+	if named == 0 || !slices.ContainsFunc(f.Evidence, func(s string) bool { return strings.HasPrefix(s, line) && strings.Contains(s, "before container app") }) {
+		t.Errorf("finding's evidence %q: want a line starting %q (the %d old pods it names)", f.Evidence, line, named)
+	}
+	for _, want := range []string{"give container proxy a preStop hook that waits at least", "the hook must be on container proxy itself", "native sidecar"} {
+		if !strings.Contains(f.Fix, want) {
+			t.Errorf("fix %q lacks %q", f.Fix, want)
+		}
+	}
+}
+
 // shortGraceNewSidecarImage is the image the short-grace run sets on the
 // sample's native sidecar: the manifest's, spelt in full, so the template
 // changes (a new revision) while the nodes run the image they have.
@@ -970,8 +1051,14 @@ func checkShortGrace(t *testing.T, r *runResult) {
 		switch {
 		case e.Container == "app" && !e.Sidecar:
 			m[e.Pod].app = e
+			if !e.ServicePort {
+				t.Errorf("%s of %s: container app has the Service's port (http), service_port is false", e.Kind, e.Pod)
+			}
 		case e.Container == "proxy" && e.Sidecar:
 			m[e.Pod].proxy = e
+			if e.ServicePort {
+				t.Errorf("%s of %s: the sidecar declares no port the Service targets, service_port is true", e.Kind, e.Pod)
+			}
 		default:
 			t.Errorf("%s of %s: container %q sidecar=%v, want app or the sidecar proxy", e.Kind, e.Pod, e.Container, e.Sidecar)
 		}
