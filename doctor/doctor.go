@@ -128,7 +128,12 @@ type subject struct {
 	Input
 	opts    Options
 	serving []corev1.Container
-	grace   int64
+	// apps are the pod's containers (spec.containers); sidecars names its
+	// native sidecars (init containers with restartPolicy Always), which
+	// serving holds where the Service targets their ports.
+	apps     []corev1.Container
+	sidecars map[string]bool
+	grace    int64
 }
 
 // check is one static check. run returns its finding, or false when the
@@ -177,8 +182,13 @@ func Run(in Input, opts Options) []report.Finding {
 		opts.ExpectedDrain = DefaultExpectedDrain
 	}
 	spec := in.Workload.Template().Spec
-	s := &subject{Input: in, opts: opts, serving: servingContainers(spec.Containers, in.Service),
-		grace: int64(corev1.DefaultTerminationGracePeriodSeconds)}
+	s := &subject{Input: in, opts: opts, serving: servingContainers(spec, in.Service),
+		apps: spec.Containers, sidecars: map[string]bool{}, grace: int64(corev1.DefaultTerminationGracePeriodSeconds)}
+	for _, c := range spec.InitContainers {
+		if rollout.IsNativeSidecar(c) {
+			s.sidecars[c.Name] = true
+		}
+	}
 	if spec.TerminationGracePeriodSeconds != nil {
 		s.grace = *spec.TerminationGracePeriodSeconds
 	}
@@ -197,19 +207,56 @@ func Run(in Input, opts Options) []report.Finding {
 	return out
 }
 
-// containers lists the names of the serving containers for which bad holds.
+// containers lists the names of the serving containers for which bad
+// holds, a native sidecar's marked so.
 func (s *subject) containers(bad func(c corev1.Container) bool) []string {
 	var out []string
 	for _, c := range s.serving {
 		if bad(c) {
-			out = append(out, c.Name)
+			name := c.Name
+			if s.sidecars[c.Name] {
+				name += " (native sidecar)"
+			}
+			out = append(out, name)
 		}
 	}
 	return out
 }
 
+// holders are the containers whose preStop hooks keep c serving after a
+// deletion: c's own; for a native sidecar, every app container's too, as
+// the kubelet stops a native sidecar only after they have exited.
+func (s *subject) holders(c corev1.Container) []corev1.Container {
+	if !s.sidecars[c.Name] {
+		return []corev1.Container{c}
+	}
+	return append([]corev1.Container{c}, s.apps...)
+}
+
+// hooked reports whether a preStop hook holds c (holders).
+func (s *subject) hooked(c corev1.Container) bool {
+	return slices.ContainsFunc(s.holders(c), func(h corev1.Container) bool { return h.Lifecycle != nil && h.Lifecycle.PreStop != nil })
+}
+
+// preStopHold is how long after a deletion the hooks of c's holders keep
+// it serving: the longest; known is false when a hook's length cannot be
+// read (it might be longer).
+func (s *subject) preStopHold(c corev1.Container) (seconds int64, known bool) {
+	for _, h := range s.holders(c) {
+		if h.Lifecycle == nil || h.Lifecycle.PreStop == nil {
+			continue
+		}
+		n, ok := preStopSeconds(h)
+		if !ok {
+			return 0, false
+		}
+		seconds = max(seconds, n)
+	}
+	return seconds, true
+}
+
 func checkPreStop(s *subject) (report.Finding, bool) {
-	noHook := s.containers(func(c corev1.Container) bool { return c.Lifecycle == nil || c.Lifecycle.PreStop == nil })
+	noHook := s.containers(func(c corev1.Container) bool { return !s.hooked(c) })
 	if len(noHook) == 0 {
 		return report.Finding{}, false
 	}
@@ -389,9 +436,9 @@ func checkScaleDownDelay(s *subject) (report.Finding, bool) {
 	// might cover it, so nothing is claimed then.
 	pre, noHook := int64(-1), []string{}
 	for _, c := range s.serving {
-		n, known := preStopSeconds(c)
+		n, known := s.preStopHold(c)
 		switch {
-		case c.Lifecycle == nil || c.Lifecycle.PreStop == nil:
+		case !s.hooked(c):
 			noHook, n = append(noHook, c.Name), 0
 		case !known:
 			return report.Finding{}, false
@@ -607,13 +654,22 @@ func checkShell(s *subject) (report.Finding, bool) {
 		Fix: "exec the server from the script (exec ./server ...), or run it directly as the command"}, true
 }
 
-// servingContainers are the containers behind the Service's target ports;
-// without a Service (or a port match), those declaring ports; failing that,
-// all of them.
-func servingContainers(cs []corev1.Container, svc *corev1.Service) []corev1.Container {
+// servingContainers are the containers behind the Service's target ports,
+// native sidecars among them (a TLS terminator in front of the app: the
+// Service may target its port, and its readiness probe gates the pod's);
+// without a Service (or a port match), the app's containers declaring
+// ports; failing that, all of the app's.
+func servingContainers(spec corev1.PodSpec, svc *corev1.Service) []corev1.Container {
+	cs := spec.Containers
+	candidates := slices.Clone(cs)
+	for _, c := range spec.InitContainers {
+		if rollout.IsNativeSidecar(c) {
+			candidates = append(candidates, c)
+		}
+	}
 	var out []corev1.Container
 	if svc != nil {
-		for _, c := range cs {
+		for _, c := range candidates {
 			if servesAny(c, svc.Spec.Ports) {
 				out = append(out, c)
 			}

@@ -118,6 +118,27 @@ func TestChecks(t *testing.T) {
 		{"shell as PID 1", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
 			app(d).Command = []string{"/bin/sh", "-c", "./migrate && ./server"}
 		}, ShellPID1, "warning", "container(s) app"},
+		// A native sidecar the Service targets (a TLS terminator in front
+		// of the app) is checked; its stop is held by its own preStop hook
+		// or an app container's: the kubelet stops it after them.
+		{"a targeted native sidecar held by the app's hook", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			tlsSidecar(d, svc)
+		}, "", "", ""},
+		{"a targeted native sidecar with no hook to hold it", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			tlsSidecar(d, svc)
+			app(d).Lifecycle = nil
+		}, NoPreStop, "error", "container(s) tls (native sidecar): no lifecycle.preStop"},
+		{"a targeted native sidecar's own hook", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			tlsSidecar(d, svc).Lifecycle = app(d).Lifecycle
+			app(d).Lifecycle = nil
+		}, "", "", ""},
+		{"a targeted native sidecar without a readiness probe", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			tlsSidecar(d, svc).ReadinessProbe = nil
+		}, NoReadiness, "error", "container(s) tls (native sidecar): no readinessProbe"},
+		{"an untargeted native sidecar is not checked", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			tlsSidecar(d, svc).ReadinessProbe = nil
+			svc.Spec.Ports[0].TargetPort = intstr.FromString("http")
+		}, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +167,17 @@ func TestChecks(t *testing.T) {
 }
 
 func app(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[0] }
+
+// tlsSidecar adds a native sidecar "tls" (port tls, 8443, with a readiness
+// probe there and no preStop hook) and points the Service at it.
+func tlsSidecar(d *appsv1.Deployment, svc *corev1.Service) *corev1.Container {
+	spec := &d.Spec.Template.Spec
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{Name: "tls", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Ports:          []corev1.ContainerPort{{Name: "tls", ContainerPort: 8443}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("tls")}}}})
+	svc.Spec.Ports[0].TargetPort = intstr.FromString("tls")
+	return &spec.InitContainers[len(spec.InitContainers)-1]
+}
 
 // The fix names the hook the cluster supports.
 func TestPreStopFixFollowsTheVersion(t *testing.T) {
