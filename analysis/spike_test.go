@@ -320,3 +320,17 @@ func TestLatencySpikeNotOnADirectPath(t *testing.T) {
 		t.Errorf("the edge path flagged while the Service path was as slow: %+v", f)
 	}
 }
+
+// The spike's fix names the container to hold, as the propagation
+// finding's does, where the deleted pod's exits say which has the
+// Service's port.
+func TestLatencySpikeFixNamesTheServingContainer(t *testing.T) {
+	r := spikeRun(map[string]map[int64]float64{"svc": {6: 30}, "edge": {6: 1100, 7: 900}}, 20, 12)
+	exit := exited(6000, 6000, "a")
+	exit.Container, exit.ServicePort = "app", true
+	r.Timeline = append(r.Timeline, exit)
+	analyse(r)
+	if f := find(r, LatencySpikeAtDeletion); f == nil || !strings.Contains(f.Fix, "give container app a preStop hook") {
+		t.Fatalf("finding %+v: want the fix to name container app", f)
+	}
+}
