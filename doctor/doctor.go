@@ -289,16 +289,35 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: withNotReadyPublished(s, withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
-				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"})),
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}))),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: withNotReadyPublished(s, withH2CEdge(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"})),
+		Evidence: withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}))),
 		Fix: preStopFix(s)}, true
+}
+
+// withOthersHooked adds, where a container the Service does not target
+// has a preStop hook while one it targets has none (an app behind a proxy
+// run as a second container), that a hook holds only its own container:
+// the kubelet runs each container's hook and stops that container on its
+// own. (A native sidecar's stop waits for the app's containers, so no
+// hook of theirs is missing for it: holders.)
+func withOthersHooked(s *subject, evidence []string) []string {
+	var hooked []string
+	for _, c := range s.apps {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && !slices.ContainsFunc(s.serving, func(v corev1.Container) bool { return v.Name == c.Name }) {
+			hooked = append(hooked, c.Name)
+		}
+	}
+	if len(hooked) == 0 {
+		return evidence
+	}
+	return append(evidence, fmt.Sprintf("container(s) %s have a preStop hook, but a hook delays only its own container's stop: the kubelet stops the others at once", strings.Join(hooked, ", ")))
 }
 
 // withNotReadyPublished adds, for a Service that publishes not-ready

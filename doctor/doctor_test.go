@@ -135,6 +135,12 @@ func TestChecks(t *testing.T) {
 		{"a targeted native sidecar without a readiness probe", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
 			tlsSidecar(d, svc).ReadinessProbe = nil
 		}, NoReadiness, "error", "container(s) tls (native sidecar): no readinessProbe"},
+		{"a proxy in front of the app, the app's hook alone", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
+			spec := &d.Spec.Template.Spec
+			spec.Containers = append([]corev1.Container{{Name: "proxy", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 8443}},
+				ReadinessProbe: app(d).ReadinessProbe}}, spec.Containers...)
+			svc.Spec.Ports[0].TargetPort = intstr.FromString("web")
+		}, NoPreStop, "error", "container(s) app have a preStop hook, but a hook delays only its own container's stop: the kubelet stops the others at once"},
 		{"an untargeted native sidecar is not checked", func(d *appsv1.Deployment, svc *corev1.Service, _ *Input) {
 			tlsSidecar(d, svc).ReadinessProbe = nil
 			svc.Spec.Ports[0].TargetPort = intstr.FromString("http")
