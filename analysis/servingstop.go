@@ -61,12 +61,14 @@ func servingStopsOf(pods *Pods, names []string) servingStops {
 
 // servingExitLead reports whether p's first exit was a serving container's
 // (not a native sidecar's, which the kubelet stops after the others unless
-// it crashed) that ended a second or more before another container's, by
-// the kubelet's times: floored to their seconds, a difference of one
-// already orders them. lead is how long before the last of those others
-// it ended; later names them.
+// it crashed), at or after the pod's deletion was requested (an earlier
+// one is a crash, not the pod going away), that ended a second or more
+// before another container's, by the kubelet's times: floored to their
+// seconds, a difference of one already orders them. lead is how long
+// before the last of those others it ended; later names them.
 func (p *Pod) servingExitLead() (lead time.Duration, later []string, ok bool) {
-	if !p.ExitServicePort || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" {
+	if !p.ExitServicePort || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" ||
+		p.DeletedServer == nil || p.ExitServer.Before(*p.DeletedServer) {
 		return 0, nil, false
 	}
 	for _, e := range p.exits {
