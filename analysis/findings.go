@@ -705,12 +705,16 @@ func renderServerErrors(g *group, x facts) (report.Finding, bool) {
 func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 	var killed []string
 	pods := map[string]int{} // pods per container killed, named in prose
+	graces := map[time.Duration]int{} // killed pods per grace period, where known
 	sidecar := false
 	for _, p := range x.pods.All() {
 		if len(p.KilledAfterDeletion()) == 0 {
 			continue
 		}
 		killed = append(killed, p.Name)
+		if p.GracePeriod != nil {
+			graces[*p.GracePeriod]++
+		}
 		for _, c := range p.KilledAfterDeletion() {
 			pods[c]++
 			sidecar = sidecar || strings.HasPrefix(c, "sidecar ")
@@ -731,7 +735,16 @@ func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 		}
 		evidence = append(evidence, "SIGKILLed: "+strings.Join(each, "; "))
 	}
-	fix := "raise terminationGracePeriodSeconds above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here"
+	raise := "raise terminationGracePeriodSeconds"
+	if len(graces) > 0 {
+		var each []string
+		for _, g := range slices.Sorted(maps.Keys(graces)) {
+			each = append(each, fmt.Sprintf("%.0fs in %s", g.Seconds(), nOf(graces[g], "pod")))
+		}
+		evidence = append(evidence, "their deletions' grace period: "+strings.Join(each, "; "))
+		raise += fmt.Sprintf(" (%.0fs here)", slices.Max(slices.Collect(maps.Keys(graces))).Seconds())
+	}
+	fix := raise + " above the preStop hook plus the app's drain time, or make the app exit promptly after draining; a SIGKILL cuts in-flight requests even when none was seen to fail here"
 	if sidecar {
 		fix += "; a native sidecar is sent SIGTERM only once the app's containers have exited (or the grace period has run out waiting for them), with what is left of the grace period (at least 2 s): the grace period must cover the app's drain and then the sidecar's own shutdown"
 	}

@@ -99,3 +99,43 @@ func TestTheGraceFindingCountsKillsAfterTheDeletion(t *testing.T) {
 		}
 	}
 }
+
+// The grace finding says the grace period the deletions had, where the
+// timeline has it, and the fix raises that figure; a timeline without it
+// says nothing of it.
+func TestTheGraceFindingSaysTheGracePeriod(t *testing.T) {
+	withGrace := func(e report.Event, s int64) report.Event {
+		e.GracePeriodS = &s
+		return e
+	}
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "c", Revision: "old", Ready: true},
+		withGrace(deleted(2000, 2000, "a"), 3),
+		withGrace(deleted(2100, 2000, "b"), 3),
+		withGrace(deleted(2200, 2000, "c"), 5),
+		killedBy(5100, "a", "app", false),
+		killedBy(5200, "b", "app", false),
+		killedBy(7300, "c", "app", false),
+	}}
+	analyse(r)
+	f := find(r, GraceTooShort)
+	if f == nil {
+		t.Fatalf("no grace finding among %+v", r.Findings)
+	}
+	if want := "their deletions' grace period: 3s in 2 pods; 5s in 1 pod"; !strings.Contains(strings.Join(f.Evidence, "\n"), want) {
+		t.Errorf("evidence %q lacks %q", f.Evidence, want)
+	}
+	if want := "raise terminationGracePeriodSeconds (5s here) above"; !strings.HasPrefix(f.Fix, want) {
+		t.Errorf("fix %q, want it to start %q", f.Fix, want)
+	}
+	for i := range r.Timeline {
+		r.Timeline[i].GracePeriodS = nil
+	}
+	r.Findings = nil
+	analyse(r)
+	if f := find(r, GraceTooShort); f == nil || strings.Contains(strings.Join(f.Evidence, "\n"), "grace period:") || !strings.HasPrefix(f.Fix, "raise terminationGracePeriodSeconds above") {
+		t.Errorf("without the grace periods: %+v", f)
+	}
+}

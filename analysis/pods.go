@@ -50,6 +50,9 @@ type Pod struct {
 	// containers can yet have been told to stop (report.Event's
 	// PreStopSleepS; 0 when not known to be any).
 	PreStopSleep time.Duration
+	// GracePeriod is the deletion's grace period (report.Event's
+	// GracePeriodS); nil when the timeline lacks it.
+	GracePeriod *time.Duration
 	// ListedReadyAt is when its endpoint was first listed ready before its
 	// deletion was requested: with the pod's own readiness, unless the
 	// Service publishes not-ready addresses (then from the moment the pod
@@ -283,6 +286,10 @@ func (ps *Pods) Apply(e report.Event) {
 	case e.Kind == report.PodDeletionRequested:
 		p.DeletedAt, p.DeletedServer, p.DeletedCommittedAfter, p.Terminating = &at, e.Server, e.CommittedAfter, true
 		p.PreStopSleep = time.Duration(e.PreStopSleepS) * time.Second
+		if e.GracePeriodS != nil {
+			grace := time.Duration(*e.GracePeriodS) * time.Second
+			p.GracePeriod = &grace
+		}
 	case e.Kind == report.EndpointRemoved:
 		p.Serving = false
 		p.EndpointGoneAt = &at

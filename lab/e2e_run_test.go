@@ -1026,6 +1026,9 @@ func checkShortGrace(t *testing.T, r *runResult) {
 	if want := "SIGKILLed: container app in 3 pods"; !slices.Contains(f.Evidence, want) {
 		t.Errorf("grace finding's evidence %q lacks %q: the app was killed, its sidecar exited on SIGTERM", f.Evidence, want)
 	}
+	if want := "their deletions' grace period: 3s in 3 pods"; !slices.Contains(f.Evidence, want) || !strings.HasPrefix(f.Fix, "raise terminationGracePeriodSeconds (3s here)") {
+		t.Errorf("grace finding %q, fix %q: want %q and the fix to raise the 3s", f.Evidence, f.Fix, want)
+	}
 	type seen struct{ app, proxy *report.Event }
 	started, ended := map[string]*seen{}, map[string]*seen{}
 	deadline := map[string]time.Time{} // the grace period's end, floored
@@ -1034,8 +1037,11 @@ func checkShortGrace(t *testing.T, r *runResult) {
 		var m map[string]*seen
 		switch e.Kind {
 		case report.PodDeletionRequested:
-			if e.Server != nil {
-				deadline[e.Pod] = e.Server.Add(3 * time.Second) // the sample's terminationGracePeriodSeconds
+			// The sample's terminationGracePeriodSeconds is 3.
+			if e.GracePeriodS == nil || *e.GracePeriodS != 3 {
+				t.Errorf("deletion of %s: grace_period_s %v, want the manifest's 3", e.Pod, e.GracePeriodS)
+			} else if e.Server != nil {
+				deadline[e.Pod] = e.Server.Add(time.Duration(*e.GracePeriodS) * time.Second)
 			}
 			continue
 		case report.ContainerStarted:

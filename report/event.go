@@ -98,11 +98,16 @@ type Event struct {
 	// to stop: the smallest lifecycle.preStop.sleep of its containers,
 	// capped by the deletion's grace period (0: a container has no sleep
 	// action; an exec hook is not counted, as it may fail at once).
-	PreStopSleepS int64     `json:"prestop_sleep_s,omitempty"`
-	Kind          EventKind `json:"kind"`
-	Pod           string    `json:"pod,omitempty"`
-	Revision      string    `json:"revision,omitempty"`
-	IP            string    `json:"ip,omitempty"`
+	PreStopSleepS int64 `json:"prestop_sleep_s,omitempty"`
+	// GracePeriodS, on pod_deletion_requested, is the deletion's grace
+	// period (metadata.deletionGracePeriodSeconds: the pod's
+	// terminationGracePeriodSeconds unless the request gave its own); nil
+	// when the pod did not say. 0 is a grace period: a forced deletion.
+	GracePeriodS *int64    `json:"grace_period_s,omitempty"`
+	Kind         EventKind `json:"kind"`
+	Pod          string    `json:"pod,omitempty"`
+	Revision     string    `json:"revision,omitempty"`
+	IP           string    `json:"ip,omitempty"`
 	// Node, on pod and endpoint events, is the node the pod runs on (the
 	// EndpointSlice's nodeName for endpoints): what a node-local traffic
 	// policy routes by. "" while a pod is not scheduled.

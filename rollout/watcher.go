@@ -467,6 +467,7 @@ func (w *Watcher) onPodUpdate(oldObj, newObj any) {
 		grace := int64(30)
 		if n.DeletionGracePeriodSeconds != nil {
 			grace = *n.DeletionGracePeriodSeconds
+			e.GracePeriodS = &grace
 		}
 		// The deletion timestamp is the deadline: the request was grace earlier.
 		req := n.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -80,13 +81,14 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	defer cancel()
 	d := webDeployment()
 	svc := service("web", map[string]string{"app": "web"})
+	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}
 	kube := fake.NewClientset(d, svc)
 	tl := startWatcher(t, ctx, kube, d, svc)
 
 	pods := kube.CoreV1().Pods("prod")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "prod", CreationTimestamp: metav1.Now(),
 		Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app",
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}}}}}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -144,11 +146,11 @@ func TestWatcherRecordsPodLifecycle(t *testing.T) {
 	for _, e := range events {
 		switch e.Kind {
 		case report.PodDeletionRequested:
-			if e.Detail != "grace 30s, preStop sleep 3s" || e.PreStopSleepS != 3 || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
-				t.Errorf("deletion event %+v: want the request time (deadline minus grace) and the preStop sleep", e)
+			if e.Detail != "grace 30s, preStop sleep 3s" || e.PreStopSleepS != 3 || e.GracePeriodS == nil || *e.GracePeriodS != 30 || e.Server == nil || time.Until(*e.Server) > 2*time.Second {
+				t.Errorf("deletion event %+v: want the request time (deadline minus grace), the grace period and the preStop sleep", e)
 			}
 		case report.ContainerTerminated:
-			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" || e.Container != "app" {
+			if e.ExitCode == nil || *e.ExitCode != 137 || e.Reason != "Error" || e.Container != "app" || !e.ServicePort {
 				t.Errorf("terminated event %+v", e)
 			}
 		case report.EndpointUnready:
