@@ -436,9 +436,15 @@ func nOf[N ~int | ~int64 | ~uint64 | ~uint32](n N, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// has: a failure of the group is of class c.
-func (g *group) has(c string) bool {
-	return slices.ContainsFunc(g.fails, func(f report.Failure) bool { return f.Class == c })
+// count: the group's failures of class c.
+func (g *group) count(c string) int {
+	n := 0
+	for _, f := range g.fails {
+		if f.Class == c {
+			n++
+		}
+	}
+	return n
 }
 
 func (g *group) classes() string {
@@ -491,7 +497,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 			g.ambiguous, g.conservative.Seconds()))
 	}
 	evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
-	if g.has(report.ClassProxy5xx) {
+	stops := servingStopsOfGroup(g, x)
+	if n := g.count(report.ClassProxy5xx); n > stops.answeredFor {
+		// Those the pod's own proxy answered are said with its stop.
 		evidence = append(evidence, "proxy_5xx means the proxy in front (an ingress, a gateway) still routed to the pod and answered for it when it could not reach it; a timeout through it, that it waited on a pod that no longer answered")
 	}
 	evidence = append(evidence, pathWindows(g, x.r)...)
@@ -511,7 +519,6 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	if slow > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d more requests in the same outages succeeded only after their SYN was retransmitted (about 1 s late): the same race, seen by users as latency spikes", slow))
 	}
-	stops := servingStopsOf(x.pods, g.podList())
 	evidence = append(evidence, stops.evidence()...)
 	fix := fmt.Sprintf("give %s a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain%s",
 		stops.holder(), sleep, advice.PreStopSleep(sleep, x.version), sleep, stops.earlyFix(x.version))
@@ -704,7 +711,7 @@ func renderServerErrors(g *group, x facts) (report.Finding, bool) {
 // deletion request cuts in-flight requests whether or not one was seen.
 func renderGraceTooShort(_ *group, x facts) (report.Finding, bool) {
 	var killed []string
-	pods := map[string]int{} // pods per container killed, named in prose
+	pods := map[string]int{}          // pods per container killed, named in prose
 	graces := map[time.Duration]int{} // killed pods per grace period, where known
 	sidecar := false
 	for _, p := range x.pods.All() {

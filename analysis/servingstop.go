@@ -25,6 +25,17 @@ type servingStops struct {
 	// least a second before another of its containers by the kubelet's
 	// times, with the pods and how much later the others ended.
 	early []earlyStop
+	// behind: the containers without the Service's port that exited first
+	// in their pod, a second or more before a serving one, where the
+	// failures show the serving one answering for them (behindShown): an
+	// app gone behind a proxy that still took connections.
+	behind []earlyStop
+	// answeredFor counts those failures.
+	answeredFor int
+	// unsure: in some pod a container without the Service's port exited a
+	// second or more before one with it, and nothing showed which stop
+	// the failures met: the fix then names no container.
+	unsure bool
 }
 
 // earlyStop is one serving container that exited before the rest of its
@@ -52,11 +63,79 @@ func servingStopsOf(pods *Pods, names []string) servingStops {
 			}
 		}
 		if lead, later, ok := p.servingExitLead(); ok {
-			out.addEarly(report.ContainerNamed(p.ExitContainer, false), later, lead)
+			out.addStop(&out.early, report.ContainerNamed(p.ExitContainer, false), later, lead)
+		}
+		if _, _, _, ok := p.behindExitLead(); ok {
+			out.unsure = true
 		}
 	}
 	slices.Sort(out.serving)
 	return out
+}
+
+// servingStopsOfGroup is servingStopsOf for a finding's failures: it adds
+// the containers behind a serving one (behind) where the group's failures
+// on their pods show the serving container answering for them.
+func servingStopsOfGroup(g *group, x facts) servingStops {
+	names := g.podList()
+	s := servingStopsOf(x.pods, names)
+	shown := answeredFromInside(g.fails, x.r)
+	for _, name := range names {
+		p := x.pods.Get(name)
+		if p == nil || shown[name] == 0 {
+			continue
+		}
+		if first, lead, later, ok := p.behindExitLead(); ok {
+			s.addStop(&s.behind, first, later, lead)
+			s.answeredFor += shown[name]
+		}
+	}
+	return s
+}
+
+// answeredFromInside counts, by pod, the failures that something in the
+// pod answered for the app: a 5xx without the app's backend header
+// (proxy_5xx), put on the pod for certain, on a path that reaches the
+// Service with no proxy before the pods (an entry by cluster IP, node port
+// or load balancer, none of its requests in an edge's log, not sent to an
+// edge's address).
+func answeredFromInside(fails []report.Failure, r *report.Report) map[string]int {
+	out := map[string]int{}
+	paths := pathNames(r)
+	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
+	for _, f := range fails {
+		i := slices.Index(paths, f.Path)
+		if f.Class != report.ClassProxy5xx || f.LikelyPod == "" || f.Confidence < 1 || f.ViaEdge || i < 0 ||
+			pathEntry(r, i) == nil || edgeLogHolds(r, f.Path) || unsplit {
+			continue
+		}
+		out[f.LikelyPod]++
+	}
+	return out
+}
+
+// behindExitLead reports whether p's first exit, at or after its deletion
+// was requested, was that of a container without the Service's port (not
+// a native sidecar) that ended a second or more before one with it, by
+// the kubelet's times (as servingExitLead). first names it; lead is how
+// long before the last of those it ended; later names them.
+func (p *Pod) behindExitLead() (first string, lead time.Duration, later []string, ok bool) {
+	if p.ExitServicePort || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" ||
+		p.DeletedServer == nil || p.ExitServer.Before(*p.DeletedServer) {
+		return "", 0, nil, false
+	}
+	for _, e := range p.exits {
+		if !e.ServicePort || e.Server == nil {
+			continue
+		}
+		if d := e.Server.Sub(*p.ExitServer); d >= time.Second {
+			lead = max(lead, d)
+			if named := report.ContainerNamed(e.Container, e.Sidecar); !slices.Contains(later, named) {
+				later = append(later, named)
+			}
+		}
+	}
+	return report.ContainerNamed(p.ExitContainer, false), lead, later, lead > 0
 }
 
 // servingExitLead reports whether p's first exit was a serving container's
@@ -87,13 +166,14 @@ func (p *Pod) servingExitLead() (lead time.Duration, later []string, ok bool) {
 	return lead, later, lead > 0
 }
 
-func (s *servingStops) addEarly(container string, later []string, lead time.Duration) {
-	i := slices.IndexFunc(s.early, func(e earlyStop) bool { return e.container == container })
+// addStop counts one pod's stop of container in stops (early or behind).
+func (s *servingStops) addStop(stops *[]earlyStop, container string, later []string, lead time.Duration) {
+	i := slices.IndexFunc(*stops, func(e earlyStop) bool { return e.container == container })
 	if i < 0 {
-		s.early = append(s.early, earlyStop{container: container, leastLead: lead, mostLead: lead})
-		i = len(s.early) - 1
+		*stops = append(*stops, earlyStop{container: container, leastLead: lead, mostLead: lead})
+		i = len(*stops) - 1
 	}
-	e := &s.early[i]
+	e := &(*stops)[i]
 	e.pods++
 	e.leastLead, e.mostLead = min(e.leastLead, lead), max(e.mostLead, lead)
 	for _, l := range later {
@@ -103,26 +183,47 @@ func (s *servingStops) addEarly(container string, later []string, lead time.Dura
 	}
 }
 
+// lead is e's lead in prose: "5s", or "4-5s" over several pods.
+func (e earlyStop) lead() string {
+	if e.leastLead != e.mostLead {
+		return fmt.Sprintf("%.0f-%.0fs", e.leastLead.Seconds(), e.mostLead.Seconds())
+	}
+	return fmt.Sprintf("%.0fs", e.mostLead.Seconds())
+}
+
 // evidence says, for each early serving container, that it stopped first
-// and why another container's hook did not hold it.
+// and why another container's hook did not hold it; for each container
+// behind a serving one, that it went first and the serving one answered
+// for it.
 func (s servingStops) evidence() []string {
 	var out []string
 	for _, e := range s.early {
-		lead := fmt.Sprintf("%.0fs", e.mostLead.Seconds())
-		if e.leastLead != e.mostLead {
-			lead = fmt.Sprintf("%.0f-%.0fs", e.leastLead.Seconds(), e.mostLead.Seconds())
-		}
 		out = append(out, fmt.Sprintf("%s, which has the port the Service sends traffic to, exited first in %s, %s before %s (the kubelet's times, to the second): "+
 			"the kubelet runs each container's preStop hook and then stops that container on its own, so a container that stays up longer does not keep it serving",
-			e.container, nOf(e.pods, "pod"), lead, joinAnd(e.later)))
+			e.container, nOf(e.pods, "pod"), e.lead(), joinAnd(e.later)))
+	}
+	for _, e := range s.behind {
+		out = append(out, fmt.Sprintf("%s exited first in %s, %s before %s, which has the port the Service sends traffic to (the kubelet's times, to the second); "+
+			"%s on those pods were 5xx without the backend header on a path with no proxy before the pods: %s answered them for the app behind it, gone",
+			e.container, nOf(e.pods, "pod"), e.lead(), joinAnd(e.later), nOf(s.answeredFor, "failure"), joinAnd(e.later)))
 	}
 	return out
 }
 
-// holder is what the propagation finding's fix tells to wait: the serving
-// containers by name where the exits named them, else "the container".
+// holder is what the propagation finding's fix tells to wait: the
+// containers behind a serving one that went first, where the failures
+// showed it (they must outlive it); else the serving containers by name
+// where the exits named them and none behind them went first unshown;
+// else "the container".
 func (s servingStops) holder() string {
-	if len(s.serving) == 0 {
+	switch {
+	case len(s.behind) > 0:
+		var names []string
+		for _, e := range s.behind {
+			names = append(names, e.container)
+		}
+		return joinAnd(names)
+	case len(s.serving) == 0 || s.unsure:
 		return "the container"
 	}
 	return joinAnd(s.serving)
@@ -130,9 +231,19 @@ func (s servingStops) holder() string {
 
 // earlyFix is what the fix adds where a serving container stopped before
 // the rest of its pod: the preStop hook is needed on it, not only on the
-// app; or, where the server has native sidecars (on by default from 1.29),
-// it can be one, which the kubelet stops after the app's containers.
+// app; where it is a proxy in front of the app and the server has native
+// sidecars (on by default from 1.29), it can be one, which the kubelet
+// stops after the app's containers. Where a container behind a serving one
+// went first: it must outlive the serving one.
 func (s servingStops) earlyFix(v advice.Version) string {
+	if len(s.behind) > 0 {
+		var out []string
+		for _, e := range s.behind {
+			out = append(out, fmt.Sprintf("%s is behind %s, which answered for it once it had exited: it must stop after it, with a preStop hook at least as long as that of %s",
+				e.container, joinAnd(e.later), joinAnd(e.later)))
+		}
+		return "; " + strings.Join(out, "; ")
+	}
 	if len(s.early) == 0 {
 		return ""
 	}
@@ -148,7 +259,7 @@ func (s servingStops) earlyFix(v advice.Version) string {
 	if !v.Known() {
 		since = "; Kubernetes 1.29+"
 	}
-	return out + fmt.Sprintf(" (or run it as a native sidecar, an init container with restartPolicy: Always, which the kubelet stops only after the app's containers have exited%s)", since)
+	return out + fmt.Sprintf(" (where it is a proxy in front of the app, running it as a native sidecar, an init container with restartPolicy: Always, does the same: the kubelet stops a native sidecar only after the app's containers have exited%s)", since)
 }
 
 // joinAnd joins names as prose: "a", "a and b", "a, b and c".

@@ -31,8 +31,13 @@ func TestThePropagationFixNamesTheServingContainer(t *testing.T) {
 			"give container proxy a preStop hook that waits at least",
 			"container proxy, which has the port the Service sends traffic to, exited first in 1 pod, 5s before container app (the kubelet's times, to the second)",
 			""},
-		{"the app with the port stopped last: nothing early",
+		// A mesh redirects the app's port to its proxy: which stop the
+		// refusals met cannot be told, and the fix names no container.
+		{"a container without the port stopped first: unsure",
 			[]exit{{"istio-proxy", 2000, false, false}, {"app", 7000, true, false}},
+			"give the container a preStop hook", "", "the hook must be on"},
+		{"a container without the port stopped in the same second: the port's",
+			[]exit{{"istio-proxy", 2000, false, false}, {"app", 2000, true, false}},
 			"give container app a preStop hook", "", "the hook must be on"},
 		{"the same second orders nothing",
 			[]exit{{"proxy", 2000, true, false}, {"app", 2000, false, false}},
@@ -86,8 +91,8 @@ func TestTheEarlyStopFixFollowsTheServerVersion(t *testing.T) {
 		version      string
 		want, absent string
 	}{
-		{"1.36", "the hook must be on container proxy itself: another container's hook delays only its own stop (or run it as a native sidecar, an init container with restartPolicy: Always, which the kubelet stops only after the app's containers have exited)", "1.29+"},
-		{"", "which the kubelet stops only after the app's containers have exited; Kubernetes 1.29+)", ""},
+		{"1.36", "the hook must be on container proxy itself: another container's hook delays only its own stop (where it is a proxy in front of the app, running it as a native sidecar, an init container with restartPolicy: Always, does the same: the kubelet stops a native sidecar only after the app's containers have exited)", "1.29+"},
+		{"", "the kubelet stops a native sidecar only after the app's containers have exited; Kubernetes 1.29+)", ""},
 		{"1.28", "the hook must be on container proxy itself: another container's hook delays only its own stop", "native sidecar"},
 	} {
 		ready := ev(1000, report.PodReady, "o", "old")
@@ -124,6 +129,52 @@ func TestTheAbruptCloseFixNamesTheServingContainer(t *testing.T) {
 		analyse(r)
 		if f := find(r, AbruptKeepAliveClose); f == nil || !strings.HasPrefix(f.Fix, tc.want) {
 			t.Errorf("service_port %v: finding %+v, want a fix starting %q", tc.servicePort, f, tc.want)
+		}
+	}
+}
+
+// An app behind a proxy that exited first, the proxy (the Service's port)
+// still taking connections: the 5xx it answered without the app's backend
+// header, on a path with no proxy before the pods, show it. The fix puts
+// the hook on the app, which must outlive the proxy. Through an edge the
+// same exits show nothing of which stop the failures met: the fix names
+// no container.
+func TestAnAppGoneBehindItsProxy(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		viaEdge             bool
+		wantFix, notFix     string
+		wantEvidence, notEv string
+	}{
+		{"cluster IP", false,
+			"give container app a preStop hook that waits at least", "give container proxy",
+			"container app exited first in 1 pod, 5s before container proxy, which has the port the Service sends traffic to (the kubelet's times, to the second); 2 failures on those pods were 5xx without the backend header on a path with no proxy before the pods: container proxy answered them for the app behind it, gone",
+			"proxy_5xx means the proxy in front"},
+		{"through an edge", true,
+			"give the container a preStop hook", "give container",
+			"proxy_5xx means the proxy in front", "exited first in"},
+	} {
+		app, proxy := exited(2300, 2000, "o"), exited(7300, 7000, "o")
+		app.Container, proxy.Container, proxy.ServicePort = "app", "proxy", true
+		ready := ev(1000, report.PodReady, "o", "old")
+		ready.ReadinessConnects = true
+		f1, f2 := fail(2600, report.ClassProxy5xx, true, ""), fail(3100, report.ClassProxy5xx, true, "")
+		f1.ViaEdge, f2.ViaEdge = tc.viaEdge, tc.viaEdge
+		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670, Entry: &report.Entry{Via: report.ViaClusterIP}},
+			Timeline: []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), app, proxy},
+			Failures: []report.Failure{f1, f2}}
+		r.Totals.ByClass = map[string]uint64{report.ClassProxy5xx: 2}
+		analyse(r)
+		f := find(r, StopsBeforePropagation)
+		if f == nil {
+			t.Fatalf("%s: no finding among %+v; failures %+v", tc.name, r.Findings, r.Failures)
+		}
+		ev := strings.Join(f.Evidence, "\n")
+		if !strings.Contains(f.Fix, tc.wantFix) || strings.Contains(f.Fix, tc.notFix) || !strings.Contains(ev, tc.wantEvidence) || strings.Contains(ev, tc.notEv) {
+			t.Errorf("%s: evidence\n%s\nfix %q\nwant %q and %q, not %q nor %q", tc.name, ev, f.Fix, tc.wantEvidence, tc.wantFix, tc.notEv, tc.notFix)
+		}
+		if !tc.viaEdge && !strings.Contains(f.Fix, "container app is behind container proxy, which answered for it once it had exited: it must stop after it, with a preStop hook at least as long as that of container proxy") {
+			t.Errorf("%s: fix %q does not say the app must outlive the proxy", tc.name, f.Fix)
 		}
 	}
 }

@@ -88,10 +88,17 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	t.Run("doctor", func(t *testing.T) {
 		for _, tc := range []struct {
-			sample string
-			exit   int
-			ids    []string
-		}{{"naive", 1, []string{"no-prestop-hook", "no-pod-disruption-budget"}}, {"graceful", 0, nil}} {
+			sample   string
+			exit     int
+			ids      []string
+			evidence string // a line of the first finding's evidence, "" for none asked
+		}{
+			{"naive", 1, []string{"no-prestop-hook", "no-pod-disruption-budget"}, "container(s) app: no lifecycle.preStop"},
+			{"graceful", 0, nil, ""},
+			// The app's hook does not hold the proxy in front of it.
+			{"proxy-first", 1, []string{"no-prestop-hook", "no-pod-disruption-budget"},
+				"container(s) app have a preStop hook, but a hook delays only its own container's stop: the kubelet stops the others at once"},
+		} {
 			ensureSample(t, ctx, c, tc.sample)
 			junit := filepath.Join(t.TempDir(), "doctor.xml")
 			out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "rollprobe"),
@@ -113,6 +120,9 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 			if strings.Join(ids, ",") != strings.Join(tc.ids, ",") || res.Pass != (tc.exit == 0) {
 				t.Fatalf("doctor %s: findings %v (pass %v), want %v", tc.sample, ids, res.Pass, tc.ids)
+			}
+			if tc.evidence != "" && !slices.Contains(res.Findings[0].Evidence, tc.evidence) {
+				t.Fatalf("doctor %s: %s's evidence %q lacks %q", tc.sample, ids[0], res.Findings[0].Evidence, tc.evidence)
 			}
 			if b, err := os.ReadFile(junit); err != nil || strings.Count(string(b), "<testcase") != len(doctor.Checks()) {
 				t.Fatalf("doctor junit: %v\n%s", err, b)
