@@ -114,6 +114,9 @@ type group struct {
 	// out of the windows; followed, those that most likely did
 	// (Failure.PriorPodAddr).
 	joined, followed int
+	// keptAlive counts the 5xx a pod's own proxy answered on connections
+	// kept alive to the pod (keptAliveToThePod): left out of the windows.
+	keptAlive int
 	// edgeOwn: the failures the edge answered itself, by its access log
 	// or its response (Failure.EdgeNoBackend, edgeAnswered, a 503 of its
 	// own while a pod was unready).
@@ -360,6 +363,10 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 			g.followed++
 			continue
 		}
+		if keptAliveToThePod(f, r) {
+			g.keptAlive++
+			continue
+		}
 		w, certain := s.window()
 		if certain {
 			g.window = max(g.window, w)
@@ -484,7 +491,7 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 	if publishesNotReady(x.r) {
 		why = "" // the Service's setting kept the endpoint: said below
 	}
-	switch timed := len(g.fails) - g.joined - g.followed; {
+	switch timed := len(g.fails) - g.joined - g.followed - g.keptAlive; {
 	case timed == 0:
 		evidence = append(evidence, "each came after the deletion of the pod it hit had been requested")
 	case g.ambiguous < timed:
@@ -496,7 +503,9 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("%d of them could have come from more than one terminating pod; counted from the earliest of those deletions, the last came %.2fs after it, and the fix is sized from that",
 			g.ambiguous, g.conservative.Seconds()))
 	}
-	evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
+	if g.count(report.ClassConnectTimeout)+g.count(report.ClassRefused) > 0 {
+		evidence = append(evidence, "connect_timeout means new connections went to the IP of a pod that no longer existed; refused, to a pod no longer listening")
+	}
 	stops := servingStopsOfGroup(g, x)
 	if n := g.count(report.ClassProxy5xx); n > stops.answeredFor {
 		// Those the pod's own proxy answered are said with its stop.
@@ -520,6 +529,14 @@ func renderPropagation(g *group, x facts) (report.Finding, bool) {
 		evidence = append(evidence, fmt.Sprintf("%d more requests in the same outages succeeded only after their SYN was retransmitted (about 1 s late): the same race, seen by users as latency spikes", slow))
 	}
 	evidence = append(evidence, stops.evidence()...)
+	if g.keptAlive > 0 {
+		were := fmt.Sprintf("%d of them were 5xx", g.keptAlive)
+		if g.keptAlive == 1 {
+			were = "1 of them was a 5xx"
+		}
+		evidence = append(evidence, were+" answered at the pod on connections the prober kept alive to it, which endpoint changes never touch: "+
+			"such failures come until the pod closes those connections, so they size no preStop")
+	}
 	fix := fmt.Sprintf("give %s a preStop hook that waits at least %ds (%s) so it keeps serving until endpoints have propagated, and set terminationGracePeriodSeconds above %ds plus the time the app needs to drain%s",
 		stops.holder(), sleep, advice.PreStopSleep(sleep, x.version), sleep, stops.earlyFix(x.version))
 	if publishesNotReady(x.r) {

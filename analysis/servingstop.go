@@ -101,17 +101,30 @@ func servingStopsOfGroup(g *group, x facts) servingStops {
 // edge's address).
 func answeredFromInside(fails []report.Failure, r *report.Report) map[string]int {
 	out := map[string]int{}
-	paths := pathNames(r)
-	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
 	for _, f := range fails {
-		i := slices.Index(paths, f.Path)
-		if f.Class != report.ClassProxy5xx || f.LikelyPod == "" || f.Confidence < 1 || f.ViaEdge || i < 0 ||
-			pathEntry(r, i) == nil || edgeLogHolds(r, f.Path) || unsplit {
-			continue
+		if f.Class == report.ClassProxy5xx && f.LikelyPod != "" && f.Confidence >= 1 && noProxyBefore(&f, r) {
+			out[f.LikelyPod]++
 		}
-		out[f.LikelyPod]++
 	}
 	return out
+}
+
+// noProxyBefore: f's path reaches the Service with no proxy before the
+// pods (an entry by cluster IP, node port or load balancer, none of its
+// requests in an edge's log) and f was not sent to an edge's address.
+func noProxyBefore(f *report.Failure, r *report.Report) bool {
+	i := slices.Index(pathNames(r), f.Path)
+	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
+	return !f.ViaEdge && i >= 0 && pathEntry(r, i) != nil && !edgeLogHolds(r, f.Path) && !unsplit
+}
+
+// keptAliveToThePod: f, a 5xx answered at the pod (a proxy of its own in
+// front of the app) on a connection kept alive from the prober to the
+// pod: endpoint changes never touch an established connection, so when it
+// came after the deletion measures that connection's life, not the
+// endpoints' propagation.
+func keptAliveToThePod(f *report.Failure, r *report.Report) bool {
+	return f.Class == report.ClassProxy5xx && !f.Fresh && noProxyBefore(f, r)
 }
 
 // behindExitLead reports whether p's first exit, at or after its deletion

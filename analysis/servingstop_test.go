@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -176,5 +177,35 @@ func TestAnAppGoneBehindItsProxy(t *testing.T) {
 		if !tc.viaEdge && !strings.Contains(f.Fix, "container app is behind container proxy, which answered for it once it had exited: it must stop after it, with a preStop hook at least as long as that of container proxy") {
 			t.Errorf("%s: fix %q does not say the app must outlive the proxy", tc.name, f.Fix)
 		}
+	}
+}
+
+// A 5xx the pod's own proxy answered on a connection the prober kept
+// alive to the pod came whatever the endpoints said: it sizes no preStop,
+// and the evidence says so. The one on a new connection does.
+func TestAPodsOwn5xxOnAKeptAliveConnectionSizesNoPreStop(t *testing.T) {
+	app, proxy := exited(2300, 2000, "o"), exited(7300, 7000, "o")
+	app.Container, proxy.Container, proxy.ServicePort = "app", "proxy", true
+	ready := ev(1000, report.PodReady, "o", "old")
+	ready.ReadinessConnects = true
+	fresh, reused := fail(2600, report.ClassProxy5xx, true, ""), fail(6000, report.ClassProxy5xx, false, "")
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670, Entry: &report.Entry{Via: report.ViaClusterIP}},
+		Timeline: []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), app, proxy},
+		Failures: []report.Failure{fresh, reused}}
+	r.Totals.ByClass = map[string]uint64{report.ClassProxy5xx: 2}
+	analyse(r)
+	f := find(r, StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("no finding among %+v", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	if want := "1 of them was a 5xx answered at the pod on connections the prober kept alive to it, which endpoint changes never touch"; !strings.Contains(ev, want) {
+		t.Errorf("evidence\n%s\nlacks %q", ev, want)
+	}
+	// The new connection's 5xx, 0.8 s after the deletion's receipt, sizes
+	// it (PreStopSeconds: 0.8*1.5+1, rounded up); the kept-alive one, 4.2 s
+	// after, would have made it 8.
+	if x := Explain(r); x.PreStopSeconds > 3 || !strings.Contains(f.Fix, fmt.Sprintf("at least %ds", x.PreStopSeconds)) {
+		t.Errorf("preStop %d, fix %q: want it sized from the new connection's 5xx alone", x.PreStopSeconds, f.Fix)
 	}
 }
