@@ -60,6 +60,7 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		{"late-ready serves before it listens", "late-ready", []string{"--conn", "new", "--settle", "5s"}, 1, "complete", checkLateReady},
 		{"short-grace is SIGKILLed", "short-grace", []string{"--image", "proxy=" + shortGraceNewSidecarImage}, -1, "complete", checkShortGrace},
 		{"proxy-first stops before the app behind it", "proxy-first", nil, 1, "complete", checkProxyFirst},
+		{"app-first leaves its proxy answering for it", "app-first", nil, 1, "complete", checkAppFirst},
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
 	}
 	for _, tc := range cases {
@@ -1000,6 +1001,86 @@ func checkProxyFirst(t *testing.T, r *runResult) {
 		t.Errorf("finding's evidence %q: want a line starting %q (the %d old pods it names)", f.Evidence, line, named)
 	}
 	for _, want := range []string{"give container proxy a preStop hook that waits at least", "the hook must be on container proxy itself", "native sidecar"} {
+		if !strings.Contains(f.Fix, want) {
+			t.Errorf("fix %q lacks %q", f.Fix, want)
+		}
+	}
+}
+
+// checkAppFirst: the sample's app, behind a proxy with the Service's port
+// and a preStop sleep of 5 s, exits at once on SIGTERM. The kubelet's own
+// times are the referee of the order: on each old pod the app ended 4 s
+// or more before the proxy. Through the cluster IP, with no proxy before
+// the pods, the proxy's 502s (Go's reverse proxy answering for an
+// upstream it cannot reach, without the app's X-Pod-Name) are proxy_5xx
+// on old pods; the propagation finding says the proxy answered for the
+// app, puts the hook on the app and says it must outlive the proxy.
+func checkAppFirst(t *testing.T, r *runResult) {
+	rep := r.rep
+	f := findingByID(rep, analysis.StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("no %s finding: %v", analysis.StopsBeforePropagation, findingIDs(rep))
+	}
+	old := func(p string) bool { return strings.HasPrefix(p, "app-first-"+rep.Rollout.OldRevision+"-") }
+	type exits struct{ proxy, app *report.Event }
+	ended := map[string]*exits{}
+	for i := range rep.Timeline {
+		e := &rep.Timeline[i]
+		if e.Kind != report.ContainerTerminated || !old(e.Pod) {
+			continue
+		}
+		if ended[e.Pod] == nil {
+			ended[e.Pod] = &exits{}
+		}
+		if e.Container == "proxy" {
+			ended[e.Pod].proxy = e
+		} else {
+			ended[e.Pod].app = e
+		}
+	}
+	if len(ended) != 3 {
+		t.Errorf("exits of %d old pods, want 3", len(ended))
+	}
+	for p, x := range ended {
+		if x.proxy == nil || x.app == nil || x.proxy.Server == nil || x.app.Server == nil {
+			t.Errorf("old pod %s: exits %+v, want the proxy's and the app's with the kubelet's times", p, x)
+			continue
+		}
+		if lead := x.proxy.Server.Sub(*x.app.Server); lead < 4*time.Second {
+			t.Errorf("old pod %s: the app ended %s before the proxy, want 4 s or more (the proxy's preStop sleep is 5 s)", p, lead)
+		}
+	}
+	proxied, reused := 0, 0
+	for _, fl := range rep.Failures {
+		if fl.Class == report.ClassProxy5xx {
+			proxied++
+			if !fl.Fresh {
+				reused++
+			}
+			if !old(fl.LikelyPod) {
+				t.Errorf("a proxy_5xx put on %q, not an old pod", fl.LikelyPod)
+			}
+		}
+	}
+	if proxied == 0 {
+		t.Fatalf("no proxy_5xx among the failures %v: the proxy answered none for the app", nonZero(rep.Totals.ByClass))
+	}
+	line := slices.IndexFunc(f.Evidence, func(s string) bool {
+		return strings.HasPrefix(s, "container app exited first in ") && strings.Contains(s, "before container proxy, which has the port the Service sends traffic to") &&
+			strings.Contains(s, "container proxy answered them for the app behind it, gone")
+	})
+	if line < 0 {
+		t.Errorf("finding's evidence %q: want the line on the app gone behind its proxy", f.Evidence)
+	}
+	// The 502s on connections kept alive to the pod came until the proxy
+	// closed them, whatever the endpoints: they size no preStop.
+	kept := slices.ContainsFunc(f.Evidence, func(s string) bool {
+		return strings.Contains(s, "answered at the pod on connections the prober kept alive to it")
+	})
+	if kept != (reused > 0) {
+		t.Errorf("%d proxy_5xx on reused connections; finding's evidence %q says so: %v", reused, f.Evidence, kept)
+	}
+	for _, want := range []string{"give container app a preStop hook that waits at least", "container app is behind container proxy, which answered for it once it had exited"} {
 		if !strings.Contains(f.Fix, want) {
 			t.Errorf("fix %q lacks %q", f.Fix, want)
 		}
