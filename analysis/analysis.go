@@ -389,14 +389,62 @@ func proxiedPaths(r *report.Report) map[string]bool {
 	return out
 }
 
+// proxiedBeforePods are the paths that met a proxy before the pods:
+// proxiedPaths, less a path whose only proxy shown is the pods' own (a
+// proxy container in front of the app): every proxy_5xx of it, each in
+// the report's failures, answered at a pod on a path with no proxy before
+// the pods (noProxyBefore), and none of its failures sent to an edge's
+// address. Such a proxy has no other pod to retry on.
+func proxiedBeforePods(r *report.Report) map[string]bool {
+	out := proxiedPaths(r)
+	type seen struct {
+		total, inPods int
+		viaEdge       bool
+	}
+	byPath := map[string]*seen{}
+	for i := range r.Failures {
+		f := &r.Failures[i]
+		s := byPath[f.Path]
+		if s == nil {
+			s = &seen{}
+			byPath[f.Path] = s
+		}
+		s.viaEdge = s.viaEdge || f.ViaEdge
+		if f.Class == report.ClassProxy5xx {
+			s.total++
+			if noProxyBefore(f, r) {
+				s.inPods++
+			}
+		}
+	}
+	for name, s := range byPath {
+		if out[name] && !s.viaEdge && s.total > 0 && s.inPods == s.total && uint64(s.total) == pathClassCount(r, name, report.ClassProxy5xx) {
+			out[name] = false
+		}
+	}
+	return out
+}
+
+// pathClassCount is how many of path's requests ended in class c ("" for
+// a run of one path: the run's).
+func pathClassCount(r *report.Report, path, c string) uint64 {
+	for _, p := range r.Paths {
+		if p.Name == path {
+			return p.Totals.ByClass[c]
+		}
+	}
+	return r.Totals.ByClass[c]
+}
+
 // directPaths are the paths known to reach the Service with no HTTP proxy
 // between (PathReport.Entry; for a report without it, Rollout.Entry for
 // the first path) that the run showed none on either: no proxy met
-// (proxiedPaths) and none of their requests in the edge's access log.
+// (proxiedBeforePods: a proxy of the pods' own is none before them) and none
+// of their requests in the edge's access log.
 // What the run measured wins over what the target's address says.
 func directPaths(r *report.Report) map[string]bool {
 	out := map[string]bool{}
-	proxied := proxiedPaths(r)
+	proxied := proxiedBeforePods(r)
 	// A log not split by path (an older report of several) may hold any
 	// path's requests: none is direct then.
 	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0

@@ -119,7 +119,7 @@ func latencySpikes(r *report.Report, pods *Pods) []pathSpike {
 		return deletion{}, false
 	}
 	paths := seriesPaths(r)
-	if len(paths) == 1 && !proxiedPaths(r)[paths[0].name] {
+	if len(paths) == 1 && !proxiedBeforePods(r)[paths[0].name] {
 		return nil
 	}
 	p99s := make([]map[int64]float64, len(paths))

@@ -334,3 +334,29 @@ func TestLatencySpikeFixNamesTheServingContainer(t *testing.T) {
 		t.Fatalf("finding %+v: want the fix to name container app", f)
 	}
 }
+
+// A path straight to the Service whose every proxy_5xx a pod's own proxy
+// answered (a proxy container in front of the app) met no proxy before
+// the pods, none to retry on another pod: its slow seconds are no
+// retry's, as a direct path's are not (the lab's app-first run had one,
+// with advice to probe the Service it was probing). A proxy_5xx sent to
+// an edge's address is the edge's, and the path is read as through it.
+func TestLatencySpikeNotThroughThePodsOwnProxy(t *testing.T) {
+	spike := func(viaEdge bool) *report.Finding {
+		r := spikeRun(map[string]map[int64]float64{"svc": {5: 1500}}, 20, 12)
+		f := fail(5600, report.ClassProxy5xx, true, "")
+		f.ViaEdge = viaEdge
+		r.Failures = []report.Failure{f}
+		r.Totals.ByClass = map[string]uint64{report.ClassProxy5xx: 1}
+		r.Series[5].Failed = 1
+		r.Rollout = &report.Rollout{TriggerSeenAfterMS: 20, Entry: &report.Entry{Via: report.ViaClusterIP, Port: 80}}
+		analyse(r)
+		return find(r, LatencySpikeAtDeletion)
+	}
+	if f := spike(false); f != nil {
+		t.Errorf("a spike read as retried through the pods' own proxy: %+v", f)
+	}
+	if f := spike(true); f == nil {
+		t.Errorf("no spike through an edge's address")
+	}
+}
