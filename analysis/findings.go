@@ -660,7 +660,7 @@ func renderAbruptClose(g *group, x facts) (report.Finding, bool) {
 			"%d met a connection the server had already closed while idle (the request was never acknowledged: the keep-alive race, which closing idle connections at shutdown causes)", a, b))
 	}
 	fix := "drain on SIGTERM: keep serving for a few seconds answering with Connection: close (Go: srv.SetKeepAlivesEnabled(false)), then http.Server.Shutdown, never Close; keep the grace period above preStop plus this drain"
-	if stops := servingStopsOf(x.pods, g.podList()); len(stops.serving) > 0 {
+	if stops := servingStopsOf(x.pods, g.podList()); stops.named() {
 		// The container whose connections were cut: a proxy in front
 		// of the app closes them, not the app.
 		fix = "in " + stops.holder() + " (the Service's port), " + fix

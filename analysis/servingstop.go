@@ -12,9 +12,10 @@ import (
 
 // servingStops is what the container exits of a finding's pods say about
 // which container to hold with a preStop hook: the containers with a port
-// the Service targets, and those of them that exited before another of
-// their pod's containers (a proxy in spec.containers in front of an app
-// whose own hook or drain kept it running).
+// the Service targets, those of them that exited before another of their
+// pod's containers (a proxy in spec.containers in front of an app whose
+// own hook or drain kept it running), and the containers without the port
+// that exited before one with it (an app gone behind its proxy).
 type servingStops struct {
 	// serving: the containers with a port the Service targets, as
 	// report.ContainerNamed writes them, sorted; none when no exit of the
@@ -27,8 +28,9 @@ type servingStops struct {
 	early []earlyStop
 	// behind: the containers without the Service's port that exited first
 	// in their pod, a second or more before a serving one, where the
-	// failures show the serving one answering for them (behindShown): an
-	// app gone behind a proxy that still took connections.
+	// failures show the serving one answering for them
+	// (answeredFromInside): an app gone behind a proxy that still took
+	// connections.
 	behind []earlyStop
 	// answeredFor counts those failures.
 	answeredFor int
@@ -38,8 +40,8 @@ type servingStops struct {
 	unsure bool
 }
 
-// earlyStop is one serving container that exited before the rest of its
-// pod.
+// earlyStop is one container that exited before others of its pod: a
+// serving one (early), or one behind a serving one (behind).
 type earlyStop struct {
 	container string   // as report.ContainerNamed writes it
 	later     []string // the containers that exited after it, the same way
@@ -222,6 +224,9 @@ func (s servingStops) evidence() []string {
 	}
 	return out
 }
+
+// named reports whether holder names containers (not "the container").
+func (s servingStops) named() bool { return len(s.behind) > 0 || (len(s.serving) > 0 && !s.unsure) }
 
 // holder is what the propagation finding's fix tells to wait: the
 // containers behind a serving one that went first, where the failures

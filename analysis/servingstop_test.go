@@ -115,21 +115,29 @@ func TestTheEarlyStopFixFollowsTheServerVersion(t *testing.T) {
 func TestTheAbruptCloseFixNamesTheServingContainer(t *testing.T) {
 	for _, tc := range []struct {
 		servicePort bool
+		meshFirst   bool // a container without the port exited a second before
 		want        string
 	}{
-		{true, "in container proxy (the Service's port), drain on SIGTERM: "},
-		{false, "drain on SIGTERM: "},
+		{true, false, "in container proxy (the Service's port), drain on SIGTERM: "},
+		{false, false, "drain on SIGTERM: "},
+		{true, true, "drain on SIGTERM: "},
 	} {
 		proxy := exited(2300, 2000, "o")
 		proxy.Container, proxy.ServicePort = "proxy", tc.servicePort
 		ready := ev(1000, report.PodReady, "o", "old")
 		ready.ReadinessConnects = true
+		timeline := []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), proxy}
+		if tc.meshFirst {
+			mesh := exited(1200, 1000, "o")
+			mesh.Container = "istio-proxy"
+			timeline = append(timeline, mesh)
+		}
 		r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 670},
-			Timeline: []report.Event{ev(500, report.PodCreated, "o", "old"), ready, deleted(1800, 1000, "o"), proxy},
+			Timeline: timeline,
 			Failures: []report.Failure{cutInFlight(fail(2600, "eof_reused", false, "o"))}}
 		analyse(r)
 		if f := find(r, AbruptKeepAliveClose); f == nil || !strings.HasPrefix(f.Fix, tc.want) {
-			t.Errorf("service_port %v: finding %+v, want a fix starting %q", tc.servicePort, f, tc.want)
+			t.Errorf("service_port %v, mesh first %v: finding %+v, want a fix starting %q", tc.servicePort, tc.meshFirst, f, tc.want)
 		}
 	}
 }
