@@ -927,6 +927,46 @@ func checkImageSet(t *testing.T, ctx context.Context, c *lab.Client, sample, set
 	}
 }
 
+// checkProxyAndApp checks a run of a sample of a proxy and an app (as
+// containers "proxy" and "app"): it returns the propagation finding
+// (fatal without one) and which pods are old ones, and wants each of the 3
+// old pods' exits with the kubelet's times, first (the container that
+// exits at once on SIGTERM) ending 4 s or more before the other (held by
+// its preStop sleep of 5 s; the times are floored to the second).
+func checkProxyAndApp(t *testing.T, rep *report.Report, sample, first string) (*report.Finding, func(pod string) bool) {
+	t.Helper()
+	f := findingByID(rep, analysis.StopsBeforePropagation)
+	if f == nil {
+		t.Fatalf("no %s finding: %v", analysis.StopsBeforePropagation, findingIDs(rep))
+	}
+	old := func(p string) bool { return strings.HasPrefix(p, sample+"-"+rep.Rollout.OldRevision+"-") }
+	ended := map[string]map[string]*time.Time{} // pod, container: the kubelet's time of its end
+	for _, e := range rep.Timeline {
+		if e.Kind != report.ContainerTerminated || !old(e.Pod) {
+			continue
+		}
+		if ended[e.Pod] == nil {
+			ended[e.Pod] = map[string]*time.Time{}
+		}
+		ended[e.Pod][e.Container] = e.Server
+	}
+	if len(ended) != 3 {
+		t.Errorf("exits of %d old pods, want 3", len(ended))
+	}
+	second := map[string]string{"proxy": "app", "app": "proxy"}[first]
+	for p, x := range ended {
+		a, b := x[first], x[second]
+		if a == nil || b == nil {
+			t.Errorf("old pod %s: exits %v, want the %s's and the %s's with the kubelet's times", p, x, first, second)
+			continue
+		}
+		if lead := b.Sub(*a); lead < 4*time.Second {
+			t.Errorf("old pod %s: the %s ended %s before the %s, want 4 s or more (the %s's preStop sleep is 5 s)", p, first, lead, second, second)
+		}
+	}
+	return f, old
+}
+
 // checkProxyFirst: the sample's proxy, a second container in front of
 // the app and the one with the Service's port, exits at once on SIGTERM
 // while the app's preStop sleep (5 s) keeps it up. The kubelet's own times
@@ -936,17 +976,9 @@ func checkImageSet(t *testing.T, ctx context.Context, c *lab.Client, sample, set
 // the proxy, not "the container". The containers' events say which one
 // has the Service's port: the proxy's, not the app's.
 func checkProxyFirst(t *testing.T, r *runResult) {
-	rep := r.rep
-	f := findingByID(rep, analysis.StopsBeforePropagation)
-	if f == nil {
-		t.Fatalf("no %s finding: %v", analysis.StopsBeforePropagation, findingIDs(rep))
-	}
-	old := func(p string) bool { return strings.HasPrefix(p, "proxy-first-"+rep.Rollout.OldRevision+"-") }
-	type exits struct{ proxy, app *report.Event }
-	ended := map[string]*exits{}
+	f, old := checkProxyAndApp(t, r.rep, "proxy-first", "proxy")
 	starts := 0
-	for i := range rep.Timeline {
-		e := &rep.Timeline[i]
+	for _, e := range r.rep.Timeline {
 		if e.Kind != report.ContainerStarted && e.Kind != report.ContainerTerminated {
 			continue
 		}
@@ -955,36 +987,10 @@ func checkProxyFirst(t *testing.T, r *runResult) {
 		}
 		if e.Kind == report.ContainerStarted {
 			starts++
-			continue
-		}
-		if ended[e.Pod] == nil {
-			ended[e.Pod] = &exits{}
-		}
-		if e.Container == "proxy" {
-			ended[e.Pod].proxy = e
-		} else {
-			ended[e.Pod].app = e
 		}
 	}
 	if starts != 6 {
 		t.Errorf("%d container starts, want the 3 new pods' proxy and app", starts)
-	}
-	var oldPods int
-	for p, x := range ended {
-		if !old(p) {
-			continue
-		}
-		oldPods++
-		if x.proxy == nil || x.app == nil || x.proxy.Server == nil || x.app.Server == nil {
-			t.Errorf("old pod %s: exits %+v, want the proxy's and the app's with the kubelet's times", p, x)
-			continue
-		}
-		if lead := x.app.Server.Sub(*x.proxy.Server); lead < 4*time.Second {
-			t.Errorf("old pod %s: the proxy ended %s before the app, want 4 s or more (the app's preStop sleep is 5 s)", p, lead)
-		}
-	}
-	if oldPods != 3 {
-		t.Errorf("exits of %d old pods, want 3", oldPods)
 	}
 	var named int
 	for _, p := range f.Pods {
@@ -1014,42 +1020,11 @@ func checkProxyFirst(t *testing.T, r *runResult) {
 // the pods, the proxy's 502s (Go's reverse proxy answering for an
 // upstream it cannot reach, without the app's X-Pod-Name) are proxy_5xx
 // on old pods; the propagation finding says the proxy answered for the
-// app, puts the hook on the app and says it must outlive the proxy.
+// app, puts the hook on the app and says it must outlive the proxy; no
+// slow second is read as retries of a proxy before the pods.
 func checkAppFirst(t *testing.T, r *runResult) {
 	rep := r.rep
-	f := findingByID(rep, analysis.StopsBeforePropagation)
-	if f == nil {
-		t.Fatalf("no %s finding: %v", analysis.StopsBeforePropagation, findingIDs(rep))
-	}
-	old := func(p string) bool { return strings.HasPrefix(p, "app-first-"+rep.Rollout.OldRevision+"-") }
-	type exits struct{ proxy, app *report.Event }
-	ended := map[string]*exits{}
-	for i := range rep.Timeline {
-		e := &rep.Timeline[i]
-		if e.Kind != report.ContainerTerminated || !old(e.Pod) {
-			continue
-		}
-		if ended[e.Pod] == nil {
-			ended[e.Pod] = &exits{}
-		}
-		if e.Container == "proxy" {
-			ended[e.Pod].proxy = e
-		} else {
-			ended[e.Pod].app = e
-		}
-	}
-	if len(ended) != 3 {
-		t.Errorf("exits of %d old pods, want 3", len(ended))
-	}
-	for p, x := range ended {
-		if x.proxy == nil || x.app == nil || x.proxy.Server == nil || x.app.Server == nil {
-			t.Errorf("old pod %s: exits %+v, want the proxy's and the app's with the kubelet's times", p, x)
-			continue
-		}
-		if lead := x.proxy.Server.Sub(*x.app.Server); lead < 4*time.Second {
-			t.Errorf("old pod %s: the app ended %s before the proxy, want 4 s or more (the proxy's preStop sleep is 5 s)", p, lead)
-		}
-	}
+	f, old := checkProxyAndApp(t, rep, "app-first", "app")
 	proxied, reused := 0, 0
 	for _, fl := range rep.Failures {
 		if fl.Class == report.ClassProxy5xx {
@@ -1064,6 +1039,11 @@ func checkAppFirst(t *testing.T, r *runResult) {
 	}
 	if proxied == 0 {
 		t.Fatalf("no proxy_5xx among the failures %v: the proxy answered none for the app", nonZero(rep.Totals.ByClass))
+	}
+	// The path is the Service's cluster IP: no proxy before the pods to
+	// retry on another pod, whatever the pods' own proxy answered.
+	if s := findingByID(rep, analysis.LatencySpikeAtDeletion); s != nil {
+		t.Errorf("a latency spike read as a proxy's retries on a path straight to the Service: %+v", s)
 	}
 	line := slices.IndexFunc(f.Evidence, func(s string) bool {
 		return strings.HasPrefix(s, "container app exited first in ") && strings.Contains(s, "before container proxy, which has the port the Service sends traffic to") &&
