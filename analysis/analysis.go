@@ -445,15 +445,20 @@ func pathClassCount(r *report.Report, path, c string) uint64 {
 func directPaths(r *report.Report) map[string]bool {
 	out := map[string]bool{}
 	proxied := proxiedBeforePods(r)
-	// A log not split by path (an older report of several) may hold any
-	// path's requests: none is direct then.
-	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
+	unsplit := edgeLogUnsplit(r)
 	for i, name := range pathNames(r) {
 		if pathEntry(r, i) != nil && !proxied[name] && !edgeLogHolds(r, name) && !unsplit {
 			out[name] = true
 		}
 	}
 	return out
+}
+
+// edgeLogUnsplit: the edge's access log, read by the run, holds requests
+// not split by path (an older report of several paths): it may hold any
+// path's, so none is known to have bypassed the edge.
+func edgeLogUnsplit(r *report.Report) bool {
+	return r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
 }
 
 // edgeLogHolds: the edge's access log, read by the run, holds requests

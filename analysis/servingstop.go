@@ -32,7 +32,7 @@ type servingStops struct {
 	// (answeredFromInside): an app gone behind a proxy that still took
 	// connections.
 	behind []earlyStop
-	// answeredFor counts those failures.
+	// answeredFor counts those failures, over every behind container.
 	answeredFor int
 	// unsure: in some pod a container without the Service's port exited a
 	// second or more before one with it, and nothing showed which stop
@@ -116,8 +116,7 @@ func answeredFromInside(fails []report.Failure, r *report.Report) map[string]int
 // requests in an edge's log) and f was not sent to an edge's address.
 func noProxyBefore(f *report.Failure, r *report.Report) bool {
 	i := slices.Index(pathNames(r), f.Path)
-	unsplit := r.EdgeLog != nil && r.EdgeLog.Error == "" && len(r.EdgeLog.RequestsByPath) == 0 && r.EdgeLog.Requests > 0
-	return !f.ViaEdge && i >= 0 && pathEntry(r, i) != nil && !edgeLogHolds(r, f.Path) && !unsplit
+	return !f.ViaEdge && i >= 0 && pathEntry(r, i) != nil && !edgeLogHolds(r, f.Path) && !edgeLogUnsplit(r)
 }
 
 // keptAliveToThePod: f, a 5xx answered at the pod (a proxy of its own in
@@ -129,18 +128,36 @@ func keptAliveToThePod(f *report.Failure, r *report.Report) bool {
 	return f.Class == report.ClassProxy5xx && !f.Fresh && noProxyBefore(f, r)
 }
 
-// behindExitLead reports whether p's first exit, at or after its deletion
-// was requested, was that of a container without the Service's port (not
-// a native sidecar) that ended a second or more before one with it, by
-// the kubelet's times (as servingExitLead). first names it; lead is how
-// long before the last of those it ended; later names them.
+// behindExitLead reports whether p's first exit at its deletion was that
+// of a container without the Service's port that ended a second or more
+// before one with it (firstExitLead); first names it.
 func (p *Pod) behindExitLead() (first string, lead time.Duration, later []string, ok bool) {
-	if p.ExitServicePort || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" ||
+	lead, later, ok = p.firstExitLead(false, func(e report.Event) bool { return e.ServicePort })
+	return report.ContainerNamed(p.ExitContainer, false), lead, later, ok
+}
+
+// servingExitLead reports whether p's first exit at its deletion was a
+// serving container's that ended a second or more before another
+// container's (firstExitLead).
+func (p *Pod) servingExitLead() (lead time.Duration, later []string, ok bool) {
+	return p.firstExitLead(true, func(e report.Event) bool { return e.Container != p.ExitContainer })
+}
+
+// firstExitLead reports whether p's first exit was of a container with
+// the Service's port (serving) or without, not a native sidecar's (the
+// kubelet stops one after the others unless it crashed), at or after the
+// pod's deletion was requested (an earlier one is a crash, not the pod
+// going away), and ended a second or more before an exit others selects,
+// by the kubelet's times: floored to their seconds, a difference of one
+// already orders them. lead is how long before the last of those it
+// ended; later names them.
+func (p *Pod) firstExitLead(serving bool, others func(report.Event) bool) (lead time.Duration, later []string, ok bool) {
+	if p.ExitServicePort != serving || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" ||
 		p.DeletedServer == nil || p.ExitServer.Before(*p.DeletedServer) {
-		return "", 0, nil, false
+		return 0, nil, false
 	}
 	for _, e := range p.exits {
-		if !e.ServicePort || e.Server == nil {
+		if !others(e) || e.Server == nil {
 			continue
 		}
 		if d := e.Server.Sub(*p.ExitServer); d >= time.Second {
@@ -148,34 +165,6 @@ func (p *Pod) behindExitLead() (first string, lead time.Duration, later []string
 			if named := report.ContainerNamed(e.Container, e.Sidecar); !slices.Contains(later, named) {
 				later = append(later, named)
 			}
-		}
-	}
-	return report.ContainerNamed(p.ExitContainer, false), lead, later, lead > 0
-}
-
-// servingExitLead reports whether p's first exit was a serving container's
-// (not a native sidecar's, which the kubelet stops after the others unless
-// it crashed), at or after the pod's deletion was requested (an earlier
-// one is a crash, not the pod going away), that ended a second or more
-// before another container's, by the kubelet's times: floored to their
-// seconds, a difference of one already orders them. lead is how long
-// before the last of those others it ended; later names them.
-func (p *Pod) servingExitLead() (lead time.Duration, later []string, ok bool) {
-	if !p.ExitServicePort || p.ExitSidecar || p.ExitServer == nil || p.ExitContainer == "" ||
-		p.DeletedServer == nil || p.ExitServer.Before(*p.DeletedServer) {
-		return 0, nil, false
-	}
-	for _, e := range p.exits {
-		if e.Container == p.ExitContainer || e.Server == nil {
-			continue
-		}
-		d := e.Server.Sub(*p.ExitServer)
-		if d < time.Second {
-			continue
-		}
-		lead = max(lead, d)
-		if named := report.ContainerNamed(e.Container, e.Sidecar); !slices.Contains(later, named) {
-			later = append(later, named)
 		}
 	}
 	return lead, later, lead > 0
@@ -217,10 +206,14 @@ func (s servingStops) evidence() []string {
 			"the kubelet runs each container's preStop hook and then stops that container on its own, so a container that stays up longer does not keep it serving",
 			e.container, nOf(e.pods, "pod"), e.lead(), joinAnd(e.later)))
 	}
+	were := "were"
+	if s.answeredFor == 1 {
+		were = "was"
+	}
 	for _, e := range s.behind {
 		out = append(out, fmt.Sprintf("%s exited first in %s, %s before %s, which has the port the Service sends traffic to (the kubelet's times, to the second); "+
-			"%s on those pods were 5xx without the backend header on a path with no proxy before the pods: %s answered them for the app behind it, gone",
-			e.container, nOf(e.pods, "pod"), e.lead(), joinAnd(e.later), nOf(s.answeredFor, "failure"), joinAnd(e.later)))
+			"%s on those pods %s 5xx without the backend header on a path with no proxy before the pods: %s answered them for the app behind it, gone",
+			e.container, nOf(e.pods, "pod"), e.lead(), joinAnd(e.later), nOf(s.answeredFor, "failure"), were, joinAnd(e.later)))
 	}
 	return out
 }
