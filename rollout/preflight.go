@@ -51,6 +51,9 @@ func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 		for _, v := range trigger.Verbs() {
 			perms = append(perms, Permission{Verb: v, Group: g, Resource: k.Resource()})
 		}
+		if s, ok := trigger.(Scale); ok {
+			perms = append(perms, s.Permissions(k)...)
+		}
 	}
 	return perms
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // deploy/rbac.yaml grants exactly what run checks for with the restart,
-// image and patch triggers, for every kind, --promote's and what the doctor reads when granted (Role rollprobe), and what probing from the
+// image, patch and scale triggers, for every kind, --promote's and what the doctor reads when granted (Role rollprobe), and what probing from the
 // cluster adds (Role rollprobe-probers): no verb missing, none to spare.
 func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 	granted := grants(t, "../deploy/rbac.yaml")
@@ -27,7 +27,11 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 	var every []Permission
 	for _, k := range WorkloadKinds {
 		every = append(every, RequiredPermissions(k, Restart{})...)
+		if k != KindDaemonSet { // it has no replicas
+			every = append(every, RequiredPermissions(k, Scale{Replicas: 1})...)
+		}
 	}
+	every = append(every, ScaleOptionalPermissions()...)  // read when granted
 	every = append(every, PromotePermissions()...)        // run --rollout --promote
 	every = append(every, DoctorOptionalPermissions()...) // read when granted
 	for role, perms := range map[string][]Permission{"rollprobe": every, "rollprobe-probers": ProberPermissions()} {

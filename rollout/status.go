@@ -72,3 +72,29 @@ func OldPods(pods []*corev1.Pod, newHash string) []*corev1.Pod {
 	}
 	return old
 }
+
+// Terminating returns the pods whose deletion was asked for and that are
+// not gone yet: until they are, kept-alive connections may still reach
+// them.
+func Terminating(pods []*corev1.Pod) []*corev1.Pod {
+	var going []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			going = append(going, p)
+		}
+	}
+	return going
+}
+
+// Active returns the pods that run or will: not terminating, and not
+// ended (a pod in phase Succeeded or Failed, an evicted one, serves
+// nothing and its controller has already replaced it).
+func Active(pods []*corev1.Pod) []*corev1.Pod {
+	var up []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			up = append(up, p)
+		}
+	}
+	return up
+}
