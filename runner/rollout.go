@@ -63,7 +63,19 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	wl := target.Workload
 	drain, isDrain := cfg.Trigger.(rollout.Drain)
-	if isDrain {
+	scale, isScale := cfg.Trigger.(rollout.Scale)
+	if isScale {
+		if scale, err = scale.Check(wl); err != nil {
+			return fail(err)
+		}
+		cfg.Trigger = scale // it says where it scales from
+		switch hpas, err := rollout.Autoscalers(bounded, cfg.Kube, cfg.ref()); {
+		case err != nil:
+			cfg.logf("could not check for an autoscaler that would undo the scale (%v): the run stops if one does", err)
+		case len(hpas) > 0:
+			return fail(fmt.Errorf("%s scales %s: %w", strings.Join(hpas, " and "), cfg.ref(), rollout.ErrAutoscaled))
+		}
+	} else if isDrain {
 		// A drain writes no workload: its evictions are replaced whatever
 		// the update strategy, a paused Deployment's too.
 		if err := rollout.CheckPermissions(bounded, cfg.Kube, "", drain.ClusterPermissions()); err != nil {
@@ -541,6 +553,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	if isDrain {
 		return f.followDrain(ctx, bounded, out, drain)
 	}
+	if scale, isScale := trigger.(rollout.Scale); isScale {
+		return f.followScale(ctx, bounded, out, scale, sent)
+	}
 	if _, isExec := cfg.Trigger.(rollout.Exec); isExec {
 		// A deploy step is often idempotent (helm upgrade with nothing
 		// new). The command has exited, so its writes are committed: a
@@ -618,8 +633,13 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if out.completeAt == nil {
 			return false
 		}
-		newRev := f.w.NewRevision()
-		return newRev != "" && len(rollout.OldPods(f.w.Pods(), newRev)) == 0
+		// A pod of the new revision may be going too (a --patch or
+		// deploy command that also scaled in): the run lasts until it is,
+		// and until the watch shows its deletion at all (the status may
+		// count it out first: another watch).
+		newRev, pods := f.w.NewRevision(), f.w.Pods()
+		desired, _, _, _ := wl.Counts()
+		return newRev != "" && len(rollout.OldPods(pods, newRev)) == 0 && len(rollout.Terminating(pods)) == 0 && len(rollout.Active(pods)) <= int(desired)
 	})
 	switch {
 	case err != nil:
@@ -774,6 +794,63 @@ func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d roll
 	out.newRevision = f.w.NewRevision()
 	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: lastMsg})
 	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod of the workload evicted from node " + d.Node + " is gone"})
+	out.status = report.StatusComplete
+	f.setPhase(PhaseSettling)
+	cfg.logf("settling for %s", cfg.Settle)
+	sleep(ctx, cfg.Settle)
+	return out
+}
+
+// followScale waits, after a scale was written, until the workload runs
+// exactly the replicas asked for, each ready, and every pod the scale
+// removed is gone (rollout.Scale.Progress), then settles. A scale changes
+// no revision: the pods it removed are the run's old pods. If something
+// else scales the workload back (an autoscaler the preflight could not
+// see, a GitOps sync), the scale's end cannot be measured: the rollout
+// failed (exit 3), saying so.
+func (f *follower) followScale(ctx, bounded context.Context, out outcome, s rollout.Scale, sent time.Time) outcome {
+	cfg := f.cfg
+	out.status = report.StatusInProgress
+	f.setPhase(PhaseRolling)
+	cfg.logf("triggered: %s", s.Describe())
+	var lastMsg, undone string
+	seen := false
+	err := f.until(bounded, func() bool {
+		wl := f.w.Workload()
+		if pr := wl.Progress(); pr.Failed != "" {
+			undone = pr.Failed
+			return true
+		}
+		if desired, _, _, _ := wl.Counts(); !seen && desired == s.Replicas {
+			seen = true
+			out.triggerSeenAfter = max(time.Since(sent), time.Microsecond)
+		}
+		pr := s.Progress(wl, f.w.Pods(), seen)
+		if pr.Undone != "" {
+			undone = pr.Undone
+			return true
+		}
+		if pr.Message != lastMsg {
+			lastMsg = pr.Message
+			cfg.logf("scale: %s", pr.Message)
+		}
+		return pr.Done
+	})
+	switch {
+	case err != nil:
+		return f.ended(ctx, bounded, out, lastMsg)
+	case undone != "":
+		return f.rolloutFailed(out, undone)
+	}
+	out.completeAt = now()
+	out.oldPodsGoneAt = out.completeAt
+	out.newRevision = f.w.NewRevision()
+	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: lastMsg})
+	gone := "every pod the scale removed is gone"
+	if s.Replicas > s.From {
+		gone = "the scale removed no pod"
+	}
+	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: gone})
 	out.status = report.StatusComplete
 	f.setPhase(PhaseSettling)
 	cfg.logf("settling for %s", cfg.Settle)

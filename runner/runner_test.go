@@ -49,7 +49,7 @@ func fakeKube(denied map[string]bool, objs ...runtime.Object) *fake.Clientset {
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
 		ra := review.Spec.ResourceAttributes
-		review.Status.Allowed = !denied[rollout.Permission{Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource}.String()]
+		review.Status.Allowed = !denied[rollout.Permission{Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource, Subresource: ra.Subresource}.String()]
 		return true, review, nil
 	})
 	return kube

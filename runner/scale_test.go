@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// webPods are the Deployment's three pods, as the watch lists them.
+func webPods() []runtime.Object {
+	var pods []runtime.Object
+	for _, name := range []string{"web-a", "web-b", "web-c"} {
+		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
+			Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"}}})
+	}
+	return pods
+}
+
+// A scale the preflight refuses changes nothing: one an autoscaler would
+// undo, one to the replicas the workload has, one without the permission
+// on the scale subresource.
+func TestScalePreflightChangesNothing(t *testing.T) {
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 6,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		denied   map[string]bool
+		extra    []runtime.Object
+		want     string
+	}{
+		{"under an autoscaler", 1, nil, []runtime.Object{hpa}, "horizontalpodautoscaler web (2 to 6 replicas) scales deployment prod/web: it would undo the scale"},
+		{"to the same count", 3, nil, nil, "deployment web wants 3 replicas: a scale to the replicas it already has changes nothing"},
+		{"no permission", 1, map[string]bool{"patch deployments/scale.apps": true}, nil, "missing permissions in namespace prod: patch deployments/scale.apps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, svc := objects()
+			kube := fakeKube(tc.denied, append([]runtime.Object{d, svc}, tc.extra...)...)
+			cfg := config(t, kube, "/ok")
+			cfg.Trigger = rollout.Scale{Replicas: tc.replicas}
+			rep, err := run(context.Background(), cfg)
+			if rep != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, exitcode.Of(err), tc.want)
+			}
+			if w := writes(kube); len(w) > 0 {
+				t.Fatalf("preflight failed, yet it wrote: %v", w)
+			}
+		})
+	}
+}
+
+// onScale runs then after the fake applied a scale (the fake has no
+// controllers: then plays their part).
+func onScale(kube *fake.Clientset, then func()) {
+	kube.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == rollout.ScaleSubresource {
+			time.AfterFunc(200*time.Millisecond, then)
+		}
+		return false, nil, nil // the tracker applies it
+	})
+}
+
+// A scale-in is followed until the pod it removed is gone, not only until
+// the Deployment's status (which counts no terminating pod) is complete.
+func TestScaleIsFollowedUntilTheRemovedPodIsGone(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, append([]runtime.Object{d, svc}, webPods()...)...)
+	var goneAt time.Time
+	onScale(kube, func() {
+		goneAt = time.Now()
+		_ = kube.CoreV1().Pods("prod").Delete(context.Background(), "web-c", metav1.DeleteOptions{})
+	})
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Scale{Replicas: 2}
+	rep, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := rep.Rollout
+	if ro.Status != report.StatusComplete || ro.Trigger != "scale from 3 replicas to 2 (kubectl scale --replicas=2)" || ro.OldRevision != ro.NewRevision {
+		t.Fatalf("rollout %+v", ro)
+	}
+	if goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
+		t.Fatalf("old pods gone at %v, the pod deleted at %v: the run ended before the scale's pod was gone", ro.OldPodsGoneAt, goneAt)
+	}
+	if ro.TriggerSeenAfterMS <= 0 {
+		t.Errorf("trigger seen after %v ms", ro.TriggerSeenAfterMS)
+	}
+	var gone string
+	for _, e := range rep.Timeline {
+		if e.Kind == report.AllOldPodsGone {
+			gone = e.Detail
+		}
+	}
+	if gone != "every pod the scale removed is gone" {
+		t.Errorf("all_old_pods_gone %q", gone)
+	}
+	validate(t, rep)
+}
+
+// Something else scaling the workload back (an autoscaler the preflight
+// could not see) makes the scale's end unmeasurable: a failed rollout
+// (exit 3) that says why, not a wait until --timeout.
+func TestScaleUndoneByAnotherHand(t *testing.T) {
+	d, svc := objects()
+	kube := fakeKube(nil, d, svc)
+	onScale(kube, func() {
+		cur, err := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		cur = cur.DeepCopy()
+		cur.Spec.Replicas = ptr.To[int32](3)
+		_, _ = kube.AppsV1().Deployments("prod").Update(context.Background(), cur, metav1.UpdateOptions{})
+	})
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Scale{Replicas: 1}
+	cfg.Timeout = time.Minute
+	start := time.Now()
+	rep, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.Status != report.StatusFailed || rep.Verdict.ExitCode != exitcode.RolloutFailed ||
+		!strings.Contains(rep.Rollout.Message, "deployment prod/web wants 3 replicas again, not the 1 it was scaled to: something else scales it") {
+		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
+	}
+	if took := time.Since(start); took > cfg.Timeout/2 {
+		t.Fatalf("took %v: it waited for the timeout", took)
+	}
+}
+
+// A --patch (or deploy command) that scales in moves the generation but
+// no revision: the run lasts until the pod it removed is gone, though no
+// pod is of an old revision and the status is complete at once.
+func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
+	d, svc := objects()
+	d.UID = "d1"
+	d.Annotations = map[string]string{rollout.RevisionAnnotation: "1"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-h1", Namespace: "prod",
+		Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"},
+		Annotations:     map[string]string{rollout.RevisionAnnotation: "1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}}
+	kube := fakeKube(nil, append([]runtime.Object{d, svc, rs}, webPods()...)...)
+	var goneAt time.Time
+	ctx := context.Background()
+	kube.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), "web")
+		if err != nil {
+			return true, nil, err
+		}
+		dep := obj.(*appsv1.Deployment).DeepCopy()
+		dep.Generation++ // as a real apiserver does on a spec change
+		dep.Spec.Replicas = ptr.To[int32](2)
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+		time.AfterFunc(200*time.Millisecond, func() {
+			p, err := kube.CoreV1().Pods("prod").Get(ctx, "web-c", metav1.GetOptions{})
+			if err != nil {
+				return
+			}
+			p = p.DeepCopy()
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			_, _ = kube.CoreV1().Pods("prod").Update(ctx, p, metav1.UpdateOptions{})
+			time.AfterFunc(time.Second, func() {
+				goneAt = time.Now()
+				_ = kube.CoreV1().Pods("prod").Delete(ctx, "web-c", metav1.DeleteOptions{})
+			})
+		})
+		return true, dep, kube.Tracker().Update(a.GetResource(), dep, a.GetNamespace())
+	})
+	cfg := config(t, kube, "/ok")
+	patch, err := rollout.ParsePatch([]byte(`{"spec":{"replicas":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Trigger = patch
+	cfg.Timeout = 10 * time.Second
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := rep.Rollout
+	if ro.Status != report.StatusComplete || goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
+		t.Fatalf("rollout %+v, the terminating pod gone at %v: the run ended before it was", ro, goneAt)
+	}
+}
