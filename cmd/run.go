@@ -37,6 +37,7 @@ type runOptions struct {
 	execArgv []string
 	drain    string
 	uncordon bool
+	scale    int64
 	promote  bool
 	// promoteAfter: how long a pause is observed before --promote.
 	promoteAfter time.Duration
@@ -75,7 +76,9 @@ Triggers (one): --restart (default, as kubectl rollout restart), --image CONTAIN
 --patch JSON|@FILE (strategic merge), --exec -- CMD ARGS... (your own deploy step), --watch
 (a rollout started elsewhere), --drain NODE (cordon the node and evict its pods, honouring
 PodDisruptionBudgets, as kubectl drain --ignore-daemonsets --delete-emptydir-data; the
-workload named is the one probed and followed until its pods left the node and it is whole again).
+workload named is the one probed and followed until its pods left the node and it is whole again),
+--scale N (set its replicas, as kubectl scale and autoscalers do: a scale-in takes pods away as a
+rollout does; followed until it runs N ready pods and every pod it removed is gone).
 
 An Argo Rollout (--rollout) is followed through its canary steps or blue/green switch until the
 controller reports it Healthy and every old pod is gone; --promote promotes it through each pause
@@ -96,6 +99,7 @@ Docs: ` + report.DocsURL + `run.md`,
   rollprobe run --statefulset prod/db-proxy --target http://db-proxy.prod.svc/
   rollprobe run --daemonset kube-system/node-agent --target http://10.0.0.5:30080/ --image agent=agent:v2
   rollprobe run --deployment prod/web --target http://web.prod.svc/ --drain node-7 --uncordon
+  rollprobe run --deployment prod/web --target http://web.prod.svc/ --scale 2
   rollprobe run --rollout prod/web --target http://web.prod.svc/ --image app=web:v2 --promote
   rollprobe run --deployment prod/web --target http://web.prod.svc/ --probers 2 --probers-conntrack --prober-namespace probes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -130,6 +134,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
 	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout started elsewhere")
 	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
+	f.Int64Var(&o.scale, "scale", 0, "trigger: scale the workload to `N` replicas (its scale subresource, as kubectl scale and autoscalers do); refused under a HorizontalPodAutoscaler, which would undo it")
 	f.BoolVar(&o.uncordon, "uncordon", false, "with --drain: make the node schedulable again at the end (kubectl drain leaves it cordoned)")
 	f.DurationVar(&o.promoteAfter, "promote-after", 5*time.Second, "with --promote: how long each pause is observed (the traffic at its weight measured) before it is promoted")
 	f.BoolVar(&o.promote, "promote", false, "with --rollout: promote the Argo Rollout through each pause that waits for a person, as kubectl argo rollouts promote (a timed pause ends by itself; without --promote, someone else must)")
@@ -161,13 +166,17 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errNoWorkload)
 	}
 	triggers := 0
-	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec, o.drain != ""} {
+	scale := o.kube.fs.Changed("scale")
+	for _, set := range []bool{o.restart, o.image != "", o.patch != "", o.watch, o.exec, o.drain != "", scale} {
 		if set {
 			triggers++
 		}
 	}
 	if triggers > 1 {
-		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec, --watch or --drain"))
+		errs = append(errs, errors.New("choose one trigger: --restart, --image, --patch, --exec, --watch, --drain or --scale"))
+	}
+	if kind, _, _ := o.kube.workload(); scale && kind == rollout.KindDaemonSet {
+		errs = append(errs, errors.New("--scale applies to a Deployment, StatefulSet or Argo Rollout: "+rollout.ErrNoReplicas.Error()))
 	}
 	if o.uncordon && o.drain == "" {
 		errs = append(errs, errors.New("--uncordon applies only with --drain (it makes the drained node schedulable again at the end)"))
@@ -266,6 +275,10 @@ func (o *runOptions) complete() error {
 		trigger = rollout.Watch{}
 	case o.drain != "":
 		trigger = rollout.Drain{Node: o.drain, Uncordon: o.uncordon}
+	case o.kube.fs.Changed("scale"):
+		if trigger, err = rollout.ParseScale(o.scale); err != nil {
+			return field.Rename(err, triggerFlags)
+		}
 	case o.exec:
 		if len(o.execArgv) == 0 {
 			return errors.New("--exec: give the deploy command after --")
@@ -307,7 +320,7 @@ func patchFor(kind rollout.Kind, data []byte) (rollout.Patch, error) {
 }
 
 // triggerFlags name the flags of the trigger parsers' fields.
-var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch"}
+var triggerFlags = map[string]string{"Image": "--image", "Patch": "--patch", "Replicas": "--scale"}
 
 // run starts the flow (preflight errors end it here, exit 2), attaches the
 // view until the run ends (under the dashboard, until the user leaves its
