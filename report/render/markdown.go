@@ -24,7 +24,10 @@ func Markdown(w io.Writer, r *report.Report) error {
 			trigger += " on its template, `" + ro.TemplateFrom + "` (workloadRef)"
 		}
 		fmt.Fprintf(&b, "%s `%s/%s` behind Service `%s`, trigger %s: **%s**", ro.WorkloadKind(), ro.Namespace, ro.WorkloadName(), ro.Service, trigger, ro.Status)
-		if ro.OldRevision != "" && ro.NewRevision != "" {
+		switch {
+		case ro.OldRevision != "" && ro.OldRevision == ro.NewRevision: // a drain, a scale
+			fmt.Fprintf(&b, " (`%s`, unchanged)", ro.OldRevision)
+		case ro.OldRevision != "" && ro.NewRevision != "":
 			fmt.Fprintf(&b, " (`%s` → `%s`)", ro.OldRevision, ro.NewRevision)
 		}
 		if back := abortedBack(r); back != "" {

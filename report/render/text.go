@@ -37,7 +37,10 @@ func Text(w io.Writer, r *report.Report) error {
 			trigger += " on its template, " + ro.TemplateFrom + " (workloadRef)"
 		}
 		fmt.Fprintf(&b, "  rollout   %s behind service %s (%s): %s", ro.Workload(), ro.Service, trigger, ro.Status)
-		if ro.OldRevision != "" || ro.NewRevision != "" {
+		switch {
+		case ro.OldRevision != "" && ro.OldRevision == ro.NewRevision: // a drain, a scale
+			fmt.Fprintf(&b, ", revision %s (unchanged)", ro.OldRevision)
+		case ro.OldRevision != "" || ro.NewRevision != "":
 			fmt.Fprintf(&b, ", revision %s -> %s", orDash(ro.OldRevision), orDash(ro.NewRevision))
 		}
 		if ro.TriggeredAt != nil && ro.OldPodsGoneAt != nil {

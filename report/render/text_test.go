@@ -118,3 +118,24 @@ func TestEntryLineNamesEveryPathsNodePort(t *testing.T) {
 		t.Errorf("no path by a node port: %q", got)
 	}
 }
+
+// A drain or a scale changes no revision: the rollout line says the one
+// revision is unchanged (text and Markdown), not "r1 -> r1".
+func TestOneRevisionIsSaidUnchanged(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Rollout.NewRevision = r.Rollout.OldRevision
+	var b, md bytes.Buffer
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	rev := r.Rollout.OldRevision
+	if !strings.Contains(b.String(), ", revision "+rev+" (unchanged)") || strings.Contains(b.String(), " -> ") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	if !strings.Contains(md.String(), " (`"+rev+"`, unchanged)") || strings.Contains(md.String(), "` → `") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}

@@ -947,3 +947,33 @@ func TestPodsTableSaysBeforeForTimesBeforeTheStart(t *testing.T) {
 		t.Fatalf("the lab's report has %d pods ready before the start and %d after; want both", before, after)
 	}
 }
+
+// A drain or a scale changes no revision: its pods are one group titled
+// by that revision, not "old revision" with no new one; a rollout has
+// both groups.
+func TestLaneGroupsOfOneRevision(t *testing.T) {
+	titles := func(r *report.Report) []string {
+		var out []string
+		for _, g := range newModel(r).Groups {
+			out = append(out, g.Title)
+		}
+		return out
+	}
+	r := fixture.NaiveRun()
+	old, rolled := r.Rollout.OldRevision, titles(r)
+	if !slices.Contains(rolled, "old revision "+old) || !slices.Contains(rolled, "new revision "+r.Rollout.NewRevision) {
+		t.Fatalf("a rollout's groups %q", rolled)
+	}
+	r.Rollout.NewRevision = old
+	for i := range r.Pods {
+		r.Pods[i].Revision = old
+	}
+	for i := range r.Timeline {
+		if r.Timeline[i].Revision != "" {
+			r.Timeline[i].Revision = old
+		}
+	}
+	if got := titles(r); !slices.Equal(got, []string{"revision " + old}) {
+		t.Errorf("one revision's groups %q", got)
+	}
+}

@@ -426,9 +426,16 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 	}
 
 	var old, new, other []*lane
+	// A drain or a scale changes no revision: its pods are of one, neither
+	// old nor new.
+	oneRevision := r.Rollout != nil && r.Rollout.OldRevision == r.Rollout.NewRevision
+	newTitle := "new revision"
+	if oneRevision {
+		newTitle = "revision"
+	}
 	for _, l := range order {
 		switch {
-		case r.Rollout != nil && l.Revision != "" && l.Revision == r.Rollout.OldRevision:
+		case r.Rollout != nil && l.Revision != "" && l.Revision == r.Rollout.OldRevision && !oneRevision:
 			l.Group, old = "old", append(old, l)
 		case r.Rollout != nil && l.Revision != "" && l.Revision == r.Rollout.NewRevision:
 			l.Group, new = "new", append(new, l)
@@ -443,7 +450,7 @@ func lanes(r *report.Report, off func(time.Time) float64, from, to float64) []la
 	for _, g := range []struct {
 		title string
 		ls    []*lane
-	}{{"old revision", old}, {"new revision", new}, {"pods", other}} {
+	}{{"old revision", old}, {newTitle, new}, {"pods", other}} {
 		if len(g.ls) == 0 {
 			continue
 		}
