@@ -61,6 +61,12 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		{"short-grace is SIGKILLed", "short-grace", []string{"--image", "proxy=" + shortGraceNewSidecarImage}, -1, "complete", checkShortGrace},
 		{"proxy-first stops before the app behind it", "proxy-first", nil, 1, "complete", checkProxyFirst},
 		{"app-first leaves its proxy answering for it", "app-first", nil, 1, "complete", checkAppFirst},
+		// A scale-in takes pods away as a rollout does, and naive drops as
+		// it does then; the scale back out adds pods that are ready
+		// before they get traffic, and drops none. The pair leaves naive
+		// at its manifest's three replicas for the later tests.
+		{"naive drops on a scale-in", "naive", []string{"--scale", "1"}, 1, "complete", checkScaleIn(c)},
+		{"naive scaled back out drops none", "naive", []string{"--scale", "3"}, judgedByCheck, "complete", checkScaleOut(c)},
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
 	}
 	for _, tc := range cases {
@@ -469,7 +475,7 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	if rep.Prober.Engine != "loops" {
 		t.Fatalf("the prober ran on the %q engine, want loops", rep.Prober.Engine)
 	}
-	if status != report.StatusComplete {
+	if status != report.StatusComplete || strings.HasPrefix(rep.Rollout.Trigger, "scale ") { // checkScaled holds a scale's pods
 		return
 	}
 	deletions := 0
@@ -481,6 +487,100 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	if deletions != 3 || rep.Rollout.NewRevision == "" || rep.Rollout.NewRevision == rep.Rollout.OldRevision {
 		t.Fatalf("%d old pods' deletions in the timeline, revisions %s -> %s", deletions, rep.Rollout.OldRevision, rep.Rollout.NewRevision)
 	}
+}
+
+// checkScaleIn: a scale of naive from 3 replicas to 1 drops as its
+// rollouts do (checkNaive), and every failure put on a pod for certain is
+// on one the scale removed.
+func checkScaleIn(c *lab.Client) func(*testing.T, *runResult) {
+	return func(t *testing.T, r *runResult) {
+		removed := checkScaled(t, c, r, 3, 1)
+		checkNaive(t, r)
+		certain := 0
+		for _, f := range r.rep.Failures {
+			if f.LikelyPod != "" && f.Confidence == 1 {
+				certain++
+				if !removed[f.LikelyPod] {
+					t.Errorf("a failure put for certain on %s, which the scale did not remove (%v): %s", f.LikelyPod, removed, failureJSON(&f))
+				}
+			}
+		}
+		if certain == 0 {
+			t.Errorf("none of %d failures put on a pod for certain", len(r.rep.Failures))
+		}
+	}
+}
+
+// checkScaleOut: naive scaled from 1 replica back to 3 drops nothing:
+// its new pods are Ready (its probe) before they get traffic. The
+// doctor's static error (naive has no preStop hook) stands: no pod went
+// away to prove it wrong. What the run measured is clean (checkClean,
+// which allows the probing host's own rejects held to the wire).
+func checkScaleOut(c *lab.Client) func(*testing.T, *runResult) {
+	return func(t *testing.T, r *runResult) {
+		checkScaled(t, c, r, 1, 3)
+		if r.rep.Totals.Failed > 0 {
+			checkClean(t, r)
+			return
+		}
+		if r.exit != 0 {
+			t.Fatalf("exit %d with nothing failed\n%s", r.exit, r.out())
+		}
+		for _, f := range r.rep.Findings {
+			if f.Severity == report.SeverityError && f.Source != report.SourceDoctor {
+				t.Errorf("error finding on a clean scale-out: %+v", f)
+			}
+		}
+	}
+}
+
+// checkScaled holds a scale's report to the API server, the referee: the
+// trigger says from and to, the run ended with the pods the Deployment
+// has now (to of them, each Ready, none terminating), and the pods whose
+// deletion the timeline has are exactly those of the report the API no
+// longer lists.
+// It returns those removed pods.
+func checkScaled(t *testing.T, c *lab.Client, r *runResult, from, to int) map[string]bool {
+	t.Helper()
+	rep := r.rep
+	ro := rep.Rollout
+	if want := fmt.Sprintf("scale from %d replica", from); !strings.HasPrefix(ro.Trigger, want) || ro.OldRevision != ro.NewRevision || ro.OldPodsGoneAt == nil {
+		t.Fatalf("rollout %+v: want a trigger %q..., on one revision, its pods gone", ro, want)
+	}
+	pods, err := c.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + ro.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || !podReady(&p) {
+			t.Errorf("pod %s after the scale: terminating %v, ready %v", p.Name, p.DeletionTimestamp != nil, podReady(&p))
+		}
+		now[p.Name] = true
+	}
+	if len(now) != to {
+		t.Fatalf("%d pods after the scale to %d: %v", len(now), to, now)
+	}
+	removed := map[string]bool{}
+	for _, e := range rep.Timeline {
+		if e.Kind == report.PodDeletionRequested {
+			removed[e.Pod] = true
+		}
+	}
+	for _, p := range rep.Pods {
+		if !now[p.Pod] && !removed[p.Pod] {
+			t.Errorf("pod %s is in the report, the API no longer lists it, and its deletion is not in the timeline", p.Pod)
+		}
+	}
+	for p := range removed {
+		if now[p] {
+			t.Errorf("pod %s: its deletion is in the timeline, and the API still lists it", p)
+		}
+	}
+	if want := max(from-to, 0); len(removed) != want {
+		t.Errorf("%d deletions in the timeline (%v), want %d", len(removed), removed, want)
+	}
+	return removed
 }
 
 // checkPage: the run's HTML page (--html) draws what its report holds: a
