@@ -102,6 +102,27 @@ func testKinds(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	t.Run("a graceful StatefulSet scaled in drops nothing, its highest ordinal removed", func(t *testing.T) {
+		ip := ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "graceful-sts")
+		t.Cleanup(func() { // the sample's own replicas again, for later tests
+			patch := []byte(`{"spec":{"replicas":3}}`)
+			if _, err := c.Kube.AppsV1().StatefulSets("default").Patch(context.Background(), "graceful-sts", types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil {
+				t.Errorf("scaling graceful-sts back: %v", err)
+			}
+			ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "graceful-sts")
+		})
+		r := startWorkloadRun(t, nil, rollout.KindStatefulSet, "graceful-sts", "http://"+ip+"/", "--scale", "2").wait(t)
+		if r.repErr != nil {
+			t.Fatalf("exit %d, no report: %v\n%s", r.exit, r.repErr, r.out())
+		}
+		checkClean(t, r)
+		// The StatefulSet controller removes the highest ordinal first.
+		if removed := checkScaled(t, c, r, 3, 2); len(removed) != 1 || !removed["graceful-sts-2"] {
+			t.Errorf("removed %v, want graceful-sts-2", removed)
+		}
+		t.Logf("exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
+	})
+
 	t.Run("a StatefulSet of one replica leaves its Service with nothing to serve", func(t *testing.T) {
 		ip := ensureWorkload(t, ctx, c, rollout.KindStatefulSet, "single-sts")
 		r := startWorkloadRun(t, nil, rollout.KindStatefulSet, "single-sts", "http://"+ip+"/", "--conn", "new").wait(t)

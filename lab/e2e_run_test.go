@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -92,6 +93,33 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 				r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), findingIDs(r.rep))
 		})
 	}
+
+	t.Run("a scale an autoscaler would undo is refused, nothing changed", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers("default")
+		// Its bounds are the sample's own replicas: the controller, which
+		// holds a workload within them without metrics, changes nothing.
+		hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "naive"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](3), MaxReplicas: 3,
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "naive"}}}
+		if _, err := hpas.Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = hpas.Delete(context.Background(), "naive", metav1.DeleteOptions{}) })
+		before, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "naive", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startRun(t, "naive", ip, "--scale", "1").wait(t)
+		want := "horizontalpodautoscaler naive (3 to 3 replicas) scales deployment default/naive: it would undo the scale"
+		if r.exit != 2 || !strings.Contains(r.out(), want) {
+			t.Fatalf("exit %d, want 2 saying %q\n%s", r.exit, want, r.out())
+		}
+		after, err := c.Kube.AppsV1().Deployments("default").Get(ctx, "naive", metav1.GetOptions{})
+		if err != nil || after.Generation != before.Generation || *after.Spec.Replicas != *before.Spec.Replicas {
+			t.Fatalf("the deployment changed: generation %d -> %d, replicas %d -> %d (%v)", before.Generation, after.Generation, *before.Spec.Replicas, *after.Spec.Replicas, err)
+		}
+	})
 
 	t.Run("doctor", func(t *testing.T) {
 		for _, tc := range []struct {
