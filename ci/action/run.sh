@@ -24,7 +24,8 @@ case "${RP_COMMAND:-run}" in
       watch) args+=(--watch) ;;
       image=*) args+=(--image "${RP_TRIGGER#image=}") ;;
       patch=*) args+=(--patch "${RP_TRIGGER#patch=}") ;;
-      *) echo "::error title=rollprobe::trigger ${RP_TRIGGER}: want restart, watch, image=CONTAINER=IMAGE or patch=PATCH" ;
+      scale=*) args+=(--scale "${RP_TRIGGER#scale=}") ;;
+      *) echo "::error title=rollprobe::trigger ${RP_TRIGGER}: want restart, watch, image=CONTAINER=IMAGE, patch=PATCH or scale=N" ;
          printf 'exit-code=2\nverdict=error\nreport-dir=\n' >>"$out"; exit 0 ;;
     esac
     ;;

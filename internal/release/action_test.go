@@ -3,11 +3,13 @@ package release
 import (
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,6 +66,7 @@ type runner struct {
 	failed  bool
 	ran     []string
 	with    map[string]map[string]string // uses step name -> with
+	logs    map[string]string            // run step name -> its output
 }
 
 // result is what a workflow sees of the action.
@@ -73,6 +76,7 @@ type result struct {
 	ran     []string // step names, in order
 	with    map[string]map[string]string
 	summary string
+	logs    map[string]string // each run step's output, by step name
 }
 
 func runAction(t *testing.T, inputs map[string]string, jobEnv ...string) result {
@@ -94,7 +98,7 @@ func runAction(t *testing.T, inputs map[string]string, jobEnv ...string) result 
 	}
 	dir := t.TempDir()
 	r := &runner{t: t, root: root, inputs: map[string]string{}, temp: filepath.Join(dir, "runner-temp"),
-		summary: filepath.Join(dir, "summary.md"), outputs: map[string]map[string]string{}, with: map[string]map[string]string{}}
+		summary: filepath.Join(dir, "summary.md"), outputs: map[string]map[string]string{}, with: map[string]map[string]string{}, logs: map[string]string{}}
 	for name, in := range a.Inputs {
 		v, given := inputs[name]
 		if !given {
@@ -124,7 +128,7 @@ func runAction(t *testing.T, inputs map[string]string, jobEnv ...string) result 
 	for _, s := range a.Runs.Steps {
 		r.step(s, workspace)
 	}
-	res := result{failed: r.failed, outputs: map[string]string{}, ran: r.ran, with: r.with}
+	res := result{failed: r.failed, outputs: map[string]string{}, ran: r.ran, with: r.with, logs: r.logs}
 	for name, o := range a.Outputs {
 		res.outputs[name] = r.expand(o.Value)
 	}
@@ -243,6 +247,7 @@ func (r *runner) step(s actionStep, workspace string) {
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	t.Logf("step %q (err %v):\n%s", s.Name, err, out)
+	r.logs[s.Name] = string(out)
 	if err != nil {
 		r.failed = true
 	}
@@ -392,6 +397,16 @@ func TestActionInASimulatedRunner(t *testing.T) {
 		r := runAction(t, in, release)
 		if !r.failed || r.outputs["exit-code"] != "2" || r.outputs["verdict"] != "error" {
 			t.Fatalf("failed %v, outputs %v, steps %s", r.failed, r.outputs, steps(r))
+		}
+	})
+
+	// scale=N is passed as --scale N: rollprobe's own check of N answers.
+	t.Run("a scale trigger reaches rollprobe", func(t *testing.T) {
+		in := probe("/ok")
+		in["command"], in["deployment"], in["trigger"] = "run", "shop/web", "scale=0"
+		r := runAction(t, in, release)
+		if !r.failed || r.outputs["exit-code"] != "2" || !strings.Contains(strings.Join(slices.Collect(maps.Values(r.logs)), "\n"), "--scale 0: want 1 or more") {
+			t.Fatalf("failed %v, outputs %v, steps %s, logs %v", r.failed, r.outputs, steps(r), r.logs)
 		}
 	})
 
