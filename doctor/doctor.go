@@ -62,6 +62,10 @@ type Input struct {
 	// read ("" when they were, or when Traefik's CRDs are not served).
 	WeightedRoutes       []WeightedRoute
 	WeightedRoutesUnread string
+	// Autoscalers names the HorizontalPodAutoscalers that scale the
+	// workload (rollout.Autoscalers); nil when none, or when they could
+	// not be listed (nothing is claimed of them then).
+	Autoscalers []string
 	// Server version, zero when unknown.
 	Version advice.Version
 }
@@ -118,6 +122,8 @@ func Gather(ctx context.Context, kube kubernetes.Interface, t *rollout.Target) (
 	if t.Service != nil {
 		in.WeightedRoutes, in.WeightedRoutesUnread = weightedRoutes(ctx, kube, t.Namespace, t.Service.Name)
 	}
+	// Read when granted: they only add to what a finding says.
+	in.Autoscalers, _ = rollout.Autoscalers(ctx, kube, t.Workload.Ref())
 	in.Version = rollout.ServerVersion(ctx, kube)
 	return in, nil
 }
@@ -289,16 +295,27 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
-				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}))),
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"})))),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}))),
+		Evidence: withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"})))),
 		Fix: preStopFix(s)}, true
+}
+
+// withAutoscalers adds that an autoscaler scales the workload: its
+// scale-ins delete pods as a rollout does, and far more often, so the
+// missing hook drops requests between deploys too.
+func withAutoscalers(s *subject, evidence []string) []string {
+	if len(s.Autoscalers) == 0 {
+		return evidence
+	}
+	return append(evidence, fmt.Sprintf("%s scales %s: each of its scale-ins deletes pods the same way, between deploys too (rollprobe run --scale N measures one)",
+		strings.Join(s.Autoscalers, " and "), s.Workload.Ref()))
 }
 
 // withOthersHooked adds, where a container the Service does not target

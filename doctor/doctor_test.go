@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,6 +72,13 @@ func TestChecks(t *testing.T) {
 	}{
 		{"good", func(*appsv1.Deployment, *corev1.Service, *Input) {}, "", "", ""},
 		{"no preStop", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) { app(d).Lifecycle = nil }, NoPreStop, "error", "container(s) app"},
+		{"no preStop under an autoscaler", func(d *appsv1.Deployment, _ *corev1.Service, in *Input) {
+			app(d).Lifecycle = nil
+			in.Autoscalers = []string{"horizontalpodautoscaler web (2 to 10 replicas)"}
+		}, NoPreStop, "error", "horizontalpodautoscaler web (2 to 10 replicas) scales deployment prod/web: each of its scale-ins deletes pods the same way, between deploys too"},
+		{"an autoscaler alone is no finding", func(_ *appsv1.Deployment, _ *corev1.Service, in *Input) {
+			in.Autoscalers = []string{"horizontalpodautoscaler web (2 to 10 replicas)"}
+		}, "", "", ""},
 		{"preStop eats the grace period", func(d *appsv1.Deployment, _ *corev1.Service, _ *Input) {
 			app(d).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "sleep 20"}}}
 		}, GraceBelowPreStop, "error", "preStop waits 20s, terminationGracePeriodSeconds is 20"},
@@ -230,7 +238,10 @@ func TestExpectedDrainOption(t *testing.T) {
 
 func TestGather(t *testing.T) {
 	d, svc, pdbs := good()
-	kube := fake.NewClientset(d, svc, &pdbs[0])
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 4,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name}}}
+	kube := fake.NewClientset(d, svc, &pdbs[0], hpa)
 	kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "25+"}
 	in, err := Gather(context.Background(), kube, &rollout.Target{Namespace: "prod", Workload: rollout.Workload{Deployment: d}, Service: svc})
 	if err != nil {
@@ -238,6 +249,16 @@ func TestGather(t *testing.T) {
 	}
 	if in.Version != (advice.Version{Major: 1, Minor: 25}) || len(in.PDBs) != 1 {
 		t.Fatalf("gathered %s with %d PDBs", in.Version, len(in.PDBs))
+	}
+	if strings.Join(in.Autoscalers, ", ") != "horizontalpodautoscaler web (1 to 4 replicas)" {
+		t.Errorf("autoscalers %q", in.Autoscalers)
+	}
+	// Not listable: nothing said of them, the rest gathered.
+	kube.PrependReactor("list", "horizontalpodautoscalers", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(autoscalingv2.Resource("horizontalpodautoscalers"), "", errors.New("no rule"))
+	})
+	if in, err := Gather(context.Background(), kube, &rollout.Target{Namespace: "prod", Workload: rollout.Workload{Deployment: d}, Service: svc}); err != nil || in.Autoscalers != nil || len(in.PDBs) != 1 {
+		t.Errorf("autoscalers forbidden: %q, %d PDBs, %v", in.Autoscalers, len(in.PDBs), err)
 	}
 }
 

@@ -64,8 +64,14 @@ func RequiredPermissions(k Kind, trigger Trigger) []Permission {
 // the Service and others (doctor.checkHandWeightedRoutes). deploy/rbac.yaml
 // grants it.
 func DoctorOptionalPermissions() []Permission {
-	return []Permission{{Verb: "list", Group: "traefik.io", Resource: "traefikservices"}}
+	return []Permission{{Verb: "list", Group: "traefik.io", Resource: "traefikservices"}, listAutoscalers}
 }
+
+// listAutoscalers reads the HorizontalPodAutoscalers (Autoscalers): the
+// doctor's preStop finding names them, and a scale refuses to begin under
+// one. Without it neither is said or checked (a scale says so, and still
+// notices one that undoes it: ScaleProgress.Undone).
+var listAutoscalers = Permission{Verb: "list", Group: "autoscaling", Resource: "horizontalpodautoscalers"}
 
 // TemplateHolderPermissions is what a Rollout that takes its pod template
 // from another object (spec.workloadRef) needs on top, on that object: read

@@ -31,7 +31,6 @@ func TestRBACManifestGrantsExactlyTheRequiredPermissions(t *testing.T) {
 			every = append(every, RequiredPermissions(k, Scale{Replicas: 1})...)
 		}
 	}
-	every = append(every, ScaleOptionalPermissions()...)  // read when granted
 	every = append(every, PromotePermissions()...)        // run --rollout --promote
 	every = append(every, DoctorOptionalPermissions()...) // read when granted
 	for role, perms := range map[string][]Permission{"rollprobe": every, "rollprobe-probers": ProberPermissions()} {

@@ -75,14 +75,6 @@ func (Scale) Permissions(k Kind) []Permission {
 	return []Permission{{Verb: "patch", Group: k.Group(), Resource: k.Resource(), Subresource: ScaleSubresource}}
 }
 
-// ScaleOptionalPermissions is what a scale reads when granted: the
-// autoscalers that would undo it (Autoscalers). Without it the run says
-// the check was not made; the scale's own follow still notices one that
-// does (ScaleProgress.Undone).
-func ScaleOptionalPermissions() []Permission {
-	return []Permission{{Verb: "list", Group: "autoscaling", Resource: "horizontalpodautoscalers"}}
-}
-
 // ErrNoReplicas: a DaemonSet runs one pod per eligible node; it has no
 // replicas to set.
 var ErrNoReplicas = errors.New("a DaemonSet runs one pod per node and has no replicas to scale (--drain NODE takes its pod off a node)")
