@@ -22,6 +22,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -182,6 +183,49 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
 			t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
 		}
+	})
+
+	// An autoscaler's scale-in is what most often takes pods away; the run
+	// watches one the real HorizontalPodAutoscaler controller makes. Its
+	// bounds (1 to 1) make it scale naive in without metrics (a count
+	// above maxReplicas is brought down at its first sync).
+	t.Run("watch follows an autoscaler's scale-in", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers("default")
+		t.Cleanup(func() {
+			bg := context.Background()
+			_ = hpas.Delete(bg, "naive", metav1.DeleteOptions{})
+			patch := []byte(`{"spec":{"replicas":3}}`)
+			if _, err := c.Kube.AppsV1().Deployments("default").Patch(bg, "naive", types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil {
+				t.Errorf("scaling naive back: %v", err)
+			}
+			ensureSample(t, bg, c, "naive")
+		})
+		// New connections, each routed by kube-proxy: a run with half
+		// kept-alive ones met the race with one request once.
+		run := startRun(t, "naive", ip, "--watch", "--wait", "60s", "--conn", "new")
+		run.waitFor(t, "triggered: watch")
+		hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "naive"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 1,
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "naive"}}}
+		if _, err := hpas.Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := run.wait(t)
+		if r.exit != 1 {
+			t.Fatalf("exit %d, want 1 (naive drops)\n%s", r.exit, r.out())
+		}
+		checkRunReportOnly(t, r, "complete")
+		if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
+			t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
+		}
+		removed := checkPodsAfterScale(t, c, r, 3, 1)
+		for _, f := range r.rep.Failures {
+			if f.LikelyPod != "" && f.Confidence == 1 && !removed[f.LikelyPod] {
+				t.Errorf("a failure put for certain on %s, which the autoscaler did not remove (%v): %s", f.LikelyPod, removed, failureJSON(&f))
+			}
+		}
+		t.Logf("exit %d, %d failed of %d %v", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
 	})
 
 	t.Run("ctrl-c mid-rollout writes the report and exits 130", func(t *testing.T) {
@@ -485,8 +529,19 @@ func (s *startedRun) wait(t *testing.T) *runResult {
 }
 
 // checkRunReport: the report exists, validates, and says what the rollout
-// did; a complete rollout's timeline has the old pods' deletions.
+// did; a complete rollout's timeline has the old pods' deletions
+// (checkRolled), save a scale's.
 func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
+	t.Helper()
+	checkRunReportOnly(t, r, status)
+	if status == report.StatusComplete && !strings.HasPrefix(r.rep.Rollout.Trigger, "scale ") {
+		checkRolled(t, r.rep)
+	}
+}
+
+// checkRunReportOnly is checkRunReport without the rollout's deletions: a
+// run that watched a scale.
+func checkRunReportOnly(t *testing.T, r *runResult, status report.RolloutStatus) {
 	t.Helper()
 	if r.repErr != nil {
 		t.Fatalf("report: %v\n%s", r.repErr, r.out())
@@ -503,9 +558,12 @@ func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	if rep.Prober.Engine != "loops" {
 		t.Fatalf("the prober ran on the %q engine, want loops", rep.Prober.Engine)
 	}
-	if status != report.StatusComplete || strings.HasPrefix(rep.Rollout.Trigger, "scale ") { // checkScaled holds a scale's pods
-		return
-	}
+}
+
+// checkRolled: a complete rollout's timeline has the three old pods'
+// deletions, and its revision changed.
+func checkRolled(t *testing.T, rep *report.Report) {
+	t.Helper()
 	deletions := 0
 	for _, e := range rep.Timeline {
 		if e.Kind == "pod_deletion_requested" && e.Revision == rep.Rollout.OldRevision {
@@ -570,10 +628,20 @@ func checkScaleOut(c *lab.Client) func(*testing.T, *runResult) {
 // It returns those removed pods.
 func checkScaled(t *testing.T, c *lab.Client, r *runResult, from, to int) map[string]bool {
 	t.Helper()
+	ro := r.rep.Rollout
+	if want := fmt.Sprintf("scale from %d replica", from); !strings.HasPrefix(ro.Trigger, want) {
+		t.Fatalf("rollout %+v: want a trigger %q...", ro, want)
+	}
+	return checkPodsAfterScale(t, c, r, from, to)
+}
+
+// checkPodsAfterScale is checkScaled's hold on the pods, whoever scaled.
+func checkPodsAfterScale(t *testing.T, c *lab.Client, r *runResult, from, to int) map[string]bool {
+	t.Helper()
 	rep := r.rep
 	ro := rep.Rollout
-	if want := fmt.Sprintf("scale from %d replica", from); !strings.HasPrefix(ro.Trigger, want) || ro.OldRevision != ro.NewRevision || ro.OldPodsGoneAt == nil {
-		t.Fatalf("rollout %+v: want a trigger %q..., on one revision, its pods gone", ro, want)
+	if ro.OldRevision != ro.NewRevision || ro.OldPodsGoneAt == nil {
+		t.Fatalf("rollout %+v: want one revision, its pods gone", ro)
 	}
 	pods, err := c.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + ro.Name})
 	if err != nil {
