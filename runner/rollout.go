@@ -813,12 +813,12 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
 	cfg.logf("triggered: %s", s.Describe())
-	var lastMsg, undone string
+	var lastMsg, failed string
 	seen := false
 	err := f.until(bounded, func() bool {
 		wl := f.w.Workload()
 		if pr := wl.Progress(); pr.Failed != "" {
-			undone = pr.Failed
+			failed = pr.Failed
 			return true
 		}
 		if desired, _, _, _ := wl.Counts(); !seen && desired == s.Replicas {
@@ -827,7 +827,7 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 		}
 		pr := s.Progress(wl, f.w.Pods(), seen)
 		if pr.Undone != "" {
-			undone = pr.Undone
+			failed = pr.Undone
 			return true
 		}
 		if pr.Message != lastMsg {
@@ -839,8 +839,8 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 	switch {
 	case err != nil:
 		return f.ended(ctx, bounded, out, lastMsg)
-	case undone != "":
-		return f.rolloutFailed(out, undone)
+	case failed != "":
+		return f.rolloutFailed(out, failed)
 	}
 	out.completeAt = now()
 	out.oldPodsGoneAt = out.completeAt
