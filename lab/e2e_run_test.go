@@ -176,13 +176,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 		restart(t, ctx, c, "naive") // another process (this test) rolls it
 		r := run.wait(t)
-		if r.exit != 1 {
-			t.Fatalf("exit %d, want 1 (naive drops)\n%s", r.exit, r.out())
-		}
+		checkWatchedNaiveDropped(t, r)
 		checkRunReport(t, r, "complete")
-		if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
-			t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
-		}
 	})
 
 	// An autoscaler's scale-in is what most often takes pods away; the run
@@ -212,13 +207,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatal(err)
 		}
 		r := run.wait(t)
-		if r.exit != 1 {
-			t.Fatalf("exit %d, want 1 (naive drops)\n%s", r.exit, r.out())
-		}
+		checkWatchedNaiveDropped(t, r)
 		checkRunReportOnly(t, r, "complete")
-		if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
-			t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
-		}
 		removed := checkPodsAfterScale(t, c, r, 3, 1)
 		for _, f := range r.rep.Failures {
 			if f.LikelyPod != "" && f.Confidence == 1 && !removed[f.LikelyPod] {
@@ -526,6 +516,18 @@ func (s *startedRun) wait(t *testing.T) *runResult {
 		}
 	}
 	return r
+}
+
+// checkWatchedNaiveDropped: a change of naive that run --watch followed
+// dropped (exit 1), and the propagation finding says why.
+func checkWatchedNaiveDropped(t *testing.T, r *runResult) {
+	t.Helper()
+	if r.exit != 1 || r.rep == nil || r.rep.Rollout == nil {
+		t.Fatalf("exit %d (report: %v), want 1 (naive drops)\n%s", r.exit, r.repErr, r.out())
+	}
+	if !strings.HasPrefix(r.rep.Rollout.Trigger, "watch") || findingByID(r.rep, analysis.StopsBeforePropagation) == nil {
+		t.Fatalf("trigger %q, findings %v", r.rep.Rollout.Trigger, findingIDs(r.rep))
+	}
 }
 
 // checkRunReport: the report exists, validates, and says what the rollout

@@ -789,15 +789,22 @@ func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d roll
 	case failed != "":
 		return f.rolloutFailed(out, failed)
 	}
+	return f.completeOnOneRevision(ctx, out, lastMsg, "every pod of the workload evicted from node "+d.Node+" is gone")
+}
+
+// completeOnOneRevision ends a change that kept the revision (a drain, a
+// scale): complete and its old pods gone at once (the follow waited for
+// them), said with why, then the settle.
+func (f *follower) completeOnOneRevision(ctx context.Context, out outcome, complete, gone string) outcome {
 	out.completeAt = now()
 	out.oldPodsGoneAt = out.completeAt
 	out.newRevision = f.w.NewRevision()
-	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: lastMsg})
-	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod of the workload evicted from node " + d.Node + " is gone"})
+	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: complete})
+	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: gone})
 	out.status = report.StatusComplete
 	f.setPhase(PhaseSettling)
-	cfg.logf("settling for %s", cfg.Settle)
-	sleep(ctx, cfg.Settle)
+	f.cfg.logf("settling for %s", f.cfg.Settle)
+	sleep(ctx, f.cfg.Settle)
 	return out
 }
 
@@ -842,20 +849,11 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 	case failed != "":
 		return f.rolloutFailed(out, failed)
 	}
-	out.completeAt = now()
-	out.oldPodsGoneAt = out.completeAt
-	out.newRevision = f.w.NewRevision()
-	f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: lastMsg})
 	gone := "every pod the scale removed is gone"
 	if s.Replicas > s.From {
 		gone = "the scale removed no pod"
 	}
-	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: gone})
-	out.status = report.StatusComplete
-	f.setPhase(PhaseSettling)
-	cfg.logf("settling for %s", cfg.Settle)
-	sleep(ctx, cfg.Settle)
-	return out
+	return f.completeOnOneRevision(ctx, out, lastMsg, gone)
 }
 
 // rolloutFailed is the outcome of a rollout that failed as kubectl judges
