@@ -369,6 +369,10 @@ func (s *Sampler) event(e report.Event) {
 	case report.RolloutFailed:
 		logf(true, "rollout failed: %s", e.Detail)
 	case report.AllOldPodsGone:
+		if e.Detail != "" { // a drain's or a scale's own account
+			logf(false, "%s", e.Detail)
+			break
+		}
 		logf(false, "all old pods gone")
 	case report.AbortedPodsGone:
 		logf(false, "%s", e.Detail)

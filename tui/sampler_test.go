@@ -123,6 +123,15 @@ func TestSamplerFollowsTheRun(t *testing.T) {
 	if !again.Pods[1].Gone || again.Rollout.OldPod != 0 {
 		t.Errorf("after pod_gone: %+v %+v", again.Pods, again.Rollout)
 	}
+
+	// A rollout's end is "all old pods gone"; a drain's or a scale's, its
+	// follow's own account (a scale-out removes no pod).
+	tl.Add(report.Event{At: at(6300), Kind: report.AllOldPodsGone, Revision: "new"})
+	tl.Add(report.Event{At: at(6400), Kind: report.AllOldPodsGone, Revision: "new", Detail: "the scale removed no pod"})
+	now = at(6500)
+	if log := logText(s.Sample().Log); strings.Count(log, "all old pods gone") != 1 || !strings.Contains(log, "the scale removed no pod") {
+		t.Errorf("ends:\n%s", log)
+	}
 }
 
 // A probe has no timeline: the backends named by responses are the pods.

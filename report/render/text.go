@@ -44,7 +44,12 @@ func Text(w io.Writer, r *report.Report) error {
 			fmt.Fprintf(&b, ", revision %s -> %s", orDash(ro.OldRevision), orDash(ro.NewRevision))
 		}
 		if ro.TriggeredAt != nil && ro.OldPodsGoneAt != nil {
-			fmt.Fprintf(&b, ", old pods gone %.1fs after the trigger", ro.OldPodsGoneAt.Sub(*ro.TriggeredAt).Seconds())
+			after := ro.OldPodsGoneAt.Sub(*ro.TriggeredAt).Seconds()
+			if what := OneRevisionEnd(r); what != "" {
+				fmt.Fprintf(&b, ", done %.1fs after the trigger (%s)", after, what)
+			} else {
+				fmt.Fprintf(&b, ", old pods gone %.1fs after the trigger", after)
+			}
 		}
 		if back := abortedBack(r); back != "" {
 			b.WriteString(", " + back)
@@ -672,4 +677,22 @@ func UnmappedLine(ct *report.Conntrack) string {
 		why = append(why, fmt.Sprintf("%d with no event in their window%s", n, lag))
 	}
 	return fmt.Sprintf("%d failed connections not found there, their pods from other evidence (a backend header or the edge's log where one names it, else the timeline): %s", ct.FailuresUnmapped, strings.Join(why, "; "))
+}
+
+// OneRevisionEnd says how a change that kept the revision (a drain, a
+// scale) ended, as its follow recorded it ("every pod the scale removed
+// is gone", "the scale removed no pod"): such a run has no old revision
+// whose pods went, so "old pods gone" would say what did not happen (a
+// scale-out removes none). "" for a rollout.
+func OneRevisionEnd(r *report.Report) string {
+	ro := r.Rollout
+	if ro == nil || ro.OldRevision == "" || ro.OldRevision != ro.NewRevision {
+		return ""
+	}
+	for _, e := range r.Timeline {
+		if e.Kind == report.AllOldPodsGone && e.Detail != "" {
+			return e.Detail
+		}
+	}
+	return ""
 }

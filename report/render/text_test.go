@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,17 @@ func TestOneRevisionIsSaidUnchanged(t *testing.T) {
 	rev := r.Rollout.OldRevision
 	if !strings.Contains(b.String(), ", revision "+rev+" (unchanged)") || strings.Contains(b.String(), " -> ") {
 		t.Errorf("text:\n%s", b.String())
+	}
+	// Its end is said as its follow recorded it: a scale-out removed no
+	// pod, and "old pods gone" would say one went.
+	r.Timeline = append(r.Timeline, report.Event{At: *r.Rollout.OldPodsGoneAt, Kind: report.AllOldPodsGone, Revision: rev, Detail: "the scale removed no pod"})
+	b.Reset()
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	after := r.Rollout.OldPodsGoneAt.Sub(*r.Rollout.TriggeredAt).Seconds()
+	if want := fmt.Sprintf(", done %.1fs after the trigger (the scale removed no pod)", after); !strings.Contains(b.String(), want) || strings.Contains(b.String(), "old pods gone") {
+		t.Errorf("text lacks %q:\n%s", want, b.String())
 	}
 	if !strings.Contains(md.String(), " (`"+rev+"`, unchanged)") || strings.Contains(md.String(), "` → `") {
 		t.Errorf("markdown:\n%s", md.String())

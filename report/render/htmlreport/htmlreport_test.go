@@ -976,4 +976,14 @@ func TestLaneGroupsOfOneRevision(t *testing.T) {
 	if got := titles(r); !slices.Equal(got, []string{"revision " + old}) {
 		t.Errorf("one revision's groups %q", got)
 	}
+	// Its end marker says what its follow recorded, not "old pods gone".
+	r.Timeline = append(r.Timeline, report.Event{At: *r.Rollout.OldPodsGoneAt, Kind: report.AllOldPodsGone, Revision: old, Detail: "the scale removed no pod"})
+	var labels []string
+	for _, mk := range newModel(r).Rollout {
+		labels = append(labels, mk.Label+": "+mk.Title)
+	}
+	if got := strings.Join(labels, " | "); !strings.Contains(got, "done: done at ") || !strings.Contains(got, ": the scale removed no pod") ||
+		strings.Contains(got, "old pods gone") {
+		t.Errorf("markers %s", got)
+	}
 }

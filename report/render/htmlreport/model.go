@@ -241,7 +241,11 @@ func newModel(r *report.Report) *model {
 		}{{ro.TriggeredAt, "rollout triggered"}, {ro.CompleteAt, "rollout complete"}, {ro.OldPodsGoneAt, "old pods gone"}} {
 			if x.at != nil {
 				t := off(*x.at)
-				m.Rollout = append(m.Rollout, marker{T: t, Kind: "rollout", Label: x.label, Title: fmt.Sprintf("%s at %+.2fs", x.label, t)})
+				title := fmt.Sprintf("%s at %+.2fs", x.label, t)
+				if end := textrender.OneRevisionEnd(r); end != "" && x.label == "old pods gone" {
+					x.label, title = "done", fmt.Sprintf("done at %+.2fs: %s", t, end) // a drain, a scale
+				}
+				m.Rollout = append(m.Rollout, marker{T: t, Kind: "rollout", Label: x.label, Title: title})
 			}
 		}
 		// A failed rollout's end, and an abort's way back to its end
