@@ -275,14 +275,32 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 	for _, pod := range names {
 		parts = append(parts, fmt.Sprintf("%s %d (%.0f%%)", pod, served[pod], 100*float64(served[pod])/float64(total)))
 	}
+	change, which, over := "the rollout", "new pods", "the old pods gone"
+	if ro.OldRevision == ro.NewRevision {
+		// A drain or a scale keeps the revision: the pods it brought are
+		// among the others, and a scale-out's get no connection at all.
+		change, which, over = oneRevisionChange(ro.Trigger), "pods", "it was over"
+	}
 	return report.Finding{
-		Title: "after the rollout, long-lived connections left the new pods unevenly loaded",
+		Title: fmt.Sprintf("after %s, long-lived connections left the %s unevenly loaded", change, which),
 		Evidence: []string{
-			fmt.Sprintf("from %+.0fs (the old pods gone) to the end, the %d new pods answered: %s", float64(from), len(names), strings.Join(parts, ", ")),
+			fmt.Sprintf("from %+.0fs (%s) to the end, the %d %s answered: %s", float64(from), over, len(names), which, strings.Join(parts, ", ")),
 			fmt.Sprintf("the run's %d connections were each placed once, on the pod the Service chose when it opened, and never rebalanced", r.Config.Connections),
 		},
 		Fix: "cap connection age on the server so clients reconnect and spread (grpc-go: keepalive.ServerParameters.MaxConnectionAge), " +
 			"or balance on the client (gRPC's round_robin over a headless Service's addresses)",
 		Pods: names,
 	}, true
+}
+
+// oneRevisionChange names a change that keeps the revision, by its
+// trigger: "the drain", "the scale", or "the change" (a watched one).
+func oneRevisionChange(trigger string) string {
+	switch {
+	case strings.HasPrefix(trigger, "drain node"):
+		return "the drain"
+	case strings.HasPrefix(trigger, "scale "):
+		return "the scale"
+	}
+	return "the change"
 }

@@ -116,6 +116,15 @@ func TestH2ConnectionFindings(t *testing.T) {
 	if u := find(idle, H2UnevenAfterRollout); u == nil || !strings.Contains(u.Evidence[0], "n3 0 (0%)") {
 		t.Errorf("a pod with no connection: %+v", idle.Findings)
 	}
+	// A scale-out keeps the revision: its pods are said as the scale's,
+	// not a rollout's new ones.
+	scaled := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 140}})
+	scaled.Rollout.Trigger, scaled.Rollout.OldRevision = "scale from 1 replica to 3 (kubectl scale --replicas=3)", "new"
+	analyse(scaled)
+	if u := find(scaled, H2UnevenAfterRollout); u == nil || u.Title != "after the scale, long-lived connections left the pods unevenly loaded" ||
+		!strings.HasPrefix(u.Evidence[0], "from +8s (it was over) to the end, the 3 pods answered: n1 140 (100%), n2 0 (0%), n3 0 (0%)") {
+		t.Errorf("after a scale-out: %+v", scaled.Findings)
+	}
 	// Whether the connections end at the pods or at an edge, by what the
 	// run measured: the target the Service's own address (direct), the
 	// edge's access log holding the run's requests, a failed connection
