@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/internal/capture"
@@ -144,6 +148,81 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 		})
 	}
 	t.Run("grpc-single-goaway: what raw fails, grpc-go retries unseen", func(t *testing.T) { testHiddenRetries(t, ctx, c) })
+	t.Run("grpc-graceful scaled out: the pods it adds get no connection", func(t *testing.T) { testGRPCScaleOut(t, ctx, c) })
+}
+
+// testGRPCScaleOut scales grpc-graceful from 3 replicas to 5 under gRPC
+// calls on ten kept-alive connections. No connection closes, so the two
+// pods the scale adds get none: the pods' own account of each call
+// (x-pod-name) is the referee, and the uneven-load finding must name the
+// new pods with none. The sample goes back to 3 replicas for later tests.
+func testGRPCScaleOut(t *testing.T, ctx context.Context, c *lab.Client) {
+	ensureSample(t, ctx, c, "grpc-graceful")
+	t.Cleanup(func() {
+		patch := []byte(`{"spec":{"replicas":3}}`)
+		if _, err := c.Kube.AppsV1().Deployments("default").Patch(context.Background(), "grpc-graceful", types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil {
+			t.Errorf("scaling grpc-graceful back: %v", err)
+		}
+		ensureSample(t, context.Background(), c, "grpc-graceful")
+	})
+	before, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=grpc-graceful"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]bool{}
+	for _, p := range before.Items {
+		old[p.Name] = true
+	}
+	target := fmt.Sprintf("http://%s:%d", firstNode().IP, 30093)
+	if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
+		t.Fatal(err)
+	}
+	r := startRunOn(t, []string{"--client"}, "grpc-graceful", target, "--protocol", "grpc", "--scale", "5").wait(t)
+	if r.repErr != nil || r.exit != 0 {
+		t.Fatalf("exit %d (%v), want 0 (a scale-out drops nothing)\n%s", r.exit, r.repErr, r.out())
+	}
+	rep := r.rep
+	validateSchema(t, r.reportPath)
+	checkPage(t, r.htmlPath, rep)
+	added := checkScaled(t, c, r, 3, 5)
+	if len(added) != 0 {
+		t.Fatalf("a scale-out removed %v", added)
+	}
+	after, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=grpc-graceful"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]uint64{}
+	var total uint64
+	for _, p := range rep.Pods {
+		served[p.Pod] = p.Served
+		total += p.Served
+	}
+	if total != rep.Totals.OK {
+		t.Errorf("the pods named %d calls, rollprobe counted %d ok", total, rep.Totals.OK)
+	}
+	var fresh []string
+	for _, p := range after.Items {
+		if !old[p.Name] {
+			fresh = append(fresh, p.Name)
+			if served[p.Name] != 0 {
+				t.Errorf("pod %s, added by the scale, answered %d calls: a kept-alive connection moved to it", p.Name, served[p.Name])
+			}
+		}
+	}
+	if len(fresh) != 2 {
+		t.Fatalf("pods added by the scale %v, want 2", fresh)
+	}
+	f := findingByID(rep, analysis.H2UnevenAfterRollout)
+	if f == nil || f.Title != "after the scale, long-lived connections left the pods unevenly loaded" {
+		t.Fatalf("findings %v (%+v), want %s after the scale", findingIDs(rep), f, analysis.H2UnevenAfterRollout)
+	}
+	for _, p := range fresh {
+		if !strings.Contains(f.Evidence[0], p+" 0 (0%)") {
+			t.Errorf("the finding's evidence %q does not give %s none", f.Evidence[0], p)
+		}
+	}
+	t.Logf("exit %d, %d calls, served %v; %s", r.exit, rep.Totals.Sent, served, f.Evidence[0])
 }
 
 // checkH2Shutdown: http.Server.Shutdown's single GOAWAY, its 100 ms
