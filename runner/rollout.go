@@ -554,7 +554,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		return f.followDrain(ctx, bounded, out, drain)
 	}
 	if scale, isScale := trigger.(rollout.Scale); isScale {
-		return f.followScale(ctx, bounded, out, scale, sent)
+		return f.followScale(ctx, bounded, out, scale, startGen, sent)
 	}
 	if _, isExec := cfg.Trigger.(rollout.Exec); isExec {
 		// A deploy step is often idempotent (helm upgrade with nothing
@@ -767,7 +767,7 @@ func (f *follower) promote(ctx context.Context, r *rollout.ArgoRollout, reason s
 func (f *follower) followDrain(ctx, bounded context.Context, out outcome, d rollout.Drain) outcome {
 	cfg := f.cfg
 	out.status = report.StatusInProgress
-	f.setPhase(PhaseRolling)
+	f.setPhase(PhaseDraining)
 	cfg.logf("triggered: %s", d.Describe())
 	var lastMsg, failed string
 	err := f.until(bounded, func() bool {
@@ -815,10 +815,10 @@ func (f *follower) completeOnOneRevision(ctx context.Context, out outcome, compl
 // else scales the workload back (an autoscaler the preflight could not
 // see, a GitOps sync), the scale's end cannot be measured: the rollout
 // failed (exit 3), saying so.
-func (f *follower) followScale(ctx, bounded context.Context, out outcome, s rollout.Scale, sent time.Time) outcome {
+func (f *follower) followScale(ctx, bounded context.Context, out outcome, s rollout.Scale, startGen int64, sent time.Time) outcome {
 	cfg := f.cfg
 	out.status = report.StatusInProgress
-	f.setPhase(PhaseRolling)
+	f.setPhase(PhaseScaling)
 	cfg.logf("triggered: %s", s.Describe())
 	var lastMsg, failed string
 	seen := false
@@ -828,9 +828,11 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 			failed = pr.Failed
 			return true
 		}
-		if desired, _, _, _ := wl.Counts(); !seen && desired == s.Replicas {
+		// Seen by the watch's own record, not by the workload as read
+		// now: another hand's write may already have replaced it.
+		if at, ok := f.w.ReplicasSeenAfter(startGen, s.Replicas); !seen && ok {
 			seen = true
-			out.triggerSeenAfter = max(time.Since(sent), time.Microsecond)
+			out.triggerSeenAfter = max(at.Sub(sent), time.Microsecond)
 		}
 		pr := s.Progress(wl, f.w.Pods(), seen)
 		if pr.Undone != "" {

@@ -35,6 +35,11 @@ const (
 	PhaseProbing  Phase = "probing"
 	PhaseBaseline Phase = "baseline"
 	PhaseRolling  Phase = "rolling"
+	// PhaseDraining and PhaseScaling stand for PhaseRolling when the
+	// change keeps the revision: a drain's evictions, a scale's pods
+	// added or removed (followDrain, followScale).
+	PhaseDraining Phase = "draining"
+	PhaseScaling  Phase = "scaling"
 	// PhaseRollingBack: an aborted Argo Rollout's way back, until the
 	// aborted revision's pods are gone (followAbort).
 	PhaseRollingBack Phase = "rolling back"

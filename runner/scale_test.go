@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -64,15 +65,66 @@ func TestScalePreflightChangesNothing(t *testing.T) {
 	}
 }
 
-// onScale runs then after the fake applied a scale (the fake has no
-// controllers: then plays their part).
-func onScale(kube *fake.Clientset, then func()) {
+// onScale applies a scale of the Deployment as the apiserver does (the
+// fake alone bumps no generation) and its controller's status at once,
+// then runs then after delay, or, for a delay of 0, before the patch
+// returns (the fake has no controllers: then plays their part).
+func onScale(kube *fake.Clientset, delay time.Duration, then func()) {
 	kube.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == rollout.ScaleSubresource {
-			time.AfterFunc(200*time.Millisecond, then)
+		if a.GetSubresource() != rollout.ScaleSubresource {
+			return false, nil, nil
 		}
-		return false, nil, nil // the tracker applies it
+		pa := a.(k8stesting.PatchAction)
+		var p struct {
+			Spec struct{ Replicas int32 }
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &p); err != nil {
+			return true, nil, err
+		}
+		obj, err := kube.Tracker().Get(a.GetResource(), a.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		dep := obj.(*appsv1.Deployment).DeepCopy()
+		dep.Generation++
+		dep.Spec.Replicas = ptr.To(p.Spec.Replicas)
+		dep.Status = observed(dep)
+		if err := kube.Tracker().Update(a.GetResource(), dep, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		if delay == 0 {
+			then()
+			// The patch returns once the watch could deliver both
+			// writes: the follow's first read is of the later one.
+			time.Sleep(300 * time.Millisecond)
+		} else {
+			time.AfterFunc(delay, then)
+		}
+		return true, dep, nil // what the typed fake wants back
 	})
+}
+
+// scaleBack is another hand setting the Deployment's replicas, a new
+// generation as the apiserver makes one. It writes through the tracker:
+// onScale may call it inside a reactor, where the clientset is locked.
+func scaleBack(kube *fake.Clientset, replicas int32) {
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	obj, err := kube.Tracker().Get(gvr, "prod", "web")
+	if err != nil {
+		return
+	}
+	dep := obj.(*appsv1.Deployment).DeepCopy()
+	dep.Generation++
+	dep.Spec.Replicas = ptr.To(replicas)
+	dep.Status = observed(dep)
+	_ = kube.Tracker().Update(gvr, dep, "prod")
+}
+
+// observed is the status the Deployment controller would write once it
+// ran dep's replicas, each ready.
+func observed(dep *appsv1.Deployment) appsv1.DeploymentStatus {
+	n := *dep.Spec.Replicas
+	return appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
 }
 
 // A scale-in is followed until the pod it removed is gone, not only until
@@ -81,15 +133,26 @@ func TestScaleIsFollowedUntilTheRemovedPodIsGone(t *testing.T) {
 	d, svc := objects()
 	kube := fakeKube(nil, append([]runtime.Object{d, svc}, webPods()...)...)
 	var goneAt time.Time
-	onScale(kube, func() {
+	var during Phase // the live phase while the scale's pod goes
+	started := make(chan Live, 1)
+	onScale(kube, 200*time.Millisecond, func() {
+		during = (<-started).Phase()
 		goneAt = time.Now()
 		_ = kube.CoreV1().Pods("prod").Delete(context.Background(), "web-c", metav1.DeleteOptions{})
 	})
 	cfg := config(t, kube, "/ok")
 	cfg.Trigger = rollout.Scale{Replicas: 2}
-	rep, err := run(context.Background(), cfg)
+	r, err := StartRollout(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	started <- r.Live()
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != PhaseScaling {
+		t.Errorf("phase %q while the scale went on, want %q", during, PhaseScaling)
 	}
 	ro := rep.Rollout
 	if ro.Status != report.StatusComplete || ro.Trigger != "scale from 3 replicas to 2 (kubectl scale --replicas=2)" || ro.OldRevision != ro.NewRevision {
@@ -117,31 +180,38 @@ func TestScaleIsFollowedUntilTheRemovedPodIsGone(t *testing.T) {
 // could not see) makes the scale's end unmeasurable: a failed rollout
 // (exit 3) that says why, not a wait until --timeout.
 func TestScaleUndoneByAnotherHand(t *testing.T) {
-	d, svc := objects()
-	kube := fakeKube(nil, d, svc)
-	onScale(kube, func() {
-		cur, err := kube.AppsV1().Deployments("prod").Get(context.Background(), "web", metav1.GetOptions{})
-		if err != nil {
-			return
-		}
-		cur = cur.DeepCopy()
-		cur.Spec.Replicas = ptr.To[int32](3)
-		_, _ = kube.AppsV1().Deployments("prod").Update(context.Background(), cur, metav1.UpdateOptions{})
-	})
-	cfg := config(t, kube, "/ok")
-	cfg.Trigger = rollout.Scale{Replicas: 1}
-	cfg.Timeout = time.Minute
-	start := time.Now()
-	rep, err := run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Rollout.Status != report.StatusFailed || rep.Verdict.ExitCode != exitcode.RolloutFailed ||
-		!strings.Contains(rep.Rollout.Message, "deployment prod/web wants 3 replicas again, not the 1 it was scaled to: something else scales it") {
-		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
-	}
-	if took := time.Since(start); took > cfg.Timeout/2 {
-		t.Fatalf("took %v: it waited for the timeout", took)
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+	}{
+		{"after the follow saw the scale", 200 * time.Millisecond},
+		// Both writes are in before the follow first reads the workload:
+		// only the watch's record of each generation shows the scale.
+		{"before the follow looked", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, svc := objects()
+			kube := fakeKube(nil, d, svc)
+			onScale(kube, tc.after, func() { scaleBack(kube, 3) })
+			cfg := config(t, kube, "/ok")
+			cfg.Trigger = rollout.Scale{Replicas: 1}
+			cfg.Timeout = time.Minute
+			start := time.Now()
+			rep, err := run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Rollout.Status != report.StatusFailed || rep.Verdict.ExitCode != exitcode.RolloutFailed ||
+				!strings.Contains(rep.Rollout.Message, "deployment prod/web wants 3 replicas again, not the 1 it was scaled to: something else scales it") {
+				t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
+			}
+			if took := time.Since(start); took > cfg.Timeout/2 {
+				t.Fatalf("took %v: it waited for the timeout", took)
+			}
+			if rep.Rollout.TriggerSeenAfterMS <= 0 {
+				t.Errorf("trigger seen after %v ms: the watch received the scale", rep.Rollout.TriggerSeenAfterMS)
+			}
+		})
 	}
 }
 
