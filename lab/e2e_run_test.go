@@ -122,6 +122,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	t.Run("a scale another hand undoes fails the run, saying so", func(t *testing.T) { testScaleUndone(t, ctx, c) })
+
 	t.Run("doctor", func(t *testing.T) {
 		for _, tc := range []struct {
 			sample   string
@@ -1713,4 +1715,55 @@ func testDashboard(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Fatalf("report after q: %v %+v", err, rep)
 	}
 	validateSchema(t, reportPath)
+}
+
+// testScaleUndone scales graceful from 3 replicas to 1 and, as soon as
+// the API holds the scale, writes 3 again, as a GitOps sync or an
+// autoscaler the preflight could not see would: the real Deployment
+// controller then wants 3 pods again, the scale's end cannot be measured,
+// and the run fails (exit 3) saying why, well before its timeout.
+func testScaleUndone(t *testing.T, ctx context.Context, c *lab.Client) {
+	ip := ensureSample(t, ctx, c, "graceful")
+	t.Cleanup(func() { ensureSample(t, context.Background(), c, "graceful") })
+	deployments := c.Kube.AppsV1().Deployments("default")
+	undone := make(chan error, 1)
+	undoCtx, stop := context.WithTimeout(ctx, 2*time.Minute)
+	defer stop()
+	go func() {
+		undone <- wait.PollUntilContextCancel(undoCtx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			d, err := deployments.Get(ctx, "graceful", metav1.GetOptions{})
+			if err != nil || *d.Spec.Replicas != 1 {
+				return false, nil
+			}
+			_, err = deployments.Patch(ctx, "graceful", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale")
+			return err == nil, err
+		})
+	}()
+	r := startRun(t, "graceful", ip, "--scale", "1", "--timeout", "3m").wait(t)
+	if err := <-undone; err != nil {
+		t.Fatalf("scaling back: %v", err)
+	}
+	want := "deployment default/graceful wants 3 replicas again, not the 1 it was scaled to: something else scales it"
+	if r.repErr != nil || r.exit != 3 || !strings.Contains(r.out(), want) {
+		t.Fatalf("exit %d (%v), want 3 saying %q\n%s", r.exit, r.repErr, want, r.out())
+	}
+	ro := r.rep.Rollout
+	if ro.Status != report.StatusFailed || !strings.Contains(ro.Message, want) || ro.TriggerSeenAfterMS <= 0 {
+		t.Errorf("rollout %+v: want failed, the scale seen", ro)
+	}
+	// It stopped on the other write, not at the 3-minute timeout: the
+	// timeline's failure is within seconds of the trigger.
+	var triggered, failed time.Time
+	for _, e := range r.rep.Timeline {
+		switch e.Kind {
+		case report.RolloutTriggered:
+			triggered = e.At
+		case report.RolloutFailed:
+			failed = e.At
+		}
+	}
+	if failed.IsZero() || failed.Sub(triggered) > time.Minute {
+		t.Errorf("triggered at %v, failed at %v: want the failure soon after the write that undid the scale", triggered, failed)
+	}
+	t.Logf("exit %d, %d failed of %d; %s, %v after the trigger", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, ro.Message, failed.Sub(triggered))
 }
