@@ -115,6 +115,7 @@ func testArgo(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Run("a blue-green switch, then the old pods go", func(t *testing.T) { testArgoBlueGreen(t, ctx, c) })
 	t.Run("a canary weight its pods cannot express: the doctor says the pods Argo runs", func(t *testing.T) { testArgoCanaryTen(t, ctx, c) })
 	t.Run("a Rollout whose template is a Deployment's: the doctor reads it, run rolls it", func(t *testing.T) { testArgoWorkloadRef(t, ctx, c) })
+	t.Run("a graceful canary scaled in through rollouts/scale drops nothing", func(t *testing.T) { testArgoScaleIn(t, ctx, c) })
 	// The fast blue/green runs on the lab whose edge lags (testArgoBlueGreenFast).
 }
 
@@ -1093,4 +1094,30 @@ func nRequests[N ~int | ~uint64](n N) string {
 		return "1 request"
 	}
 	return fmt.Sprintf("%d requests", n)
+}
+
+// testArgoScaleIn scales argo-canary from 4 replicas to 2 through the
+// Rollout's scale subresource, as kubectl scale and autoscalers do: the
+// Argo Rollouts controller removes two pods of the one revision, each
+// stopping gracefully, and nothing drops. The API is the referee of which
+// pods went (checkScaled). The sample goes back to 4 replicas after.
+func testArgoScaleIn(t *testing.T, ctx context.Context, c *lab.Client) {
+	ip := ensureWorkload(t, ctx, c, rollout.KindRollout, "argo-canary")
+	t.Cleanup(func() {
+		patch := []byte(`{"spec":{"replicas":4}}`)
+		if _, err := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Patch(context.Background(), "argo-canary", types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil {
+			t.Errorf("scaling argo-canary back: %v", err)
+		}
+		ensureWorkload(t, context.Background(), c, rollout.KindRollout, "argo-canary")
+	})
+	r := startWorkloadRun(t, nil, rollout.KindRollout, "argo-canary", "http://"+ip+"/", "--scale", "2").wait(t)
+	if r.repErr != nil {
+		t.Fatalf("exit %d, no report: %v\n%s", r.exit, r.repErr, r.out())
+	}
+	checkClean(t, r)
+	removed := checkScaled(t, c, r, 4, 2)
+	if ro := r.rep.Rollout; ro.Kind != "Rollout" || ro.Status != report.StatusComplete {
+		t.Errorf("rollout section %+v", ro)
+	}
+	t.Logf("exit %d, %d failed of %d, removed %v", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, removed)
 }
