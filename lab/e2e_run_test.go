@@ -211,6 +211,10 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		r := run.wait(t)
 		checkWatchedNaiveDropped(t, r)
 		checkRunReportOnly(t, r, "complete")
+		// The autoscaler wrote the replicas alone: a scale, said as one.
+		if want := "a scale started elsewhere: from 3 replicas to 1"; !strings.Contains(r.out(), want) {
+			t.Errorf("want %q in the run's log\n%s", want, r.out())
+		}
 		removed := checkPodsAfterScale(t, c, r, 3, 1)
 		for _, f := range r.rep.Failures {
 			if f.LikelyPod != "" && f.Confidence == 1 && !removed[f.LikelyPod] {

@@ -9,6 +9,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -210,4 +211,21 @@ func (s Scale) Progress(w Workload, pods []*corev1.Pod, seen bool) ScaleProgress
 		return ScaleProgress{Message: fmt.Sprintf("%s, %d wanted", podsN(n), s.Replicas)}
 	}
 	return ScaleProgress{Done: true, Message: fmt.Sprintf("scaled to %s: each ready, every pod the scale removed gone", replicas(s.Replicas))}
+}
+
+// ScaledOnly says whether after differs from before by its replicas alone,
+// its pod template the same: a scale, by hand or by an autoscaler, not a
+// rollout (a watch sees both as a new generation), and how ("from 3
+// replicas to 1"). Unknown, and so false, for a Rollout whose template is
+// another object's (TemplateFrom): its own is empty either way.
+func ScaledOnly(before, after Workload) (string, bool) {
+	if before.IsZero() || after.IsZero() || before.DaemonSet != nil || before.TemplateFrom() != "" || after.TemplateFrom() != "" {
+		return "", false
+	}
+	from, _, _, _ := before.Counts()
+	to, _, _, _ := after.Counts()
+	if from == to || !equality.Semantic.DeepEqual(before.Template(), after.Template()) {
+		return "", false
+	}
+	return fmt.Sprintf("from %s to %d", replicas(from), to), true
 }

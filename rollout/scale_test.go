@@ -165,3 +165,34 @@ func TestScaleProgress(t *testing.T) {
 		}
 	}
 }
+
+// A watch tells a scale (the replicas alone changed) from a rollout (the
+// template changed, with or without the replicas).
+func TestScaledOnly(t *testing.T) {
+	dep := func(n int32, image string) Workload {
+		return Workload{Deployment: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}}}}
+	}
+	referenced := func(n int32) Workload {
+		return Workload{Rollout: &ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: ArgoRolloutSpec{Replicas: ptr.To(n), WorkloadRef: &ArgoObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after Workload
+		want          string // "" for not a scale
+	}{
+		{"scaled in", dep(3, "v1"), dep(1, "v1"), "from 3 replicas to 1"},
+		{"scaled out", dep(1, "v1"), dep(4, "v1"), "from 1 replica to 4"},
+		{"a new image", dep(3, "v1"), dep(3, "v2"), ""},
+		{"a new image and replicas", dep(3, "v1"), dep(2, "v2"), ""},
+		{"nothing changed", dep(3, "v1"), dep(3, "v1"), ""},
+		{"a template read elsewhere", referenced(3), referenced(1), ""},
+		{"a DaemonSet", Workload{DaemonSet: &appsv1.DaemonSet{}}, Workload{DaemonSet: &appsv1.DaemonSet{}}, ""},
+	} {
+		how, ok := ScaledOnly(tc.before, tc.after)
+		if how != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: %q %v, want %q", tc.name, how, ok, tc.want)
+		}
+	}
+}

@@ -517,7 +517,8 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			return out
 		}
 	}
-	startGen := f.w.Workload().Generation()
+	startWL := f.w.Workload()
+	startGen := startWL.Generation()
 	out.triggeredAt = now()
 	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
@@ -588,6 +589,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg.logf("triggered: %s", cfg.Trigger.Describe())
 
 	_, isWatch := cfg.Trigger.(rollout.Watch)
+	var scaled string // what a watched scale did; "" for a rollout
 	if isWatch {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool {
@@ -603,7 +605,15 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			out.status, out.message = report.StatusNotStarted, fmt.Sprintf("no rollout started within the %s wait", cfg.Wait)
 			return out
 		}
-		cfg.logf("a rollout started")
+		// A watch meets scales too (an autoscaler's, kubectl scale): said
+		// as what they are, the pods they remove being the run's old pods.
+		if how, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
+			scaled = how
+			f.setPhase(PhaseScaling)
+			cfg.logf("a scale started elsewhere: %s", scaled)
+		} else {
+			cfg.logf("a rollout started")
+		}
 	}
 
 	var lastMsg, failed string
@@ -622,7 +632,11 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
-			cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
+			if scaled != "" {
+				cfg.logf("the scale is done (kubectl rollout status would return now); waiting for the pods it removed to go")
+			} else {
+				cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
+			}
 		}
 		// Until the watch shows the triggered generation, the status is
 		// the object's before the trigger ("successfully rolled out").
@@ -652,10 +666,15 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	out.newRevision = f.w.NewRevision()
 	out.oldPodsGoneAt = now()
-	f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision})
+	if scaled != "" {
+		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod the scale removed is gone"})
+		cfg.logf("every pod the scale removed is gone; settling for %s", cfg.Settle)
+	} else {
+		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision})
+		cfg.logf("all old pods gone; settling for %s", cfg.Settle)
+	}
 	out.status = report.StatusComplete
 	f.setPhase(PhaseSettling)
-	cfg.logf("all old pods gone; settling for %s", cfg.Settle)
 	sleep(ctx, cfg.Settle)
 	return out
 }

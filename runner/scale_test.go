@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -268,4 +269,64 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 	if ro.Status != report.StatusComplete || goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
 		t.Fatalf("rollout %+v, the terminating pod gone at %v: the run ended before it was", ro, goneAt)
 	}
+}
+
+// A watched change that is only a scale (an autoscaler's) is said as one:
+// in the log, the phase and the timeline's end; the run lasts until the
+// pod it removed is gone.
+func TestWatchedScaleIsSaidAsOne(t *testing.T) {
+	d, svc := objects()
+	d.UID = "d1"
+	d.Annotations = map[string]string{rollout.RevisionAnnotation: "1"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-h1", Namespace: "prod",
+		Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"},
+		Annotations:     map[string]string{rollout.RevisionAnnotation: "1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}}
+	kube := fakeKube(nil, append([]runtime.Object{d, svc, rs}, webPods()...)...)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	cfg.Wait, cfg.Timeout = 10*time.Second, 20*time.Second
+	var log bytes.Buffer
+	cfg.Log = &log
+	r, err := StartRollout(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := r.Live()
+	var during Phase
+	time.AfterFunc(500*time.Millisecond, func() {
+		scaleBack(kube, 2) // here the autoscaler's scale-in
+		time.AfterFunc(300*time.Millisecond, func() {
+			during = live.Phase()
+			_ = kube.CoreV1().Pods("prod").Delete(context.Background(), "web-c", metav1.DeleteOptions{})
+		})
+	})
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rollout.Status != report.StatusComplete {
+		t.Fatalf("rollout %+v\n%s", rep.Rollout, log.String())
+	}
+	for _, want := range []string{"a scale started elsewhere: from 3 replicas to 2", "the scale is done", "every pod the scale removed is gone; settling"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log %q: want %q", log.String(), want)
+		}
+	}
+	if strings.Contains(log.String(), "rollprobe: a rollout started\n") {
+		t.Errorf("log %q: a scale said as a rollout", log.String())
+	}
+	if during != PhaseScaling {
+		t.Errorf("phase %q while the scale's pod went, want %q", during, PhaseScaling)
+	}
+	var gone string
+	for _, e := range rep.Timeline {
+		if e.Kind == report.AllOldPodsGone {
+			gone = e.Detail
+		}
+	}
+	if gone != "every pod the scale removed is gone" {
+		t.Errorf("all_old_pods_gone %q", gone)
+	}
+	validate(t, rep)
 }
