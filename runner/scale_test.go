@@ -66,6 +66,29 @@ func TestScalePreflightChangesNothing(t *testing.T) {
 	}
 }
 
+// revisionedWeb is the Deployment with its Service, its ReplicaSet of
+// revision 1 (the watch's NewRevision needs one) and webPods.
+func revisionedWeb() []runtime.Object {
+	d, svc := objects()
+	d.UID = "d1"
+	d.Annotations = map[string]string{rollout.RevisionAnnotation: "1"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-h1", Namespace: "prod",
+		Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"},
+		Annotations:     map[string]string{rollout.RevisionAnnotation: "1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}}
+	return append([]runtime.Object{d, svc, rs}, webPods()...)
+}
+
+// goneDetail is the detail of the report's all_old_pods_gone event.
+func goneDetail(rep *report.Report) string {
+	for _, e := range rep.Timeline {
+		if e.Kind == report.AllOldPodsGone {
+			return e.Detail
+		}
+	}
+	return ""
+}
+
 // onScale applies a scale of the Deployment as the apiserver does (the
 // fake alone bumps no generation) and its controller's status at once,
 // then runs then after delay, or, for a delay of 0, before the patch
@@ -165,13 +188,7 @@ func TestScaleIsFollowedUntilTheRemovedPodIsGone(t *testing.T) {
 	if ro.TriggerSeenAfterMS <= 0 {
 		t.Errorf("trigger seen after %v ms", ro.TriggerSeenAfterMS)
 	}
-	var gone string
-	for _, e := range rep.Timeline {
-		if e.Kind == report.AllOldPodsGone {
-			gone = e.Detail
-		}
-	}
-	if gone != "every pod the scale removed is gone" {
+	if gone := goneDetail(rep); gone != "every pod the scale removed is gone" {
 		t.Errorf("all_old_pods_gone %q", gone)
 	}
 	validate(t, rep)
@@ -220,14 +237,7 @@ func TestScaleUndoneByAnotherHand(t *testing.T) {
 // no revision: the run lasts until the pod it removed is gone, though no
 // pod is of an old revision and the status is complete at once.
 func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
-	d, svc := objects()
-	d.UID = "d1"
-	d.Annotations = map[string]string{rollout.RevisionAnnotation: "1"}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-h1", Namespace: "prod",
-		Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"},
-		Annotations:     map[string]string{rollout.RevisionAnnotation: "1"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}}
-	kube := fakeKube(nil, append([]runtime.Object{d, svc, rs}, webPods()...)...)
+	kube := fakeKube(nil, revisionedWeb()...)
 	var goneAt time.Time
 	ctx := context.Background()
 	kube.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -275,14 +285,7 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 // in the log, the phase and the timeline's end; the run lasts until the
 // pod it removed is gone.
 func TestWatchedScaleIsSaidAsOne(t *testing.T) {
-	d, svc := objects()
-	d.UID = "d1"
-	d.Annotations = map[string]string{rollout.RevisionAnnotation: "1"}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-h1", Namespace: "prod",
-		Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: "h1"},
-		Annotations:     map[string]string{rollout.RevisionAnnotation: "1"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}}
-	kube := fakeKube(nil, append([]runtime.Object{d, svc, rs}, webPods()...)...)
+	kube := fakeKube(nil, revisionedWeb()...)
 	cfg := config(t, kube, "/ok")
 	cfg.Trigger = rollout.Watch{}
 	cfg.Wait, cfg.Timeout = 10*time.Second, 20*time.Second
@@ -319,13 +322,7 @@ func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 	if during != PhaseScaling {
 		t.Errorf("phase %q while the scale's pod went, want %q", during, PhaseScaling)
 	}
-	var gone string
-	for _, e := range rep.Timeline {
-		if e.Kind == report.AllOldPodsGone {
-			gone = e.Detail
-		}
-	}
-	if gone != "every pod the scale removed is gone" {
+	if gone := goneDetail(rep); gone != "every pod the scale removed is gone" {
 		t.Errorf("all_old_pods_gone %q", gone)
 	}
 	validate(t, rep)
