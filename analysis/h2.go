@@ -294,12 +294,13 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 }
 
 // oneRevisionChange names a change that keeps the revision, by its
-// trigger: "the drain", "the scale", or "the change" (a watched one).
+// trigger: "the drain", "the scale" (fired or watched), or "the change"
+// (another watched one).
 func oneRevisionChange(trigger string) string {
 	switch {
 	case strings.HasPrefix(trigger, "drain node"):
 		return "the drain"
-	case strings.HasPrefix(trigger, "scale "):
+	case strings.HasPrefix(trigger, "scale "), strings.HasPrefix(trigger, "watch (a scale "):
 		return "the scale"
 	}
 	return "the change"

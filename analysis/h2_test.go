@@ -125,6 +125,13 @@ func TestH2ConnectionFindings(t *testing.T) {
 		!strings.HasPrefix(u.Evidence[0], "from +8s (it was over) to the end, the 3 pods answered: n1 140 (100%), n2 0 (0%), n3 0 (0%)") {
 		t.Errorf("after a scale-out: %+v", scaled.Findings)
 	}
+	// One a watch met (an autoscaler's) is said as a scale too.
+	watched := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 140}})
+	watched.Rollout.Trigger, watched.Rollout.OldRevision = "watch (a scale started elsewhere: from 1 replica to 3)", "new"
+	analyse(watched)
+	if u := find(watched, H2UnevenAfterRollout); u == nil || u.Title != "after the scale, long-lived connections left the pods unevenly loaded" {
+		t.Errorf("after a watched scale-out: %+v", watched.Findings)
+	}
 	// Whether the connections end at the pods or at an edge, by what the
 	// run measured: the target the Service's own address (direct), the
 	// edge's access log holding the run's requests, a failed connection

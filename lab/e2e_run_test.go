@@ -212,8 +212,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		checkWatchedNaiveDropped(t, r)
 		checkRunReportOnly(t, r, "complete")
 		// The autoscaler wrote the replicas alone: a scale, said as one.
-		if want := "a scale started elsewhere: from 3 replicas to 1"; !strings.Contains(r.out(), want) {
-			t.Errorf("want %q in the run's log\n%s", want, r.out())
+		if want := "a scale started elsewhere: from 3 replicas to 1"; !strings.Contains(r.out(), want) || r.rep.Rollout.Trigger != "watch ("+want+")" {
+			t.Errorf("trigger %q; want %q in it and in the run's log\n%s", r.rep.Rollout.Trigger, want, r.out())
 		}
 		removed := checkPodsAfterScale(t, c, r, 3, 1)
 		for _, f := range r.rep.Failures {

@@ -425,6 +425,10 @@ type outcome struct {
 	// not sending (a prober lost, the local prober stopped). Not a failed
 	// rollout (exit 3): the load's own trouble decides the verdict.
 	declined bool
+	// watched says what a watch met when it was not a rollout ("a scale
+	// started elsewhere: from 3 replicas to 1"); the report's trigger
+	// says it.
+	watched string
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -441,10 +445,19 @@ func (o outcome) failure() string {
 	return ""
 }
 
+// trigger is the report's trigger: the configured one's description, and
+// for a watch, what it met when that was not a rollout.
+func (o outcome) trigger(cfg RolloutConfig) string {
+	if o.watched != "" {
+		return "watch (" + o.watched + ")"
+	}
+	return cfg.Trigger.Describe()
+}
+
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
 	ref := t.Workload.Ref()
 	ro := &report.Rollout{Namespace: cfg.Namespace, Kind: string(ref.Kind), Name: ref.Name, Service: t.Service.Name,
-		Trigger: cfg.Trigger.Describe(), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
+		Trigger: o.trigger(cfg), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
 		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
 		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000,
 		TemplateFrom:       t.Workload.TemplateFrom()}
@@ -609,8 +622,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		// as what they are, the pods they remove being the run's old pods.
 		if how, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
 			scaled = how
+			out.watched = "a scale started elsewhere: " + how
 			f.setPhase(PhaseScaling)
-			cfg.logf("a scale started elsewhere: %s", scaled)
+			cfg.logf("%s", out.watched)
 		} else {
 			cfg.logf("a rollout started")
 		}

@@ -308,7 +308,7 @@ func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != report.StatusComplete {
+	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.Trigger != "watch (a scale started elsewhere: from 3 replicas to 2)" {
 		t.Fatalf("rollout %+v\n%s", rep.Rollout, log.String())
 	}
 	for _, want := range []string{"a scale started elsewhere: from 3 replicas to 2", "the scale is done", "every pod the scale removed is gone; settling"} {
