@@ -602,7 +602,6 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	cfg.logf("triggered: %s", cfg.Trigger.Describe())
 
 	_, isWatch := cfg.Trigger.(rollout.Watch)
-	var scaled string // what a watched scale did; "" for a rollout
 	if isWatch {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool {
@@ -621,7 +620,6 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		// A watch meets scales too (an autoscaler's, kubectl scale): said
 		// as what they are, the pods they remove being the run's old pods.
 		if how, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
-			scaled = how
 			out.watched = "a scale started elsewhere: " + how
 			f.setPhase(PhaseScaling)
 			cfg.logf("%s", out.watched)
@@ -646,7 +644,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
-			if scaled != "" {
+			if out.watched != "" {
 				cfg.logf("the scale is done (kubectl rollout status would return now); waiting for the pods it removed to go")
 			} else {
 				cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
@@ -680,7 +678,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	out.newRevision = f.w.NewRevision()
 	out.oldPodsGoneAt = now()
-	if scaled != "" {
+	if out.watched != "" {
 		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod the scale removed is gone"})
 		cfg.logf("every pod the scale removed is gone; settling for %s", cfg.Settle)
 	} else {
