@@ -184,9 +184,8 @@ func testGRPCScaleOut(t *testing.T, ctx context.Context, c *lab.Client) {
 	rep := r.rep
 	validateSchema(t, r.reportPath)
 	checkPage(t, r.htmlPath, rep)
-	added := checkScaled(t, c, r, 3, 5)
-	if len(added) != 0 {
-		t.Fatalf("a scale-out removed %v", added)
+	if removed := checkScaled(t, c, r, 3, 5); len(removed) != 0 {
+		t.Fatalf("a scale-out removed %v", removed)
 	}
 	after, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=grpc-graceful"})
 	if err != nil {

@@ -47,9 +47,24 @@ func ParseScale(n int64) (Scale, error) {
 
 func (s Scale) Describe() string {
 	if s.From > 0 {
-		return fmt.Sprintf("scale from %s to %d (kubectl scale --replicas=%d)", replicas(s.From), s.Replicas, s.Replicas)
+		return fmt.Sprintf("scale %s (kubectl scale --replicas=%d)", s.Change(), s.Replicas)
 	}
 	return fmt.Sprintf("scale to %s (kubectl scale --replicas=%d)", replicas(s.Replicas), s.Replicas)
+}
+
+// Change is how the scale moves the replicas, From known: "from 3
+// replicas to 1".
+func (s Scale) Change() string {
+	return fmt.Sprintf("from %s to %d", replicas(s.From), s.Replicas)
+}
+
+// Gone is how a followed scale's end is said: a scale-in's removed pods
+// are gone; a scale-out removes none, and "gone" would say one went.
+func (s Scale) Gone() string {
+	if s.Replicas > s.From {
+		return "the scale removed no pod"
+	}
+	return "every pod the scale removed is gone"
 }
 
 func podsN(n int) string {
@@ -215,17 +230,17 @@ func (s Scale) Progress(w Workload, pods []*corev1.Pod, seen bool) ScaleProgress
 
 // ScaledOnly says whether after differs from before by its replicas alone,
 // its pod template the same: a scale, by hand or by an autoscaler, not a
-// rollout (a watch sees both as a new generation), and how ("from 3
-// replicas to 1"). Unknown, and so false, for a Rollout whose template is
-// another object's (TemplateFrom): its own is empty either way.
-func ScaledOnly(before, after Workload) (string, bool) {
+// rollout (a watch sees both as a new generation), returned with From
+// set. Unknown, and so false, for a Rollout whose template is another
+// object's (TemplateFrom): its own is empty either way.
+func ScaledOnly(before, after Workload) (Scale, bool) {
 	if before.IsZero() || after.IsZero() || before.DaemonSet != nil || before.TemplateFrom() != "" || after.TemplateFrom() != "" {
-		return "", false
+		return Scale{}, false
 	}
 	from, _, _, _ := before.Counts()
 	to, _, _, _ := after.Counts()
 	if from == to || !equality.Semantic.DeepEqual(before.Template(), after.Template()) {
-		return "", false
+		return Scale{}, false
 	}
-	return fmt.Sprintf("from %s to %d", replicas(from), to), true
+	return Scale{Replicas: to, From: from}, true
 }

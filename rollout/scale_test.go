@@ -190,9 +190,23 @@ func TestScaledOnly(t *testing.T) {
 		{"a template read elsewhere", referenced(3), referenced(1), ""},
 		{"a DaemonSet", Workload{DaemonSet: &appsv1.DaemonSet{}}, Workload{DaemonSet: &appsv1.DaemonSet{}}, ""},
 	} {
-		how, ok := ScaledOnly(tc.before, tc.after)
+		sc, ok := ScaledOnly(tc.before, tc.after)
+		how := ""
+		if ok {
+			how = sc.Change()
+		}
 		if how != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: %q %v, want %q", tc.name, how, ok, tc.want)
 		}
+	}
+}
+
+// A scale's end says what went: a scale-out removes no pod.
+func TestScaleGone(t *testing.T) {
+	if got := (Scale{From: 3, Replicas: 1}).Gone(); got != "every pod the scale removed is gone" {
+		t.Errorf("scale-in: %q", got)
+	}
+	if got := (Scale{From: 1, Replicas: 3}).Gone(); got != "the scale removed no pod" {
+		t.Errorf("scale-out: %q", got)
 	}
 }

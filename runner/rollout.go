@@ -425,10 +425,10 @@ type outcome struct {
 	// not sending (a prober lost, the local prober stopped). Not a failed
 	// rollout (exit 3): the load's own trouble decides the verdict.
 	declined bool
-	// watched says what a watch met when it was not a rollout ("a scale
-	// started elsewhere: from 3 replicas to 1"); the report's trigger
-	// says it.
-	watched string
+	// watchedScale is the scale a watch met instead of a rollout (From
+	// set; zero for a rollout): the report's trigger and the end's
+	// wording say it.
+	watchedScale rollout.Scale
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -448,11 +448,15 @@ func (o outcome) failure() string {
 // trigger is the report's trigger: the configured one's description, and
 // for a watch, what it met when that was not a rollout.
 func (o outcome) trigger(cfg RolloutConfig) string {
-	if o.watched != "" {
-		return "watch (" + o.watched + ")"
+	if o.watchedScale.Replicas > 0 {
+		return "watch (" + scaleMet(o.watchedScale) + ")"
 	}
 	return cfg.Trigger.Describe()
 }
+
+// scaleMet says the scale a watch met: "a scale started elsewhere: from 3
+// replicas to 1".
+func scaleMet(s rollout.Scale) string { return "a scale started elsewhere: " + s.Change() }
 
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
 	ref := t.Workload.Ref()
@@ -619,10 +623,10 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 		// A watch meets scales too (an autoscaler's, kubectl scale): said
 		// as what they are, the pods they remove being the run's old pods.
-		if how, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
-			out.watched = "a scale started elsewhere: " + how
+		if sc, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
+			out.watchedScale = sc
 			f.setPhase(PhaseScaling)
-			cfg.logf("%s", out.watched)
+			cfg.logf("%s", scaleMet(sc))
 		} else {
 			cfg.logf("a rollout started")
 		}
@@ -644,9 +648,12 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
-			if out.watched != "" {
+			switch sc := out.watchedScale; {
+			case sc.Replicas > sc.From:
+				cfg.logf("the scale is done (kubectl rollout status would return now)")
+			case sc.Replicas > 0:
 				cfg.logf("the scale is done (kubectl rollout status would return now); waiting for the pods it removed to go")
-			} else {
+			default:
 				cfg.logf("rollout complete (kubectl rollout status would return now); waiting for old pods to go")
 			}
 		}
@@ -678,9 +685,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	out.newRevision = f.w.NewRevision()
 	out.oldPodsGoneAt = now()
-	if out.watched != "" {
-		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: "every pod the scale removed is gone"})
-		cfg.logf("every pod the scale removed is gone; settling for %s", cfg.Settle)
+	if sc := out.watchedScale; sc.Replicas > 0 {
+		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: sc.Gone()})
+		cfg.logf("%s; settling for %s", sc.Gone(), cfg.Settle)
 	} else {
 		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision})
 		cfg.logf("all old pods gone; settling for %s", cfg.Settle)
@@ -882,11 +889,7 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 	case failed != "":
 		return f.rolloutFailed(out, failed)
 	}
-	gone := "every pod the scale removed is gone"
-	if s.Replicas > s.From {
-		gone = "the scale removed no pod"
-	}
-	return f.completeOnOneRevision(ctx, out, lastMsg, gone)
+	return f.completeOnOneRevision(ctx, out, lastMsg, s.Gone())
 }
 
 // rolloutFailed is the outcome of a rollout that failed as kubectl judges
