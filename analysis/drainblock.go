@@ -19,7 +19,7 @@ const DrainBlocked = "drain-blocked-by-pod-disruption-budget"
 func renderDrainBlocked(_ *group, x facts) (report.Finding, bool) {
 	r := x.r
 	ro := r.Rollout
-	if ro == nil || !strings.HasPrefix(ro.Trigger, "drain node") || (ro.Status != report.StatusTimedOut && ro.Status != report.StatusFailed) {
+	if ro == nil || ro.Change != report.ChangeDrain || (ro.Status != report.StatusTimedOut && ro.Status != report.StatusFailed) {
 		return report.Finding{}, false
 	}
 	firstRefused := map[string]report.Event{}

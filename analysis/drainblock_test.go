@@ -14,7 +14,7 @@ import (
 func TestDrainBlockedByABudget(t *testing.T) {
 	mk := func(status report.RolloutStatus, finalEviction bool) *report.Report {
 		r := &report.Report{StartedAt: t0, EndedAt: at(45000),
-			Rollout: &report.Rollout{Trigger: "drain node lab-node-1 (kubectl drain --ignore-daemonsets --delete-emptydir-data)", Status: status, Namespace: "default", TriggerSeenAfterMS: 20},
+			Rollout: &report.Rollout{Change: report.ChangeDrain, Trigger: "drain node lab-node-1 (kubectl drain --ignore-daemonsets --delete-emptydir-data)", Status: status, Namespace: "default", TriggerSeenAfterMS: 20},
 			Timeline: []report.Event{
 				{At: at(0), Kind: report.PodPresent, Pod: "web-1", Ready: true},
 				{At: at(0), Kind: report.PodPresent, Pod: "web-2", Ready: true},
@@ -53,7 +53,7 @@ func TestDrainBlockedByABudget(t *testing.T) {
 func TestDrainBlockedLeavesOutPodsThatWentAway(t *testing.T) {
 	mk := func(alsoHeld bool) *report.Report {
 		r := &report.Report{StartedAt: t0, EndedAt: at(45000),
-			Rollout: &report.Rollout{Trigger: "drain node lab-node-1 (kubectl drain --ignore-daemonsets --delete-emptydir-data)", Status: report.StatusTimedOut, Namespace: "default"},
+			Rollout: &report.Rollout{Change: report.ChangeDrain, Trigger: "drain node lab-node-1 (kubectl drain --ignore-daemonsets --delete-emptydir-data)", Status: report.StatusTimedOut, Namespace: "default"},
 			Timeline: []report.Event{
 				// Deleted before any refusal: not a pod the budget held.
 				{At: at(1000), Kind: report.PodDeletionRequested, Pod: "other-1"},

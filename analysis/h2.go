@@ -279,7 +279,7 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 	if ro.OldRevision == ro.NewRevision {
 		// A drain or a scale keeps the revision: the pods it brought are
 		// among the others, and a scale-out's get no connection at all.
-		change, which, over = oneRevisionChange(ro.Trigger), "pods", "it was over"
+		change, which, over = oneRevisionChange(ro.Change), "pods", "it was over"
 	}
 	return report.Finding{
 		Title: fmt.Sprintf("after %s, long-lived connections left the %s unevenly loaded", change, which),
@@ -293,14 +293,14 @@ func renderH2Uneven(_ *group, x facts) (report.Finding, bool) {
 	}, true
 }
 
-// oneRevisionChange names a change that keeps the revision, by its
-// trigger: "the drain", "the scale" (fired or watched), or "the change"
-// (another watched one).
-func oneRevisionChange(trigger string) string {
-	switch {
-	case strings.HasPrefix(trigger, "drain node"):
+// oneRevisionChange names a change that keeps the revision: "the drain",
+// "the scale" (fired, watched, or a deploy command's), or "the change"
+// (one the run could not name).
+func oneRevisionChange(c report.ChangeKind) string {
+	switch c {
+	case report.ChangeDrain:
 		return "the drain"
-	case strings.HasPrefix(trigger, "scale "), strings.HasPrefix(trigger, "watch (a scale "):
+	case report.ChangeScale:
 		return "the scale"
 	}
 	return "the change"

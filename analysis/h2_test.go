@@ -119,18 +119,23 @@ func TestH2ConnectionFindings(t *testing.T) {
 	// A scale-out keeps the revision: its pods are said as the scale's,
 	// not a rollout's new ones.
 	scaled := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 140}})
-	scaled.Rollout.Trigger, scaled.Rollout.OldRevision = "scale from 1 replica to 3 (kubectl scale --replicas=3)", "new"
+	scaled.Rollout.Change, scaled.Rollout.OldRevision = report.ChangeScale, "new"
 	analyse(scaled)
 	if u := find(scaled, H2UnevenAfterRollout); u == nil || u.Title != "after the scale, long-lived connections left the pods unevenly loaded" ||
 		!strings.HasPrefix(u.Evidence[0], "from +8s (it was over) to the end, the 3 pods answered: n1 140 (100%), n2 0 (0%), n3 0 (0%)") {
 		t.Errorf("after a scale-out: %+v", scaled.Findings)
 	}
-	// One a watch met (an autoscaler's) is said as a scale too.
-	watched := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 140}})
-	watched.Rollout.Trigger, watched.Rollout.OldRevision = "watch (a scale started elsewhere: from 1 replica to 3)", "new"
-	analyse(watched)
-	if u := find(watched, H2UnevenAfterRollout); u == nil || u.Title != "after the scale, long-lived connections left the pods unevenly loaded" {
-		t.Errorf("after a watched scale-out: %+v", watched.Findings)
+	// A drain is said as one; a change the run could not name (a report
+	// without rollout.change) as "the change", never guessed from the
+	// trigger's words.
+	for change, want := range map[report.ChangeKind]string{report.ChangeDrain: "the drain", "": "the change"} {
+		other := r(report.SeriesRow{T: 8, Backends: map[string]uint64{"n1": 140}})
+		other.Rollout.Change, other.Rollout.OldRevision = change, "new"
+		other.Rollout.Trigger = "scale from 1 replica to 3 (kubectl scale --replicas=3)"
+		analyse(other)
+		if u := find(other, H2UnevenAfterRollout); u == nil || u.Title != "after "+want+", long-lived connections left the pods unevenly loaded" {
+			t.Errorf("change %q: %+v", change, other.Findings)
+		}
 	}
 	// Whether the connections end at the pods or at an edge, by what the
 	// run measured: the target the Service's own address (direct), the

@@ -233,7 +233,7 @@ func renderNoServingEndpoint(g *group, x facts) (report.Finding, bool) {
 		case ro.WorkloadKind() == "StatefulSet":
 			ev = append(ev, "a StatefulSet deletes each pod before it creates its replacement under the same name (it has no surge): with one replica, or maxUnavailable as large as the replicas, nothing serves while a pod is recreated")
 			fix = "run at least 2 replicas of the StatefulSet (maxUnavailable 1), so one serves while another is recreated"
-		case strings.HasPrefix(ro.Trigger, "drain node"):
+		case ro.Change == report.ChangeDrain:
 			ev = append(ev, "the drain evicted the pods that served: no PodDisruptionBudget kept one of them serving until its replacement was ready")
 			fix = "add a PodDisruptionBudget (maxUnavailable: 1, or minAvailable below the replicas) so a drain evicts one pod at a time and waits for its replacement, and run at least 2 replicas"
 		}

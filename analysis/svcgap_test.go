@@ -111,7 +111,7 @@ func TestBudgetTooLoose(t *testing.T) {
 		}
 		evicted := func(ms int, pod string) report.Event { return evictedAt(ms, pod, budgets) }
 		r := &report.Report{StartedAt: t0, EndedAt: at(15000),
-			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Change: report.ChangeDrain, Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
 			Timeline: []report.Event{
 				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.5"},
 				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.6"},
@@ -193,7 +193,7 @@ func TestServiceGapByTheKubeletsTime(t *testing.T) {
 			return report.Event{At: at(ms), Kind: report.EndpointTerminating, Pod: pod, IP: ip, Serving: true, Terminating: true}
 		}
 		r := &report.Report{StartedAt: t0, EndedAt: at(30000),
-			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
+			Rollout: &report.Rollout{Kind: "Deployment", Name: "web", Service: "web", Change: report.ChangeDrain, Trigger: "drain node n2 (kubectl drain --ignore-daemonsets --delete-emptydir-data)"},
 			Timeline: []report.Event{
 				{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true, IP: "10.0.0.5"},
 				{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true, IP: "10.0.0.6"},

@@ -463,8 +463,8 @@ func testDrain(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	checkClean(t, r)
 	rep := r.rep
-	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.OldRevision != rep.Rollout.NewRevision {
-		t.Errorf("rollout section %+v: want complete, on one revision (a drain changes none)", rep.Rollout)
+	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.OldRevision != rep.Rollout.NewRevision || rep.Rollout.Change != report.ChangeDrain {
+		t.Errorf("rollout section %+v: want complete, a drain, on one revision (a drain changes none)", rep.Rollout)
 	}
 	evicted, refused := map[string]bool{}, 0
 	for _, e := range rep.Timeline {

@@ -185,6 +185,9 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		r := run.wait(t)
 		checkWatchedNaiveDropped(t, r)
 		checkRunReport(t, r, "complete")
+		if r.rep.Rollout.Change != report.ChangeRevision {
+			t.Errorf("change %q: the watch met a restart", r.rep.Rollout.Change)
+		}
 	})
 
 	// An autoscaler's scale-in is what most often takes pods away; the run
@@ -218,8 +221,8 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		checkWatchedNaiveDropped(t, r)
 		checkRunReportOnly(t, r, "complete")
 		// The autoscaler wrote the replicas alone: a scale, said as one.
-		if want := "a scale started elsewhere: from 3 replicas to 1"; !strings.Contains(r.out(), want) || r.rep.Rollout.Trigger != "watch ("+want+")" {
-			t.Errorf("trigger %q; want %q in it and in the run's log\n%s", r.rep.Rollout.Trigger, want, r.out())
+		if want := "a scale started elsewhere: from 3 replicas to 1"; !strings.Contains(r.out(), want) || r.rep.Rollout.Trigger != "watch ("+want+")" || r.rep.Rollout.Change != report.ChangeScale {
+			t.Errorf("trigger %q, change %q; want %q in it and in the run's log, a scale\n%s", r.rep.Rollout.Trigger, r.rep.Rollout.Change, want, r.out())
 		}
 		removed := checkPodsAfterScale(t, c, r, 3, 1)
 		for _, f := range r.rep.Failures {
@@ -548,7 +551,7 @@ func checkWatchedNaiveDropped(t *testing.T, r *runResult) {
 func checkRunReport(t *testing.T, r *runResult, status report.RolloutStatus) {
 	t.Helper()
 	checkRunReportOnly(t, r, status)
-	if status == report.StatusComplete && !strings.HasPrefix(r.rep.Rollout.Trigger, "scale ") {
+	if status == report.StatusComplete && r.rep.Rollout.Change != report.ChangeScale {
 		checkRolled(t, r.rep)
 	}
 }
@@ -643,7 +646,7 @@ func checkScaleOut(c *lab.Client) func(*testing.T, *runResult) {
 func checkScaled(t *testing.T, c *lab.Client, r *runResult, from, to int) map[string]bool {
 	t.Helper()
 	ro := r.rep.Rollout
-	if want := fmt.Sprintf("scale from %d replica", from); !strings.HasPrefix(ro.Trigger, want) {
+	if want := fmt.Sprintf("scale from %d replica", from); !strings.HasPrefix(ro.Trigger, want) || ro.Change != report.ChangeScale {
 		t.Fatalf("rollout %+v: want a trigger %q...", ro, want)
 	}
 	return checkPodsAfterScale(t, c, r, from, to)
@@ -1412,8 +1415,8 @@ func checkShortGrace(t *testing.T, r *runResult) {
 // checkExec: the user's command ran as the trigger, its output passed through.
 func checkExec(t *testing.T, r *runResult) {
 	checkClean(t, r)
-	if r.rep.Rollout.Trigger != "exec kubectl rollout restart deployment/graceful" {
-		t.Errorf("trigger %q", r.rep.Rollout.Trigger)
+	if r.rep.Rollout.Trigger != "exec kubectl rollout restart deployment/graceful" || r.rep.Rollout.Change != report.ChangeRevision {
+		t.Errorf("trigger %q, change %q", r.rep.Rollout.Trigger, r.rep.Rollout.Change)
 	}
 	if !strings.Contains(r.out(), "deployment.apps/graceful restarted") {
 		t.Errorf("kubectl's output was not passed through:\n%s", r.out())

@@ -80,6 +80,25 @@ func goFields(t reflect.Type, prefix string, out *[]string) {
 // The schema is the report's contract, and its descriptions are the field
 // reference in docs/report.md: every field the code writes is in it, every
 // field in it is one the code writes, and every one says what it means.
+// The schema's rollout.change enum is the code's ChangeKinds, no more and
+// no fewer: a consumer validating against the schema accepts every value
+// the code writes.
+func TestChangeKindsMatchSchema(t *testing.T) {
+	_, nodes := schemaFields(t)
+	var inSchema []string
+	enum, _ := nodes["rollout.change"]["enum"].([]any)
+	for _, v := range enum {
+		inSchema = append(inSchema, fmt.Sprint(v))
+	}
+	var inGo []string
+	for _, k := range []ChangeKind{ChangeRevision, ChangeDrain, ChangeScale} {
+		inGo = append(inGo, string(k))
+	}
+	if !slices.Equal(inSchema, inGo) {
+		t.Fatalf("rollout.change: the schema's enum %v, the code's kinds %v", inSchema, inGo)
+	}
+}
+
 func TestSchemaDescribesEveryField(t *testing.T) {
 	inSchema, nodes := schemaFields(t)
 	var inGo []string

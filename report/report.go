@@ -258,6 +258,22 @@ type Finding struct {
 	Source Source `json:"source,omitempty"`
 }
 
+// ChangeKind is what a run's trigger changed.
+type ChangeKind string
+
+const (
+	// ChangeRevision: a new pod template (restart, set image, a patch, a
+	// deploy command's, a watched rollout); old pods replaced by new.
+	ChangeRevision ChangeKind = "revision"
+	// ChangeDrain: a node drained; the workload unchanged, its pods there
+	// evicted and replaced elsewhere.
+	ChangeDrain ChangeKind = "drain"
+	// ChangeScale: the replicas alone (--scale, a watched autoscaler's or
+	// kubectl scale, a deploy command that changed nothing else); a
+	// scale-in removes pods, a scale-out adds them.
+	ChangeScale ChangeKind = "scale"
+)
+
 // Rollout is what happened to the workload during a run.
 type Rollout struct {
 	Namespace string `json:"namespace"`
@@ -267,10 +283,15 @@ type Rollout struct {
 	Kind string `json:"kind,omitempty"`
 	Name string `json:"name,omitempty"`
 	// Deployment is the name when Kind is Deployment, "" otherwise.
-	Deployment string        `json:"deployment"`
-	Service    string        `json:"service"`
-	Trigger    string        `json:"trigger"`
-	Status     RolloutStatus `json:"status"`
+	Deployment string `json:"deployment"`
+	Service    string `json:"service"`
+	Trigger    string `json:"trigger"`
+	// Change is what the trigger changed, which decides how the pods
+	// went away: a new revision, a drain, a scale. Empty when the run
+	// did not learn it (a watch that met nothing, an --exec that changed
+	// nothing) and in older reports; code reads it, never Trigger's words.
+	Change ChangeKind    `json:"change,omitempty"`
+	Status RolloutStatus `json:"status"`
 	// ServerVersion is the cluster's Kubernetes version ("1.36"), which
 	// the advice is written for; empty if it could not be read.
 	ServerVersion string `json:"server_version,omitempty"`

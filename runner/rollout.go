@@ -429,6 +429,35 @@ type outcome struct {
 	// set; zero for a rollout): the report's trigger and the end's
 	// wording say it.
 	watchedScale rollout.Scale
+	// change is what the fired trigger changed: known from its kind, or
+	// learnt from the workload for a deploy command or a watch; "" until
+	// then, and for a trigger never fired.
+	change report.ChangeKind
+}
+
+// changeOf is what a trigger changes when its kind alone says so; ""
+// for a deploy command and a watch, whose change is read off the
+// workload once it is seen.
+func changeOf(t rollout.Trigger) report.ChangeKind {
+	switch t.(type) {
+	case rollout.Drain:
+		return report.ChangeDrain
+	case rollout.Scale:
+		return report.ChangeScale
+	case rollout.Exec, rollout.Watch:
+		return ""
+	}
+	return report.ChangeRevision
+}
+
+// changeSeen is what a deploy command or a watch changed, read off the
+// workload before and after: the replicas alone are a scale, anything
+// else is said as a rollout (as the follow and the log say it).
+func changeSeen(before, after rollout.Workload) report.ChangeKind {
+	if _, ok := rollout.ScaledOnly(before, after); ok {
+		return report.ChangeScale
+	}
+	return report.ChangeRevision
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -461,7 +490,7 @@ func scaleMet(s rollout.Scale) string { return "a scale started elsewhere: " + s
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
 	ref := t.Workload.Ref()
 	ro := &report.Rollout{Namespace: cfg.Namespace, Kind: string(ref.Kind), Name: ref.Name, Service: t.Service.Name,
-		Trigger: o.trigger(cfg), Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
+		Trigger: o.trigger(cfg), Change: o.change, Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
 		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
 		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000,
 		TemplateFrom:       t.Workload.TemplateFrom()}
@@ -537,6 +566,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	startWL := f.w.Workload()
 	startGen := startWL.Generation()
 	out.triggeredAt = now()
+	out.change = changeOf(cfg.Trigger)
 	sent := time.Now()
 	f.tl.Add(report.Event{Kind: report.RolloutTriggered, Detail: cfg.Trigger.Describe()})
 	trigger := cfg.Trigger
@@ -593,6 +623,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			sleep(ctx, cfg.Settle)
 			return out
 		}
+		if err == nil {
+			out.change = changeSeen(startWL, cur)
+		}
 	}
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
@@ -623,6 +656,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 		// A watch meets scales too (an autoscaler's, kubectl scale): said
 		// as what they are, the pods they remove being the run's old pods.
+		out.change = changeSeen(startWL, f.w.Workload())
 		if sc, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
 			out.watchedScale = sc
 			f.setPhase(PhaseScaling)

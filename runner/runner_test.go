@@ -188,7 +188,7 @@ func TestWatchWithoutRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "no rollout started within the 300ms wait") ||
+	if rep.Rollout.Status != report.StatusNotStarted || !strings.Contains(rep.Rollout.Message, "no rollout started within the 300ms wait") || rep.Rollout.Change != "" ||
 		rep.Verdict.ExitCode != exitcode.RolloutFailed {
 		t.Fatalf("rollout %+v verdict %+v", rep.Rollout, rep.Verdict)
 	}
@@ -293,6 +293,9 @@ func TestTriggerWriteIsTimed(t *testing.T) {
 	if rep.Rollout.TriggerSeenAfterMS <= 0 || rep.Rollout.TriggerSeenAfterMS > 3000 {
 		t.Fatalf("trigger seen after %v ms", rep.Rollout.TriggerSeenAfterMS)
 	}
+	if rep.Rollout.Change != report.ChangeRevision {
+		t.Errorf("change %q: a restart makes a new revision", rep.Rollout.Change)
+	}
 	if rep.Attribution == nil || rep.Attribution.ReceiveToleranceMS != rep.Rollout.TriggerSeenAfterMS {
 		t.Fatalf("attribution %+v, trigger seen after %v ms", rep.Attribution, rep.Rollout.TriggerSeenAfterMS)
 	}
@@ -356,7 +359,7 @@ func TestExecThatChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != report.StatusNoChange || !strings.Contains(rep.Rollout.Message, "changed nothing") ||
+	if rep.Rollout.Status != report.StatusNoChange || !strings.Contains(rep.Rollout.Message, "changed nothing") || rep.Rollout.Change != "" ||
 		!hasEvent(rep, report.NoRollout) || rep.Totals.Failed != 0 {
 		t.Fatalf("rollout %+v verdict %+v, %d failed", rep.Rollout, rep.Verdict, rep.Totals.Failed)
 	}

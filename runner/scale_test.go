@@ -179,7 +179,7 @@ func TestScaleIsFollowedUntilTheRemovedPodIsGone(t *testing.T) {
 		t.Errorf("phase %q while the scale went on, want %q", during, PhaseScaling)
 	}
 	ro := rep.Rollout
-	if ro.Status != report.StatusComplete || ro.Trigger != "scale from 3 replicas to 2 (kubectl scale --replicas=2)" || ro.OldRevision != ro.NewRevision {
+	if ro.Status != report.StatusComplete || ro.Trigger != "scale from 3 replicas to 2 (kubectl scale --replicas=2)" || ro.Change != report.ChangeScale || ro.OldRevision != ro.NewRevision {
 		t.Fatalf("rollout %+v", ro)
 	}
 	if goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
@@ -308,7 +308,7 @@ func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.Trigger != "watch (a scale started elsewhere: from 3 replicas to 2)" {
+	if rep.Rollout.Status != report.StatusComplete || rep.Rollout.Trigger != "watch (a scale started elsewhere: from 3 replicas to 2)" || rep.Rollout.Change != report.ChangeScale {
 		t.Fatalf("rollout %+v\n%s", rep.Rollout, log.String())
 	}
 	for _, want := range []string{"a scale started elsewhere: from 3 replicas to 2", "the scale is done", "every pod the scale removed is gone; settling"} {
@@ -326,4 +326,37 @@ func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 		t.Errorf("all_old_pods_gone %q", gone)
 	}
 	validate(t, rep)
+}
+
+// What the report's rollout.change says: a trigger's kind when it alone
+// knows (a drain, a scale, a template write), otherwise what the
+// workload showed before and after (a deploy command, a watch).
+func TestChangeKind(t *testing.T) {
+	for _, tc := range []struct {
+		trigger rollout.Trigger
+		want    report.ChangeKind
+	}{
+		{rollout.Restart{}, report.ChangeRevision},
+		{rollout.SetImage{Container: "app"}, report.ChangeRevision},
+		{rollout.Drain{Node: "n1"}, report.ChangeDrain},
+		{rollout.Scale{Replicas: 2}, report.ChangeScale},
+		{rollout.Exec{Argv: []string{"deploy"}}, ""},
+		{rollout.Watch{}, ""},
+	} {
+		if got := changeOf(tc.trigger); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.trigger.Describe(), got, tc.want)
+		}
+	}
+	d, _ := objects()
+	before := rollout.Workload{Deployment: d}
+	scaled := d.DeepCopy()
+	scaled.Spec.Replicas = ptr.To(int32(1))
+	rolled := d.DeepCopy()
+	rolled.Spec.Template.Annotations = map[string]string{rollout.RestartedAtAnnotation: "now"}
+	if got := changeSeen(before, rollout.Workload{Deployment: scaled}); got != report.ChangeScale {
+		t.Errorf("replicas alone: %q", got)
+	}
+	if got := changeSeen(before, rollout.Workload{Deployment: rolled}); got != report.ChangeRevision {
+		t.Errorf("a template change: %q", got)
+	}
 }
