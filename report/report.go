@@ -262,15 +262,17 @@ type Finding struct {
 type ChangeKind string
 
 const (
-	// ChangeRevision: a new pod template (restart, set image, a patch, a
-	// deploy command's, a watched rollout); old pods replaced by new.
+	// ChangeRevision: a new pod template (restart, set image, a patch's,
+	// a deploy command's, a watched rollout); old pods replaced by new.
+	// A change the run saw without telling it from a scale (a Rollout
+	// whose template is another object's) is said as one.
 	ChangeRevision ChangeKind = "revision"
 	// ChangeDrain: a node drained; the workload unchanged, its pods there
 	// evicted and replaced elsewhere.
 	ChangeDrain ChangeKind = "drain"
 	// ChangeScale: the replicas alone (--scale, a watched autoscaler's or
-	// kubectl scale, a deploy command that changed nothing else); a
-	// scale-in removes pods, a scale-out adds them.
+	// kubectl scale, a patch or a deploy command that changed nothing
+	// else); a scale-in removes pods, a scale-out adds them.
 	ChangeScale ChangeKind = "scale"
 )
 

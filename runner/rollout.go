@@ -436,21 +436,21 @@ type outcome struct {
 }
 
 // changeOf is what a trigger changes when its kind alone says so; ""
-// for a deploy command and a watch, whose change is read off the
-// workload once it is seen.
+// for a patch, a deploy command and a watch, whose change is read off
+// the workload once it is seen.
 func changeOf(t rollout.Trigger) report.ChangeKind {
 	switch t.(type) {
 	case rollout.Drain:
 		return report.ChangeDrain
 	case rollout.Scale:
 		return report.ChangeScale
-	case rollout.Exec, rollout.Watch:
-		return ""
+	case rollout.Exec, rollout.Patch, rollout.Watch:
+		return "" // they may write anything
 	}
 	return report.ChangeRevision
 }
 
-// changeSeen is what a deploy command or a watch changed, read off the
+// changeSeen is what a patch, a deploy command or a watch changed, read off the
 // workload before and after: the replicas alone are a scale, anything
 // else is said as a rollout (as the follow and the log say it).
 func changeSeen(before, after rollout.Workload) report.ChangeKind {
@@ -604,14 +604,16 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	if scale, isScale := trigger.(rollout.Scale); isScale {
 		return f.followScale(ctx, bounded, out, scale, startGen, sent)
 	}
-	if _, isExec := cfg.Trigger.(rollout.Exec); isExec {
-		// A deploy step is often idempotent (helm upgrade with nothing
-		// new). The command has exited, so its writes are committed: a
-		// fresh read, not the watch's cache, says whether it changed the
-		// workload. Without this the run waited out --timeout and
+	_, isExec := cfg.Trigger.(rollout.Exec)
+	_, isPatch := cfg.Trigger.(rollout.Patch)
+	if isExec || isPatch {
+		// The command has exited (the patch is answered), so its writes
+		// are committed: a fresh read, not the watch's cache, says what
+		// changed. A deploy step is often idempotent (helm upgrade with
+		// nothing new): without this the run waited out --timeout and
 		// failed (exit 3) although nothing was ever going to roll.
 		cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref())
-		if err == nil && cur.Generation() == startGen {
+		if isExec && err == nil && cur.Generation() == startGen {
 			holder := string(cfg.ref().Kind)
 			if from := cur.TemplateFrom(); from != "" {
 				holder = from + ", the rollout's template"
@@ -623,7 +625,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			sleep(ctx, cfg.Settle)
 			return out
 		}
-		if err == nil {
+		if err == nil && (cur.Generation() != startGen || cur.TemplateFrom() != "") {
 			out.change = changeSeen(startWL, cur)
 		}
 	}

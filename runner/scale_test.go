@@ -279,6 +279,9 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 	if ro.Status != report.StatusComplete || goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
 		t.Fatalf("rollout %+v, the terminating pod gone at %v: the run ended before it was", ro, goneAt)
 	}
+	if ro.Change != report.ChangeScale {
+		t.Errorf("change %q: the patch wrote the replicas alone", ro.Change)
+	}
 }
 
 // A watched change that is only a scale (an autoscaler's) is said as one:
@@ -330,7 +333,7 @@ func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 
 // What the report's rollout.change says: a trigger's kind when it alone
 // knows (a drain, a scale, a template write), otherwise what the
-// workload showed before and after (a deploy command, a watch).
+// workload showed before and after (a patch, a deploy command, a watch).
 func TestChangeKind(t *testing.T) {
 	for _, tc := range []struct {
 		trigger rollout.Trigger
@@ -341,6 +344,7 @@ func TestChangeKind(t *testing.T) {
 		{rollout.Drain{Node: "n1"}, report.ChangeDrain},
 		{rollout.Scale{Replicas: 2}, report.ChangeScale},
 		{rollout.Exec{Argv: []string{"deploy"}}, ""},
+		{rollout.Patch{}, ""},
 		{rollout.Watch{}, ""},
 	} {
 		if got := changeOf(tc.trigger); got != tc.want {
