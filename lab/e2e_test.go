@@ -300,6 +300,9 @@ func TestLab(t *testing.T) {
 			t.Errorf("%s (no lag) answered %s after, not clearly before the lagged node (%s)", other, took[other], took[lagged.Name])
 		}
 
+		t.Run("scale-ins probed where kube-proxy lags", func(t *testing.T) {
+			testScaleInsWhereKubeProxyLags(t, ctx, c, lagged, lag)
+		})
 		t.Run("probers in the cluster name the lagged node", func(t *testing.T) {
 			testProbersSeeTheLaggedNode(t, ctx, c, lagged.Name)
 		})
