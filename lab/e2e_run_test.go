@@ -181,6 +181,46 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	// A scale-out met by a watch (kubectl scale, or an autoscaler adding
+	// pods) removes none: the run says so, follows it until the added
+	// pods are Ready, and drops nothing (naive's probe keeps a pod out
+	// of the Service until it serves; checkScaleOut's reasoning).
+	t.Run("watch follows a scale-out", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "naive")
+		scaleTo := func(ctx context.Context, n int) error {
+			patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+			_, err := c.Kube.AppsV1().Deployments("default").Patch(ctx, "naive", types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
+			return err
+		}
+		t.Cleanup(func() {
+			bg := context.Background()
+			if err := scaleTo(bg, 3); err != nil {
+				t.Errorf("scaling naive back: %v", err)
+			}
+			ensureSample(t, bg, c, "naive")
+		})
+		run := startRun(t, "naive", ip, "--watch", "--wait", "60s")
+		run.waitFor(t, "triggered: watch")
+		if err := scaleTo(ctx, 5); err != nil { // another hand (this test) scales it out
+			t.Fatal(err)
+		}
+		r := run.wait(t)
+		checkRunReportOnly(t, r, "complete")
+		if want := "a scale started elsewhere: from 3 replicas to 5"; !strings.Contains(r.out(), want) || r.rep.Rollout.Trigger != "watch ("+want+")" || r.rep.Rollout.Change != report.ChangeScale {
+			t.Errorf("trigger %q, change %q; want %q in it and in the run's log, a scale\n%s", r.rep.Rollout.Trigger, r.rep.Rollout.Change, want, r.out())
+		}
+		if !strings.Contains(r.out(), "the scale removed no pod; settling") || strings.Contains(r.out(), "waiting for the pods it removed") {
+			t.Errorf("the run's log does not say a scale-out removes no pod:\n%s", r.out())
+		}
+		checkPodsAfterScale(t, c, r, 3, 5)
+		if r.rep.Totals.Failed > 0 {
+			checkClean(t, r)
+		} else if r.exit != 0 {
+			t.Fatalf("exit %d with nothing failed\n%s", r.exit, r.out())
+		}
+		t.Logf("exit %d, %d failed of %d %v", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
+	})
+
 	t.Run("ctrl-c mid-rollout writes the report and exits 130", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "keepalive-close")
 		run := startRun(t, "keepalive-close", ip)
