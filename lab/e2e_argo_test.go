@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/lab"
@@ -364,7 +365,8 @@ func testArgoCanaryTen(t *testing.T, ctx context.Context, c *lab.Client) {
 // where it read it. rollprobe run writes that Deployment's template
 // (--restart), never the Rollout's, and follows Argo's rollout to its end;
 // a deploy command that changes nothing is told apart by the Deployment's
-// generation.
+// generation; --scale writes the Rollout's own replicas, not the
+// Deployment's.
 func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	const sample, holder = "argo-workloadref", "argo-workloadref-template"
 	kube := rollout.WithDynamic(c.Kube, c.Dynamic)
@@ -494,6 +496,28 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Logf("doctor: %d findings from %s; run: %s → %s through %s, %d of %d failed %v, findings %v, the trigger seen %.0f ms after its write",
 		len(res.Findings), res.TemplateFrom, ro.OldRevision, ro.NewRevision, ro.TemplateFrom, r.rep.Totals.Failed, r.rep.Totals.Sent,
 		r.rep.Totals.ByClass, findings, ro.TriggerSeenAfterMS)
+
+	// --scale: the replicas are the Rollout's own (its spec, through
+	// rollouts/scale), never the Deployment's, which keeps none; Argo
+	// adds a pod of the one revision and nothing is removed.
+	holderGen := d.Generation
+	r = startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--scale", "2").wait(t)
+	if r.repErr != nil {
+		t.Fatalf("exit %d, no report: %v\n%s", r.exit, r.repErr, r.out())
+	}
+	if r.rep.Totals.Failed > 0 {
+		checkClean(t, r)
+	} else if r.exit != 0 {
+		t.Fatalf("exit %d with nothing failed\n%s", r.exit, r.out())
+	}
+	checkScaled(t, c, r, 1, 2)
+	if ro := r.rep.Rollout; ro.TemplateFrom != "deployment "+holder || ro.OldRevision != after.Rollout.Status.CurrentPodHash {
+		t.Errorf("rollout section %+v: want the template from %s, revision %s", ro, holder, after.Rollout.Status.CurrentPodHash)
+	}
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != holderGen || ptr.Deref(d.Spec.Replicas, -1) != 0 {
+		t.Errorf("the Deployment after the scale: %v, generation %d (was %d), replicas %v: the scale wrote it", err, d.Generation, holderGen, d.Spec.Replicas)
+	}
+	t.Logf("--scale 2: exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
 }
 
 // switchSeenLate: how much later than the old pods' end the switch may be
