@@ -94,6 +94,25 @@ type Measured struct {
 	// ServedAfterDeletion: responses from pods after their deletion was
 	// requested (known only with a backend header; 0 otherwise).
 	ServedAfterDeletion uint64
+	// ExitedWithin is, over the deleted pods whose containers' exit the
+	// run saw after the deletion request (ExitsSeen of them), the longest
+	// time from that request to the pod's last container exit, both as
+	// the watch received them: how long the slowest kept running, late by
+	// at most the watch's delivery.
+	ExitedWithin time.Duration
+	ExitsSeen    int
+}
+
+// promptExit: a pod whose containers had all exited this soon after its
+// deletion request did not wait for its endpoint's removal to propagate
+// (kube-proxy alone applies a change up to its 1 s minSyncPeriod late).
+const promptExit = time.Second
+
+// exitedPromptly: every pod the run deleted was seen to exit within
+// promptExit of its deletion request. A run that met no drop then won a
+// race against propagation; the app did not delay its shutdown.
+func (m *Measured) exitedPromptly() bool {
+	return m != nil && m.ExitsSeen > 0 && m.ExitsSeen == m.PodsDeleted && m.ExitedWithin < promptExit
 }
 
 // deletedUnderLoadWithoutDrop: the run deleted pods while it sent requests
@@ -266,7 +285,8 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 	if len(noHook) == 0 {
 		return report.Finding{}, false
 	}
-	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
+	m := s.opts.Measured
+	if m.deletedUnderLoadWithoutDrop() && !m.exitedPromptly() {
 		// The run deleted pods under load and nothing dropped: whatever
 		// delays this app's shutdown (a sleep in its SIGTERM handler, a
 		// framework's graceful delay) worked here.
@@ -274,6 +294,9 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 			fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed", m.PodsDeleted, m.Sent)}
 		if m.ServedAfterDeletion > 0 {
 			evidence = append(evidence, fmt.Sprintf("%d responses came from pods after their deletion was requested: they kept serving while endpoints propagated", m.ServedAfterDeletion))
+		}
+		if m.ExitsSeen > 0 {
+			evidence = append(evidence, fmt.Sprintf("the slowest of the %d pod(s) whose exit the run saw exited %.2fs after its deletion request", m.ExitsSeen, m.ExitedWithin.Seconds()))
 		}
 		return report.Finding{Severity: report.SeverityInfo,
 			Title:    "no preStop hook, but this run measured no drop: the app appears to delay its own shutdown; keep it so",
@@ -295,16 +318,28 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withRaceWon(m, withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
-				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"})))),
+				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}))))),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
-			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"})))),
+		Evidence: withRaceWon(m, withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}))))),
 		Fix: preStopFix(s)}, true
+}
+
+// withRaceWon adds, to a run that met no drop though every pod it deleted
+// exited at once, why the missing hook still stands: the endpoint change
+// reached the probed paths before the pods stopped, this time.
+func withRaceWon(m *Measured, evidence []string) []string {
+	if !m.deletedUnderLoadWithoutDrop() || !m.exitedPromptly() {
+		return evidence
+	}
+	return append(evidence, fmt.Sprintf("this run met no drop (%d requests), but each of the %d pod(s) it deleted exited within %.2fs of its deletion request (as the watch received both): "+
+		"the app does not wait for its endpoint's removal to propagate; the change reached the probed paths first this time, a race the next rollout or scale-in may lose",
+		m.Sent, m.PodsDeleted, m.ExitedWithin.Seconds()))
 }
 
 // withAutoscalers adds that an autoscaler scales the workload: its

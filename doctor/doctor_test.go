@@ -363,7 +363,10 @@ func TestPreStopFixNamesTheMeasuredWindow(t *testing.T) {
 // A run that deleted pods under load and dropped nothing outranks the
 // static guess: the missing preStop hook becomes a note saying what was
 // measured (it printed an ERROR next to verdict PASS). A run that dropped
-// requests, one that deleted nothing, and doctor alone keep the error.
+// requests, one that deleted nothing, and doctor alone keep the error,
+// as does a run whose every deleted pod exited at once: it won the race
+// with propagation this time (the endpoint change came first), and says
+// so.
 //
 // The same holds for a Service that publishes not-ready addresses: a run
 // that deleted pods under load with no failure measured an app that
@@ -388,12 +391,36 @@ func TestMeasuredNoDropOutranksTheStaticCheck(t *testing.T) {
 			{"no drop", &Measured{PodsDeleted: 3, Sent: 9247, ServedAfterDeletion: 40}, report.SeverityInfo},
 			{"drops", &Measured{PodsDeleted: 3, Sent: 9247, Failed: 12}, report.SeverityError},
 			{"nothing deleted", &Measured{Sent: 9247}, report.SeverityError},
+			// Every deleted pod exited at once: no drop was a race won
+			// (kube-proxy had the change first), not the app's delay.
+			{"no drop, every pod exited at once", &Measured{PodsDeleted: 2, Sent: 9247, ServedAfterDeletion: 40, ExitsSeen: 2, ExitedWithin: 310 * time.Millisecond}, report.SeverityError},
+			{"no drop, a pod ran on", &Measured{PodsDeleted: 2, Sent: 9247, ServedAfterDeletion: 40, ExitsSeen: 2, ExitedWithin: 4200 * time.Millisecond}, report.SeverityInfo},
+			{"no drop, one exit unseen", &Measured{PodsDeleted: 2, Sent: 9247, ServedAfterDeletion: 40, ExitsSeen: 1, ExitedWithin: 310 * time.Millisecond}, report.SeverityInfo},
 		} {
+			want := tc.want
+			if subject.id != NoPreStop && tc.measured != nil && tc.measured.ExitsSeen > 0 {
+				want = report.SeverityInfo // how soon pods exit says nothing of not-ready addresses
+			}
 			fs := Run(in, Options{Measured: tc.measured})
-			if len(fs) != 1 || fs[0].ID != subject.id || fs[0].Severity != tc.want {
+			if len(fs) != 1 || fs[0].ID != subject.id || fs[0].Severity != want {
 				t.Fatalf("%s, %s: %+v", subject.id, tc.name, fs)
 			}
 			evidence := strings.Join(fs[0].Evidence, "\n")
+			if subject.id == NoPreStop && tc.measured != nil && tc.measured.ExitsSeen > 0 {
+				var says string
+				switch tc.name {
+				case "no drop, every pod exited at once":
+					says = "each of the 2 pod(s) it deleted exited within 0.31s of its deletion request"
+				case "no drop, a pod ran on":
+					says = "the slowest of the 2 pod(s) whose exit the run saw exited 4.20s after its deletion request"
+				default:
+					says = "the slowest of the 1 pod(s) whose exit the run saw exited 0.31s after"
+				}
+				if !strings.Contains(evidence, says) {
+					t.Errorf("%s: evidence %q lacks %q", tc.name, evidence, says)
+				}
+			}
+			tc.want = want
 			if tc.want == report.SeverityInfo && (!strings.Contains(fs[0].Title, "this run measured no drop") ||
 				!strings.Contains(evidence, "none of its 9247 requests failed") ||
 				(subject.id == NoPreStop && !strings.Contains(evidence, "40 responses"))) {

@@ -333,18 +333,38 @@ func addAnalysis(rep *report.Report, clock *rollout.RevisionClock, in doctor.Inp
 		rep.Paths[i].Pods, rep.Paths[i].Outages = x.PathPods[i], x.PathOutages[i]
 	}
 	if doctorOK { // run after the analysis: its advice names what the traffic measured
-		measured := &doctor.Measured{Sent: rep.Totals.Sent, Failed: rep.Totals.Failed}
-		for _, e := range rep.Timeline {
-			if e.Kind == report.PodDeletionRequested {
-				measured.PodsDeleted++
-			}
-		}
+		measured := shutdownMeasured(rep.Timeline)
+		measured.Sent, measured.Failed = rep.Totals.Sent, rep.Totals.Failed
 		for _, p := range rep.Pods {
 			measured.ServedAfterDeletion += p.ServedAfterDeletion
 		}
 		rep.Findings = append(rep.Findings, doctor.Run(in, doctor.Options{ExpectedDrain: cfg.ExpectedDrain,
 			MeasuredPreStop: x.PreStopSeconds, Measured: measured})...)
 	}
+}
+
+// shutdownMeasured is what the timeline says of the deleted pods'
+// shutdown, for the doctor: how many pods' deletion it saw, and how long
+// after its deletion request each had its last container exit (the
+// container_terminated events after it; receipt times both).
+func shutdownMeasured(timeline []report.Event) *doctor.Measured {
+	deleted := map[string]time.Time{}
+	for _, e := range timeline {
+		if at, seen := deleted[e.Pod]; e.Kind == report.PodDeletionRequested && (!seen || e.At.Before(at)) {
+			deleted[e.Pod] = e.At
+		}
+	}
+	exited := map[string]time.Time{}
+	for _, e := range timeline {
+		if at, seen := deleted[e.Pod]; e.Kind == report.ContainerTerminated && seen && !e.At.Before(at) && e.At.After(exited[e.Pod]) {
+			exited[e.Pod] = e.At
+		}
+	}
+	m := &doctor.Measured{PodsDeleted: len(deleted), ExitsSeen: len(exited)}
+	for pod, at := range exited {
+		m.ExitedWithin = max(m.ExitedWithin, at.Sub(deleted[pod]))
+	}
+	return m
 }
 
 // withRunFinding adds f, a finding of the traffic, after the others of

@@ -378,3 +378,25 @@ func TestExecThatChangesNothing(t *testing.T) {
 	}
 	validate(t, rep)
 }
+
+// What the doctor is told of the deleted pods' shutdown: each pod once,
+// its last container exit after its deletion request (an exit before it,
+// a crash, is not its shutdown), the slowest of them.
+func TestShutdownMeasured(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	m := shutdownMeasured([]report.Event{
+		{Kind: report.ContainerTerminated, Pod: "a", At: at(0)}, // a crash before the deletion
+		{Kind: report.PodDeletionRequested, Pod: "a", At: at(100)},
+		{Kind: report.PodDeletionRequested, Pod: "b", At: at(120)},
+		{Kind: report.PodDeletionRequested, Pod: "a", At: at(150)}, // the same deletion seen again
+		{Kind: report.ContainerTerminated, Pod: "a", At: at(300)},
+		{Kind: report.ContainerTerminated, Pod: "a", At: at(420)}, // its sidecar, last
+		{Kind: report.PodDeletionRequested, Pod: "c", At: at(130)},
+		{Kind: report.ContainerTerminated, Pod: "c", At: at(400)},
+		{Kind: report.ContainerTerminated, Pod: "d", At: at(500)}, // never deleted
+	})
+	if m.PodsDeleted != 3 || m.ExitsSeen != 2 || m.ExitedWithin != 320*time.Millisecond {
+		t.Fatalf("%+v: want 3 deleted, 2 exits seen (b's not), the slowest a's 320ms", m)
+	}
+}
