@@ -470,9 +470,9 @@ func changeOf(t rollout.Trigger) report.ChangeKind {
 	return report.ChangeRevision
 }
 
-// changeSeen is what a patch, a deploy command or a watch changed, read off the
-// workload before and after: the replicas alone are a scale, anything
-// else is said as a rollout (as the follow and the log say it).
+// changeSeen is what a patch, a deploy command or a watch changed, read
+// off the workload before and after: the replicas alone are a scale,
+// anything else is said as a rollout (as the follow and the log say it).
 func changeSeen(before, after rollout.Workload) report.ChangeKind {
 	if _, ok := rollout.ScaledOnly(before, after); ok {
 		return report.ChangeScale
