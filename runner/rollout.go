@@ -445,10 +445,10 @@ type outcome struct {
 	// not sending (a prober lost, the local prober stopped). Not a failed
 	// rollout (exit 3): the load's own trouble decides the verdict.
 	declined bool
-	// watchedScale is the scale a watch met instead of a rollout (From
-	// set; zero for a rollout): the report's trigger and the end's
-	// wording say it.
-	watchedScale rollout.Scale
+	// metScale is the scale a watch, a patch or a deploy command turned
+	// out to be instead of a rollout (From set; zero for a rollout): the
+	// phase, the log, the end's wording and a watch's trigger say it.
+	metScale rollout.Scale
 	// change is what the fired trigger changed: known from its kind, or
 	// learnt from the workload for a deploy command or a watch; "" until
 	// then, and for a trigger never fired.
@@ -470,14 +470,15 @@ func changeOf(t rollout.Trigger) report.ChangeKind {
 	return report.ChangeRevision
 }
 
-// changeSeen is what a patch, a deploy command or a watch changed, read
+// met records what a patch, a deploy command or a watch changed, read
 // off the workload before and after: the replicas alone are a scale,
-// anything else is said as a rollout (as the follow and the log say it).
-func changeSeen(before, after rollout.Workload) report.ChangeKind {
-	if _, ok := rollout.ScaledOnly(before, after); ok {
-		return report.ChangeScale
+// anything else is said as a rollout.
+func (o *outcome) met(before, after rollout.Workload) {
+	if sc, ok := rollout.ScaledOnly(before, after); ok {
+		o.metScale, o.change = sc, report.ChangeScale
+		return
 	}
-	return report.ChangeRevision
+	o.change = report.ChangeRevision
 }
 
 // failure says why the rollout failed, for the verdict ("" if it did not).
@@ -497,8 +498,8 @@ func (o outcome) failure() string {
 // trigger is the report's trigger: the configured one's description, and
 // for a watch, what it met when that was not a rollout.
 func (o outcome) trigger(cfg RolloutConfig) string {
-	if o.watchedScale.Replicas > 0 {
-		return "watch (" + scaleMet(o.watchedScale) + ")"
+	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && o.metScale.Replicas > 0 {
+		return "watch (" + scaleMet(o.metScale) + ")"
 	}
 	return cfg.Trigger.Describe()
 }
@@ -646,11 +647,14 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			return out
 		}
 		if err == nil && (cur.Generation() != startGen || cur.TemplateFrom() != "") {
-			out.change = changeSeen(startWL, cur)
+			out.met(startWL, cur)
 		}
 	}
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseRolling)
+	if out.metScale.Replicas > 0 {
+		f.setPhase(PhaseScaling)
+	}
 	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the workload itself
 		defer func() {
 			if seen, ok := f.w.GenerationSeenAfter(startGen); ok {
@@ -659,6 +663,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}()
 	}
 	cfg.logf("triggered: %s", cfg.Trigger.Describe())
+	if sc := out.metScale; sc.Replicas > 0 {
+		cfg.logf("it changed the replicas alone: a scale %s", sc.Change())
+	}
 
 	_, isWatch := cfg.Trigger.(rollout.Watch)
 	if isWatch {
@@ -678,9 +685,8 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 		// A watch meets scales too (an autoscaler's, kubectl scale): said
 		// as what they are, the pods they remove being the run's old pods.
-		out.change = changeSeen(startWL, f.w.Workload())
-		if sc, ok := rollout.ScaledOnly(startWL, f.w.Workload()); ok {
-			out.watchedScale = sc
+		out.met(startWL, f.w.Workload())
+		if sc := out.metScale; sc.Replicas > 0 {
 			f.setPhase(PhaseScaling)
 			cfg.logf("%s", scaleMet(sc))
 		} else {
@@ -704,7 +710,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		if out.completeAt == nil && pr.Done && gen > startGen {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
-			switch sc := out.watchedScale; {
+			switch sc := out.metScale; {
 			case sc.Replicas > sc.From:
 				cfg.logf("the scale is done (kubectl rollout status would return now)")
 			case sc.Replicas > 0:
@@ -741,7 +747,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	out.newRevision = f.w.NewRevision()
 	out.oldPodsGoneAt = now()
-	if sc := out.watchedScale; sc.Replicas > 0 {
+	if sc := out.metScale; sc.Replicas > 0 {
 		f.tl.Add(report.Event{Kind: report.AllOldPodsGone, Revision: out.newRevision, Detail: sc.Gone()})
 		cfg.logf("%s; settling for %s", sc.Gone(), cfg.Settle)
 	} else {

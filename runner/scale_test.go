@@ -235,7 +235,8 @@ func TestScaleUndoneByAnotherHand(t *testing.T) {
 
 // A --patch (or deploy command) that scales in moves the generation but
 // no revision: the run lasts until the pod it removed is gone, though no
-// pod is of an old revision and the status is complete at once.
+// pod is of an old revision and the status is complete at once, and says
+// it is a scale.
 func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 	kube := fakeKube(nil, revisionedWeb()...)
 	var goneAt time.Time
@@ -271,6 +272,8 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 	}
 	cfg.Trigger = patch
 	cfg.Timeout = 10 * time.Second
+	var log bytes.Buffer
+	cfg.Log = &log
 	rep, err := run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -279,8 +282,15 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 	if ro.Status != report.StatusComplete || goneAt.IsZero() || ro.OldPodsGoneAt == nil || ro.OldPodsGoneAt.Before(goneAt) {
 		t.Fatalf("rollout %+v, the terminating pod gone at %v: the run ended before it was", ro, goneAt)
 	}
-	if ro.Change != report.ChangeScale {
-		t.Errorf("change %q: the patch wrote the replicas alone", ro.Change)
+	// It wrote the replicas alone: a scale, said as one but for the
+	// trigger, which is the patch the user gave.
+	if ro.Change != report.ChangeScale || ro.Trigger != "strategic merge patch" {
+		t.Errorf("change %q, trigger %q: the patch wrote the replicas alone", ro.Change, ro.Trigger)
+	}
+	for _, want := range []string{"it changed the replicas alone: a scale from 3 replicas to 2", "every pod the scale removed is gone; settling"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log %q: want %q", log.String(), want)
+		}
 	}
 }
 
@@ -357,10 +367,12 @@ func TestChangeKind(t *testing.T) {
 	scaled.Spec.Replicas = ptr.To(int32(1))
 	rolled := d.DeepCopy()
 	rolled.Spec.Template.Annotations = map[string]string{rollout.RestartedAtAnnotation: "now"}
-	if got := changeSeen(before, rollout.Workload{Deployment: scaled}); got != report.ChangeScale {
-		t.Errorf("replicas alone: %q", got)
+	var o outcome
+	if o.met(before, rollout.Workload{Deployment: scaled}); o.change != report.ChangeScale || o.metScale.Change() != "from 3 replicas to 1" {
+		t.Errorf("replicas alone: %q, %+v", o.change, o.metScale)
 	}
-	if got := changeSeen(before, rollout.Workload{Deployment: rolled}); got != report.ChangeRevision {
-		t.Errorf("a template change: %q", got)
+	o = outcome{}
+	if o.met(before, rollout.Workload{Deployment: rolled}); o.change != report.ChangeRevision || o.metScale.Replicas != 0 {
+		t.Errorf("a template change: %q, %+v", o.change, o.metScale)
 	}
 }
