@@ -66,6 +66,10 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		// naive's scale-ins run where one node's kube-proxy lags
 		// (testScaleInsWhereKubeProxyLags): here their drop is a race.
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
+		// A deploy command that writes the replicas alone is followed and
+		// said as a scale; the pair leaves graceful at its three replicas.
+		{"exec that scales in is followed as a scale", "graceful", []string{"--exec", "--", "kubectl", "scale", "deployment/graceful", "--replicas=2"}, judgedByCheck, "complete", checkExecScale(c, 3, 2)},
+		{"exec that scales back out too", "graceful", []string{"--exec", "--", "kubectl", "scale", "deployment/graceful", "--replicas=3"}, judgedByCheck, "complete", checkExecScale(c, 2, 3)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1408,6 +1412,28 @@ func checkExec(t *testing.T, r *runResult) {
 	}
 	if !strings.Contains(r.out(), "deployment.apps/graceful restarted") {
 		t.Errorf("kubectl's output was not passed through:\n%s", r.out())
+	}
+}
+
+// checkExecScale: a deploy command (kubectl scale) that changed graceful's
+// replicas alone, from to to: the run says it is a scale in its log and
+// rollout.change, keeps the user's command as the trigger, ends when
+// the pods it removed are gone (the API the referee), and drops nothing
+// (graceful's preStop).
+func checkExecScale(c *lab.Client, from, to int) func(*testing.T, *runResult) {
+	return func(t *testing.T, r *runResult) {
+		checkClean(t, r)
+		ro := r.rep.Rollout
+		if want := fmt.Sprintf("exec kubectl scale deployment/graceful --replicas=%d", to); ro.Trigger != want || ro.Change != report.ChangeScale {
+			t.Errorf("trigger %q, change %q: want %q, a scale", ro.Trigger, ro.Change, want)
+		}
+		scale := rollout.Scale{From: int32(from), Replicas: int32(to)}
+		for _, want := range []string{"it changed the replicas alone: a scale " + scale.Change(), scale.Gone() + "; settling"} {
+			if !strings.Contains(r.out(), want) {
+				t.Errorf("the run's log lacks %q:\n%s", want, r.out())
+			}
+		}
+		checkPodsAfterScale(t, c, r, from, to)
 	}
 }
 
