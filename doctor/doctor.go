@@ -318,28 +318,29 @@ func checkPreStop(s *subject) (report.Finding, bool) {
 		}
 		return report.Finding{Severity: report.SeverityWarning,
 			Title: "no preStop hook: a node drain, an eviction or a scale-down stops the app while traffic is still routed to it",
-			Evidence: withRaceWon(m, withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+			Evidence: withRaceWon(m, "the next drain, eviction or scale-down", withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 				fmt.Sprintf("the %s strategy's own updates do not need it: the traffic moves first (%s) and the controller %s; %s", t.strategy, t.moment, kept, aborted),
 				"every other deletion sends SIGTERM at once, while kube-proxy, ingresses and load balancers still route to the pod until the EndpointSlice change reaches them"}))))),
 			Fix: preStopFix(s)}, true
 	}
 	return report.Finding{
 		Title: "no preStop hook: the app is told to stop while traffic is still routed to it",
-		Evidence: withRaceWon(m, withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
+		Evidence: withRaceWon(m, "the next rollout or scale-in", withAutoscalers(s, withNotReadyPublished(s, withH2CEdge(s, withOthersHooked(s, []string{fmt.Sprintf("container(s) %s: no lifecycle.preStop", strings.Join(noHook, ", ")),
 			"on deletion the kubelet sends SIGTERM at once; kube-proxy, ingresses and load balancers stop routing to the pod only when the EndpointSlice change reaches them (1-3 s typically, more behind a busy ingress)"}))))),
 		Fix: preStopFix(s)}, true
 }
 
 // withRaceWon adds, to a run that met no drop though every pod it deleted
 // exited at once, why the missing hook still stands: the endpoint change
-// reached the probed paths before the pods stopped, this time.
-func withRaceWon(m *Measured, evidence []string) []string {
+// reached the probed paths before the pods stopped, this time; next names
+// the deletions that may lose the race.
+func withRaceWon(m *Measured, next string, evidence []string) []string {
 	if !m.deletedUnderLoadWithoutDrop() || !m.exitedPromptly() {
 		return evidence
 	}
 	return append(evidence, fmt.Sprintf("this run met no drop (%d requests), but each of the %d pod(s) it deleted exited within %.2fs of its deletion request (as the watch received both): "+
-		"the app does not wait for its endpoint's removal to propagate; the change reached the probed paths first this time, a race the next rollout or scale-in may lose",
-		m.Sent, m.PodsDeleted, m.ExitedWithin.Seconds()))
+		"the app does not wait for its endpoint's removal to propagate; the change reached the probed paths first this time, a race %s may lose",
+		m.Sent, m.PodsDeleted, m.ExitedWithin.Seconds(), next))
 }
 
 // withAutoscalers adds that an autoscaler scales the workload: its

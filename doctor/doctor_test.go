@@ -636,6 +636,8 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 		want     report.Severity // of the scale-down check; "" = none
 		evidence []string        // in its evidence and fix
 		preStop  report.Severity // of no-prestop-hook; "" = none
+		// preStopEvidence is in no-prestop-hook's evidence.
+		preStopEvidence string
 	}{
 		{name: "the default delay, a preStop sleep", mutate: func(*rollout.ArgoRollout, *corev1.Container) {}},
 		{name: "the default delay, no preStop: the hook is for drains only", mutate: func(_ *rollout.ArgoRollout, c *corev1.Container) { noHook(c) },
@@ -683,6 +685,11 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 		}, want: report.SeverityError, evidence: []string{"the full promotion", `{"canary":{"scaleDownDelaySeconds":30}}`}, preStop: report.SeverityError},
 		{name: "a routed canary at the default delay", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) { routed(r); noHook(c) },
 			preStop: report.SeverityWarning},
+		// Its pods exited at once and nothing dropped: a race won, which
+		// the Rollout's own updates do not run, the other deletions do.
+		{name: "a routed canary, no drop, every pod exited at once", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) { routed(r); noHook(c) },
+			opts:    Options{Measured: &Measured{PodsDeleted: 2, Sent: 5000, ExitsSeen: 2, ExitedWithin: 300 * time.Millisecond}},
+			preStop: report.SeverityWarning, preStopEvidence: "exited within 0.30s of its deletion request (as the watch received both): the app does not wait for its endpoint's removal to propagate; the change reached the probed paths first this time, a race the next drain, eviction or scale-down may lose"},
 		{name: "a routed canary scaling its stable pods with the weights", mutate: func(r *rollout.ArgoRollout, c *corev1.Container) {
 			routed(r)
 			r.Spec.Strategy.Canary.DynamicStableScale = true
@@ -743,6 +750,9 @@ func TestScaleDownDelayBelowPropagation(t *testing.T) {
 			}
 			if tt.preStop == report.SeverityWarning && !strings.Contains(strings.Join(byID[NoPreStop].Evidence, "\n"), "own updates do not need it") {
 				t.Errorf("the warning does not say why: %+v", byID[NoPreStop])
+			}
+			if want := tt.preStopEvidence; want != "" && !strings.Contains(strings.Join(byID[NoPreStop].Evidence, "\n"), want) {
+				t.Errorf("no-prestop-hook's evidence lacks %q: %+v", want, byID[NoPreStop])
 			}
 		})
 	}
