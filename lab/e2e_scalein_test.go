@@ -26,14 +26,15 @@ import (
 // On a lab without the lag the drop is a race the test cannot hold. A
 // scale-in deletes its pods at once, and whether they fail hangs on how
 // the EndpointSlice controller writes them: in one update, kube-proxy
-// takes both out in one sync about 0.1 s later, often before the kubelet
+// takes both out in one sync 50-105 ms later, often before the kubelet
 // has stopped them (0 failed of 2,373 new connections at 500 a second in
-// CI on 2026-12-07; 18 and 1 in two runs by hand that hour); in two
-// updates 50-100 ms apart, the second waits out kube-proxy's minimum
+// CI on 2026-12-07; 1 to 37 in six runs by hand that hour); in two
+// updates 37-106 ms apart, the second waits out kube-proxy's minimum
 // sync period (1 s by default, nftables and iptables alike) after the
-// first, and its pod fails for about a second (288 and 236 failed, the
-// second pod's last failure 8 ms before the nft rule without it, `nft
-// monitor` on the probing node the referee). Production clusters meet
+// first, and its pod fails for about a second (236 to 288 failed in four
+// runs; the second pod's last failure 8 ms before the nft rule without
+// it). Ten of ten runs by hand fell so, `nft monitor` on the probing node
+// and the report's endpoint events the referees. Production clusters meet
 // both, and in a busy one kube-proxy, syncing for other Services' changes
 // too, may hold even a single update for up to that period.
 func testScaleInsWhereKubeProxyLags(t *testing.T, ctx context.Context, c *lab.Client, lagged netns.Node, lag time.Duration) {
