@@ -450,8 +450,8 @@ type outcome struct {
 	// phase, the log, the end's wording and a watch's trigger say it.
 	metScale rollout.Scale
 	// change is what the fired trigger changed: known from its kind, or
-	// learnt from the workload for a deploy command or a watch; "" until
-	// then, and for a trigger never fired.
+	// learnt from the workload for a patch, a deploy command or a watch;
+	// "" until then, and for a trigger never fired.
 	change report.ChangeKind
 }
 
