@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -173,9 +174,19 @@ func TestScaledOnly(t *testing.T) {
 		return Workload{Deployment: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(n),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}}}}
 	}
-	referenced := func(n int32) Workload {
-		return Workload{Rollout: &ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-			Spec: ArgoRolloutSpec{Replicas: ptr.To(n), WorkloadRef: &ArgoObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}}
+	// referenced: a Rollout whose template is Deployment web's, at the
+	// generation Argo recorded (recorded) or a fresh read resolved (read);
+	// 0 for not shown.
+	referenced := func(n int32, recorded, read int64) Workload {
+		r := &ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web"}, RefGeneration: read,
+			Spec: ArgoRolloutSpec{Replicas: ptr.To(n), WorkloadRef: &ArgoObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+		if recorded > 0 {
+			r.Annotations = map[string]string{ArgoWorkloadGenerationAnnotation: fmt.Sprint(recorded)}
+		}
+		return Workload{Rollout: r}
+	}
+	own := func(n int32) Workload {
+		return Workload{Rollout: &ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: ArgoRolloutSpec{Replicas: ptr.To(n)}}}
 	}
 	for _, tc := range []struct {
 		name          string
@@ -187,7 +198,13 @@ func TestScaledOnly(t *testing.T) {
 		{"a new image", dep(3, "v1"), dep(3, "v2"), ""},
 		{"a new image and replicas", dep(3, "v1"), dep(2, "v2"), ""},
 		{"nothing changed", dep(3, "v1"), dep(3, "v1"), ""},
-		{"a template read elsewhere", referenced(3), referenced(1), ""},
+		{"a template read elsewhere, at one generation", referenced(3, 4, 0), referenced(1, 4, 0), "from 3 replicas to 1"},
+		{"a template read elsewhere, recorded then read", referenced(3, 4, 0), referenced(1, 0, 4), "from 3 replicas to 1"},
+		{"a template read elsewhere, changed there too", referenced(3, 4, 0), referenced(1, 4, 5), ""},
+		{"a template read elsewhere, changed there alone", referenced(3, 4, 0), referenced(3, 5, 0), ""},
+		{"a template read elsewhere, its generation unknown", referenced(3, 0, 0), referenced(1, 0, 0), ""},
+		{"a template read elsewhere, then its own", referenced(3, 4, 0), own(1), ""},
+		{"a Rollout's own template", own(3), own(1), "from 3 replicas to 1"},
 		{"a DaemonSet", Workload{DaemonSet: &appsv1.DaemonSet{}}, Workload{DaemonSet: &appsv1.DaemonSet{}}, ""},
 	} {
 		sc, ok := ScaledOnly(tc.before, tc.after)

@@ -471,8 +471,8 @@ func changeOf(t rollout.Trigger) report.ChangeKind {
 }
 
 // met records what a patch, a deploy command or a watch changed, read
-// off the workload before and after: the replicas alone are a scale,
-// anything else is said as a rollout.
+// off the workload before and after: the replicas alone are a scale
+// (rollout.ScaledOnly), anything else is said as a rollout.
 func (o *outcome) met(before, after rollout.Workload) {
 	if sc, ok := rollout.ScaledOnly(before, after); ok {
 		o.metScale, o.change = sc, report.ChangeScale
@@ -685,7 +685,17 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 		// A watch meets scales too (an autoscaler's, kubectl scale): said
 		// as what they are, the pods they remove being the run's old pods.
-		out.met(startWL, f.w.Workload())
+		seen := f.w.Workload()
+		if seen.TemplateFrom() != "" {
+			// The watch's copy of such a Rollout shows its template's
+			// generation only as Argo has recorded it so far: a fresh read
+			// of the object that holds the template does not take a
+			// template changed there with the replicas for a scale.
+			if cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref()); err == nil {
+				seen = cur
+			}
+		}
+		out.met(startWL, seen)
 		if sc := out.metScale; sc.Replicas > 0 {
 			f.setPhase(PhaseScaling)
 			cfg.logf("%s", scaleMet(sc))
