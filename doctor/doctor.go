@@ -670,7 +670,8 @@ func checkPublishesNotReady(s *subject) (report.Finding, bool) {
 	evidence := []string{fmt.Sprintf("service %s has publishNotReadyAddresses: true: its EndpointSlices mark each pod ready from the moment it has an address, whatever its readiness probe says, and still while it terminates", svc.Name),
 		"kube-proxy, DNS (a headless Service's records) and ingress controllers route to a new pod before the app listens and to an old one until the pod is gone: neither a readiness probe nor a preStop sleep takes a pod out of rotation"}
 	fix := advice.ClientsOffNotReadyService
-	if m := s.opts.Measured; m.deletedUnderLoadWithoutDrop() {
+	m := s.opts.Measured
+	if m.deletedUnderLoadWithoutDrop() && !m.exitedPromptly() {
 		return report.Finding{Severity: report.SeverityInfo,
 			Title:    "the Service publishes not-ready addresses, but this run measured no drop: the app listens from its start until it is gone",
 			Evidence: append(evidence, fmt.Sprintf("this run deleted %d pod(s) under load and none of its %d requests failed", m.PodsDeleted, m.Sent)),
@@ -686,6 +687,13 @@ func checkPublishesNotReady(s *subject) (report.Finding, bool) {
 		// cannot serve.
 		f.Severity = report.SeverityWarning
 		f.Evidence = append(f.Evidence, "it is headless: a pod's own name then resolves as soon as the pod has an address, which shortens its absence across a recreation for a client that must reach that one pod; clients of the Service's name are the ones sent to pods that cannot serve")
+	}
+	if m.deletedUnderLoadWithoutDrop() { // and every deleted pod exited at once
+		// The address stays published until the pod object is gone, after
+		// the app: the same race a missing preStop hook runs (withRaceWon).
+		f.Evidence = append(f.Evidence, fmt.Sprintf("this run met no drop (%d requests), but each of the %d pod(s) it deleted exited within %.2fs of its deletion request (as the watch received both) while its address stayed published until the pod was gone: "+
+			"a connection routed to it between its exit and its removal's propagation is refused; none was this time, a race the next rollout or scale-in may lose",
+			m.Sent, m.PodsDeleted, m.ExitedWithin.Seconds()))
 	}
 	return f, true
 }
