@@ -366,7 +366,8 @@ func testArgoCanaryTen(t *testing.T, ctx context.Context, c *lab.Client) {
 // (--restart), never the Rollout's, and follows Argo's rollout to its end;
 // a deploy command that changes nothing is told apart by the Deployment's
 // generation; --scale writes the Rollout's own replicas, not the
-// Deployment's.
+// Deployment's; a watch tells another hand's scale of the Rollout from a
+// rollout by the Deployment's generation.
 func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	const sample, holder = "argo-workloadref", "argo-workloadref-template"
 	kube := rollout.WithDynamic(c.Kube, c.Dynamic)
@@ -518,6 +519,40 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("the Deployment after the scale: %v, generation %d (was %d), replicas %v: the scale wrote it", err, d.Generation, holderGen, d.Spec.Replicas)
 	}
 	t.Logf("--scale 2: exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
+
+	// --watch while another hand scales the Rollout back in (its scale
+	// subresource, as kubectl scale or an autoscaler writes it): the
+	// Deployment's generation unchanged, the watch tells a scale from a
+	// rollout, which it cannot by the Rollout's template (empty).
+	run := startWorkloadRun(t, nil, rollout.KindRollout, sample, "http://"+ip+"/", "--watch", "--wait", "60s")
+	run.waitFor(t, "triggered: watch")
+	if _, err := c.Dynamic.Resource(rollout.RolloutsGVR).Namespace("default").Patch(ctx, sample, types.MergePatchType,
+		[]byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r = run.wait(t)
+	if r.repErr != nil {
+		t.Fatalf("exit %d, no report: %v\n%s", r.exit, r.repErr, r.out())
+	}
+	if want := "a scale started elsewhere: from 2 replicas to 1"; r.rep.Rollout.Trigger != "watch ("+want+")" || r.rep.Rollout.Change != report.ChangeScale || !strings.Contains(r.out(), want) {
+		t.Errorf("trigger %q, change %q: want %q in it and in the run's log, a scale\n%s", r.rep.Rollout.Trigger, r.rep.Rollout.Change, want, r.out())
+	}
+	removed := checkPodsAfterScale(t, c, r, 2, 1)
+	// The pod the scale removed is naive's (no preStop): it may drop or
+	// not (a race with kube-proxy on this unlagged node), and what drops
+	// is its own.
+	if (r.exit == 1) != (r.rep.Totals.Failed > 0) || (r.exit != 0 && r.exit != 1) {
+		t.Errorf("exit %d with %d failed", r.exit, r.rep.Totals.Failed)
+	}
+	for _, f := range r.rep.Failures {
+		if f.LikelyPod != "" && f.Confidence == 1 && !removed[f.LikelyPod] {
+			t.Errorf("a failure put for certain on %s, which the scale did not remove (%v): %s", f.LikelyPod, removed, failureJSON(&f))
+		}
+	}
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != holderGen {
+		t.Errorf("the Deployment after the watched scale: %v, generation %d (was %d)", err, d.Generation, holderGen)
+	}
+	t.Logf("--watch of a scale to 1: exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
 }
 
 // switchSeenLate: how much later than the old pods' end the switch may be

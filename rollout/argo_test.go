@@ -689,3 +689,65 @@ func TestArgoSetImageOfANativeSidecar(t *testing.T) {
 		t.Errorf("after set image: init containers %+v, containers %+v", r.Spec.Template.Spec.InitContainers, r.Spec.Template.Spec.Containers)
 	}
 }
+
+// A scale of a Rollout whose template is another object's moves the
+// Rollout's own generation and not its template's: the watch records it
+// as a spec generation that wanted the new replicas, which is how a scale
+// is known to have been seen, and as no new template generation.
+func TestWatcherSeesAWorkloadRefRolloutsScale(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const y = `
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: web
+  namespace: prod
+  generation: 7
+  annotations: {rollout.argoproj.io/workload-generation: "4"}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web-template}
+status: {observedGeneration: "7", workloadObservedGeneration: "4"}
+`
+	clients, dyn, kube := argoFakes(t, unstructuredFrom(t, y))
+	r, err := ArgoRolloutFrom(unstructuredFrom(t, y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := kube.CoreV1().Services("prod").Get(ctx, "web-stable", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := startWatcherOn(t, ctx, clients, &Target{Namespace: "prod", Workload: Workload{Rollout: r}, Service: svc})
+	if g, s := w.Workload().Generation(), w.Workload().SpecGeneration(); g != 4 || s != 7 {
+		t.Fatalf("generations: template %d, spec %d; want 4 and 7", g, s)
+	}
+	scaled := unstructuredFrom(t, y)
+	_ = unstructured.SetNestedField(scaled.Object, int64(1), "spec", "replicas")
+	scaled.SetGeneration(8) // the fake API server bumps no generation
+	if _, err := dyn.Resource(RolloutsGVR).Namespace("prod").Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Workload().SpecGeneration() != 8 {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never showed the scaled Rollout")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := w.ReplicasSeenAfter(7, 1); !ok {
+		t.Error("the scale to 1 was not recorded as seen")
+	}
+	if _, ok := w.ReplicasSeenAfter(7, 2); ok {
+		t.Error("a scale to 2 recorded, which no write after generation 7 asked for")
+	}
+	if _, ok := w.GenerationSeenAfter(4); ok {
+		t.Error("a new template generation recorded for a scale")
+	}
+	before, after := Workload{Rollout: r}, w.Workload()
+	if sc, ok := ScaledOnly(before, after); !ok || sc.Change() != "from 2 replicas to 1" {
+		t.Errorf("ScaledOnly: %+v %v, want a scale from 2 to 1", sc, ok)
+	}
+}

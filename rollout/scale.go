@@ -231,22 +231,24 @@ func (s Scale) Progress(w Workload, pods []*corev1.Pod, seen bool) ScaleProgress
 // ScaledOnly says whether after differs from before by its replicas alone,
 // its pod template the same: a scale, by hand or by an autoscaler, not a
 // rollout (a watch sees both as a new generation), returned with From
-// set. For a Rollout whose template is another object's (TemplateFrom),
-// whose own template is empty either way, the same means that object at
-// the same generation (Generation): unknown, and so false, when neither
-// copy shows it.
+// set. For a Rollout whose template is another object's (TemplateFrom)
+// the same means that object at the same generation (Generation), as its
+// template is empty in a watched copy and that object's in a fresh read:
+// unknown, and so false, when neither copy shows the generation.
 func ScaledOnly(before, after Workload) (Scale, bool) {
 	if before.IsZero() || after.IsZero() || before.DaemonSet != nil {
 		return Scale{}, false
 	}
-	if from := before.TemplateFrom(); from != "" || after.TemplateFrom() != "" {
-		if from != after.TemplateFrom() || before.Generation() == 0 || before.Generation() != after.Generation() {
-			return Scale{}, false
-		}
-	}
 	from, _, _, _ := before.Counts()
 	to, _, _, _ := after.Counts()
-	if from == to || !equality.Semantic.DeepEqual(before.Template(), after.Template()) {
+	if from == to {
+		return Scale{}, false
+	}
+	if holder := before.TemplateFrom(); holder != "" || after.TemplateFrom() != "" {
+		if holder != after.TemplateFrom() || before.Generation() == 0 || before.Generation() != after.Generation() {
+			return Scale{}, false
+		}
+	} else if !equality.Semantic.DeepEqual(before.Template(), after.Template()) {
 		return Scale{}, false
 	}
 	return Scale{Replicas: to, From: from}, true

@@ -175,11 +175,15 @@ func TestScaledOnly(t *testing.T) {
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}}}}
 	}
 	// referenced: a Rollout whose template is Deployment web's, at the
-	// generation Argo recorded (recorded) or a fresh read resolved (read);
-	// 0 for not shown.
+	// generation Argo recorded (recorded) or a fresh read resolved (read),
+	// 0 for not shown; a fresh read has the template too, as
+	// resolveTemplateRef fills it in.
 	referenced := func(n int32, recorded, read int64) Workload {
 		r := &ArgoRollout{ObjectMeta: metav1.ObjectMeta{Name: "web"}, RefGeneration: read,
 			Spec: ArgoRolloutSpec{Replicas: ptr.To(n), WorkloadRef: &ArgoObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+		if read > 0 {
+			r.Spec.Template = dep(n, "v1").Deployment.Spec.Template
+		}
 		if recorded > 0 {
 			r.Annotations = map[string]string{ArgoWorkloadGenerationAnnotation: fmt.Sprint(recorded)}
 		}

@@ -46,11 +46,14 @@ type Watcher struct {
 	// deadlines: each Argo ReplicaSet's scale-down deadline as last seen.
 	deadlines map[string]string
 
-	// genSeen is when each generation of the workload was first received;
-	// genReplicas, the replicas that generation's spec wanted (a spec is
-	// fixed per generation).
-	genSeen     map[int64]time.Time
-	genReplicas map[int64]int32
+	// genSeen is when each generation of the workload's pod template
+	// (Generation) was first received; specSeen, when each generation of
+	// its own spec (SpecGeneration) was, and specReplicas the replicas
+	// that spec wanted (fixed per generation). They differ only for a
+	// Rollout whose template is another object's.
+	genSeen      map[int64]time.Time
+	specSeen     map[int64]time.Time
+	specReplicas map[int64]int32
 	// nodeIPs maps node addresses to node names (noteNode).
 	nodeIPs map[string]string
 
@@ -70,7 +73,7 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 	}
 	dc, _ := kube.(DynamicClients)
 	kube = typed(kube)
-	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, deadlines: map[string]string{}, genSeen: map[int64]time.Time{}, genReplicas: map[int64]int32{}, changed: make(chan struct{}, 1)}
+	w := &Watcher{target: t, tl: tl, now: tl.now, workload: t.Workload, seenRS: map[string]bool{}, deadlines: map[string]string{}, genSeen: map[int64]time.Time{}, specSeen: map[int64]time.Time{}, specReplicas: map[int64]int32{}, changed: make(chan struct{}, 1)}
 	ns := informers.WithNamespace(t.Namespace)
 	byLabel := func(s string) informers.SharedInformerOption {
 		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s })
@@ -217,17 +220,17 @@ func (w *Watcher) GenerationSeenAfter(gen int64) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// ReplicasSeenAfter returns when a generation above gen whose spec wanted
-// n replicas was first received: a scale's write, known to have been seen
-// even when another write (an autoscaler's, a GitOps sync's) replaced it
-// before anyone read Workload. A DaemonSet's "replicas" are the pods it
-// wants scheduled, as Counts says.
+// ReplicasSeenAfter returns when a spec generation (SpecGeneration) above
+// gen that wanted n replicas was first received: a scale's write, known
+// to have been seen even when another write (an autoscaler's, a GitOps
+// sync's) replaced it before anyone read Workload. A DaemonSet's
+// "replicas" are the pods it wants scheduled, as Counts says.
 func (w *Watcher) ReplicasSeenAfter(gen int64, n int32) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
-	for g, at := range w.genSeen {
-		if g > gen && w.genReplicas[g] == n && (first.IsZero() || at.Before(first)) {
+	for g, at := range w.specSeen {
+		if g > gen && w.specReplicas[g] == n && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
 	}
@@ -330,7 +333,7 @@ func (w *Watcher) onWorkload(obj any) {
 	default:
 		return
 	}
-	gen := wl.Generation()
+	gen, spec := wl.Generation(), wl.SpecGeneration()
 	now := w.now()
 	w.mu.Lock()
 	if prev := w.workload.Rollout; prev != nil && wl.Rollout != nil {
@@ -341,7 +344,10 @@ func (w *Watcher) onWorkload(obj any) {
 	w.workload = wl
 	if _, seen := w.genSeen[gen]; !seen {
 		w.genSeen[gen] = now
-		w.genReplicas[gen], _, _, _ = wl.Counts()
+	}
+	if _, seen := w.specSeen[spec]; !seen {
+		w.specSeen[spec] = now
+		w.specReplicas[spec], _, _, _ = wl.Counts()
 	}
 	w.mu.Unlock()
 	w.notify()

@@ -181,6 +181,12 @@ func (w Workload) Generation() int64 {
 	return w.Object().GetGeneration()
 }
 
+// SpecGeneration is the object's own metadata.generation: any write to
+// its spec moves it, a scale's among them. It differs from Generation
+// only for a Rollout whose template is another object's, which a scale
+// of the Rollout leaves where it was.
+func (w Workload) SpecGeneration() int64 { return w.Object().GetGeneration() }
+
 // TemplateFrom names the object the workload's pod template is read from
 // and the triggers write ("deployment web"), when that is not the
 // workload itself (an Argo Rollout's workloadRef); "" otherwise.

@@ -585,7 +585,10 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 	}
 	startWL := f.w.Workload()
-	startGen := startWL.Generation()
+	// startGen is the pod template's generation, which a rollout moves;
+	// startSpec the object's own, which a scale moves too. Only a Rollout
+	// whose template is another object's tells them apart.
+	startGen, startSpec := startWL.Generation(), startWL.SpecGeneration()
 	out.triggeredAt = now()
 	out.change = changeOf(cfg.Trigger)
 	sent := time.Now()
@@ -623,7 +626,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		return f.followDrain(ctx, bounded, out, drain)
 	}
 	if scale, isScale := trigger.(rollout.Scale); isScale {
-		return f.followScale(ctx, bounded, out, scale, startGen, sent)
+		return f.followScale(ctx, bounded, out, scale, startSpec, sent)
 	}
 	_, isExec := cfg.Trigger.(rollout.Exec)
 	_, isPatch := cfg.Trigger.(rollout.Patch)
@@ -634,7 +637,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		// nothing new): without this the run waited out --timeout and
 		// failed (exit 3) although nothing was ever going to roll.
 		cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref())
-		if isExec && err == nil && cur.Generation() == startGen {
+		if isExec && err == nil && cur.Generation() == startGen && cur.SpecGeneration() == startSpec {
 			holder := string(cfg.ref().Kind)
 			if from := cur.TemplateFrom(); from != "" {
 				holder = from + ", the rollout's template"
@@ -657,7 +660,11 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 	if len(cfg.Trigger.Verbs()) > 0 { // the trigger wrote the workload itself
 		defer func() {
-			if seen, ok := f.w.GenerationSeenAfter(startGen); ok {
+			seen, ok := f.w.GenerationSeenAfter(startGen)
+			if sc := out.metScale; sc.Replicas > 0 {
+				seen, ok = f.w.ReplicasSeenAfter(startSpec, sc.Replicas)
+			}
+			if ok {
 				out.triggerSeenAfter = max(seen.Sub(sent), time.Microsecond)
 			}
 		}()
@@ -704,20 +711,28 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 	}
 
+	// moved: the watch shows the change met. A scale moves the object's
+	// own spec, not its template (of a Rollout whose template is another
+	// object's, not that object's generation).
+	moved := func(wl rollout.Workload) bool {
+		if out.metScale.Replicas > 0 {
+			return wl.SpecGeneration() > startSpec
+		}
+		return wl.Generation() > startGen
+	}
 	var lastMsg, failed string
 	var pause pauseState
 	err := f.until(bounded, func() bool {
 		wl := f.w.Workload()
-		gen := wl.Generation()
 		pr := wl.Progress()
 		if pr.Failed != "" {
 			failed = pr.Failed
 			return true
 		}
-		if pr.Paused != "" && wl.Rollout != nil && (gen > startGen || isWatch) {
+		if pr.Paused != "" && wl.Rollout != nil && (moved(wl) || isWatch) {
 			f.promote(bounded, wl.Rollout, pr.Paused, &pause)
 		}
-		if out.completeAt == nil && pr.Done && gen > startGen {
+		if out.completeAt == nil && pr.Done && moved(wl) {
 			out.completeAt = now()
 			f.tl.Add(report.Event{Kind: report.RolloutComplete, Detail: pr.Message})
 			switch sc := out.metScale; {
@@ -731,7 +746,7 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 		}
 		// Until the watch shows the triggered generation, the status is
 		// the object's before the trigger ("successfully rolled out").
-		if pr.Message != lastMsg && pr.Message != "" && (gen > startGen || isWatch) {
+		if pr.Message != lastMsg && pr.Message != "" && (moved(wl) || isWatch) {
 			lastMsg = pr.Message
 			cfg.logf("rollout: %s", pr.Message)
 		}
@@ -925,7 +940,7 @@ func (f *follower) completeOnOneRevision(ctx context.Context, out outcome, compl
 // else scales the workload back (an autoscaler the preflight could not
 // see, a GitOps sync), the scale's end cannot be measured: the rollout
 // failed (exit 3), saying so.
-func (f *follower) followScale(ctx, bounded context.Context, out outcome, s rollout.Scale, startGen int64, sent time.Time) outcome {
+func (f *follower) followScale(ctx, bounded context.Context, out outcome, s rollout.Scale, startSpec int64, sent time.Time) outcome {
 	cfg := f.cfg
 	out.status = report.StatusInProgress
 	f.setPhase(PhaseScaling)
@@ -940,7 +955,7 @@ func (f *follower) followScale(ctx, bounded context.Context, out outcome, s roll
 		}
 		// Seen by the watch's own record, not by the workload as read
 		// now: another hand's write may already have replaced it.
-		if at, ok := f.w.ReplicasSeenAfter(startGen, s.Replicas); !seen && ok {
+		if at, ok := f.w.ReplicasSeenAfter(startSpec, s.Replicas); !seen && ok {
 			seen = true
 			out.triggerSeenAfter = max(at.Sub(sent), time.Microsecond)
 		}
