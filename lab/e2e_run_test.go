@@ -66,10 +66,6 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		// naive's scale-ins run where one node's kube-proxy lags
 		// (testScaleInsWhereKubeProxyLags): here their drop is a race.
 		{"exec runs the user's kubectl", "graceful", []string{"--exec", "--", "kubectl", "rollout", "restart", "deployment/graceful"}, judgedByCheck, "complete", checkExec},
-		// A deploy command that writes the replicas alone is followed and
-		// said as a scale; the pair leaves graceful at its three replicas.
-		{"exec that scales in is followed as a scale", "graceful", []string{"--exec", "--", "kubectl", "scale", "deployment/graceful", "--replicas=2"}, judgedByCheck, "complete", checkExecScale(c, 3, 2)},
-		{"exec that scales back out too", "graceful", []string{"--exec", "--", "kubectl", "scale", "deployment/graceful", "--replicas=3"}, judgedByCheck, "complete", checkExecScale(c, 2, 3)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +88,27 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			}
 			t.Logf("exit %d, rollout %s, %d failed of %d %v, findings %v", r.exit, r.rep.Rollout.Status,
 				r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass), findingIDs(r.rep))
+		})
+	}
+
+	// A deploy command that writes the replicas alone is followed and said
+	// as a scale, in and out: each starts from its own replicas and leaves
+	// graceful with those it had.
+	for _, tc := range []struct {
+		name     string
+		from, to int32
+	}{
+		{"exec that scales in is followed as a scale", 3, 2},
+		{"exec that scales out too", 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			had := scaleSample(t, ctx, c, "graceful", tc.from)
+			t.Cleanup(func() { scaleSample(t, context.Background(), c, "graceful", had) })
+			ip := ensureSample(t, ctx, c, "graceful")
+			r := startRun(t, "graceful", ip, "--exec", "--", "kubectl", "scale", "deployment/graceful", fmt.Sprintf("--replicas=%d", tc.to)).wait(t)
+			checkRunReport(t, r, report.StatusComplete)
+			checkExecScale(c, int(tc.from), int(tc.to))(t, r) // checkClean judges the exit
+			t.Logf("exit %d, %d failed of %d %v", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, nonZero(r.rep.Totals.ByClass))
 		})
 	}
 
@@ -1494,6 +1511,25 @@ func logPodTimeline(t *testing.T, rep *report.Report) {
 // ensureSample applies the sample unless it exists (applying it again would
 // undo a restart's template annotation and roll it), waits until it is
 // rolled out and its ClusterIP answers, and returns the ClusterIP.
+// scaleSample scales a sample's Deployment to n replicas (its scale
+// subresource), waits until it has rolled out so, and returns the
+// replicas it had.
+func scaleSample(t *testing.T, ctx context.Context, c *lab.Client, sample string, n int32) int32 {
+	t.Helper()
+	ensureSample(t, ctx, c, sample)
+	deployments := c.Kube.AppsV1().Deployments("default")
+	d, err := deployments.Get(ctx, sample, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	if _, err := deployments.Patch(ctx, sample, types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatalf("scaling %s to %d: %v", sample, n, err)
+	}
+	ensureSample(t, ctx, c, sample)
+	return ptr.Deref(d.Spec.Replicas, 1)
+}
+
 func ensureSample(t *testing.T, ctx context.Context, c *lab.Client, sample string) string {
 	t.Helper()
 	if _, err := c.Kube.AppsV1().Deployments("default").Get(ctx, sample, metav1.GetOptions{}); err != nil {
