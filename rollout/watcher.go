@@ -253,7 +253,8 @@ const RevisionAnnotation = "deployment.kubernetes.io/revision"
 
 // NewRevision returns the workload's current revision as its pods carry
 // it (PodRevision), or "" if it is not known yet: for a Deployment, the
-// pod-template-hash of the ReplicaSet that holds its revision; for a
+// pod-template-hash of the ReplicaSet that holds its revision once its
+// controller has seen the current generation; for a
 // StatefulSet, its update revision once its controller has seen the
 // current generation; for a DaemonSet, the hash of its newest
 // ControllerRevision.
@@ -289,8 +290,8 @@ func (w *Watcher) NewRevision() string {
 	}
 	d := wl.Deployment
 	rev := d.Annotations[RevisionAnnotation]
-	if rev == "" {
-		return ""
+	if rev == "" || d.Status.ObservedGeneration < d.Generation {
+		return "" // until its controller has seen the spec, rev is the one before
 	}
 	for _, o := range w.sets.GetStore().List() {
 		rs, ok := o.(*appsv1.ReplicaSet)

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
 	"github.com/rollprobe/rollprobe/edgelog"
@@ -181,7 +183,12 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
-	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: w.NewRevision(),
+	oldRev := w.NewRevision()
+	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && rolling(w.Workload(), oldRev, w.Pods()) {
+		// A watch begun mid-rollout: the old revision is the one going.
+		oldRev = goingRevision(w.Pods(), oldRev)
+	}
+	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: oldRev,
 		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
 	probeDone := p.Go(ctx)
 	if fl != nil {
@@ -455,6 +462,53 @@ type outcome struct {
 	change report.ChangeKind
 }
 
+// rolling says whether the workload is mid-rollout: pods of another
+// revision than its current one still there (terminating ones too: the
+// status may call the rollout done before they are gone, and their end
+// is what drops), or, its current revision not shown yet (its controller
+// has not seen its spec), its status not done. Not done alone may be a
+// pod gone unavailable (a crash, an eviction), which rolls nothing.
+func rolling(wl rollout.Workload, newRev string, pods []*corev1.Pod) bool {
+	if newRev == "" {
+		return !wl.Progress().Done
+	}
+	return len(rollout.OldPods(pods, newRev)) > 0
+}
+
+// goingRevision is the revision most pods not of newRev carry (the
+// lexically first of a tie): a rollout's old one, seen mid-rollout.
+func goingRevision(pods []*corev1.Pod, newRev string) string {
+	count := map[string]int{}
+	for _, p := range rollout.OldPods(pods, newRev) {
+		count[rollout.PodRevision(p)]++
+	}
+	var going string
+	for rev, n := range count {
+		if n > count[going] || (n == count[going] && rev < going) {
+			going = rev
+		}
+	}
+	return going
+}
+
+// watchMet says whether a watch that began with the workload at rest
+// (before) meets a change in now: a new pod template, or a new spec
+// (of a Rollout whose template is another object's, one that wants other
+// replicas: a scale). A pod gone unavailable alone (a crash, an eviction)
+// changes neither: the workload's status is then not done, but nothing
+// rolls, and following it as a rollout waited out --timeout (exit 3).
+func watchMet(before, now rollout.Workload) bool {
+	if now.Generation() != before.Generation() {
+		return true
+	}
+	if now.SpecGeneration() == before.SpecGeneration() {
+		return false
+	}
+	from, _, _, _ := before.Counts()
+	to, _, _, _ := now.Counts()
+	return from != to
+}
+
 // changeOf is what a trigger changes when its kind alone says so; ""
 // for a patch, a deploy command and a watch, whose change is read off
 // the workload once it is seen.
@@ -675,12 +729,13 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	}
 
 	_, isWatch := cfg.Trigger.(rollout.Watch)
+	// midRollout: a watch that began while the workload was rolling (what
+	// run suggests when it refuses to trigger then) follows that rollout,
+	// whose generation is the one it began at.
+	midRollout := isWatch && rolling(startWL, f.w.NewRevision(), f.w.Pods())
 	if isWatch {
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
-		err := f.until(waitCtx, func() bool {
-			wl := f.w.Workload()
-			return wl.Generation() != startGen || !wl.Progress().Done
-		})
+		err := f.until(waitCtx, func() bool { return midRollout || watchMet(startWL, f.w.Workload()) })
 		cancel()
 		if err != nil {
 			if bounded.Err() != nil {
@@ -690,24 +745,30 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 			out.status, out.message = report.StatusNotStarted, fmt.Sprintf("no rollout started within the %s wait", cfg.Wait)
 			return out
 		}
-		// A watch meets scales too (an autoscaler's, kubectl scale): said
-		// as what they are, the pods they remove being the run's old pods.
-		seen := f.w.Workload()
-		if seen.TemplateFrom() != "" {
-			// The watch's copy of such a Rollout shows its template's
-			// generation only as Argo has recorded it so far: a fresh read
-			// of the object that holds the template does not take a
-			// template changed there with the replicas for a scale.
-			if cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref()); err == nil {
-				seen = cur
-			}
-		}
-		out.met(startWL, seen)
-		if sc := out.metScale; sc.Replicas > 0 {
-			f.setPhase(PhaseScaling)
-			cfg.logf("%s", scaleMet(sc))
+		if midRollout {
+			// What it changed is unknown: the watch did not see it begin.
+			cfg.logf("following the change already in progress when the watch began (%s): its start was not probed", startWL.Progress().Message)
 		} else {
-			cfg.logf("a rollout started")
+			// A watch meets scales too (an autoscaler's, kubectl scale):
+			// said as what they are, the pods they remove being the run's
+			// old pods.
+			seen := f.w.Workload()
+			if seen.TemplateFrom() != "" {
+				// The watch's copy of such a Rollout shows its template's
+				// generation only as Argo has recorded it so far: a fresh
+				// read of the object that holds the template does not take
+				// a template changed there with the replicas for a scale.
+				if cur, err := rollout.GetWorkload(bounded, cfg.Kube, cfg.ref()); err == nil {
+					seen = cur
+				}
+			}
+			out.met(startWL, seen)
+			if sc := out.metScale; sc.Replicas > 0 {
+				f.setPhase(PhaseScaling)
+				cfg.logf("%s", scaleMet(sc))
+			} else {
+				cfg.logf("a rollout started")
+			}
 		}
 	}
 
@@ -715,6 +776,9 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	// own spec, not its template (of a Rollout whose template is another
 	// object's, not that object's generation).
 	moved := func(wl rollout.Workload) bool {
+		if midRollout {
+			return true // it began before the watch
+		}
 		if out.metScale.Replicas > 0 {
 			return wl.SpecGeneration() > startSpec
 		}

@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollprobe/rollprobe/report"
+	"github.com/rollprobe/rollprobe/report/exitcode"
+	"github.com/rollprobe/rollprobe/rollout"
+)
+
+// whenRolling runs then once the run's watch is waiting (its phase is
+// rolling), or fails the test after 10 s.
+func whenRolling(t *testing.T, r *Run, then func()) {
+	t.Helper()
+	live := r.Live()
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for live.Phase() != PhaseRolling && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		then()
+	}()
+}
+
+// setStatus writes the Deployment's status as its controller would.
+func setStatus(kube *fake.Clientset, status func(*appsv1.Deployment) appsv1.DeploymentStatus) {
+	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+	obj, err := kube.Tracker().Get(gvr, "prod", "web")
+	if err != nil {
+		return
+	}
+	dep := obj.(*appsv1.Deployment).DeepCopy()
+	dep.Status = status(dep)
+	_ = kube.Tracker().Update(gvr, dep, "prod")
+}
+
+// A pod gone unavailable while a watch waits (a crash, an eviction)
+// changes no spec: it starts no rollout. Taken for one, the run waited
+// for a new generation until --timeout and failed, "not finished: deployment
+// successfully rolled out" (exit 3).
+func TestWatchIsNotStartedByAPodGoneUnavailable(t *testing.T) {
+	kube := fakeKube(nil, revisionedWeb()...)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	cfg.Wait, cfg.Timeout = 2*time.Second, 20*time.Second
+	var log bytes.Buffer
+	cfg.Log = &log
+	r, err := StartRollout(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whenRolling(t, r, func() {
+		setStatus(kube, func(d *appsv1.Deployment) appsv1.DeploymentStatus {
+			s := observed(d)
+			s.AvailableReplicas, s.ReadyReplicas = 2, 2
+			return s
+		})
+		time.AfterFunc(500*time.Millisecond, func() { setStatus(kube, observed) })
+	})
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro := rep.Rollout; ro.Status != report.StatusNotStarted || !strings.Contains(ro.Message, "no rollout started within the 2s wait") || ro.Change != "" {
+		t.Fatalf("rollout %+v\n%s", ro, log.String())
+	}
+	if strings.Contains(log.String(), "rollprobe: a rollout started\n") || strings.Contains(log.String(), "following the change") {
+		t.Errorf("log %q: a pod's unavailability followed as a change", log.String())
+	}
+}
+
+// A watch that begins mid-rollout (what run suggests when it refuses to
+// trigger then) follows that rollout to its end: its generation, the one
+// at the start, is the one to finish, and what it changed is unknown.
+// Waiting for a newer generation, the run failed at --timeout (exit 3).
+// The old revision's pod may be the one left, its status already done.
+func TestWatchFollowsTheRolloutInProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		done         bool
+	}{
+		{"its status not done", "2 out of 3 new replicas have been updated", false},
+		{"an old pod terminating", `deployment "web" successfully rolled out`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, svc := objects()
+			d.UID = "d1"
+			d.Annotations = map[string]string{rollout.RevisionAnnotation: "2"}
+			if !tc.done {
+				d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, 2 // web-a is of revision 1
+			}
+			var objs []runtime.Object
+			for rev, hash := range []string{"h1", "h2"} {
+				objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Namespace: "prod",
+					Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash},
+					Annotations:     map[string]string{rollout.RevisionAnnotation: fmt.Sprint(rev + 1)},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}})
+			}
+			for name, hash := range map[string]string{"web-a": "h1", "web-b": "h2", "web-c": "h2"} {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
+					Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash}}}
+				if tc.done && hash == "h1" {
+					p.DeletionTimestamp = ptr.To(metav1.Now())
+				}
+				objs = append(objs, p)
+			}
+			kube := fakeKube(nil, append(objs, d, svc)...)
+			cfg := config(t, kube, "/ok")
+			cfg.Trigger = rollout.Watch{}
+			cfg.Wait, cfg.Timeout = 5*time.Second, 20*time.Second
+			var log bytes.Buffer
+			cfg.Log = &log
+			r, err := StartRollout(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whenRolling(t, r, func() {
+				time.AfterFunc(300*time.Millisecond, func() {
+					_ = kube.CoreV1().Pods("prod").Delete(context.Background(), "web-a", metav1.DeleteOptions{})
+					setStatus(kube, observed)
+				})
+			})
+			rep, err := r.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ro := rep.Rollout
+			if ro.Status != report.StatusComplete || ro.Change != "" || ro.OldRevision != "h1" || ro.NewRevision != "h2" || ro.OldPodsGoneAt == nil || rep.Verdict.ExitCode != exitcode.OK {
+				t.Fatalf("rollout %+v, verdict %+v\n%s", ro, rep.Verdict, log.String())
+			}
+			if want := "following the change already in progress when the watch began (" + tc.status + "): its start was not probed"; !strings.Contains(log.String(), want) {
+				t.Errorf("log %q: want %q", log.String(), want)
+			}
+		})
+	}
+}
