@@ -202,6 +202,45 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 		}
 	})
 
+	// A rollout already running when rollprobe starts (the deploy step ran
+	// first): a trigger is refused, pointing at --watch, which follows the
+	// running rollout to its old pods' end. graceful's old pods take
+	// about 6 s each to go (a 3 s preStop, a 3 s drain), so the watch
+	// begins with the rollout still going.
+	t.Run("watch follows a rollout already in progress", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("graceful's pods: %v", err)
+		}
+		was := rollout.PodRevision(&pods.Items[0])
+		restart(t, ctx, c, "graceful") // another hand (this test) rolls it first
+		r := startRun(t, "graceful", ip).wait(t)
+		if want := "or use --watch to probe the rollout that is running"; r.exit != 2 || !strings.Contains(r.out(), want) {
+			t.Fatalf("a trigger mid-rollout: exit %d, want 2 saying %q\n%s", r.exit, want, r.out())
+		}
+		r = startRun(t, "graceful", ip, "--watch", "--wait", "30s").wait(t)
+		checkRunReportOnly(t, r, "complete") // the old pods deleted before it began are not on its timeline
+		if want := "following the change already in progress when the watch began"; !strings.Contains(r.out(), want) || r.rep.Rollout.Change != "" {
+			t.Errorf("change %q: want none said, and %q in the run's log\n%s", r.rep.Rollout.Change, want, r.out())
+		}
+		checkClean(t, r)
+		ro := r.rep.Rollout
+		if ro.OldRevision != was || ro.NewRevision == was {
+			t.Errorf("revisions %s → %s: want the one before the restart (%s) to a new one", ro.OldRevision, ro.NewRevision, was)
+		}
+		pods, err = c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if rollout.PodRevision(&p) != ro.NewRevision || p.DeletionTimestamp != nil {
+				t.Errorf("pod %s (revision %s, terminating %v) after the run: want only revision %s's, none going", p.Name, rollout.PodRevision(&p), p.DeletionTimestamp != nil, ro.NewRevision)
+			}
+		}
+		t.Logf("exit %d, %d failed of %d, revisions %s → %s", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent, ro.OldRevision, ro.NewRevision)
+	})
+
 	// A scale-out met by a watch (kubectl scale, or an autoscaler adding
 	// pods) removes none: the run says so, follows it until the added
 	// pods are Ready, and drops nothing (naive's probe keeps a pod out
