@@ -132,7 +132,7 @@ Docs: ` + report.DocsURL + `run.md`,
 	f.StringVar(&o.image, "image", "", "trigger: set CONTAINER=IMAGE (an init container too: a native sidecar, as kubectl set image)")
 	f.StringVar(&o.patch, "patch", "", "trigger: strategic merge patch (a JSON merge patch on an Argo Rollout), JSON or @FILE")
 	f.BoolVar(&o.exec, "exec", false, "trigger: run the deploy command given after -- (its output is passed through)")
-	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout or a scale started elsewhere (an autoscaler, kubectl scale), then follow it")
+	f.BoolVar(&o.watch, "watch", false, "trigger nothing: wait up to --wait for a rollout or a scale started elsewhere (an autoscaler, kubectl scale), then follow it; one already running is followed from where it is")
 	f.StringVar(&o.drain, "drain", "", "trigger: drain NODE (cordon it, evict its pods through the Eviction API honouring PodDisruptionBudgets; DaemonSet pods stay)")
 	f.Int64Var(&o.scale, "scale", 0, "trigger: scale the workload to `N` replicas (its scale subresource, as kubectl scale and autoscalers do); refused under a HorizontalPodAutoscaler, which would undo it")
 	f.BoolVar(&o.uncordon, "uncordon", false, "with --drain: make the node schedulable again at the end (kubectl drain leaves it cordoned)")
