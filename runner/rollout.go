@@ -462,17 +462,15 @@ type outcome struct {
 	change report.ChangeKind
 }
 
-// rolling says whether the workload is mid-rollout: pods of another
-// revision than its current one still there (terminating ones too: the
-// status may call the rollout done before they are gone, and their end
-// is what drops), or, its current revision not shown yet (its controller
-// has not seen its spec), its status not done. Not done alone may be a
-// pod gone unavailable (a crash, an eviction), which rolls nothing.
+// rolling says whether the workload is mid-rollout as run's refusal to
+// trigger judges it: its status not done, with pods of another revision
+// than its current one still there or its current one not shown yet
+// (its controller has not seen its spec). Not done alone may be a pod
+// gone unavailable (a crash, an eviction), which rolls nothing; old pods
+// still terminating after a rollout done are its tail, and a watch begun
+// then waits for the next change, as a trigger would be let start it.
 func rolling(wl rollout.Workload, newRev string, pods []*corev1.Pod) bool {
-	if newRev == "" {
-		return !wl.Progress().Done
-	}
-	return len(rollout.OldPods(pods, newRev)) > 0
+	return !wl.Progress().Done && (newRev == "" || len(rollout.OldPods(pods, newRev)) > 0)
 }
 
 // goingRevision is the revision most pods not of newRev carry (the
