@@ -204,9 +204,10 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 
 	// A rollout already running when rollprobe starts (the deploy step ran
 	// first): a trigger is refused, pointing at --watch, which follows the
-	// running rollout to its old pods' end. graceful's old pods take
-	// about 6 s each to go (a 3 s preStop, a 3 s drain), so the watch
-	// begins with the rollout still going.
+	// running rollout to its old pods' end. The rollout holds each new pod
+	// 4 s before it counts as available (minReadySeconds, one pod at a
+	// time: about 15 s in all), so the watch, which begins about 4 s after
+	// it, meets it still going.
 	t.Run("watch follows a rollout already in progress", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
 		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
@@ -214,7 +215,17 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatalf("graceful's pods: %v", err)
 		}
 		was := rollout.PodRevision(&pods.Items[0])
-		restart(t, ctx, c, "graceful") // another hand (this test) rolls it first
+		deployments := c.Kube.AppsV1().Deployments("default")
+		t.Cleanup(func() { // no rollout: the template is left as it is
+			if _, err := deployments.Patch(context.Background(), "graceful", types.StrategicMergePatchType, []byte(`{"spec":{"minReadySeconds":0}}`), metav1.PatchOptions{}); err != nil {
+				t.Errorf("graceful's minReadySeconds back to 0: %v", err)
+			}
+		})
+		// Another hand (this test) rolls it first.
+		roll := fmt.Sprintf(`{"spec":{"minReadySeconds":4,"template":{"metadata":{"annotations":{%q:%q}}}}}`, rollout.RestartedAtAnnotation, time.Now().Format(time.RFC3339))
+		if _, err := deployments.Patch(ctx, "graceful", types.StrategicMergePatchType, []byte(roll), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		r := startRun(t, "graceful", ip).wait(t)
 		if want := "or use --watch to probe the rollout that is running"; r.exit != 2 || !strings.Contains(r.out(), want) {
 			t.Fatalf("a trigger mid-rollout: exit %d, want 2 saying %q\n%s", r.exit, want, r.out())
