@@ -153,7 +153,8 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 // ErrPaused: a paused Deployment does not roll.
 var ErrPaused = errors.New("the deployment is paused: resume it (kubectl rollout resume) or rollprobe would wait forever")
 
-// ErrMidRollout: the Deployment is already rolling, so a trigger would
-// start a second rollout on top of one nobody probed from its start. The
-// caller may offer to follow the running rollout instead.
-var ErrMidRollout = errors.New("the deployment is already mid-rollout: wait for it to finish")
+// ErrMidRollout: the workload's status is not done (it is rolling, or a
+// pod is not available), so a trigger would start a rollout on top of one
+// nobody probed from its start. The caller may offer to follow the
+// running rollout instead. Wrapped after the workload's kind and name.
+var ErrMidRollout = errors.New("it is already mid-rollout or not every pod is available: wait for it to finish")
