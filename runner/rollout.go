@@ -562,8 +562,15 @@ func scaleMet(s rollout.Scale) string { return "a scale started elsewhere: " + s
 
 func (o outcome) section(cfg RolloutConfig, t *rollout.Target, oldRev string) *report.Rollout {
 	ref := t.Workload.Ref()
+	change := o.change
+	if change == report.ChangeRevision && changeOf(cfg.Trigger) == "" && o.newRevision != "" && o.newRevision == oldRev {
+		// Learnt off the workload as a rollout (not a scale), it ended on
+		// the revision it began at: the write changed no pod template (a
+		// Deployment's minReadySeconds, say), and no pod was replaced.
+		change = ""
+	}
 	ro := &report.Rollout{Namespace: cfg.Namespace, Kind: string(ref.Kind), Name: ref.Name, Service: t.Service.Name,
-		Trigger: o.trigger(cfg), Change: o.change, Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
+		Trigger: o.trigger(cfg), Change: change, Status: o.status, Message: o.message, OldRevision: oldRev, NewRevision: o.newRevision,
 		TriggeredAt: o.triggeredAt, CompleteAt: o.completeAt, OldPodsGoneAt: o.oldPodsGoneAt,
 		TriggerSeenAfterMS: math.Round(float64(o.triggerSeenAfter)/float64(time.Microsecond)) / 1000,
 		TemplateFrom:       t.Workload.TemplateFrom()}

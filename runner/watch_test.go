@@ -155,3 +155,36 @@ func TestWatchFollowsTheRolloutInProgress(t *testing.T) {
 		})
 	}
 }
+
+// A watched write that changed the spec but neither the pod template nor
+// the replicas (minReadySeconds) ends on the revision it began at: the
+// report does not say it made a new revision.
+func TestWatchedSpecChangeWithoutANewRevision(t *testing.T) {
+	kube := fakeKube(nil, revisionedWeb()...)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	cfg.Wait, cfg.Timeout = 5*time.Second, 20*time.Second
+	r, err := StartRollout(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whenRolling(t, r, func() {
+		gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
+		obj, err := kube.Tracker().Get(gvr, "prod", "web")
+		if err != nil {
+			return
+		}
+		dep := obj.(*appsv1.Deployment).DeepCopy()
+		dep.Generation++ // the fake API server bumps none
+		dep.Spec.MinReadySeconds = 5
+		dep.Status = observed(dep)
+		_ = kube.Tracker().Update(gvr, dep, "prod")
+	})
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro := rep.Rollout; ro.Status != report.StatusComplete || ro.OldRevision != "h1" || ro.NewRevision != "h1" || ro.Change != "" {
+		t.Fatalf("rollout %+v: want complete on revision h1, no change said", ro)
+	}
+}
