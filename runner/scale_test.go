@@ -299,15 +299,7 @@ func TestPatchThatScalesInWaitsForTheTerminatingPod(t *testing.T) {
 // pod it removed is gone.
 func TestWatchedScaleIsSaidAsOne(t *testing.T) {
 	kube := fakeKube(nil, revisionedWeb()...)
-	cfg := config(t, kube, "/ok")
-	cfg.Trigger = rollout.Watch{}
-	cfg.Wait, cfg.Timeout = 10*time.Second, 20*time.Second
-	var log bytes.Buffer
-	cfg.Log = &log
-	r, err := StartRollout(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, log := startWatch(t, kube, 10*time.Second)
 	live := r.Live()
 	var during Phase
 	time.AfterFunc(500*time.Millisecond, func() {

@@ -34,6 +34,22 @@ func whenRolling(t *testing.T, r *Run, then func()) {
 	}()
 }
 
+// startWatch starts run --watch on kube, waiting up to wait for a change;
+// its log is returned beside it.
+func startWatch(t *testing.T, kube *fake.Clientset, wait time.Duration) (*Run, *bytes.Buffer) {
+	t.Helper()
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	cfg.Wait, cfg.Timeout = wait, 20*time.Second
+	log := &bytes.Buffer{}
+	cfg.Log = log
+	r, err := StartRollout(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, log
+}
+
 // setStatus writes the Deployment's status as its controller would.
 func setStatus(kube *fake.Clientset, status func(*appsv1.Deployment) appsv1.DeploymentStatus) {
 	gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
@@ -52,15 +68,7 @@ func setStatus(kube *fake.Clientset, status func(*appsv1.Deployment) appsv1.Depl
 // successfully rolled out" (exit 3).
 func TestWatchIsNotStartedByAPodGoneUnavailable(t *testing.T) {
 	kube := fakeKube(nil, revisionedWeb()...)
-	cfg := config(t, kube, "/ok")
-	cfg.Trigger = rollout.Watch{}
-	cfg.Wait, cfg.Timeout = 2*time.Second, 20*time.Second
-	var log bytes.Buffer
-	cfg.Log = &log
-	r, err := StartRollout(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, log := startWatch(t, kube, 2*time.Second)
 	whenRolling(t, r, func() {
 		setStatus(kube, func(d *appsv1.Deployment) appsv1.DeploymentStatus {
 			s := observed(d)
@@ -120,15 +128,7 @@ func TestWatchFollowsTheRolloutInProgress(t *testing.T) {
 				objs = append(objs, p)
 			}
 			kube := fakeKube(nil, append(objs, d, svc)...)
-			cfg := config(t, kube, "/ok")
-			cfg.Trigger = rollout.Watch{}
-			cfg.Wait, cfg.Timeout = 2*time.Second, 20*time.Second
-			var log bytes.Buffer
-			cfg.Log = &log
-			r, err := StartRollout(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, log := startWatch(t, kube, 2*time.Second)
 			whenRolling(t, r, func() {
 				time.AfterFunc(300*time.Millisecond, func() {
 					_ = kube.CoreV1().Pods("prod").Delete(context.Background(), "web-a", metav1.DeleteOptions{})
@@ -161,13 +161,7 @@ func TestWatchFollowsTheRolloutInProgress(t *testing.T) {
 // report does not say it made a new revision.
 func TestWatchedSpecChangeWithoutANewRevision(t *testing.T) {
 	kube := fakeKube(nil, revisionedWeb()...)
-	cfg := config(t, kube, "/ok")
-	cfg.Trigger = rollout.Watch{}
-	cfg.Wait, cfg.Timeout = 5*time.Second, 20*time.Second
-	r, err := StartRollout(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := startWatch(t, kube, 5*time.Second)
 	whenRolling(t, r, func() {
 		gvr := appsv1.SchemeGroupVersion.WithResource("deployments")
 		obj, err := kube.Tracker().Get(gvr, "prod", "web")
