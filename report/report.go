@@ -290,9 +290,10 @@ type Rollout struct {
 	Trigger    string `json:"trigger"`
 	// Change is what the trigger changed, which decides how the pods
 	// went away: a new revision, a drain, a scale. Empty when the run
-	// did not learn it (a watch that met nothing, a --patch or --exec
-	// that changed nothing) and in older reports; code reads it, never
-	// Trigger's words.
+	// did not learn it (a watch that met nothing or began mid-rollout, a
+	// --patch or --exec that changed nothing, a learnt change that ended
+	// on the revision it began at) and in older reports; code reads it,
+	// never Trigger's words.
 	Change ChangeKind    `json:"change,omitempty"`
 	Status RolloutStatus `json:"status"`
 	// ServerVersion is the cluster's Kubernetes version ("1.36"), which

@@ -221,16 +221,16 @@ func (w *Watcher) GenerationSeenAfter(gen int64) (time.Time, bool) {
 }
 
 // ReplicasSeenAfter returns when a spec generation (SpecGeneration) above
-// gen that wanted n replicas was first received: a scale's write, known
+// spec that wanted n replicas was first received: a scale's write, known
 // to have been seen even when another write (an autoscaler's, a GitOps
 // sync's) replaced it before anyone read Workload. A DaemonSet's
 // "replicas" are the pods it wants scheduled, as Counts says.
-func (w *Watcher) ReplicasSeenAfter(gen int64, n int32) (time.Time, bool) {
+func (w *Watcher) ReplicasSeenAfter(spec int64, n int32) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
 	for g, at := range w.specSeen {
-		if g > gen && w.specReplicas[g] == n && (first.IsZero() || at.Before(first)) {
+		if g > spec && w.specReplicas[g] == n && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
 	}
