@@ -549,8 +549,10 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Errorf("a failure put for certain on %s, which the scale did not remove (%v): %s", f.LikelyPod, removed, failureJSON(&f))
 		}
 	}
-	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != holderGen {
-		t.Errorf("the Deployment after the watched scale: %v, generation %d (was %d)", err, d.Generation, holderGen)
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Deployment after the watched scale: %v", err)
+	} else if d.Generation != holderGen {
+		t.Errorf("the Deployment after the watched scale: generation %d (was %d): the scale wrote it", d.Generation, holderGen)
 	}
 	t.Logf("--watch of a scale to 1: exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
 }
