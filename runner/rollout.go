@@ -183,10 +183,13 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
-	oldRev := w.NewRevision()
-	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && rolling(w.Workload(), oldRev, w.Pods()) {
-		// A watch begun mid-rollout: the old revision is the one going.
-		oldRev = goingRevision(w.Pods(), oldRev)
+	oldRev := &atomic.Value{}
+	oldRev.Store(w.NewRevision())
+	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && rolling(w.Workload(), w.NewRevision(), w.Pods()) {
+		// A watch begun mid-rollout: the old revision is the one going
+		// (for the live views during the baseline; the follow judges it
+		// again, and the report says what it judged).
+		oldRev.Store(goingRevision(w.Pods(), w.NewRevision()))
 	}
 	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: oldRev,
 		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
@@ -217,7 +220,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		clockCtx, stopClock := context.WithCancel(ctx)
 		clockDone := make(chan struct{})
 		go func() { defer close(clockDone); clock.Run(clockCtx) }()
-		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) },
+		f := follower{cfg: &cfg, w: w, tl: tl, setPhase: func(ph Phase) { phase.Store(ph) }, setOldRevision: func(rev string) { oldRev.Store(rev) },
 			sending: func() error { return loadSending(bounded, p, proberEnded) }}
 		if fl != nil {
 			f.baselineCheck = func() error { return fleetBaselineHealthy(fl, probeCfg) }
@@ -270,7 +273,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 		if fl != nil && cfg.Probers.Conntrack {
 			rep.Conntrack = mapProberConnections(rep, fl.Sources())
 		}
-		rep.Rollout = out.section(cfg, target, run.live.oldRev)
+		rep.Rollout = out.section(cfg, target, oldRev.Load().(string))
 		svc := target.Service
 		rep.Rollout.ServiceType, rep.Rollout.ExternalTrafficPolicy = string(svc.Spec.Type), string(svc.Spec.ExternalTrafficPolicy)
 		rep.Rollout.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
@@ -586,6 +589,9 @@ type follower struct {
 	w        *rollout.Watcher
 	tl       *rollout.Timeline
 	setPhase func(Phase)
+	// setOldRevision sets the revision the run started from, where the
+	// follow judges it (a watch's, once the baseline is over).
+	setOldRevision func(string)
 	// baselineCheck, when set, must pass after the baseline for the
 	// trigger to fire; it is made until baselineSettle after the
 	// baseline (awaitBaseline).
@@ -739,6 +745,13 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	// whose generation is the one it began at.
 	midRollout := isWatch && rolling(startWL, f.w.NewRevision(), f.w.Pods())
 	if isWatch {
+		// Judged here, once: the revision the report names as old is that
+		// of the change this run follows.
+		if rev := f.w.NewRevision(); midRollout {
+			f.setOldRevision(goingRevision(f.w.Pods(), rev))
+		} else if rev != "" {
+			f.setOldRevision(rev)
+		}
 		waitCtx, cancel := context.WithTimeout(bounded, cfg.Wait)
 		err := f.until(waitCtx, func() bool { return midRollout || watchMet(startWL, f.w.Workload()) })
 		cancel()

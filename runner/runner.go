@@ -55,8 +55,11 @@ type Live struct {
 	phase   *atomic.Value // Phase
 	watcher *rollout.Watcher
 	tl      *rollout.Timeline
-	oldRev  string
-	clock   *rollout.RevisionClock // nil for a probe
+	// oldRev (string): the revision the run started from. A watch's is
+	// judged again when the follow begins, after the baseline: a rollout
+	// in progress at the watch's start may have ended by then.
+	oldRev *atomic.Value
+	clock  *rollout.RevisionClock // nil for a probe
 }
 
 // ViewStalled is how long no list of the revision clock has answered, when
@@ -138,7 +141,7 @@ func (l Live) Revisions() (old, current string) {
 	if l.watcher == nil {
 		return "", ""
 	}
-	return l.oldRev, l.watcher.NewRevision()
+	return l.oldRev.Load().(string), l.watcher.NewRevision()
 }
 
 // load is where a run's requests come from: the local prober, or the

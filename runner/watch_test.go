@@ -182,3 +182,68 @@ func TestWatchedSpecChangeWithoutANewRevision(t *testing.T) {
 		t.Fatalf("rollout %+v: want complete on revision h1, no change said", ro)
 	}
 }
+
+// A watch begun mid-rollout whose rollout ends during the baseline is at
+// rest when the follow judges it, and waits for the next change: the
+// report's old revision is the one the workload then rests on, not the one
+// that was going when the watch began (judged before the baseline, it was
+// reported for a change the run never followed).
+func TestWatchWhoseRolloutEndsInTheBaseline(t *testing.T) {
+	d, svc := objects()
+	d.UID = "d1"
+	d.Annotations = map[string]string{rollout.RevisionAnnotation: "2"}
+	d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, 2 // web-a is of revision 1
+	var objs []runtime.Object
+	for rev, hash := range []string{"h1", "h2"} {
+		objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Namespace: "prod",
+			Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash},
+			Annotations:     map[string]string{rollout.RevisionAnnotation: fmt.Sprint(rev + 1)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}})
+	}
+	for name, hash := range map[string]string{"web-a": "h1", "web-b": "h2", "web-c": "h2"} {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
+			Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash}}})
+	}
+	kube := fakeKube(nil, append(objs, d, svc)...)
+	cfg := config(t, kube, "/ok")
+	cfg.Trigger = rollout.Watch{}
+	// The baseline outlasts the watcher's hearing of the end (in-process,
+	// milliseconds); the test fails, not passes, if it did not.
+	cfg.Baseline, cfg.Wait, cfg.Timeout = time.Second, 500*time.Millisecond, 20*time.Second
+	log := &bytes.Buffer{}
+	cfg.Log = log
+	r, err := StartRollout(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, _ := r.Live().Revisions(); old != "h1" {
+		t.Errorf("live old revision %q during the baseline, want h1 (the revision going)", old)
+	}
+	if err := kube.CoreV1().Pods("prod").Delete(context.Background(), "web-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(kube, observed)
+	live := r.Live()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		wl, _ := live.Workload()
+		if wl.Progress().Done && len(r.live.watcher.Pods()) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher never saw the rollout end")
+		}
+	}
+	if ph := live.Phase(); ph != PhaseBaseline {
+		t.Fatalf("the rollout's end was seen in phase %q, not during the baseline: the test proves nothing", ph)
+	}
+	rep, err := r.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro := rep.Rollout; ro.Status != report.StatusNotStarted || ro.OldRevision != "h2" {
+		t.Fatalf("rollout %+v: want not started, old revision h2 (the one at rest)\n%s", ro, log.String())
+	}
+	if strings.Contains(log.String(), "following the change") {
+		t.Errorf("log %q: a rollout that ended in the baseline followed", log.String())
+	}
+}
