@@ -413,8 +413,10 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	if exit := exitCode(err); exit != 2 || !strings.Contains(out, "deployment "+holder+", whose template it takes (workloadRef; scaleDown: never), wants 1 pod(s) of its own") {
 		t.Errorf("run with the Deployment scaled to 1: exit %d, want 2 naming its pod\n%s", exit, out)
 	}
-	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != scaled.Generation {
-		t.Errorf("the Deployment after the refused run: %v, generation %d, was %d", err, d.Generation, scaled.Generation)
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Deployment after the refused run: %v", err)
+	} else if d.Generation != scaled.Generation {
+		t.Errorf("the Deployment after the refused run: generation %d, was %d", d.Generation, scaled.Generation)
 	}
 	scale(0)
 	// Its pod gone, and Argo's controller past the Deployment's two new
@@ -515,8 +517,10 @@ func testArgoWorkloadRef(t *testing.T, ctx context.Context, c *lab.Client) {
 	if ro := r.rep.Rollout; ro.TemplateFrom != "deployment "+holder || ro.OldRevision != after.Rollout.Status.CurrentPodHash {
 		t.Errorf("rollout section %+v: want the template from %s, revision %s", ro, holder, after.Rollout.Status.CurrentPodHash)
 	}
-	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil || d.Generation != holderGen || ptr.Deref(d.Spec.Replicas, -1) != 0 {
-		t.Errorf("the Deployment after the scale: %v, generation %d (was %d), replicas %v: the scale wrote it", err, d.Generation, holderGen, d.Spec.Replicas)
+	if d, err := c.Kube.AppsV1().Deployments("default").Get(ctx, holder, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Deployment after the scale: %v", err)
+	} else if d.Generation != holderGen || ptr.Deref(d.Spec.Replicas, -1) != 0 {
+		t.Errorf("the Deployment after the scale: generation %d (was %d), replicas %d: the scale wrote it", d.Generation, holderGen, ptr.Deref(d.Spec.Replicas, -1))
 	}
 	t.Logf("--scale 2: exit %d, %d failed of %d", r.exit, r.rep.Totals.Failed, r.rep.Totals.Sent)
 
