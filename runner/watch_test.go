@@ -62,6 +62,35 @@ func setStatus(kube *fake.Clientset, status func(*appsv1.Deployment) appsv1.Depl
 	_ = kube.Tracker().Update(gvr, dep, "prod")
 }
 
+// secondRevisionRolling is web rolling from revision 1 (h1) to 2 (h2): two
+// of its three pods of h2, web-a still of h1. done: its status done,
+// web-a terminating (the rollout's tail); else its status says 2 of 3
+// updated.
+func secondRevisionRolling(done bool) []runtime.Object {
+	d, svc := objects()
+	d.UID = "d1"
+	d.Annotations = map[string]string{rollout.RevisionAnnotation: "2"}
+	if !done {
+		d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, 2
+	}
+	objs := []runtime.Object{d, svc}
+	for rev, hash := range []string{"h1", "h2"} {
+		objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Namespace: "prod",
+			Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash},
+			Annotations:     map[string]string{rollout.RevisionAnnotation: fmt.Sprint(rev + 1)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}})
+	}
+	for name, hash := range map[string]string{"web-a": "h1", "web-b": "h2", "web-c": "h2"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
+			Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash}}}
+		if done && hash == "h1" {
+			p.DeletionTimestamp = ptr.To(metav1.Now())
+		}
+		objs = append(objs, p)
+	}
+	return objs
+}
+
 // A pod gone unavailable while a watch waits (a crash, an eviction)
 // changes no spec: it starts no rollout. Taken for one, the run waited
 // for a new generation until --timeout and failed, "not finished: deployment
@@ -106,28 +135,7 @@ func TestWatchFollowsTheRolloutInProgress(t *testing.T) {
 		{"done, an old pod terminating", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, svc := objects()
-			d.UID = "d1"
-			d.Annotations = map[string]string{rollout.RevisionAnnotation: "2"}
-			if !tc.done {
-				d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, 2 // web-a is of revision 1
-			}
-			var objs []runtime.Object
-			for rev, hash := range []string{"h1", "h2"} {
-				objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Namespace: "prod",
-					Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash},
-					Annotations:     map[string]string{rollout.RevisionAnnotation: fmt.Sprint(rev + 1)},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}})
-			}
-			for name, hash := range map[string]string{"web-a": "h1", "web-b": "h2", "web-c": "h2"} {
-				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
-					Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash}}}
-				if tc.done && hash == "h1" {
-					p.DeletionTimestamp = ptr.To(metav1.Now())
-				}
-				objs = append(objs, p)
-			}
-			kube := fakeKube(nil, append(objs, d, svc)...)
+			kube := fakeKube(nil, secondRevisionRolling(tc.done)...)
 			r, log := startWatch(t, kube, 2*time.Second)
 			whenRolling(t, r, func() {
 				time.AfterFunc(300*time.Millisecond, func() {
@@ -189,22 +197,7 @@ func TestWatchedSpecChangeWithoutANewRevision(t *testing.T) {
 // that was going when the watch began (judged before the baseline, it was
 // reported for a change the run never followed).
 func TestWatchWhoseRolloutEndsInTheBaseline(t *testing.T) {
-	d, svc := objects()
-	d.UID = "d1"
-	d.Annotations = map[string]string{rollout.RevisionAnnotation: "2"}
-	d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 2, 2 // web-a is of revision 1
-	var objs []runtime.Object
-	for rev, hash := range []string{"h1", "h2"} {
-		objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-" + hash, Namespace: "prod",
-			Labels:          map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash},
-			Annotations:     map[string]string{rollout.RevisionAnnotation: fmt.Sprint(rev + 1)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "d1", Controller: ptr.To(true)}}}})
-	}
-	for name, hash := range map[string]string{"web-a": "h1", "web-b": "h2", "web-c": "h2"} {
-		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod",
-			Labels: map[string]string{"app": "web", rollout.PodTemplateHashLabel: hash}}})
-	}
-	kube := fakeKube(nil, append(objs, d, svc)...)
+	kube := fakeKube(nil, secondRevisionRolling(false)...)
 	cfg := config(t, kube, "/ok")
 	cfg.Trigger = rollout.Watch{}
 	// The baseline outlasts the watcher's hearing of the end (in-process,
