@@ -183,13 +183,14 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	phase := &atomic.Value{}
 	phase.Store(PhaseBaseline)
+	// oldRev is a first estimate, for the live views during the baseline:
+	// a watch's is judged where the follow decides what it follows
+	// (setOldRevision), and the report says that one.
 	oldRev := &atomic.Value{}
-	oldRev.Store(w.NewRevision())
-	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && rolling(w.Workload(), w.NewRevision(), w.Pods()) {
-		// A watch begun mid-rollout: the old revision is the one going
-		// (for the live views during the baseline; the follow judges it
-		// again, and the report says what it judged).
-		oldRev.Store(goingRevision(w.Pods(), w.NewRevision()))
+	startRev, startPods := w.NewRevision(), w.Pods()
+	oldRev.Store(startRev)
+	if _, isWatch := cfg.Trigger.(rollout.Watch); isWatch && rolling(w.Workload(), startRev, startPods) {
+		oldRev.Store(goingRevision(startPods, startRev)) // mid-rollout: the revision going
 	}
 	run := &Run{live: Live{prober: p, phase: phase, watcher: w, tl: tl, oldRev: oldRev,
 		clock: rollout.NewRevisionClock(cfg.Kube, cfg.Namespace, 0, nil)}, done: make(chan struct{})}
@@ -743,12 +744,15 @@ func (f *follower) follow(ctx, bounded context.Context) (out outcome) {
 	// midRollout: a watch that began while the workload was rolling (what
 	// run suggests when it refuses to trigger then) follows that rollout,
 	// whose generation is the one it began at.
-	midRollout := isWatch && rolling(startWL, f.w.NewRevision(), f.w.Pods())
+	// One read of the revision and the pods decides both whether the
+	// watch follows a rollout in progress and the old revision the report
+	// names: the revision going if it does, else the one at rest (a
+	// rollout in progress at StartRollout may have ended in the baseline).
+	rev, pods := f.w.NewRevision(), f.w.Pods()
+	midRollout := isWatch && rolling(startWL, rev, pods)
 	if isWatch {
-		// Judged here, once: the revision the report names as old is that
-		// of the change this run follows.
-		if rev := f.w.NewRevision(); midRollout {
-			f.setOldRevision(goingRevision(f.w.Pods(), rev))
+		if midRollout {
+			f.setOldRevision(goingRevision(pods, rev))
 		} else if rev != "" {
 			f.setOldRevision(rev)
 		}

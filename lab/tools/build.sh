@@ -41,7 +41,8 @@ k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/
 # making it was about a tenth of the compile's CPU (CoreDNS from an empty
 # build cache on 2 idle cores, 2026-12-07: 143 s of user CPU with it, 127
 # without; the binaries the same size). The lab's binaries are CPU-bound
-# in a cold CI run: both cores for about 17 minutes.
+# in a cold CI run: both cores for 12 to 33 minutes by the machine
+# (docs/lab.md).
 gcflags="all=-dwarf=false"
 
 # name  module-dir  package  extra-ldflags  build-tags
