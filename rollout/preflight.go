@@ -153,8 +153,18 @@ func CheckPermissions(ctx context.Context, kube kubernetes.Interface, namespace 
 // ErrPaused: a paused Deployment does not roll.
 var ErrPaused = errors.New("the deployment is paused: resume it (kubectl rollout resume) or rollprobe would wait forever")
 
-// ErrMidRollout: the workload's status is not done (it is rolling, or a
-// pod is not available), so a trigger would start a rollout on top of one
+// ErrMidRollout: the workload is rolling (its status not done, with pods
+// of another revision than its current one still there, or its current
+// one not shown yet), so a trigger would start a rollout on top of one
 // nobody probed from its start. The caller may offer to follow the
-// running rollout instead. Wrapped after the workload's kind and name.
-var ErrMidRollout = errors.New("it is already mid-rollout or not every pod is available: wait for it to finish")
+// running rollout instead. Wrapped after the workload's kind and name;
+// also when its pods could not be read to tell this from ErrUnavailable.
+var ErrMidRollout = errors.New("it is already mid-rollout: wait for it to finish")
+
+// ErrUnavailable: the workload's status is not done, yet every pod is of
+// its current revision: nothing is rolling, some pod is not available (a
+// crash, an eviction, a node gone). A trigger would start a rollout over
+// pods already failing, whose failures the run would blame on it; and
+// there is no rollout to follow. Wrapped after the workload's kind and
+// name.
+var ErrUnavailable = errors.New("not every pod is available, yet every pod is of its current revision: nothing is rolling; mend the pods or wait until they are available")

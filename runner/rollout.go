@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollprobe/rollprobe/analysis"
 	"github.com/rollprobe/rollprobe/doctor"
@@ -91,7 +92,7 @@ func StartRollout(ctx context.Context, cfg RolloutConfig) (*Run, error) {
 	}
 	if _, isWatch := cfg.Trigger.(rollout.Watch); !isWatch {
 		if p := wl.Progress(); !p.Done {
-			return fail(fmt.Errorf("%s %s (%s%s): %w", cfg.ref().Kind.Lower(), cfg.Name, p.Message, p.Failed, rollout.ErrMidRollout))
+			return fail(fmt.Errorf("%s %s (%s%s): %w", cfg.ref().Kind.Lower(), cfg.Name, p.Message, p.Failed, whyNotAtRest(bounded, cfg.Kube, target)))
 		}
 	}
 	cfg.logf("target %s behind service %s, trigger: %s", cfg.ref(), target.Service.Name, cfg.Trigger.Describe())
@@ -476,6 +477,39 @@ type outcome struct {
 func rolling(wl rollout.Workload, newRev string, pods []*corev1.Pod) bool {
 	return !wl.Progress().Done && (newRev == "" || len(rollout.OldPods(pods, newRev)) > 0)
 }
+
+// whyNotAtRest tells, for a workload whose status is not done, a rollout
+// in progress (rollout.ErrMidRollout, which a watch could follow) from pods
+// merely unavailable (rollout.ErrUnavailable: nothing to follow). It reads
+// the pods and the current revision through a watcher of its own, as the
+// follow does, and judges them by the follow's rule (rolling). Pods that
+// cannot be read within a few seconds leave it unknown: ErrMidRollout,
+// saying so, as the one a caller may offer more for.
+func whyNotAtRest(ctx context.Context, kube kubernetes.Interface, target *rollout.Target) error {
+	w, err := rollout.NewWatcher(kube, target, rollout.NewTimeline(nil))
+	if err == nil {
+		sync, cancel := context.WithTimeout(ctx, notAtRestSync)
+		err = w.Start(ctx, sync)
+		cancel()
+		defer w.Stop()
+	}
+	if err != nil {
+		return fmt.Errorf("not every pod is available, and whether it is rolling is unknown (its pods could not be read: %v): %w", err, rollout.ErrMidRollout)
+	}
+	newRev, pods := w.NewRevision(), w.Pods()
+	if !rolling(w.Workload(), newRev, pods) {
+		return rollout.ErrUnavailable
+	}
+	if newRev == "" {
+		return fmt.Errorf("its current revision is not shown yet: %w", rollout.ErrMidRollout)
+	}
+	old := rollout.OldPods(pods, newRev)
+	return fmt.Errorf("%d of its %d pods are not of its current revision %s: %w", len(old), len(pods), newRev, rollout.ErrMidRollout)
+}
+
+// notAtRestSync bounds whyNotAtRest's read of the pods: a refusal that
+// waits longer for its wording would be worse than one that says less.
+const notAtRestSync = 10 * time.Second
 
 // goingRevision is the revision most pods not of newRev carry (the
 // lexically first of a tie): a rollout's old one, seen mid-rollout.

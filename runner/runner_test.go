@@ -81,6 +81,42 @@ func writes(kube *fake.Clientset) []string {
 	return out
 }
 
+// A workload whose status is not done is refused either way, but told
+// apart: a rollout in progress (which --watch can follow) from pods merely
+// unavailable, every one of the current revision (nothing to follow: the
+// command must not offer --watch for it). Either refusal writes nothing.
+func TestRefusalTellsARolloutFromUnavailablePods(t *testing.T) {
+	unavailable := revisionedWeb()
+	unavailable[0].(*appsv1.Deployment).Status.AvailableReplicas = 2
+	for _, tc := range []struct {
+		name    string
+		objs    []runtime.Object
+		rolling bool
+		want    string
+	}{
+		{"a pod unavailable, every pod of the current revision", unavailable, false,
+			"not every pod is available, yet every pod is of its current revision: nothing is rolling"},
+		{"a rollout in progress", secondRevisionRolling(false), true,
+			"1 of its 3 pods are not of its current revision h2: it is already mid-rollout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fakeKube(nil, tc.objs...)
+			rep, err := run(context.Background(), config(t, kube, "/ok"))
+			if rep != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("report %v, error %v (exit %d), want exit 2 saying %q", rep != nil, err, exitcode.Of(err), tc.want)
+			}
+			if errors.Is(err, rollout.ErrMidRollout) != tc.rolling || errors.Is(err, rollout.ErrUnavailable) == tc.rolling {
+				t.Fatalf("error %v: matches ErrMidRollout %v, ErrUnavailable %v; want a rollout in progress %v",
+					err, errors.Is(err, rollout.ErrMidRollout), errors.Is(err, rollout.ErrUnavailable), tc.rolling)
+			}
+			t.Logf("refused: %v", err)
+			if w := writes(kube); len(w) > 0 {
+				t.Fatalf("preflight failed, yet it wrote: %v", w)
+			}
+		})
+	}
+}
+
 func TestPreflightChangesNothing(t *testing.T) {
 	tests := []struct {
 		name   string
