@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,6 +209,51 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 	// 4 s before it counts as available (minReadySeconds, one pod at a
 	// time: about 15 s in all), so the watch, which begins about 4 s after
 	// it, meets it still going.
+	// A pod merely unavailable (its readiness failing, every pod of the
+	// current revision) is refused as a rollout in progress is, but
+	// nothing is rolling: the refusal says so and offers no --watch, which
+	// would wait for a rollout that is not coming. Nothing is changed.
+	t.Run("a pod merely unavailable is refused without offering --watch", func(t *testing.T) {
+		ip := ensureSample(t, ctx, c, "graceful")
+		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("graceful's pods: %v", err)
+		}
+		pod := pods.Items[0]
+		unready := func(d string) {
+			out, err := rollprobe(t, "lab", "exec", "--state-dir", stateDir, "--", filepath.Join(binDir, "demoapp"), "get",
+				"http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/unready?for="+d)
+			if err != nil {
+				t.Fatalf("/unready?for=%s on %s: %v\n%s", d, pod.Name, err, out)
+			}
+		}
+		unready("1m")
+		t.Cleanup(func() {
+			unready("0s")
+			waitRollout(t, context.Background(), c, "graceful")
+		})
+		deployments := c.Kube.AppsV1().Deployments("default")
+		var before *appsv1.Deployment
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			before, err = deployments.Get(ctx, "graceful", metav1.GetOptions{})
+			return err == nil && !deploymentComplete(before), nil
+		})
+		if err != nil {
+			t.Fatalf("graceful's status never counted %s unavailable: %v", pod.Name, err)
+		}
+		r := startRun(t, "graceful", ip).wait(t)
+		if want := "yet every pod is of its current revision: nothing is rolling"; r.exit != 2 || !strings.Contains(r.out(), want) || strings.Contains(r.out(), "--watch") {
+			t.Fatalf("a trigger with a pod unavailable: exit %d, want 2 saying %q and not offering --watch\n%s", r.exit, want, r.out())
+		}
+		after, err := deployments.Get(ctx, "graceful", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Generation != before.Generation {
+			t.Fatalf("graceful's generation %d before the refused run, %d after: the refusal changed it", before.Generation, after.Generation)
+		}
+	})
+
 	t.Run("watch follows a rollout already in progress", func(t *testing.T) {
 		ip := ensureSample(t, ctx, c, "graceful")
 		pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=graceful"})
@@ -227,7 +273,7 @@ func testRun(t *testing.T, ctx context.Context, c *lab.Client) {
 			t.Fatal(err)
 		}
 		r := startRun(t, "graceful", ip).wait(t)
-		if want := "or use --watch to probe the rollout that is running"; r.exit != 2 || !strings.Contains(r.out(), want) {
+		if want := "it is already mid-rollout: wait for it to finish, or use --watch to probe the rollout that is running"; r.exit != 2 || !strings.Contains(r.out(), want) {
 			t.Fatalf("a trigger mid-rollout: exit %d, want 2 saying %q\n%s", r.exit, want, r.out())
 		}
 		r = startRun(t, "graceful", ip, "--watch", "--wait", "30s").wait(t)

@@ -171,11 +171,11 @@ func run(o options) error {
 	})
 	// /unready?for=D fails /readyz for D while the pod goes on serving:
 	// a readiness probe that failed for a moment (a slow answer under
-	// load), which the lab's tests make on purpose.
+	// load), which the lab's tests make on purpose. for=0s ends it.
 	mux.HandleFunc("/unready", func(w http.ResponseWriter, r *http.Request) {
 		d, err := time.ParseDuration(r.URL.Query().Get("for"))
-		if err != nil || d <= 0 || d > time.Minute {
-			http.Error(w, "want /unready?for=DURATION, up to 1m", http.StatusBadRequest)
+		if err != nil || d < 0 || d > time.Minute {
+			http.Error(w, "want /unready?for=DURATION, up to 1m (0s: ready again)", http.StatusBadRequest)
 			return
 		}
 		unreadyUntil.Store(time.Now().Add(d).UnixNano())

@@ -216,6 +216,13 @@ func TestUnreadyFailsReadinessOnly(t *testing.T) {
 	if got := status("/"); got != http.StatusOK {
 		t.Errorf("/ %d while unready, want 200: it still serves", got)
 	}
+	// for=0s ends a spell at once.
+	if got := status("/unready?for=0s"); got != http.StatusOK {
+		t.Fatalf("/unready?for=0s: %d", got)
+	}
+	if got := status("/readyz"); got != http.StatusOK {
+		t.Errorf("/readyz %d after for=0s, want 200", got)
+	}
 	// A short spell ends by itself (polled, bounded: no timing asserted).
 	status("/unready?for=10ms")
 	for i := 0; status("/readyz") != http.StatusOK; i++ {
