@@ -938,6 +938,21 @@ func (a attributor) terminatingAt(t, by time.Time, c prober.Class, proxied bool)
 	return out
 }
 
+// terminatingDuring: the pods whose deletion was requested by to and that
+// were not gone before from, both within the view's tolerance: terminating
+// at some time in [from, to]. Unlike terminatingAt, which keeps a pod gone
+// a while as a candidate for failures a lagging proxy still sends its IP,
+// this is the pod's own state, as an outage's context says it.
+func (a attributor) terminatingDuring(from, to time.Time) []*Pod {
+	var out []*Pod
+	for _, p := range a.pods.All() {
+		if a.deletedBy(p, to) && (p.GoneAt == nil || !from.After(p.GoneAt.Add(a.tol+a.clock))) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // goneSlack is how long after rollprobe received p gone its IP may still
 // have answered (see terminatingAt).
 func (a attributor) goneSlack(p *Pod) time.Duration {
@@ -1089,21 +1104,32 @@ func outages(r *report.Report, failures []report.Failure, a attributor) []report
 	for i := range out {
 		o := &out[i]
 		// The pods terminating when it began and those whose deletion came
-		// while it lasted (as terminatingAt judges it, within the view's
-		// tolerance): a long outage of a rollout spans several (the demo's
-		// naive one, three, of which its start named one).
-		var names []string
-		for _, t := range []time.Time{o.Start, o.End} {
-			for _, p := range a.terminatingAt(t, t, anyClass, false) {
-				if !slices.Contains(names, p.Name) {
-					names = append(names, p.Name)
-				}
+		// while it lasted (terminatingDuring): a long outage of a rollout
+		// spans several (the demo's naive one, three, of which its start
+		// named one). A pod already gone when it began is not terminating
+		// then, though a proxy behind may still send it connections: it is
+		// named apart, if failures were put on it.
+		var names, gone []string
+		for _, p := range a.terminatingDuring(o.Start, o.End) {
+			names = append(names, p.Name)
+		}
+		for _, op := range o.Pods {
+			if p := a.pods.Get(op.Pod); p != nil && p.GoneAt != nil && o.Start.After(p.GoneAt.Add(a.tol+a.clock)) {
+				gone = append(gone, p.Name)
 			}
 		}
 		sort.Strings(names)
+		sort.Strings(gone)
+		var said []string
+		if len(names) > 0 {
+			said = append(said, "while terminating: "+strings.Join(names, ", "))
+		}
+		if len(gone) > 0 {
+			said = append(said, "already gone: "+strings.Join(gone, ", "))
+		}
 		switch {
-		case len(names) > 0:
-			o.Context = "while terminating: " + strings.Join(names, ", ")
+		case len(said) > 0:
+			o.Context = strings.Join(said, "; ")
 		default:
 			for _, p := range a.justReadyAt(o.Start, anyClass) {
 				names = append(names, p.Name)

@@ -92,6 +92,30 @@ func TestOutageContextNamesEveryPodTerminatingInIt(t *testing.T) {
 	}
 }
 
+// An outage that begins after a pod is gone does not call it terminating
+// (a StatefulSet run named its replaced pod, gone 2.6 s before, among the
+// terminating ones): the pods its failures were put on that were gone
+// before it began are said apart, as already gone; the pod deleted in it
+// is terminating. Pod a is gone at +3.825s; a connect timeout at +9.405s
+// went to its address (conntrack: a proxy still routed there), and b was
+// deleted at +9.3s and refused one at +9.5s.
+func TestOutageContextTellsGonePodsFromTerminatingOnes(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Rollout: &report.Rollout{TriggerSeenAfterMS: 20},
+		Timeline: append(aGoneAt3825(), ev(9300, report.PodDeletionRequested, "b", "old")), Failures: []report.Failure{
+			{Intended: at(3500), Start: at(3500), End: at(4500), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40000"},
+			{Intended: at(9405), Start: at(9405), End: at(10405), Class: report.ClassConnectTimeout, Fresh: true, PodAddr: "10.0.0.1:8080", LocalAddr: "0.0.0.0:40001"},
+			{Intended: at(9500), Start: at(9500), End: at(9502), Class: report.ClassRefused, Fresh: true, PodAddr: "10.0.0.2:8080", LocalAddr: "0.0.0.0:40002"},
+		}}
+	analyse(r)
+	var got []string
+	for _, o := range r.Outages {
+		got = append(got, o.Context)
+	}
+	if want := []string{"while terminating: a", "while terminating: b; already gone: a"}; !slices.Equal(got, want) {
+		t.Errorf("outage contexts %q, want %q", got, want)
+	}
+}
+
 // A naive rollout: old pod a is deleted at +5s and stops listening; requests
 // refused until +5.8s, then a connect timeout to its vanished IP at +6.2s.
 func TestPropagationFinding(t *testing.T) {
