@@ -159,6 +159,63 @@ func TestGRPCStopAndGracefulStop(t *testing.T) {
 	})
 }
 
+// A call grpc-go fails says where it stopped, from grpc-go's own events:
+// a status the server answered has no phase (as in the raw mode); a call
+// grpc-go failed without sending it, its channel having no connection (a
+// port where nothing listens), is phase dial; one sent on a connection the
+// server then closed unanswered is read_headers. The analysis reads the
+// first as a call no pod received.
+func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
+	testenv.Timed(t)
+	phases := func(p *Prober) map[string]int {
+		out := map[string]int{}
+		for _, f := range p.Recorder().Failures() {
+			out[f.Phase.String()+" "+f.GRPCStatus]++
+		}
+		return out
+	}
+	grpcGo := func(c *Config) {
+		grpcProbe(c)
+		c.GRPCClient = GRPCClientGo
+		c.Connections = 1
+	}
+	t.Run("answered", func(t *testing.T) {
+		addr, _, _ := grpcServer(t)
+		p, snap := probe(t, "http://"+addr, func(c *Config) {
+			grpcGo(c)
+			c.Body = []byte{0x0a, 0x05, 'n', 'o', 'p', 'e', '!'} // HealthCheckRequest{service: "nope!"}
+		})
+		if got := phases(p); snap.Totals.Sent() == 0 || len(got) != 1 || got[" NOT_FOUND"] != int(snap.Totals.Sent()) {
+			t.Errorf("failures by phase and status %v of %d calls: want every one NOT_FOUND, no phase", got, snap.Totals.Sent())
+		}
+	})
+	t.Run("unsent", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens: every connect is refused
+		p, snap := probe(t, "http://"+addr, grpcGo)
+		if got := phases(p); snap.Totals.Sent() == 0 || len(got) != 1 || got["dial UNAVAILABLE"] != int(snap.Totals.Sent()) {
+			t.Errorf("failures by phase and status %v of %d calls: want every one UNAVAILABLE in dial", got, snap.Totals.Sent())
+		}
+	})
+	t.Run("sent, then the connection closed", func(t *testing.T) {
+		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.close() })
+		p, snap := scriptProbe(t, s, func(c *Config) {
+			grpcGo(c)
+			c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+		})
+		got := phases(p)
+		// Between a close and the next connection a call may find none
+		// ready (dial); none is answered.
+		if got["read_headers UNAVAILABLE"] == 0 || got["read_headers UNAVAILABLE"]+got["dial UNAVAILABLE"] != int(snap.Totals.Sent()) {
+			t.Errorf("failures by phase and status %v of %d calls: want UNAVAILABLE in read_headers (some in dial at most), none answered", got, snap.Totals.Sent())
+		}
+	})
+}
+
 // The two clients on one server that refuses every third stream
 // (REFUSED_STREAM: never processed, so safe to resend): the raw mode
 // fails each refused stream; grpc-go resends each on its own and its

@@ -41,7 +41,27 @@ type grpcCall struct {
 	retries atomic.Int32
 	firstNS atomic.Int64 // the first attempt's start (Unix nanoseconds)
 	lastNS  atomic.Int64 // the last attempt's start
-	header  metadata.MD
+	// sent: the last attempt's headers went to a connection (stats.OutHeader);
+	// answered: the server's headers or trailers came back on it. A call
+	// failed unsent was failed by grpc-go itself, its channel having no
+	// ready connection; one sent and unanswered lost its connection.
+	sent, answered atomic.Bool
+	header         metadata.MD
+}
+
+// phase says where a failed call stopped, as its attempts' events show:
+// dial when grpc-go never sent it (its channel had no connection: the
+// status is grpc-go's own, with the last connection attempt's error),
+// read_headers when it was sent and no answer came (the connection was
+// lost under it), none when the server answered (its own status).
+func (c *grpcCall) phase() Phase {
+	switch {
+	case !c.sent.Load():
+		return PhaseDial
+	case !c.answered.Load():
+		return PhaseReadHeaders
+	}
+	return PhaseNone
 }
 
 type grpcCallKey struct{}
@@ -52,14 +72,25 @@ type retryCounter struct{}
 func (retryCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	b, ok := s.(*stats.Begin)
-	if !ok {
-		return
-	}
 	c, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
 	if c == nil {
 		return
 	}
+	var b *stats.Begin
+	switch s := s.(type) {
+	case *stats.Begin:
+		b = s
+	case *stats.OutHeader:
+		c.sent.Store(true)
+		return
+	case *stats.InHeader, *stats.InTrailer:
+		c.answered.Store(true)
+		return
+	default:
+		return
+	}
+	c.sent.Store(false) // a new attempt: what the last one did is its own
+	c.answered.Store(false)
 	if b.IsTransparentRetryAttempt {
 		c.retries.Add(1)
 	} else {
@@ -163,7 +194,7 @@ func (w *worker) doGRPCGo(res *Result) {
 		res.Status, res.Class = 200, OK
 		return
 	}
-	res.Phase, res.Err = PhaseReadHeaders, err
+	res.Phase, res.Err = call.phase(), err
 	st, _ := status.FromError(err)
 	switch {
 	case p.running.Err() != nil:
