@@ -604,6 +604,14 @@ func (a attributor) attribute(f *report.Failure) (left []leftRules) {
 		f.Context = dnsContext
 		return
 	}
+	if grpcUnsent(f, c) {
+		// grpc-go's own record: it never sent the call (its channel had
+		// no connection), so no pod received it, whatever the pods did
+		// then (the timeline put such calls on pods just ready).
+		f.LikelyPod, f.Confidence, f.Candidates, f.Evidence = "", 0, nil, ""
+		f.Context = grpcUnsentContext
+		return
+	}
 	if f.NoConntrackEntry {
 		// The kernel's record again: no rule rewrote the connection to a
 		// pod; the host's own stopped its SYN. No pod to name.

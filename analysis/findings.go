@@ -225,6 +225,9 @@ var rules = []rule{
 	// Then: the edge's log shows it sent the request to no pod, while the
 	// Service had endpoints: the edge's doing, not a pod's.
 	{EdgeHadNoBackend, report.SeverityError, func(s seen) bool { return s.f.EdgeNoBackend || s.edgeAnswered }, renderEdgeNoBackend},
+	// Then: grpc-go never sent the call (its channel had no connection):
+	// no pod's doing directly, whatever the pods did then.
+	{GRPCFailedUnsent, report.SeverityError, func(s seen) bool { return grpcUnsent(s.f, s.class) }, renderGRPCFailedUnsent},
 	// HTTP/2 streams end with their connection, not with a refused
 	// connect: their own mechanism, before the race rule claims them.
 	{H2CloseWithoutGoAway, report.SeverityError, h2NoGoAway, renderH2CloseWithoutGoAway},
@@ -585,9 +588,24 @@ func pathWindows(g *group, r *report.Report) []string {
 		window time.Duration
 		failed bool
 	}
+	// A grpc-go path's connects are not calls: when its channel's
+	// reconnects met the race, its calls failed unsent (grpcUnsent), no
+	// connect of its own counted here. Its window is then unknown, and no
+	// other path is said to have routed longer than it.
+	hidden := map[string]bool{}
+	for i := range r.Failures {
+		if f := &r.Failures[i]; grpcUnsent(f, class(f)) {
+			hidden[f.Path] = true
+		}
+	}
 	var ws []pw
+	var unknown []string
 	for _, p := range r.Paths {
 		w, failed := g.byPath[p.Name]
+		if !failed && hidden[p.Name] {
+			unknown = append(unknown, p.Name+" unknown (its channel's failed connects are in its calls failed unsent)")
+			continue
+		}
 		ws = append(ws, pw{p.Name, w, failed})
 	}
 	sort.SliceStable(ws, func(i, j int) bool { return ws[i].window > ws[j].window })
@@ -599,7 +617,11 @@ func pathWindows(g *group, r *report.Report) []string {
 			parts = append(parts, w.name+" none")
 		}
 	}
+	parts = append(parts, unknown...)
 	out := []string{"by path, the last such failure after its pod's deletion was requested (counted as the fix is: from the earliest candidate's deletion where the pod is not certain): " + strings.Join(parts, ", ")}
+	if len(ws) < 2 {
+		return out
+	}
 	slowest, fastest := ws[0], ws[len(ws)-1]
 	if lag := slowest.window - fastest.window; slowest.failed && lag > 0 {
 		out = append(out, fmt.Sprintf("%s kept routing to terminating pods %.2fs longer than %s: the preStop below is sized from %s's window, the longest",
@@ -948,6 +970,29 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		fix = noPodsFailure(g.fails) + " comes from the host whose rules the SYN crossed (a node port's node, or the probing host): kube-proxy's rules met mid-update; probe from that host as root (rollprobe run on it reads its conntrack: the kernel's record, no guess); otherwise " + fix
 	}
 	title := "failures with no pod lifecycle event around them"
+	// Failures the attribution put on a pod (terminating or just ready:
+	// the only pods it names) came while pods changed, in a way no rule
+	// here explains (a grpc-go status on a lost connection, say): said as
+	// such, never as "no pod was terminating", which their own contexts
+	// would contradict.
+	var onPods, offPods group
+	for _, f := range sent.fails {
+		if f.LikelyPod != "" {
+			onPods.fails = append(onPods.fails, f)
+		} else {
+			offPods.fails = append(offPods.fails, f)
+		}
+	}
+	if len(onPods.fails) > 0 && len(unsent.fails) < len(g.fails) {
+		title = "failures no finding explains"
+		evidence[0] = fmt.Sprintf("%s failed (%s) %s on pods terminating or just ready then (each failure's context says which, and how), in a way no other finding here explains",
+			nOf(len(onPods.fails), "request"), onPods.classes(), onPods.span(x.r.StartedAt))
+		if len(offPods.fails) > 0 {
+			evidence = slices.Insert(evidence, 1, fmt.Sprintf("%s failed (%s) %s while %s was terminating or just ready",
+				nOf(len(offPods.fails), "more request"), offPods.classes(), offPods.span(x.r.StartedAt), which))
+		}
+		fix = "read each failure's error and context: the pod it names was changing then; " + fix
+	}
 	dns := len(unsent.fails)
 	// A dns failure sent nothing, so no pod's lifecycle can explain it,
 	// whether pods were changing then or not: said as such, not as

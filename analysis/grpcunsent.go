@@ -1,0 +1,66 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// GRPCFailedUnsent: grpc-go (--grpc-client grpc-go) failed calls without
+// sending them, its channel having no ready connection: between a lost
+// connection and the next, and while it waited to dial again after a
+// failed attempt. No pod received them.
+const GRPCFailedUnsent = "grpc-calls-failed-without-a-connection"
+
+// grpcUnsent: a call grpc-go failed itself, never sent (the prober's phase
+// dial for a grpc_status: see prober.grpcCall). Only the grpc-go client
+// makes one; the raw client's connects fail as refused or connect_timeout.
+func grpcUnsent(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseDial.String()
+}
+
+// grpcUnsentContext is such a failure's context: it reached no pod,
+// whatever the pods were doing then.
+const grpcUnsentContext = "grpc-go failed the call without sending it: its channel had no ready connection " +
+	"(the error is its last connection attempt's); no pod received it"
+
+// dialCause reads the cause of the channel's last failed connection
+// attempt from the status message grpc-go gave the call (its
+// "connection error: desc = ... dial tcp ...: <cause>").
+func dialCause(msg string) string {
+	switch {
+	case strings.Contains(msg, "i/o timeout"):
+		return "timed out"
+	case strings.Contains(msg, "connection refused"):
+		return "refused"
+	}
+	return "other"
+}
+
+func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
+	causes := map[string]int{}
+	for _, f := range g.fails {
+		causes[dialCause(f.Error)]++
+	}
+	var parts []string
+	for _, c := range []string{"timed out", "refused", "other"} {
+		if n := causes[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	return report.Finding{
+		Title: "grpc-go failed calls without sending them: its channel had no connection",
+		Evidence: []string{
+			fmt.Sprintf("%s failed (%s) %s without being sent: grpc-go fails a call at once, unless it waits for ready, "+
+				"while its channel has no ready connection (after it lost one, and while it backs off before dialing again); no pod received them",
+				nOf(len(g.fails), "call"), g.classes(), g.span(x.r.StartedAt)),
+			"the channel's last connection attempt before each, by the calls' messages: " + strings.Join(parts, ", ") +
+				" (through a Service's address, a connect that timed out went to a pod address that no longer answered, a gone pod's; refused, to a pod no longer listening)",
+		},
+		Fix: "keep the old pods serving until clients have moved: a preStop sleep longer than endpoint propagation, then grpc-go's GracefulStop " +
+			"(its GOAWAY moves a client's channel to a new connection while the old pod still serves, so no call finds the channel without one); " +
+			"a client that must ride out a reconnect can mark its calls wait-for-ready (grpc.WaitForReady(true)) or retry UNAVAILABLE with a retry policy in its service config",
+	}, true
+}

@@ -1,0 +1,118 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rollprobe/rollprobe/report"
+)
+
+// grpcGoFailure is a call the grpc-go client failed at ms: phase dial
+// (never sent) or read_headers (its connection lost), with grpc-go's
+// message.
+func grpcGoFailure(ms int, phase, msg string) report.Failure {
+	f := fail(ms, report.ClassGRPCStatus, false, "")
+	f.Phase, f.GRPCStatus, f.Error, f.Path = phase, "UNAVAILABLE", msg, "grpc-go"
+	return f
+}
+
+// The lab's grpc-naive probed through grpc-go: old pod a goes at +5s, new
+// pod b turns ready at +6s, and grpc-go fails calls unsent while its
+// channel backs off after a connect that timed out or was refused. The
+// timeline put those calls on b, just ready, and the run said b received
+// traffic before it could serve; no pod received them: they are named on
+// no pod, and their own finding says why, with the dials' causes.
+func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5300, report.PodCreated, "b", "new"),
+		ev(5600, report.PodGone, "a", "old"),
+		ev(6000, report.PodReady, "b", "new"),
+	}, Failures: []report.Failure{
+		grpcGoFailure(6200, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: i/o timeout"`),
+		grpcGoFailure(6300, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: connect: connection refused"`),
+		grpcGoFailure(6400, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: i/o timeout"`),
+	}}
+	analyse(r)
+	for _, f := range r.Failures {
+		if f.LikelyPod != "" || f.Context != grpcUnsentContext {
+			t.Errorf("failure at %+.2fs: pod %q, context %q; want no pod, %q", f.Intended.Sub(t0).Seconds(), f.LikelyPod, f.Context, grpcUnsentContext)
+		}
+	}
+	if find(r, ReadyTooEarly) != nil || find(r, Unexplained) != nil {
+		t.Errorf("findings %v: no pod received these calls", findingIDsOf(r))
+	}
+	g := find(r, GRPCFailedUnsent)
+	if g == nil {
+		t.Fatalf("findings %v, want %s", findingIDsOf(r), GRPCFailedUnsent)
+	}
+	ev := strings.Join(g.Evidence, "\n")
+	for _, want := range []string{"3 calls failed (grpc_status 3) from +6.20s to +6.40s without being sent", "timed out 2, refused 1"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+}
+
+// A grpc-go call sent and then cut (its connection lost: phase
+// read_headers) is the terminating pod's, by the timeline; no rule here
+// explains a status, so the catch-all takes it, and must not say that no
+// pod was terminating, which the failure's own context contradicts. A
+// server's status later, with no pod changing, is said as before.
+func TestUnexplainedFailuresOnChangingPodsSaySo(t *testing.T) {
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+		ev(5600, report.PodGone, "a", "old"),
+	}, Failures: []report.Failure{
+		grpcGoFailure(5100, "read_headers", "error reading from server: EOF"),
+		grpcGoFailure(9000, "", "the server's own"),
+	}}
+	analyse(r)
+	if r.Failures[0].LikelyPod != "a" {
+		t.Fatalf("the cut call put on %q, want a (terminating)", r.Failures[0].LikelyPod)
+	}
+	u := find(r, Unexplained)
+	if u == nil {
+		t.Fatalf("findings %v, want %s", findingIDsOf(r), Unexplained)
+	}
+	ev := strings.Join(u.Evidence, "\n")
+	if u.Title != "failures no finding explains" || !strings.Contains(ev, "1 request failed (grpc_status 1) at +5.10s on pods terminating or just ready then") ||
+		!strings.Contains(ev, "1 more request failed (grpc_status 1) at +9.00s while no pod was terminating or just ready") {
+		t.Errorf("%q:\n%s\nwant it said that the failure was on a pod changing then", u.Title, ev)
+	}
+}
+
+func findingIDsOf(r *report.Report) []string {
+	var ids []string
+	for _, f := range r.Findings {
+		ids = append(ids, f.ID)
+	}
+	return ids
+}
+
+// Beside a raw path whose connects met the race, a grpc-go path whose
+// channel met it too shows it only as calls failed unsent: its window is
+// unknown, and the raw path is not said to have routed longer than it.
+func TestPathWindowOfGRPCGoWithCallsUnsentIsUnknown(t *testing.T) {
+	raw := fail(5400, report.ClassRefused, true, "")
+	raw.Path = "raw"
+	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
+		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+		{At: at(0), Kind: report.PodPresent, Pod: "b", Revision: "old", Ready: true},
+		ev(5000, report.PodDeletionRequested, "a", "old"),
+	}, Failures: []report.Failure{raw,
+		grpcGoFailure(5500, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:30095: connect: connection refused"`)},
+		Paths: []report.PathReport{{Name: "raw"}, {Name: "grpc-go"}}}
+	analyse(r)
+	prop := find(r, StopsBeforePropagation)
+	if prop == nil {
+		t.Fatalf("findings %v, want %s", findingIDsOf(r), StopsBeforePropagation)
+	}
+	ev := strings.Join(prop.Evidence, "\n")
+	if !strings.Contains(ev, "raw 0.40s, grpc-go unknown (its channel's failed connects are in its calls failed unsent)") || strings.Contains(ev, "longer than") {
+		t.Errorf("evidence:\n%s\nwant grpc-go's window unknown, and no path said to have routed longer than it", ev)
+	}
+}
