@@ -149,6 +149,75 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 	}
 	t.Run("grpc-single-goaway: what raw fails, grpc-go retries unseen", func(t *testing.T) { testHiddenRetries(t, ctx, c) })
 	t.Run("grpc-graceful scaled out: the pods it adds get no connection", func(t *testing.T) { testGRPCScaleOut(t, ctx, c) })
+	t.Run("grpc-naive: grpc-go fails calls unsent, put on no pod", func(t *testing.T) { testGRPCGoUnsent(t, ctx, c) })
+}
+
+// testGRPCGoUnsent rolls grpc-naive (no preStop, it exits at once) with
+// both clients at its NodePort. Each grpc-go channel loses its connection
+// with its pod; its reconnect meets the endpoint race (refused or timed
+// out at a pod still in the node's rules), and while it backs off it fails
+// every call at once, never sending it. Those calls are put on no pod and
+// explained by their own finding: the timeline once put them on the new
+// pods, just ready, and the run said those received traffic before they
+// could serve. The wire is the referee of "never sent": the clients'
+// HEADERS on it are no more than the calls sent on a connection (every
+// call but those failed in phase dial) and grpc-go's hidden retries. The
+// reconnects meet the race in nearly every run (about ten of them, each
+// to a gone pod's rules one time in three: all missing it, under 2%).
+func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
+	const sample, nodePort = "grpc-naive", 30095
+	ensureSample(t, ctx, c, sample)
+	target := fmt.Sprintf("http://%s:%d", firstNode().IP, nodePort)
+	if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
+		t.Fatal(err)
+	}
+	wire := capture.Start(t, netns.LabNetNS, "any", "tcp port "+strconv.Itoa(nodePort))
+	r := startRunOn(t, []string{"--client"}, sample, target, "--protocol", "grpc", "--grpc-client", "both").wait(t)
+	frames := wire.H2(nodePort)
+	if n := wire.Dropped(); n > 0 {
+		t.Errorf("tcpdump dropped %d packets: the wire's counts below are short", n)
+	}
+	if r.repErr != nil || r.exit != 1 {
+		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
+	}
+	rep := r.rep
+	validateSchema(t, r.reportPath)
+	if rep.FailureInfo.Total != uint64(rep.FailureInfo.Kept) {
+		t.Fatalf("%d of %d failures kept in full: the count below needs them all", rep.FailureInfo.Kept, rep.FailureInfo.Total)
+	}
+	var unsent, dialed uint64
+	for _, f := range rep.Failures {
+		if f.Phase != "dial" {
+			continue
+		}
+		dialed++ // nothing of it was sent: a refused or unanswered connect, or a call grpc-go never sent
+		if f.Path == "grpc-go" && f.Class == report.ClassGRPCStatus {
+			unsent++
+			if f.LikelyPod != "" || !strings.Contains(f.Context, "without sending it") {
+				t.Errorf("call %s failed unsent, put on %q (%s): want on no pod", f.RequestID, f.LikelyPod, f.Context)
+			}
+		}
+	}
+	if unsent == 0 || findingByID(rep, analysis.GRPCFailedUnsent) == nil {
+		t.Errorf("%d calls failed unsent, findings %v: want some, and %s", unsent, findingIDs(rep), analysis.GRPCFailedUnsent)
+	}
+	if findingByID(rep, analysis.ReadyTooEarly) != nil {
+		t.Errorf("findings %v: grpc-naive's new pods serve when ready (its readiness probe asks the app)", findingIDs(rep))
+	}
+	var hidden uint64
+	if h := rep.Totals.HiddenRetries; h != nil {
+		hidden = h.Attempts
+	}
+	var onWire uint64
+	for _, conn := range frames.Since(rep.StartedAt).Conns {
+		onWire += uint64(len(conn.Requests))
+	}
+	if sentOnConn := rep.Totals.Sent - dialed + hidden; onWire > sentOnConn {
+		t.Errorf("the wire's HEADERS %d, the calls sent on a connection %d (%d in all, %d failed in dial, %d hidden retries): some said unsent were sent",
+			onWire, sentOnConn, rep.Totals.Sent, dialed, hidden)
+	}
+	t.Logf("%d failed of %d %v; %d failed in dial (%d of them grpc-go's calls unsent); the wire's HEADERS %d; findings %v",
+		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), dialed, unsent, onWire, findingIDs(rep))
 }
 
 // testGRPCScaleOut scales grpc-graceful from 3 replicas to 5 under gRPC
