@@ -416,8 +416,10 @@ func writePaths(b *strings.Builder, r *report.Report) {
 		if c := ClassCounts(p.Totals.ByClass); c != "" {
 			fmt.Fprintf(b, ": %s", c)
 		}
-		if h := p.Totals.HiddenRetries; h != nil {
-			fmt.Fprintf(b, "; hidden retries %d in %d calls", h.Attempts, h.Calls)
+		if h := p.Totals.HiddenRetries; h != nil && h.Attempts == 0 {
+			b.WriteString("; no hidden retry") // measured: grpc-go resent nothing
+		} else if h != nil {
+			fmt.Fprintf(b, "; hidden retries %d in %s", h.Attempts, plural(int(h.Calls), "call"))
 		}
 		fmt.Fprintf(b, "  p99 %s  %s\n", Millis(p.LatencyMS.P99), pathVerdict(p.Verdict))
 	}

@@ -151,3 +151,33 @@ func TestOneRevisionIsSaidUnchanged(t *testing.T) {
 		t.Errorf("markdown:\n%s", md.String())
 	}
 }
+
+// A grpc-go path's hidden retries read as what was measured: none said as
+// none, not "0 in 0 calls"; a raw path, which has none to measure, says
+// nothing of them.
+func TestPathLineSaysHiddenRetries(t *testing.T) {
+	r := fixture.NaiveRun()
+	r.Paths = []report.PathReport{{Name: "raw"}, {Name: "grpc-go", Totals: report.Totals{HiddenRetries: &report.HiddenRetries{}}},
+		{Name: "again", Totals: report.Totals{HiddenRetries: &report.HiddenRetries{Calls: 1, Attempts: 2}}}}
+	var b bytes.Buffer
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		for _, p := range r.Paths {
+			if strings.Contains(l, " "+p.Name+" ") && strings.Contains(l, " sent ") {
+				lines[p.Name] = l
+			}
+		}
+	}
+	if l := lines["raw"]; l == "" || strings.Contains(l, "hidden") {
+		t.Errorf("raw: %q, want a line without hidden retries", l)
+	}
+	if l := lines["grpc-go"]; !strings.Contains(l, "; no hidden retry") {
+		t.Errorf("grpc-go: %q, want \"; no hidden retry\"", l)
+	}
+	if l := lines["again"]; !strings.Contains(l, "; hidden retries 2 in 1 call ") {
+		t.Errorf("again: %q, want \"; hidden retries 2 in 1 call\"", l)
+	}
+}
