@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/netip"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -212,6 +213,16 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 		// ready (dial); none is answered.
 		if got["read_headers UNAVAILABLE"] == 0 || got["read_headers UNAVAILABLE"]+got["dial UNAVAILABLE"] != int(snap.Totals.Sent()) {
 			t.Errorf("failures by phase and status %v of %d calls: want UNAVAILABLE in read_headers (some in dial at most), none answered", got, snap.Totals.Sent())
+		}
+		// A call sent names its connection (for conntrack to say which
+		// pod it went to): the server's address, a local port; one never
+		// sent has none.
+		server := netip.MustParseAddrPort(strings.TrimPrefix(strings.TrimSuffix(s.URL(), "/"), "http://"))
+		for _, f := range p.Recorder().Failures() {
+			sent := f.Phase == PhaseReadHeaders
+			if sent != (f.Addr != nil) || (sent && (f.Addr.Remote != server || f.Addr.Local.Port() == 0 || !f.Addr.Local.Addr().Is4())) {
+				t.Errorf("failure in %s: connection %+v; want the server's address %s and a local IPv4 port when sent, none otherwise", f.Phase, f.Addr, server)
+			}
 		}
 	})
 }

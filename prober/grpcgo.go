@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -46,7 +47,11 @@ type grpcCall struct {
 	// failed unsent was failed by grpc-go itself, its channel having no
 	// ready connection; one sent and unanswered lost its connection.
 	sent, answered atomic.Bool
-	header         metadata.MD
+	// addr is the last attempt's connection, as its OutHeader named it:
+	// a failure sent on one carries it (Result.Addr), for conntrack to
+	// say which pod it went to.
+	addr   atomic.Pointer[ConnAddr]
+	header metadata.MD
 }
 
 // phase says where a failed call stopped, as its attempts' events show:
@@ -81,6 +86,11 @@ func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.Begin:
 		b = s
 	case *stats.OutHeader:
+		local, ok1 := s.LocalAddr.(*net.TCPAddr)
+		remote, ok2 := s.RemoteAddr.(*net.TCPAddr)
+		if ok1 && ok2 {
+			c.addr.Store(&ConnAddr{Local: unmapped(local.AddrPort()), Remote: unmapped(remote.AddrPort())})
+		}
 		c.sent.Store(true)
 		return
 	case *stats.InHeader, *stats.InTrailer:
@@ -91,6 +101,7 @@ func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 	c.sent.Store(false) // a new attempt: what the last one did is its own
 	c.answered.Store(false)
+	c.addr.Store(nil)
 	if b.IsTransparentRetryAttempt {
 		c.retries.Add(1)
 	} else {
@@ -195,6 +206,9 @@ func (w *worker) doGRPCGo(res *Result) {
 		return
 	}
 	res.Phase, res.Err = call.phase(), err
+	if res.Phase != PhaseDial {
+		res.Addr = call.addr.Load() // sent on this connection
+	}
 	st, _ := status.FromError(err)
 	switch {
 	case p.running.Err() != nil:
@@ -218,4 +232,10 @@ func grpcMetadata(cfg *Config) metadata.MD {
 		md.Append(strings.ToLower(name), values...)
 	}
 	return md
+}
+
+// unmapped is ap with an IPv4-mapped IPv6 address as plain IPv4, as the
+// other engines record their connections.
+func unmapped(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
