@@ -496,8 +496,10 @@ func whyNotAtRest(ctx context.Context, kube kubernetes.Interface, target *rollou
 	if err != nil {
 		return fmt.Errorf("not every pod is available, and whether it is rolling is unknown (its pods could not be read: %v): %w", err, rollout.ErrMidRollout)
 	}
+	// Judged on the object the refusal read (its status not done), by
+	// the pods now: a status done meanwhile would not say "unavailable".
 	newRev, pods := w.NewRevision(), w.Pods()
-	if !rolling(w.Workload(), newRev, pods) {
+	if !rolling(target.Workload, newRev, pods) {
 		return rollout.ErrUnavailable
 	}
 	if newRev == "" {
