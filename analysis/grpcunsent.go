@@ -15,10 +15,12 @@ import (
 const GRPCFailedUnsent = "grpc-calls-failed-without-a-connection"
 
 // grpcUnsent: a call grpc-go failed itself, never sent (the prober's phase
-// dial for a grpc_status: see prober.grpcCall). Only the grpc-go client
-// makes one; the raw client's connects fail as refused or connect_timeout.
+// dial for a grpc_status, or for a timeout: the call waited for a
+// connection until its time ran out; see prober.grpcCall). Only the
+// grpc-go client makes one; the raw client's connects fail as refused or
+// connect_timeout, a timeout in its dial as connect_timeout.
 func grpcUnsent(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseDial.String()
+	return (c == prober.GRPCStatus || c == prober.Timeout) && f.Phase == prober.PhaseDial.String()
 }
 
 // grpcUnsentContext is such a failure's context: it reached no pod,

@@ -33,7 +33,9 @@ func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
 		grpcGoFailure(6200, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: i/o timeout"`),
 		grpcGoFailure(6300, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: connect: connection refused"`),
 		grpcGoFailure(6400, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: i/o timeout"`),
+		grpcGoFailure(6500, "dial", "context deadline exceeded"),
 	}}
+	r.Failures[3].Class, r.Failures[3].GRPCStatus = report.ClassTimeout, "" // it waited for a connection until its time ran out
 	analyse(r)
 	for _, f := range r.Failures {
 		if f.LikelyPod != "" || f.Context != grpcUnsentContext {
@@ -48,7 +50,7 @@ func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
 		t.Fatalf("findings %v, want %s", findingIDsOf(r), GRPCFailedUnsent)
 	}
 	ev := strings.Join(g.Evidence, "\n")
-	for _, want := range []string{"3 calls failed (grpc_status 3) from +6.20s to +6.40s without being sent", "timed out 2, refused 1"} {
+	for _, want := range []string{"4 calls failed (grpc_status 3, timeout 1) from +6.20s to +6.50s without being sent", "timed out 2, refused 1, other 1"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
