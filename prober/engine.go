@@ -143,7 +143,7 @@ func New(cfg Config, userAgent string) (*Prober, error) {
 	}
 	if cfg.Protocol == GRPC && cfg.GRPCClient == GRPCClientGo {
 		var err error
-		if p.grpcGo, err = newGRPCGoPool(&p.cfg, p.dialer, userAgent); err != nil {
+		if p.grpcGo, err = newGRPCGoPool(&p.cfg, p.dialer, userAgent, p.Elapsed); err != nil {
 			return nil, fmt.Errorf("grpc-go: %w", err)
 		}
 		p.grpcMD = grpcMetadata(&p.cfg)

@@ -227,6 +227,35 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 	})
 }
 
+// grpc-go's connections go into the run's connection log as the other
+// engines' do (for conntrack to say which pod served each response): one
+// record per connection it dialled, from this host to the server, the
+// responses on them adding up to the calls answered. The server's own
+// count of the calls it answered is the referee.
+func TestGRPCGoConnectionsAreLogged(t *testing.T) {
+	testenv.Timed(t)
+	addr, _, handled := grpcServer(t)
+	server := netip.MustParseAddrPort(addr)
+	log := &ConnLog{}
+	_, snap := probe(t, "http://"+addr, func(c *Config) {
+		grpcProbe(c)
+		c.GRPCClient = GRPCClientGo
+		c.Connections = 3
+		c.ConnLog = log
+	})
+	conns := log.Conns()
+	var responses uint64
+	for _, r := range conns {
+		responses += uint64(r.Responses)
+		if r.Addr.Remote != server || r.Addr.Local.Port() == 0 || r.Connected < r.Dialed {
+			t.Errorf("connection %+v: want from a local port to the server %s, connected after it was dialled", r, server)
+		}
+	}
+	if ok := snap.Totals.Classes[OK]; ok == 0 || responses != ok || uint64(handled.Load()) != ok || len(conns) != 3 {
+		t.Errorf("%d connections logged with %d responses; ok %d, the server answered %d: want 3 connections, each response on one", len(conns), responses, ok, handled.Load())
+	}
+}
+
 // The two clients on one server that refuses every third stream
 // (REFUSED_STREAM: never processed, so safe to resend): the raw mode
 // fails each refused stream; grpc-go resends each on its own and its

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,46 @@ import (
 type grpcGoPool struct {
 	conns []*grpc.ClientConn
 	next  atomic.Uint32
+	// log is the run's connection log (Config.ConnLog), nil when it keeps
+	// none; open holds the connections dialled and not yet ended, by
+	// their local address, for each call to count its response on.
+	log  *ConnLog
+	open sync.Map // netip.AddrPort -> *grpcConn
+}
+
+// grpcConn is a connection grpc-go dialled through the pool: it counts the
+// responses its calls got and notes itself in the run's connection log
+// when it ends, as the other engines' connections do, so conntrack's
+// record of where it went says which pod served them.
+type grpcConn struct {
+	net.Conn
+	pool              *grpcGoPool
+	addr              ConnAddr
+	dialed, connected time.Duration
+	responses         atomic.Uint32
+	noted             sync.Once
+}
+
+// Close ends the connection and notes it (once, whoever closes it first).
+func (c *grpcConn) Close() error {
+	c.noted.Do(func() {
+		c.pool.open.Delete(c.addr.Local)
+		c.pool.log.Note(c.addr, c.dialed, c.connected, c.responses.Load())
+	})
+	return c.Conn.Close()
+}
+
+// answered counts a response on the connection the call went on (its
+// last attempt's, from its OutHeader), when the run keeps a log.
+func (pool *grpcGoPool) answered(call *grpcCall) {
+	if pool.log == nil || !call.answered.Load() {
+		return
+	}
+	if a := call.addr.Load(); a != nil {
+		if c, ok := pool.open.Load(a.Local); ok {
+			c.(*grpcConn).responses.Add(1)
+		}
+	}
 }
 
 // grpcCall is one call's record, which the stats handler fills in from
@@ -121,7 +162,10 @@ func (rawCodec) Marshal(v any) ([]byte, error)   { return *(v.(*[]byte)), nil }
 func (rawCodec) Unmarshal(_ []byte, _ any) error { return nil }
 func (rawCodec) Name() string                    { return "proto" }
 
-func newGRPCGoPool(cfg *Config, d *dialer, userAgent string) (*grpcGoPool, error) {
+// newGRPCGoPool makes the pool; elapsed is the run's clock (Prober.Elapsed),
+// which the connection log's times are on.
+func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time.Duration) (*grpcGoPool, error) {
+	pool := &grpcGoPool{log: cfg.ConnLog}
 	u := cfg.Target
 	address := d.address
 	authority := u.Host
@@ -142,16 +186,25 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string) (*grpcGoPool, error
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
 		// One connection per ClientConn, dialed as the prober dials.
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			dialed := elapsed()
 			conn, err := (&net.Dialer{KeepAlive: -1, Timeout: cfg.ConnectTimeout}).DialContext(ctx, "tcp", addr)
-			if err == nil {
-				if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
-					d.dialled.add(ta.AddrPort())
-				}
+			if err != nil {
+				return conn, err
 			}
-			return conn, err
+			remote, ok1 := conn.RemoteAddr().(*net.TCPAddr)
+			local, ok2 := conn.LocalAddr().(*net.TCPAddr)
+			if ok1 {
+				d.dialled.add(remote.AddrPort())
+			}
+			if pool.log == nil || !ok1 || !ok2 {
+				return conn, nil
+			}
+			c := &grpcConn{Conn: conn, pool: pool, dialed: dialed, connected: elapsed(),
+				addr: ConnAddr{Local: unmapped(local.AddrPort()), Remote: unmapped(remote.AddrPort())}}
+			pool.open.Store(c.addr.Local, c)
+			return c, nil
 		}),
 	}
-	pool := &grpcGoPool{}
 	for range cfg.Connections {
 		cc, err := grpc.NewClient("passthrough:///"+address, opts...)
 		if err != nil {
@@ -171,6 +224,13 @@ func (pool *grpcGoPool) close() {
 	for _, cc := range pool.conns {
 		_ = cc.Close()
 	}
+	// grpc-go may end a transport's connection after Close returns: each
+	// still open is ended here, so the log is whole when the run's
+	// outcome is read.
+	pool.open.Range(func(_, c any) bool {
+		_ = c.(*grpcConn).Close()
+		return true
+	})
 }
 
 // doGRPCGo performs one call through grpc-go and fills res: its status as
@@ -191,6 +251,7 @@ func (w *worker) doGRPCGo(res *Result) {
 	body := cfg.Body
 	err := p.grpcGo.conn().Invoke(ctx, "/"+cfg.GRPCMethod, &body, &[]byte{}, grpc.Header(&call.header))
 	res.End = p.Elapsed()
+	p.grpcGo.answered(call)
 	if n := call.retries.Load(); n > 0 {
 		res.HiddenRetries = uint8(min(n, 255))
 		res.RetryDelay = time.Duration(call.lastNS.Load() - call.firstNS.Load())
