@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"net"
@@ -216,13 +217,43 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 		}
 		// A call sent names its connection (for conntrack to say which
 		// pod it went to): the server's address, a local port; one never
-		// sent has none.
+		// sent has none. The connection's frames held no GOAWAY.
 		server := netip.MustParseAddrPort(strings.TrimPrefix(strings.TrimSuffix(s.URL(), "/"), "http://"))
 		for _, f := range p.Recorder().Failures() {
 			sent := f.Phase == PhaseReadHeaders
 			if sent != (f.Addr != nil) || (sent && (f.Addr.Remote != server || f.Addr.Local.Port() == 0 || !f.Addr.Local.Addr().Is4())) {
 				t.Errorf("failure in %s: connection %+v; want the server's address %s and a local IPv4 port when sent, none otherwise", f.Phase, f.Addr, server)
 			}
+			if f.GoAway != GoAwayNone {
+				t.Errorf("failure in %s: GOAWAY %s, the server sent none", f.Phase, f.GoAway)
+			}
+		}
+	})
+	// A GOAWAY naming the call's own stream, then the close: the call was
+	// at or below its last stream (the server had it) and is cut; what
+	// grpc-go sent above it, it resends unseen. Each cut call says which
+	// GOAWAY came (single), as the raw client's goaway_cut does.
+	t.Run("sent, a GOAWAY, then the connection closed", func(t *testing.T) {
+		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+			sc.goAway(id)
+			sc.close()
+		})
+		p, snap := scriptProbe(t, s, func(c *Config) {
+			grpcGo(c)
+			c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+		})
+		cut := 0
+		for _, f := range p.Recorder().Failures() {
+			if f.Phase != PhaseReadHeaders {
+				continue
+			}
+			cut++
+			if f.GoAway != GoAwaySingle {
+				t.Errorf("a call cut after a GOAWAY: goaway %q, want single", f.GoAway)
+			}
+		}
+		if cut == 0 {
+			t.Errorf("%v of %d calls: want some cut after the GOAWAY", phases(p), snap.Totals.Sent())
 		}
 	})
 }
@@ -253,6 +284,41 @@ func TestGRPCGoConnectionsAreLogged(t *testing.T) {
 	}
 	if ok := snap.Totals.Classes[OK]; ok == 0 || responses != ok || uint64(handled.Load()) != ok || len(conns) != 3 {
 		t.Errorf("%d connections logged with %d responses; ok %d, the server answered %d: want 3 connections, each response on one", len(conns), responses, ok, handled.Load())
+	}
+}
+
+// The frame watch finds a server's GOAWAYs however its bytes are split
+// into reads: a SETTINGS, a PING, a GOAWAY naming stream 2^31-1 then one
+// naming stream 5 (graceful), cut at every position; and one GOAWAY alone
+// (single). Frames written by x/net's framer are the referee.
+func TestH2FrameWatchFindsGoAways(t *testing.T) {
+	frames := func(lasts ...uint32) []byte {
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100})
+		_ = fr.WritePing(false, [8]byte{1})
+		for _, last := range lasts {
+			_ = fr.WriteGoAway(last, http2.ErrCodeNo, []byte("bye"))
+		}
+		_ = fr.WriteData(1, true, []byte("after"))
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		lasts []uint32
+		want  GoAwayKind
+	}{{nil, GoAwayNone}, {[]uint32{5}, GoAwaySingle}, {[]uint32{1<<31 - 1, 5}, GoAwayGraceful}} {
+		b := frames(tc.lasts...)
+		for i := 0; i <= len(b); i++ {
+			for j := i; j <= len(b); j++ {
+				w := &h2FrameWatch{}
+				w.scan(b[:i])
+				w.scan(b[i:j])
+				w.scan(b[j:])
+				if got := w.goAwayKind(); got != tc.want || w.goAways != len(tc.lasts) {
+					t.Fatalf("GOAWAYs %v split at %d and %d: %s (%d), want %s (%d)", tc.lasts, i, j, got, w.goAways, tc.want, len(tc.lasts))
+				}
+			}
+		}
 	}
 }
 

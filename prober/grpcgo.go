@@ -36,16 +36,22 @@ type grpcGoPool struct {
 	conns []*grpc.ClientConn
 	next  atomic.Uint32
 	// log is the run's connection log (Config.ConnLog), nil when it keeps
-	// none; open holds the connections dialled and not yet ended, by
-	// their local address, for each call to count its response on.
-	log  *ConnLog
-	open sync.Map // netip.AddrPort -> *grpcConn
+	// none. dialled holds every connection grpc-go dialled, by its local
+	// address: a call's OutHeader names its connection by that, and the
+	// call's outcome reads it (its responses counted, its GOAWAY seen),
+	// after the connection has ended too.
+	log     *ConnLog
+	dialled sync.Map // netip.AddrPort -> *grpcConn
+	// cleartext: connections carry h2c, whose frames the pool reads as
+	// they come (a TLS connection's are not read).
+	cleartext bool
 }
 
 // grpcConn is a connection grpc-go dialled through the pool: it counts the
 // responses its calls got and notes itself in the run's connection log
 // when it ends, as the other engines' connections do, so conntrack's
-// record of where it went says which pod served them.
+// record of where it went says which pod served them. On h2c it reads the
+// server's frame headers as grpc-go reads them, for the GOAWAYs.
 type grpcConn struct {
 	net.Conn
 	pool              *grpcGoPool
@@ -53,15 +59,102 @@ type grpcConn struct {
 	dialed, connected time.Duration
 	responses         atomic.Uint32
 	noted             sync.Once
+	frames            *h2FrameWatch // nil on TLS
+}
+
+// Read passes what the server sent to grpc-go, its frames watched first.
+func (c *grpcConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.frames != nil && n > 0 {
+		c.frames.scan(b[:n])
+	}
+	return n, err
 }
 
 // Close ends the connection and notes it (once, whoever closes it first).
 func (c *grpcConn) Close() error {
 	c.noted.Do(func() {
-		c.pool.open.Delete(c.addr.Local)
 		c.pool.log.Note(c.addr, c.dialed, c.connected, c.responses.Load())
 	})
 	return c.Conn.Close()
+}
+
+// of is the connection a call's last attempt went on, nil when unknown.
+func (pool *grpcGoPool) of(call *grpcCall) *grpcConn {
+	if a := call.addr.Load(); a != nil {
+		if c, ok := pool.dialled.Load(a.Local); ok {
+			return c.(*grpcConn)
+		}
+	}
+	return nil
+}
+
+// h2FrameWatch reads the frame headers of a server's side of an HTTP/2
+// connection (RFC 9113 §4.1: 9 bytes, then the payload it skips) for its
+// GOAWAYs: the kind the raw client would name (h2GoAway.note).
+type h2FrameWatch struct {
+	mu      sync.Mutex
+	hdr     [9]byte
+	nhdr    int // bytes of hdr read
+	skip    int // payload bytes still to pass over
+	goAway  bool
+	last    [4]byte // a GOAWAY's last stream ID, as it comes
+	nlast   int
+	kind    GoAwayKind
+	goAways int
+}
+
+// scan takes in the next bytes the server sent.
+func (w *h2FrameWatch) scan(b []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(b) > 0 {
+		if w.skip > 0 {
+			n := min(w.skip, len(b))
+			if w.goAway {
+				for _, x := range b[:min(n, 4-w.nlast)] {
+					w.last[w.nlast] = x
+					w.nlast++
+				}
+				if w.nlast == 4 {
+					w.noteGoAway()
+				}
+			}
+			w.skip -= n
+			b = b[n:]
+			continue
+		}
+		n := copy(w.hdr[w.nhdr:], b)
+		w.nhdr += n
+		b = b[n:]
+		if w.nhdr < 9 {
+			return
+		}
+		w.nhdr = 0
+		w.skip = int(w.hdr[0])<<16 | int(w.hdr[1])<<8 | int(w.hdr[2])
+		w.goAway, w.nlast = w.hdr[3] == 0x7, 0 // GOAWAY
+	}
+}
+
+// noteGoAway notes a GOAWAY whose last stream ID has been read: graceful
+// when the first names the largest ID, else single.
+func (w *h2FrameWatch) noteGoAway() {
+	w.goAway = false
+	last := uint32(w.last[0]&0x7f)<<24 | uint32(w.last[1])<<16 | uint32(w.last[2])<<8 | uint32(w.last[3])
+	if w.goAways == 0 {
+		w.kind = GoAwaySingle
+		if last == 1<<31-1 {
+			w.kind = GoAwayGraceful
+		}
+	}
+	w.goAways++
+}
+
+// goAwayKind is how the server's GOAWAY came, GoAwayNone when none did.
+func (w *h2FrameWatch) goAwayKind() GoAwayKind {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kind
 }
 
 // answered counts a response on the connection the call went on (its
@@ -70,10 +163,8 @@ func (pool *grpcGoPool) answered(call *grpcCall) {
 	if pool.log == nil || !call.answered.Load() {
 		return
 	}
-	if a := call.addr.Load(); a != nil {
-		if c, ok := pool.open.Load(a.Local); ok {
-			c.(*grpcConn).responses.Add(1)
-		}
+	if c := pool.of(call); c != nil {
+		c.responses.Add(1)
 	}
 }
 
@@ -165,7 +256,7 @@ func (rawCodec) Name() string                    { return "proto" }
 // newGRPCGoPool makes the pool; elapsed is the run's clock (Prober.Elapsed),
 // which the connection log's times are on.
 func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time.Duration) (*grpcGoPool, error) {
-	pool := &grpcGoPool{log: cfg.ConnLog}
+	pool := &grpcGoPool{log: cfg.ConnLog, cleartext: d.tls == nil}
 	u := cfg.Target
 	address := d.address
 	authority := u.Host
@@ -196,12 +287,15 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time
 			if ok1 {
 				d.dialled.add(remote.AddrPort())
 			}
-			if pool.log == nil || !ok1 || !ok2 {
+			if !ok1 || !ok2 {
 				return conn, nil
 			}
 			c := &grpcConn{Conn: conn, pool: pool, dialed: dialed, connected: elapsed(),
 				addr: ConnAddr{Local: unmapped(local.AddrPort()), Remote: unmapped(remote.AddrPort())}}
-			pool.open.Store(c.addr.Local, c)
+			if pool.cleartext {
+				c.frames = &h2FrameWatch{}
+			}
+			pool.dialled.Store(c.addr.Local, c) // a later connection from the port replaces it
 			return c, nil
 		}),
 	}
@@ -225,9 +319,9 @@ func (pool *grpcGoPool) close() {
 		_ = cc.Close()
 	}
 	// grpc-go may end a transport's connection after Close returns: each
-	// still open is ended here, so the log is whole when the run's
-	// outcome is read.
-	pool.open.Range(func(_, c any) bool {
+	// still open is ended here (Close notes a connection once), so the log
+	// is whole when the run's outcome is read.
+	pool.dialled.Range(func(_, c any) bool {
 		_ = c.(*grpcConn).Close()
 		return true
 	})
@@ -269,6 +363,12 @@ func (w *worker) doGRPCGo(res *Result) {
 	res.Phase, res.Err = call.phase(), err
 	if res.Phase != PhaseDial {
 		res.Addr = call.addr.Load() // sent on this connection
+	}
+	if c := p.grpcGo.of(call); res.Phase == PhaseReadHeaders && c != nil && c.frames != nil {
+		// Sent, unanswered, its connection lost: whether a GOAWAY came
+		// first (then the stream was at or below its last ID: grpc-go
+		// resends the ones above unseen). None on h2c is none.
+		res.GoAway = c.frames.goAwayKind()
 	}
 	st, _ := status.FromError(err)
 	switch {
