@@ -71,7 +71,7 @@ func TestUnexplainedFailuresOnChangingPodsSaySo(t *testing.T) {
 	}, Failures: []report.Failure{
 		grpcGoFailure(5100, "read_headers", "error reading from server: EOF"),
 		grpcGoFailure(9000, "", "the server's own"),
-	}}
+	}, Target: "https://api.example/"} // over TLS: whether a GOAWAY came is unknown
 	analyse(r)
 	if r.Failures[0].LikelyPod != "a" {
 		t.Fatalf("the cut call put on %q, want a (terminating)", r.Failures[0].LikelyPod)
@@ -116,5 +116,35 @@ func TestPathWindowOfGRPCGoWithCallsUnsentIsUnknown(t *testing.T) {
 	ev := strings.Join(prop.Evidence, "\n")
 	if !strings.Contains(ev, "raw 0.40s, grpc-go unknown (its channel's failed connects are in its calls failed unsent)") || strings.Contains(ev, "longer than") {
 		t.Errorf("evidence:\n%s\nwant grpc-go's window unknown, and no path said to have routed longer than it", ev)
+	}
+}
+
+// A grpc-go call cut with its connection to a terminating pod is named by
+// what the prober read on that connection, as the raw client's streams
+// are: no GOAWAY (an h2c connection, its frames read) is the abrupt
+// close's; after a GOAWAY, the shutdown's dropped streams; over TLS,
+// whose frames are not read, neither is claimed.
+func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
+	for _, tc := range []struct {
+		target, goAway, want string
+	}{
+		{"http://10.0.0.1:30095", "", H2CloseWithoutGoAway},
+		{"http://10.0.0.1:30095", report.GoAwaySingle, H2GoAwayDroppedStreams},
+		{"https://api.example/", "", Unexplained},
+	} {
+		cut := grpcGoFailure(5100, "read_headers", "error reading from server: EOF")
+		cut.Path, cut.GoAway = "", tc.goAway
+		r := &report.Report{StartedAt: t0, Target: tc.target, Config: report.Config{Protocol: "grpc"}, Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+		}, Failures: []report.Failure{cut}}
+		analyse(r)
+		if ids := findingIDsOf(r); len(ids) != 1 || ids[0] != tc.want {
+			t.Errorf("%s, goaway %q: findings %v, want %s alone", tc.target, tc.goAway, ids, tc.want)
+			continue
+		}
+		if ev := strings.Join(r.Findings[0].Evidence, "\n"); tc.want != Unexplained && !strings.Contains(ev, "1 of them grpc-go's calls") {
+			t.Errorf("%s: evidence does not say the call was grpc-go's:\n%s", tc.want, ev)
+		}
 	}
 }

@@ -31,7 +31,8 @@ func h2NoGoAway(s seen) bool {
 	if !s.terminating || !s.h2 || s.f.GoAway != "" {
 		return false
 	}
-	return s.class == prober.ClosedNoGoAway || (s.class == prober.Reset && s.f.Phase != prober.PhaseDial.String())
+	return s.class == prober.ClosedNoGoAway || (s.class == prober.Reset && s.f.Phase != prober.PhaseDial.String()) ||
+		(s.grpcCut && s.framesRead)
 }
 
 // h2ShutdownStream: a stream to a terminating pod that the server's GOAWAY
@@ -44,17 +45,44 @@ func h2ShutdownStream(s seen) bool {
 	case prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream:
 		return true
 	}
-	return s.class == prober.Reset && s.h2 && s.f.GoAway != ""
+	return (s.class == prober.Reset && s.h2 && s.f.GoAway != "") || (s.grpcCut && s.f.GoAway != "")
+}
+
+// grpcCutCall: a call the grpc-go client sent and lost with its connection
+// before any answer (a grpc_status in read_headers: the raw client's
+// grpc_status is always an answer, with no phase). Its goaway is set when
+// the prober read a GOAWAY on that connection: the call was then at or
+// below its last stream (grpc-go resends the ones above unseen), as the
+// raw client's goaway_cut.
+func grpcCutCall(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
+}
+
+// cleartextPath: the path named (a run of one: "") probes an http://
+// target, so its HTTP/2 is cleartext and the grpc-go client's connections
+// are read frame by frame.
+func cleartextPath(r *report.Report, path string) bool {
+	target := r.Target
+	for _, p := range r.Paths {
+		if p.Name == path {
+			target = p.Target
+		}
+	}
+	return strings.HasPrefix(target, "http://")
 }
 
 func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
+	evidence := []string{
+		fmt.Sprintf("%s in flight failed (%s) %s: their connections, to pods whose deletion was requested, closed with no GOAWAY first",
+			nOf(len(g.fails), "stream"), g.classes(), g.span(x.r.StartedAt)),
+		"without a GOAWAY the client cannot tell which streams the server processed, and no client resends them safely",
+	}
+	if k := g.count(report.ClassGRPCStatus); k > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status when the connection ended (the frames it read held no GOAWAY)", k))
+	}
 	return report.Finding{
-		Title: "HTTP/2 connections to terminating pods closed without a GOAWAY",
-		Evidence: []string{
-			fmt.Sprintf("%s in flight failed (%s) %s: their connections, to pods whose deletion was requested, closed with no GOAWAY first",
-				nOf(len(g.fails), "stream"), g.classes(), g.span(x.r.StartedAt)),
-			"without a GOAWAY the client cannot tell which streams the server processed, and no client resends them safely",
-		},
+		Title:    "HTTP/2 connections to terminating pods closed without a GOAWAY",
+		Evidence: evidence,
 		Fix: "on SIGTERM, announce the end and finish the streams in flight before closing: Go's http.Server.Shutdown (never Close, never exiting with connections open), " +
 			"grpc-go's GracefulStop; a preStop sleep first, and a grace period above preStop plus that drain",
 		Pods: g.podList(),
@@ -81,9 +109,12 @@ func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 		fixes = append(fixes, "announce the shutdown in two phases: a GOAWAY with stream ID 2^31-1, a PING round trip, then the GOAWAY naming the last stream "+
 			"(grpc-go's GracefulStop and Envoy's drain do; Go's http.Server.Shutdown sends one GOAWAY, so behind it only clients that resend unprocessed streams are safe)")
 	}
-	if k := n[report.ClassGoAwayCut]; k > 0 {
+	if k := n[report.ClassGoAwayCut] + n[report.ClassGRPCStatus]; k > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d were at or below the GOAWAY's last stream (the server had them) and got no answer before the connection closed: "+
 			"processed or not, nobody knows", k))
+		if g := n[report.ClassGRPCStatus]; g > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status (it resends unseen the ones above the last stream)", g))
+		}
 		fixes = append(fixes, "finish the streams in flight before exiting: Shutdown and GracefulStop return when they are done; keep the grace period above preStop plus that drain")
 	}
 	if k := n[report.ClassRefusedStream] + n[report.ClassRSTStream] + n[report.ClassReset]; k > 0 {
