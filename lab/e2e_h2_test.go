@@ -152,20 +152,13 @@ func testH2(t *testing.T, ctx context.Context, c *lab.Client) {
 	t.Run("grpc-naive: grpc-go fails calls unsent, put on no pod", func(t *testing.T) { testGRPCGoUnsent(t, ctx, c) })
 }
 
-// testGRPCGoUnsent rolls grpc-naive (no preStop, it exits at once) with
-// both clients at its NodePort. Each grpc-go channel loses its connection
-// with its pod; its reconnect meets the endpoint race (refused or timed
-// out at a pod still in the node's rules), and while it backs off it fails
-// every call at once, never sending it. Those calls are put on no pod and
-// explained by their own finding: the timeline once put them on the new
-// pods, just ready, and the run said those received traffic before they
-// could serve. The wire is the referee of "never sent": the clients'
-// HEADERS on it are no more than the calls sent on a connection (every
-// call but those failed in phase dial) and grpc-go's hidden retries. The
-// reconnects meet the race in nearly every run (about ten of them, each
-// to a gone pod's rules one time in three: all missing it, under 2%).
-func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
-	const sample, nodePort = "grpc-naive", 30095
+// runBothClients rolls sample under rollprobe run with both gRPC clients
+// at the first node's nodePort from the client host, under a capture of
+// that port, and returns the run (exit 1, its report valid: the raw path
+// fails on every such sample) and the HTTP/2 frames the capture shows. A
+// capture that missed packets cannot referee: that is said, not counted.
+func runBothClients(t *testing.T, ctx context.Context, c *lab.Client, sample string, nodePort int) (*runResult, capture.H2Wire) {
+	t.Helper()
 	ensureSample(t, ctx, c, sample)
 	target := fmt.Sprintf("http://%s:%d", firstNode().IP, nodePort)
 	if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
@@ -178,10 +171,27 @@ func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("tcpdump dropped %d packets: the wire's counts below are short", n)
 	}
 	if r.repErr != nil || r.exit != 1 {
-		t.Fatalf("exit %d (%v), want 1\n%s", r.exit, r.repErr, r.out())
+		t.Fatalf("exit %d (%v), want 1 (the raw path fails)\n%s", r.exit, r.repErr, r.out())
 	}
-	rep := r.rep
 	validateSchema(t, r.reportPath)
+	return r, frames
+}
+
+// testGRPCGoUnsent rolls grpc-naive (no preStop, it exits at once, no
+// GOAWAY) with both clients at its NodePort. Each grpc-go channel loses its connection
+// with its pod; its reconnect meets the endpoint race (refused or timed
+// out at a pod still in the node's rules), and while it backs off it fails
+// every call at once, never sending it. Those calls are put on no pod and
+// explained by their own finding: the timeline once put them on the new
+// pods, just ready, and the run said those received traffic before they
+// could serve. The wire is the referee of "never sent": the clients'
+// HEADERS on it are no more than the calls sent on a connection (every
+// call but those failed in phase dial) and grpc-go's hidden retries. The
+// reconnects meet the race in nearly every run (about ten of them, each
+// to a gone pod's rules one time in three: all missing it, under 2%).
+func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
+	r, frames := runBothClients(t, ctx, c, "grpc-naive", 30095)
+	rep := r.rep
 	if rep.FailureInfo.Total != uint64(rep.FailureInfo.Kept) {
 		t.Fatalf("%d of %d failures kept in full: the count below needs them all", rep.FailureInfo.Kept, rep.FailureInfo.Total)
 	}
@@ -204,6 +214,26 @@ func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
 	if findingByID(rep, analysis.ReadyTooEarly) != nil {
 		t.Errorf("findings %v: grpc-naive's new pods serve when ready (its readiness probe asks the app)", findingIDs(rep))
 	}
+	// The calls grpc-go sent and lost with their connections: grpc-naive
+	// exits with no GOAWAY, and the wire shows none; rollprobe read none on
+	// their connections, and the abrupt close's finding names them.
+	var cut int
+	for _, f := range rep.Failures {
+		if f.Path == "grpc-go" && f.Class == report.ClassGRPCStatus && f.Phase == "read_headers" {
+			cut++
+			if f.GoAway != "" {
+				t.Errorf("call %s cut with its connection: goaway %q, the server sent none", f.RequestID, f.GoAway)
+			}
+		}
+	}
+	for _, conn := range frames.Since(rep.StartedAt).Conns {
+		if len(conn.GoAways) > 0 {
+			t.Errorf("the wire shows a GOAWAY (last streams %v): grpc-naive sends none", conn.GoAways)
+		}
+	}
+	if f := findingByID(rep, analysis.H2CloseWithoutGoAway); cut > 0 && (f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "of them grpc-go's calls")) {
+		t.Errorf("%d grpc-go calls cut with their connections, findings %v: want %s to name them", cut, findingIDs(rep), analysis.H2CloseWithoutGoAway)
+	}
 	var hidden uint64
 	if h := rep.Totals.HiddenRetries; h != nil {
 		hidden = h.Attempts
@@ -216,8 +246,8 @@ func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("the wire's HEADERS %d, the calls sent on a connection %d (%d in all, %d failed in dial, %d hidden retries): some said unsent were sent",
 			onWire, sentOnConn, rep.Totals.Sent, dialed, hidden)
 	}
-	t.Logf("%d failed of %d %v; %d failed in dial (%d of them grpc-go's calls unsent); the wire's HEADERS %d; findings %v",
-		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), dialed, unsent, onWire, findingIDs(rep))
+	t.Logf("%d failed of %d %v; %d failed in dial (%d of them grpc-go's calls unsent), %d grpc-go calls cut; the wire's HEADERS %d; findings %v",
+		rep.Totals.Failed, rep.Totals.Sent, nonZero(rep.Totals.ByClass), dialed, unsent, cut, onWire, findingIDs(rep))
 }
 
 // testGRPCScaleOut scales grpc-graceful from 3 replicas to 5 under gRPC
@@ -319,25 +349,8 @@ func checkH2Shutdown(t *testing.T, rep *report.Report) {
 // of both: its unprocessed streams are raw's failures plus grpc-go's
 // hidden retries, its answered streams the two paths' ok.
 func testHiddenRetries(t *testing.T, ctx context.Context, c *lab.Client) {
-	const sample, nodePort = "grpc-single-goaway", 30094
-	ensureSample(t, ctx, c, sample)
-	target := fmt.Sprintf("http://%s:%d", firstNode().IP, nodePort)
-	if err := waitServingFrom(ctx, netns.LabNetNS, target+"/"); err != nil {
-		t.Fatal(err)
-	}
-	wire := capture.Start(t, netns.LabNetNS, "any", "tcp port "+strconv.Itoa(nodePort))
-	r := startRunOn(t, []string{"--client"}, sample, target, "--protocol", "grpc", "--grpc-client", "both").wait(t)
-	frames := wire.H2(nodePort)
-	// A capture that missed packets cannot referee: say so rather than
-	// report a count that differs for that reason.
-	if n := wire.Dropped(); n > 0 {
-		t.Errorf("tcpdump dropped %d packets: the wire's counts below are short", n)
-	}
-	if r.repErr != nil || r.exit != 1 {
-		t.Fatalf("exit %d (%v), want 1 (the raw path fails)\n%s", r.exit, r.repErr, r.out())
-	}
+	r, frames := runBothClients(t, ctx, c, "grpc-single-goaway", 30094)
 	rep := r.rep
-	validateSchema(t, r.reportPath)
 	if len(rep.Paths) != 2 || rep.Paths[0].GRPCClient != "raw" || rep.Paths[1].GRPCClient != "grpc-go" {
 		t.Fatalf("paths %+v", rep.Paths)
 	}
