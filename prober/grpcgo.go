@@ -157,10 +157,10 @@ func (w *h2FrameWatch) goAwayKind() GoAwayKind {
 	return w.kind
 }
 
-// answered counts a response on the connection the call went on (its
-// last attempt's, from its OutHeader), when the run keeps a log.
+// answered counts a response on the connection the call's attempt went
+// on (from its OutHeader), when the run keeps a log.
 func (pool *grpcGoPool) answered(call *grpcCall) {
-	if pool.log == nil || !call.answered.Load() {
+	if pool.log == nil {
 		return
 	}
 	if c := pool.of(call); c != nil {
@@ -203,12 +203,13 @@ func (c *grpcCall) phase() Phase {
 
 type grpcCallKey struct{}
 
-// retryCounter is the stats handler that counts each call's attempts.
-type retryCounter struct{}
+// retryCounter is the stats handler that counts each call's attempts,
+// and the responses on the pool's connections.
+type retryCounter struct{ pool *grpcGoPool }
 
 func (retryCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
-func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
+func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	c, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
 	if c == nil {
 		return
@@ -226,7 +227,12 @@ func (retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		c.sent.Store(true)
 		return
 	case *stats.InHeader, *stats.InTrailer:
-		c.answered.Store(true)
+		// Counted on its connection as the answer comes, before the call
+		// returns: a server that closes after its last answer (a graceful
+		// stop) ends the connection, and notes it, before then.
+		if c.answered.CompareAndSwap(false, true) {
+			rc.pool.answered(c)
+		}
 		return
 	default:
 		return
@@ -272,7 +278,7 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithAuthority(authority),
-		grpc.WithStatsHandler(retryCounter{}),
+		grpc.WithStatsHandler(retryCounter{pool}),
 		grpc.WithUserAgent(userAgent),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})),
 		// One connection per ClientConn, dialed as the prober dials.
@@ -345,7 +351,6 @@ func (w *worker) doGRPCGo(res *Result) {
 	body := cfg.Body
 	err := p.grpcGo.conn().Invoke(ctx, "/"+cfg.GRPCMethod, &body, &[]byte{}, grpc.Header(&call.header))
 	res.End = p.Elapsed()
-	p.grpcGo.answered(call)
 	if n := call.retries.Load(); n > 0 {
 		res.HiddenRetries = uint8(min(n, 255))
 		res.RetryDelay = time.Duration(call.lastNS.Load() - call.firstNS.Load())
