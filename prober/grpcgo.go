@@ -42,6 +42,9 @@ type grpcGoPool struct {
 	// after the connection has ended too.
 	log     *ConnLog
 	dialled sync.Map // netip.AddrPort -> *grpcConn
+	// linger is how long an ended connection stays in dialled: longer
+	// than a call cut by its end takes to return and be read.
+	linger time.Duration
 	// cleartext: connections carry h2c, whose frames the pool reads as
 	// they come (a TLS connection's are not read).
 	cleartext bool
@@ -75,6 +78,9 @@ func (c *grpcConn) Read(b []byte) (int, error) {
 func (c *grpcConn) Close() error {
 	c.noted.Do(func() {
 		c.pool.log.Note(c.addr, c.dialed, c.connected, c.responses.Load())
+		// Not kept for the whole run: a server that ends connections
+		// often (MaxConnectionAge) would make it grow with them.
+		time.AfterFunc(c.pool.linger, func() { c.pool.dialled.CompareAndDelete(c.addr.Local, c) })
 	})
 	return c.Conn.Close()
 }
@@ -262,7 +268,7 @@ func (rawCodec) Name() string                    { return "proto" }
 // newGRPCGoPool makes the pool; elapsed is the run's clock (Prober.Elapsed),
 // which the connection log's times are on.
 func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time.Duration) (*grpcGoPool, error) {
-	pool := &grpcGoPool{log: cfg.ConnLog, cleartext: d.tls == nil}
+	pool := &grpcGoPool{log: cfg.ConnLog, cleartext: d.tls == nil, linger: cfg.Timeout + 5*time.Second}
 	u := cfg.Target
 	address := d.address
 	authority := u.Host
