@@ -961,14 +961,21 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 	if len(sent.fails) == 0 {
 		sent = g
 	}
-	evidence := []string{fmt.Sprintf("%s failed (%s) %s while %s was terminating or just ready", nOf(len(sent.fails), "request"), sent.classes(), sent.span(x.r.StartedAt), which)}
-	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
-	if len(left) > 0 {
+	// noPodLine says fails came with no pod changing (that their SYNs can
+	// have reached, where kube-proxy's rules left some: left).
+	noPodLine := func(fails *group, noun string) string {
+		if len(left) == 0 {
+			return fmt.Sprintf("%s failed (%s) %s while %s was terminating or just ready", nOf(len(fails.fails), noun), fails.classes(), fails.span(x.r.StartedAt), which)
+		}
 		reach := "that their SYNs can have reached"
 		if !anyLeftByMisses(left) {
 			reach = "that can have refused them"
 		}
-		evidence[0] = fmt.Sprintf("%s failed (%s) %s while %s %s was terminating or just ready", nOf(len(sent.fails), "request"), sent.classes(), sent.span(x.r.StartedAt), which, reach)
+		return fmt.Sprintf("%s failed (%s) %s while %s %s was terminating or just ready", nOf(len(fails.fails), noun), fails.classes(), fails.span(x.r.StartedAt), which, reach)
+	}
+	evidence := []string{noPodLine(sent, "request")}
+	fix := "look beyond the rollout: the target's own errors, a proxy in front, or the network; the failures list has each error"
+	if len(left) > 0 {
 		text := leftRulesText(left, x.r.StartedAt)
 		if anyLeftByMisses(left) {
 			text += ": where a pod is picked at random or in turn, the chance it was still there is below one in a million"
@@ -995,8 +1002,7 @@ func renderUnexplained(g *group, x facts) (report.Finding, bool) {
 		evidence[0] = fmt.Sprintf("%s failed (%s) %s on pods terminating or just ready then (each failure's context says which, and how), in a way no other finding here explains",
 			nOf(len(onPods.fails), "request"), onPods.classes(), onPods.span(x.r.StartedAt))
 		if len(offPods.fails) > 0 {
-			evidence = slices.Insert(evidence, 1, fmt.Sprintf("%s failed (%s) %s while %s was terminating or just ready",
-				nOf(len(offPods.fails), "more request"), offPods.classes(), offPods.span(x.r.StartedAt), which))
+			evidence = slices.Insert(evidence, 1, noPodLine(&offPods, "more request"))
 		}
 		fix = "read each failure's error and context: the pod it names was changing then; " + fix
 	}
