@@ -52,15 +52,28 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 			parts = append(parts, fmt.Sprintf("%s %d", c, n))
 		}
 	}
+	evidence := []string{
+		fmt.Sprintf("%s failed (%s) %s without being sent: grpc-go fails a call at once, unless it waits for ready, "+
+			"while its channel has no ready connection (after it lost one, and while it backs off before dialing again); no pod received them",
+			nOf(len(g.fails), "call"), g.classes(), g.span(x.r.StartedAt)),
+		"the channel's last connection attempt before each, by the calls' messages: " + strings.Join(parts, ", ") +
+			" (through a Service's address, a connect that timed out went to a pod address that no longer answered, a gone pod's; refused, to a pod no longer listening)",
+	}
+	// After the old pods were all gone, nothing the rollout did was left
+	// for a connect to meet: the calls then failed on a channel still
+	// waiting out its backoff after an earlier failed attempt.
+	last := g.fails[len(g.fails)-1].Intended
+	for _, e := range x.r.Timeline {
+		if e.Kind == report.AllOldPodsGone && last.After(e.At) {
+			evidence = append(evidence, fmt.Sprintf("the last came %.2fs after the rollout's old pods were all gone (%+.2fs): grpc-go waits before each new attempt "+
+				"(about 1 s after a failed one, then 1.6 times longer after each failure, up to 2 minutes: its default backoff), and fails the calls meanwhile, so its clients "+
+				"kept failing after the pods that caused it had gone", last.Sub(e.At).Seconds(), e.At.Sub(x.r.StartedAt).Seconds()))
+			break
+		}
+	}
 	return report.Finding{
-		Title: "grpc-go failed calls without sending them: its channel had no connection",
-		Evidence: []string{
-			fmt.Sprintf("%s failed (%s) %s without being sent: grpc-go fails a call at once, unless it waits for ready, "+
-				"while its channel has no ready connection (after it lost one, and while it backs off before dialing again); no pod received them",
-				nOf(len(g.fails), "call"), g.classes(), g.span(x.r.StartedAt)),
-			"the channel's last connection attempt before each, by the calls' messages: " + strings.Join(parts, ", ") +
-				" (through a Service's address, a connect that timed out went to a pod address that no longer answered, a gone pod's; refused, to a pod no longer listening)",
-		},
+		Title:    "grpc-go failed calls without sending them: its channel had no connection",
+		Evidence: evidence,
 		Fix: "keep the old pods serving until clients have moved: a preStop sleep longer than endpoint propagation, then grpc-go's GracefulStop " +
 			"(its GOAWAY moves a client's channel to a new connection while the old pod still serves, so no call finds the channel without one); " +
 			"a client that must ride out a reconnect can mark its calls wait-for-ready (grpc.WaitForReady(true)) or retry UNAVAILABLE with a retry policy in its service config",

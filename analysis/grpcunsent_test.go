@@ -29,6 +29,7 @@ func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
 		ev(5300, report.PodCreated, "b", "new"),
 		ev(5600, report.PodGone, "a", "old"),
 		ev(6000, report.PodReady, "b", "new"),
+		ev(6300, report.AllOldPodsGone, "", ""),
 	}, Failures: []report.Failure{
 		grpcGoFailure(6200, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: i/o timeout"`),
 		grpcGoFailure(6300, "dial", `connection error: desc = "transport: Error while dialing: dial tcp 10.96.0.10:80: connect: connection refused"`),
@@ -50,7 +51,8 @@ func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
 		t.Fatalf("findings %v, want %s", findingIDsOf(r), GRPCFailedUnsent)
 	}
 	ev := strings.Join(g.Evidence, "\n")
-	for _, want := range []string{"4 calls failed (grpc_status 3, timeout 1) from +6.20s to +6.50s without being sent", "timed out 2, refused 1, other 1"} {
+	for _, want := range []string{"4 calls failed (grpc_status 3, timeout 1) from +6.20s to +6.50s without being sent", "timed out 2, refused 1, other 1",
+		"the last came 0.20s after the rollout's old pods were all gone (+6.30s)"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
