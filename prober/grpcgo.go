@@ -85,16 +85,6 @@ func (c *grpcConn) Close() error {
 	return c.Conn.Close()
 }
 
-// of is the connection a call's last attempt went on, nil when unknown.
-func (pool *grpcGoPool) of(call *grpcCall) *grpcConn {
-	if a := call.addr.Load(); a != nil {
-		if c, ok := pool.dialled.Load(a.Local); ok {
-			return c.(*grpcConn)
-		}
-	}
-	return nil
-}
-
 // h2FrameWatch reads the frame headers of a server's side of an HTTP/2
 // connection (RFC 9113 §4.1: 9 bytes, then the payload it skips) for its
 // GOAWAYs: the kind the raw client would name (h2GoAway.note).
@@ -142,17 +132,11 @@ func (w *h2FrameWatch) scan(b []byte) {
 	}
 }
 
-// noteGoAway notes a GOAWAY whose last stream ID has been read: graceful
-// when the first names the largest ID, else single.
+// noteGoAway notes a GOAWAY whose last stream ID has been read.
 func (w *h2FrameWatch) noteGoAway() {
 	w.goAway = false
 	last := uint32(w.last[0]&0x7f)<<24 | uint32(w.last[1])<<16 | uint32(w.last[2])<<8 | uint32(w.last[3])
-	if w.goAways == 0 {
-		w.kind = GoAwaySingle
-		if last == 1<<31-1 {
-			w.kind = GoAwayGraceful
-		}
-	}
+	w.kind = goAwayKindAfter(w.kind, last)
 	w.goAways++
 }
 
@@ -161,17 +145,6 @@ func (w *h2FrameWatch) goAwayKind() GoAwayKind {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.kind
-}
-
-// answered counts a response on the connection the call's attempt went
-// on (from its OutHeader), when the run keeps a log.
-func (pool *grpcGoPool) answered(call *grpcCall) {
-	if pool.log == nil {
-		return
-	}
-	if c := pool.of(call); c != nil {
-		c.responses.Add(1)
-	}
 }
 
 // grpcCall is one call's record, which the stats handler fills in from
@@ -185,10 +158,12 @@ type grpcCall struct {
 	// failed unsent was failed by grpc-go itself, its channel having no
 	// ready connection; one sent and unanswered lost its connection.
 	sent, answered atomic.Bool
-	// addr is the last attempt's connection, as its OutHeader named it:
-	// a failure sent on one carries it (Result.Addr), for conntrack to
-	// say which pod it went to.
-	addr   atomic.Pointer[ConnAddr]
+	// conn is the pool's connection the last attempt went on, found by
+	// the local address its OutHeader named (nil when none was): it
+	// counts the answer, and a failure sent on it carries its address
+	// (Result.Addr, for conntrack to say which pod it went to) and the
+	// GOAWAY read on it.
+	conn   atomic.Pointer[grpcConn]
 	header metadata.MD
 }
 
@@ -225,10 +200,10 @@ func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.Begin:
 		b = s
 	case *stats.OutHeader:
-		local, ok1 := s.LocalAddr.(*net.TCPAddr)
-		remote, ok2 := s.RemoteAddr.(*net.TCPAddr)
-		if ok1 && ok2 {
-			c.addr.Store(&ConnAddr{Local: unmapped(local.AddrPort()), Remote: unmapped(remote.AddrPort())})
+		if local, ok := s.LocalAddr.(*net.TCPAddr); ok {
+			if conn, ok := rc.pool.dialled.Load(unmapped(local.AddrPort())); ok {
+				c.conn.Store(conn.(*grpcConn))
+			}
 		}
 		c.sent.Store(true)
 		return
@@ -236,8 +211,8 @@ func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// Counted on its connection as the answer comes, before the call
 		// returns: a server that closes after its last answer (a graceful
 		// stop) ends the connection, and notes it, before then.
-		if c.answered.CompareAndSwap(false, true) {
-			rc.pool.answered(c)
+		if conn := c.conn.Load(); c.answered.CompareAndSwap(false, true) && conn != nil {
+			conn.responses.Add(1)
 		}
 		return
 	default:
@@ -245,7 +220,7 @@ func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 	c.sent.Store(false) // a new attempt: what the last one did is its own
 	c.answered.Store(false)
-	c.addr.Store(nil)
+	c.conn.Store(nil)
 	if b.IsTransparentRetryAttempt {
 		c.retries.Add(1)
 	} else {
@@ -372,14 +347,15 @@ func (w *worker) doGRPCGo(res *Result) {
 		return
 	}
 	res.Phase, res.Err = call.phase(), err
-	if res.Phase != PhaseDial {
-		res.Addr = call.addr.Load() // sent on this connection
-	}
-	if c := p.grpcGo.of(call); res.Phase == PhaseReadHeaders && c != nil && c.frames != nil {
-		// Sent, unanswered, its connection lost: whether a GOAWAY came
-		// first (then the stream was at or below its last ID: grpc-go
-		// resends the ones above unseen). None on h2c is none.
-		res.GoAway = c.frames.goAwayKind()
+	if conn := call.conn.Load(); res.Phase != PhaseDial && conn != nil {
+		addr := conn.addr // sent on this connection
+		res.Addr = &addr
+		if res.Phase == PhaseReadHeaders && conn.frames != nil {
+			// Sent, unanswered, its connection lost: whether a GOAWAY
+			// came first (then the stream was at or below its last ID:
+			// grpc-go resends the ones above unseen). None on h2c is none.
+			res.GoAway = conn.frames.goAwayKind()
+		}
 	}
 	st, _ := status.FromError(err)
 	switch {

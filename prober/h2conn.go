@@ -807,14 +807,23 @@ func (c *h2conn) onGoAway(f *http2.GoAwayFrame) {
 // note takes in a GOAWAY frame: the kind (graceful when the first names
 // the largest stream ID), its last stream, code and debug data.
 func (g *h2GoAway) note(f *http2.GoAwayFrame) {
-	switch {
-	case g.kind == GoAwayNone && f.LastStreamID == 1<<31-1:
-		g.kind = GoAwayGraceful
-	case g.kind == GoAwayNone:
-		g.kind = GoAwaySingle
-	}
+	g.kind = goAwayKindAfter(g.kind, f.LastStreamID)
 	g.last, g.code = f.LastStreamID, f.ErrCode
 	g.debug = string(f.DebugData())
+}
+
+// goAwayKindAfter is how a connection's GOAWAYs came, once one naming
+// last stream ID arrives after those that made kind: the first decides,
+// graceful when it names the largest ID (2^31-1), else single. The raw
+// client's reader and the grpc-go client's frame watch both judge by it.
+func goAwayKindAfter(kind GoAwayKind, last uint32) GoAwayKind {
+	switch {
+	case kind != GoAwayNone:
+		return kind
+	case last == 1<<31-1:
+		return GoAwayGraceful
+	}
+	return GoAwaySingle
 }
 
 // aboveGoAway fills the outcome of stream id, above the last stream of
