@@ -48,29 +48,6 @@ func h2ShutdownStream(s seen) bool {
 	return (s.class == prober.Reset && s.h2 && s.f.GoAway != "") || (s.grpcCut && s.f.GoAway != "")
 }
 
-// grpcCutCall: a call the grpc-go client sent and lost with its connection
-// before any answer (a grpc_status in read_headers: the raw client's
-// grpc_status is always an answer, with no phase). Its goaway is set when
-// the prober read a GOAWAY on that connection: the call was then at or
-// below its last stream (grpc-go resends the ones above unseen), as the
-// raw client's goaway_cut.
-func grpcCutCall(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
-}
-
-// cleartextPath: the path named (a run of one: "") probes an http://
-// target, so its HTTP/2 is cleartext and the grpc-go client's connections
-// are read frame by frame.
-func cleartextPath(r *report.Report, path string) bool {
-	target := r.Target
-	for _, p := range r.Paths {
-		if p.Name == path {
-			target = p.Target
-		}
-	}
-	return strings.HasPrefix(target, "http://")
-}
-
 func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
 	evidence := []string{
 		fmt.Sprintf("%s in flight failed (%s) %s: their connections, to pods whose deletion was requested, closed with no GOAWAY first",
@@ -78,7 +55,7 @@ func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
 		"without a GOAWAY the client cannot tell which streams the server processed, and no client resends them safely",
 	}
 	if k := g.count(report.ClassGRPCStatus); k > 0 {
-		evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status when the connection ended (the frames it read held no GOAWAY)", k))
+		evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status when the connection ended (the frames rollprobe read on it held no GOAWAY)", k))
 	}
 	return report.Finding{
 		Title:    "HTTP/2 connections to terminating pods closed without a GOAWAY",
@@ -112,8 +89,8 @@ func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 	if k := n[report.ClassGoAwayCut] + n[report.ClassGRPCStatus]; k > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d were at or below the GOAWAY's last stream (the server had them) and got no answer before the connection closed: "+
 			"processed or not, nobody knows", k))
-		if g := n[report.ClassGRPCStatus]; g > 0 {
-			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status (it resends unseen the ones above the last stream)", g))
+		if calls := n[report.ClassGRPCStatus]; calls > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status (it resends unseen the ones above the last stream)", calls))
 		}
 		fixes = append(fixes, "finish the streams in flight before exiting: Shutdown and GracefulStop return when they are done; keep the grace period above preStop plus that drain")
 	}

@@ -8,6 +8,9 @@ import (
 	"github.com/rollprobe/rollprobe/report"
 )
 
+// The grpc-go client's failures (--grpc-client grpc-go or both): calls it
+// never sent, and calls it sent and lost with their connection.
+
 // GRPCFailedUnsent: grpc-go (--grpc-client grpc-go) failed calls without
 // sending them, its channel having no ready connection: between a lost
 // connection and the next, and while it waited to dial again after a
@@ -78,4 +81,27 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 			"(its GOAWAY moves a client's channel to a new connection while the old pod still serves, so no call finds the channel without one); " +
 			"a client that must ride out a reconnect can mark its calls wait-for-ready (grpc.WaitForReady(true)) or retry UNAVAILABLE with a retry policy in its service config",
 	}, true
+}
+
+// grpcCutCall: a call the grpc-go client sent and lost with its connection
+// before any answer (a grpc_status in read_headers: the raw client's
+// grpc_status is always an answer, with no phase). Its goaway is set when
+// the prober read a GOAWAY on that connection: the call was then at or
+// below its last stream (grpc-go resends the ones above unseen), as the
+// raw client's goaway_cut.
+func grpcCutCall(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
+}
+
+// cleartextPath: the path named (a run of one: "") probes an http://
+// target, so its HTTP/2 is cleartext and the grpc-go client's connections
+// are read frame by frame.
+func cleartextPath(r *report.Report, path string) bool {
+	target := r.Target
+	for _, p := range r.Paths {
+		if p.Name == path {
+			target = p.Target
+		}
+	}
+	return strings.HasPrefix(target, "http://")
 }
