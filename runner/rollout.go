@@ -506,7 +506,11 @@ func whyNotAtRest(ctx context.Context, kube kubernetes.Interface, target *rollou
 		return fmt.Errorf("its current revision is not shown yet: %w", rollout.ErrMidRollout)
 	}
 	old := rollout.OldPods(pods, newRev)
-	return fmt.Errorf("%d of its %d pods are not of its current revision %s: %w", len(old), len(pods), newRev, rollout.ErrMidRollout)
+	verb := "are"
+	if len(old) == 1 {
+		verb = "is"
+	}
+	return fmt.Errorf("%d of its %d pods %s not of its current revision %s: %w", len(old), len(pods), verb, newRev, rollout.ErrMidRollout)
 }
 
 // notAtRestSync bounds whyNotAtRest's read of the pods: a refusal that

@@ -97,7 +97,7 @@ func TestRefusalTellsARolloutFromUnavailablePods(t *testing.T) {
 		{"a pod unavailable, every pod of the current revision", unavailable, false,
 			"not every pod is available, yet every pod is of its current revision: nothing is rolling"},
 		{"a rollout in progress", secondRevisionRolling(false), true,
-			"1 of its 3 pods are not of its current revision h2: it is already mid-rollout"},
+			"1 of its 3 pods is not of its current revision h2: it is already mid-rollout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fakeKube(nil, tc.objs...)
