@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpckeepalive "google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/internal/testenv"
@@ -84,17 +86,71 @@ func TestGRPCHealthCheck(t *testing.T) {
 // http/1.1 for gRPC until the lab's first gRPC run through Traefik).
 // Every call OK, as many as the server answered.
 func TestGRPCOverTLS(t *testing.T) {
-	certSource := httptest.NewUnstartedServer(http.NotFoundHandler())
-	certSource.StartTLS() // only for its certificate
-	cert := certSource.TLS.Certificates[0]
-	certSource.Close()
-	addr, _, handled := grpcServer(t, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	addr, _, handled := grpcServer(t, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*testCert(t)}})))
 	_, snap := probe(t, "https://"+addr, func(c *Config) {
 		grpcProbe(c)
 		c.Insecure = true
 	})
 	if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent || uint64(handled.Load()) != sent {
 		t.Fatalf("sent %d, ok %d, the server answered %d (%v)", sent, snap.Totals.Classes[OK], handled.Load(), snap.Totals.Classes)
+	}
+}
+
+// Both clients name the server alike over TLS: the target's host in the
+// handshake (SNI), and as :authority the target's host and port, or the
+// Host header the user set. grpc-go alone would refuse a channel whose
+// authority has a port its TLS name has not, and send the Host header's
+// name in the handshake. The server's own view of each call is the referee.
+func TestGRPCOverTLSNamesTheServerAsTheOtherClients(t *testing.T) {
+	for _, client := range []GRPCClient{GRPCClientRaw, GRPCClientGo} {
+		for _, host := range []string{"", "other.example"} {
+			t.Run(string(client)+" Host "+host, func(t *testing.T) {
+				var mu sync.Mutex
+				saw := map[string]int{} // calls by :authority
+				sni := make(chan string, 1000)
+				creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*testCert(t)},
+					GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+						select {
+						case sni <- h.ServerName:
+						default:
+						}
+						return nil, nil
+					}})
+				addr, _, _ := grpcServer(t, grpc.Creds(creds), grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+					md, _ := metadata.FromIncomingContext(ctx)
+					mu.Lock()
+					saw[strings.Join(md.Get(":authority"), ",")]++
+					mu.Unlock()
+					return h(ctx, req)
+				}))
+				_, port, _ := net.SplitHostPort(addr)
+				_, snap := probe(t, "https://api.example:"+port, func(c *Config) {
+					grpcProbe(c)
+					c.GRPCClient, c.Insecure, c.ConnectTo = client, true, addr
+					if host != "" {
+						c.Header = http.Header{"Host": {host}}
+					}
+				})
+				if sent := snap.Totals.Sent(); sent == 0 || snap.Totals.Classes[OK] != sent {
+					t.Fatalf("sent %d, ok %d (%v)", sent, snap.Totals.Classes[OK], snap.Totals.Classes)
+				}
+				wantAuthority := "api.example:" + port
+				if host != "" {
+					wantAuthority = host
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(saw) != 1 || saw[wantAuthority] == 0 {
+					t.Errorf(":authority the server saw, by calls: %v; want %q alone", saw, wantAuthority)
+				}
+				close(sni)
+				for name := range sni {
+					if name != "api.example" {
+						t.Errorf("a handshake named %q, want api.example", name)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -204,59 +260,80 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 			t.Errorf("failures by phase and status %v of %d calls: want every one UNAVAILABLE in dial", got, snap.Totals.Sent())
 		}
 	})
-	t.Run("sent, then the connection closed", func(t *testing.T) {
-		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.close() })
-		p, snap := scriptProbe(t, s, func(c *Config) {
-			grpcGo(c)
-			c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+	// The connection's frames are read in h2c and once decrypted in TLS:
+	// the same script says the same over either.
+	for _, cert := range []*tls.Certificate{nil, testCert(t)} {
+		over := " (h2c)"
+		if cert != nil {
+			over = " (TLS)"
+		}
+		t.Run("sent, then the connection closed"+over, func(t *testing.T) {
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.close() })
+			s.tls = cert
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				grpcGo(c)
+				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+				c.Insecure = cert != nil
+			})
+			got := phases(p)
+			// Between a close and the next connection a call may find none
+			// ready (dial); none is answered.
+			if got["read_headers UNAVAILABLE"] == 0 || got["read_headers UNAVAILABLE"]+got["dial UNAVAILABLE"] != int(snap.Totals.Sent()) {
+				t.Errorf("failures by phase and status %v of %d calls: want UNAVAILABLE in read_headers (some in dial at most), none answered", got, snap.Totals.Sent())
+			}
+			// A call sent names its connection (for conntrack to say which
+			// pod it went to): the server's address, a local port; one never
+			// sent has none. The connection's frames held no GOAWAY.
+			server := netip.MustParseAddrPort(strings.TrimPrefix(strings.TrimPrefix(strings.TrimSuffix(s.URL(), "/"), "http://"), "https://"))
+			for _, f := range p.Recorder().Failures() {
+				sent := f.Phase == PhaseReadHeaders
+				if sent != (f.Addr != nil) || (sent && (f.Addr.Remote != server || f.Addr.Local.Port() == 0 || !f.Addr.Local.Addr().Is4())) {
+					t.Errorf("failure in %s: connection %+v; want the server's address %s and a local IPv4 port when sent, none otherwise", f.Phase, f.Addr, server)
+				}
+				if f.GoAway != GoAwayNone {
+					t.Errorf("failure in %s: GOAWAY %s, the server sent none", f.Phase, f.GoAway)
+				}
+			}
 		})
-		got := phases(p)
-		// Between a close and the next connection a call may find none
-		// ready (dial); none is answered.
-		if got["read_headers UNAVAILABLE"] == 0 || got["read_headers UNAVAILABLE"]+got["dial UNAVAILABLE"] != int(snap.Totals.Sent()) {
-			t.Errorf("failures by phase and status %v of %d calls: want UNAVAILABLE in read_headers (some in dial at most), none answered", got, snap.Totals.Sent())
-		}
-		// A call sent names its connection (for conntrack to say which
-		// pod it went to): the server's address, a local port; one never
-		// sent has none. The connection's frames held no GOAWAY.
-		server := netip.MustParseAddrPort(strings.TrimPrefix(strings.TrimSuffix(s.URL(), "/"), "http://"))
-		for _, f := range p.Recorder().Failures() {
-			sent := f.Phase == PhaseReadHeaders
-			if sent != (f.Addr != nil) || (sent && (f.Addr.Remote != server || f.Addr.Local.Port() == 0 || !f.Addr.Local.Addr().Is4())) {
-				t.Errorf("failure in %s: connection %+v; want the server's address %s and a local IPv4 port when sent, none otherwise", f.Phase, f.Addr, server)
+		// A GOAWAY naming the call's own stream, then the close: the call was
+		// at or below its last stream (the server had it) and is cut; what
+		// grpc-go sent above it, it resends unseen. Each cut call says which
+		// GOAWAY came (single), as the raw client's goaway_cut does.
+		t.Run("sent, a GOAWAY, then the connection closed"+over, func(t *testing.T) {
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
+				sc.goAway(id)
+				sc.close()
+			})
+			s.tls = cert
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				grpcGo(c)
+				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+				c.Insecure = cert != nil
+			})
+			cut := 0
+			for _, f := range p.Recorder().Failures() {
+				if f.Phase != PhaseReadHeaders {
+					continue
+				}
+				cut++
+				if f.GoAway != GoAwaySingle {
+					t.Errorf("a call cut after a GOAWAY: goaway %q, want single", f.GoAway)
+				}
 			}
-			if f.GoAway != GoAwayNone {
-				t.Errorf("failure in %s: GOAWAY %s, the server sent none", f.Phase, f.GoAway)
+			if cut == 0 {
+				t.Errorf("%v of %d calls: want some cut after the GOAWAY", phases(p), snap.Totals.Sent())
 			}
-		}
-	})
-	// A GOAWAY naming the call's own stream, then the close: the call was
-	// at or below its last stream (the server had it) and is cut; what
-	// grpc-go sent above it, it resends unseen. Each cut call says which
-	// GOAWAY came (single), as the raw client's goaway_cut does.
-	t.Run("sent, a GOAWAY, then the connection closed", func(t *testing.T) {
-		s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
-			sc.goAway(id)
-			sc.close()
 		})
-		p, snap := scriptProbe(t, s, func(c *Config) {
-			grpcGo(c)
-			c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
-		})
-		cut := 0
-		for _, f := range p.Recorder().Failures() {
-			if f.Phase != PhaseReadHeaders {
-				continue
-			}
-			cut++
-			if f.GoAway != GoAwaySingle {
-				t.Errorf("a call cut after a GOAWAY: goaway %q, want single", f.GoAway)
-			}
-		}
-		if cut == 0 {
-			t.Errorf("%v of %d calls: want some cut after the GOAWAY", phases(p), snap.Totals.Sent())
-		}
-	})
+	}
+}
+
+// testCert is a self-signed certificate for a test's TLS server.
+func testCert(t *testing.T) *tls.Certificate {
+	t.Helper()
+	source := httptest.NewUnstartedServer(http.NotFoundHandler())
+	source.StartTLS() // only for its certificate
+	defer source.Close()
+	return &source.TLS.Certificates[0]
 }
 
 // grpc-go's connections go into the run's connection log as the other

@@ -46,7 +46,8 @@ type grpcGoPool struct {
 	// than a call cut by its end takes to return and be read.
 	linger time.Duration
 	// cleartext: connections carry h2c, whose frames the pool reads as
-	// they come (a TLS connection's are not read).
+	// they come off the socket; a TLS connection's are read as they come
+	// out of TLS (framedTLS).
 	cleartext bool
 }
 
@@ -54,7 +55,8 @@ type grpcGoPool struct {
 // responses its calls got and notes itself in the run's connection log
 // when it ends, as the other engines' connections do, so conntrack's
 // record of where it went says which pod served them. On h2c it reads the
-// server's frame headers as grpc-go reads them, for the GOAWAYs.
+// server's frame headers as grpc-go reads them, for the GOAWAYs (over TLS
+// the TLS connection above it reads them into frames).
 type grpcConn struct {
 	net.Conn
 	pool              *grpcGoPool
@@ -62,13 +64,51 @@ type grpcConn struct {
 	dialed, connected time.Duration
 	responses         atomic.Uint32
 	noted             sync.Once
-	frames            *h2FrameWatch // nil on TLS
+	frames            *h2FrameWatch
 }
 
-// Read passes what the server sent to grpc-go, its frames watched first.
+// Read passes what the server sent to grpc-go, an h2c connection's frames
+// watched first.
 func (c *grpcConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if c.frames != nil && n > 0 {
+	if c.pool.cleartext && n > 0 {
+		c.frames.scan(b[:n])
+	}
+	return n, err
+}
+
+// framedTLS is TLS credentials whose connections the pool reads frame by
+// frame once decrypted, as it reads h2c's: a call cut on one says which
+// GOAWAY came before, over TLS as in cleartext. Its handshakes name the
+// server the other clients name (serverName: the target's host), not the
+// :authority's host, which grpc-go would name (a Host header's, say).
+type framedTLS struct {
+	credentials.TransportCredentials
+	serverName string
+}
+
+func (f framedTLS) ClientHandshake(ctx context.Context, _ string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := f.TransportCredentials.ClientHandshake(ctx, f.serverName, raw)
+	if c, ok := raw.(*grpcConn); ok && err == nil {
+		return &framedConn{Conn: conn, frames: c.frames}, info, nil
+	}
+	return conn, info, err
+}
+
+func (f framedTLS) Clone() credentials.TransportCredentials {
+	return framedTLS{f.TransportCredentials.Clone(), f.serverName}
+}
+
+// framedConn is a TLS connection of the pool's: what grpc-go reads from it
+// is scanned for frames on the way. Closing it closes the grpcConn below.
+type framedConn struct {
+	net.Conn
+	frames *h2FrameWatch
+}
+
+func (c *framedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
 		c.frames.scan(b[:n])
 	}
 	return n, err
@@ -254,7 +294,12 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time
 	if d.tls != nil {
 		tc := d.tls.Clone()
 		tc.NextProtos = []string{"h2"}
-		creds = credentials.NewTLS(tc)
+		// The name goes to each handshake, not into the credentials,
+		// where grpc-go would hold the channel's authority (WithAuthority:
+		// the Host header, or the target's host and port) to equal it.
+		name := tc.ServerName
+		tc.ServerName = ""
+		creds = framedTLS{credentials.NewTLS(tc), name}
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -277,11 +322,8 @@ func newGRPCGoPool(cfg *Config, d *dialer, userAgent string, elapsed func() time
 			if !ok1 || !ok2 {
 				return conn, nil
 			}
-			c := &grpcConn{Conn: conn, pool: pool, dialed: dialed, connected: elapsed(),
+			c := &grpcConn{Conn: conn, pool: pool, dialed: dialed, connected: elapsed(), frames: &h2FrameWatch{},
 				addr: ConnAddr{Local: unmapped(local.AddrPort()), Remote: unmapped(remote.AddrPort())}}
-			if pool.cleartext {
-				c.frames = &h2FrameWatch{}
-			}
 			pool.dialled.Store(c.addr.Local, c) // a later connection from the port replaces it
 			return c, nil
 		}),
@@ -350,10 +392,11 @@ func (w *worker) doGRPCGo(res *Result) {
 	if conn := call.conn.Load(); res.Phase != PhaseDial && conn != nil {
 		addr := conn.addr // sent on this connection
 		res.Addr = &addr
-		if res.Phase == PhaseReadHeaders && conn.frames != nil {
+		if res.Phase == PhaseReadHeaders {
 			// Sent, unanswered, its connection lost: whether a GOAWAY
 			// came first (then the stream was at or below its last ID:
-			// grpc-go resends the ones above unseen). None on h2c is none.
+			// grpc-go resends the ones above unseen). None read is none:
+			// every frame the server sent was read, in TLS or not.
 			res.GoAway = conn.frames.goAwayKind()
 		}
 	}

@@ -3,6 +3,7 @@ package prober
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +171,9 @@ type scriptServer struct {
 	conns    atomic.Int64 // connections that sent the client preface
 	// noSettings: the server never sends its SETTINGS.
 	noSettings bool
+	// tls, when set, is the certificate the server speaks TLS with (ALPN
+	// h2): its URL is https.
+	tls *tls.Certificate
 	// bodyBeforeAck counts streams opened with a body (HEADERS without
 	// END_STREAM) before the client acked the server's SETTINGS: nginx
 	// refuses them when its initial window is under HTTP/2's default.
@@ -251,11 +255,18 @@ func (s *scriptServer) URL() string {
 			}
 		}()
 	})
+	if s.tls != nil {
+		return "https://" + s.ln.Addr().String() + "/"
+	}
 	return "http://" + s.ln.Addr().String() + "/"
 }
 
 func (s *scriptServer) serve(c net.Conn) {
 	defer c.Close()
+	if s.tls != nil {
+		c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*s.tls}, NextProtos: []string{"h2"}})
+		defer c.Close()
+	}
 	br := bufio.NewReader(c)
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(br, preface); err != nil || string(preface) != http2.ClientPreface {
