@@ -71,10 +71,10 @@ type seen struct {
 	// (attributor.rejectedByRules).
 	rulesRejected bool
 	// grpcCut: a call the grpc-go client sent whose connection was lost
-	// before any answer (grpcCutCall); framesRead: its connection was
-	// cleartext, whose frames the prober read, so its goaway says whether
-	// one came (on TLS, absent is unknown).
-	grpcCut, framesRead bool
+	// before any answer (grpcCutCall). The prober read its connection's
+	// frames (h2c, or TLS once decrypted), so its goaway says whether one
+	// came.
+	grpcCut bool
 }
 
 // window is how long after a deletion the failure came, for sizing the
@@ -295,7 +295,6 @@ func findings(r *report.Report, failures []report.Failure, left [][]leftRules, o
 		s := seen{f: f, class: class(f), pod: pods.Get(f.LikelyPod), proxied: a.proxiedOn(f), h2: prober.Protocol(r.Config.Protocol).Multiplexed(),
 			edgeAnswered: edgeAnswered(f, r.Config.BackendHeader), rulesRejected: a.rejectedByRules(f)}
 		s.grpcCut = grpcCutCall(f, s.class)
-		s.framesRead = s.grpcCut && cleartextPath(r, f.Path)
 		if _, ok := a.noBackendWhileUnready(f, s.class); ok && f.LikelyPod == "" {
 			s.edgeAnswered = true
 		}

@@ -92,16 +92,3 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 func grpcCutCall(f *report.Failure, c prober.Class) bool {
 	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
 }
-
-// cleartextPath: the path named (a run of one: "") probes an http://
-// target, so its HTTP/2 is cleartext and the grpc-go client's connections
-// are read frame by frame.
-func cleartextPath(r *report.Report, path string) bool {
-	target := r.Target
-	for _, p := range r.Paths {
-		if p.Name == path {
-			target = p.Target
-		}
-	}
-	return strings.HasPrefix(target, "http://")
-}

@@ -59,11 +59,11 @@ func TestGRPCGoCallsFailedUnsentAreOnNoPod(t *testing.T) {
 	}
 }
 
-// A grpc-go call sent and then cut (its connection lost: phase
-// read_headers) is the terminating pod's, by the timeline; no rule here
-// explains a status, so the catch-all takes it, and must not say that no
-// pod was terminating, which the failure's own context contradicts. A
-// server's status later, with no pod changing, is said as before.
+// A grpc-go call answered with the server's own UNAVAILABLE by a pod
+// whose deletion was requested (its backend header names it) is no rule's:
+// the catch-all takes it, and must not say that no pod was terminating,
+// which the failure's own context contradicts. A server's status later,
+// with no pod changing, is said as before.
 func TestUnexplainedFailuresOnChangingPodsSaySo(t *testing.T) {
 	r := &report.Report{StartedAt: t0, Timeline: []report.Event{
 		{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
@@ -71,12 +71,13 @@ func TestUnexplainedFailuresOnChangingPodsSaySo(t *testing.T) {
 		ev(5000, report.PodDeletionRequested, "a", "old"),
 		ev(5600, report.PodGone, "a", "old"),
 	}, Failures: []report.Failure{
-		grpcGoFailure(5100, "read_headers", "error reading from server: EOF"),
+		grpcGoFailure(5100, "", "the server's own, shutting down"),
 		grpcGoFailure(9000, "", "the server's own"),
-	}, Target: "https://api.example/"} // over TLS: whether a GOAWAY came is unknown
+	}, Config: report.Config{Protocol: "grpc", BackendHeader: "x-backend"}}
+	r.Failures[0].Backend = "a"
 	analyse(r)
 	if r.Failures[0].LikelyPod != "a" {
-		t.Fatalf("the cut call put on %q, want a (terminating)", r.Failures[0].LikelyPod)
+		t.Fatalf("the answered call put on %q, want a (terminating, named by its backend header)", r.Failures[0].LikelyPod)
 	}
 	u := find(r, Unexplained)
 	if u == nil {
@@ -123,16 +124,16 @@ func TestPathWindowOfGRPCGoWithCallsUnsentIsUnknown(t *testing.T) {
 
 // A grpc-go call cut with its connection to a terminating pod is named by
 // what the prober read on that connection, as the raw client's streams
-// are: no GOAWAY (an h2c connection, its frames read) is the abrupt
-// close's; after a GOAWAY, the shutdown's dropped streams; over TLS,
-// whose frames are not read, neither is claimed.
+// are: no GOAWAY is the abrupt close's; after a GOAWAY, the shutdown's
+// dropped streams. The prober reads the frames over h2c and TLS alike.
 func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
 	for _, tc := range []struct {
 		target, goAway, want string
 	}{
 		{"http://10.0.0.1:30095", "", H2CloseWithoutGoAway},
 		{"http://10.0.0.1:30095", report.GoAwaySingle, H2GoAwayDroppedStreams},
-		{"https://api.example/", "", Unexplained},
+		{"https://api.example/", "", H2CloseWithoutGoAway},
+		{"https://api.example/", report.GoAwayGraceful, H2GoAwayDroppedStreams},
 	} {
 		cut := grpcGoFailure(5100, "read_headers", "error reading from server: EOF")
 		cut.Path, cut.GoAway = "", tc.goAway
@@ -145,7 +146,7 @@ func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
 			t.Errorf("%s, goaway %q: findings %v, want %s alone", tc.target, tc.goAway, ids, tc.want)
 			continue
 		}
-		if ev := strings.Join(r.Findings[0].Evidence, "\n"); tc.want != Unexplained && !strings.Contains(ev, "1 of them grpc-go's calls") {
+		if ev := strings.Join(r.Findings[0].Evidence, "\n"); !strings.Contains(ev, "1 of them grpc-go's calls") {
 			t.Errorf("%s: evidence does not say the call was grpc-go's:\n%s", tc.want, ev)
 		}
 	}

@@ -32,7 +32,7 @@ func h2NoGoAway(s seen) bool {
 		return false
 	}
 	return s.class == prober.ClosedNoGoAway || (s.class == prober.Reset && s.f.Phase != prober.PhaseDial.String()) ||
-		(s.grpcCut && s.framesRead)
+		s.grpcCut
 }
 
 // h2ShutdownStream: a stream to a terminating pod that the server's GOAWAY
