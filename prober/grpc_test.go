@@ -327,6 +327,50 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 	}
 }
 
+// A response that is not gRPC (a proxy's 502, a 200 of text, headers with
+// no status) is an answer: grpc-go fails the call on reading its headers,
+// before its stats see one, and the call must not read as cut with its
+// connection (read_headers), which would claim the server closed it. Its
+// phase is none and its status the HTTP status that came, for each of
+// grpc-go's words nonGRPCAnswer matches.
+func TestGRPCGoNonGRPCAnswers(t *testing.T) {
+	testenv.Timed(t)
+	for _, tc := range []struct {
+		status     string
+		wantStatus int
+		wantCode   string
+	}{
+		{"502", 502, "UNAVAILABLE"},
+		{"503", 503, "UNAVAILABLE"},
+		{"404", 404, "UNIMPLEMENTED"},
+		{"200", 200, "UNKNOWN"},
+		{"", 0, "INTERNAL"},
+	} {
+		t.Run("status "+tc.status, func(t *testing.T) {
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answerHTTP(id, tc.status) })
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				grpcProbe(c)
+				c.GRPCClient, c.Connections = GRPCClientGo, 1
+				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+			})
+			if snap.Totals.Sent() == 0 || snap.Totals.Classes[GRPCStatus] != snap.Totals.Sent() {
+				t.Fatalf("grpc_status %d of %d calls (%v): want every call failed so", snap.Totals.Classes[GRPCStatus], snap.Totals.Sent(), snap.Totals.Classes)
+			}
+			for _, f := range p.Recorder().Failures() { // the ones kept
+				if f.Phase != PhaseNone || f.Status != tc.wantStatus || f.Class != GRPCStatus || f.GRPCStatus != tc.wantCode || f.Addr == nil {
+					t.Fatalf("failure: phase %q, status %d, class %s %s, connection %v (%v); want no phase, status %d, grpc_status %s, its connection",
+						f.Phase, f.Status, f.Class, f.GRPCStatus, f.Addr, f.Err, tc.wantStatus, tc.wantCode)
+				}
+				// grpc-go puts the body on a line of its own: every output
+				// shows an error on one.
+				if msg := f.Err.Error(); strings.ContainsAny(msg, "\r\n") || (tc.status != "200" && !strings.Contains(msg, `data: "Bad Gateway"`)) {
+					t.Fatalf("error %q: want it on one line, with the body's text", msg)
+				}
+			}
+		})
+	}
+}
+
 // testCert is a self-signed certificate for a test's TLS server.
 func testCert(t *testing.T) *tls.Certificate {
 	t.Helper()

@@ -388,7 +388,16 @@ func (w *worker) doGRPCGo(res *Result) {
 		res.Status, res.Class = 200, OK
 		return
 	}
+	st, _ := status.FromError(err)
 	res.Phase, res.Err = call.phase(), err
+	if httpStatus, ok := nonGRPCAnswer(st.Message()); ok && res.Phase == PhaseReadHeaders {
+		// The server's headers came, and were not gRPC's (a proxy's 502,
+		// say): grpc-go fails such a call before its stats see an answer.
+		res.Phase, res.Status = PhaseNone, httpStatus
+		if conn := call.conn.Load(); call.answered.CompareAndSwap(false, true) && conn != nil {
+			conn.responses.Add(1)
+		}
+	}
 	if conn := call.conn.Load(); res.Phase != PhaseDial && conn != nil {
 		addr := conn.addr // sent on this connection
 		res.Addr = &addr
@@ -400,15 +409,50 @@ func (w *worker) doGRPCGo(res *Result) {
 			res.GoAway = conn.frames.goAwayKind()
 		}
 	}
-	st, _ := status.FromError(err)
 	switch {
 	case p.running.Err() != nil:
 		res.Canceled = true
 	case st.Code() == codes.DeadlineExceeded && !time.Now().Before(deadline):
 		res.Class = Timeout // the prober's own time ran out, as for the raw mode
 	default:
-		res.Class, res.GRPCStatus, res.Err = GRPCStatus, GRPCCodeName(int(st.Code())), errors.New(st.Message())
+		res.Class, res.GRPCStatus, res.Err = GRPCStatus, GRPCCodeName(int(st.Code())), errors.New(oneLine(st.Message()))
 	}
+}
+
+// nonGRPCAnswer says whether grpc-go failed a call with msg on reading
+// the server's response headers (its transport's operateHeaders): a
+// response that is not gRPC (no application/grpc content-type, an HTTP
+// status other than 200) or whose headers it found malformed. Its HTTP
+// status, when the message gives one (else 0), is the response's.
+// Matched on grpc-go's own words: TestGRPCGoNonGRPCAnswers holds them to
+// the version the module pins.
+func nonGRPCAnswer(msg string) (httpStatus int, ok bool) {
+	const unexpected = "unexpected HTTP status code received from server: "
+	if rest, found := strings.CutPrefix(msg, unexpected); found {
+		digits, _, _ := strings.Cut(rest, " ")
+		n, err := strconv.Atoi(digits)
+		return n, err == nil
+	}
+	for _, prefix := range []string{
+		"malformed header: missing HTTP ",
+		"transport: malformed ",
+		"protocol error: informational header",
+		"a HEADERS frame cannot appear in the middle of a stream",
+		"peer header list size exceeded limit",
+	} {
+		if strings.HasPrefix(msg, prefix) {
+			return 0, true
+		}
+	}
+	return 0, false
+}
+
+// oneLine is a status message on one line, as every output shows a
+// failure's error: grpc-go puts a response body that is not gRPC on lines
+// of its own ("...\ndata: \"Bad Gateway\""), and a grpc-message may hold
+// any text.
+func oneLine(msg string) string {
+	return strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ").Replace(msg)
 }
 
 // grpcMetadata is cfg's headers as the calls' metadata (names in lower

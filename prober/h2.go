@@ -344,7 +344,7 @@ func h2Outcome(res *Result, st *h2stream, cfg *Config, grpc bool, addr ConnAddr,
 			case st.grpcStatus < 0:
 				res.GRPCStatus, res.Err = GRPCCodeName(grpcInternal), errors.New("the response ended without a grpc-status")
 			case st.grpcMessage != "":
-				res.Err = errors.New(st.grpcMessage)
+				res.Err = errors.New(oneLine(st.grpcMessage))
 			default:
 				res.Err = errors.New("grpc-status " + strconv.Itoa(st.grpcStatus))
 			}

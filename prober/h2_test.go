@@ -387,6 +387,22 @@ func (sc *scriptConn) answer(id uint32) {
 	})
 }
 
+// answerHTTP answers as a proxy does that is not speaking gRPC: the
+// status (none when empty) and a text body, as Traefik's 502.
+func (sc *scriptConn) answerHTTP(id uint32, status string) {
+	sc.do(func() error {
+		sc.hbuf = sc.hbuf[:0]
+		if status != "" {
+			_ = sc.henc.WriteField(hpack.HeaderField{Name: ":status", Value: status})
+		}
+		_ = sc.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"})
+		if err := sc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: sc.hbuf, EndHeaders: true}); err != nil {
+			return err
+		}
+		return sc.fr.WriteData(id, true, []byte("Bad Gateway"))
+	})
+}
+
 // answerGRPC answers a gRPC call: headers, an empty message, OK trailers.
 func (sc *scriptConn) answerGRPC(id uint32) {
 	sc.do(func() error {
