@@ -255,7 +255,7 @@ var rules = []rule{
 			return s.class != prober.HTTP5xx && s.pod != nil && s.pod.ReadyAt != nil && !s.terminating &&
 				!s.pod.Present && beganAt(s.f).Sub(*s.pod.ReadyAt) < readyWindow
 		}, renderReadyTooEarly},
-	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx }, renderServerErrors},
+	{ServerErrors, report.SeverityError, func(s seen) bool { return s.class == prober.HTTP5xx || grpcGo5xx(s.f, s.class) }, renderServerErrors},
 	{GraceTooShort, report.SeverityWarning, nil, renderGraceTooShort},
 	{NodeRoutesLate, report.SeverityWarning, nil, renderNodeRoutesLate},
 	{LatencySpikeAtDeletion, report.SeverityWarning, nil, renderLatencySpike},
@@ -730,24 +730,38 @@ func renderReadyTooEarly(g *group, x facts) (report.Finding, bool) {
 }
 
 func renderServerErrors(g *group, x facts) (report.Finding, bool) {
-	named := 0
+	named, viaGRPCGo := 0, 0
 	for _, f := range g.fails {
 		if f.Backend != "" {
 			named++
 		}
+		if grpcGo5xx(&f, class(&f)) {
+			viaGRPCGo++
+		}
 	}
 	source := "the responses named their pod (backend header): the app itself answered 5xx"
 	fix := "find why the app answers 5xx while pods change (dependencies not ready at start, shutdown order); fail readiness instead of serving errors"
-	if named == 0 {
+	switch {
+	case named > 0:
+	case x.r.Config.BackendHeader == "":
+		source = "no backend header was configured, so the source (app or proxy) cannot be told apart: have the app name its pod in a response header (X-Pod-Name or your app's equivalent) and configure that header as the run's backend header"
+		fix = "the proxy in front routed to pods that were going away: apply the preStop and draining fixes, and check its endpoint update lag and retry policy"
+	case viaGRPCGo == len(g.fails):
+		// grpc-go keeps no header of such a response: whether the
+		// backend header came is unknown, not absent.
+		source = "grpc-go keeps none of the headers of a response that is not gRPC, so whether these named a pod (the backend header), and so whether the app or a proxy answered, is unknown"
+		fix = "apply the preStop and draining fixes if a proxy in front routed to pods that were going away; if the app answered, find why it answers 5xx while pods change"
+	default:
 		source = "the responses carried no backend header: a proxy or ingress in front most likely answered them (upstream refused or reset)"
 		fix = "the proxy in front routed to pods that were going away: apply the preStop and draining fixes, and check its endpoint update lag and retry policy"
-		if x.r.Config.BackendHeader == "" {
-			source = "no backend header was configured, so the source (app or proxy) cannot be told apart: have the app name its pod in a response header (X-Pod-Name or your app's equivalent) and configure that header as the run's backend header"
-		}
+	}
+	evidence := []string{fmt.Sprintf("%s %s", nOf(len(g.fails), "5xx response"), g.span(x.r.StartedAt)), source}
+	if viaGRPCGo > 0 {
+		evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, answered with an HTTP 5xx that is not gRPC, which grpc-go fails with a status of its own (UNAVAILABLE for 502, 503 and 504; the HTTP status is the failure's status)", viaGRPCGo))
 	}
 	return report.Finding{
 		Title:    "5xx responses during the rollout",
-		Evidence: []string{fmt.Sprintf("%s %s", nOf(len(g.fails), "5xx response"), g.span(x.r.StartedAt)), source},
+		Evidence: evidence,
 		Fix:      fix, Pods: g.podList(),
 	}, true
 }

@@ -92,3 +92,10 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 func grpcCutCall(f *report.Failure, c prober.Class) bool {
 	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
 }
+
+// grpcGo5xx: a call the grpc-go client failed on a response that was not
+// gRPC, with an HTTP 5xx (a proxy's 502, say): its status is that HTTP
+// status (the raw client's grpc_status always carries 200).
+func grpcGo5xx(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Status >= 500 && f.Status <= 599
+}

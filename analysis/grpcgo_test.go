@@ -151,3 +151,30 @@ func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
 		}
 	}
 }
+
+// A grpc-go call answered with a proxy's 502 (not gRPC: grpc-go fails it
+// UNAVAILABLE, the prober keeps the HTTP status) is a 5xx response, as the
+// raw client's http_5xx is, never a connection cut. Whether it named a pod
+// is unknown (grpc-go keeps no header of it): with a backend header
+// configured the finding says so, not that a proxy answered.
+func TestGRPCGoProxy5xxIsAServerError(t *testing.T) {
+	for _, backendHeader := range []string{"", "x-pod-name"} {
+		answered := grpcGoFailure(5100, "", "unexpected HTTP status code received from server: 502 (Bad Gateway); malformed header: missing HTTP content-type")
+		answered.Status = 502
+		r := &report.Report{StartedAt: t0, Config: report.Config{Protocol: "grpc", BackendHeader: backendHeader}, Timeline: []report.Event{
+			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
+			ev(5000, report.PodDeletionRequested, "a", "old"),
+		}, Failures: []report.Failure{answered}}
+		analyse(r)
+		if ids := findingIDsOf(r); len(ids) != 1 || ids[0] != ServerErrors {
+			t.Fatalf("backend header %q: findings %v, want %s alone", backendHeader, ids, ServerErrors)
+		}
+		ev := strings.Join(r.Findings[0].Evidence, "\n")
+		if !strings.Contains(ev, "1 of them grpc-go's calls, answered with an HTTP 5xx that is not gRPC") {
+			t.Errorf("evidence does not say the call was grpc-go's:\n%s", ev)
+		}
+		if unknown := strings.Contains(ev, "is unknown"); unknown != (backendHeader != "") || strings.Contains(ev, "most likely answered them") {
+			t.Errorf("backend header %q: evidence\n%s\nwant the source unknown exactly when a header was configured, never a proxy claimed", backendHeader, ev)
+		}
+	}
+}
