@@ -633,7 +633,7 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	// is when it notices the client gave up: read until the log holds them
 	// all, or give up after 30 s.
 	neverReached := rep.Totals.ByClass[report.ClassConnectTimeout] + rep.Totals.ByClass[report.ClassRefused] +
-		rep.Totals.ByClass[report.ClassDNS] + rep.Totals.ByClass[report.ClassTLS]
+		rep.Totals.ByClass[report.ClassDNS] + rep.Totals.ByClass[report.ClassTLS] + grpcGoUnsent(rep)
 	want := rep.Totals.Sent - neverReached
 	var byID map[string]accessEntry
 	for deadline := time.Now().Add(refereeLogWait); ; time.Sleep(time.Second) {
@@ -672,11 +672,16 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 			servedByPod[pod]++
 		}
 	}
-	if proxy5xx != rep.Totals.ByClass[report.ClassProxy5xx] || gaveUp != rep.Totals.ByClass[report.ClassTimeout] {
+	// grpc-go's client keeps no header of a response that is not gRPC: a
+	// call Traefik answered itself is a grpc_status failure carrying its
+	// HTTP status (grpcGoHTTP5xx), never a proxy_5xx.
+	own := rep.Totals.ByClass[report.ClassProxy5xx] + grpcGoHTTP5xx(rep)
+	if proxy5xx != own || gaveUp != rep.Totals.ByClass[report.ClassTimeout] {
 		logAccessDisagreements(t, rep, byID)
 	}
-	if proxy5xx != rep.Totals.ByClass[report.ClassProxy5xx] {
-		t.Fatalf("Traefik answered a 5xx of its own %d times, rollprobe counted %d proxy_5xx", proxy5xx, rep.Totals.ByClass[report.ClassProxy5xx])
+	if proxy5xx != own {
+		t.Fatalf("Traefik answered a 5xx of its own %d times, rollprobe counted %d proxy_5xx and %d grpc-go calls answered with an HTTP 5xx",
+			proxy5xx, rep.Totals.ByClass[report.ClassProxy5xx], grpcGoHTTP5xx(rep))
 	}
 	if gaveUp != rep.Totals.ByClass[report.ClassTimeout] {
 		t.Fatalf("Traefik logged %d requests the client closed first (499), rollprobe counted %d timeouts", gaveUp, rep.Totals.ByClass[report.ClassTimeout])
@@ -695,10 +700,14 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	for _, fl := range rep.Failures {
 		e, ok := byID[fl.RequestID]
 		switch {
-		case !ok && (fl.Class == report.ClassConnectTimeout || fl.Class == report.ClassRefused || fl.Class == report.ClassDNS || fl.Class == report.ClassTLS):
+		case !ok && (fl.Class == report.ClassConnectTimeout || fl.Class == report.ClassRefused || fl.Class == report.ClassDNS || fl.Class == report.ClassTLS || unsentByGRPCGo(fl)):
 			continue
 		case !ok:
 			t.Fatalf("failure %s (%s) is not in Traefik's access log", fl.RequestID, fl.Class)
+		}
+		if fl.Class == report.ClassGRPCStatus && (fl.Phase != "" || fl.Status != e.DownstreamStatus) {
+			t.Errorf("grpc-go call %s failed in phase %q with status %d (%s: %s); Traefik answered it %d",
+				fl.RequestID, fl.Phase, fl.Status, fl.GRPCStatus, fl.Error, e.DownstreamStatus)
 		}
 		ip, _, _ := net.SplitHostPort(e.ServiceAddr)
 		hit := podByIP[ip]
@@ -733,11 +742,17 @@ func refereeAccessLog(t *testing.T, cfg lab.Config, rep *report.Report, host str
 	return sentTo
 }
 
-// requestPrefixes are the prefixes of a run's request IDs: the run's own,
-// or each in-cluster prober's.
+// requestPrefixes are the prefixes of a run's request IDs: the run's own
+// (each path's, when it probed several), or each in-cluster prober's.
 func requestPrefixes(rep *report.Report) []string {
 	if len(rep.Probers) == 0 {
-		return []string{rep.Config.RunID}
+		out := []string{rep.Config.RunID}
+		for _, p := range rep.Paths {
+			if p.RunID != rep.Config.RunID {
+				out = append(out, p.RunID)
+			}
+		}
+		return out
 	}
 	var out []string
 	for _, p := range rep.Probers {
@@ -1054,6 +1069,73 @@ func checkEdgeClasses(t *testing.T, rep *report.Report, path string, byClass map
 	}
 }
 
+// pathClasses is the path's failures by class (none of zero).
+func pathClasses(t *testing.T, rep *report.Report, name string) map[string]uint64 {
+	t.Helper()
+	for _, p := range rep.Paths {
+		if p.Name == name {
+			return nonZero(p.Totals.ByClass)
+		}
+	}
+	t.Fatalf("no path %q in the report", name)
+	return nil
+}
+
+// unsentByGRPCGo: a call grpc-go failed without sending it (its channel
+// had no connection to the edge), which never reached Traefik.
+func unsentByGRPCGo(f report.Failure) bool {
+	return f.Path == "grpc-go" && f.Phase == "dial"
+}
+
+// grpcGoUnsent counts the run's unsentByGRPCGo calls.
+func grpcGoUnsent(rep *report.Report) uint64 {
+	var n uint64
+	for _, f := range rep.Failures {
+		if unsentByGRPCGo(f) {
+			n++
+		}
+	}
+	return n
+}
+
+// grpcGoHTTP5xx counts the grpc-go client's calls failed on an HTTP 5xx
+// that was not gRPC: grpc_status failures with that status (the raw
+// client's carry 200).
+func grpcGoHTTP5xx(rep *report.Report) uint64 {
+	var n uint64
+	for _, f := range rep.Failures {
+		if f.Class == report.ClassGRPCStatus && f.Status >= 500 && f.Status <= 599 {
+			n++
+		}
+	}
+	return n
+}
+
+// checkGRPCGoEdgeClasses is checkEdgeClasses for the grpc-go path, whose
+// calls the edge answered with a 5xx are grpc_status failures: each with
+// no phase (answered, not cut), its HTTP status kept, and on no h2 finding
+// (the connection to Traefik never closed under them).
+func checkGRPCGoEdgeClasses(t *testing.T, rep *report.Report, byClass map[string]uint64, hub *capture.Capture) {
+	t.Helper()
+	others := map[string]uint64{}
+	for class, n := range byClass {
+		if class != report.ClassGRPCStatus {
+			others[class] = n
+		}
+	}
+	checkEdgeClasses(t, rep, "grpc-go", others, hub)
+	for _, f := range rep.Failures {
+		if f.Path == "grpc-go" && f.Class == report.ClassGRPCStatus && (f.Phase != "" || f.Status < 500 || f.Status > 599) {
+			t.Errorf("grpc-go call %s through the edge failed %s in phase %q with status %d (%s): want an answered HTTP 5xx", f.RequestID, f.GRPCStatus, f.Phase, f.Status, f.Error)
+		}
+	}
+	for _, id := range []string{analysis.H2CloseWithoutGoAway, analysis.H2GoAwayDroppedStreams} {
+		if f := findingByID(rep, id); f != nil {
+			t.Errorf("%s through the edge, whose connections stay up: %+v", id, f)
+		}
+	}
+}
+
 // checkCleanThroughTheEdge: a graceful rollout probed through Traefik, where
 // no pod may drop anything. The failures allowed are the edge's own, as
 // checkEdgeClasses allows them: a TLS handshake to Traefik unfinished, or
@@ -1263,11 +1345,14 @@ const edgeFreeze = prober.DefaultConnectTimeout + time.Second
 
 // testGRPCThroughTheEdge rolls the gRPC samples probed as users' gRPC
 // clients reach them: by name, through Traefik's Ingress, over TLS with
-// ALPN h2 (Traefik speaks h2c to the pods). Traefik's access log is the
-// referee: each of the run's calls reached it once over HTTP/2, each of
-// its own 5xx is a proxy_5xx of rollprobe's, each pod served what its
-// answers' x-pod-name said, and each failed call is named on the pod
-// Traefik forwarded it to.
+// ALPN h2 (Traefik speaks h2c to the pods), by rollprobe's own streams and
+// by grpc-go's client beside them (--grpc-client both). Traefik's access
+// log is the referee: each of the run's calls reached it once over
+// HTTP/2, each of its own 5xx is a proxy_5xx of the raw path's or a
+// grpc-go call answered with that HTTP status (grpc-go fails it
+// UNAVAILABLE, and it must not read as cut with its connection), each pod
+// served what its answers' x-pod-name said, and each failed call is named
+// on the pod Traefik forwarded it to.
 func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 	cfg := lab.Config{StateDir: stateDir}
 	for _, tc := range []struct {
@@ -1303,7 +1388,7 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 			// client's timeout. The run waits for those lines once the
 			// rollout is over (--edge-log-wait, not counted in --timeout)
 			// so that every failure is named by the log.
-			r := startRunOn(t, nil, tc.sample, "https://"+host+"/", "--cacert", cfg.EdgeCAPath(), "--protocol", "grpc",
+			r := startRunOn(t, nil, tc.sample, "https://"+host+"/", "--cacert", cfg.EdgeCAPath(), "--protocol", "grpc", "--grpc-client", "both",
 				"--edge-access-log", cfg.TraefikAccessLog(), "--edge-log-wait", "180s").wait(t)
 			checkEdgeReport(t, r)
 			rep := r.rep
@@ -1317,7 +1402,8 @@ func testGRPCThroughTheEdge(t *testing.T, ctx context.Context, c *lab.Client) {
 				if r.exit != tc.exit || rep.Totals.Failed == 0 {
 					t.Fatalf("exit %d, %d failed: want %d with failures\n%s", r.exit, rep.Totals.Failed, tc.exit, r.out())
 				}
-				checkEdgeClasses(t, rep, "", byClass, hub)
+				checkEdgeClasses(t, rep, "raw", pathClasses(t, rep, "raw"), hub)
+				checkGRPCGoEdgeClasses(t, rep, pathClasses(t, rep, "grpc-go"), hub)
 			}
 			sentTo := refereeAccessLog(t, cfg, rep, host)
 			checkEdgeLogNamesThePods(t, rep, sentTo)
