@@ -710,10 +710,14 @@ func checkETPLocal(s *subject) (report.Finding, bool) {
 		Fix: "upgrade to 1.26+ (ProxyTerminatingEndpoints), or use externalTrafficPolicy: Cluster, or keep the pod serving (preStop sleep) longer than the load balancer's health-check interval x threshold"}, true
 }
 
+// checkPDB: a budget keeps evictions (drains, upgrades) from taking the
+// pods at once. Not asked of a DaemonSet: a drain leaves its pods be
+// (kubectl drain --ignore-daemonsets), and there is one a node, which no
+// eviction of another node's pods takes.
 func checkPDB(s *subject) (report.Finding, bool) {
 	w := s.Workload
 	tmpl := w.Template()
-	if coveredByPDB(tmpl, s.PDBs) {
+	if w.DaemonSet != nil || coveredByPDB(tmpl, s.PDBs) {
 		return report.Finding{}, false
 	}
 	ref := w.Ref()

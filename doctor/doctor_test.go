@@ -996,6 +996,12 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 
 	// A DaemonSet's pods are one per node: not judged here.
 	ds := &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Template: d.Spec.Template}}
+	// Nor asked for a budget: a drain leaves its pods be.
+	for _, f := range Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc}, Options{}) {
+		if f.ID == NoPDB {
+			t.Errorf("a DaemonSet with no budget: %+v, want no %s", f, NoPDB)
+		}
+	}
 	warningWithLines(t, Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc, PDBs: pdbs, WeightedRoutes: route}, Options{}), TraefikWeightedRouteOnePod, nil)
 
 	// Unread: info, whatever the replicas.
