@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -37,8 +38,11 @@ type Watcher struct {
 	// StatefulSet's or DaemonSet's ControllerRevisions.
 	sets    cache.SharedIndexInformer
 	objects cache.SharedIndexInformer
-	started time.Time
-	cancel  context.CancelFunc
+	// handlers are the event handlers' registrations: synced once each
+	// has been handed its informer's initial list.
+	handlers []cache.ResourceEventHandlerRegistration
+	started  time.Time
+	cancel   context.CancelFunc
 
 	mu       sync.Mutex
 	workload Workload
@@ -147,16 +151,21 @@ func NewWatcher(kube kubernetes.Interface, t *Target, tl *Timeline) (*Watcher, e
 		{events, cache.ResourceEventHandlerFuncs{AddFunc: w.onEvent}},
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return nil, err
 		}
+		w.handlers = append(w.handlers, reg)
 	}
 	return w, nil
 }
 
 // Start runs the informers until Stop (or ctx ends) and waits for their
-// caches to fill, at most until sync ends (a server that never answers
-// must not hang the caller).
+// caches to fill and for the handlers to have taken in what was there
+// (a pod present then is in the timeline before Start returns, so before
+// any probe starts: a cache synced may not have been handed over yet), at
+// most until sync ends (a server that never answers must not hang the
+// caller).
 func (w *Watcher) Start(ctx, sync context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.started = w.now()
@@ -180,6 +189,16 @@ func (w *Watcher) Start(ctx, sync context.Context) error {
 		for gvr, ok := range w.dynFactory.WaitForCacheSync(syncCtx.Done()) {
 			if !ok {
 				return fmt.Errorf("watch %v: caches did not sync", gvr)
+			}
+		}
+	}
+	// Not cache.WaitForCacheSync: its 100 ms poll would delay every run.
+	for _, reg := range w.handlers {
+		for !reg.HasSynced() {
+			select {
+			case <-syncCtx.Done():
+				return errors.New("watch: the event handlers did not take in the initial lists")
+			case <-time.After(time.Millisecond):
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -71,6 +72,33 @@ func containsInOrder(got, want []report.EventKind) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// The pods there when watching began are in the timeline when Start
+// returns, before any probe starts: a run once showed two of four pods
+// present from the first as ready at +0.00s, not before, their present
+// events recorded after the prober's start.
+func TestWatcherStartReturnsWithThePodsPresent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := webDeployment()
+	svc := service("web", map[string]string{"app": "web"})
+	objs := []runtime.Object{d, svc}
+	const n = 400 // enough that handing them over takes a while
+	for i := range n {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-abc-%d", i), Namespace: "prod",
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour)), Labels: map[string]string{"app": "web", PodTemplateHashLabel: "abc"}}})
+	}
+	tl := startWatcher(t, ctx, fake.NewClientset(objs...), d, svc)
+	present := 0
+	for _, e := range tl.Events() {
+		if e.Kind == report.PodPresent {
+			present++
+		}
+	}
+	if present != n {
+		t.Fatalf("%d of the %d pods present in the timeline when Start returned", present, n)
+	}
 }
 
 // TestWatcherRecordsPodLifecycle drives a pod through its life on a fake
