@@ -420,6 +420,15 @@ func TestGRPCGoConnectionsAreLogged(t *testing.T) {
 				t.Errorf("%d connections logged with %d responses; ok %d of %d, the server answered %d: want each response on one (3 connections when kept, more when ended)",
 					len(conns), responses, ok, snap.Totals.Sent(), handled.Load())
 			}
+			// The first call on a connection that came up while it waited
+			// counts as fresh, as a request that opened its connection does
+			// on the other engines: kept, each of the three (grpc-go opens
+			// them for the first calls); ended, at most one a connection.
+			fresh := snap.Totals.Fresh
+			if (tc.opts == nil && fresh != 3) || fresh > uint64(len(conns)) || fresh+snap.Totals.Reused != snap.Totals.Sent() {
+				t.Errorf("%d calls fresh, %d reused of %d; %d connections: want one fresh call a connection at most, one each of the three kept",
+					fresh, snap.Totals.Reused, snap.Totals.Sent(), len(conns))
+			}
 		})
 	}
 }

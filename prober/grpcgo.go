@@ -63,6 +63,7 @@ type grpcConn struct {
 	addr              ConnAddr
 	dialed, connected time.Duration
 	responses         atomic.Uint32
+	calls             atomic.Uint32 // attempts sent on it
 	noted             sync.Once
 	frames            *h2FrameWatch
 }
@@ -203,7 +204,10 @@ type grpcCall struct {
 	// counts the answer, and a failure sent on it carries its address
 	// (Result.Addr, for conntrack to say which pod it went to) and the
 	// GOAWAY read on it.
-	conn   atomic.Pointer[grpcConn]
+	conn atomic.Pointer[grpcConn]
+	// nth: the last attempt was the nth sent on its connection (0: none
+	// was sent).
+	nth    atomic.Uint32
 	header metadata.MD
 }
 
@@ -243,6 +247,7 @@ func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		if local, ok := s.LocalAddr.(*net.TCPAddr); ok {
 			if conn, ok := rc.pool.dialled.Load(unmapped(local.AddrPort())); ok {
 				c.conn.Store(conn.(*grpcConn))
+				c.nth.Store(conn.(*grpcConn).calls.Add(1))
 			}
 		}
 		c.sent.Store(true)
@@ -261,6 +266,7 @@ func (rc retryCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	c.sent.Store(false) // a new attempt: what the last one did is its own
 	c.answered.Store(false)
 	c.conn.Store(nil)
+	c.nth.Store(0)
 	if b.IsTransparentRetryAttempt {
 		c.retries.Add(1)
 	} else {
@@ -383,6 +389,14 @@ func (w *worker) doGRPCGo(res *Result) {
 			w.backend = b[0]
 		}
 		res.Backend = w.backend
+	}
+	if conn := call.conn.Load(); conn != nil {
+		// Its connection as the other engines say theirs. grpc-go opens
+		// them: the first call sent on one that came up after the call
+		// began (the call waited for it) is the one it was opened for.
+		n := call.nth.Load()
+		res.ConnReqs, res.ConnAge = n-1, max(0, res.Start-conn.connected)
+		res.Fresh = n == 1 && res.ConnAge == 0
 	}
 	if err == nil {
 		res.Status, res.Class = 200, OK

@@ -16,7 +16,7 @@ type Result struct {
 	Class    Class
 	Phase    Phase // where it failed; PhaseNone when a response was read
 	Status   int   // 0 when no response status was read
-	Fresh    bool  // sent on a connection opened for it
+	Fresh    bool  // sent on a connection opened for it (grpc-go: the first call on one that came up while it waited)
 	// SlowConnect: its connection took SlowConnectAfter or more to open,
 	// so the first SYN went unanswered and was retransmitted (the initial
 	// retransmission timeout is 1 s): the latency spike a user sees when a
