@@ -25,6 +25,7 @@ import (
 
 	"github.com/rollprobe/rollprobe/internal/capture"
 	"github.com/rollprobe/rollprobe/internal/testenv"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // grpcServer is grpc-go's own server with its standard health service;
@@ -293,12 +294,17 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 				if f.GoAway != GoAwayNone {
 					t.Errorf("failure in %s: GOAWAY %s, the server sent none", f.Phase, f.GoAway)
 				}
+				if lost := f.StreamEnd == report.StreamEndConnLost; lost != sent {
+					t.Errorf("failure in %s: stream_end %q; want conn_lost exactly for a call sent (its connection closed under it)", f.Phase, f.StreamEnd)
+				}
 			}
 		})
 		// A GOAWAY naming the call's own stream, then the close: the call was
 		// at or below its last stream (the server had it) and is cut; what
-		// grpc-go sent above it, it resends unseen. Each cut call says which
-		// GOAWAY came (single), as the raw client's goaway_cut does.
+		// grpc-go sent above it, it resends unseen, once: a call above it
+		// again fails unprocessed ("the connection is draining"). Each says
+		// which GOAWAY came (single), as the raw client's goaway_cut and
+		// goaway_unprocessed do.
 		t.Run("sent, a GOAWAY, then the connection closed"+over, func(t *testing.T) {
 			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) {
 				sc.goAway(id)
@@ -310,18 +316,19 @@ func TestGRPCGoPhaseSaysWhetherACallWasSent(t *testing.T) {
 				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
 				c.Insecure = cert != nil
 			})
-			cut := 0
+			ends := map[string]int{}
 			for _, f := range p.Recorder().Failures() {
 				if f.Phase != PhaseReadHeaders {
 					continue
 				}
-				cut++
-				if f.GoAway != GoAwaySingle {
-					t.Errorf("a call cut after a GOAWAY: goaway %q, want single", f.GoAway)
+				ends[f.StreamEnd]++
+				unprocessed := f.Err.Error() == "the connection is draining"
+				if f.GoAway != GoAwaySingle || unprocessed != (f.StreamEnd == report.StreamEndUnprocessed) || (!unprocessed && f.StreamEnd != report.StreamEndConnLost) {
+					t.Errorf("a call sent before a GOAWAY and the close: goaway %q, stream_end %q (%v); want single, and unprocessed for grpc-go's drained call, else conn_lost", f.GoAway, f.StreamEnd, f.Err)
 				}
 			}
-			if cut == 0 {
-				t.Errorf("%v of %d calls: want some cut after the GOAWAY", phases(p), snap.Totals.Sent())
+			if ends[report.StreamEndConnLost] == 0 {
+				t.Errorf("%v of %d calls, by stream_end %v: want some cut after the GOAWAY", phases(p), snap.Totals.Sent(), ends)
 			}
 		})
 	}
@@ -540,6 +547,50 @@ func TestGRPCGoCountsHiddenRetries(t *testing.T) {
 						tot.Classes, r, refusedTwice, other, answered.Load(), refused.Load())
 				}
 				t.Logf("%d calls, %d hidden retries, %d failed after one, retries adding up to %s", tot.Sent(), r.Attempts, tot.Classes[GRPCStatus], r.DelayMax)
+			}
+		})
+	}
+}
+
+// A call whose stream the server reset (RST_STREAM) was sent and not
+// answered, its connection still up: it carries the frame's code and is
+// not conn_lost, so no finding reads it as cut with its connection (whose
+// GOAWAY, or its absence, would explain it). REFUSED_STREAM is resent by
+// grpc-go first (a hidden retry), then fails the same way, or, when the
+// reset came before the resent call's message went, as UNKNOWN "EOF"
+// (grpc-go's SendMsg on a committed stream hides the stream's status):
+// no code then, and still not conn_lost.
+func TestGRPCGoResetStreams(t *testing.T) {
+	testenv.Timed(t)
+	for _, tc := range []struct {
+		code     http2.ErrCode
+		wantCode string
+	}{
+		{http2.ErrCodeInternal, "INTERNAL"},
+		{http2.ErrCodeNo, "INTERNAL"},
+		{http2.ErrCodeCancel, "CANCELLED"},
+		{http2.ErrCodeRefusedStream, "UNAVAILABLE"},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.reset(id, tc.code) })
+			p, snap := scriptProbe(t, s, func(c *Config) {
+				grpcProbe(c)
+				c.GRPCClient, c.Connections = GRPCClientGo, 1
+				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+			})
+			if snap.Totals.Sent() == 0 || snap.Totals.Classes[GRPCStatus] != snap.Totals.Sent() {
+				t.Fatalf("grpc_status %d of %d calls (%v): want every call failed so", snap.Totals.Classes[GRPCStatus], snap.Totals.Sent(), snap.Totals.Classes)
+			}
+			for _, f := range p.Recorder().Failures() {
+				hidden := tc.code == http2.ErrCodeRefusedStream && f.GRPCStatus == "UNKNOWN" && f.Err.Error() == "EOF" && f.H2Code == ""
+				if f.Phase != PhaseReadHeaders || f.GoAway != GoAwayNone || f.Addr == nil ||
+					(hidden && f.StreamEnd != "") || (!hidden && (f.H2Code != tc.code.String() || f.GRPCStatus != tc.wantCode || f.StreamEnd != report.StreamEndReset)) {
+					t.Fatalf("failure: phase %q, h2 code %q, %s, stream_end %q, goaway %q, connection %v (%v); want read_headers, %s, %s, reset, its connection up with no GOAWAY",
+						f.Phase, f.H2Code, f.GRPCStatus, f.StreamEnd, f.GoAway, f.Addr, f.Err, tc.code, tc.wantCode)
+				}
+				if refused := tc.code == http2.ErrCodeRefusedStream; refused != (f.HiddenRetries > 0) {
+					t.Fatalf("%s: %d hidden retries; want some exactly when refused", tc.code, f.HiddenRetries)
+				}
 			}
 		})
 	}

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
+
+	"github.com/rollprobe/rollprobe/report"
 	"google.golang.org/grpc/status"
 )
 
@@ -64,8 +66,12 @@ type grpcConn struct {
 	dialed, connected time.Duration
 	responses         atomic.Uint32
 	calls             atomic.Uint32 // attempts sent on it
-	noted             sync.Once
-	frames            *h2FrameWatch
+	// ended: a read from it failed (the server's FIN or a reset), or it
+	// was closed. Set before grpc-go sees the error, so before a call it
+	// cuts returns.
+	ended  atomic.Bool
+	noted  sync.Once
+	frames *h2FrameWatch
 }
 
 // Read passes what the server sent to grpc-go, an h2c connection's frames
@@ -74,6 +80,9 @@ func (c *grpcConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if c.pool.cleartext && n > 0 {
 		c.frames.scan(b[:n])
+	}
+	if err != nil {
+		c.ended.Store(true)
 	}
 	return n, err
 }
@@ -91,7 +100,7 @@ type framedTLS struct {
 func (f framedTLS) ClientHandshake(ctx context.Context, _ string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := f.TransportCredentials.ClientHandshake(ctx, f.serverName, raw)
 	if c, ok := raw.(*grpcConn); ok && err == nil {
-		return &framedConn{Conn: conn, frames: c.frames}, info, nil
+		return &framedConn{Conn: conn, frames: c.frames, under: c}, info, nil
 	}
 	return conn, info, err
 }
@@ -105,6 +114,7 @@ func (f framedTLS) Clone() credentials.TransportCredentials {
 type framedConn struct {
 	net.Conn
 	frames *h2FrameWatch
+	under  *grpcConn
 }
 
 func (c *framedConn) Read(b []byte) (int, error) {
@@ -112,11 +122,15 @@ func (c *framedConn) Read(b []byte) (int, error) {
 	if n > 0 {
 		c.frames.scan(b[:n])
 	}
+	if err != nil {
+		c.under.ended.Store(true) // a close_notify ends it before the socket does
+	}
 	return n, err
 }
 
 // Close ends the connection and notes it (once, whoever closes it first).
 func (c *grpcConn) Close() error {
+	c.ended.Store(true)
 	c.noted.Do(func() {
 		c.pool.log.Note(c.addr, c.dialed, c.connected, c.responses.Load())
 		// Not kept for the whole run: a server that ends connections
@@ -416,11 +430,26 @@ func (w *worker) doGRPCGo(res *Result) {
 		addr := conn.addr // sent on this connection
 		res.Addr = &addr
 		if res.Phase == PhaseReadHeaders {
-			// Sent, unanswered, its connection lost: whether a GOAWAY
-			// came first (then the stream was at or below its last ID:
-			// grpc-go resends the ones above unseen). None read is none:
-			// every frame the server sent was read, in TLS or not.
+			// Sent, unanswered: whether its connection was lost, and
+			// whether a GOAWAY came first (then the stream was at or below
+			// its last ID: grpc-go resends the ones above unseen). None
+			// read is none: every frame the server sent was read, in TLS
+			// or not.
 			res.GoAway = conn.frames.goAwayKind()
+			if conn.ended.Load() {
+				res.StreamEnd = report.StreamEndConnLost
+			}
+		}
+	}
+	if res.Phase == PhaseReadHeaders {
+		// Sent, unanswered, and grpc-go's words say how, whatever
+		// became of the connection since: its stream reset by the server
+		// (not a connection lost, whose GOAWAY or its absence would
+		// explain it), or closed as above a GOAWAY's last stream.
+		if code, ok := strings.CutPrefix(st.Message(), grpcGoReset); ok {
+			res.H2Code, res.StreamEnd = code, report.StreamEndReset
+		} else if st.Message() == grpcGoDrained {
+			res.StreamEnd = report.StreamEndUnprocessed
 		}
 	}
 	switch {
@@ -432,6 +461,17 @@ func (w *worker) doGRPCGo(res *Result) {
 		res.Class, res.GRPCStatus, res.Err = GRPCStatus, GRPCCodeName(int(st.Code())), errors.New(oneLine(st.Message()))
 	}
 }
+
+// grpcGoReset begins grpc-go's message for a call whose stream the server
+// reset (RST_STREAM), the frame's error code after it (its transport's
+// handleRSTStream; TestGRPCGoResetStreams holds it to the pinned module).
+const grpcGoReset = "stream terminated by RST_STREAM with error code: "
+
+// grpcGoDrained is grpc-go's message for a call whose stream was above the
+// last stream of the server's GOAWAY (handleGoAway closes it unprocessed)
+// and that it did not resend: it resends such a call once, transparently.
+// TestGRPCGoPhaseSaysWhetherACallWasSent holds it to the pinned module.
+const grpcGoDrained = "the connection is draining"
 
 // nonGRPCAnswer says whether grpc-go failed a call with msg on reading
 // the server's response headers (its transport's operateHeaders): a

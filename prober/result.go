@@ -47,6 +47,11 @@ type Result struct {
 	// how the connection's GOAWAY came, when one did.
 	H2Code string
 	GoAway GoAwayKind
+	// StreamEnd, for a call of grpc-go's sent and unanswered
+	// (PhaseReadHeaders), is how it ended: report.StreamEndConnLost,
+	// StreamEndReset or StreamEndUnprocessed; "" when grpc-go gave no
+	// cause.
+	StreamEnd string
 	// GRPCStatus, for grpc_status, is the call's status code by name
 	// (UNAVAILABLE, ...); Err holds its grpc-message.
 	GRPCStatus string

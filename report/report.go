@@ -920,6 +920,10 @@ type Failure struct {
 	// http.Server.Shutdown) or graceful (2^31-1 first, then the last
 	// stream after a round trip: grpc-go's GracefulStop).
 	GoAway string `json:"goaway,omitempty"`
+	// StreamEnd, for a call of the grpc-go client sent and unanswered
+	// (read_headers), is how it ended: conn_lost, reset or unprocessed
+	// (StreamEnd* in vocab.go); absent when grpc-go gave no cause.
+	StreamEnd string `json:"stream_end,omitempty"`
 	// GRPCStatus, on grpc_status, is the call's status by name
 	// (UNAVAILABLE, DEADLINE_EXCEEDED, ...); Error holds its message.
 	GRPCStatus string `json:"grpc_status,omitempty"`

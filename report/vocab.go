@@ -41,6 +41,21 @@ const (
 	GoAwayGraceful = "graceful" // first 2^31-1, then the last stream after a round trip (grpc-go's GracefulStop)
 )
 
+// Values of a failure's stream_end: how a call of the grpc-go client that
+// was sent and not answered (grpc_status in read_headers) ended.
+const (
+	// StreamEndConnLost: its connection ended under it (the server closed
+	// or reset it, or grpc-go closed it on an error): cut with it.
+	StreamEndConnLost = "conn_lost"
+	// StreamEndReset: the server reset its stream (RST_STREAM, its code
+	// in h2_code), the connection up.
+	StreamEndReset = "reset"
+	// StreamEndUnprocessed: above the last stream of the server's GOAWAY,
+	// never processed, and grpc-go did not resend it (it resends such a
+	// call once, transparently).
+	StreamEndUnprocessed = "unprocessed"
+)
+
 // Values of config.grpc_client and paths[].grpc_client: who made a gRPC
 // run's calls.
 const (

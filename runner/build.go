@@ -313,6 +313,7 @@ func failure(res *prober.Result, clock report.WallClock, runID string) report.Fa
 		TLSCause:      res.TLSCause.String(),
 		H2Code:        res.H2Code,
 		GoAway:        res.GoAway.String(),
+		StreamEnd:     res.StreamEnd,
 		GRPCStatus:    res.GRPCStatus,
 		HiddenRetries: int(res.HiddenRetries),
 	}

@@ -187,6 +187,7 @@ type Result struct {
 	TLSCause    string `json:"tls_cause,omitempty"`
 	H2Code      string `json:"h2_code,omitempty"`
 	GoAway      string `json:"goaway,omitempty"`
+	StreamEnd   string `json:"stream_end,omitempty"` // optional: probers before it did not send it
 	GRPCStatus  string `json:"grpc_status,omitempty"`
 	Retries     uint8  `json:"retries,omitempty"`
 	RetryNS     int64  `json:"retry_ns,omitempty"`
@@ -383,7 +384,7 @@ func FromResult(res *prober.Result) *Result {
 		Class: res.Class.String(), Phase: res.Phase.String(), Status: res.Status, Fresh: res.Fresh,
 		SlowConnect: res.SlowConnect, ConnReqs: res.ConnReqs, ConnAgeNS: int64(res.ConnAge), ConnectNS: int64(res.Connect), Backend: res.Backend,
 		ServerClose: res.ServerClose.String(), TLSCause: res.TLSCause.String(), Canceled: res.Canceled,
-		H2Code: res.H2Code, GoAway: res.GoAway.String(), GRPCStatus: res.GRPCStatus, Retries: res.HiddenRetries, RetryNS: int64(res.RetryDelay)}
+		H2Code: res.H2Code, GoAway: res.GoAway.String(), StreamEnd: res.StreamEnd, GRPCStatus: res.GRPCStatus, Retries: res.HiddenRetries, RetryNS: int64(res.RetryDelay)}
 	if res.Err != nil {
 		r.Error = res.Err.Error()
 	}
@@ -433,7 +434,7 @@ func (r *Result) ToResult() (prober.Result, error) {
 	res := prober.Result{Seq: r.Seq, Intended: time.Duration(r.IntendedNS), Start: time.Duration(r.StartNS), End: time.Duration(r.EndNS),
 		Class: class, Phase: phase, Status: r.Status, Fresh: r.Fresh, SlowConnect: r.SlowConnect, ConnReqs: r.ConnReqs,
 		ConnAge: time.Duration(r.ConnAgeNS), Connect: time.Duration(r.ConnectNS), Backend: r.Backend, ServerClose: closed, TLSCause: cause, Canceled: r.Canceled,
-		H2Code: r.H2Code, GoAway: goAway, GRPCStatus: r.GRPCStatus, HiddenRetries: r.Retries, RetryDelay: time.Duration(r.RetryNS)}
+		H2Code: r.H2Code, GoAway: goAway, StreamEnd: r.StreamEnd, GRPCStatus: r.GRPCStatus, HiddenRetries: r.Retries, RetryDelay: time.Duration(r.RetryNS)}
 	if r.Error != "" {
 		res.Err = errors.New(r.Error)
 	}

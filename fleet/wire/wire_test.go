@@ -14,6 +14,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rollprobe/rollprobe/prober"
+	"github.com/rollprobe/rollprobe/report"
 )
 
 // Every field of a result that is not OK survives the line.
@@ -28,6 +29,7 @@ func TestResultRoundTrip(t *testing.T) {
 	grpc := in
 	grpc.Class, grpc.ServerClose, grpc.GRPCStatus = prober.GRPCStatus, prober.CloseUnknown, "UNAVAILABLE"
 	grpc.HiddenRetries, grpc.RetryDelay = 2, 3*time.Millisecond
+	grpc.StreamEnd, grpc.H2Code = report.StreamEndReset, "INTERNAL_ERROR"
 	rejected := in
 	rejected.Class, rejected.Phase, rejected.ServerClose = prober.Refused, prober.PhaseDial, prober.CloseUnknown
 	rejected.DialICMP = &prober.DialICMP{From: netip.MustParseAddr("10.244.1.1"), Type: 3, Code: 3}
