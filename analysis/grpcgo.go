@@ -84,13 +84,27 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 }
 
 // grpcCutCall: a call the grpc-go client sent and lost with its connection
-// before any answer (a grpc_status in read_headers: the raw client's
-// grpc_status is always an answer, with no phase). Its goaway is set when
-// the prober read a GOAWAY on that connection: the call was then at or
-// below its last stream (grpc-go resends the ones above unseen), as the
-// raw client's goaway_cut.
+// before any answer (a grpc_status in read_headers, its connection ended:
+// the raw client's grpc_status is always an answer, with no phase). Its
+// goaway is set when the prober read a GOAWAY on that connection: the
+// call was then at or below its last stream (grpc-go resends the ones
+// above unseen), as the raw client's goaway_cut.
 func grpcCutCall(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String()
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndConnLost
+}
+
+// grpcResetCall: a call the grpc-go client sent whose stream the server
+// reset (RST_STREAM: its code in h2_code), its connection still up, as
+// the raw client's rst_stream.
+func grpcResetCall(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndReset
+}
+
+// grpcUnprocessedCall: a call the grpc-go client sent above the last
+// stream of the server's GOAWAY and did not resend (it resends such a call
+// once), as the raw client's goaway_unprocessed.
+func grpcUnprocessedCall(f *report.Failure, c prober.Class) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndUnprocessed
 }
 
 // grpcGo5xx: a call the grpc-go client failed on a response that was not

@@ -125,18 +125,26 @@ func TestPathWindowOfGRPCGoWithCallsUnsentIsUnknown(t *testing.T) {
 // A grpc-go call cut with its connection to a terminating pod is named by
 // what the prober read on that connection, as the raw client's streams
 // are: no GOAWAY is the abrupt close's; after a GOAWAY, the shutdown's
-// dropped streams. The prober reads the frames over h2c and TLS alike.
+// dropped streams. The prober reads the frames over h2c and TLS alike. A
+// call whose stream the server reset, its connection up, is the
+// shutdown's reset stream, whatever GOAWAY came; one failed with its
+// connection up and no cause is no rule's.
 func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
 	for _, tc := range []struct {
-		target, goAway, want string
+		target, goAway, h2Code, end string
+		want, line                  string
 	}{
-		{"http://10.0.0.1:30095", "", H2CloseWithoutGoAway},
-		{"http://10.0.0.1:30095", report.GoAwaySingle, H2GoAwayDroppedStreams},
-		{"https://api.example/", "", H2CloseWithoutGoAway},
-		{"https://api.example/", report.GoAwayGraceful, H2GoAwayDroppedStreams},
+		{"http://10.0.0.1:30095", "", "", report.StreamEndConnLost, H2CloseWithoutGoAway, "1 of them grpc-go's calls"},
+		{"http://10.0.0.1:30095", report.GoAwaySingle, "", report.StreamEndConnLost, H2GoAwayDroppedStreams, "1 of them grpc-go's calls, failed with its own status"},
+		{"https://api.example/", "", "", report.StreamEndConnLost, H2CloseWithoutGoAway, "1 of them grpc-go's calls"},
+		{"https://api.example/", report.GoAwayGraceful, "", report.StreamEndConnLost, H2GoAwayDroppedStreams, "1 of them grpc-go's calls, failed with its own status"},
+		{"http://10.0.0.1:30095", "", "INTERNAL_ERROR", report.StreamEndReset, H2GoAwayDroppedStreams, "1 of them grpc-go's calls, failed with the status it gives the RST_STREAM's code"},
+		{"http://10.0.0.1:30095", report.GoAwaySingle, "NO_ERROR", report.StreamEndReset, H2GoAwayDroppedStreams, "1 were reset by the server"},
+		{"http://10.0.0.1:30095", report.GoAwaySingle, "", report.StreamEndUnprocessed, H2GoAwayDroppedStreams, "1 of them grpc-go's calls, failed UNAVAILABLE (\"the connection is draining\")"},
+		{"http://10.0.0.1:30095", "", "", "", Unexplained, "on pods terminating or just ready"},
 	} {
 		cut := grpcGoFailure(5100, "read_headers", "error reading from server: EOF")
-		cut.Path, cut.GoAway = "", tc.goAway
+		cut.Path, cut.GoAway, cut.H2Code, cut.StreamEnd = "", tc.goAway, tc.h2Code, tc.end
 		r := &report.Report{StartedAt: t0, Target: tc.target, Config: report.Config{Protocol: "grpc"}, Timeline: []report.Event{
 			{At: at(0), Kind: report.PodPresent, Pod: "a", Revision: "old", Ready: true},
 			ev(5000, report.PodDeletionRequested, "a", "old"),
@@ -146,8 +154,8 @@ func TestGRPCGoCutCallsAreNamedByTheirGoAway(t *testing.T) {
 			t.Errorf("%s, goaway %q: findings %v, want %s alone", tc.target, tc.goAway, ids, tc.want)
 			continue
 		}
-		if ev := strings.Join(r.Findings[0].Evidence, "\n"); !strings.Contains(ev, "1 of them grpc-go's calls") {
-			t.Errorf("%s: evidence does not say the call was grpc-go's:\n%s", tc.want, ev)
+		if ev := strings.Join(r.Findings[0].Evidence, "\n"); !strings.Contains(ev, tc.line) || (tc.end != report.StreamEndConnLost && strings.Contains(ev, "at or below the GOAWAY's last stream")) {
+			t.Errorf("%s, h2 code %q: evidence lacks %q, or calls a reset stream cut:\n%s", tc.want, tc.h2Code, tc.line, ev)
 		}
 	}
 }

@@ -45,7 +45,8 @@ func h2ShutdownStream(s seen) bool {
 	case prober.GoAwayUnprocessed, prober.GoAwayCut, prober.RefusedStream, prober.RSTStream:
 		return true
 	}
-	return (s.class == prober.Reset && s.h2 && s.f.GoAway != "") || (s.grpcCut && s.f.GoAway != "")
+	return (s.class == prober.Reset && s.h2 && s.f.GoAway != "") || (s.grpcCut && s.f.GoAway != "") || grpcResetCall(s.f, s.class) ||
+		grpcUnprocessedCall(s.f, s.class)
 }
 
 func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
@@ -69,9 +70,18 @@ func renderH2CloseWithoutGoAway(g *group, x facts) (report.Finding, bool) {
 func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 	n := map[string]int{}
 	kinds := map[string]int{}
-	for _, f := range g.fails {
+	// grpc-go's calls whose stream the server reset, and those above the
+	// GOAWAY's last stream; its cut ones are n[grpc_status] less these.
+	grpcReset, grpcUnprocessed := 0, 0
+	for i, f := range g.fails {
 		n[f.Class]++
 		kinds[f.GoAway]++
+		switch c := class(&g.fails[i]); {
+		case grpcResetCall(&g.fails[i], c):
+			grpcReset++
+		case grpcUnprocessedCall(&g.fails[i], c):
+			grpcUnprocessed++
+		}
 	}
 	evidence := []string{fmt.Sprintf("%s failed (%s) %s on connections to pods whose deletion was requested, as their servers shut down",
 		nOf(len(g.fails), "stream"), g.classes(), g.span(x.r.StartedAt))}
@@ -80,22 +90,28 @@ func renderH2GoAwayDroppedStreams(g *group, x facts) (report.Finding, bool) {
 			kinds[report.GoAwaySingle], kinds[report.GoAwayGraceful], kinds[""]))
 	}
 	var fixes []string
-	if k := n[report.ClassGoAwayUnprocessed]; k > 0 {
+	if k := n[report.ClassGoAwayUnprocessed] + grpcUnprocessed; k > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d were above the last stream ID of the server's GOAWAY: "+
 			"sent before the GOAWAY reached the client, never processed; Go's and grpc-go's clients resend such streams unseen, other clients fail them", k))
+		if grpcUnprocessed > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed UNAVAILABLE (\"the connection is draining\"): grpc-go resends such a call once, and these met a GOAWAY again", grpcUnprocessed))
+		}
 		fixes = append(fixes, "announce the shutdown in two phases: a GOAWAY with stream ID 2^31-1, a PING round trip, then the GOAWAY naming the last stream "+
 			"(grpc-go's GracefulStop and Envoy's drain do; Go's http.Server.Shutdown sends one GOAWAY, so behind it only clients that resend unprocessed streams are safe)")
 	}
-	if k := n[report.ClassGoAwayCut] + n[report.ClassGRPCStatus]; k > 0 {
+	if k := n[report.ClassGoAwayCut] + n[report.ClassGRPCStatus] - grpcReset - grpcUnprocessed; k > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d were at or below the GOAWAY's last stream (the server had them) and got no answer before the connection closed: "+
 			"processed or not, nobody knows", k))
-		if calls := n[report.ClassGRPCStatus]; calls > 0 {
+		if calls := n[report.ClassGRPCStatus] - grpcReset - grpcUnprocessed; calls > 0 {
 			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with its own status (it resends unseen the ones above the last stream)", calls))
 		}
 		fixes = append(fixes, "finish the streams in flight before exiting: Shutdown and GracefulStop return when they are done; keep the grace period above preStop plus that drain")
 	}
-	if k := n[report.ClassRefusedStream] + n[report.ClassRSTStream] + n[report.ClassReset]; k > 0 {
+	if k := n[report.ClassRefusedStream] + n[report.ClassRSTStream] + n[report.ClassReset] + grpcReset; k > 0 {
 		evidence = append(evidence, fmt.Sprintf("%d were reset by the server (RST_STREAM or a TCP reset) while it shut down", k))
+		if grpcReset > 0 {
+			evidence = append(evidence, fmt.Sprintf("%d of them grpc-go's calls, failed with the status it gives the RST_STREAM's code (h2_code)", grpcReset))
+		}
 		fixes = append(fixes, "stop taking new streams with a GOAWAY rather than resetting them, and answer the ones taken")
 	}
 	fix := ""
