@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 
 	"github.com/rollprobe/rollprobe/report"
-	"google.golang.org/grpc/status"
 )
 
 // The grpc-go client mode (GRPCClientGo). The raw mode counts every
@@ -426,6 +426,7 @@ func (w *worker) doGRPCGo(res *Result) {
 			conn.responses.Add(1)
 		}
 	}
+	var streamEnd, h2Code string // a call sent and unanswered: how it ended
 	if conn := call.conn.Load(); res.Phase != PhaseDial && conn != nil {
 		addr := conn.addr // sent on this connection
 		res.Addr = &addr
@@ -437,19 +438,19 @@ func (w *worker) doGRPCGo(res *Result) {
 			// or not.
 			res.GoAway = conn.frames.goAwayKind()
 			if conn.ended.Load() {
-				res.StreamEnd = report.StreamEndConnLost
+				streamEnd = report.StreamEndConnLost
 			}
 		}
 	}
 	if res.Phase == PhaseReadHeaders {
-		// Sent, unanswered, and grpc-go's words say how, whatever
-		// became of the connection since: its stream reset by the server
-		// (not a connection lost, whose GOAWAY or its absence would
-		// explain it), or closed as above a GOAWAY's last stream.
+		// grpc-go's words say how, whatever became of the connection
+		// since: its stream reset by the server (not a connection lost,
+		// whose GOAWAY or its absence would explain it), or closed as
+		// above a GOAWAY's last stream.
 		if code, ok := strings.CutPrefix(st.Message(), grpcGoReset); ok {
-			res.H2Code, res.StreamEnd = code, report.StreamEndReset
+			streamEnd, h2Code = report.StreamEndReset, code
 		} else if st.Message() == grpcGoDrained {
-			res.StreamEnd = report.StreamEndUnprocessed
+			streamEnd = report.StreamEndUnprocessed
 		}
 	}
 	switch {
@@ -459,6 +460,7 @@ func (w *worker) doGRPCGo(res *Result) {
 		res.Class = Timeout // the prober's own time ran out, as for the raw mode
 	default:
 		res.Class, res.GRPCStatus, res.Err = GRPCStatus, GRPCCodeName(int(st.Code())), errors.New(oneLine(st.Message()))
+		res.StreamEnd, res.H2Code = streamEnd, h2Code
 	}
 }
 
