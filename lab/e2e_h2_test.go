@@ -215,20 +215,23 @@ func testGRPCGoUnsent(t *testing.T, ctx context.Context, c *lab.Client) {
 		t.Errorf("findings %v: grpc-naive's new pods serve when ready (its readiness probe asks the app)", findingIDs(rep))
 	}
 	// The calls grpc-go sent and lost with their connections: grpc-naive
-	// exits with no GOAWAY, and the wire shows none; rollprobe read none on
-	// their connections, and the abrupt close's finding names them.
+	// exits with no GOAWAY and resets no stream, and the wire shows
+	// neither; each such call ended with its connection (stream_end
+	// conn_lost), rollprobe read no GOAWAY on it, and the abrupt close's
+	// finding names them.
 	var cut int
 	for _, f := range rep.Failures {
 		if f.Path == "grpc-go" && f.Class == report.ClassGRPCStatus && f.Phase == "read_headers" {
 			cut++
-			if f.GoAway != "" {
-				t.Errorf("call %s cut with its connection: goaway %q, the server sent none", f.RequestID, f.GoAway)
+			if f.GoAway != "" || f.StreamEnd != report.StreamEndConnLost {
+				t.Errorf("call %s sent, unanswered: goaway %q, stream_end %q (%s); the server sent no GOAWAY and reset no stream: want it cut with its connection",
+					f.RequestID, f.GoAway, f.StreamEnd, f.Error)
 			}
 		}
 	}
 	for _, conn := range frames.Since(rep.StartedAt).Conns {
-		if len(conn.GoAways) > 0 {
-			t.Errorf("the wire shows a GOAWAY (last streams %v): grpc-naive sends none", conn.GoAways)
+		if len(conn.GoAways) > 0 || len(conn.Resets) > 0 {
+			t.Errorf("the wire shows a GOAWAY (last streams %v) or RST_STREAMs %v: grpc-naive sends neither", conn.GoAways, conn.Resets)
 		}
 	}
 	if f := findingByID(rep, analysis.H2CloseWithoutGoAway); cut > 0 && (f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "of them grpc-go's calls")) {
