@@ -354,16 +354,7 @@ func TestGRPCGoNonGRPCAnswers(t *testing.T) {
 		{"", 0, "INTERNAL"},
 	} {
 		t.Run("status "+tc.status, func(t *testing.T) {
-			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.answerHTTP(id, tc.status) })
-			p, snap := scriptProbe(t, s, func(c *Config) {
-				grpcProbe(c)
-				c.GRPCClient, c.Connections = GRPCClientGo, 1
-				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
-			})
-			if snap.Totals.Sent() == 0 || snap.Totals.Classes[GRPCStatus] != snap.Totals.Sent() {
-				t.Fatalf("grpc_status %d of %d calls (%v): want every call failed so", snap.Totals.Classes[GRPCStatus], snap.Totals.Sent(), snap.Totals.Classes)
-			}
-			for _, f := range p.Recorder().Failures() { // the ones kept
+			for _, f := range grpcGoFailingEveryCall(t, func(sc *scriptConn, id uint32) { sc.answerHTTP(id, tc.status) }) {
 				if f.Phase != PhaseNone || f.Status != tc.wantStatus || f.Class != GRPCStatus || f.GRPCStatus != tc.wantCode || f.Addr == nil {
 					t.Fatalf("failure: phase %q, status %d, class %s %s, connection %v (%v); want no phase, status %d, grpc_status %s, its connection",
 						f.Phase, f.Status, f.Class, f.GRPCStatus, f.Addr, f.Err, tc.wantStatus, tc.wantCode)
@@ -376,6 +367,23 @@ func TestGRPCGoNonGRPCAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grpcGoFailingEveryCall probes, by grpc-go on one connection, a scripted
+// server answering each stream with answer, and returns the failures kept
+// after checking every call failed as grpc_status.
+func grpcGoFailingEveryCall(t *testing.T, answer func(sc *scriptConn, id uint32)) []Result {
+	t.Helper()
+	s := newScriptServer(t, func(sc *scriptConn, id uint32, _ int) { answer(sc, id) })
+	p, snap := scriptProbe(t, s, func(c *Config) {
+		grpcProbe(c)
+		c.GRPCClient, c.Connections = GRPCClientGo, 1
+		c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
+	})
+	if snap.Totals.Sent() == 0 || snap.Totals.Classes[GRPCStatus] != snap.Totals.Sent() {
+		t.Fatalf("grpc_status %d of %d calls (%v): want every call failed so", snap.Totals.Classes[GRPCStatus], snap.Totals.Sent(), snap.Totals.Classes)
+	}
+	return p.Recorder().Failures()
 }
 
 // testCert is a self-signed certificate for a test's TLS server.
@@ -572,16 +580,7 @@ func TestGRPCGoResetStreams(t *testing.T) {
 		{http2.ErrCodeRefusedStream, "UNAVAILABLE"},
 	} {
 		t.Run(tc.code.String(), func(t *testing.T) {
-			s := newScriptServer(t, func(sc *scriptConn, id uint32, n int) { sc.reset(id, tc.code) })
-			p, snap := scriptProbe(t, s, func(c *Config) {
-				grpcProbe(c)
-				c.GRPCClient, c.Connections = GRPCClientGo, 1
-				c.Target, _ = ParseTarget(strings.TrimSuffix(s.URL(), "/"))
-			})
-			if snap.Totals.Sent() == 0 || snap.Totals.Classes[GRPCStatus] != snap.Totals.Sent() {
-				t.Fatalf("grpc_status %d of %d calls (%v): want every call failed so", snap.Totals.Classes[GRPCStatus], snap.Totals.Sent(), snap.Totals.Classes)
-			}
-			for _, f := range p.Recorder().Failures() {
+			for _, f := range grpcGoFailingEveryCall(t, func(sc *scriptConn, id uint32) { sc.reset(id, tc.code) }) {
 				hidden := tc.code == http2.ErrCodeRefusedStream && f.GRPCStatus == "UNKNOWN" && f.Err.Error() == "EOF" && f.H2Code == ""
 				if f.Phase != PhaseReadHeaders || f.GoAway != GoAwayNone || f.Addr == nil ||
 					(hidden && f.StreamEnd != "") || (!hidden && (f.H2Code != tc.code.String() || f.GRPCStatus != tc.wantCode || f.StreamEnd != report.StreamEndReset)) {
