@@ -710,14 +710,18 @@ func checkETPLocal(s *subject) (report.Finding, bool) {
 		Fix: "upgrade to 1.26+ (ProxyTerminatingEndpoints), or use externalTrafficPolicy: Cluster, or keep the pod serving (preStop sleep) longer than the load balancer's health-check interval x threshold"}, true
 }
 
+// drainEvicts: a node drain evicts the workload's pods, so its budgets
+// are what keeps some serving. Not a DaemonSet's: a drain leaves them be
+// (kubectl drain --ignore-daemonsets, as run --drain), and it runs one a
+// node, which no eviction of another node's pods takes.
+func drainEvicts(w rollout.Workload) bool { return w.DaemonSet == nil }
+
 // checkPDB: a budget keeps evictions (drains, upgrades) from taking the
-// pods at once. Not asked of a DaemonSet: a drain leaves its pods be
-// (kubectl drain --ignore-daemonsets), and there is one a node, which no
-// eviction of another node's pods takes.
+// pods at once.
 func checkPDB(s *subject) (report.Finding, bool) {
 	w := s.Workload
 	tmpl := w.Template()
-	if w.DaemonSet != nil || coveredByPDB(tmpl, s.PDBs) {
+	if !drainEvicts(w) || coveredByPDB(tmpl, s.PDBs) {
 		return report.Finding{}, false
 	}
 	ref := w.Ref()
@@ -1222,6 +1226,9 @@ func budgetAllowance(p *policyv1.PodDisruptionBudget, podLabels labels.Set, desi
 // node upgrade waits on it for ever.
 func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 	w := s.Workload
+	if !drainEvicts(w) {
+		return report.Finding{}, false
+	}
 	desired, _, _, _ := w.Counts()
 	for _, p := range s.PDBs {
 		allowed, why, ok := budgetAllowance(&p, labels.Set(w.Template().Labels), int(desired))
@@ -1247,7 +1254,7 @@ func checkPDBAllowsEviction(s *subject) (report.Finding, bool) {
 func checkPDBAllowsEvictingAll(s *subject) (report.Finding, bool) {
 	w := s.Workload
 	desired, _, _, _ := w.Counts()
-	if desired < 2 {
+	if desired < 2 || !drainEvicts(w) {
 		return report.Finding{}, false
 	}
 	for _, p := range s.PDBs {

@@ -996,10 +996,19 @@ func TestHandWeightedTraefikRoute(t *testing.T) {
 
 	// A DaemonSet's pods are one per node: not judged here.
 	ds := &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Template: d.Spec.Template}}
-	// Nor asked for a budget: a drain leaves its pods be.
-	for _, f := range Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc}, Options{}) {
-		if f.ID == NoPDB {
-			t.Errorf("a DaemonSet with no budget: %+v, want no %s", f, NoPDB)
+	// Nor are its budgets judged: a drain leaves its pods be. None, one
+	// that refuses every eviction, one that allows them all: no finding.
+	ds.Status.DesiredNumberScheduled = 3
+	for _, budget := range []*intstr.IntOrString{nil, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromString("100%"))} {
+		var pdbs []policyv1.PodDisruptionBudget
+		if budget != nil {
+			pdbs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "ds", Namespace: "prod"},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: budget, Selector: &metav1.LabelSelector{MatchLabels: ds.Spec.Template.Labels}}}}
+		}
+		for _, f := range Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc, PDBs: pdbs}, Options{}) {
+			if f.ID == NoPDB || f.ID == PDBAllowsNoEviction || f.ID == PDBAllowsEvictingAll {
+				t.Errorf("a DaemonSet, budget %v: %+v, want no budget finding", budget, f)
+			}
 		}
 	}
 	warningWithLines(t, Run(Input{Workload: rollout.Workload{DaemonSet: ds}, Service: svc, PDBs: pdbs, WeightedRoutes: route}, Options{}), TraefikWeightedRouteOnePod, nil)
