@@ -118,6 +118,7 @@ func TestExitCodes(t *testing.T) {
 		{"run with a scale and a drain", []string{"run", "--deployment", "web", "--target", "http://x/", "--scale", "2", "--drain", "n1"}, 2, "--drain or --scale"},
 		{"run --scale 0", []string{"run", "--deployment", "web", "--target", "http://x/", "--scale", "0"}, 2, "--scale 0: want 1 or more"},
 		{"run --scale of a DaemonSet", []string{"run", "--daemonset", "agent", "--target", "http://x/", "--scale", "2"}, 2, "--scale applies to a Deployment, StatefulSet or Argo Rollout"},
+		{"run --drain of a DaemonSet", []string{"run", "--daemonset", "agent", "--target", "http://x/", "--drain", "node-1"}, 2, "--drain applies to a Deployment, StatefulSet or Argo Rollout: a drain leaves a DaemonSet's pods on the node"},
 		{"run command without --exec", []string{"run", "--deployment", "web", "--target", "http://x/", "--", "helm", "upgrade"}, 2, "goes after --exec --"},
 		{"run --exec without command", []string{"run", "--deployment", "web", "--target", "http://x/", "--exec"}, 2, "give the deploy command after --"},
 		{"bad ui", []string{"probe", srv.URL("/ok"), "--ui", "fancy"}, 2, "want auto, tui, plain or none"},

@@ -178,6 +178,11 @@ func (o *runOptions) validate() error {
 	if kind, _, _ := o.kube.workload(); scale && kind == rollout.KindDaemonSet {
 		errs = append(errs, errors.New("--scale applies to a Deployment, StatefulSet or Argo Rollout: "+rollout.ErrNoReplicas.Error()))
 	}
+	if kind, _, _ := o.kube.workload(); o.drain != "" && kind == rollout.KindDaemonSet {
+		// The follow would wait for its pods to leave the node until the
+		// run timed out.
+		errs = append(errs, errors.New("--drain applies to a Deployment, StatefulSet or Argo Rollout: a drain leaves a DaemonSet's pods on the node (as kubectl drain --ignore-daemonsets), so it never takes them; to see what a drain does to a Service, probe a workload it evicts"))
+	}
 	if o.uncordon && o.drain == "" {
 		errs = append(errs, errors.New("--uncordon applies only with --drain (it makes the drained node schedulable again at the end)"))
 	}
