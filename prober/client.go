@@ -462,7 +462,7 @@ func addrIs(a net.Addr, ap netip.AddrPort) bool {
 		return false
 	}
 	got := t.AddrPort()
-	return netip.AddrPortFrom(got.Addr().Unmap(), got.Port()) == netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return unmapped(got) == unmapped(ap)
 }
 
 // errDialStartedLate: the connect deadline passed before the prober made
@@ -555,7 +555,7 @@ func (d *dialer) dial(ctx context.Context, deadline time.Time, slot *dialSlot) (
 	// connected.
 	if remote, ok := raw.RemoteAddr().(*net.TCPAddr); ok {
 		ap := remote.AddrPort()
-		slot.addr.Remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		slot.addr.Remote = unmapped(ap)
 	}
 	if local, ok := raw.LocalAddr().(*net.TCPAddr); ok {
 		slot.addr.Local = local.AddrPort()

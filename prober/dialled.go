@@ -27,7 +27,7 @@ func (s *dialledSet) add(a netip.AddrPort) {
 	if s == nil || !a.IsValid() {
 		return
 	}
-	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	a = unmapped(a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.addrs, s.more = appendDialled(s.addrs, s.more, a)

@@ -109,7 +109,7 @@ func loopTarget(cfg *Config) (netip.AddrPort, string) {
 		if ap.Addr().Zone() != "" {
 			return netip.AddrPort{}, "a scoped IPv6 address"
 		}
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ""
+		return unmapped(ap), ""
 	}
 	ip, err := netip.ParseAddr(u.Hostname())
 	if err != nil {
