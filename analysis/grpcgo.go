@@ -90,21 +90,27 @@ func renderGRPCFailedUnsent(g *group, x facts) (report.Finding, bool) {
 // call was then at or below its last stream (grpc-go resends the ones
 // above unseen), as the raw client's goaway_cut.
 func grpcCutCall(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndConnLost
+	return grpcSentEnded(f, c, report.StreamEndConnLost)
 }
 
 // grpcResetCall: a call the grpc-go client sent whose stream the server
 // reset (RST_STREAM: its code in h2_code), its connection still up, as
 // the raw client's rst_stream.
 func grpcResetCall(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndReset
+	return grpcSentEnded(f, c, report.StreamEndReset)
 }
 
 // grpcUnprocessedCall: a call the grpc-go client sent above the last
 // stream of the server's GOAWAY and did not resend (it resends such a call
 // once), as the raw client's goaway_unprocessed.
 func grpcUnprocessedCall(f *report.Failure, c prober.Class) bool {
-	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == report.StreamEndUnprocessed
+	return grpcSentEnded(f, c, report.StreamEndUnprocessed)
+}
+
+// grpcSentEnded: a grpc_status of a call grpc-go sent and got no answer
+// to (read_headers) that ended as end (its stream_end).
+func grpcSentEnded(f *report.Failure, c prober.Class, end string) bool {
+	return c == prober.GRPCStatus && f.Phase == prober.PhaseReadHeaders.String() && f.StreamEnd == end
 }
 
 // grpcGo5xx: a call the grpc-go client failed on a response that was not

@@ -507,9 +507,9 @@ func nonGRPCAnswer(msg string) (httpStatus int, ok bool) {
 // failure's error: grpc-go puts a response body that is not gRPC on lines
 // of its own ("...\ndata: \"Bad Gateway\""), and a grpc-message may hold
 // any text.
-func oneLine(msg string) string {
-	return strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ").Replace(msg)
-}
+func oneLine(msg string) string { return lineBreaks.Replace(msg) }
+
+var lineBreaks = strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ")
 
 // grpcMetadata is cfg's headers as the calls' metadata (names in lower
 // case; those gRPC sets itself left out).
